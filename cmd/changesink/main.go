@@ -1,0 +1,143 @@
+// Command changesink keeps read models current from change streams. It is run
+// by Kestra flows in a Docker task runner: settings come from env vars (with
+// flags that override them), results go to stdout as Kestra protocol lines and
+// to output files, and the exit code tells Kestra how the run ended:
+//
+//	0 done; outputs written after the commit
+//	1 refused: input or stored state is unsafe; nothing was changed
+//	2 usage or configuration error
+//	3 transient: a service unreachable, a timeout, a lost connection; nothing was committed
+//	4 internal: an unexpected failure (please report it); nothing was committed
+//
+// This package is thin on purpose: it parses the command line, builds each
+// task's Config, runs the task, prints the result through package kestra and
+// maps the error to an exit code through package outcome.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/redact"
+)
+
+// Stamped at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// CLI is the whole command tree. Each leaf command has a Run(*app) error method.
+type CLI struct {
+	KafkaState kafkaStateCmd `cmd:"" name:"kafka-state" help:"Keep the latest JSON value per key of a compacted Kafka topic in PostgreSQL."`
+	CDC        cdcCmd        `cmd:"" name:"cdc" help:"Apply Debezium change batches (Ion) from PostgreSQL to a ClickHouse ReplacingMergeTree."`
+	Version    versionCmd    `cmd:"" help:"Print the version and the commit it was built from."`
+	Help       helpCmd       `cmd:"" help:"Show help for a command."`
+
+	LogLevel slog.Level `name:"log-level" env:"CHANGESINK_LOG_LEVEL" default:"INFO" help:"Log level: DEBUG, INFO, WARN or ERROR."`
+	WorkDir  string     `name:"work-dir" env:"WORKING_DIR" default:"." type:"existingdir" help:"Directory for input and output files (Kestra sets WORKING_DIR)."`
+}
+
+// app is what every command's Run receives: the run's context, where to
+// print, and the masker every secret the command reads must be added to.
+type app struct {
+	ctx  context.Context
+	em   *kestra.Emitter
+	log  *slog.Logger
+	mask *redact.Masker
+	// dir is the working directory: input files are resolved against it and
+	// output files (Kestra's outputFiles) are written into it.
+	dir kestra.Dir
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run(a *app) error {
+	return a.em.Plain(fmt.Sprintf("changesink %s (commit %s)", version, commit))
+}
+
+type helpCmd struct {
+	Command []string `arg:"" optional:"" help:"The command to show help for."`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+// newParser builds the kong parser for cli; tests use it to inspect the
+// commands and the env vars each reads.
+func newParser(cli *CLI, stdout io.Writer, exit func(int)) (*kong.Kong, error) {
+	return kong.New(cli,
+		kong.Name("changesink"),
+		kong.Description("Keep read models current from change streams, run from Kestra flows.\n\n"+
+			"Exit codes: 0 done, 1 refused (unsafe input or state; nothing changed), 2 usage or configuration error, "+
+			"3 transient (retry), 4 internal error."),
+		kong.Writers(stdout, stdout),
+		kong.Exit(exit),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
+	)
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout io.Writer) int {
+	mask := &redact.Masker{}
+	em := kestra.NewEmitter(stdout, mask)
+	var cli CLI
+	exited := -1
+	parser, err := newParser(&cli, stdout, func(code int) { exited = code })
+	if err != nil {
+		return fail(em, outcome.Internal, fmt.Errorf("build command line: %w", err))
+	}
+	if len(args) == 0 {
+		args = []string{"--help"}
+	}
+	kctx, err := parser.Parse(args)
+	if exited >= 0 { // --help or a parse error already printed
+		if exited == 0 {
+			return 0
+		}
+		return outcome.Config.ExitCode()
+	}
+	if err != nil {
+		return fail(em, outcome.Config, err)
+	}
+	if kctx.Command() == "help" || kctx.Command() == "help <command>" {
+		helpArgs := append(append([]string{}, cli.Help.Command...), "--help")
+		_, _ = parser.Parse(helpArgs)
+		return 0
+	}
+	logger := slog.New(kestra.NewLogHandler(em, cli.LogLevel))
+	a := &app{ctx: ctx, em: em, log: logger, mask: mask, dir: kestra.Dir{Path: cli.WorkDir}}
+	if err := kctx.Run(a); err != nil {
+		return fail(em, outcome.Classify(err), err)
+	}
+	return 0
+}
+
+// fail prints the error once, masked, as an ERROR log line and as
+// error_class/error outputs (Kestra keeps outputs of a failed task, so a flow's
+// errors branch can act on the class), and returns the exit code.
+func fail(em *kestra.Emitter, kind outcome.Kind, err error) int {
+	msg := err.Error()
+	var marked *outcome.Error
+	if errors.As(err, &marked) && kind == outcome.Internal {
+		kind = marked.Kind
+	}
+	_ = em.Log(kestra.LevelError, fmt.Sprintf("changesink: %s: %s", kind, msg))
+	_ = em.Outputs(map[string]any{"error_class": kind.String(), "error": msg})
+	return kind.ExitCode()
+}

@@ -1,0 +1,160 @@
+package kestra
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Masker hides secret values in text before it is printed.
+// *redact.Masker implements it.
+type Masker interface {
+	Mask(s string) string
+}
+
+type noMask struct{}
+
+func (noMask) Mask(s string) string { return s }
+
+// Emitter writes Kestra protocol lines to one writer (the process's stdout).
+// It is safe for concurrent use; each line is written with a single Write.
+type Emitter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	mask Masker
+}
+
+// NewEmitter returns an Emitter writing to w. mask may be nil.
+func NewEmitter(w io.Writer, mask Masker) *Emitter {
+	if mask == nil {
+		mask = noMask{}
+	}
+	return &Emitter{w: w, mask: mask}
+}
+
+// Metric is one Kestra metric entry. Type is "counter" (Value is a count) or
+// "timer" (Value is seconds). Tags may be nil.
+type Metric struct {
+	Name  string            `json:"name"`
+	Type  string            `json:"type"`
+	Value float64           `json:"value"`
+	Tags  map[string]string `json:"tags,omitempty"`
+}
+
+// Counter returns a counter metric.
+func Counter(name string, value float64, tags map[string]string) Metric {
+	return Metric{Name: name, Type: "counter", Value: value, Tags: tags}
+}
+
+// Timer returns a timer metric; Kestra reads a JSON number as seconds.
+func Timer(name string, d time.Duration, tags map[string]string) Metric {
+	return Metric{Name: name, Type: "timer", Value: d.Seconds(), Tags: tags}
+}
+
+// Result is what a task returns on success: the outputs and metrics to report.
+type Result interface {
+	// Outputs returns the values for `outputs.<task>.vars`.
+	Outputs() map[string]any
+	// Metrics returns the metrics of the run.
+	Metrics() []Metric
+}
+
+// Report prints the outputs line, then the metrics line, of a finished task.
+func (e *Emitter) Report(r Result) error {
+	if err := e.Outputs(r.Outputs()); err != nil {
+		return err
+	}
+	if m := r.Metrics(); len(m) > 0 {
+		return e.Metrics(m)
+	}
+	return nil
+}
+
+// Outputs prints `::{"outputs":{...}}::`.
+func (e *Emitter) Outputs(outputs map[string]any) error {
+	return e.line(map[string]any{"outputs": outputs})
+}
+
+// Metrics prints `::{"metrics":[...]}::`.
+func (e *Emitter) Metrics(metrics []Metric) error {
+	return e.line(map[string]any{"metrics": metrics})
+}
+
+// Level is a Kestra log level (org.slf4j.event.Level names, case-sensitive).
+type Level string
+
+// Kestra log levels.
+const (
+	LevelError Level = "ERROR"
+	LevelWarn  Level = "WARN"
+	LevelInfo  Level = "INFO"
+	LevelDebug Level = "DEBUG"
+)
+
+// Log prints a `::{"logs":[...]}::` line with an explicit level.
+func (e *Emitter) Log(level Level, message string) error {
+	return e.line(map[string]any{"logs": []map[string]string{{"level": string(level), "message": message}}})
+}
+
+// Plain prints a plain stdout line, which Kestra shows as INFO. Line breaks
+// are replaced by spaces so that one message stays one log entry.
+func (e *Emitter) Plain(message string) error {
+	msg := e.mask.Mask(message)
+	msg = string(bytes.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, []byte(msg)))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, err := io.WriteString(e.w, msg+"\n")
+	return err
+}
+
+func (e *Emitter) line(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("kestra: encode protocol line: %w", err)
+	}
+	masked := e.mask.Mask(string(raw))
+	if masked != string(raw) && !json.Valid([]byte(masked)) {
+		// A secret that happened to span JSON escapes: refuse to print rather than leak.
+		masked = `{"logs":[{"level":"ERROR","message":"changesink: a protocol line was withheld because masking a secret broke its JSON"}]}`
+	}
+	out := make([]byte, 0, len(masked)+8)
+	out = append(out, "::"...)
+	out = appendASCII(out, masked)
+	out = append(out, "::\n"...)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, err = e.w.Write(out)
+	return err
+}
+
+// appendASCII appends JSON text s with every non-ASCII rune escaped as \uXXXX
+// (surrogate pairs above the BMP). Valid because non-ASCII bytes in encoded
+// JSON only occur inside strings.
+func appendASCII(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	esc := func(dst []byte, r rune) []byte {
+		return append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+	}
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			dst = append(dst, byte(r))
+		case r > 0xffff:
+			r -= 0x10000
+			dst = esc(dst, 0xd800+(r>>10))
+			dst = esc(dst, 0xdc00+(r&0x3ff))
+		default:
+			dst = esc(dst, r)
+		}
+	}
+	return dst
+}

@@ -1,0 +1,100 @@
+package kestra
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kestraLine is Kestra's own matcher (TaskLogLineMatcher.LOG_DATA_SYNTAX).
+var kestraLine = regexp.MustCompile(`^::(\{.*})::$`)
+
+type replacer struct{ old, new string }
+
+func (r replacer) Mask(s string) string { return strings.ReplaceAll(s, r.old, r.new) }
+
+func TestOutputsLineIsASCIIAndParses(t *testing.T) {
+	var buf bytes.Buffer
+	em := NewEmitter(&buf, nil)
+	if err := em.Outputs(map[string]any{"topic": "tópico-😀", "consumed": 3}); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSuffix(buf.String(), "\n")
+	m := kestraLine.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("line %q does not match Kestra's pattern", line)
+	}
+	for _, b := range []byte(line) {
+		if b >= 0x80 {
+			t.Fatalf("line has a non-ASCII byte: %q", line)
+		}
+	}
+	var got struct {
+		Outputs map[string]any `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Outputs["topic"] != "tópico-😀" || got.Outputs["consumed"] != float64(3) {
+		t.Fatalf("round trip = %v", got.Outputs)
+	}
+}
+
+func TestMetricsAndLogs(t *testing.T) {
+	var buf bytes.Buffer
+	em := NewEmitter(&buf, replacer{"hunter2", "xxxxx"})
+	if err := em.Metrics([]Metric{Counter("records", 5, map[string]string{"topic": "t"}), Timer("batch", 1500*time.Millisecond, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(NewLogHandler(em, slog.LevelInfo))
+	log.Info("plain\nmessage", "pw", "hunter2")
+	log.Warn("careful", "n", 1)
+	log.Debug("hidden")
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	want := []string{
+		`::{"metrics":[{"name":"records","type":"counter","value":5,"tags":{"topic":"t"}},{"name":"batch","type":"timer","value":1.5}]}::`,
+		`plain message pw=xxxxx`,
+		`::{"logs":[{"level":"WARN","message":"careful n=1"}]}::`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines %q, want %d", len(lines), lines, len(want))
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d = %q, want %q", i, lines[i], want[i])
+		}
+	}
+}
+
+func TestDirCreateIsAtomic(t *testing.T) {
+	dir := Dir{Path: t.TempDir()}
+	f, err := dir.Create("report.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("partial")
+	if _, err := os.Stat(filepath.Join(dir.Path, "report.json")); !os.IsNotExist(err) {
+		t.Fatalf("file visible before Commit: %v", err)
+	}
+	f.Abort()
+	entries, _ := os.ReadDir(dir.Path)
+	if len(entries) != 0 {
+		t.Fatalf("Abort left files: %v", entries)
+	}
+	if err := dir.WriteJSON("r.json", map[string]int{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir.Path, "r.json"))
+	if err != nil || !strings.Contains(string(b), `"a": 1`) {
+		t.Fatalf("WriteJSON wrote %q, %v", b, err)
+	}
+	if _, err := dir.Create("../x"); err == nil {
+		t.Fatal("Create accepted a path")
+	}
+}

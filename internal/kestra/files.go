@@ -1,0 +1,88 @@
+package kestra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Dir is the task's working directory, where Kestra's outputFiles globs look
+// for files. Kestra sets WORKING_DIR in both the Docker and Process runners.
+type Dir struct {
+	// Path is an absolute or relative directory path; "" means ".".
+	Path string
+}
+
+// File is an output file being written. It becomes visible under its final
+// name only on Commit; Abort (or a crash) leaves no file of that name.
+type File struct {
+	*os.File
+	final string
+	done  bool
+}
+
+// Create starts writing the output file name (a plain file name, no
+// directories) in d.
+func (d Dir) Create(name string) (*File, error) {
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return nil, fmt.Errorf("kestra: output file name %q must be a plain file name", name)
+	}
+	dir := d.Path
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("kestra: create output file %s in %s: %w", name, dir, err)
+	}
+	return &File{File: f, final: filepath.Join(dir, name)}, nil
+}
+
+// Commit syncs, closes and renames the file to its final name.
+func (f *File) Commit() error {
+	if f.done {
+		return fmt.Errorf("kestra: output file %s already finished", f.final)
+	}
+	f.done = true
+	if err := f.File.Sync(); err != nil {
+		f.File.Close()
+		os.Remove(f.File.Name())
+		return fmt.Errorf("kestra: sync %s: %w", f.final, err)
+	}
+	if err := f.File.Close(); err != nil {
+		os.Remove(f.File.Name())
+		return fmt.Errorf("kestra: close %s: %w", f.final, err)
+	}
+	if err := os.Rename(f.File.Name(), f.final); err != nil {
+		os.Remove(f.File.Name())
+		return fmt.Errorf("kestra: rename output file to %s: %w", f.final, err)
+	}
+	return nil
+}
+
+// Abort discards the file. It is a no-op after Commit, so it can be deferred.
+func (f *File) Abort() {
+	if f.done {
+		return
+	}
+	f.done = true
+	f.File.Close()
+	os.Remove(f.File.Name())
+}
+
+// WriteJSON writes v as indented JSON to the output file name, atomically.
+func (d Dir) WriteJSON(name string, v any) error {
+	f, err := d.Create(name)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("kestra: write %s: %w", name, err)
+	}
+	return f.Commit()
+}

@@ -1,0 +1,133 @@
+// Package outcome classifies a failed run into the kinds an operator acts on,
+// and maps each kind to changesink's documented exit code.
+//
+// Tasks mark their errors with Refused, Config or Transient; Classify also
+// recognises driver errors that are transient by nature (network errors,
+// timeouts, PostgreSQL connection-class SQLSTATEs, a terminated backend,
+// serialization failures). Anything else is Internal: the run failed for a
+// reason changesink did not foresee, which is a bug to report. In every case
+// nothing was committed.
+package outcome
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Kind is the class of a failure.
+type Kind int
+
+// The kinds, in exit-code order.
+const (
+	// OK is not a failure.
+	OK Kind = iota
+	// Refused: the input or the stored state is unsafe; nothing was changed.
+	// The operator reads the message, repairs, and re-runs.
+	Refused
+	// Config: a usage or configuration error; fix the flow or the secret.
+	Config
+	// Transient: a service was unreachable, timed out or dropped the
+	// connection; nothing was committed and a retry may succeed.
+	Transient
+	// Internal: an unexpected failure (a bug); nothing was committed.
+	Internal
+)
+
+// String returns the name used in the error_class output.
+func (k Kind) String() string {
+	switch k {
+	case OK:
+		return "ok"
+	case Refused:
+		return "refused"
+	case Config:
+		return "config"
+	case Transient:
+		return "transient"
+	default:
+		return "internal"
+	}
+}
+
+// ExitCode returns the process exit code for k: 0 ok, 1 refused, 2 config,
+// 3 transient, 4 internal.
+func (k Kind) ExitCode() int { return int(k) }
+
+// Error marks an error with a Kind. It unwraps to the marked error, so
+// errors.Is and errors.As still find sentinels and typed errors beneath it.
+type Error struct {
+	Kind Kind
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func mark(k Kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Kind: k, Err: err}
+}
+
+// Refuse marks err as a refusal (exit 1).
+func Refuse(err error) error { return mark(Refused, err) }
+
+// Configure marks err as a configuration error (exit 2).
+func Configure(err error) error { return mark(Config, err) }
+
+// Transiently marks err as transient (exit 3).
+func Transiently(err error) error { return mark(Transient, err) }
+
+// Classify returns the Kind of err: the outermost explicit mark wins;
+// otherwise network errors, deadlines, unexpected EOFs, and PostgreSQL errors
+// that are transient by SQLSTATE (class 08 connection exceptions, 57P01
+// admin_shutdown as sent by pg_terminate_backend, 57P03, 40001, 40P01,
+// 53300) are Transient; a cancelled context is Transient too (the run was
+// stopped, nothing was committed). Everything else is Internal.
+func Classify(err error) Kind {
+	if err == nil {
+		return OK
+	}
+	var marked *Error
+	if errors.As(err, &marked) {
+		return marked.Kind
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
+		return Transient
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08",
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
+			pgErr.Code == "40001", pgErr.Code == "40P01", pgErr.Code == "53300":
+			return Transient
+		}
+		return Internal
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return Transient
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return Transient
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return Transient
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return Transient
+	}
+	return Internal
+}

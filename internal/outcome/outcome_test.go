@@ -1,0 +1,63 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var errSentinel = errors.New("sentinel")
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Kind
+	}{
+		{"nil", nil, OK},
+		{"refused", Refuse(errSentinel), Refused},
+		{"config", Configure(errSentinel), Config},
+		{"transient", Transiently(errSentinel), Transient},
+		{"marked deep inside wrap", fmt.Errorf("outer: %w", Refuse(errSentinel)), Refused},
+		{"outermost mark wins", Configure(fmt.Errorf("x: %w", Transiently(errSentinel))), Config},
+		{"deadline", fmt.Errorf("fetch: %w", context.DeadlineExceeded), Transient},
+		{"canceled", context.Canceled, Transient},
+		{"unexpected eof", io.ErrUnexpectedEOF, Transient},
+		{"connection refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), Transient},
+		{"pg terminated", &pgconn.PgError{Code: "57P01"}, Transient},
+		{"pg connection class", &pgconn.PgError{Code: "08006"}, Transient},
+		{"pg serialization", &pgconn.PgError{Code: "40001"}, Transient},
+		{"pg syntax", &pgconn.PgError{Code: "42601"}, Internal},
+		{"plain", errSentinel, Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Classify(tt.err); got != tt.want {
+				t.Errorf("Classify(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMarkKeepsChain(t *testing.T) {
+	err := Refuse(fmt.Errorf("lock: %w", errSentinel))
+	if !errors.Is(err, errSentinel) {
+		t.Fatalf("errors.Is lost the sentinel through the mark")
+	}
+	if got, want := err.Error(), "lock: sentinel"; got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for k, want := range map[Kind]int{OK: 0, Refused: 1, Config: 2, Transient: 3, Internal: 4} {
+		if got := k.ExitCode(); got != want {
+			t.Errorf("%v.ExitCode() = %d, want %d", k, got, want)
+		}
+	}
+}

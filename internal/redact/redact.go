@@ -1,0 +1,109 @@
+// Package redact keeps secrets out of everything changesink prints.
+//
+// Two layers: DSN rewrites a connection string so its password never shows
+// (for messages that name the target), and Masker replaces every known secret
+// value (passwords, SASL secrets, key passwords, DSN passwords) wherever it
+// appears, as a last line of defence on every stdout line, including driver
+// errors that quote a DSN or a server's echo of a credential.
+package redact
+
+import (
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Placeholder replaces a secret.
+const Placeholder = "xxxxx"
+
+// Masker replaces known secret values in text. The zero value masks nothing.
+// Add all secrets before sharing it between goroutines.
+type Masker struct {
+	secrets []string
+	r       *strings.Replacer
+}
+
+// Add registers secret values. Values shorter than 3 bytes are ignored (they
+// would mask ordinary words and digits and protect nothing worth hiding).
+func (m *Masker) Add(values ...string) {
+	for _, v := range values {
+		if len(v) < 3 {
+			continue
+		}
+		m.secrets = append(m.secrets, v)
+		if e := url.QueryEscape(v); e != v {
+			m.secrets = append(m.secrets, e)
+		}
+		if e := url.PathEscape(v); e != v {
+			m.secrets = append(m.secrets, e)
+		}
+	}
+	// Longest first, so a secret that contains another is masked whole.
+	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
+	pairs := make([]string, 0, 2*len(m.secrets))
+	for _, s := range m.secrets {
+		pairs = append(pairs, s, Placeholder)
+	}
+	m.r = strings.NewReplacer(pairs...)
+}
+
+// AddDSN registers the password found in a DSN (URL or key=value form).
+func (m *Masker) AddDSN(dsn string) {
+	if p := dsnPassword(dsn); p != "" {
+		m.Add(p)
+	}
+}
+
+// Mask returns s with every registered secret replaced by Placeholder.
+func (m *Masker) Mask(s string) string {
+	if m == nil || m.r == nil {
+		return s
+	}
+	return m.r.Replace(s)
+}
+
+var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// DSN returns dsn with its password replaced by Placeholder. It understands
+// URL DSNs (postgres://, clickhouse://, with a userinfo password or a
+// password= query parameter) and libpq key=value DSNs.
+func DSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), Placeholder)
+		}
+		q := u.Query()
+		for k := range q {
+			if strings.EqualFold(k, "password") {
+				q.Set(k, Placeholder)
+			}
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return kvPassword.ReplaceAllString(dsn, "${1}"+Placeholder)
+}
+
+func dsnPassword(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
+		if p, ok := u.User.Password(); ok {
+			return p
+		}
+		for k, v := range u.Query() {
+			if strings.EqualFold(k, "password") && len(v) > 0 {
+				return v[0]
+			}
+		}
+		return ""
+	}
+	m := kvPassword.FindStringSubmatch(dsn)
+	if m == nil {
+		return ""
+	}
+	p := m[2]
+	if strings.HasPrefix(p, "'") && strings.HasSuffix(p, "'") && len(p) >= 2 {
+		p = strings.ReplaceAll(p[1:len(p)-1], `\'`, `'`)
+	}
+	return p
+}

@@ -1,0 +1,46 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDSN(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"url userinfo", "postgres://u:s3cret@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
+		{"url query", "clickhouse://h:9000/db?username=u&password=s3cret", "clickhouse://h:9000/db?password=xxxxx&username=u"},
+		{"url no password", "postgres://u@h/db", "postgres://u@h/db"},
+		{"kv", "host=h user=u password=s3cret dbname=db", "host=h user=u password=xxxxx dbname=db"},
+		{"kv quoted", "host=h password='s3 cret' dbname=db", "host=h password=xxxxx dbname=db"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DSN(tt.in); got != tt.want {
+				t.Errorf("DSN(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMasker(t *testing.T) {
+	var m Masker
+	m.Add("pa ss/word", "x") // "x" is too short to mask
+	m.AddDSN("postgres://u:dsnsecret@h/db")
+	m.AddDSN("host=h password='kv secret'")
+	in := "a pa ss/word b pa+ss%2Fword c pa%20ss%2Fword d dsnsecret e kv secret x"
+	got := m.Mask(in)
+	for _, s := range []string{"pa ss/word", "pa+ss%2Fword", "pa%20ss%2Fword", "dsnsecret", "kv secret"} {
+		if strings.Contains(got, s) {
+			t.Errorf("Mask left %q in %q", s, got)
+		}
+	}
+	if !strings.HasSuffix(got, " x") {
+		t.Errorf("Mask changed a short non-secret: %q", got)
+	}
+	var zero Masker
+	if zero.Mask("abc") != "abc" {
+		t.Error("zero Masker must not change text")
+	}
+}
