@@ -480,3 +480,23 @@ func TestComposeStack(t *testing.T) {
 		}
 	}
 }
+
+// TestShipREADME checks the README gives a new user the commands that matter.
+func TestShipREADME(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	for _, want := range []string{".ci/run", ".ci/demo", "docker compose up", flowImage, "SECRET_", "## Runbook", "## Benchmarks"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md does not mention %q", want)
+		}
+	}
+	for _, script := range []string{".ci/demo"} {
+		st, err := os.Stat(filepath.Join(repoRoot, script))
+		if err != nil || st.Mode()&0o111 == 0 {
+			t.Errorf("%s is missing or not executable (%v)", script, err)
+		}
+	}
+}
