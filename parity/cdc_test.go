@@ -1,0 +1,391 @@
+package parity
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	seedCDCFlow = "postgres-clickhouse-cdc.yaml"
+	// ordersMapping is the shipped mapping for the seed's orders table.
+	ordersMapping = "../flows/orders.mapping.yaml"
+	// shippedCDCFlow carries the same mapping inline (vars.orders_mapping).
+	shippedCDCFlow = "../flows/postgres-clickhouse-cdc.yaml"
+)
+
+// cdcOutputKeys are the values both report: the seed's prepare_batch
+// (events, keys), select_changes (pending, skipped, deletes) and the count
+// verify_batch prints; changesink's outputs of the same names.
+var cdcOutputKeys = []string{"events", "keys", "pending", "skipped", "deletes", "verified"}
+
+// cdcParity is one scenario's run: ClickHouse database A for the seed
+// pipeline, B for changesink on text Ion, C for changesink on binary Ion.
+type cdcParity struct {
+	name    string
+	sc      *cdcScenario
+	python  string
+	bin     string
+	ch      chClient
+	chURL   string
+	scripts map[string]string // prepare.py, select.py, verify.py: the seed's, rendered
+	conv    string            // testdata/ion_to_jsonl.py, absolute
+	a, b, c string            // database names
+	mapB    string            // mapping files for B and C
+	mapC    string
+}
+
+// TestCDCParity runs every testdata/cdc scenario through the seed pipeline
+// and changesink (text and binary Ion) and compares what each leaves behind.
+func TestCDCParity(t *testing.T) {
+	env := requireServices(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_CLIENT", "CHANGESINK_TEST_PYTHON")
+	seeds := seedsDir(t)
+	bin := changesinkBinary(t)
+	ddl := seedTaskField(t, seeds, seedCDCFlow, "create_target", "sql")
+	mapping := shippedOrdersMapping(t)
+	conv, err := filepath.Abs(filepath.Join("testdata", "ion_to_jsonl.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string]string{
+		"prepare.py": seedScript(t, seeds, "cdc_prepare_batch.py"),
+		"select.py":  seedScript(t, seeds, "cdc_select_changes.py"),
+		"verify.py":  seedScript(t, seeds, "cdc_verify_batch.py"),
+	}
+	ch := chClient{argv: strings.Fields(env["CHANGESINK_TEST_CLICKHOUSE_CLIENT"])}
+	scenarios := loadCDCScenarios(t)
+	for _, name := range sortedKeys(scenarios) {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			base := uniqueName("parity_" + strings.ReplaceAll(name, "-", "_"))
+			p := &cdcParity{name: name, sc: scenarios[name], python: env["CHANGESINK_TEST_PYTHON"], bin: bin, ch: ch,
+				chURL: env["CHANGESINK_TEST_CLICKHOUSE"], scripts: scripts, conv: conv,
+				a: base + "_seed", b: base + "_text", c: base + "_bin"}
+			for _, db := range []string{p.a, p.b, p.c} {
+				createCHDatabase(t, ch, db)
+			}
+			if _, err := ch.run(strings.ReplaceAll(ddl, "default.", p.a+"."), nil, true); err != nil {
+				t.Fatalf("seed DDL: %v", err)
+			}
+			dir := t.TempDir()
+			for db, path := range map[string]*string{p.b: &p.mapB, p.c: &p.mapC} {
+				m, err := retargetMapping(mapping, db)
+				if err != nil {
+					t.Fatalf("mapping: %v", err)
+				}
+				*path = writeFile(t, dir, db+".mapping.yaml", m)
+				if res := runProc(t, time.Minute, dir, baseEnv(p.csEnv(*path, "")), nil, bin, "cdc", "setup"); res.Code != 0 {
+					t.Fatalf("changesink cdc setup for %s: %s", db, res)
+				}
+			}
+			p.compareSchema(t)
+			p.run(t)
+			t.Logf("scenario %s: %s", name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// shippedOrdersMapping returns the orders mapping as shipped:
+// flows/orders.mapping.yaml, or else the shipped flow's vars.orders_mapping
+// (the file the flow hands changesink).
+func shippedOrdersMapping(t *testing.T) []byte {
+	t.Helper()
+	if raw, err := os.ReadFile(ordersMapping); err == nil {
+		return raw
+	}
+	raw, err := os.ReadFile(shippedCDCFlow)
+	if err != nil {
+		t.Fatalf("no orders mapping: %s and %s are absent (has the cdc command landed?)", ordersMapping, shippedCDCFlow)
+	}
+	var flow struct {
+		Variables map[string]any `yaml:"variables"`
+	}
+	if err := yaml.Unmarshal(raw, &flow); err != nil {
+		t.Fatalf("%s: %v", shippedCDCFlow, err)
+	}
+	m, ok := flow.Variables["orders_mapping"].(string)
+	if !ok || m == "" {
+		t.Fatalf("no orders mapping: %s is absent and %s has no variables.orders_mapping", ordersMapping, shippedCDCFlow)
+	}
+	return []byte(m)
+}
+
+// retargetMapping returns the mapping with its target database set to db.
+// It looks for target.database, else for the one `database: default`.
+func retargetMapping(raw []byte, db string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var hits []*yaml.Node
+	var walk func(n *yaml.Node, parent string)
+	walk = func(n *yaml.Node, parent string) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				if k.Value == "database" && v.Kind == yaml.ScalarNode && (parent == "target" || v.Value == "default") {
+					hits = append(hits, v)
+				}
+				walk(v, k.Value)
+			}
+			return
+		}
+		for _, c := range n.Content {
+			walk(c, parent)
+		}
+	}
+	walk(&doc, "")
+	if len(hits) != 1 {
+		return nil, fmt.Errorf("found %d target database fields in %s (want one: target.database or `database: default`); update retargetMapping", len(hits), ordersMapping)
+	}
+	hits[0].Value = db
+	hits[0].Style = 0
+	return yaml.Marshal(&doc)
+}
+
+func (p *cdcParity) csEnv(mapping, batchFile string) map[string]string {
+	env := map[string]string{
+		"CDC_MAPPING":         mapping,
+		"CLICKHOUSE_URL":      p.chURL,
+		"CLICKHOUSE_USERNAME": "default",
+		"CLICKHOUSE_PASSWORD": "",
+	}
+	if batchFile != "" {
+		env["CDC_BATCH_FILE"] = batchFile
+	}
+	return env
+}
+
+// compareSchema checks that changesink's setup made the table the seed's
+// DDL makes (columns, types, engine) and the live view.
+func (p *cdcParity) compareSchema(t *testing.T) {
+	t.Helper()
+	q := func(db string) []string {
+		cols := p.ch.must(t, "SELECT table, name, type FROM system.columns WHERE database = '"+db+
+			"' AND table IN ('orders_cdc', 'orders_live') ORDER BY table, name FORMAT TSV")
+		eng := p.ch.must(t, "SELECT name, engine, replaceAll(engine_full, '"+db+".', '<db>.') FROM system.tables WHERE database = '"+db+
+			"' ORDER BY name FORMAT TSV")
+		return append(splitLines(cols), splitLines(eng)...)
+	}
+	sa := q(p.a)
+	for _, db := range []string{p.b, p.c} {
+		if got := q(db); !slices.Equal(sa, got) {
+			t.Errorf("changesink cdc setup made a different schema in %s than the seed's DDL:\n%s", db, lineDiff(sa, got))
+		}
+	}
+}
+
+func (p *cdcParity) run(t *testing.T) {
+	for i, b := range p.sc.Batches {
+		if !p.batch(t, i, b) {
+			t.Fatalf("batch %d diverged; later batches would only repeat it", i+1)
+		}
+	}
+	ra, _ := orderRows(t, p.ch, p.a)
+	for _, db := range []string{p.b, p.c} {
+		if rb, _ := orderRows(t, p.ch, db); !slices.Equal(ra, rb) {
+			t.Errorf("final rows of %s differ from the seed's:\n%s", db, lineDiff(ra, rb))
+		}
+	}
+	live := func(db string) []string {
+		return splitLines(p.ch.must(t, "SELECT * FROM "+db+".orders_live ORDER BY id FORMAT JSONEachRow"))
+	}
+	la := live(p.a)
+	for _, db := range []string{p.b, p.c} {
+		if lb := live(db); !slices.Equal(la, lb) {
+			t.Errorf("orders_live of %s differs from the seed's:\n%s", db, lineDiff(la, lb))
+		}
+	}
+}
+
+// seedCDCRun is how the seed pipeline ended for one batch.
+type seedCDCRun struct {
+	ok       bool
+	failedAt string // task id of the failed task
+	failure  string // its last stderr line
+	outputs  map[string]any
+	expected string
+	pending  string
+}
+
+var verifiedLine = regexp.MustCompile(`Verified (\d+) keys`)
+
+// runSeed runs the seed flow's tasks for one batch, as the flow runs them.
+func (p *cdcParity) runSeed(t *testing.T, n int, text []byte) seedCDCRun {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "changes.ion", text)
+	env := baseEnv(nil)
+	if res := runProc(t, time.Minute, dir, env, nil, p.python, p.conv, "changes.ion", "changes.jsonl"); res.Code != 0 {
+		t.Fatalf("batch %d: IonToJson stand-in failed (a scenario the seed flow cannot even decode?): %s", n, res)
+	}
+	for name, body := range p.scripts {
+		writeFile(t, dir, name, []byte(body))
+	}
+	run := seedCDCRun{outputs: map[string]any{}}
+	fail := func(task string, res procResult) seedCDCRun {
+		run.failedAt, run.failure = task, lastLine(res.Stderr)
+		return run
+	}
+	prep := runProc(t, time.Minute, dir, env, nil, p.python, "prepare.py")
+	if prep.Code != 0 {
+		return fail("prepare_batch", prep)
+	}
+	for k, v := range prep.Outputs {
+		run.outputs[k] = v
+	}
+	ids, _ := prep.Outputs["ids_sql"].(string)
+	read := func(name string) {
+		out, err := p.ch.run("SELECT id, customer_id, amount_cents, status, toString(_cdc_lsn) AS _cdc_lsn, _cdc_deleted FROM "+
+			p.a+".orders_cdc FINAL WHERE id IN ("+ids+") FORMAT JSONEachRow", nil, false)
+		if err != nil {
+			t.Fatalf("batch %d: seed %s: %v", n, name, err)
+		}
+		writeFile(t, dir, name, []byte(out))
+	}
+	read("current.jsonl")
+	// select_changes reads expected.jsonl and current.jsonl.
+	sel := runProc(t, time.Minute, dir, env, nil, p.python, "select.py")
+	if sel.Code != 0 {
+		return fail("select_changes", sel)
+	}
+	for k, v := range sel.Outputs {
+		run.outputs[k] = v
+	}
+	run.expected, _ = readFileOr(filepath.Join(dir, "expected.jsonl"))
+	run.pending, _ = readFileOr(filepath.Join(dir, "pending.jsonl"))
+	if pending, _ := strconv.Atoi(fmt.Sprint(sel.Outputs["pending"])); pending > 0 {
+		if _, err := p.ch.run("INSERT INTO "+p.a+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) FORMAT JSONEachRow",
+			[]byte(run.pending), false); err != nil {
+			t.Fatalf("batch %d: seed insert_changes: %v", n, err)
+		}
+	}
+	read("actual.jsonl")
+	ver := runProc(t, time.Minute, dir, env, nil, p.python, "verify.py")
+	if ver.Code != 0 {
+		return fail("verify_batch", ver)
+	}
+	m := verifiedLine.FindStringSubmatch(ver.Stdout)
+	if m == nil {
+		t.Fatalf("batch %d: verify_batch printed no count: %s", n, ver)
+	}
+	run.outputs["verified"] = json.Number(m[1])
+	run.ok = true
+	return run
+}
+
+// batch runs batch i (0-based) through all three and compares.
+func (p *cdcParity) batch(t *testing.T, i int, b cdcBatch) bool {
+	t.Helper()
+	n := i + 1
+	text, binary, err := encodeBatch(b, i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowsBefore := map[string][]string{}
+	countBefore := map[string]string{}
+	for _, db := range []string{p.a, p.b, p.c} {
+		rowsBefore[db], countBefore[db] = orderRows(t, p.ch, db)
+	}
+	seed := p.runSeed(t, n, text)
+	// Text: the file under the default name in the working directory (no
+	// CDC_BATCH_FILE); binary: named by CDC_BATCH_FILE.
+	dirB, dirC := t.TempDir(), t.TempDir()
+	writeFile(t, dirB, "changes.ion", text)
+	binFile := writeFile(t, dirC, "batch.bin.ion", binary)
+	csB := runProc(t, 2*time.Minute, dirB, baseEnv(merge(p.csEnv(p.mapB, ""), map[string]string{"WORKING_DIR": dirB})), nil, p.bin, "cdc", "apply")
+	csC := runProc(t, 2*time.Minute, dirC, baseEnv(merge(p.csEnv(p.mapC, binFile), map[string]string{"WORKING_DIR": dirC})), nil, p.bin, "cdc", "apply")
+	t.Logf("batch %d: seed %s, changesink text exit %d in %s, binary exit %d in %s", n, seedSummary(seed),
+		csB.Code, csB.Elapsed.Round(time.Millisecond), csC.Code, csC.Elapsed.Round(time.Millisecond))
+
+	ok := true
+	fail := func(format string, args ...any) {
+		t.Errorf("batch %d: "+format, append([]any{n}, args...)...)
+		ok = false
+	}
+	runs := []struct {
+		what string
+		db   string
+		dir  string
+		res  procResult
+	}{{"changesink (text Ion)", p.b, dirB, csB}, {"changesink (binary Ion)", p.c, dirC, csC}}
+
+	if b.Expect != "ok" {
+		if seed.ok {
+			t.Fatalf("batch %d: the seed pipeline succeeded where the scenario expects %s; fix the scenario", n, b.Expect)
+		}
+		want := map[string]int{"refused": 1, "config": 2}[b.Expect]
+		for _, r := range runs {
+			if r.res.Code != want || r.res.Outputs["error_class"] != b.Expect {
+				fail("%s: exit %d, error_class %v; want exit %d, %s (the seed failed in %s: %s)\n%s",
+					r.what, r.res.Code, r.res.Outputs["error_class"], want, b.Expect, seed.failedAt, seed.failure, r.res)
+				continue
+			}
+			msg, _ := r.res.Outputs["error"].(string)
+			for _, m := range b.ErrorMentions {
+				if !strings.Contains(strings.ToLower(msg), strings.ToLower(m)) {
+					fail("%s: the error does not mention %q: %s", r.what, m, msg)
+				}
+			}
+		}
+		for _, db := range []string{p.a, p.b, p.c} {
+			rows, count := orderRows(t, p.ch, db)
+			if count != countBefore[db] || !slices.Equal(rows, rowsBefore[db]) {
+				fail("the failed batch wrote to %s: %s physical rows before, %s after:\n%s", db, countBefore[db], count, lineDiff(rowsBefore[db], rows))
+			}
+		}
+		msg, _ := csB.Outputs["error"].(string)
+		t.Logf("batch %d refused by all; seed (%s): %s; changesink: %s", n, seed.failedAt, seed.failure, msg)
+		return ok
+	}
+	if !seed.ok {
+		t.Fatalf("batch %d: the seed pipeline failed in %s where the scenario expects ok; fix the scenario: %s", n, seed.failedAt, seed.failure)
+	}
+	for _, d := range subset(seed.outputs, b.Want) {
+		t.Fatalf("batch %d: the seed's outputs differ from the scenario's want (fix the scenario): %s", n, d)
+	}
+	ra, _ := orderRows(t, p.ch, p.a)
+	for _, r := range runs {
+		if r.res.Code != 0 {
+			fail("the seed succeeded but %s failed\nseed outputs: %s\n%s", r.what, canonical(seed.outputs), r.res)
+			continue
+		}
+		for _, k := range cdcOutputKeys {
+			if !jsonEqual(seed.outputs[k], r.res.Outputs[k]) {
+				fail("%s: output %s = %s, the seed's %s", r.what, k, canonical(r.res.Outputs[k]), canonical(seed.outputs[k]))
+			}
+		}
+		for name, want := range map[string]string{"expected.jsonl": seed.expected, "pending.jsonl": seed.pending} {
+			got, found := readFileOr(filepath.Join(r.dir, name))
+			if !found || got != want {
+				fail("%s: %s differs from the seed's:\n%s", r.what, name, lineDiff(splitLines(want), splitLines(got)))
+				if found && got != want && slices.Equal(splitLines(want), splitLines(got)) {
+					fail("%s: %s: same lines, different bytes: seed %q, changesink %q", r.what, name, want, got)
+				}
+			}
+		}
+		if rb, _ := orderRows(t, p.ch, r.db); !slices.Equal(ra, rb) {
+			fail("%s: rows differ from the seed's:\n%s", r.what, lineDiff(ra, rb))
+		}
+	}
+	if len(b.Differs) > 0 {
+		fail("no cdc difference is checked yet; remove differs or add its check")
+	}
+	return ok
+}
+
+func seedSummary(s seedCDCRun) string {
+	if s.ok {
+		return "ok " + canonical(s.outputs)
+	}
+	return "failed in " + s.failedAt + ": " + s.failure
+}

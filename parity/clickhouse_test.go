@@ -1,0 +1,88 @@
+package parity
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chClient runs clickhouse-client as CHANGESINK_TEST_CLICKHOUSE_CLIENT
+// names it: the seed pipeline's reads and insert go through it, as do the
+// test's own checks.
+type chClient struct {
+	argv []string
+}
+
+// chJSONSettings make JSONEachRow print Int64/UInt64 as JSON numbers, as
+// Kestra's JDBC Query → Ion → IonToJson path does (clickhouse-client quotes
+// 64-bit integers by default, which would turn the seed's ids into strings).
+var chJSONSettings = []string{"--output_format_json_quote_64bit_integers=0"}
+
+// run executes one query (or several with multi), feeding stdin when not
+// nil, and returns stdout.
+func (c chClient) run(query string, stdin []byte, multi bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append(append([]string{}, c.argv[1:]...), chJSONSettings...)
+	if multi {
+		args = append(args, "--multiquery")
+	}
+	args = append(args, "--query", query)
+	cmd := exec.CommandContext(ctx, c.argv[0], args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = errors.Join(err, ctx.Err())
+		}
+		return stdout.String(), fmt.Errorf("clickhouse-client %q: %w: %s", query, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func (c chClient) must(t *testing.T, query string) string {
+	t.Helper()
+	out, err := c.run(query, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// createCHDatabase creates database name and drops it in t.Cleanup.
+func createCHDatabase(t *testing.T, c chClient, name string) {
+	t.Helper()
+	c.must(t, "CREATE DATABASE "+name)
+	t.Cleanup(func() {
+		if _, err := c.run("DROP DATABASE IF EXISTS "+name, nil, false); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+}
+
+// orderRows returns the winning rows of db.orders_cdc (FINAL), one
+// JSONEachRow line each, ordered by id, plus the physical row count (to
+// prove a refused batch wrote nothing).
+func orderRows(t *testing.T, c chClient, db string) (final []string, physical string) {
+	t.Helper()
+	out := c.must(t, "SELECT id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM "+db+
+		".orders_cdc FINAL ORDER BY id FORMAT JSONEachRow")
+	physical = strings.TrimSpace(c.must(t, "SELECT count() FROM "+db+".orders_cdc"))
+	return splitLines(out), physical
+}
+
+func splitLines(s string) []string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}

@@ -1,0 +1,450 @@
+package parity
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const seedKafkaFlow = "kafka-compacted-postgres-state.yaml"
+
+// kafkaOutputKeys are the seed's outputs (Kestra.outputs(report)).
+var kafkaOutputKeys = []string{"topic", "consumed", "tombstones", "next_offsets", "live_keys"}
+
+// kafkaParity is one scenario's run: one topic, database A for the seed,
+// database B for changesink.
+type kafkaParity struct {
+	name     string
+	sc       *kafkaScenario
+	brokers  string
+	python   string
+	seeds    string
+	bin      string
+	checkSQL string
+	topic    *kafkaTopic
+	a, b     *pgDatabase
+	// allowed collects every difference a batch so far has named; the final
+	// comparison accepts those.
+	allowed map[string]bool
+}
+
+// TestKafkaStateParity runs every testdata/kafka scenario through the seed
+// script and changesink and compares what each leaves behind.
+func TestKafkaStateParity(t *testing.T) {
+	env := requireServices(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG", "CHANGESINK_TEST_PYTHON")
+	seeds := seedsDir(t)
+	bin := changesinkBinary(t)
+	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
+	check := seedTaskField(t, seeds, seedKafkaFlow, "check_saved_positions", "sql")
+	scenarios := loadKafkaScenarios(t)
+	for _, name := range sortedKeys(scenarios) {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			p := &kafkaParity{name: name, sc: scenarios[name], brokers: env["CHANGESINK_TEST_KAFKA"], python: env["CHANGESINK_TEST_PYTHON"],
+				seeds: seeds, bin: bin, checkSQL: check, allowed: map[string]bool{}}
+			base := uniqueName("parity_" + strings.ReplaceAll(name, "-", "_"))
+			p.topic = createTopic(t, p.brokers, base, p.sc.Partitions, p.sc.Configs)
+			p.a = createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_seed")
+			p.b = createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_cs")
+			p.a.exec(t, ddl)
+			if res := runProc(t, time.Minute, t.TempDir(), baseEnv(p.b.env), nil, bin, "kafka-state", "setup"); res.Code != 0 {
+				t.Fatalf("changesink kafka-state setup: %s", res)
+			}
+			p.run(t)
+			t.Logf("scenario %s: %s", name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+func (p *kafkaParity) run(t *testing.T) {
+	batch := 0
+	for i, st := range p.sc.Steps {
+		switch {
+		case st.Produce != nil:
+			p.topic.produce(t, expandAll(t, st.Produce))
+		case st.Transaction != nil:
+			p.topic.produceTxn(t, expandAll(t, st.Transaction.Records), st.Transaction.End == "commit")
+		case st.Compact != nil:
+			p.topic.waitCompacted(t, st.Compact.Remaining)
+		case st.DeleteRecords != nil:
+			p.topic.deleteRecords(t, int32(st.DeleteRecords.Partition), st.DeleteRecords.Before)
+		case st.PauseMS > 0:
+			time.Sleep(time.Duration(st.PauseMS) * time.Millisecond)
+		case st.Batch != nil:
+			batch++
+			if !p.batch(t, batch, st.Batch) {
+				t.Fatalf("step %d (batch %d) diverged; later batches would only repeat it", i+1, batch)
+			}
+		}
+	}
+	// Final state, whatever the last batch compared.
+	sa, sb := snapshotKafkaState(t, p.a, p.topic.name), snapshotKafkaState(t, p.b, p.topic.name)
+	for _, d := range p.compareState(t, sa, sb, false) {
+		t.Errorf("final state: %s", d)
+	}
+}
+
+func expandAll(t *testing.T, recs []kafkaRecord) []producedRecord {
+	t.Helper()
+	var out []producedRecord
+	for _, r := range recs {
+		rs, err := r.expand()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rs...)
+	}
+	return out
+}
+
+// batch runs batch n of both implementations and compares; it reports
+// whether they agreed.
+func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
+	t.Helper()
+	for _, d := range b.Differs {
+		p.allowed[d] = true
+	}
+	common := map[string]string{
+		"TOPIC":            p.topic.name,
+		"MAX_RECORDS":      strconv.Itoa(b.MaxRecords),
+		"POLL_SECONDS":     strconv.Itoa(b.PollSeconds),
+		"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + p.brokers + `"}`,
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	envA, envB := merge(common, p.a.env), merge(common, p.b.env, map[string]string{"WORKING_DIR": dirB})
+	beforeA, beforeB := snapshotKafkaState(t, p.a, p.topic.name), snapshotKafkaState(t, p.b, p.topic.name)
+	var release []func()
+	if b.HoldLock {
+		release = append(release, holdTopicLock(t, p.a, p.topic.name), holdTopicLock(t, p.b, p.topic.name))
+	}
+	timeout := time.Duration(b.PollSeconds)*time.Second + 2*time.Minute
+	seed := runProc(t, timeout, dirA, baseEnv(envA), nil, p.python, filepath.Join(p.seeds, "reference", "kafka_state_materialize.py"))
+	cs := runProc(t, timeout, dirB, baseEnv(envB), nil, p.bin, "kafka-state", "materialize")
+	for _, r := range release {
+		r()
+	}
+	afterA, afterB := snapshotKafkaState(t, p.a, p.topic.name), snapshotKafkaState(t, p.b, p.topic.name)
+	t.Logf("batch %d: seed exit %d in %s, changesink exit %d in %s", n, seed.Code, seed.Elapsed.Round(time.Millisecond),
+		cs.Code, cs.Elapsed.Round(time.Millisecond))
+
+	ok := true
+	fail := func(format string, args ...any) {
+		t.Errorf("batch %d: "+format, append([]any{n}, args...)...)
+		ok = false
+	}
+	if b.Expect != "ok" {
+		if seed.Code == 0 {
+			t.Fatalf("batch %d: the seed succeeded where the scenario expects %s; fix the scenario\nseed: %s", n, b.Expect, seed)
+		}
+		if afterA.Raw != beforeA.Raw {
+			fail("the seed's failed run changed database A:\nbefore %s\nafter  %s", beforeA.Raw, afterA.Raw)
+		}
+		want := map[string]int{"refused": 1, "config": 2, "transient": 3}[b.Expect]
+		if cs.Code != want || cs.Outputs["error_class"] != b.Expect {
+			fail("changesink: exit %d, error_class %v; want exit %d, %s (seed failed too: %s)\nchangesink: %s",
+				cs.Code, cs.Outputs["error_class"], want, b.Expect, lastLine(seed.Stderr), cs)
+		}
+		if afterB.Raw != beforeB.Raw {
+			fail("changesink's failed run changed database B:\nbefore %s\nafter  %s", beforeB.Raw, afterB.Raw)
+		}
+		msg, _ := cs.Outputs["error"].(string)
+		for _, m := range b.ErrorMentions {
+			m = strings.ReplaceAll(m, "{topic}", p.topic.name)
+			if !strings.Contains(strings.ToLower(msg), strings.ToLower(m)) {
+				fail("changesink's error does not mention %q: %s", m, msg)
+			}
+		}
+		if len(b.Differs) > 0 {
+			fail("differences are only compared on successful batches")
+		}
+		t.Logf("batch %d refused by both; seed: %s; changesink: %s", n, lastLine(seed.Stderr), msg)
+		return ok
+	}
+	if seed.Code != 0 {
+		t.Fatalf("batch %d: the seed failed where the scenario expects ok; fix the scenario\nseed: %s", n, seed)
+	}
+	if cs.Code != 0 {
+		fail("the seed succeeded but changesink failed\nseed outputs: %s\nchangesink: %s", canonical(seed.Outputs), cs)
+		return false
+	}
+	for _, d := range subset(seed.Outputs, b.Want) {
+		t.Fatalf("batch %d: the seed's outputs differ from the scenario's want (fix the scenario): %s", n, d)
+	}
+	observed := map[string]bool{}
+	for _, d := range p.compareOutputs(t, "outputs", seed.Outputs, cs.Outputs, b.AnyOrder, observed) {
+		fail("%s", d)
+	}
+	repA, okA := readFileOr(filepath.Join(dirA, "batch-report.json"))
+	repB, okB := readFileOr(filepath.Join(dirB, "batch-report.json"))
+	switch {
+	case !okA || !okB:
+		fail("batch-report.json: seed %s, changesink %s", repA, repB)
+	default:
+		ja, errA := decodeJSON([]byte(repA))
+		jb, errB := decodeJSON([]byte(repB))
+		ma, _ := ja.(map[string]any)
+		mb, _ := jb.(map[string]any)
+		if errA != nil || errB != nil || ma == nil || mb == nil {
+			fail("batch-report.json not a JSON object: seed %v %s, changesink %v %s", errA, repA, errB, repB)
+		} else {
+			for _, d := range p.compareOutputs(t, "batch-report.json", ma, mb, b.AnyOrder, observed) {
+				fail("%s", d)
+			}
+		}
+	}
+	if !b.AnyOrder {
+		for _, d := range p.compareState(t, afterA, afterB, true) {
+			fail("%s", d)
+		}
+		// The state change caused by the difference shows in the positions
+		// row as well; record it.
+		if afterA.HasPositions && afterB.HasPositions && !offsetsEqual(afterA.NextOffsets, afterB.NextOffsets) {
+			observed["next_offsets_past_marker"] = true
+		}
+	}
+	for _, d := range b.Differs {
+		if !observed[d] {
+			fail("the scenario names difference %q, but it did not occur (changesink now matches the seed here? then remove it from the scenario and the README table)", d)
+		}
+	}
+	for d := range observed {
+		if !slices.Contains(b.Differs, d) {
+			fail("difference %q occurred but the scenario does not name it for this batch", d)
+		}
+	}
+	// The seed flow's check_saved_positions, and changesink's verify.
+	if !seedPositionsValid(t, p.a, p.checkSQL, p.topic.name) {
+		fail("the seed flow's check_saved_positions says database A is inconsistent")
+	}
+	if v := runProc(t, time.Minute, t.TempDir(), baseEnv(merge(p.b.env, map[string]string{"TOPIC": p.topic.name})), nil, p.bin, "kafka-state", "verify"); v.Code != 0 {
+		fail("changesink kafka-state verify on database B: %s", v)
+	}
+	return ok
+}
+
+// compareOutputs compares the seed's outputs keys, accepting the
+// differences allowed so far; it records those it sees in observed.
+func (p *kafkaParity) compareOutputs(t *testing.T, what string, seed, cs map[string]any, anyOrder bool, observed map[string]bool) []string {
+	t.Helper()
+	var diffs []string
+	keys := kafkaOutputKeys
+	if anyOrder {
+		keys = []string{"topic", "consumed"}
+	}
+	for _, k := range keys {
+		sv, sok := seed[k]
+		cv, cok := cs[k]
+		if !sok || !cok {
+			diffs = append(diffs, fmt.Sprintf("%s %s: seed has %v, changesink has %v", what, k, sok, cok))
+			continue
+		}
+		if k == "next_offsets" {
+			so, errS := toOffsets(sv)
+			co, errC := toOffsets(cv)
+			if errS != nil || errC != nil {
+				diffs = append(diffs, fmt.Sprintf("%s next_offsets: seed %s (%v), changesink %s (%v)", what, canonical(sv), errS, canonical(cv), errC))
+				continue
+			}
+			for _, d := range p.reconcileOffsets(t, so, co, observed) {
+				diffs = append(diffs, what+" next_offsets: "+d)
+			}
+			continue
+		}
+		if !jsonEqual(sv, cv) {
+			diffs = append(diffs, fmt.Sprintf("%s %s: seed %s, changesink %s", what, k, canonical(sv), canonical(cv)))
+		}
+	}
+	return diffs
+}
+
+// compareState compares the tables. With perBatch false (the final
+// comparison) it accepts every difference named by any batch.
+func (p *kafkaParity) compareState(t *testing.T, a, b kafkaState, perBatch bool) []string {
+	t.Helper()
+	var diffs []string
+	if a.HasPositions != b.HasPositions || a.ClusterID != b.ClusterID || a.TopicID != b.TopicID {
+		diffs = append(diffs, fmt.Sprintf("positions row: seed (present %v, cluster %q, topic id %q), changesink (present %v, cluster %q, topic id %q)",
+			a.HasPositions, a.ClusterID, a.TopicID, b.HasPositions, b.ClusterID, b.TopicID))
+	}
+	if a.HasPositions && b.HasPositions {
+		observed := map[string]bool{}
+		for _, d := range p.reconcileOffsets(t, a.NextOffsets, b.NextOffsets, observed) {
+			diffs = append(diffs, "positions.next_offsets: "+d)
+		}
+		if !perBatch {
+			for d := range observed {
+				if !p.allowed[d] {
+					diffs = append(diffs, fmt.Sprintf("positions show difference %q, which no batch names", d))
+				}
+			}
+		}
+	}
+	if !slices.Equal(a.Records, b.Records) {
+		diffs = append(diffs, "records differ:\n"+lineDiff(a.Records, b.Records))
+	}
+	return diffs
+}
+
+// reconcileOffsets compares next offsets per partition. changesink may be
+// ahead only past records no read_committed consumer can see
+// (next_offsets_past_marker); anything else is a difference.
+func (p *kafkaParity) reconcileOffsets(t *testing.T, seed, cs map[string]int64, observed map[string]bool) []string {
+	t.Helper()
+	var diffs []string
+	for _, k := range sortedKeys(mergeKeys(seed, cs)) {
+		so, sok := seed[k]
+		co, cok := cs[k]
+		switch {
+		case !sok || !cok:
+			diffs = append(diffs, fmt.Sprintf("partition %s: seed has %v, changesink has %v", k, sok, cok))
+		case so == co:
+		case co < so:
+			diffs = append(diffs, fmt.Sprintf("partition %s: changesink %d is behind the seed's %d", k, co, so))
+		default:
+			part, err := strconv.Atoi(k)
+			if err != nil {
+				diffs = append(diffs, fmt.Sprintf("partition key %q is not a number", k))
+				continue
+			}
+			if vis := p.topic.readOffsets(t, int32(part), so, co, kgo.ReadCommitted(), 3*time.Second); len(vis) > 0 {
+				diffs = append(diffs, fmt.Sprintf("partition %s: changesink %d is past the seed's %d and skips visible records at offsets %v", k, co, so, vis))
+				continue
+			}
+			observed["next_offsets_past_marker"] = true
+		}
+	}
+	return diffs
+}
+
+func offsetsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func toOffsets(v any) (map[string]int64, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("not an object")
+	}
+	out := map[string]int64{}
+	for k, x := range m {
+		n, ok := x.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("partition %s: %v is not a number", k, x)
+		}
+		i, err := n.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("partition %s: %w", k, err)
+		}
+		out[k] = i
+	}
+	return out, nil
+}
+
+func mergeKeys[V any](ms ...map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range ms {
+		for k := range m {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// lineDiff shows lines only in a (-, the seed) and only in b (+, changesink).
+func lineDiff(a, b []string) string {
+	inB := map[string]int{}
+	for _, l := range b {
+		inB[l]++
+	}
+	inA := map[string]int{}
+	for _, l := range a {
+		inA[l]++
+	}
+	var sb strings.Builder
+	for _, l := range a {
+		if inB[l] == 0 {
+			fmt.Fprintf(&sb, "  - seed       %s\n", l)
+		} else {
+			inB[l]--
+		}
+	}
+	for _, l := range b {
+		if inA[l] == 0 {
+			fmt.Fprintf(&sb, "  + changesink %s\n", l)
+		} else {
+			inA[l]--
+		}
+	}
+	if sb.Len() == 0 {
+		return "  (same lines, different order)\n"
+	}
+	return sb.String()
+}
+
+// lastLine is the last non-empty line of s (a Python traceback's error).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestKafkaStateSchemaParity checks that `changesink kafka-state setup`
+// creates what the seed's create_state_tables creates, and that it accepts a
+// database the seed's DDL made (no migration).
+func TestKafkaStateSchemaParity(t *testing.T) {
+	env := requireServices(t, "CHANGESINK_TEST_PG")
+	seeds := seedsDir(t)
+	bin := changesinkBinary(t)
+	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
+	base := uniqueName("parity_schema")
+	a := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_seed")
+	b := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_cs")
+	c := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_both")
+	a.exec(t, ddl)
+	c.exec(t, ddl)
+	for _, db := range []*pgDatabase{b, b, c} { // twice on b: idempotent
+		if res := runProc(t, time.Minute, t.TempDir(), baseEnv(db.env), nil, bin, "kafka-state", "setup"); res.Code != 0 {
+			t.Fatalf("changesink kafka-state setup on %s: %s", db.name, res)
+		}
+	}
+	const columns = `SELECT table_name, column_name, data_type, is_nullable, coalesce(column_default, '')
+		FROM information_schema.columns WHERE table_schema = 'kafka_state' ORDER BY table_name, ordinal_position`
+	const checks = `SELECT conrelid::regclass::text, contype, pg_get_constraintdef(oid)
+		FROM pg_constraint WHERE connamespace = 'kafka_state'::regnamespace ORDER BY 1, 2, 3`
+	for _, q := range []string{columns, checks} {
+		sa := a.queryLines(t, q)
+		for _, db := range []*pgDatabase{b, c} {
+			if got := db.queryLines(t, q); !slices.Equal(sa, got) {
+				t.Errorf("%s differs from the seed's DDL:\n%s", db.name, lineDiff(sa, got))
+			}
+		}
+	}
+	if os.Getenv("CHANGESINK_TEST_VERBOSE") != "" {
+		t.Logf("seed schema:\n%s", strings.Join(a.queryLines(t, columns), "\n"))
+	}
+}

@@ -1,0 +1,238 @@
+package parity
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// binPath is the changesink binary built once by TestMain; buildErr is why
+// it could not be built (tests that need it fail with that message).
+var (
+	binPath  string
+	buildErr error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "changesink-parity-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "parity: temp dir:", err)
+		os.Exit(2)
+	}
+	binPath = filepath.Join(dir, "changesink")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "github.com/changesink/changesink/cmd/changesink")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		buildErr = fmt.Errorf("go build ./cmd/changesink: %w\n%s", err, out)
+	}
+	cancel()
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// changesinkBinary returns the path of the built binary or fails the test.
+func changesinkBinary(t *testing.T) string {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatalf("changesink binary unavailable: %v", buildErr)
+	}
+	return binPath
+}
+
+// requireServices returns the values of the named env vars. When one is
+// unset the test skips with a loud message naming it, or fails when
+// CHANGESINK_REQUIRE_SERVICES=1 (as .ci/run sets).
+func requireServices(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	vals := make(map[string]string, len(names))
+	var missing []string
+	for _, n := range names {
+		v := os.Getenv(n)
+		if v == "" {
+			missing = append(missing, n)
+		}
+		vals[n] = v
+	}
+	if len(missing) > 0 {
+		msg := fmt.Sprintf("PARITY TEST NOT RUN: %s unset (source .ci/env, or run .ci/run)", strings.Join(missing, ", "))
+		if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
+			t.Fatal(msg + "; CHANGESINK_REQUIRE_SERVICES=1 makes this a failure")
+		}
+		t.Skip(msg)
+	}
+	return vals
+}
+
+// seedsDir returns the seeds folder (CHANGESINK_TEST_SEEDS), or skips
+// loudly when it is unset or absent: the seed scripts are not part of this
+// repository, so even CHANGESINK_REQUIRE_SERVICES=1 does not turn this
+// into a failure.
+func seedsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("CHANGESINK_TEST_SEEDS")
+	if dir == "" {
+		t.Skip("PARITY TEST NOT RUN: CHANGESINK_TEST_SEEDS unset; it names the folder with the seed flows and reference/*.py")
+	}
+	for _, f := range []string{"kafka-compacted-postgres-state.yaml", "postgres-clickhouse-cdc.yaml", "reference/kafka_state_materialize.py",
+		"reference/cdc_prepare_batch.py", "reference/cdc_select_changes.py", "reference/cdc_verify_batch.py"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Skipf("PARITY TEST NOT RUN: seeds folder CHANGESINK_TEST_SEEDS=%s lacks %s: %v", dir, f, err)
+		}
+	}
+	return dir
+}
+
+// procResult is how one process run ended, as Kestra would see it.
+type procResult struct {
+	Code    int
+	Stdout  string
+	Stderr  string
+	Outputs map[string]any // the merged ::{"outputs":...}:: lines, numbers as json.Number
+	Elapsed time.Duration
+}
+
+func (r procResult) String() string {
+	return fmt.Sprintf("exit %d after %s\n--- stdout ---\n%s--- stderr ---\n%s", r.Code, r.Elapsed.Round(time.Millisecond), r.Stdout, r.Stderr)
+}
+
+// baseEnv is the environment every process starts from: enough to find
+// programs and nothing from the test's own environment (so no
+// CHANGESINK_TEST_* leaks into what is compared).
+func baseEnv(extra map[string]string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8", "TMPDIR=" + os.TempDir()}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// runProc runs name args in dir with exactly env, stdin from stdin (may be
+// nil), and parses the Kestra outputs lines it prints. A process that cannot
+// be started, or that outlives timeout, fails the test.
+func runProc(t *testing.T, timeout time.Duration, dir string, env []string, stdin []byte, name string, args ...string) procResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	res := procResult{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		t.Fatalf("%s %s: still running after %s\n%s", name, strings.Join(args, " "), timeout, res)
+	case errors.As(err, &exitErr):
+		res.Code = exitErr.ExitCode()
+	default:
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	outputs, perr := parseOutputs(res.Stdout)
+	if perr != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), perr, res)
+	}
+	res.Outputs = outputs
+	return res
+}
+
+// parseOutputs merges every `::{"outputs":{...}}::` line of stdout, as
+// Kestra does. Numbers stay json.Number so big integers compare exactly.
+func parseOutputs(stdout string) (map[string]any, error) {
+	out := map[string]any{}
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "::{") || !strings.HasSuffix(line, "}::") {
+			continue
+		}
+		var msg struct {
+			Outputs map[string]any `json:"outputs"`
+		}
+		dec := json.NewDecoder(strings.NewReader(line[2 : len(line)-2]))
+		dec.UseNumber()
+		if err := dec.Decode(&msg); err != nil {
+			return nil, fmt.Errorf("protocol line %q is not JSON: %w", line, err)
+		}
+		for k, v := range msg.Outputs {
+			out[k] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// canonical renders v as canonical JSON (sorted keys, json.Number kept),
+// for comparing decoded values across implementations.
+func canonical(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("<unencodable %T: %v>", v, err)
+	}
+	return string(b)
+}
+
+// decodeJSON decodes b keeping numbers exact.
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// uniqueName returns a lower-case name for topics and databases unique to
+// this test process and call.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s_%d_%d_%d", prefix, os.Getpid(), time.Now().Unix()%100_000, nameSeq.Add(1))
+}
+
+var nameSeq atomic.Int64
+
+// subset reports the keys of want whose values differ from got's, as
+// "key: got X, want Y" lines.
+func subset(got map[string]any, want map[string]any) []string {
+	var diffs []string
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: missing, want %s", k, canonical(w)))
+			continue
+		}
+		if !jsonEqual(g, w) {
+			diffs = append(diffs, fmt.Sprintf("%s: got %s, want %s", k, canonical(g), canonical(w)))
+		}
+	}
+	return diffs
+}
+
+// jsonEqual compares two decoded JSON-ish values by their canonical
+// encoding, with numbers compared by their decimal text (so 2 from YAML and
+// json.Number("2") from a protocol line are equal).
+func jsonEqual(a, b any) bool {
+	na, errA := decodeJSON([]byte(canonical(a)))
+	nb, errB := decodeJSON([]byte(canonical(b)))
+	if errA != nil || errB != nil {
+		return false
+	}
+	return canonical(na) == canonical(nb)
+}
