@@ -1,0 +1,210 @@
+package kafkastate
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// The seed's env contract: cmd/changesink reads these variables (flags
+// override them) and fills a Config. This package never reads the
+// environment.
+const (
+	EnvTopic           = "TOPIC"            // Config.Topic
+	EnvMaxRecords      = "MAX_RECORDS"      // Config.MaxRecords
+	EnvPollSeconds     = "POLL_SECONDS"     // Config.PollSeconds
+	EnvKafkaProperties = "KAFKA_PROPERTIES" // Config.KafkaProperties
+	EnvPGDSN           = "PG_DSN"           // Postgres.DSN
+	EnvPGUser          = "PGUSER"           // Postgres.User
+	EnvPGPassword      = "PGPASSWORD"       // Postgres.Password
+)
+
+// Bounds and defaults of the batch, as in the seed's flow inputs.
+const (
+	DefaultMaxRecords = 1000
+	MinMaxRecords     = 1
+	MaxMaxRecords     = 100000
+
+	DefaultPollSeconds = 10
+	MinPollSeconds     = 1
+	MaxPollSeconds     = 60
+)
+
+// errInvalidTopic marks a topic name Kafka would not accept.
+var errInvalidTopic = errors.New("invalid topic name")
+
+// Postgres says how to reach PostgreSQL, the way the seed's
+// psycopg.connect(PG_DSN) with PGUSER and PGPASSWORD in the environment does.
+type Postgres struct {
+	// DSN is PG_DSN: a libpq connection URL (postgres://host:5432/db?...)
+	// or keyword/value string (host=... dbname=...).
+	DSN string
+	// User is PGUSER, used when the DSN names no user (libpq precedence).
+	User string
+	// Password is PGPASSWORD, used when the DSN has no password.
+	Password string
+}
+
+// Config is one materialize run. The zero value is not valid; use Validate.
+type Config struct {
+	// Topic is TOPIC: a compacted topic with UTF-8 keys, JSON values and a
+	// fixed partition count.
+	Topic string
+	// MaxRecords is MAX_RECORDS, 1..100000 (default 1000): the most records
+	// one batch reads, over all partitions.
+	MaxRecords int
+	// PollSeconds is POLL_SECONDS, 1..60 (default 10): how long the batch
+	// may fetch. A run over a fully read topic returns at once.
+	PollSeconds int
+	// KafkaProperties is KAFKA_PROPERTIES: a JSON object of librdkafka
+	// client properties (see ParseProperties).
+	KafkaProperties string
+	// Postgres is where the state lives.
+	Postgres Postgres
+}
+
+func configErr(format string, args ...any) error {
+	return outcome.Configure(fmt.Errorf(format, args...))
+}
+
+// Validate checks every field (the seed's 'Invalid topic or batch bounds',
+// plus the properties and the DSN). Errors are configuration errors
+// (outcome.Config) naming the variable and its range.
+func (c Config) Validate() error {
+	if err := ValidateTopic(c.Topic); err != nil {
+		return err
+	}
+	if c.MaxRecords < MinMaxRecords || c.MaxRecords > MaxMaxRecords {
+		return configErr("%s must be %d..%d, got %d", EnvMaxRecords, MinMaxRecords, MaxMaxRecords, c.MaxRecords)
+	}
+	if c.PollSeconds < MinPollSeconds || c.PollSeconds > MaxPollSeconds {
+		return configErr("%s must be %d..%d, got %d", EnvPollSeconds, MinPollSeconds, MaxPollSeconds, c.PollSeconds)
+	}
+	if _, err := ParseProperties(c.KafkaProperties); err != nil {
+		return err
+	}
+	return c.Postgres.Validate()
+}
+
+// ValidateTopic checks a topic name the way Kafka does: 1..249 characters
+// from [a-zA-Z0-9._-], not "." or "..". The error is a configuration error.
+func ValidateTopic(topic string) error {
+	bad := topic == "" || len(topic) > 249 || topic == "." || topic == ".."
+	for _, r := range topic {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			bad = true
+		}
+	}
+	if bad {
+		return configErr("%s %q: %w: use 1..249 characters from a-z A-Z 0-9 . _ -", EnvTopic, topic, errInvalidTopic)
+	}
+	return nil
+}
+
+// Validate checks that the DSN is set and parses. The error never shows the
+// password.
+func (p Postgres) Validate() error {
+	_, err := p.connConfig()
+	return err
+}
+
+// connConfig parses the DSN and applies User and Password where the DSN sets
+// none, as libpq applies PGUSER and PGPASSWORD.
+func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
+	if strings.TrimSpace(p.DSN) == "" {
+		return nil, configErr("%s is required: a PostgreSQL connection URL or key=value string", EnvPGDSN)
+	}
+	cc, err := pgx.ParseConfig(p.DSN)
+	if err != nil {
+		return nil, configErr("%s cannot be parsed: %s", EnvPGDSN, innermost(err))
+	}
+	hasUser, hasPassword := dsnSets(p.DSN)
+	if !hasUser && p.User != "" {
+		cc.User = p.User
+	}
+	if !hasPassword && p.Password != "" {
+		cc.Password = p.Password
+	}
+	return cc, nil
+}
+
+// innermost returns the text of the deepest wrapped error, without a URL
+// (a *url.Error quotes the whole DSN, password included).
+func innermost(err error) string {
+	for {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err.Error()
+		}
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+// dsnSets reports whether a DSN names a user and a password itself.
+func dsnSets(dsn string) (user, password bool) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return false, false
+		}
+		q := u.Query()
+		if u.User != nil {
+			user = u.User.Username() != ""
+			_, password = u.User.Password()
+		}
+		return user || q.Get("user") != "", password || q.Get("password") != ""
+	}
+	for _, k := range dsnKeywords(dsn) {
+		switch k {
+		case "user":
+			user = true
+		case "password":
+			password = true
+		}
+	}
+	return user, password
+}
+
+// dsnKeywords returns the keywords of a libpq keyword/value string
+// (`key = value`, values optionally single-quoted with backslash escapes).
+func dsnKeywords(dsn string) []string {
+	var keys []string
+	s := dsn
+	for {
+		s = strings.TrimLeft(s, " \t\n\r")
+		if s == "" {
+			return keys
+		}
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return keys
+		}
+		keys = append(keys, strings.TrimSpace(s[:eq]))
+		s = strings.TrimLeft(s[eq+1:], " \t\n\r")
+		if strings.HasPrefix(s, "'") {
+			i := 1
+			for i < len(s) && s[i] != '\'' {
+				if s[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			s = s[min(i+1, len(s)):]
+			continue
+		}
+		end := strings.IndexAny(s, " \t\n\r")
+		if end < 0 {
+			return keys
+		}
+		s = s[end:]
+	}
+}

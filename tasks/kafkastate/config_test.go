@@ -1,0 +1,114 @@
+package kafkastate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+func validConfig() Config {
+	return Config{
+		Topic:           "customers",
+		MaxRecords:      DefaultMaxRecords,
+		PollSeconds:     DefaultPollSeconds,
+		KafkaProperties: `{"bootstrap.servers":"127.0.0.1:9092"}`,
+		Postgres:        Postgres{DSN: "postgres://u@127.0.0.1:5432/db"},
+	}
+}
+
+// TestConfigValidate: the seed's `if not topic or not 1 <= limit <= 100000
+// or not 1 <= seconds <= 60: raise ValueError('Invalid topic or batch
+// bounds')`, plus the properties and DSN. Every refusal is a configuration
+// error (exit 2) that names the variable and its range.
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string // "" = valid; else a substring of the error
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"bounds at the minimum", func(c *Config) { c.MaxRecords, c.PollSeconds = 1, 1 }, ""},
+		{"bounds at the maximum", func(c *Config) { c.MaxRecords, c.PollSeconds = 100000, 60 }, ""},
+		{"empty topic", func(c *Config) { c.Topic = "" }, "TOPIC"},
+		{"topic with a space", func(c *Config) { c.Topic = "a b" }, "TOPIC"},
+		{"topic too long", func(c *Config) { c.Topic = strings.Repeat("t", 250) }, "TOPIC"},
+		{"max records 0", func(c *Config) { c.MaxRecords = 0 }, "MAX_RECORDS must be 1..100000, got 0"},
+		{"max records over", func(c *Config) { c.MaxRecords = 100001 }, "MAX_RECORDS must be 1..100000, got 100001"},
+		{"max records negative", func(c *Config) { c.MaxRecords = -5 }, "MAX_RECORDS"},
+		{"poll seconds 0", func(c *Config) { c.PollSeconds = 0 }, "POLL_SECONDS must be 1..60, got 0"},
+		{"poll seconds over", func(c *Config) { c.PollSeconds = 61 }, "POLL_SECONDS must be 1..60, got 61"},
+		{"no properties", func(c *Config) { c.KafkaProperties = "" }, "KAFKA_PROPERTIES"},
+		{"bad properties", func(c *Config) { c.KafkaProperties = `{"foo":"bar"}` }, "KAFKA_PROPERTIES"},
+		{"no dsn", func(c *Config) { c.Postgres.DSN = "" }, "PG_DSN"},
+		{"unparsable dsn", func(c *Config) { c.Postgres.DSN = "postgres://u:p@[::1" }, "PG_DSN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.change(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error with %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate() = %q, want it to contain %q", err, tt.want)
+			}
+			if got := outcome.Classify(err); got != outcome.Config {
+				t.Errorf("Classify = %v, want config", got)
+			}
+		})
+	}
+}
+
+func TestConfigValidateHidesDSNPassword(t *testing.T) {
+	c := validConfig()
+	c.Postgres.DSN = "postgres://u:hunter2-secret@[::1" // unparsable
+	err := c.Validate()
+	if err == nil || strings.Contains(err.Error(), "hunter2-secret") {
+		t.Fatalf("Validate() = %v; want an error without the password", err)
+	}
+}
+
+func TestPostgresConnConfig(t *testing.T) {
+	tests := []struct {
+		name               string
+		pg                 Postgres
+		wantUser, wantPass string
+	}{
+		{"dsn user and password win", Postgres{DSN: "postgres://a:pa@h/db", User: "b", Password: "pb"}, "a", "pa"},
+		{"PGUSER/PGPASSWORD fill a bare url", Postgres{DSN: "postgres://h/db", User: "b", Password: "pb"}, "b", "pb"},
+		{"user in url, password from PGPASSWORD", Postgres{DSN: "postgres://a@h/db", Password: "pb"}, "a", "pb"},
+		{"query parameters count as set", Postgres{DSN: "postgres://h/db?user=q&password=qp", User: "b", Password: "pb"}, "q", "qp"},
+		{"keyword form", Postgres{DSN: "host=h dbname=db user=k password='x y'", User: "b", Password: "pb"}, "k", "x y"},
+		{"keyword form without user", Postgres{DSN: "host=h dbname=db", User: "b", Password: "pb"}, "b", "pb"},
+		{"keyword form with spaces around =", Postgres{DSN: "host = h user = k", User: "b"}, "k", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cc, err := tt.pg.connConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.User != tt.wantUser || (tt.wantPass != "" && cc.Password != tt.wantPass) {
+				t.Errorf("user/password = %q/%q, want %q/%q", cc.User, cc.Password, tt.wantUser, tt.wantPass)
+			}
+		})
+	}
+}
+
+func TestValidateNeedsOnlyWhatACommandUses(t *testing.T) {
+	if err := (Postgres{}).Validate(); err == nil || !strings.Contains(err.Error(), "PG_DSN") {
+		t.Errorf("Postgres{}.Validate() = %v, want PG_DSN error", err)
+	}
+	if err := ValidateTopic(""); err == nil || !errors.Is(err, errInvalidTopic) {
+		t.Errorf("ValidateTopic(\"\") = %v", err)
+	}
+}

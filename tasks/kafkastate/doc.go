@@ -1,0 +1,81 @@
+// Package kafkastate keeps the latest JSON value per key of a compacted Kafka
+// topic in PostgreSQL, exactly once: the records' values and the read
+// positions are committed in one PostgreSQL transaction. It replaces the
+// materialize_batch task of the seed flow kafka-compacted-postgres-state
+// (shared/seeds/reference/kafka_state_materialize.py) and keeps its tables,
+// its lock and every one of its checks.
+//
+// # What it reads
+//
+// One topic (Config.Topic) through franz-go with no consumer group and no
+// group offsets: an uncached Metadata request for the cluster id, the topic
+// id and the partition leaders; ListOffsets to each leader for the log
+// start offset and the last stable offset (read_committed); raw Fetch
+// requests (isolation level read_committed, by topic id) to each leader,
+// every partition from its saved next offset, decoded by
+// kgo.ProcessFetchPartition, which drops records of aborted transactions and
+// transaction markers and steps over compacted batch tails. Partitions are
+// fetched concurrently and share one budget of Config.MaxRecords records;
+// each stops at its end (next offset >= last stable offset), so a fully read
+// topic returns at once; Config.PollSeconds bounds the fetching.
+//
+// # What it writes
+//
+// Schema kafka_state, created by Setup with the seed's DDL:
+//
+//	positions(topic PK, cluster_id, topic_id, next_offsets jsonb, updated_at)
+//	records(topic, record_key, payload jsonb, deleted, kafka_partition, kafka_offset; PK (topic, record_key))
+//	current_values: view of records WHERE NOT deleted
+//
+// Materialize runs one transaction: SET LOCAL statement_timeout = '90s';
+// pg_try_advisory_xact_lock(hashtextextended('kestra-kafka-state:' ||
+// topic, 0)), the seed's key, so a seed run and a changesink run exclude
+// each other; the positions row FOR UPDATE; COPY of the batch into a
+// temporary staging table while it is being fetched; one query for keys that
+// moved partitions; one merge that applies, per key, only the highest offset
+// and only where it is higher than the stored row's (a tombstone sets
+// deleted = true and payload NULL; a later value revives the key); the
+// positions upsert (next_offsets as {"<partition>": <next offset>}); the
+// live_keys count; commit. Only then is batch-report.json written into the
+// working directory and the Result returned for the outputs and metrics.
+//
+// Topic ids are stored in the seed's text form (TopicIDText: standard base64
+// without padding, 22 characters), so positions written by the seed are
+// accepted and the reverse.
+//
+// # Delivery guarantee
+//
+// Exactly once into PostgreSQL: a record's value and the position past it
+// commit together or not at all, and only a higher offset replaces a stored
+// row, so a re-run after any failure (a refusal, a lost connection, a killed
+// process) converges to the state of an uninterrupted run. The stored next
+// offset is the exact next offset to fetch (Java and franz-go semantics):
+// past returned records, aborted transactions, transaction markers and
+// compacted tails. The seed stores librdkafka's position, which can stop
+// before a trailing transaction marker; both are safe to resume from, and
+// each accepts the other's.
+//
+// # Checks, and the seed rule each implements
+//
+//	ErrTopicUnavailable        'Topic metadata is unavailable'
+//	ErrNoIDs                   'Broker must expose cluster and topic IDs' (no cluster id, all-zero topic id)
+//	ErrLocked                  'Another materializer holds this topic lock'
+//	ErrIDsChanged              'Cluster or topic ID changed; rebuild into an empty destination'
+//	ErrPartitionsChanged       'Partition set changed; rebuild into an empty destination'
+//	ErrValuesWithoutPositions  'Values exist without read positions; restore both together'
+//	ErrOffsetOutOfRange        'Partition p: saved offset is outside the retained log' (log start <= saved <= last stable offset)
+//	ErrNullKey                 'Null Kafka key; the entire batch will roll back'
+//	ErrKeyNotUTF8, ErrKeyNUL   key.decode('utf-8'); psycopg refusing NUL in text
+//	ErrValueNotUTF8            value.decode('utf-8')
+//	ErrValueNotJSON            json.loads, and what jsonb refuses after it (see ValidateValue)
+//	ErrNonFinite               parse_constant=invalid_constant (NaN, Infinity), and numbers json.loads turns into inf
+//	ErrKeyMovedPartitions      'A key moved partitions; there is no cross-partition offset order'
+//	ErrTopicChanged            'Topic changed during this batch; no state was committed'
+//	ErrAheadOfPositions        check_saved_positions + stop_on_inconsistent_state (Verify)
+//
+// Every refusal is marked outcome.Refused (exit 1) and names the topic, and
+// the partition, offset and key where they apply, and what to do; bounds and
+// KAFKA_PROPERTIES errors are outcome.Config (exit 2); lost connections and
+// timeouts are outcome.Transient (exit 3). In every failure case nothing is
+// committed.
+package kafkastate

@@ -1,0 +1,193 @@
+package kafkastate
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Sentinels for every refusal of the seed flow (and a few changesink adds).
+// Materialize and Verify wrap them (directly or through a typed error whose
+// Unwrap returns one of them) and mark the result with outcome.Refuse, so
+// callers test errors.Is(err, ErrX) and outcome.Classify(err) ==
+// outcome.Refused. A refused run has changed no table.
+var (
+	// ErrTopicUnavailable: the topic does not exist, has no partitions, or
+	// its metadata carries an error. Seed: 'Topic metadata is unavailable'.
+	ErrTopicUnavailable = errors.New("topic metadata is unavailable")
+	// ErrNoIDs: the broker reports no cluster id or an all-zero topic id
+	// (brokers older than Kafka 2.8 / metadata v10). Seed: 'Broker must
+	// expose cluster and topic IDs'.
+	ErrNoIDs = errors.New("broker must expose cluster and topic ids")
+	// ErrLocked: another materializer (changesink or the seed) holds the
+	// per-topic advisory transaction lock. Seed: 'Another materializer holds
+	// this topic lock'.
+	ErrLocked = errors.New("another materializer holds this topic lock")
+	// ErrIDsChanged: the saved cluster id or topic id differs from the
+	// broker's. Seed: 'Cluster or topic ID changed; rebuild into an empty
+	// destination'.
+	ErrIDsChanged = errors.New("cluster or topic id changed")
+	// ErrPartitionsChanged: the saved partitions differ from the topic's.
+	// Seed: 'Partition set changed; rebuild into an empty destination'.
+	ErrPartitionsChanged = errors.New("partition set changed")
+	// ErrValuesWithoutPositions: records exist for the topic but no
+	// positions row. Seed: 'Values exist without read positions; restore
+	// both together'.
+	ErrValuesWithoutPositions = errors.New("values exist without read positions")
+	// ErrBadPositions: the positions row cannot be read as
+	// {"<partition>": <next offset>} (changesink addition: the seed would
+	// fail with a Python exception).
+	ErrBadPositions = errors.New("saved positions are malformed")
+	// ErrOffsetOutOfRange: a saved offset is below the partition's log start
+	// offset or above its last stable offset (read_committed end), or the
+	// broker answered a fetch with OFFSET_OUT_OF_RANGE. Seed: 'Partition p:
+	// saved offset is outside the retained log'.
+	ErrOffsetOutOfRange = errors.New("saved offset is outside the retained log")
+	// ErrNullKey: a record has a null key. Seed: 'Null Kafka key; the entire
+	// batch will roll back'.
+	ErrNullKey = errors.New("null kafka key")
+	// ErrKeyNotUTF8: a key is not valid UTF-8. Seed: key.decode('utf-8').
+	ErrKeyNotUTF8 = errors.New("key is not valid utf-8")
+	// ErrKeyNUL: a key contains a NUL byte, which PostgreSQL text cannot
+	// hold (the seed fails inside psycopg).
+	ErrKeyNUL = errors.New("key contains a nul byte")
+	// ErrValueNotUTF8: a value is not valid UTF-8. Seed:
+	// value.decode('utf-8').
+	ErrValueNotUTF8 = errors.New("value is not valid utf-8")
+	// ErrValueNotJSON: a value is not one JSON text, or holds something
+	// PostgreSQL's jsonb or the seed's json.loads refuses (see
+	// ValidateValue). Seed: json.loads.
+	ErrValueNotJSON = errors.New("value is not valid json")
+	// ErrNonFinite: a value holds NaN, Infinity or -Infinity, or a number
+	// too large for a float64 (which the seed's json.loads turns into
+	// inf). Seed: parse_constant=invalid_constant.
+	ErrNonFinite = errors.New("non-finite json numbers are not supported")
+	// ErrKeyMovedPartitions: one key appears in two partitions (within the
+	// batch or against a stored row). Seed: 'A key moved partitions; there
+	// is no cross-partition offset order'.
+	ErrKeyMovedPartitions = errors.New("a key moved partitions")
+	// ErrTopicChanged: the topic was deleted, recreated or repartitioned
+	// while the batch ran. Seed: 'Topic changed during this batch; no state
+	// was committed'.
+	ErrTopicChanged = errors.New("topic changed during this batch")
+	// ErrAheadOfPositions: verify found a stored record at or past its
+	// partition's durable next offset. Seed: check_saved_positions and
+	// stop_on_inconsistent_state.
+	ErrAheadOfPositions = errors.New("a record is ahead of its durable read position")
+)
+
+// RecordError is a refusal of one Kafka record: where it is and which rule it
+// breaks. It unwraps to one of ErrNullKey, ErrKeyNotUTF8, ErrKeyNUL,
+// ErrValueNotUTF8, ErrValueNotJSON or ErrNonFinite.
+type RecordError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Key is the record key as read (nil for a null key).
+	Key []byte
+	// Err is the sentinel of the broken rule.
+	Err error
+	// Detail says where in the key or value the problem is; may be empty.
+	Detail string
+}
+
+func (e *RecordError) Error() string {
+	msg := fmt.Sprintf("topic %q partition %d offset %d", e.Topic, e.Partition, e.Offset)
+	if e.Key != nil {
+		msg += " key " + quoteKey(e.Key)
+	}
+	msg += ": " + e.Err.Error()
+	if e.Detail != "" {
+		msg += " (" + e.Detail + ")"
+	}
+	if errors.Is(e.Err, ErrNullKey) {
+		return msg + "; the whole batch was rolled back: a keyless record cannot be materialized " +
+			"(compacted topics reject them, so check the topic's cleanup.policy and the producer)"
+	}
+	return msg + "; the whole batch was rolled back: fix the producer, publish a corrected value " +
+		"or a tombstone for this key, and re-run once compaction has removed the bad record"
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// OffsetError says a partition's saved next offset is outside the retained
+// log. It unwraps to ErrOffsetOutOfRange.
+type OffsetError struct {
+	Topic     string
+	Partition int32
+	// Saved is the next offset read from kafka_state.positions (or the
+	// offset a fetch asked for).
+	Saved int64
+	// LogStart and End bound the retained log; End is the last stable
+	// offset (the read_committed end). -1 when the broker did not say.
+	LogStart, End int64
+}
+
+func (e *OffsetError) Error() string {
+	return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log [%d, %d]: "+
+		"records were deleted before they were materialized (retention) or the positions come from another topic; "+
+		"rebuild into an empty destination (delete this topic's rows from kafka_state.records and kafka_state.positions)",
+		e.Topic, e.Partition, e.Saved, e.LogStart, e.End)
+}
+
+func (e *OffsetError) Unwrap() error { return ErrOffsetOutOfRange }
+
+// MovedKeyError names a key found in two partitions. It unwraps to
+// ErrKeyMovedPartitions.
+type MovedKeyError struct {
+	Topic string
+	Key   string
+	// Partition and Offset locate one occurrence in this batch; Other* the
+	// other occurrence, in this batch or already stored (Stored true).
+	Partition, OtherPartition int32
+	Offset, OtherOffset       int64
+	Stored                    bool
+}
+
+func (e *MovedKeyError) Error() string {
+	where := "in this batch"
+	if e.Stored {
+		where = "stored in kafka_state.records"
+	}
+	return fmt.Sprintf("topic %q key %s: %s: read at partition %d offset %d, but %s at partition %d offset %d; "+
+		"there is no cross-partition offset order, so nothing was committed: the producer's partitioner changed "+
+		"or the partition count changed; rebuild into an empty destination",
+		e.Topic, quoteKey([]byte(e.Key)), ErrKeyMovedPartitions, e.Partition, e.Offset, where, e.OtherPartition, e.OtherOffset)
+}
+
+func (e *MovedKeyError) Unwrap() error { return ErrKeyMovedPartitions }
+
+// AheadError names a stored record at or past its partition's durable next
+// offset (verify). It unwraps to ErrAheadOfPositions.
+type AheadError struct {
+	Topic     string
+	Key       string
+	Partition int32
+	Offset    int64
+	// Next is the partition's saved next offset; -1 when the positions row
+	// or its partition entry is missing.
+	Next int64
+}
+
+func (e *AheadError) Error() string {
+	next := "no saved position"
+	if e.Next >= 0 {
+		next = "saved next offset " + strconv.FormatInt(e.Next, 10)
+	}
+	return fmt.Sprintf("topic %q key %s: %s: partition %d offset %d, %s; check for external writes or a partial database restore",
+		e.Topic, quoteKey([]byte(e.Key)), ErrAheadOfPositions, e.Partition, e.Offset, next)
+}
+
+func (e *AheadError) Unwrap() error { return ErrAheadOfPositions }
+
+// maxQuotedKey bounds how much of a key an error message shows.
+const maxQuotedKey = 120
+
+// quoteKey quotes a key for a message: Go-quoted (so invalid UTF-8 and
+// control bytes are visible) and cut to maxQuotedKey bytes.
+func quoteKey(k []byte) string {
+	if len(k) > maxQuotedKey {
+		return strconv.Quote(string(k[:maxQuotedKey])) + "…(" + strconv.Itoa(len(k)) + " bytes)"
+	}
+	return strconv.Quote(string(k))
+}

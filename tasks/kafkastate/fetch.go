@@ -1,0 +1,239 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch sizing. A response holds at most fetchMaxBytes (a batch larger than
+// partitionMaxBytes is still returned whole when its partition comes first,
+// KIP-74; partitions rotate so each comes first in turn).
+const (
+	fetchMaxBytes     = 8 << 20
+	partitionMaxBytes = 2 << 20
+	maxFetchWait      = 500 * time.Millisecond
+)
+
+// row is one validated record on its way to the staging table.
+type row struct {
+	key       string
+	value     []byte // nil: a tombstone
+	partition int32
+	offset    int64
+}
+
+// partState is one partition's read position during the batch.
+type partState struct {
+	partition int32
+	// next is the next offset to fetch: past returned records, aborted
+	// transactions, transaction markers and compacted batch tails (the
+	// Java client's position, which franz-go computes).
+	next int64
+	// done: end of partition (next >= last stable offset) or the budget ran
+	// out while reading it.
+	done bool
+}
+
+// fetcher reads every partition from its position with raw Fetch requests
+// (read_committed, by topic id) to each leader, decodes each partition with
+// kgo.ProcessFetchPartition, validates the records and sends them to out.
+// No consumer group is involved.
+type fetcher struct {
+	cl       *kgo.Client
+	topic    string
+	topicID  [16]byte
+	deadline time.Time
+	budget   atomic.Int64 // records left in the batch (MAX_RECORDS)
+	dec      kgo.Decompressor
+	out      chan<- []row
+
+	consumed, tombstones atomic.Int64
+
+	mu  sync.Mutex
+	err error // the first error, set before out is closed
+}
+
+// Err returns the error that ended the fetch, once out is closed.
+func (f *fetcher) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// run fetches all leaders concurrently and returns when every partition is
+// done, the budget is spent or the deadline has passed. It returns the first
+// error (also kept for Err); the others' goroutines are cancelled. It closes
+// out after recording the error.
+func (f *fetcher) run(ctx context.Context, byLeader map[int32][]*partState) error {
+	var first error
+	defer func() {
+		f.mu.Lock()
+		f.err = first
+		f.mu.Unlock()
+		close(f.out)
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		once sync.Once
+	)
+	for leader, parts := range byLeader {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.leader(ctx, leader, parts); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// leader loops over Fetch requests to one broker for the partitions it leads.
+func (f *fetcher) leader(ctx context.Context, leader int32, parts []*partState) error {
+	for round := 0; ; round++ {
+		var active []*partState
+		for i := range parts {
+			// Rotate the order so that every partition is first in turn.
+			if p := parts[(i+round)%len(parts)]; !p.done {
+				active = append(active, p)
+			}
+		}
+		left := time.Until(f.deadline)
+		if len(active) == 0 || f.budget.Load() <= 0 || left <= 0 {
+			return nil
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = int32(min(maxFetchWait, left).Milliseconds())
+		req.MinBytes = 1
+		req.MaxBytes = fetchMaxBytes
+		req.IsolationLevel = 1 // read_committed
+		req.SessionID = 0
+		req.SessionEpoch = -1 // no fetch session: a full request every time
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = f.topic
+		rt.TopicID = f.topicID
+		for _, p := range active {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = p.partition
+			rp.FetchOffset = p.next
+			rp.PartitionMaxBytes = partitionMaxBytes
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = []kmsg.FetchRequestTopic{rt}
+
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(req.MaxWaitMillis)*time.Millisecond+kafkaTimeout)
+		resp, err := req.RequestWith(rctx, f.cl.Broker(int(leader)))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return kafkaRequestErr(err, "kafka fetch of topic %q from broker %d", f.topic, leader)
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return partitionErr(f.topic, active[0].partition, active[0].next, err)
+		}
+		for ti := range resp.Topics {
+			for pi := range resp.Topics[ti].Partitions {
+				if err := f.partition(ctx, &resp.Topics[ti].Partitions[pi], active); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// partition decodes one partition of a fetch response, takes records within
+// the budget, validates them, sends them on and advances the position.
+func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPartition, active []*partState) error {
+	var st *partState
+	for _, p := range active {
+		if p.partition == rp.Partition {
+			st = p
+		}
+	}
+	if st == nil {
+		return fmt.Errorf("kafka fetch of topic %q: the broker answered for partition %d, which was not asked", f.topic, rp.Partition)
+	}
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset:         st.next,
+		IsolationLevel: kgo.ReadCommitted(),
+		Topic:          f.topic,
+		Partition:      rp.Partition,
+	}, rp, f.dec, nil)
+	if fp.Err != nil {
+		var ke *kerr.Error
+		if errors.As(fp.Err, &ke) {
+			return partitionErr(f.topic, rp.Partition, st.next, fp.Err)
+		}
+		return fmt.Errorf("kafka fetch of topic %q partition %d at offset %d: %w", f.topic, rp.Partition, st.next, fp.Err)
+	}
+	recs := fp.Records
+	take := f.reserve(len(recs))
+	if take < len(recs) {
+		// The budget ran out inside this response: resume right after the
+		// last record taken.
+		if take > 0 {
+			next = recs[take-1].Offset + 1
+		} else {
+			next = st.next
+		}
+		st.done = true
+	}
+	if take > 0 {
+		rows := make([]row, take)
+		tomb := 0
+		for i, r := range recs[:take] {
+			if err := checkRecord(f.topic, r.Partition, r.Offset, r.Key, r.Value, r.Value == nil); err != nil {
+				return err
+			}
+			rows[i] = row{key: string(r.Key), value: r.Value, partition: r.Partition, offset: r.Offset}
+			if r.Value == nil {
+				tomb++
+			}
+		}
+		select {
+		case f.out <- rows:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		f.consumed.Add(int64(take))
+		f.tombstones.Add(int64(tomb))
+	}
+	if next > st.next {
+		st.next = next
+	}
+	end := fp.LastStableOffset
+	if end < 0 {
+		end = fp.HighWatermark
+	}
+	if st.next >= end {
+		st.done = true // end of partition
+	}
+	return nil
+}
+
+// reserve takes up to n records from the budget and returns how many.
+func (f *fetcher) reserve(n int) int {
+	for {
+		left := f.budget.Load()
+		if left <= 0 || n == 0 {
+			return 0
+		}
+		take := min(int64(n), left)
+		if f.budget.CompareAndSwap(left, left-take) {
+			return int(take)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package kafkastate
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// kafkaTimeout bounds each metadata and offsets request, as the seed's
+// timeout=15 / request_timeout=15.
+const kafkaTimeout = 15 * time.Second
+
+// TopicIDText returns a topic id in the seed's text form: librdkafka's
+// rd_kafka_Uuid_base64str (what confluent-kafka's str(Uuid) prints), that is
+// standard base64 without padding, 22 characters. Not kadm's form (padded)
+// nor Java's Uuid.toString (URL-safe alphabet).
+func TopicIDText(id [16]byte) string { return base64.RawStdEncoding.EncodeToString(id[:]) }
+
+// zeroTopicID is the all-zero id in text form, which the seed refuses.
+var zeroTopicID = TopicIDText([16]byte{})
+
+// topicMeta is one fresh, uncached metadata answer for the topic.
+type topicMeta struct {
+	clusterID  string
+	topicID    [16]byte
+	partitions []int32         // sorted
+	leaders    map[int32]int32 // partition → leader broker id
+}
+
+func (m topicMeta) topicIDText() string { return TopicIDText(m.topicID) }
+
+// newClient builds a franz-go client with no consumer, no group and no
+// producer: every request changesink sends is explicit.
+func newClient(props Properties) (*kgo.Client, error) {
+	opts, err := props.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, outcome.Configure(fmt.Errorf("kafka client: %w", err))
+	}
+	return cl, nil
+}
+
+// kafkaRequestErr classifies a failed request: authentication problems are
+// configuration errors; anything else (a broker down, a timeout, a dropped
+// connection) is transient.
+func kafkaRequestErr(err error, format string, args ...any) error {
+	wrapped := fmt.Errorf(format+": %w", append(args, err)...)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
+		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.TopicAuthorizationFailed):
+		return outcome.Configure(fmt.Errorf("%w (check KAFKA_PROPERTIES credentials and ACLs)", wrapped))
+	}
+	return outcome.Transiently(wrapped)
+}
+
+// describeTopic sends a Metadata request for the topic straight to a broker
+// (kmsg request through kgo.Client.Request, which bypasses franz-go's
+// metadata cache) and checks it as the seed does: the topic exists, has no
+// error and has partitions (ErrTopicUnavailable); the cluster id is set and
+// the topic id is not all zero (ErrNoIDs).
+func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta, error) {
+	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	req.AllowAutoTopicCreation = false
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return topicMeta{}, kafkaRequestErr(err, "kafka metadata for topic %q", topic)
+	}
+	var t *kmsg.MetadataResponseTopic
+	for i := range resp.Topics {
+		if resp.Topics[i].Topic != nil && *resp.Topics[i].Topic == topic {
+			t = &resp.Topics[i]
+		}
+	}
+	if t == nil {
+		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: the broker did not describe it; check TOPIC", topic, ErrTopicUnavailable))
+	}
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		hint := "check TOPIC and the client's ACLs"
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			hint = "the topic does not exist; create it (cleanup.policy=compact) or fix TOPIC"
+		}
+		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; %s", topic, ErrTopicUnavailable, err, hint))
+	}
+	if len(t.Partitions) == 0 {
+		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: it has no partitions", topic, ErrTopicUnavailable))
+	}
+	m := topicMeta{topicID: t.TopicID, leaders: map[int32]int32{}}
+	if resp.ClusterID != nil {
+		m.clusterID = *resp.ClusterID
+	}
+	if m.clusterID == "" || m.topicIDText() == zeroTopicID {
+		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w (cluster id %q, topic id %s): use Kafka 2.8 or newer",
+			topic, ErrNoIDs, m.clusterID, m.topicIDText()))
+	}
+	for _, p := range t.Partitions {
+		m.partitions = append(m.partitions, p.Partition)
+		m.leaders[p.Partition] = p.Leader
+	}
+	slices.Sort(m.partitions)
+	return m, nil
+}
+
+// watermarks are one partition's log start offset and last stable offset
+// (the read_committed end: what the seed's get_watermark_offsets returns as
+// "high" under isolation.level=read_committed).
+type watermarks struct{ logStart, lso int64 }
+
+// listWatermarks asks each partition's leader for its log start offset
+// (timestamp -2) and its last stable offset (timestamp -1 with isolation
+// level read_committed).
+func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMeta) (map[int32]watermarks, error) {
+	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
+	byLeader := map[int32][]int32{}
+	for _, p := range m.partitions {
+		leader := m.leaders[p]
+		if leader < 0 {
+			return nil, outcome.Transiently(fmt.Errorf("topic %q partition %d has no leader; retry when the cluster has elected one", topic, p))
+		}
+		byLeader[leader] = append(byLeader[leader], p)
+	}
+	out := make(map[int32]watermarks, len(m.partitions))
+	for leader, parts := range byLeader {
+		for _, ts := range []int64{-2, -1} {
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.IsolationLevel = 1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			for _, p := range parts {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition = p
+				rp.Timestamp = ts
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
+			resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+			if err != nil {
+				return nil, kafkaRequestErr(err, "kafka list offsets for topic %q on broker %d", topic, leader)
+			}
+			for _, t := range resp.Topics {
+				for _, rp := range t.Partitions {
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+						return nil, partitionErr(topic, rp.Partition, -1, err)
+					}
+					w := out[rp.Partition]
+					if ts == -2 {
+						w.logStart = rp.Offset
+					} else {
+						w.lso = rp.Offset
+					}
+					out[rp.Partition] = w
+				}
+			}
+		}
+	}
+	for _, p := range m.partitions {
+		if _, ok := out[p]; !ok {
+			return nil, outcome.Transiently(fmt.Errorf("kafka list offsets: no answer for topic %q partition %d", topic, p))
+		}
+	}
+	return out, nil
+}
+
+// partitionErr classifies a partition-level error code from ListOffsets or
+// Fetch: the topic gone or replaced is ErrTopicChanged; an offset out of
+// range is ErrOffsetOutOfRange; leadership moves and other retriable codes
+// are transient.
+func partitionErr(topic string, p int32, offset int64, err error) error {
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID), errors.Is(err, kerr.InconsistentTopicID):
+		return outcome.Refuse(fmt.Errorf("topic %q partition %d: %w: %v; nothing was committed; if the topic was recreated, rebuild into an empty destination",
+			topic, p, ErrTopicChanged, err))
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return outcome.Refuse(&OffsetError{Topic: topic, Partition: p, Saved: offset, LogStart: -1, End: -1})
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return outcome.Configure(fmt.Errorf("topic %q partition %d: %w; grant READ and DESCRIBE on the topic", topic, p, err))
+	case kerr.IsRetriable(err):
+		return outcome.Transiently(fmt.Errorf("topic %q partition %d: %w; retry", topic, p, err))
+	}
+	return fmt.Errorf("topic %q partition %d: %w", topic, p, err)
+}

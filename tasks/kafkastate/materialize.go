@@ -1,0 +1,424 @@
+package kafkastate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// pgTimeout bounds the connection and every statement from the client side
+// (the server side has the seed's statement_timeout of 90 s).
+const pgTimeout = 100 * time.Second
+
+// hooks are test seams inside one run. The zero value does nothing.
+type hooks struct {
+	// beforeRecheck runs after the batch is fetched and merged, before the
+	// end-of-batch topic re-check: tests delete, recreate or repartition the
+	// topic here to exercise "topic changed during this batch".
+	beforeRecheck func(ctx context.Context) error
+	// duringCopy runs once, from the COPY's row source, after the first row
+	// has been handed to PostgreSQL: tests kill the backend here.
+	duringCopy func(ctx context.Context)
+}
+
+// Materialize runs one bounded batch: it reads up to cfg.MaxRecords records
+// of cfg.Topic from the positions saved in PostgreSQL, for at most
+// cfg.PollSeconds, and commits the records' latest values and the next
+// positions in one PostgreSQL transaction, under the seed's per-topic
+// advisory lock. Only after the commit does it write batch-report.json into
+// dir and return the Result. log may be nil.
+//
+// Steps (the seed's checks, in the seed's order):
+//
+//  1. Kafka metadata, uncached: topic present with partitions
+//     (ErrTopicUnavailable); cluster id and non-zero topic id (ErrNoIDs).
+//  2. PostgreSQL: one transaction, SET LOCAL statement_timeout = '90s',
+//     pg_try_advisory_xact_lock(hashtextextended('kestra-kafka-state:' ||
+//     topic, 0)) (ErrLocked); positions read FOR UPDATE; saved ids equal
+//     (ErrIDsChanged); saved partitions equal (ErrPartitionsChanged); no
+//     records without positions (ErrValuesWithoutPositions).
+//  3. Log start offset <= saved offset <= last stable offset, per
+//     partition (ErrOffsetOutOfRange).
+//  4. Fetch every partition concurrently (read_committed, by topic id), each
+//     until its end (next >= last stable offset), the budget or the
+//     deadline; validate every record (RecordError); COPY into a temporary
+//     staging table while fetching.
+//  5. One query for keys that moved partitions (ErrKeyMovedPartitions), one
+//     merge statement (highest offset per key, only if higher than stored).
+//  6. Fresh metadata: same topic id and partitions (ErrTopicChanged).
+//  7. Positions upsert, live_keys, commit; then the report file.
+//
+// Refusals are marked outcome.Refused, configuration errors outcome.Config,
+// lost connections and timeouts outcome.Transient. Whatever fails, nothing
+// is committed.
+func Materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logger) (*Result, error) {
+	return materialize(ctx, cfg, dir, log, hooks{})
+}
+
+func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logger, h hooks) (*Result, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	props, err := ParseProperties(cfg.KafkaProperties)
+	if err != nil {
+		return nil, err
+	}
+	if len(props.Overridden) > 0 {
+		log.Info("kafka-state: KAFKA_PROPERTIES keys ignored, as the seed overrides them", "keys", strings.Join(props.Overridden, ","))
+	}
+	cc, err := cfg.Postgres.connConfig()
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	topic := cfg.Topic
+
+	cl, err := newClient(props)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+
+	// 1. Kafka metadata.
+	meta, err := describeTopic(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. PostgreSQL transaction, lock, saved positions.
+	conn, err := connect(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn(conn)
+	tx, err := begin(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx) // no-op after Commit
+	}()
+	if err := exec(ctx, tx, "set statement_timeout", sqlStatementTimeout); err != nil {
+		return nil, err
+	}
+	if err := exec(ctx, tx, "set work_mem", sqlWorkMem); err != nil {
+		return nil, err
+	}
+	var locked bool
+	if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{lockPrefix + topic}, &locked); err != nil {
+		return nil, err
+	}
+	if !locked {
+		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w (advisory lock %q); wait for it to finish, nothing was changed",
+			topic, ErrLocked, lockPrefix+topic))
+	}
+	saved, err := readPositions(ctx, tx, topic, meta)
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Retained log bounds.
+	marks, err := listWatermarks(ctx, cl, topic, meta)
+	if err != nil {
+		return nil, err
+	}
+	states := make(map[int32]*partState, len(meta.partitions))
+	starts := make(Offsets, len(meta.partitions))
+	for _, p := range meta.partitions {
+		w := marks[p]
+		start := w.logStart
+		if saved != nil {
+			start = saved[p]
+		}
+		if start < w.logStart || start > w.lso {
+			return nil, outcome.Refuse(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
+		}
+		starts[p] = start
+		states[p] = &partState{partition: p, next: start, done: start >= w.lso}
+	}
+
+	// 4. Fetch and COPY, overlapped.
+	if err := exec(ctx, tx, "create the staging table", sqlCreateStaging); err != nil {
+		return nil, err
+	}
+	rows := make(chan []row, 16)
+	f := &fetcher{
+		cl:       cl,
+		topic:    topic,
+		topicID:  meta.topicID,
+		deadline: time.Now().Add(time.Duration(cfg.PollSeconds) * time.Second),
+		dec:      kgo.DefaultDecompressor(),
+		out:      rows,
+	}
+	f.budget.Store(int64(cfg.MaxRecords))
+	byLeader := map[int32][]*partState{}
+	for _, p := range meta.partitions {
+		l := meta.leaders[p]
+		byLeader[l] = append(byLeader[l], states[p])
+	}
+	fctx, cancelFetch := context.WithCancel(ctx)
+	defer cancelFetch()
+	fetchDone := make(chan error, 1)
+	go func() { fetchDone <- f.run(fctx, byLeader) }()
+	src := &rowSource{ch: rows, fetchErr: f.Err, hook: h.duringCopy, ctx: ctx}
+	cctx, cancelCopy := context.WithTimeout(ctx, time.Duration(cfg.PollSeconds)*time.Second+pgTimeout)
+	copied, copyErr := tx.CopyFrom(cctx, pgx.Identifier{stagingTable}, stagingColumns, src)
+	cancelCopy()
+	cancelFetch()
+	fetchErr := <-fetchDone
+	if fetchErr != nil && !errors.Is(fetchErr, context.Canceled) {
+		return nil, fetchErr
+	}
+	if copyErr != nil {
+		return nil, pgErr(ctx, copyErr, "copy the batch into the staging table")
+	}
+	if fetchErr != nil { // cancelled from outside
+		return nil, fetchErr
+	}
+	consumed, tombstones := f.consumed.Load(), f.tombstones.Load()
+	if copied != consumed {
+		return nil, fmt.Errorf("copy the batch into the staging table: %d rows copied, %d records read", copied, consumed)
+	}
+
+	// 5. Moved keys, then the merge.
+	if consumed > 0 {
+		if err := exec(ctx, tx, "analyze the staging table", sqlAnalyzeStaging); err != nil {
+			return nil, err
+		}
+		if err := checkMovedKeys(ctx, tx, topic); err != nil {
+			return nil, err
+		}
+		if err := exec(ctx, tx, "merge the batch into kafka_state.records", sqlMerge, topic); err != nil {
+			return nil, err
+		}
+	}
+
+	// 6. The topic must be the one we started with.
+	if h.beforeRecheck != nil {
+		if err := h.beforeRecheck(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := recheckTopic(ctx, cl, topic, meta); err != nil {
+		return nil, err
+	}
+
+	// 7. Positions, live keys, commit.
+	next := make(Offsets, len(states))
+	for p, st := range states {
+		next[p] = max(st.next, starts[p])
+	}
+	nextJSON, err := next.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := exec(ctx, tx, "write kafka_state.positions", sqlWritePositions,
+		topic, meta.clusterID, meta.topicIDText(), string(nextJSON)); err != nil {
+		return nil, err
+	}
+	var live int64
+	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	err = tx.Commit(cctx)
+	cancel()
+	if err != nil {
+		return nil, pgErr(ctx, err, "commit")
+	}
+	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live, Duration: time.Since(started)}
+	log.Info(fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
+		topic, consumed, tombstones, len(meta.partitions), res.Duration.Round(time.Millisecond), nextJSON, live))
+	if err := res.writeReport(dir); err != nil {
+		return nil, fmt.Errorf("the batch is committed, but %s could not be written: %w", ReportFile, err)
+	}
+	return res, nil
+}
+
+// readPositions reads the saved positions FOR UPDATE and applies the seed's
+// checks against the broker's metadata. It returns nil when there is no
+// positions row (first run).
+func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta) (Offsets, error) {
+	var (
+		raw                []byte
+		clusterID, topicID string
+	)
+	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	err := tx.QueryRow(qctx, sqlReadPositions, topic).Scan(&raw, &clusterID, &topicID)
+	cancel()
+	if errors.Is(err, pgx.ErrNoRows) {
+		var one int
+		err := queryRow(ctx, tx, "look for records without positions", sqlAnyRecord, []any{topic}, &one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions; restore both together (from one backup) or delete the topic's records to rebuild",
+			topic, ErrValuesWithoutPositions))
+	}
+	if err != nil {
+		return nil, pgErr(ctx, err, "read kafka_state.positions")
+	}
+	if clusterID != meta.clusterID || topicID != meta.topicIDText() {
+		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q; "+
+			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions)",
+			topic, ErrIDsChanged, clusterID, topicID, meta.clusterID, meta.topicIDText()))
+	}
+	saved, err := parsePositions(raw)
+	if err != nil {
+		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+	}
+	savedKeys := make([]string, 0, len(saved))
+	for k := range saved {
+		savedKeys = append(savedKeys, k)
+	}
+	want := make([]string, len(meta.partitions))
+	for i, p := range meta.partitions {
+		want[i] = strconv.Itoa(int(p))
+	}
+	slices.Sort(savedKeys)
+	slices.Sort(want)
+	if !slices.Equal(savedKeys, want) {
+		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]; rebuild into an empty destination",
+			topic, ErrPartitionsChanged, strings.Join(savedKeys, " "), strings.Join(want, " ")))
+	}
+	out := make(Offsets, len(saved))
+	for _, p := range meta.partitions {
+		out[p] = saved[strconv.Itoa(int(p))]
+	}
+	return out, nil
+}
+
+// parsePositions reads next_offsets: a JSON object from partition (as a
+// string) to an integer offset, written by the seed or by changesink. Like
+// the seed's int(saved[str(p)]), a string holding an integer is accepted.
+func parsePositions(raw []byte) (map[string]int64, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, fmt.Errorf("next_offsets is not a JSON object")
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		var s string
+		switch v := v.(type) {
+		case json.Number:
+			s = v.String()
+		case string:
+			s = strings.TrimSpace(v)
+		default:
+			return nil, fmt.Errorf("next_offsets[%q] is not an integer", k)
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("next_offsets[%q] = %s is not an integer", k, s)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+// checkMovedKeys runs sqlMovedKey and refuses the batch if a key appears in
+// two partitions.
+func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
+	var e MovedKeyError
+	e.Topic = topic
+	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	err := tx.QueryRow(qctx, sqlMovedKey, topic).Scan(&e.Key, &e.Partition, &e.Offset, &e.OtherPartition, &e.OtherOffset, &e.Stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return pgErr(ctx, err, "check for keys that moved partitions")
+	}
+	return outcome.Refuse(&e)
+}
+
+// recheckTopic is the seed's end-of-batch describe_topics: same topic id
+// and same partitions, from a fresh uncached metadata request.
+func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topicMeta) error {
+	now, err := describeTopic(ctx, cl, topic)
+	if errors.Is(err, ErrTopicUnavailable) || errors.Is(err, ErrNoIDs) {
+		return outcome.Refuse(fmt.Errorf("topic %q: %w: %v; no state was committed", topic, ErrTopicChanged, err))
+	}
+	if err != nil {
+		return err
+	}
+	if now.topicID != before.topicID {
+		return outcome.Refuse(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed; rebuild into an empty destination",
+			topic, ErrTopicChanged, before.topicIDText(), now.topicIDText()))
+	}
+	if !slices.Equal(now.partitions, before.partitions) {
+		return outcome.Refuse(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed; rebuild into an empty destination",
+			topic, ErrTopicChanged, len(before.partitions), len(now.partitions)))
+	}
+	return nil
+}
+
+// rowSource feeds COPY from the fetcher's channel; COPY ends when the
+// fetcher closes it, and fails with the fetcher's error if it has one.
+type rowSource struct {
+	ctx      context.Context
+	ch       <-chan []row
+	cur      []row
+	i        int
+	vals     [4]any
+	fetchErr func() error
+	hook     func(context.Context)
+	rows     int
+}
+
+func (s *rowSource) Next() bool {
+	if s.hook != nil && s.rows == 1 {
+		s.hook(s.ctx)
+		s.hook = nil
+	}
+	for s.i >= len(s.cur) {
+		batch, ok := <-s.ch
+		if !ok {
+			return false
+		}
+		s.cur, s.i = batch, 0
+	}
+	s.i++
+	s.rows++
+	return true
+}
+
+func (s *rowSource) Values() ([]any, error) {
+	r := &s.cur[s.i-1]
+	s.vals[0] = r.key
+	if r.value == nil {
+		s.vals[1] = nil
+	} else {
+		s.vals[1] = r.value
+	}
+	s.vals[2] = r.partition
+	s.vals[3] = r.offset
+	return s.vals[:], nil
+}
+
+func (s *rowSource) Err() error { return s.fetchErr() }

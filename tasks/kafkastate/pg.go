@@ -1,0 +1,84 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// connect opens one connection (the seed's connect_timeout=15 unless the
+// DSN sets another).
+func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = 15 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, cc.ConnectTimeout+time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cc)
+	if err != nil {
+		// pgconn's connect errors name host, port, user and database, never
+		// the password.
+		return nil, pgErr(ctx, err, "connect")
+	}
+	return conn, nil
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+func begin(ctx context.Context, conn *pgx.Conn) (pgx.Tx, error) {
+	bctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	tx, err := conn.Begin(bctx)
+	if err != nil {
+		return nil, pgErr(ctx, err, "begin")
+	}
+	return tx, nil
+}
+
+// execer is what exec and queryRow need: a *pgx.Conn or a pgx.Tx.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func exec(ctx context.Context, db execer, what, sql string, args ...any) error {
+	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	if _, err := db.Exec(qctx, sql, args...); err != nil {
+		return pgErr(ctx, err, what)
+	}
+	return nil
+}
+
+// queryRow scans one row; pgx.ErrNoRows is returned as is.
+func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest ...any) error {
+	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	err := db.QueryRow(qctx, sql, args...).Scan(dest...)
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	return pgErr(ctx, err, what)
+}
+
+// pgErr wraps a PostgreSQL error with what was being done. A statement
+// timeout (57014 after statement_timeout) is transient like a lost
+// connection; outcome.Classify handles the rest by SQLSTATE.
+func pgErr(ctx context.Context, err error, what string) error {
+	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "57014" && ctx.Err() == nil {
+		return outcome.Transiently(wrapped)
+	}
+	return wrapped
+}

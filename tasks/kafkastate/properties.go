@@ -1,0 +1,442 @@
+package kafkastate
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// Properties is KAFKA_PROPERTIES parsed: the librdkafka client properties the
+// seed passes to confluent-kafka, mapped to franz-go. Its String and
+// GoString hide the password and key password.
+type Properties struct {
+	// Brokers is bootstrap.servers split at commas, trimmed, with any
+	// "PROTOCOL://" prefix removed (librdkafka accepts one).
+	Brokers []string
+	// ClientID is client.id ("" = franz-go's default, "kgo").
+	ClientID string
+	// Protocol is security.protocol, upper-cased: PLAINTEXT (default),
+	// SSL, SASL_PLAINTEXT or SASL_SSL.
+	Protocol string
+	// Mechanism is sasl.mechanism or sasl.mechanisms (librdkafka's name),
+	// upper-cased: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string
+	// Username and Password are sasl.username and sasl.password.
+	Username, Password string
+	// CALocation is ssl.ca.location: a PEM file, a directory of PEM files,
+	// or "probe" (the system roots, as when it is unset).
+	CALocation string
+	// CertLocation and KeyLocation are ssl.certificate.location and
+	// ssl.key.location (PEM; a client certificate for mutual TLS).
+	CertLocation, KeyLocation string
+	// KeyPassword is ssl.key.password, for a legacy encrypted PEM key
+	// ("Proc-Type: 4,ENCRYPTED"). Encrypted PKCS#8 keys are refused: Go's
+	// standard library cannot decrypt them.
+	KeyPassword string
+	// VerifyHostname is false only for
+	// ssl.endpoint.identification.algorithm=none; the certificate chain is
+	// verified either way.
+	VerifyHostname bool
+	// Overridden lists keys that were present but that the seed overrides
+	// (group.id, isolation.level, ...), sorted; they are accepted for
+	// compatibility with the seed's secret and have no effect.
+	Overridden []string
+}
+
+// supportedProperties are the KAFKA_PROPERTIES keys changesink maps.
+var supportedProperties = []string{
+	"bootstrap.servers", "client.id", "security.protocol",
+	"sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+	"ssl.endpoint.identification.algorithm",
+}
+
+// seedOverridden are the keys the seed sets itself with config.update(...),
+// so a value in the secret never took effect there either.
+var seedOverridden = []string{
+	"group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
+	"isolation.level", "enable.partition.eof", "allow.auto.create.topics",
+}
+
+func propErr(format string, args ...any) error {
+	return outcome.Configure(fmt.Errorf("KAFKA_PROPERTIES: "+format, args...))
+}
+
+// ParseProperties parses KAFKA_PROPERTIES, a JSON object of string values
+// with librdkafka property names. It returns a configuration error
+// (outcome.Config) for anything it cannot map faithfully: malformed JSON, a
+// key given twice, a non-string value, an unknown or unsupported key (the
+// error lists the supported ones), a missing bootstrap.servers, an unknown
+// security.protocol or SASL mechanism (GSSAPI and OAUTHBEARER are not
+// supported), sasl.mechanism and sasl.mechanisms that disagree, SASL
+// settings without a SASL protocol (or the reverse), ssl.* settings
+// without an SSL protocol, and half a client key pair. Errors name keys,
+// never values.
+func ParseProperties(raw string) (Properties, error) {
+	values, err := decodeStringObject(raw)
+	if err != nil {
+		return Properties{}, err
+	}
+	p := Properties{Protocol: "PLAINTEXT", VerifyHostname: true}
+	var unknown []string
+	for k := range values {
+		switch {
+		case slices.Contains(supportedProperties, k):
+		case slices.Contains(seedOverridden, k):
+			p.Overridden = append(p.Overridden, k)
+		default:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return Properties{}, propErr("%s not supported; changesink maps only %s (and accepts, with no effect, the keys the seed overrides: %s)",
+			quoteList(unknown), strings.Join(supportedProperties, ", "), strings.Join(seedOverridden, ", "))
+	}
+	slices.Sort(p.Overridden)
+	for k, v := range values {
+		if v.isString {
+			continue
+		}
+		if slices.Contains(seedOverridden, k) {
+			continue // the seed overrides it whatever its type
+		}
+		return Properties{}, propErr("%q must be a JSON string", k)
+	}
+	get := func(k string) string { return values[k].s }
+
+	for _, b := range strings.Split(get("bootstrap.servers"), ",") {
+		b = strings.TrimSpace(b)
+		if _, rest, ok := strings.Cut(b, "://"); ok {
+			b = rest
+		}
+		if b != "" {
+			p.Brokers = append(p.Brokers, b)
+		}
+	}
+	if len(p.Brokers) == 0 {
+		return Properties{}, propErr(`"bootstrap.servers" is required: a comma-separated list of host:port`)
+	}
+	p.ClientID = get("client.id")
+
+	if v, ok := values["security.protocol"]; ok {
+		p.Protocol = strings.ToUpper(strings.TrimSpace(v.s))
+		if !slices.Contains([]string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, p.Protocol) {
+			return Properties{}, propErr(`"security.protocol" must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL`)
+		}
+	}
+	isSASL := strings.HasPrefix(p.Protocol, "SASL_")
+	isSSL := p.Protocol == "SSL" || p.Protocol == "SASL_SSL"
+
+	m1, has1 := values["sasl.mechanism"]
+	m2, has2 := values["sasl.mechanisms"]
+	mech1, mech2 := strings.ToUpper(strings.TrimSpace(m1.s)), strings.ToUpper(strings.TrimSpace(m2.s))
+	switch {
+	case has1 && has2 && mech1 != mech2:
+		return Properties{}, propErr(`"sasl.mechanism" and "sasl.mechanisms" conflict; set one of them`)
+	case has1:
+		p.Mechanism = mech1
+	case has2:
+		p.Mechanism = mech2
+	}
+	p.Username, p.Password = get("sasl.username"), get("sasl.password")
+	_, hasUser := values["sasl.username"]
+	_, hasPass := values["sasl.password"]
+	if isSASL {
+		name := "sasl.mechanism"
+		if !has1 && has2 {
+			name = "sasl.mechanisms"
+		}
+		switch {
+		case p.Mechanism == "":
+			return Properties{}, propErr(`"sasl.mechanism" is required with security.protocol %s (librdkafka's default, GSSAPI, is not supported): use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`, p.Protocol)
+		case !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, p.Mechanism):
+			return Properties{}, propErr("%q must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", name)
+		case p.Username == "":
+			return Properties{}, propErr(`"sasl.username" is required with security.protocol %s`, p.Protocol)
+		case p.Password == "":
+			return Properties{}, propErr(`"sasl.password" is required with security.protocol %s`, p.Protocol)
+		}
+	} else if has1 || has2 || hasUser || hasPass {
+		return Properties{}, propErr("sasl settings are set but security.protocol is %s, so they would be ignored; use SASL_PLAINTEXT or SASL_SSL", p.Protocol)
+	}
+
+	p.CALocation = get("ssl.ca.location")
+	p.CertLocation = get("ssl.certificate.location")
+	p.KeyLocation = get("ssl.key.location")
+	p.KeyPassword = get("ssl.key.password")
+	if v, ok := values["ssl.endpoint.identification.algorithm"]; ok {
+		switch strings.ToLower(strings.TrimSpace(v.s)) {
+		case "https":
+		case "none":
+			p.VerifyHostname = false
+		default:
+			return Properties{}, propErr(`"ssl.endpoint.identification.algorithm" must be https or none`)
+		}
+	}
+	if !isSSL {
+		for _, k := range []string{"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm"} {
+			if _, ok := values[k]; ok {
+				return Properties{}, propErr("%q is set but security.protocol is %s, so TLS would not be used; use SSL or SASL_SSL", k, p.Protocol)
+			}
+		}
+	}
+	if (p.CertLocation == "") != (p.KeyLocation == "") {
+		return Properties{}, propErr(`"ssl.certificate.location" and "ssl.key.location" must be set together`)
+	}
+	return p, nil
+}
+
+type propValue struct {
+	s        string
+	isString bool
+}
+
+// decodeStringObject decodes a JSON object, refusing duplicate keys and
+// trailing data. Errors never quote the input.
+func decodeStringObject(raw string) (map[string]propValue, error) {
+	notObject := propErr("must be a JSON object of librdkafka properties, e.g. {\"bootstrap.servers\":\"kafka:9092\"}")
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, notObject
+	}
+	out := map[string]propValue{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notObject
+		}
+		k, ok := tok.(string)
+		if !ok {
+			return nil, notObject
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, notObject
+		}
+		if _, dup := out[k]; dup {
+			return nil, propErr("%q is given more than once", k)
+		}
+		s, isString := v.(string)
+		out[k] = propValue{s: s, isString: isString}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, notObject
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, notObject
+	}
+	return out, nil
+}
+
+func quoteList(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = fmt.Sprintf("%q", k)
+	}
+	return strings.Join(q, ", ")
+}
+
+// PropertySecrets returns the values in KAFKA_PROPERTIES that must never be
+// printed: every string value whose key names a password, secret, token or
+// credential (sasl.password, ssl.key.password, ...). It parses leniently and
+// returns nil when raw is not a JSON object, so cmd can register the
+// secrets with its masker before anything else runs.
+func PropertySecrets(raw string) []string {
+	var m map[string]any
+	if json.Unmarshal([]byte(raw), &m) != nil {
+		return nil
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		s, ok := m[k].(string)
+		if !ok || s == "" {
+			continue
+		}
+		lk := strings.ToLower(k)
+		for _, w := range []string{"password", "secret", "token", "credential"} {
+			if strings.Contains(lk, w) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// String describes p without its secrets.
+func (p Properties) String() string {
+	hide := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "xxxxx"
+	}
+	return fmt.Sprintf("Properties{Brokers:%q ClientID:%q Protocol:%s Mechanism:%s Username:%q Password:%s CALocation:%q CertLocation:%q KeyLocation:%q KeyPassword:%s VerifyHostname:%t Overridden:%q}",
+		p.Brokers, p.ClientID, p.Protocol, p.Mechanism, p.Username, hide(p.Password), p.CALocation, p.CertLocation, p.KeyLocation, hide(p.KeyPassword), p.VerifyHostname, p.Overridden)
+}
+
+// GoString is String, so %#v does not print the secrets either.
+func (p Properties) GoString() string { return p.String() }
+
+// clientOpts returns the franz-go options for p: seed brokers, client id,
+// TLS and SASL, plus changesink's fixed timeouts. It reads the TLS files.
+func (p Properties) clientOpts() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(p.Brokers...),
+		kgo.DialTimeout(10 * time.Second),
+		// Bounded retries: a dead broker must fail the run within
+		// POLL_SECONDS plus a bounded timeout, not be retried forever.
+		kgo.RetryTimeout(15 * time.Second),
+		kgo.RequestTimeoutOverhead(10 * time.Second),
+	}
+	if p.ClientID != "" {
+		opts = append(opts, kgo.ClientID(p.ClientID))
+	}
+	if p.Protocol == "SSL" || p.Protocol == "SASL_SSL" {
+		cfg, err := p.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	switch p.Mechanism {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: p.Username, Pass: p.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: p.Username, Pass: p.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: p.Username, Pass: p.Password}.AsSha512Mechanism()))
+	}
+	return opts, nil
+}
+
+// tlsConfig builds the client TLS configuration from the ssl.* properties.
+// Errors are configuration errors naming the property and the file, never
+// the file's content or the key password.
+func (p Properties) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if p.CALocation != "" && p.CALocation != "probe" {
+		pool, err := loadCAs(p.CALocation)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if p.CertLocation != "" {
+		cert, err := loadKeyPair(p.CertLocation, p.KeyLocation, p.KeyPassword)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if !p.VerifyHostname {
+		// Verify the chain against the roots, but not the host name
+		// (librdkafka's ssl.endpoint.identification.algorithm=none).
+		roots := cfg.RootCAs
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("kafka broker presented no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			if err != nil {
+				return fmt.Errorf("kafka broker certificate: %w", err)
+			}
+			return nil
+		}
+	}
+	return cfg, nil
+}
+
+func loadCAs(loc string) (*x509.CertPool, error) {
+	files := []string{loc}
+	if st, err := os.Stat(loc); err == nil && st.IsDir() {
+		entries, err := os.ReadDir(loc)
+		if err != nil {
+			return nil, propErr("ssl.ca.location: read directory %s: %w", loc, err)
+		}
+		files = files[:0]
+		for _, e := range entries {
+			if !e.IsDir() {
+				files = append(files, filepath.Join(loc, e.Name()))
+			}
+		}
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, propErr("ssl.ca.location: %w", err)
+		}
+		if pool.AppendCertsFromPEM(b) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, propErr("ssl.ca.location: no PEM certificate found in %s", loc)
+	}
+	return pool, nil
+}
+
+func loadKeyPair(certPath, keyPath, password string) (tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return tls.Certificate{}, propErr("ssl.certificate.location: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return tls.Certificate{}, propErr("ssl.key.location: %w", err)
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return tls.Certificate{}, propErr("ssl.key.location: no PEM block in %s", keyPath)
+	}
+	switch {
+	case block.Type == "ENCRYPTED PRIVATE KEY":
+		return tls.Certificate{}, propErr("ssl.key.location: %s is an encrypted PKCS#8 key, which changesink cannot decrypt; "+
+			"store it decrypted (openssl pkcs8 -in key.pem -out plain.pem) in a secret, or re-encrypt it as legacy PEM (openssl ec|rsa -aes256)", keyPath)
+	//lint:ignore SA1019 legacy encrypted PEM is what librdkafka's ssl.key.password decrypts; the weakness is the format's.
+	case x509.IsEncryptedPEMBlock(block): //nolint:staticcheck
+		if password == "" {
+			return tls.Certificate{}, propErr("ssl.key.location: %s is encrypted; set ssl.key.password", keyPath)
+		}
+		der, err := x509.DecryptPEMBlock(block, []byte(password)) //nolint:staticcheck // see above
+		if err != nil {
+			return tls.Certificate{}, propErr("ssl.key.location: cannot decrypt %s with ssl.key.password (wrong password?)", keyPath)
+		}
+		keyPEM = pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der})
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, propErr("ssl.certificate.location/ssl.key.location: %s and %s are not a matching PEM certificate and key: %w", certPath, keyPath, err)
+	}
+	clear(keyPEM)
+	return cert, nil
+}

@@ -1,0 +1,131 @@
+package kafkastate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/changesink/changesink/internal/kestra"
+)
+
+// ReportFile is the output file materialize writes into the working
+// directory after PostgreSQL has committed (the seed's outputFiles).
+const ReportFile = "batch-report.json"
+
+// Offsets maps a partition to its next offset to fetch. It marshals as the
+// seed's JSON object {"0": 12, "1": 7}, partitions in numeric order.
+type Offsets map[int32]int64
+
+// MarshalJSON writes {"<partition>": <offset>, ...} in partition order.
+func (o Offsets) MarshalJSON() ([]byte, error) {
+	parts := make([]int32, 0, len(o))
+	for p := range o {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	b := []byte{'{'}
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, int64(p), 10)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, o[p], 10)
+	}
+	return append(b, '}'), nil
+}
+
+// Result is one committed batch. Outputs and the report file carry the
+// seed's keys: topic, consumed, tombstones, next_offsets, live_keys.
+type Result struct {
+	// Topic is the materialized topic.
+	Topic string `json:"topic"`
+	// Consumed counts the records read and applied in this batch,
+	// tombstones included (records of aborted transactions and transaction
+	// markers are never counted).
+	Consumed int64 `json:"consumed"`
+	// Tombstones counts the null-valued records among Consumed.
+	Tombstones int64 `json:"tombstones"`
+	// NextOffsets is the durable next offset per partition, as committed.
+	NextOffsets Offsets `json:"next_offsets"`
+	// LiveKeys counts the topic's keys in kafka_state.current_values
+	// (tombstoned keys excluded) after the commit.
+	LiveKeys int64 `json:"live_keys"`
+	// Duration is the batch's wall time, from the first Kafka request to
+	// the commit.
+	Duration time.Duration `json:"-"`
+}
+
+// Outputs returns the seed's outputs: topic, consumed, tombstones,
+// next_offsets ({"<partition>": <next offset>}) and live_keys.
+func (r *Result) Outputs() map[string]any {
+	return map[string]any{
+		"topic":        r.Topic,
+		"consumed":     r.Consumed,
+		"tombstones":   r.Tombstones,
+		"next_offsets": r.NextOffsets,
+		"live_keys":    r.LiveKeys,
+	}
+}
+
+// Metrics returns the counters records and tombstones and the timer batch
+// (seconds), tagged with the topic.
+func (r *Result) Metrics() []kestra.Metric {
+	tags := map[string]string{"topic": r.Topic}
+	return []kestra.Metric{
+		kestra.Counter("records", float64(r.Consumed), tags),
+		kestra.Counter("tombstones", float64(r.Tombstones), tags),
+		kestra.Timer("batch", r.Duration, tags),
+	}
+}
+
+// reportJSON renders the report as the seed's json.dumps(report, indent=2):
+// keys in the seed's order, two-space indent, non-ASCII escaped as \uXXXX
+// (ensure_ascii), no HTML escaping, no trailing newline.
+func (r *Result) reportJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", ReportFile, err)
+	}
+	raw := bytes.TrimRight(buf.Bytes(), "\n")
+	out := make([]byte, 0, len(raw))
+	for len(raw) > 0 {
+		c, n := utf8.DecodeRune(raw)
+		raw = raw[n:]
+		switch {
+		case c < utf8.RuneSelf:
+			out = append(out, byte(c))
+		case c > 0xffff:
+			c -= 0x10000
+			out = fmt.Appendf(out, `\u%04x\u%04x`, 0xd800+(c>>10), 0xdc00+(c&0x3ff))
+		default:
+			out = fmt.Appendf(out, `\u%04x`, c)
+		}
+	}
+	return out, nil
+}
+
+// writeReport writes batch-report.json atomically into dir.
+func (r *Result) writeReport(dir kestra.Dir) error {
+	b, err := r.reportJSON()
+	if err != nil {
+		return err
+	}
+	f, err := dir.Create(ReportFile)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("write %s: %w", ReportFile, err)
+	}
+	return f.Commit()
+}

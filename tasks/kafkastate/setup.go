@@ -1,0 +1,102 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/changesink/changesink/internal/kestra"
+)
+
+// SetupResult reports a finished setup.
+type SetupResult struct {
+	// Schema is always "kafka_state".
+	Schema string
+}
+
+// Outputs returns {"schema": "kafka_state"}.
+func (r *SetupResult) Outputs() map[string]any { return map[string]any{"schema": r.Schema} }
+
+// Metrics returns none.
+func (r *SetupResult) Metrics() []kestra.Metric { return nil }
+
+// setupAttempts bounds the retries of a catalog race with a concurrent
+// seed run (which takes no lock).
+const setupAttempts = 5
+
+// Setup creates schema kafka_state with the seed's DDL (CREATE SCHEMA/TABLE
+// IF NOT EXISTS, CREATE OR REPLACE VIEW), so it is idempotent and leaves a
+// database the seed already set up as it is. It runs in one transaction
+// under an advisory lock, so concurrent changesink setups serialise; a
+// catalog race with a concurrent seed run (unique violation on pg_namespace
+// or pg_type, duplicate object, "tuple concurrently updated") is retried.
+func Setup(ctx context.Context, pg Postgres) (*SetupResult, error) {
+	cc, err := pg.connConfig()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn(conn)
+	for attempt := 1; ; attempt++ {
+		err := setupOnce(ctx, conn)
+		if err == nil {
+			return &SetupResult{Schema: "kafka_state"}, nil
+		}
+		if attempt == setupAttempts || !isCatalogRace(err) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+func setupOnce(ctx context.Context, conn *pgx.Conn) error {
+	tx, err := begin(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	if err := exec(ctx, tx, "set statement_timeout", sqlStatementTimeout); err != nil {
+		return err
+	}
+	if err := exec(ctx, tx, "take the setup lock", sqlSetupLock, setupLockKey); err != nil {
+		return err
+	}
+	for _, stmt := range ddl {
+		if err := exec(ctx, tx, "create schema kafka_state", stmt); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		return pgErr(ctx, err, "commit schema kafka_state")
+	}
+	return nil
+}
+
+// isCatalogRace reports the errors two concurrent CREATE ... IF NOT EXISTS
+// or CREATE OR REPLACE VIEW statements can raise.
+func isCatalogRace(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "23505", // unique_violation on pg_namespace_nspname_index, pg_type_typname_nsp_index
+		"42P06", // duplicate_schema
+		"42P07", // duplicate_table
+		"42710", // duplicate_object
+		"XX000": // "tuple concurrently updated" (CREATE OR REPLACE VIEW)
+		return true
+	}
+	return false
+}

@@ -1,0 +1,139 @@
+package kafkastate
+
+// The SQL of kafka-state, next to the code that runs it. Table, view and
+// column names, the lock key and the positions upsert are the seed's, so a
+// database the seed flow wrote keeps working and a seed run and a changesink
+// run exclude each other.
+
+// ddl is the seed's create_state_tables task, verbatim (one statement per
+// element, so each can be retried).
+var ddl = []string{
+	`CREATE SCHEMA IF NOT EXISTS kafka_state`,
+	`CREATE TABLE IF NOT EXISTS kafka_state.positions (
+  topic text PRIMARY KEY,
+  cluster_id text NOT NULL,
+  topic_id text NOT NULL,
+  next_offsets jsonb NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now()
+)`,
+	`CREATE TABLE IF NOT EXISTS kafka_state.records (
+  topic text NOT NULL,
+  record_key text NOT NULL,
+  payload jsonb,
+  deleted boolean NOT NULL,
+  kafka_partition integer NOT NULL,
+  kafka_offset bigint NOT NULL CHECK (kafka_offset >= 0),
+  PRIMARY KEY (topic, record_key),
+  CHECK (deleted = (payload IS NULL))
+)`,
+	`CREATE OR REPLACE VIEW kafka_state.current_values AS
+SELECT topic, record_key, payload
+FROM kafka_state.records WHERE NOT deleted`,
+}
+
+// setupLockKey serialises changesink setups (the seed's DDL has no lock;
+// setup also retries the catalog races a concurrent seed run can cause).
+const setupLockKey = "changesink-kafka-state:setup"
+
+const sqlSetupLock = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+
+// lockPrefix + topic is the seed's advisory lock key.
+const lockPrefix = "kestra-kafka-state:"
+
+// sqlStatementTimeout is the seed's "SET LOCAL statement_timeout = '90s'".
+const sqlStatementTimeout = `SET LOCAL statement_timeout = '90s'`
+
+// sqlWorkMem lets the merge sort a 100,000-record batch in memory.
+const sqlWorkMem = `SET LOCAL work_mem = '64MB'`
+
+// sqlLock is the seed's per-topic lock: $1 = 'kestra-kafka-state:' || topic.
+const sqlLock = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`
+
+// sqlReadPositions is the seed's positions read, locking the row.
+const sqlReadPositions = `SELECT next_offsets, cluster_id, topic_id FROM kafka_state.positions WHERE topic = $1 FOR UPDATE`
+
+// sqlAnyRecord is the seed's "values exist without read positions" probe.
+const sqlAnyRecord = `SELECT 1 FROM kafka_state.records WHERE topic = $1 LIMIT 1`
+
+// stagingTable receives the batch by COPY; it lives until the commit.
+const stagingTable = "kafka_state_staging"
+
+const sqlCreateStaging = `CREATE TEMP TABLE ` + stagingTable + ` (
+  record_key text NOT NULL,
+  payload jsonb,
+  kafka_partition integer NOT NULL,
+  kafka_offset bigint NOT NULL
+) ON COMMIT DROP`
+
+// stagingColumns is the COPY column order of rowSource.Values.
+var stagingColumns = []string{"record_key", "payload", "kafka_partition", "kafka_offset"}
+
+const sqlAnalyzeStaging = `ANALYZE pg_temp.` + stagingTable
+
+// sqlMovedKey is the seed's "A key moved partitions" check for the whole
+// batch in one query: a key read from two partitions in this batch, or read
+// from another partition than its stored row. It returns at most one key,
+// with one occurrence (partition, offset) and the other (partition, offset,
+// stored). $1 = topic.
+const sqlMovedKey = `WITH batch AS (
+  SELECT record_key, min(kafka_partition) AS lo, max(kafka_partition) AS hi
+  FROM pg_temp.` + stagingTable + `
+  GROUP BY record_key
+), moved AS (
+  SELECT b.record_key, b.lo, b.hi, r.kafka_partition AS stored_partition, r.kafka_offset AS stored_offset
+  FROM batch b
+  LEFT JOIN kafka_state.records r ON r.topic = $1 AND r.record_key = b.record_key
+  WHERE b.lo <> b.hi OR r.kafka_partition <> b.lo
+  LIMIT 1
+)
+SELECT m.record_key,
+  CASE WHEN m.lo <> m.hi THEN m.hi ELSE m.lo END,
+  (SELECT max(s.kafka_offset) FROM pg_temp.` + stagingTable + ` s
+    WHERE s.record_key = m.record_key AND s.kafka_partition = CASE WHEN m.lo <> m.hi THEN m.hi ELSE m.lo END),
+  CASE WHEN m.lo <> m.hi THEN m.lo ELSE m.stored_partition END,
+  CASE WHEN m.lo <> m.hi THEN (SELECT max(s.kafka_offset) FROM pg_temp.` + stagingTable + ` s
+    WHERE s.record_key = m.record_key AND s.kafka_partition = m.lo) ELSE m.stored_offset END,
+  m.lo = m.hi
+FROM moved m`
+
+// sqlMerge applies the batch: per key only the highest offset, and only
+// where it is higher than the stored row's (the seed's upsert and its
+// WHERE r.kafka_offset < EXCLUDED.kafka_offset). A NULL payload is a
+// tombstone: deleted = true. $1 = topic.
+const sqlMerge = `INSERT INTO kafka_state.records AS r
+  (topic, record_key, payload, deleted, kafka_partition, kafka_offset)
+SELECT $1, s.record_key, s.payload, s.payload IS NULL, s.kafka_partition, s.kafka_offset
+FROM (
+  SELECT DISTINCT ON (record_key) record_key, payload, kafka_partition, kafka_offset
+  FROM pg_temp.` + stagingTable + `
+  ORDER BY record_key, kafka_offset DESC
+) s
+ON CONFLICT (topic, record_key) DO UPDATE SET
+  payload = EXCLUDED.payload, deleted = EXCLUDED.deleted,
+  kafka_offset = EXCLUDED.kafka_offset
+WHERE r.kafka_offset < EXCLUDED.kafka_offset`
+
+// sqlWritePositions is the seed's positions upsert. $4 is the JSON object
+// {"<partition>": <next offset>}.
+const sqlWritePositions = `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets)
+VALUES ($1, $2, $3, $4::jsonb)
+ON CONFLICT (topic) DO UPDATE SET
+  next_offsets = EXCLUDED.next_offsets, updated_at = now()`
+
+// sqlLiveKeys is the seed's live_keys count.
+const sqlLiveKeys = `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`
+
+// sqlVerify is the seed's check_saved_positions condition, returning the
+// first offending record (by partition and offset) and how many there are
+// instead of one boolean. $1 = topic.
+const sqlVerify = `SELECT r.record_key, r.kafka_partition, r.kafka_offset,
+  CASE WHEN p.topic IS NULL OR NOT jsonb_exists(p.next_offsets, CAST(r.kafka_partition AS text)) THEN NULL
+    ELSE CAST(p.next_offsets ->> CAST(r.kafka_partition AS text) AS bigint) END,
+  count(*) OVER ()
+FROM kafka_state.records r
+LEFT JOIN kafka_state.positions p ON p.topic = r.topic
+WHERE r.topic = $1 AND (p.topic IS NULL
+  OR NOT jsonb_exists(p.next_offsets, CAST(r.kafka_partition AS text))
+  OR CAST(p.next_offsets ->> CAST(r.kafka_partition AS text) AS bigint) <= r.kafka_offset)
+ORDER BY r.kafka_partition, r.kafka_offset
+LIMIT 1`

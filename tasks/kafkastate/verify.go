@@ -1,0 +1,66 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// VerifyResult reports a topic whose stored records are all covered by
+// their partitions' durable next offsets.
+type VerifyResult struct {
+	Topic string
+}
+
+// Outputs returns {"topic": ..., "valid": true} (the seed's
+// check_saved_positions row.valid).
+func (r *VerifyResult) Outputs() map[string]any {
+	return map[string]any{"topic": r.Topic, "valid": true}
+}
+
+// Metrics returns none.
+func (r *VerifyResult) Metrics() []kestra.Metric { return nil }
+
+// Verify is the seed's check_saved_positions query and its Fail task in
+// one: it refuses (ErrAheadOfPositions, as an *AheadError naming the topic,
+// key, partition, offset and saved next offset of the first offending
+// record, and how many there are) when a stored record of topic has no
+// positions row, no entry for its partition, or an offset at or past its
+// partition's saved next offset. It reads only; it takes no lock.
+func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	cc, err := pg.connConfig()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn(conn)
+	var (
+		e     AheadError
+		next  *int64
+		count int64
+	)
+	e.Topic = topic
+	err = queryRow(ctx, conn, "check saved positions", sqlVerify, []any{topic}, &e.Key, &e.Partition, &e.Offset, &next, &count)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &VerifyResult{Topic: topic}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.Next = -1
+	if next != nil {
+		e.Next = *next
+	}
+	return nil, outcome.Refuse(fmt.Errorf("%w (%d such records)", &e, count))
+}
