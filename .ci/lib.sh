@@ -1,0 +1,114 @@
+# shellcheck shell=bash
+# Shared helpers for the .ci/ service scripts. Source it (after `set -euo pipefail`); it defines the CI_* paths below
+# and functions, and creates the log folder. Every path is computed from this file's location, so the scripts work in
+# any clone of the repository.
+
+CI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CI_ROOT=$(cd "$CI_DIR/.." && pwd)
+CI_SCRATCH=$CI_ROOT/.scratch
+CI_LOGS=$CI_SCRATCH/logs
+mkdir -p "$CI_LOGS"
+
+# ci_us prints the wall clock in microseconds.
+ci_us() { local t=$EPOCHREALTIME; printf '%s\n' "${t/./}"; }
+
+# ci_since START_US prints the seconds elapsed since START_US with one decimal, e.g. "3.4s".
+ci_since() {
+	local d=$(($(ci_us) - $1))
+	printf '%d.%ds' $((d / 1000000)) $((d % 1000000 / 100000))
+}
+
+# ci_note FILE MSG... appends a timestamped line to a setup log (the detail behind the one-line summaries).
+ci_note() { local f=$1; shift; printf '[%(%F %T)T] %s\n' -1 "$*" >>"$f"; }
+
+# ci_fail MSG [LOG]: prints MSG (and the last 40 lines of LOG when given) to stderr and exits 1.
+ci_fail() {
+	printf '%s\n' "$1" >&2
+	if [[ -n ${2:-} && -f $2 ]]; then
+		printf -- '--- last 40 lines of %s ---\n' "$2" >&2
+		tail -n 40 "$2" >&2
+	fi
+	exit 1
+}
+
+# ci_lock FILE: takes an exclusive lock (fd 9) so two runs of the same script do not race; waits up to 10 minutes.
+# Background services must be started with ci_start_bg, which closes fd 9 so the lock dies with this script.
+ci_lock() {
+	exec 9>"$1"
+	flock -w 600 9 || ci_fail "could not lock $1 within 600 s (another run of ${0##*/} is stuck?)"
+}
+
+# ci_tcp_open HOST PORT: true when something accepts TCP connections there.
+ci_tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
+
+# ci_pid_alive PIDFILE MARKER: true when the pid in PIDFILE runs and its command line contains MARKER
+# (guards against a recycled pid).
+ci_pid_alive() {
+	local pid
+	[[ -s $1 ]] || return 1
+	pid=$(<"$1")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$2"
+}
+
+# ci_start_bg PIDFILE LOG CMD...: starts CMD detached (own session, no stdin, stdout+stderr appended to LOG, lock fd
+# closed) and writes its pid to PIDFILE. CMD keeps running after the calling script (and CI's step) ends.
+ci_start_bg() {
+	local pidfile=$1 log=$2
+	shift 2
+	rm -f "$pidfile"
+	# shellcheck disable=SC2016 # $$ and $@ expand in the child shell
+	setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 9>&- &
+	local i
+	for i in $(seq 50); do
+		[[ -s $pidfile ]] && return 0
+		sleep 0.02
+	done
+	ci_fail "could not start $1"
+}
+
+# ci_wait TIMEOUT_S WHAT CHECK...: runs CHECK every 0.2 s until it succeeds; returns 1 after TIMEOUT_S seconds.
+# Set CI_WAIT_ALIVE to a pid to give up at once when that process dies.
+ci_wait() {
+	local timeout=$1 what=$2
+	shift 2
+	local deadline=$(($(ci_us) + timeout * 1000000))
+	while ! "$@" >/dev/null 2>&1; do
+		if [[ -n ${CI_WAIT_ALIVE:-} ]] && ! kill -0 "$CI_WAIT_ALIVE" 2>/dev/null; then
+			printf '%s: the process (pid %s) exited while waiting\n' "$what" "$CI_WAIT_ALIVE" >&2
+			return 1
+		fi
+		if (($(ci_us) > deadline)); then
+			printf '%s: not ready after %d s\n' "$what" "$timeout" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# ci_write_if_changed FILE: writes stdin to FILE only when the content differs; returns 0 when it changed, 1 when not.
+ci_write_if_changed() {
+	local tmp
+	tmp=$(mktemp "$1.XXXXXX")
+	cat >"$tmp"
+	if [[ -f $1 ]] && cmp -s "$tmp" "$1"; then
+		rm -f "$tmp"
+		return 1
+	fi
+	mv -f "$tmp" "$1"
+}
+
+# ci_kafka_apiversions HOST PORT: true when a Kafka broker answers an ApiVersions v0 request there with error code 0.
+# Pure bash (no JVM), so it takes milliseconds; works on PLAINTEXT and SASL listeners (ApiVersions precedes SASL).
+ci_kafka_apiversions() {
+	local hex
+	# request: size 16 | api_key 18 | api_version 0 | correlation_id 7 | client_id "cprobe"
+	# response starts: size (4 bytes) | correlation_id 7 (4) | error_code 0 (2)
+	# shellcheck disable=SC2016
+	hex=$(timeout 3 bash -c '
+		exec 3<>"/dev/tcp/$0/$1" || exit 1
+		printf "\x00\x00\x00\x10\x00\x12\x00\x00\x00\x00\x00\x07\x00\x06cprobe" >&3
+		head -c 10 <&3 | od -An -tx1 | tr -d " \n"' "$1" "$2" 2>/dev/null) || return 1
+	[[ ${hex:8:12} == 000000070000 ]]
+}
