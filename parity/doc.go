@@ -35,6 +35,9 @@
 // difference can neither appear silently nor disappear unnoticed. The names
 // and their checks are in differences_test.go.
 //
+// CHANGESINK_PARITY_SEED_ONLY=1 runs only the seed side and checks it
+// against each scenario's expect and want: for writing scenarios.
+//
 // Services come from the CHANGESINK_TEST_* env vars that .ci/env exports.
 // Without them the integration tests skip with a loud message naming the
 // variable, unless CHANGESINK_REQUIRE_SERVICES=1, when they fail instead.
