@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/changesink/changesink/internal/outcome"
 )
 
 // Limits of the value validator, chosen to match what the seed's Python and
@@ -456,7 +458,8 @@ func (s *jsonScanner) hex4(at int) (rune, bool) {
 }
 
 // checkRecord applies ValidateKey and (unless the record is a tombstone)
-// ValidateValue to one record, returning a *RecordError naming it.
+// ValidateValue to one record, returning a *RecordError naming it, marked
+// as a refusal.
 func checkRecord(topic string, partition int32, offset int64, key, value []byte, tombstone bool) error {
 	p := checkKey(key)
 	if p == nil && !tombstone {
@@ -465,5 +468,5 @@ func checkRecord(topic string, partition int32, offset int64, key, value []byte,
 	if p == nil {
 		return nil
 	}
-	return &RecordError{Topic: topic, Partition: partition, Offset: offset, Key: key, Err: p.rule, Detail: p.detail}
+	return outcome.Refuse(&RecordError{Topic: topic, Partition: partition, Offset: offset, Key: key, Err: p.rule, Detail: p.detail})
 }

@@ -1,0 +1,435 @@
+package kafkastate
+
+// Helpers for the integration tests: real Kafka broker and real PostgreSQL,
+// from the env vars .ci/env exports. Every test gets its own topic and its
+// own PostgreSQL database (the seed's table names are fixed in schema
+// kafka_state, so a database per test keeps tests apart).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// requireEnv returns the named env vars. When one is missing the test is
+// skipped with a loud message, or fails when CHANGESINK_REQUIRE_SERVICES=1
+// (as in CI, where nothing may skip).
+func requireEnv(t testing.TB, names ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, n := range names {
+		v := os.Getenv(n)
+		if v == "" {
+			msg := fmt.Sprintf("SKIPPED: integration test needs %s (source .ci/env after .ci/services)", n)
+			if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
+				t.Fatalf("%s, and CHANGESINK_REQUIRE_SERVICES=1 forbids skipping", msg)
+			}
+			t.Skip(msg)
+		}
+		out[n] = v
+	}
+	return out
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// uniqueName makes a topic or database name from the test name.
+func uniqueName(t testing.TB) string {
+	base := unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "_")
+	if len(base) > 40 {
+		base = base[len(base)-40:]
+	}
+	return strings.Trim("ks_"+base+"_"+randomHex(4), "_")
+}
+
+// env is one test's services: a broker, a fresh database with schema
+// kafka_state, and a topic name.
+type env struct {
+	brokers string
+	adminPG string
+	pg      Postgres
+	topic   string
+	adm     *kadm.Client
+	kcl     *kgo.Client
+}
+
+// newEnv creates a fresh database (set up with Setup) and admin/producer
+// clients; the topic is created by createTopic.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
+	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
+	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
+	ctx := testCtx(t, time.Minute)
+	if _, err := Setup(ctx, e.pg); err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	e.kcl = newProducer(t, e.brokers)
+	e.adm = kadm.NewClient(e.kcl)
+	return e
+}
+
+// createDatabase creates database name from the admin DSN and returns its
+// DSN; the database is dropped when the test ends.
+func createDatabase(t testing.TB, adminDSN, name string) string {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		t.Fatalf("connect %s: %v", adminDSN, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, adminDSN)
+		if err != nil {
+			t.Logf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(adminDSN, "/"+cfg.Database+"?", "/"+name+"?", 1)
+}
+
+func newProducer(t testing.TB, brokers string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(brokers),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// compacted are the topic configs of a compacted topic whose cleaner runs
+// within seconds on the test broker.
+func compacted() map[string]*string {
+	return map[string]*string{
+		"cleanup.policy":            kadm.StringPtr("compact"),
+		"segment.ms":                kadm.StringPtr("100"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+		"min.compaction.lag.ms":     kadm.StringPtr("0"),
+		"delete.retention.ms":       kadm.StringPtr("100"),
+	}
+}
+
+// createTopic creates name with the given partitions and configs (nil =
+// compacted without fast cleaning), waits until every partition has a
+// leader, and deletes it when the test ends.
+func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	if configs == nil {
+		configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, configs, name); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopic(ctx, name)
+	})
+	waitForLeaders(t, adm, name, int(partitions))
+}
+
+func waitForLeaders(t testing.TB, adm *kadm.Client, name string, partitions int) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	for {
+		offs, err := adm.ListEndOffsets(ctx, name)
+		if err == nil && offs.Error() == nil && len(offs[name]) == partitions {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s: partitions have no leader: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rec is a test record. A nil Value is a tombstone; a nil Key is a null key.
+type rec struct {
+	Partition int32
+	Key       []byte
+	Value     []byte
+}
+
+func kv(p int32, key, value string) rec { return rec{Partition: p, Key: []byte(key), Value: []byte(value)} }
+func tomb(p int32, key string) rec     { return rec{Partition: p, Key: []byte(key)} }
+
+// produce writes records synchronously, in order, and returns their offsets.
+func produce(t testing.TB, cl *kgo.Client, topic string, recs ...rec) []int64 {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+	}
+	res := cl.ProduceSync(ctx, krs...)
+	if err := res.FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+	out := make([]int64, len(krs))
+	for i, r := range krs {
+		out[i] = r.Offset
+	}
+	return out
+}
+
+// produceTx writes records in one transaction and commits or aborts it.
+func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	cl := newProducer(t, brokers, kgo.TransactionalID("tx-"+randomHex(6)))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}).FirstErr(); err != nil {
+			t.Fatalf("produce in transaction: %v", err)
+		}
+	}
+	end := kgo.TryAbort
+	if commit {
+		end = kgo.TryCommit
+	}
+	if err := cl.EndTransaction(ctx, end); err != nil {
+		t.Fatalf("end transaction: %v", err)
+	}
+}
+
+// config returns a materialize Config for e's topic.
+func (e *env) config() Config {
+	return Config{
+		Topic:           e.topic,
+		MaxRecords:      MaxMaxRecords,
+		PollSeconds:     10,
+		KafkaProperties: fmt.Sprintf(`{"bootstrap.servers":%q}`, e.brokers),
+		Postgres:        e.pg,
+	}
+}
+
+// run materializes one batch with cfg into a fresh working directory.
+func (e *env) run(t testing.TB, cfg Config, h hooks) (*Result, error) {
+	t.Helper()
+	ctx := testCtx(t, 3*time.Minute)
+	return materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil, h)
+}
+
+// mustRun materializes one batch and fails the test on error.
+func (e *env) mustRun(t testing.TB) *Result {
+	t.Helper()
+	res, err := e.run(t, e.config(), hooks{})
+	if err != nil {
+		t.Fatalf("Materialize: %v", err)
+	}
+	return res
+}
+
+// stored is one row of kafka_state.records.
+type stored struct {
+	Payload   *string // jsonb text, nil when deleted
+	Deleted   bool
+	Partition int32
+	Offset    int64
+}
+
+func (e *env) conn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	cc, err := e.pg.connConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// records returns the topic's stored rows by key.
+func (e *env) records(t testing.TB) map[string]stored {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	rows, err := e.conn(t).Query(ctx, `SELECT record_key, payload::text, deleted, kafka_partition, kafka_offset FROM kafka_state.records WHERE topic = $1`, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]stored{}
+	for rows.Next() {
+		var k string
+		var s stored
+		if err := rows.Scan(&k, &s.Payload, &s.Deleted, &s.Partition, &s.Offset); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = s
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// positions returns the saved positions row (nil map when there is none).
+func (e *env) positions(t testing.TB) (next map[string]int64, clusterID, topicID string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	var raw []byte
+	err := e.conn(t).QueryRow(ctx, `SELECT next_offsets, cluster_id, topic_id FROM kafka_state.positions WHERE topic = $1`, e.topic).Scan(&raw, &clusterID, &topicID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err = parsePositions(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next, clusterID, topicID
+}
+
+// snapshot renders both tables (all topics, without updated_at) so a test
+// can assert that a refused run changed nothing.
+func (e *env) snapshot(t testing.TB) string {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT topic, cluster_id, topic_id, next_offsets::text FROM kafka_state.positions ORDER BY topic`,
+		`SELECT topic, record_key, coalesce(payload::text, 'NULL'), deleted::text, kafka_partition::text, kafka_offset::text FROM kafka_state.records ORDER BY topic, record_key`,
+	} {
+		rows, err := e.conn(t).Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(&b, vals...)
+		}
+		rows.Close()
+		b.WriteString("--\n")
+	}
+	return b.String()
+}
+
+// exec runs SQL in e's database.
+func (e *env) exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	if _, err := e.conn(t).Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// topicMeta returns the broker's cluster id and the topic id in seed form.
+func (e *env) ids(t testing.TB) (clusterID, topicID string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	m, err := e.adm.Metadata(ctx, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Cluster, TopicIDText(m.Topics[e.topic].ID)
+}
+
+// assertRefused checks that err is a refusal wrapping want and that its
+// message names every part in parts.
+func assertRefused(t testing.TB, err error, want error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("run succeeded; want refusal %v", want)
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("error = %v; want errors.Is %v", err, want)
+	}
+	if k := outcome.Classify(err); k != outcome.Refused {
+		t.Fatalf("Classify = %v, want refused; error: %v", k, err)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not name %q", err, p)
+		}
+	}
+}
+
+// endOffsets returns the high watermark of every partition.
+func (e *env) endOffsets(t testing.TB) map[string]int64 {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	offs, err := e.adm.ListEndOffsets(ctx, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	offs.Each(func(o kadm.ListedOffset) { out[fmt.Sprint(o.Partition)] = o.Offset })
+	return out
+}
+
+// noGroups asserts that no consumer group exists on the broker whose name
+// could come from a changesink run (there are none at all).
+func noGroups(t testing.TB, adm *kadm.Client) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	groups, err := adm.ListGroups(ctx)
+	if err != nil && !errors.Is(err, kerr.CoordinatorNotAvailable) {
+		t.Fatal(err)
+	}
+	names := groups.Groups()
+	slices.Sort(names)
+	for _, g := range names {
+		if strings.Contains(g, "ks_") || strings.Contains(g, "changesink") || strings.Contains(g, "kestra-state") {
+			t.Errorf("a consumer group exists: %s", g)
+		}
+	}
+}

@@ -1,0 +1,365 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// refusalCase prepares a topic and the database, then expects the next run
+// to be refused with want, naming parts, and changing no table.
+type refusalCase struct {
+	name    string
+	prepare func(t *testing.T, e *env) (Config, hooks)
+	want    error
+	parts   func(e *env) []string
+}
+
+// TestStateRefusals: every refusal of the seed about the stored state or the
+// topic, each against the real broker and database after a first successful
+// batch, leaves both tables exactly as they were.
+func TestStateRefusals(t *testing.T) {
+	cases := []refusalCase{
+		{
+			name: "topic missing",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				c := e.config()
+				c.Topic = e.topic + "_missing"
+				return c, hooks{}
+			},
+			want:  ErrTopicUnavailable,
+			parts: func(e *env) []string { return []string{e.topic + "_missing", "does not exist"} },
+		},
+		{
+			name: "lock held by another run (the seed's lock key)",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				holdSeedLock(t, e)
+				return e.config(), hooks{}
+			},
+			want:  ErrLocked,
+			parts: func(e *env) []string { return []string{e.topic, "kestra-kafka-state:" + e.topic} },
+		},
+		{
+			name: "cluster id changed",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `UPDATE kafka_state.positions SET cluster_id = 'another-cluster' WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrIDsChanged,
+			parts: func(e *env) []string { return []string{e.topic, "another-cluster", "rebuild into an empty destination"} },
+		},
+		{
+			name: "topic id changed",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `UPDATE kafka_state.positions SET topic_id = 'AQEBAQEBAQEBAQEBAQEBAQ' WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrIDsChanged,
+			parts: func(e *env) []string { return []string{e.topic, "AQEBAQEBAQEBAQEBAQEBAQ"} },
+		},
+		{
+			name: "saved partition set differs",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = '{"0": 1}' WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrPartitionsChanged,
+			parts: func(e *env) []string { return []string{e.topic, "saved partitions [0], topic has [0 1]"} },
+		},
+		{
+			name: "topic repartitioned between runs",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				repartition(t, e, 3)
+				return e.config(), hooks{}
+			},
+			want:  ErrPartitionsChanged,
+			parts: func(e *env) []string { return []string{e.topic, "topic has [0 1 2]"} },
+		},
+		{
+			name: "values without positions",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `DELETE FROM kafka_state.positions WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrValuesWithoutPositions,
+			parts: func(e *env) []string { return []string{e.topic, "restore both together"} },
+		},
+		{
+			name: "saved offset below the log start offset",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				produce(t, e.kcl, e.topic, kv(0, "x", `1`), kv(0, "y", `2`), kv(0, "z", `3`))
+				setTopicConfig(t, e, "cleanup.policy", "compact,delete") // DeleteRecords needs "delete"
+				deleteRecordsBefore(t, e, 0, 3) // log start of partition 0 moves to 3; saved is 1
+				return e.config(), hooks{}
+			},
+			want:  ErrOffsetOutOfRange,
+			parts: func(e *env) []string { return []string{e.topic, "partition 0", "saved offset 1", "[3, 4]"} },
+		},
+		{
+			name: "saved offset above the end",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = '{"0": 1, "1": 99}' WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrOffsetOutOfRange,
+			parts: func(e *env) []string { return []string{e.topic, "partition 1", "saved offset 99", "[0, 1]"} },
+		},
+		{
+			name: "positions not integers",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = '{"0": "x", "1": 1}' WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrBadPositions,
+			parts: func(e *env) []string { return []string{e.topic, `next_offsets["0"]`} },
+		},
+		{
+			name: "key moved partitions within the batch",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				produce(t, e.kcl, e.topic, kv(0, "k", `1`), kv(1, "k", `2`))
+				return e.config(), hooks{}
+			},
+			want: ErrKeyMovedPartitions,
+			parts: func(e *env) []string {
+				return []string{e.topic, `key "k"`, "partition 1 offset 1", "in this batch at partition 0 offset 1"}
+			},
+		},
+		{
+			name: "key moved partitions against a stored row",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				produce(t, e.kcl, e.topic, kv(1, "a", `2`)) // "a" is stored at partition 0 offset 0
+				return e.config(), hooks{}
+			},
+			want:  ErrKeyMovedPartitions,
+			parts: func(e *env) []string { return []string{e.topic, `key "a"`, "partition 1 offset 1", "stored in kafka_state.records at partition 0 offset 0"} },
+		},
+		{
+			name: "topic deleted during the batch",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				produce(t, e.kcl, e.topic, kv(0, "c", `1`))
+				return e.config(), hooks{beforeRecheck: func(ctx context.Context) error { deleteTopic(t, e); return nil }}
+			},
+			want:  ErrTopicChanged,
+			parts: func(e *env) []string { return []string{e.topic, "no state was committed"} },
+		},
+		{
+			name: "topic recreated during the batch",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				produce(t, e.kcl, e.topic, kv(0, "c", `1`))
+				return e.config(), hooks{beforeRecheck: func(ctx context.Context) error {
+					deleteTopic(t, e)
+					createTopic(t, e.adm, e.topic, 2, nil)
+					return nil
+				}}
+			},
+			want:  ErrTopicChanged,
+			parts: func(e *env) []string { return []string{e.topic, "deleted and recreated"} },
+		},
+		{
+			name: "topic repartitioned during the batch",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				produce(t, e.kcl, e.topic, kv(0, "c", `1`))
+				return e.config(), hooks{beforeRecheck: func(ctx context.Context) error { repartition(t, e, 3); return nil }}
+			},
+			want:  ErrTopicChanged,
+			parts: func(e *env) []string { return []string{e.topic, "partitions went from 2 to 3"} },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			createTopic(t, e.adm, e.topic, 2, nil)
+			produce(t, e.kcl, e.topic, kv(0, "a", `{"n":1}`), tomb(1, "b"))
+			e.mustRun(t)
+			cfg, h := tc.prepare(t, e)
+			before := e.snapshot(t)
+			_, err := e.run(t, cfg, h)
+			assertRefused(t, err, tc.want, tc.parts(e)...)
+			if after := e.snapshot(t); after != before {
+				t.Errorf("a refused run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestBoundsOutOfRange: bounds outside the seed's ranges are configuration
+// errors (exit 2) naming the variable and range, raised before any I/O, so
+// nothing changes.
+func TestBoundsOutOfRange(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	before := e.snapshot(t)
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"max records 0", func(c *Config) { c.MaxRecords = 0 }, "MAX_RECORDS must be 1..100000, got 0"},
+		{"max records 100001", func(c *Config) { c.MaxRecords = 100001 }, "MAX_RECORDS must be 1..100000, got 100001"},
+		{"poll seconds 0", func(c *Config) { c.PollSeconds = 0 }, "POLL_SECONDS must be 1..60, got 0"},
+		{"poll seconds 61", func(c *Config) { c.PollSeconds = 61 }, "POLL_SECONDS must be 1..60, got 61"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := e.config()
+			tc.change(&cfg)
+			_, err := e.run(t, cfg, hooks{})
+			if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v (class %v), want config error %q", err, outcome.Classify(err), tc.want)
+			}
+		})
+	}
+	if after := e.snapshot(t); after != before {
+		t.Errorf("tables changed:\n%s\n%s", before, after)
+	}
+}
+
+// recordCase is one bad record: what to produce after the good one, and the
+// rule it breaks.
+type recordCase struct {
+	name   string
+	key    []byte
+	value  []byte
+	want   error
+	detail string
+}
+
+// TestRecordRefusals: every per-record rule of the seed, on the real broker:
+// the batch is refused with an error naming the topic, partition, offset
+// and key, and both tables stay exactly as the previous batch left them
+// (the good record produced before the bad one is not applied either).
+func TestRecordRefusals(t *testing.T) {
+	cases := []recordCase{
+		{"key not utf-8", []byte("k\xff"), []byte(`{}`), ErrKeyNotUTF8, "invalid byte at 1"},
+		{"key with a nul byte", []byte("k\x00"), []byte(`{}`), ErrKeyNUL, "nul byte at 1"},
+		{"value not utf-8", []byte("k"), []byte("{\"a\":\"\xff\"}"), ErrValueNotUTF8, "invalid byte at 6"},
+		{"value not json", []byte("k"), []byte(`hello`), ErrValueNotJSON, "unexpected 'h' at byte 0"},
+		{"empty value", []byte("k"), []byte{}, ErrValueNotJSON, "empty value"},
+		{"utf-8 BOM", []byte("k"), []byte("\xef\xbb\xbf{}"), ErrValueNotJSON, "byte order mark"},
+		{"NaN", []byte("k"), []byte(`{"a":NaN}`), ErrNonFinite, "NaN at byte 5"},
+		{"Infinity", []byte("k"), []byte(`[Infinity]`), ErrNonFinite, "Infinity at byte 1"},
+		{"-Infinity", []byte("k"), []byte(`-Infinity`), ErrNonFinite, "-Infinity at byte 0"},
+		{"1e400", []byte("k"), []byte(`{"a":1e400}`), ErrNonFinite, "overflows a float64"},
+		{"nul escape", []byte("k"), []byte(`"\u0000"`), ErrValueNotJSON, `\u0000`},
+		{"unpaired surrogate", []byte("k"), []byte(`"\ud800"`), ErrValueNotJSON, "surrogate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			createTopic(t, e.adm, e.topic, 2, nil)
+			produce(t, e.kcl, e.topic, kv(1, "a", `1`))
+			e.mustRun(t)
+			before := e.snapshot(t)
+			offs := produce(t, e.kcl, e.topic, kv(1, "good", `2`), rec{Partition: 1, Key: tc.key, Value: tc.value})
+			_, err := e.run(t, e.config(), hooks{})
+			assertRefused(t, err, tc.want, fmt.Sprintf("topic %q", e.topic), "partition 1", fmt.Sprintf("offset %d", offs[1]),
+				"key "+quoteKey(tc.key), tc.detail, "rolled back")
+			var re *RecordError
+			if !errors.As(err, &re) || re.Partition != 1 || re.Offset != offs[1] {
+				t.Errorf("error is not a *RecordError for partition 1 offset %d: %#v", offs[1], err)
+			}
+			if after := e.snapshot(t); after != before {
+				t.Errorf("tables changed:\n%s\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestNullKeyRefused: a keyless record (possible only on a non-compacted
+// topic; compacted topics reject them) is refused naming where it is.
+func TestNullKeyRefused(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("delete")})
+	offs := produce(t, e.kcl, e.topic, kv(0, "a", `1`), rec{Partition: 0, Key: nil, Value: []byte(`{}`)})
+	_, err := e.run(t, e.config(), hooks{})
+	assertRefused(t, err, ErrNullKey, fmt.Sprintf("topic %q partition 0 offset %d", e.topic, offs[1]), "keyless")
+	if got := e.snapshot(t); got != "--\n--\n" {
+		t.Errorf("tables changed:\n%s", got)
+	}
+}
+
+// holdSeedLock takes the seed's advisory lock for e's topic in another
+// session, with the seed's exact SQL, until the test ends.
+func holdSeedLock(t *testing.T, e *env) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	conn := e.conn(t)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, "kestra-kafka-state:"+e.topic).Scan(&ok); err != nil || !ok {
+		t.Fatalf("take the seed's lock: %v %v", ok, err)
+	}
+}
+
+func repartition(t testing.TB, e *env, n int) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	resp, err := e.adm.UpdatePartitions(ctx, n, e.topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("repartition %s to %d: %v", e.topic, n, err)
+	}
+	waitForLeaders(t, e.adm, e.topic, n)
+}
+
+func deleteTopic(t testing.TB, e *env) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	if _, err := e.adm.DeleteTopic(ctx, e.topic); err != nil {
+		t.Fatalf("delete topic: %v", err)
+	}
+	for {
+		m, err := e.adm.Metadata(ctx, e.topic)
+		if err == nil && errors.Is(m.Topics[e.topic].Err, kerr.UnknownTopicOrPartition) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s still exists", e.topic)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func setTopicConfig(t testing.TB, e *env, name, value string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	resp, err := e.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: kadm.StringPtr(value)}}, e.topic)
+	if err == nil {
+		for _, r := range resp {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("alter topic config %s: %v", name, err)
+	}
+}
+
+func deleteRecordsBefore(t testing.TB, e *env, partition int32, offset int64) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	o := kadm.Offsets{}
+	o.Add(kadm.Offset{Topic: e.topic, Partition: partition, At: offset, LeaderEpoch: -1})
+	resp, err := e.adm.DeleteRecords(ctx, o)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+}
