@@ -1,0 +1,339 @@
+package cdc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// Output file names, as the seed's tasks name them.
+const (
+	ExpectedFile = "expected.jsonl"
+	PendingFile  = "pending.jsonl"
+)
+
+// Config is everything Setup and Apply need.
+type Config struct {
+	// Mapping is the table mapping (LoadMapping). Required.
+	Mapping *Mapping
+	// ClickHouse is the target server. Required.
+	ClickHouse ClickHouse
+	// BatchFile is the Debezium INLINE batch, text or binary Ion. Apply only.
+	BatchFile string
+	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
+	OutDir kestra.Dir
+	// Workers decode the batch concurrently; 0 = GOMAXPROCS, at most 64.
+	Workers int
+
+	// hooks is a test seam: unexported, set only by this package's tests to
+	// stop a run at a chosen step (a crash after the insert, a server that
+	// goes away mid-batch).
+	hooks hooks
+}
+
+type hooks struct {
+	beforeInsert func(context.Context) error
+	afterInsert  func(context.Context) error
+}
+
+// Validate checks the fields shared by Setup and Apply; apply adds the batch
+// file and output directory.
+func (c Config) Validate(apply bool) error {
+	switch {
+	case c.Mapping == nil:
+		return outcome.Configure(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
+	case c.ClickHouse.URL == "":
+		return outcome.Configure(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
+	case c.ClickHouse.Timeout < 0:
+		return outcome.Configure(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
+	case c.Workers < 0 || c.Workers > 64:
+		return outcome.Configure(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
+	case apply && c.BatchFile == "":
+		return outcome.Configure(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
+	}
+	return nil
+}
+
+// SetupResult reports what setup ensured.
+type SetupResult struct {
+	Table, View, ServerVersion string
+	// Statements are the statements run, in order.
+	Statements []string
+}
+
+// Outputs implements kestra.Result.
+func (r *SetupResult) Outputs() map[string]any {
+	return map[string]any{"table": r.Table, "view": r.View, "server_version": r.ServerVersion}
+}
+
+// Metrics implements kestra.Result.
+func (r *SetupResult) Metrics() []kestra.Metric { return nil }
+
+// Summary is the one-line log of the run.
+func (r *SetupResult) Summary() string {
+	return fmt.Sprintf("Target %s and view %s are in place on ClickHouse %s.", r.Table, r.View, r.ServerVersion)
+}
+
+// Setup creates (if absent) the target database when the mapping asks,
+// the ReplacingMergeTree table and the live view, then checks that an
+// existing table matches the mapping. It is idempotent. A DateTime64
+// column on a server older than 20.1 is refused (ErrUnsupportedServer).
+func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
+	if err := cfg.Validate(false); err != nil {
+		return nil, err
+	}
+	m := cfg.Mapping
+	t, err := connect(ctx, cfg.ClickHouse, m)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	if err := t.checkSupported(); err != nil {
+		return nil, err
+	}
+	res := &SetupResult{
+		Table:         m.Target.Database + "." + m.Target.Table,
+		View:          m.Target.Database + "." + m.Target.LiveView,
+		ServerVersion: t.version,
+	}
+	if m.Target.CreateDatabase {
+		res.Statements = append(res.Statements, createDatabaseSQL(m))
+	}
+	res.Statements = append(res.Statements, createTableSQL(m, t.caps), createViewSQL(m))
+	for _, s := range res.Statements {
+		if err := t.exec(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Result is the outcome of one applied batch.
+type Result struct {
+	// Events is the number of change events in the batch; Keys the distinct keys.
+	Events, Keys int64
+	// Pending keys were written (absent from the target or older there);
+	// Skipped keys were already there at this LSN or newer; Deletes counts
+	// the delete markers among the pending rows; Verified the keys read back.
+	Pending, Skipped, Deletes, Verified int64
+	// View is the live view to query.
+	View string
+	// Durations of the steps.
+	Decode, Read, Insert, Verify, Total time.Duration
+}
+
+// Outputs implements kestra.Result: the seed's outputs
+// (prepare_batch.events/keys, select_changes.pending/skipped/deletes) and
+// verified.
+func (r *Result) Outputs() map[string]any {
+	return map[string]any{
+		"events": r.Events, "keys": r.Keys, "pending": r.Pending,
+		"skipped": r.Skipped, "deletes": r.Deletes, "verified": r.Verified,
+	}
+}
+
+// Metrics implements kestra.Result: counters and step timers (seconds).
+func (r *Result) Metrics() []kestra.Metric {
+	tags := map[string]string{"view": r.View}
+	return []kestra.Metric{
+		kestra.Counter("events", float64(r.Events), tags),
+		kestra.Counter("keys", float64(r.Keys), tags),
+		kestra.Counter("pending", float64(r.Pending), tags),
+		kestra.Counter("skipped", float64(r.Skipped), tags),
+		kestra.Counter("deletes", float64(r.Deletes), tags),
+		kestra.Counter("verified", float64(r.Verified), tags),
+		kestra.Timer("decode", r.Decode, tags),
+		kestra.Timer("read_current", r.Read, tags),
+		kestra.Timer("insert", r.Insert, tags),
+		kestra.Timer("verify", r.Verify, tags),
+		kestra.Timer("duration", r.Total, tags),
+	}
+}
+
+// Summary is the seed's summary log line.
+func (r *Result) Summary() string {
+	return fmt.Sprintf("%d captured events, %d newer keys applied (%d deletes), %d replayed/older keys skipped. "+
+		"Read-back verified; query %s for current rows.", r.Events, r.Pending, r.Deletes, r.Skipped, r.View)
+}
+
+// Apply applies one batch: decode and validate it all (nothing is written
+// when a record is refused), keep the latest event per key, read the
+// target's winning version of these keys, insert the newer ones, read every
+// key back and verify it, then commit expected.jsonl and pending.jsonl.
+// Refusals are *RecordError or sentinels marked outcome.Refuse; a lost or
+// unreachable server is marked outcome.Transiently; in every failure no
+// output file is left behind.
+func Apply(ctx context.Context, cfg Config) (*Result, error) {
+	start := time.Now()
+	if err := cfg.Validate(true); err != nil {
+		return nil, err
+	}
+	m := cfg.Mapping
+	workers := cfg.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	res := &Result{View: m.Target.Database + "." + m.Target.LiveView}
+
+	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
+	if err != nil {
+		return nil, markInput(err)
+	}
+	if len(b.rows) == 0 {
+		return nil, outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
+	}
+	res.Events, res.Keys = b.events, int64(len(b.rows))
+	expected := b.sorted()
+	res.Decode = time.Since(start)
+
+	t, err := connect(ctx, cfg.ClickHouse, m)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	if err := t.checkSupported(); err != nil {
+		return nil, err
+	}
+	if err := t.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+
+	step := time.Now()
+	current, err := t.read(ctx, expected)
+	if err != nil {
+		return nil, err
+	}
+	var pending []*row
+	for _, r := range expected {
+		cur := current[r.key]
+		if cur != nil && cur.lsn == r.lsn && !samePayload(cur, r) {
+			return nil, outcome.Refuse(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Err: ErrTargetConflict})
+		}
+		if cur == nil || cur.lsn < r.lsn {
+			pending = append(pending, r)
+			if r.deleted {
+				res.Deletes++
+			}
+		}
+	}
+	res.Pending, res.Skipped = int64(len(pending)), res.Keys-int64(len(pending))
+	res.Read = time.Since(step)
+
+	// The files are written before the insert and published after the verify.
+	expFile, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
+	if err != nil {
+		return nil, err
+	}
+	defer expFile.Abort()
+	pendFile, err := writeRows(cfg.OutDir, PendingFile, m, pending)
+	if err != nil {
+		return nil, err
+	}
+	defer pendFile.Abort()
+
+	step = time.Now()
+	if cfg.hooks.beforeInsert != nil {
+		if err := cfg.hooks.beforeInsert(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(pending) > 0 {
+		if err := t.insert(ctx, pending); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.hooks.afterInsert != nil {
+		if err := cfg.hooks.afterInsert(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res.Insert = time.Since(step)
+
+	step = time.Now()
+	if res.Verified, err = verify(ctx, t, expected); err != nil {
+		return nil, err
+	}
+	res.Verify = time.Since(step)
+
+	if err := expFile.Commit(); err != nil {
+		return nil, fmt.Errorf("publish %s: %w", ExpectedFile, err)
+	}
+	if err := pendFile.Commit(); err != nil {
+		return nil, fmt.Errorf("publish %s: %w", PendingFile, err)
+	}
+	res.Total = time.Since(start)
+	return res, nil
+}
+
+// markInput marks decode errors: refusals of the input, or a file that
+// cannot be read (configuration: the flow did not pass the batch).
+func markInput(err error) error {
+	if outcome.Classify(err) != outcome.Internal {
+		return err
+	}
+	var re *RecordError
+	if errors.As(err, &re) {
+		return outcome.Refuse(err)
+	}
+	return outcome.Configure(fmt.Errorf("%w: %w", ErrConfig, err))
+}
+
+// verify reads every captured key back (seed task verify_batch): each must
+// hold this exact version, or a newer one.
+func verify(ctx context.Context, t *target, expected []*row) (int64, error) {
+	actual, err := t.read(ctx, expected)
+	if err != nil {
+		return 0, err
+	}
+	var verified int64
+	for _, want := range expected {
+		got := actual[want.key]
+		var why string
+		switch {
+		case got == nil:
+			why = "the captured key is missing from ClickHouse"
+		case got.lsn < want.lsn:
+			why = fmt.Sprintf("ClickHouse holds the older LSN %d", got.lsn)
+		case got.lsn == want.lsn && !samePayload(got, want):
+			why = "ClickHouse holds a different payload at this LSN"
+		}
+		if why != "" {
+			return verified, outcome.Refuse(&RecordError{Record: want.rec, Offset: -1, Key: renderKey(t.m, want.vals), LSN: want.lsn,
+				Err: fmt.Errorf("%w: %s", ErrVerify, why)})
+		}
+		verified++
+	}
+	return verified, nil
+}
+
+// writeRows writes rows as JSON lines into a not-yet-published output file.
+func writeRows(dir kestra.Dir, name string, m *Mapping, rows []*row) (*kestra.File, error) {
+	f, err := dir.Create(name)
+	if err != nil {
+		return nil, outcome.Configure(fmt.Errorf("%w: %w", ErrConfig, err))
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var line []byte
+	for _, r := range rows {
+		line = appendJSONRow(line[:0], m, r)
+		line = append(line, '\n')
+		if _, err := w.Write(line); err != nil {
+			f.Abort()
+			return nil, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Abort()
+		return nil, fmt.Errorf("write %s: %w", name, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,390 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/redact"
+)
+
+// ClickHouse is how to reach the target server.
+type ClickHouse struct {
+	// URL is a clickhouse-go DSN on the native protocol, e.g.
+	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s.
+	URL string
+	// Username and Password override the DSN's credentials when not empty.
+	Username, Password string
+	// Timeout bounds each call: connecting, each query, the insert. Default 2m.
+	Timeout time.Duration
+}
+
+// insertChunk is the number of rows per INSERT block.
+const insertChunk = 100_000
+
+// target is a connection to the target table of a mapping.
+type target struct {
+	conn    driver.Conn
+	m       *Mapping
+	caps    serverCaps
+	version string
+	timeout time.Duration
+	codecs  []codec
+}
+
+// connect opens and pings the server and learns its version. Connection
+// failures are transient; a bad URL or refused credentials are config errors.
+func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
+	opts, err := clickhouse.ParseDSN(cfg.URL)
+	if err != nil {
+		msg := strings.ReplaceAll(err.Error(), cfg.URL, redact.DSN(cfg.URL))
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL %s: %s", ErrConfig, redact.DSN(cfg.URL), msg))
+	}
+	if opts.Protocol != clickhouse.Native {
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))
+	}
+	if cfg.Username != "" {
+		opts.Auth.Username = cfg.Username
+	}
+	if cfg.Password != "" {
+		opts.Auth.Password = cfg.Password
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	if opts.DialTimeout == 0 || opts.DialTimeout > timeout {
+		opts.DialTimeout = min(timeout, 30*time.Second)
+	}
+	if opts.ReadTimeout == 0 || opts.ReadTimeout > timeout {
+		opts.ReadTimeout = timeout
+	}
+	opts.MaxOpenConns = 2
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, classify(fmt.Errorf("open ClickHouse %s: %w", strings.Join(opts.Addr, ","), err))
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := conn.Ping(cctx); err != nil {
+		conn.Close()
+		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), err))
+	}
+	sv, err := conn.ServerVersion()
+	if err != nil {
+		conn.Close()
+		return nil, classify(fmt.Errorf("read the ClickHouse server version: %w", err))
+	}
+	return &target{
+		conn:    conn,
+		m:       m,
+		caps:    capsFor(sv.Version.Major, sv.Version.Minor),
+		version: sv.Version.String(),
+		timeout: timeout,
+	}, nil
+}
+
+func (t *target) close() { t.conn.Close() }
+
+// ClickHouse error codes changesink acts on (ErrorCodes.cpp).
+const (
+	chUnknownTable     = 60
+	chUnknownDatabase  = 81
+	chUnknownUser      = 192
+	chWrongPassword    = 193
+	chRequiredPassword = 194
+	chAuthFailed       = 516
+	chTimeoutExceeded  = 159
+	chSocketTimeout    = 209
+	chNetworkError     = 210
+	chTooManyQueries   = 202
+	chTooManyParts     = 252
+	chMemoryLimit      = 241
+	chTableIsReadOnly  = 242
+	chAllReplicasLost  = 279
+	chNoFreeConnection = 203
+	chReadonly         = 164
+	chAccessDenied     = 497
+)
+
+// classify marks a ClickHouse error: authentication and missing objects are
+// configuration errors (fix the secret, run cdc setup), load and network
+// problems are transient, anything else is left to outcome.Classify.
+func classify(err error) error {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		switch ex.Code {
+		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed, chReadonly, chAccessDenied:
+			return outcome.Configure(err)
+		case chUnknownTable, chUnknownDatabase:
+			return outcome.Configure(fmt.Errorf("%w (run changesink cdc setup first)", err))
+		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,
+			chMemoryLimit, chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
+			return outcome.Transiently(err)
+		}
+		return err
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
+		return outcome.Transiently(err)
+	}
+	if outcome.Classify(err) == outcome.Transient {
+		return outcome.Transiently(err)
+	}
+	return err
+}
+
+// checkSupported refuses a mapping the server cannot store.
+func (t *target) checkSupported() error {
+	for i := range t.m.cols {
+		c := &t.m.cols[i]
+		if c.typ.kind == kindDateTime64 && !t.caps.dateTime64 {
+			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
+				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
+		}
+	}
+	return nil
+}
+
+// exec runs one statement with the call timeout.
+func (t *target) exec(ctx context.Context, sql string) error {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if err := t.conn.Exec(cctx, sql); err != nil {
+		return classify(fmt.Errorf("ClickHouse: %s: %w", firstLine(sql), err))
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// checkSchema compares the target table with the mapping: a
+// ReplacingMergeTree holding every mapped column with its type, the UInt64
+// version and the UInt8 delete marker. It also picks each column's codec
+// (a Bool column may be stored as UInt8).
+func (t *target) checkSchema(ctx context.Context) error {
+	m := t.m
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	name := qualified(m.Target.Database, m.Target.Table)
+	var engine string
+	rows, err := t.conn.Query(cctx, tableSQL, m.Target.Database, m.Target.Table)
+	if err != nil {
+		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+	}
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&engine); err != nil {
+			rows.Close()
+			return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+		}
+		found = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+	}
+	if !found {
+		return outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
+	}
+	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
+		return outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
+	}
+	types := map[string]string{}
+	rows, err = t.conn.Query(cctx, columnsSQL, m.Target.Database, m.Target.Table)
+	if err != nil {
+		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	}
+	for rows.Next() {
+		var col, typ string
+		if err := rows.Scan(&col, &typ); err != nil {
+			rows.Close()
+			return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+		}
+		types[col] = typ
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	}
+	mismatch := func(col, want, got string) error {
+		if got == "" {
+			return outcome.Configure(fmt.Errorf("%w: %s has no column %q (%s)", ErrTargetMismatch, name, col, want))
+		}
+		return outcome.Configure(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", ErrTargetMismatch, name, col, got, want))
+	}
+	t.codecs = make([]codec, len(m.cols))
+	for i := range m.cols {
+		c := &m.cols[i]
+		got := types[c.name]
+		if !c.typ.sameType(got) {
+			return mismatch(c.name, c.typ.ddl(t.caps), got)
+		}
+		c.storedUInt8 = c.typ.kind == kindBool && strings.Contains(got, "UInt8")
+		cd, err := codecFor(c)
+		if err != nil {
+			return err
+		}
+		t.codecs[i] = cd
+	}
+	if got := types[m.Target.VersionColumn]; got != "UInt64" {
+		return mismatch(m.Target.VersionColumn, "UInt64", got)
+	}
+	if got := types[m.Target.DeletedColumn]; got != "UInt8" {
+		return mismatch(m.Target.DeletedColumn, "UInt8", got)
+	}
+	return nil
+}
+
+// keysTableFor builds the external table holding the keys of rows.
+func (t *target) keysTableFor(rows []*row) (*ext.Table, error) {
+	m := t.m
+	cols := make([]func(*ext.Table) error, len(m.keyIdx))
+	for n, i := range m.keyIdx {
+		cols[n] = ext.Column(m.cols[i].name, column.Type(m.cols[i].typ.ddl(storedCaps(&m.cols[i]))))
+	}
+	tbl, err := ext.NewTable(keysTable, cols...)
+	if err != nil {
+		return nil, fmt.Errorf("build the keys table: %w", err)
+	}
+	vals := make([]value, len(rows))
+	for n, i := range m.keyIdx {
+		for r := range rows {
+			vals[r] = rows[r].vals[i]
+		}
+		if _, err := tbl.Block().Columns[n].Append(t.codecs[i].slice(vals)); err != nil {
+			return nil, fmt.Errorf("fill the keys table column %q: %w", m.cols[i].name, err)
+		}
+	}
+	return tbl, nil
+}
+
+// storedCaps renders a column's type as stored (Bool as UInt8 on old tables).
+func storedCaps(c *colSpec) serverCaps {
+	if c.typ.kind == kindBool && !c.storedUInt8 {
+		return currentCaps
+	}
+	return serverCaps{}
+}
+
+// read returns the winning version (FINAL) of each key of rows, by key
+// bytes; keys travel in an external table, never in the SQL text.
+func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error) {
+	m := t.m
+	out := make(map[string]*row, len(rows))
+	if len(rows) == 0 {
+		return out, nil
+	}
+	tbl, err := t.keysTableFor(rows)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	cctx = clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl))
+	res, err := t.conn.Query(cctx, readSQL(m))
+	if err != nil {
+		return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+	}
+	defer res.Close()
+	dests := make([]any, len(m.cols)+2)
+	for i := range m.cols {
+		dests[i] = t.codecs[i].dest()
+	}
+	var lsn uint64
+	var deleted uint8
+	dests[len(m.cols)], dests[len(m.cols)+1] = &lsn, &deleted
+	var keyBuf []byte
+	for res.Next() {
+		if err := res.Scan(dests...); err != nil {
+			return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+		}
+		r := &row{lsn: lsn, deleted: deleted != 0, vals: make([]value, len(m.cols))}
+		for i := range m.cols {
+			v, err := t.codecs[i].value(dests[i])
+			if err != nil {
+				return nil, outcome.Refuse(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
+			}
+			r.vals[i] = v
+		}
+		if deleted > 1 {
+			return nil, outcome.Refuse(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
+				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, r.vals)))
+		}
+		keyBuf = encodeKey(keyBuf[:0], m, r.vals)
+		r.key = string(keyBuf)
+		if prev, dup := out[r.key]; dup && prev.lsn >= r.lsn {
+			continue // a table ordered by more than the key; the highest version wins
+		}
+		out[r.key] = r
+	}
+	if err := res.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+	}
+	return out, nil
+}
+
+// insert writes rows with native INSERT blocks of up to insertChunk rows,
+// one columnar append per column. A retry after a partial insert writes
+// the same (key, version) rows again; FINAL collapses them.
+func (t *target) insert(ctx context.Context, rows []*row) error {
+	m := t.m
+	vals := make([]value, 0, min(len(rows), insertChunk))
+	for start := 0; start < len(rows); start += insertChunk {
+		chunk := rows[start:min(start+insertChunk, len(rows))]
+		if err := t.insertChunk(ctx, chunk, vals); err != nil {
+			return classify(fmt.Errorf("insert into %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+		}
+	}
+	return nil
+}
+
+func (t *target) insertChunk(ctx context.Context, rows []*row, vals []value) error {
+	m := t.m
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	b, err := t.conn.PrepareBatch(cctx, insertSQL(m))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	vals = vals[:len(rows)]
+	for i := range m.cols {
+		for r := range rows {
+			vals[r] = rows[r].vals[i]
+		}
+		if err := b.Column(i).Append(t.codecs[i].slice(vals)); err != nil {
+			return fmt.Errorf("column %q: %w", m.cols[i].name, err)
+		}
+	}
+	lsns := make([]uint64, len(rows))
+	dels := make([]uint8, len(rows))
+	for r := range rows {
+		lsns[r] = rows[r].lsn
+		if rows[r].deleted {
+			dels[r] = 1
+		}
+	}
+	if err := b.Column(len(m.cols)).Append(lsns); err != nil {
+		return fmt.Errorf("column %q: %w", m.Target.VersionColumn, err)
+	}
+	if err := b.Column(len(m.cols) + 1).Append(dels); err != nil {
+		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
+	}
+	return b.Send()
+}

@@ -1,0 +1,328 @@
+package cdc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+)
+
+// jsonLines renders a batch's latest rows as expected.jsonl.
+func jsonLines(b *batch) string {
+	var out []byte
+	for _, r := range b.sorted() {
+		out = appendJSONRow(out, b.m, r)
+		out = append(out, '\n')
+	}
+	return string(out)
+}
+
+func TestDecodeOrders(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	events := []any{
+		orderEvent(2, int64(20), int64(1250), "paid", int64(100), false),
+		orderEvent(1, int64(10), int64(500), "new", int64(101), false),
+		orderEvent(2, int64(20), int64(1300), "shipped", int64(105), false),
+		orderEvent(1, int64(10), int64(500), "new", int64(101), false), // an exact replay: allowed
+		orderEvent(3, nil, nil, nil, int64(106), true),                 // a delete under REPLICA IDENTITY DEFAULT
+		orderEvent(2, int64(20), int64(1250), "paid", int64(100), false),
+		// No deleted field (false, like event.get("deleted", False)), a snapshot READ.
+		iongen.Struct{{"id", int64(4)}, {"customer_id", int64(40)}, {"amount_cents", int64(7)},
+			{"status", "ünïcødé \"✓\"\n"}, {"metadata", iongen.Metadata("READ", iongen.Source("shop", "public", "orders", int64(107), 701, "true"))}},
+	}
+	want := `{"id": 1, "customer_id": 10, "amount_cents": 500, "status": "new", "_cdc_lsn": 101, "_cdc_deleted": 0}
+{"id": 2, "customer_id": 20, "amount_cents": 1300, "status": "shipped", "_cdc_lsn": 105, "_cdc_deleted": 0}
+{"id": 3, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 106, "_cdc_deleted": 1}
+{"id": 4, "customer_id": 40, "amount_cents": 7, "status": "ünïcødé \"✓\"\n", "_cdc_lsn": 107, "_cdc_deleted": 0}
+`
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			b, err := decodeBytes(t, m, encode(t, f.binary, events...), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.events != 7 || len(b.rows) != 4 {
+				t.Errorf("events=%d keys=%d, want 7 and 4", b.events, len(b.rows))
+			}
+			if got := jsonLines(b); got != want {
+				t.Errorf("expected.jsonl\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// refusal is one bad batch and the error it must produce.
+type refusal struct {
+	name   string
+	events []any
+	is     error
+	want   string // the whole message
+}
+
+func ordersRefusals() []refusal {
+	src := func(db, schema, table string, lsn any) iongen.Struct {
+		return iongen.Metadata("UPDATE", iongen.Source(db, schema, table, lsn, 1, "false"))
+	}
+	ok := orderEvent(1, int64(10), int64(500), "new", int64(100), false)
+	two64 := new(big.Int).Lsh(big.NewInt(1), 64)
+	long := strings.Repeat("é", 33)
+	return []refusal{
+		{"unknown column", []any{ok, iongen.Event(append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"note", "n"}), false, src("shop", "public", "orders", int64(101)))},
+			ErrSourceChanged, `record 2 (key id=2, LSN 101), column "note": source columns changed; update the mapping before continuing: column "note" is not in the mapping ../../flows/orders.mapping.yaml`},
+		{"wrong table", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, src("shop", "public", "customers", int64(101)))},
+			ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.customers in database shop`},
+		{"wrong database", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, src("shop_test", "public", "orders", int64(101)))},
+			ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.orders in database shop_test`},
+		{"no metadata", []any{orderRow(2, int64(1), int64(2), "x")},
+			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field (set metadata: ADD_FIELD on the trigger)`},
+		{"no source", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Struct{{"operation", "UPDATE"}})},
+			ErrMissingField, `record 1 (key id=2), column "metadata.source": missing field: no metadata.source struct`},
+		{"no lsn", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("UPDATE", iongen.Struct{{"db", "shop"}, {"schema", "public"}, {"table", "orders"}}))},
+			ErrMissingField, `record 1 (key id=2), column "metadata.source.lsn": missing field: no metadata.source.lsn`},
+		{"lsn zero", []any{orderEvent(2, int64(1), int64(2), "x", int64(0), false)},
+			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: 0 is outside 1..18446744073709551615`},
+		{"lsn 2^64", []any{orderEvent(2, int64(1), int64(2), "x", two64, false)},
+			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: 18446744073709551616 is outside 1..18446744073709551615`},
+		{"lsn string", []any{orderEvent(2, int64(1), int64(2), "x", "24023128", false)},
+			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: expected an Ion int, got an Ion string`},
+		{"lsn bool", []any{orderEvent(2, int64(1), int64(2), "x", true, false)},
+			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: expected an Ion int, got an Ion bool`},
+		{"key missing", []any{iongen.Event(iongen.Struct{{"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
+			ErrMissingField, `record 1 (LSN 5), column "id": missing field: key column "id" is absent`},
+		{"key bool", []any{iongen.Event(iongen.Struct{{"id", true}, {"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
+			ErrBadValue, `record 1 (LSN 5), column "id": value does not fit its column: expected an Ion int (or a decimal without fraction digits, 5.) for Int64, got an Ion bool`},
+		{"key null", []any{iongen.Event(iongen.Struct{{"id", nil}, {"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
+			ErrBadValue, `record 1 (LSN 5), column "id": value does not fit its column: null in a column that is not Nullable (Int64)`},
+		{"int out of range", []any{orderEvent(2, new(big.Int).Lsh(big.NewInt(1), 63), int64(2), "x", int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "customer_id": value does not fit its column: 9223372036854775808 is out of range for Int64`},
+		{"int as decimal", []any{orderEvent(2, int64(1), iongen.Decimal("12.50"), "x", int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "amount_cents": value does not fit its column: expected an Ion int for Int64, got the decimal 12.50`},
+		{"int as decimal 5.0", []any{orderEvent(2, int64(1), iongen.Decimal("5.0"), "x", int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "amount_cents": value does not fit its column: expected an Ion int for Int64, got the decimal 5.0`},
+		{"int as bool", []any{orderEvent(2, false, int64(2), "x", int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "customer_id": value does not fit its column: expected an Ion int (or a decimal without fraction digits, 5.) for Int64, got an Ion bool`},
+		{"status too long", []any{orderEvent(2, int64(1), int64(2), long, int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: 33 characters exceed max_length 32`},
+		{"status not a string", []any{orderEvent(2, int64(1), int64(2), int64(7), int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: expected an Ion string, symbol or blob for String, got an Ion int`},
+		{"status null", []any{orderEvent(2, int64(1), int64(2), nil, int64(9), false)},
+			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: null in a column that is not Nullable (String)`},
+		{"missing column", []any{iongen.Event(iongen.Struct{{"id", int64(2)}, {"customer_id", int64(1)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
+			ErrMissingField, `record 1 (key id=2, LSN 5), column "amount_cents": missing field: column "amount_cents" is absent`},
+		{"toast status", []any{orderEvent(2, int64(1), int64(2), toastPlaceholder, int64(9), false)},
+			ErrToast, `record 1 (key id=2, LSN 9), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
+		{"toast int column", []any{orderEvent(2, toastPlaceholder, int64(2), "x", int64(9), false)},
+			ErrToast, `record 1 (key id=2, LSN 9), column "customer_id": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
+		{"deleted not bool", []any{append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"deleted", "true"}, iongen.Field{"metadata", src("shop", "public", "orders", int64(9))})},
+			ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got an Ion string`},
+		{"deleted null", []any{append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"deleted", iongen.Null(0x1)}, iongen.Field{"metadata", src("shop", "public", "orders", int64(9))})},
+			ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got null`},
+		{"truncate", []any{iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
+			ErrTruncate, `record 1 (LSN 9): TRUNCATE event; truncate the target table by hand, then re-run`},
+		{"conflict", []any{ok, orderEvent(1, int64(10), int64(501), "new", int64(100), false)},
+			ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
+		{"conflict with an older version", []any{ok, orderEvent(1, int64(10), int64(500), "new", int64(200), false), orderEvent(1, int64(11), int64(500), "new", int64(100), false)},
+			ErrConflict, `record 3 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
+		{"delete conflicts with update", []any{ok, orderEvent(1, nil, nil, nil, int64(100), true)},
+			ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
+		{"not a struct", []any{ok, iongen.List{int64(1)}},
+			ErrNotStruct, `record 2: change event is not an Ion struct: got an Ion list`},
+		{"repeated field", []any{append(orderEvent(2, int64(1), int64(2), "x", int64(9), false), iongen.Field{"status", "y"})},
+			ErrMalformed, `record 1 (key id=2, LSN 9), column "status": malformed Ion: field "status" appears twice in one event`},
+	}
+}
+
+func TestDecodeRefusals(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	for _, f := range forms() {
+		for _, tt := range ordersRefusals() {
+			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
+				_, err := decodeBytes(t, m, encode(t, f.binary, tt.events...), 2)
+				if err == nil {
+					t.Fatal("decoded without error")
+				}
+				if !errors.Is(err, tt.is) {
+					t.Errorf("error %v is not %v", err, tt.is)
+				}
+				got := err.Error()
+				if !f.binary { // text errors name the line (one event per line here)
+					tt.want = withLine(tt.want)
+				}
+				if got != tt.want {
+					t.Errorf("error\n got %s\nwant %s", got, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// withLine adds "line N" to a refusal of record N.
+func withLine(msg string) string {
+	var rec int
+	if _, err := fmt.Sscanf(msg, "record %d", &rec); err != nil {
+		return msg
+	}
+	prefix := fmt.Sprintf("record %d", rec)
+	rest := msg[len(prefix):]
+	if strings.HasPrefix(rest, " (") {
+		return fmt.Sprintf("%s (line %d, %s", prefix, rec, rest[2:])
+	}
+	return fmt.Sprintf("%s (line %d)%s", prefix, rec, rest)
+}
+
+func TestDecodeAccepts(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	maxLSN := new(big.Int).SetUint64(18446744073709551615)
+	tests := []struct {
+		name  string
+		event any
+		want  string
+	}{
+		{"max LSN", orderEvent(1, int64(1), int64(2), "x", maxLSN, false),
+			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "x", "_cdc_lsn": 18446744073709551615, "_cdc_deleted": 0}`},
+		{"32 code points in 64 bytes", orderEvent(1, int64(1), int64(2), strings.Repeat("é", 32), int64(5), false),
+			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "` + strings.Repeat("é", 32) + `", "_cdc_lsn": 5, "_cdc_deleted": 0}`},
+		{"delete with TOAST in a non-key column", orderEvent(1, nil, int64(3), toastPlaceholder, int64(5), true),
+			`{"id": 1, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 5, "_cdc_deleted": 1}`},
+		{"delete with only the key", iongen.Event(iongen.Struct{{"id", int64(1)}}, true, iongen.Metadata("DELETE", iongen.Source("shop", "public", "orders", int64(5), 1, "false"))),
+			`{"id": 1, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 5, "_cdc_deleted": 1}`},
+		{"integral decimals, as the seed accepts them", orderEvent(1, iongen.Decimal("5."), iongen.Decimal("-7."), "x", iongen.Decimal("9."), false),
+			`{"id": 1, "customer_id": 5, "amount_cents": -7, "status": "x", "_cdc_lsn": 9, "_cdc_deleted": 0}`},
+		{"symbols for strings", iongen.Event(orderRow(1, int64(1), int64(2), iongen.Symbol("paid")), false,
+			iongen.Metadata("CREATE", iongen.Struct{{"db", iongen.Symbol("shop")}, {"schema", "public"}, {"table", "orders"}, {"lsn", int64(5)}})),
+			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "paid", "_cdc_lsn": 5, "_cdc_deleted": 0}`},
+		{"control characters", orderEvent(1, int64(1), int64(2), "a\x01\tb\u2028\x7f", int64(5), false),
+			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "a\u0001\tb` + "\u2028\x7f" + `", "_cdc_lsn": 5, "_cdc_deleted": 0}`},
+	}
+	for _, f := range forms() {
+		for _, tt := range tests {
+			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
+				b, err := decodeBytes(t, m, encode(t, f.binary, tt.event), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.TrimSuffix(jsonLines(b), "\n"); got != tt.want {
+					t.Errorf("row\n got %s\nwant %s", got, tt.want)
+				}
+			})
+		}
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	good := func(id int64) iongen.Struct { return orderEvent(id, int64(1), int64(2), "x", int64(100+id), false) }
+	text := encode(t, false, good(1), good(2), good(3))
+	lines := bytes.SplitAfter(text, []byte("\n"))
+	truncated := append(append(append([]byte{}, lines[0]...), lines[1][:20]...), '\n')
+	truncated = append(truncated, lines[2]...)
+	bin := encode(t, true, good(1), good(2), good(3))
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"truncated text line", truncated,
+			fmt.Sprintf("record 2 (line 2, byte %d): malformed Ion: ion: unexpected token '<EOF>' (offset %[1]d)", len(lines[0])+20)},
+		{"garbage text", []byte("{id:1,\n  ]]]\n"),
+			"record 1 (line 1, byte 6): malformed Ion: ion: unexpected token '<EOF>' (offset 6)"},
+		{"not ion at all", []byte("\x00\x01\x02 hello"),
+			"record 1 (line 1, byte 0): malformed Ion: ion: unexpected rune '\\x00' (offset 0)"},
+		{"truncated binary", bin[:len(bin)-7],
+			fmt.Sprintf("record 3 (byte %d), column \"metadata\": malformed Ion: ion: unexpected end of input (offset %[1]d)", len(bin)-7)},
+		{"garbled binary", append(append(append([]byte{}, bin[:len(bin)/3]...), 0xF3, 0xFF), bin[len(bin)/3:]...), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, tt.data, 2)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("err = %v, want ErrMalformed", err)
+			}
+			var re *RecordError
+			if !errors.As(err, &re) || re.Record == 0 {
+				t.Fatalf("err %v names no record", err)
+			}
+			if tt.want != "" && err.Error() != tt.want {
+				t.Errorf("error\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecodeSegmentsMatchStream decodes a batch of several segments with one
+// and with several workers, and as one stream, and compares the results,
+// then checks that a fault deep in the file is reported with the same
+// record number by every path.
+func TestDecodeSegmentsMatchStream(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	var events []any
+	for i := range 12000 {
+		id := int64(i%5000 + 1)
+		events = append(events, orderEvent(id, int64(i), int64(i*3), fmt.Sprintf("status-%d", i%7), int64(1000+i), i%10 == 9))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			data := encode(t, f.binary, events...)
+			if len(data) < 3*segmentSize {
+				t.Fatalf("batch of %d bytes is too small to span segments", len(data))
+			}
+			path := writeFile(t, "changes.ion", data)
+			one, err := decodeFile(context.Background(), path, m, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			many, err := decodeFile(context.Background(), path, m, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream, err := decodeStream(context.Background(), path, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if one.events != 12000 || len(one.rows) != 5000 {
+				t.Errorf("events=%d keys=%d", one.events, len(one.rows))
+			}
+			a, b, c := jsonLines(one), jsonLines(many), jsonLines(stream)
+			if a != b || a != c {
+				t.Error("segment decode differs from the stream decode")
+			}
+
+			bad := append([]any{}, events...)
+			bad[10500] = orderEvent(77, int64(1), int64(2), strings.Repeat("x", 40), int64(5), false)
+			badPath := writeFile(t, "bad.ion", encode(t, f.binary, bad...))
+			_, err1 := decodeFile(context.Background(), badPath, m, 3)
+			_, err2 := decodeStream(context.Background(), badPath, m)
+			var re1, re2 *RecordError
+			if !errors.As(err1, &re1) || !errors.As(err2, &re2) || re1.Record != 10501 || re2.Record != 10501 {
+				t.Fatalf("segment error %v, stream error %v; want record 10501", err1, err2)
+			}
+			if !f.binary && re1.Line != 10501 {
+				t.Errorf("line = %d, want 10501", re1.Line)
+			}
+		})
+	}
+}
+
+// TestDecodeMultiLineText accepts text Ion whose values span lines (not
+// what Kestra writes, but valid Ion) through the one-stream fallback.
+func TestDecodeMultiLineText(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	data := []byte(`$ion_1_0
+{id: 1, customer_id: 2, amount_cents: 3,
+  status: "a", // a comment
+  deleted: false,
+  metadata: {source: {db: "shop", schema: "public", table: "orders", lsn: 9}}}
+`)
+	b, err := decodeBytes(t, m, data, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonLines(b); got != `{"id": 1, "customer_id": 2, "amount_cents": 3, "status": "a", "_cdc_lsn": 9, "_cdc_deleted": 0}`+"\n" {
+		t.Errorf("got %s", got)
+	}
+}

@@ -1,0 +1,99 @@
+// Package cdc applies Debezium change batches, captured from PostgreSQL by
+// Kestra's Debezium trigger, to a ClickHouse ReplacingMergeTree versioned by
+// the source LSN, and verifies every batch by reading it back. It replaces
+// the nine tasks of the seed flow postgres-clickhouse-cdc (IonToJson, three
+// Python scripts, two reads, JsonToIon, a bulk insert) with one command, and
+// works for any table a Mapping describes.
+//
+// # What it reads
+//
+// A batch file written by io.kestra.plugin.debezium.postgres.Trigger with
+// format INLINE, deleted ADD_FIELD, metadata ADD_FIELD and splitTable OFF:
+// one Ion struct per change holding the row image (the before image for a
+// delete), `deleted` (bool) and `metadata` {operation, timestamp, source
+// {db, schema, table, lsn, txId, snapshot, ...}}. Both forms Kestra writes
+// are read, told apart by the first bytes: text Ion with one value per line
+// (Kestra 1.x) and binary Ion with a version marker before each row (Kestra
+// 2.x). Decoding streams: the file is cut into segments of whole lines (or
+// of whole version-marked chunks) that workers decode with ion-go's Reader
+// in parallel, merged in file order, so memory holds the latest row of each
+// key, not the batch.
+//
+// Value shapes (see convert): Ion ints, decimals (12.50), floats, bools,
+// strings and symbols, blobs, millisecond timestamps, day timestamps for
+// dates, annotated strings ZonedDateTime::"…", OffsetDateTime::"…" and
+// LocalDateTime::"…" (read in the column's time zone), nulls, and the
+// {scale, value} struct of an unconstrained numeric, accepted by Decimal
+// columns only. A value that does not fit its column is refused, never
+// rounded: more decimal places than the scale, more sub-second digits than
+// the precision, a double that is not a float32.
+//
+// # The checks, and the seed rule each implements
+//
+// Every refusal names the record number (1-based), the text line, the key
+// and the LSN when known, and the column; nothing is written to ClickHouse
+// when a record is refused, because the whole batch is validated first.
+//
+//   - a field that is not a mapped column, the delete marker or metadata:
+//     ErrSourceChanged (seed: "Source columns changed");
+//   - metadata.source db/schema/table other than the mapping's:
+//     ErrWrongSource (seed: "Expected changes from public.orders ...");
+//   - metadata.source.lsn not an integer in 1..2^64-1: ErrBadLSN;
+//   - a key that is absent, null or does not fit: ErrMissingField/ErrBadValue
+//     (seed: integer(event["id"], "id"));
+//   - deleted present but not a real boolean: ErrBadDeleteMarker (absent
+//     means false, as event.get("deleted", False));
+//   - integers out of their column's range, or not integers (Ion keeps bools
+//     apart; a decimal without fraction digits, 5., is accepted because the
+//     seed accepts what IonToJson makes of it): ErrBadValue;
+//   - strings longer than max_length in code points (Python's len):
+//     ErrBadValue (seed: len(status) > 32);
+//   - the TOAST placeholder __debezium_unavailable_value in any column of a
+//     create, update or read event: ErrToast (seed: status only);
+//   - an empty batch: ErrEmptyBatch; a TRUNCATE event: ErrTruncate.
+//
+// Deletes carry the key; their other columns are not read and are written
+// as the seed writes them: 0 and "" (and NULL in Nullable columns, the zero
+// date, UUID and decimal otherwise).
+//
+// # What it writes
+//
+// The latest event per key by LSN is kept; two events with one key and LSN
+// must be identical (ErrConflict). The target's winning version of only this
+// batch's keys is read with FINAL, the keys sent as an external table.
+// Pending keys are those absent from the target or older there; an equal
+// LSN with a different payload in the target is refused (ErrTargetConflict),
+// an equal one is a replay and skipped. Pending rows are inserted with
+// native INSERT blocks naming every column, one columnar append per column.
+// Then every captured key is read back (FINAL): it must hold this exact
+// payload at this LSN or a newer version (ErrVerify). Only then are the
+// output files published: expected.jsonl (every key's latest row) and
+// pending.jsonl (the rows written), sorted by key, each line exactly what
+// the seed's json.dumps(row, ensure_ascii=False) writes.
+//
+// # Delivery
+//
+// At least once, idempotent: a re-run of the same batch, of an older batch,
+// or of a batch whose insert landed but whose verify did not run converges,
+// because rows are versioned by LSN and duplicate (key, LSN) rows collapse
+// under FINAL. Refusals are marked outcome.Refuse, mapping and target
+// mismatches outcome.Configure, lost or unreachable servers
+// outcome.Transiently.
+//
+// # ClickHouse versions
+//
+// The minimum is 18.16 (the Debian package): every statement is built for
+// it (columns named in INSERT, keys in an external table, no server-side
+// parameters, only int and bool settings). On a server of 21.12 or newer a
+// Bool column is created as Bool (UInt8 before); DateTime64 columns need
+// 20.1 or newer and are refused by setup and apply on older servers
+// (ErrUnsupportedServer; use DateTime for whole seconds).
+//
+// # Deliberate differences from the seed
+//
+// NaN equals NaN when comparing payloads (Python's == says it does not);
+// every column, not only status, is checked for the TOAST placeholder;
+// TRUNCATE events are refused with their own error rather than a missing key;
+// the whole batch is validated before any ClickHouse call, and the output
+// files appear only after the verify.
+package cdc

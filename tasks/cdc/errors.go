@@ -1,0 +1,155 @@
+package cdc
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Refusals of a batch. Apply returns them wrapped in a *RecordError (when a
+// record is to blame) and marked with outcome.Refuse, so callers test them
+// with errors.Is and the process exits 1. Nothing is written to ClickHouse
+// when one of the input refusals (everything but ErrTargetConflict and
+// ErrVerify) is returned.
+var (
+	// ErrEmptyBatch: the batch holds no change events (seed: "Empty CDC batch").
+	ErrEmptyBatch = errors.New("empty CDC batch")
+	// ErrMalformed: the file is not Ion, or a record is truncated or garbled.
+	ErrMalformed = errors.New("malformed Ion")
+	// ErrNotStruct: a top-level value is not a struct (one change event).
+	ErrNotStruct = errors.New("change event is not an Ion struct")
+	// ErrSourceChanged: an event carries a column the mapping does not know
+	// (seed: "Source columns changed; update this fixed-schema flow").
+	ErrSourceChanged = errors.New("source columns changed; update the mapping before continuing")
+	// ErrWrongSource: metadata.source db/schema/table differ from the mapping
+	// (seed: "Expected changes from public.orders in the configured source database").
+	ErrWrongSource = errors.New("change from another source table")
+	// ErrMissingField: a required field (a mapped column of a create/update/read
+	// event, a key column, metadata, metadata.source or its lsn) is absent.
+	ErrMissingField = errors.New("missing field")
+	// ErrBadLSN: metadata.source.lsn is not an integer in 1..2^64-1 (seed:
+	// "Invalid source LSN").
+	ErrBadLSN = errors.New("invalid source LSN")
+	// ErrBadDeleteMarker: the deleted field is present but not a boolean
+	// (seed: "Invalid delete marker").
+	ErrBadDeleteMarker = errors.New("invalid delete marker")
+	// ErrBadValue: a value has the wrong Ion type for its column, does not
+	// fit the column's range, precision or maximum length, or is null in a
+	// column that is not Nullable (seed: "Invalid <column>", "Unsupported status").
+	ErrBadValue = errors.New("value does not fit its column")
+	// ErrToast: a column holds Debezium's unavailable-value placeholder for an
+	// unchanged TOAST value (seed: "incomplete TOAST value").
+	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table")
+	// ErrTruncate: a TRUNCATE event; a truncate cannot be applied key by key.
+	ErrTruncate = errors.New("TRUNCATE event; truncate the target table by hand, then re-run")
+	// ErrConflict: two events share a key and an LSN but differ (seed:
+	// "Conflicting changes share an id and LSN").
+	ErrConflict = errors.New("conflicting changes share a key and LSN")
+	// ErrTargetConflict: the target already holds a different row at the
+	// batch's key and LSN (seed: "Target has a different payload for the same
+	// id and LSN"). Nothing was written.
+	ErrTargetConflict = errors.New("target has a different payload for the same key and LSN")
+	// ErrVerify: the read-back after the insert does not show the captured
+	// version or a newer one (seed: "ClickHouse read-back does not match the
+	// captured version", "Captured key is missing from ClickHouse").
+	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
+)
+
+// Configuration errors, marked with outcome.Configure (exit 2).
+var (
+	// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
+	ErrMapping = errors.New("invalid mapping")
+	// ErrTargetMismatch: the target table's columns or engine differ from the
+	// mapping (re-run cdc setup on a fresh table, or fix the mapping).
+	ErrTargetMismatch = errors.New("target table does not match the mapping")
+	// ErrUnsupportedServer: the ClickHouse server lacks a type the mapping
+	// uses (DateTime64 needs ClickHouse 20.1 or newer).
+	ErrUnsupportedServer = errors.New("ClickHouse server does not support the mapping")
+	// ErrConfig: a Config field is missing or out of range.
+	ErrConfig = errors.New("invalid configuration")
+)
+
+// RecordError locates a refusal in the batch: the record number (1-based,
+// counting top-level values), the text line when known, the byte offset for
+// malformed input, and the key, LSN and column when they are known.
+type RecordError struct {
+	// Record is the 1-based number of the change event in the batch; 0 when
+	// the error is not tied to one record.
+	Record int64
+	// Line is the 1-based text line of the record, 0 when unknown (binary Ion).
+	Line int64
+	// Offset is the byte offset in the file for malformed input, -1 when unknown.
+	Offset int64
+	// Key renders the record's key columns ("id=42"), "" when unknown.
+	Key string
+	// LSN is the record's source LSN, 0 when unknown.
+	LSN uint64
+	// Column is the column or field at fault, "" when none.
+	Column string
+	// Other names a second record involved (equal-LSN conflicts), 0 if none.
+	Other int64
+	// Err is the cause; it wraps one of the package's sentinels.
+	Err error
+}
+
+func (e *RecordError) Error() string {
+	var b strings.Builder
+	if e.Record > 0 {
+		fmt.Fprintf(&b, "record %d", e.Record)
+	} else {
+		b.WriteString("batch")
+	}
+	var where []string
+	if e.Line > 0 {
+		where = append(where, fmt.Sprintf("line %d", e.Line))
+	}
+	if e.Offset >= 0 {
+		where = append(where, fmt.Sprintf("byte %d", e.Offset))
+	}
+	if e.Key != "" {
+		where = append(where, "key "+e.Key)
+	}
+	if e.LSN != 0 {
+		where = append(where, fmt.Sprintf("LSN %d", e.LSN))
+	}
+	if e.Other > 0 {
+		where = append(where, fmt.Sprintf("same as record %d", e.Other))
+	}
+	if len(where) > 0 {
+		b.WriteString(" (" + strings.Join(where, ", ") + ")")
+	}
+	if e.Column != "" {
+		fmt.Fprintf(&b, ", column %q", e.Column)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// MappingError is a mistake in the mapping file, located by line and column
+// (1-based; 0 when the YAML parser gives no position).
+type MappingError struct {
+	File   string
+	Line   int
+	Column int
+	Msg    string
+}
+
+func (e *MappingError) Error() string {
+	file := e.File
+	if file == "" {
+		file = "mapping"
+	}
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", file, e.Line, e.Column, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", file, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", file, e.Msg)
+}
+
+// Unwrap makes every MappingError match ErrMapping.
+func (e *MappingError) Unwrap() error { return ErrMapping }

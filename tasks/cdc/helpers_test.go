@@ -1,0 +1,83 @@
+package cdc
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+)
+
+// ordersMapping is the mapping shipped in flows/ for the seed's orders table.
+const ordersMapping = "../../flows/orders.mapping.yaml"
+
+func loadMapping(t testing.TB, path string) *Mapping {
+	t.Helper()
+	m, err := LoadMapping(path)
+	if err != nil {
+		t.Fatalf("LoadMapping(%s): %v", path, err)
+	}
+	return m
+}
+
+// orderRow is an orders row image; nil fields are written as Ion nulls.
+func orderRow(id int64, customer, amount any, status any) iongen.Struct {
+	return iongen.Struct{{"id", id}, {"customer_id", customer}, {"amount_cents", amount}, {"status", status}}
+}
+
+// orderEvent is an INLINE event of shop.public.orders.
+func orderEvent(id int64, customer, amount, status any, lsn any, deleted bool) iongen.Struct {
+	op := "UPDATE"
+	if deleted {
+		op = "DELETE"
+	}
+	return iongen.Event(orderRow(id, customer, amount, status), deleted,
+		iongen.Metadata(op, iongen.Source("shop", "public", "orders", lsn, 700, "false")))
+}
+
+// encode writes events in text (binary=false) or binary Ion.
+func encode(t testing.TB, binary bool, events ...any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := iongen.NewWriter(&b, binary)
+	for _, e := range events {
+		var err error
+		if raw, ok := e.([]byte); ok {
+			err = w.Raw(raw)
+		} else {
+			err = w.Write(e)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+// writeFile writes data to a file in a fresh temp dir and returns its path.
+func writeFile(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// decodeBytes decodes a batch held in memory with the given worker count.
+func decodeBytes(t testing.TB, m *Mapping, data []byte, workers int) (*batch, error) {
+	t.Helper()
+	return decodeFile(context.Background(), writeFile(t, "changes.ion", data), m, workers)
+}
+
+func forms() []struct {
+	name   string
+	binary bool
+} {
+	return []struct {
+		name   string
+		binary bool
+	}{{"text", false}, {"binary", true}}
+}

@@ -1,0 +1,173 @@
+package cdc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+func TestShippedOrdersMapping(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	if got, want := m.Source, (Source{"shop", "public", "orders", "deleted", "metadata"}); got != want {
+		t.Errorf("Source = %+v, want %+v", got, want)
+	}
+	if got, want := m.Target, (Target{"default", "orders_cdc", "orders_live", false, "_cdc_lsn", "_cdc_deleted"}); got != want {
+		t.Errorf("Target = %+v, want %+v", got, want)
+	}
+	if strings.Join(m.Key, ",") != "id" {
+		t.Errorf("Key = %v", m.Key)
+	}
+	var cols []string
+	for _, c := range m.Columns {
+		cols = append(cols, c.Name+" "+c.Type)
+	}
+	if got, want := strings.Join(cols, ", "), "id Int64, customer_id Int64, amount_cents Int64, status String"; got != want {
+		t.Errorf("columns = %s, want %s", got, want)
+	}
+	if m.cols[3].maxLen != 32 {
+		t.Errorf("status max_length = %d, want 32 (the seed's len(status) > 32 check)", m.cols[3].maxLen)
+	}
+}
+
+func TestMappingDefaults(t *testing.T) {
+	m, err := ParseMapping("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: UInt64}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Target{Database: "default", Table: "x", LiveView: "x_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}
+	if m.Target != want {
+		t.Errorf("Target = %+v, want %+v", m.Target, want)
+	}
+	if m.Source.DeletedField != "deleted" || m.Source.MetadataField != "metadata" {
+		t.Errorf("Source = %+v", m.Source)
+	}
+}
+
+func TestMappingErrors(t *testing.T) {
+	const head = "source: {database: d, schema: s, table: t}\ntarget: {table: x}\n"
+	tests := []struct {
+		name string
+		yaml string
+		want string // the whole message
+	}{
+		{"empty", "", "m.yaml: the mapping is empty"},
+		{"not a mapping", "- a\n", "m.yaml:1:1: the mapping must be a mapping with the keys source, target, key, columns"},
+		{"unknown top key", head + "key: [k]\ncolumns: [{name: k, type: Int64}]\nextra: 1\n",
+			`m.yaml:5:1: unknown key "extra" in the mapping (known keys: source, target, key, columns)`},
+		{"unknown source key", "source: {database: d, schema: s, table: t, tabel: u}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			`m.yaml:1:44: unknown key "tabel" in source (known keys: database, schema, table, deleted_field, metadata_field)`},
+		{"unknown column key", head + "key: [k]\ncolumns:\n  - name: k\n    type: Int64\n    nullable: true\n",
+			`m.yaml:7:5: unknown key "nullable" in a column (known keys: name, type, max_length)`},
+		{"repeated key", head + "key: [k]\ncolumns: [{name: k, type: Int64, type: String}]\n",
+			`m.yaml:4:34: key "type" repeated in a column`},
+		{"yaml syntax", "source: {database: d\n", "m.yaml: yaml: line 1: did not find expected ',' or '}'"},
+		{"missing source", "target: {table: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n", "m.yaml:1:1: source is required (database, schema, table)"},
+		{"missing source table", "source: {database: d, schema: s}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			"m.yaml:1:9: source.table is required"},
+		{"missing target table", "source: {database: d, schema: s, table: t}\ntarget: {database: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			"m.yaml:2:9: target.table is required"},
+		{"missing key", head + "columns: [{name: k, type: Int64}]\n", "m.yaml:1:1: key is required: the list of key columns, as in [id]"},
+		{"key not a list", head + "key: k\ncolumns: [{name: k, type: Int64}]\n", "m.yaml:3:6: expected a list, as in [id]"},
+		{"key not in columns", head + "key: [id]\ncolumns: [{name: k, type: Int64}]\n", `m.yaml:3:7: key column "id" is not in columns`},
+		{"nullable key", head + "key: [k]\ncolumns: [{name: k, type: Nullable(Int64)}]\n", `m.yaml:3:7: key column "k" must not be Nullable (ClickHouse cannot ORDER BY it)`},
+		{"float key", head + "key: [k]\ncolumns: [{name: k, type: Float64}]\n", `m.yaml:3:7: key column "k" must not be a Float (equality on floats is not a key)`},
+		{"no columns", head + "key: [k]\ncolumns: []\n", "m.yaml:4:10: columns is required: a list of {name, type} with at least the key columns"},
+		{"bad type", head + "key: [k]\ncolumns: [{name: k, type: Int128}]\n",
+			`m.yaml:4:27: column "k": unsupported type "Int128" (supported: Int8..Int64, UInt8..UInt64, Float32, Float64, Decimal(P, S), String, Bool, Date, DateTime, DateTime('tz'), DateTime64(p, 'tz'), UUID, Nullable(T))`},
+		{"bad decimal", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: p, type: 'Decimal(5, 7)'}]\n",
+			`m.yaml:4:51: column "p": Decimal(5, 7): precision must be 1..76 and scale 0..precision`},
+		{"bad zone", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: p, type: \"DateTime64(3, 'Mars/Olympus')\"}]\n",
+			`m.yaml:4:51: column "p": unknown time zone 'Mars/Olympus': unknown time zone Mars/Olympus`},
+		{"max_length on Int", head + "key: [k]\ncolumns: [{name: k, type: Int64, max_length: 3}]\n",
+			`m.yaml:4:46: column "k": max_length applies to String columns only`},
+		{"max_length zero", head + "key: [k]\ncolumns: [{name: k, type: String, max_length: 0}]\n",
+			`m.yaml:4:47: column "k": max_length must be at least 1`},
+		{"max_length text", head + "key: [k]\ncolumns: [{name: k, type: String, max_length: many}]\n",
+			`m.yaml:4:47: expected an integer`},
+		{"duplicate column", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: k, type: String}]\n",
+			`m.yaml:4:42: column "k" is listed twice`},
+		{"column is version column", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: _cdc_lsn, type: UInt64}]\n",
+			`m.yaml:4:42: column "_cdc_lsn" collides with the version or deleted column; rename them under target`},
+		{"column is deleted field", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: deleted, type: Bool}]\n",
+			`m.yaml:4:42: column "deleted" collides with the trigger's "deleted" field; set source.deleted_field/metadata_field to the names the trigger uses`},
+		{"bad identifier", head + "key: [k]\ncolumns: [{name: \"a,b\", type: Int64}]\n",
+			"m.yaml:4:18: column name \"a,b\" contains one of ` \" \\ , ( ) (not supported)"},
+		{"create_database not bool", "source: {database: d, schema: s, table: t}\ntarget: {table: x, create_database: yes please}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			"m.yaml:2:37: expected true or false"},
+		{"two documents", head + "key: [k]\ncolumns: [{name: k, type: Int64}]\n---\na: 1\n", "m.yaml:5:1: a second YAML document; a mapping file holds one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseMapping("m.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("ParseMapping accepted:\n%s", tt.yaml)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error\n got %s\nwant %s", got, tt.want)
+			}
+			if !errors.Is(err, ErrMapping) {
+				t.Errorf("error does not match ErrMapping: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoadMappingMissingFile(t *testing.T) {
+	_, err := LoadMapping("testdata/no-such.mapping.yaml")
+	if !errors.Is(err, ErrMapping) || !strings.Contains(err.Error(), "testdata/no-such.mapping.yaml: cannot read the mapping file") {
+		t.Fatalf("err = %v", err)
+	}
+	if k := outcome.Classify(err); k != outcome.Config {
+		t.Errorf("class = %v, want config", k)
+	}
+}
+
+func TestParseType(t *testing.T) {
+	tests := []struct {
+		in, old, current string
+	}{
+		{"Int8", "Int8", "Int8"},
+		{"UInt64", "UInt64", "UInt64"},
+		{"Float32", "Float32", "Float32"},
+		{"Decimal(18,2)", "Decimal(18, 2)", "Decimal(18, 2)"},
+		{"Bool", "UInt8", "Bool"},
+		{"Nullable(Bool)", "Nullable(UInt8)", "Nullable(Bool)"},
+		{"Date", "Date", "Date"},
+		{"DateTime", "DateTime", "DateTime"},
+		{"DateTime('UTC')", "DateTime('UTC')", "DateTime('UTC')"},
+		{"DateTime64(6, 'Europe/Paris')", "DateTime64(6, 'Europe/Paris')", "DateTime64(6, 'Europe/Paris')"},
+		{"Nullable(DateTime64(3))", "Nullable(DateTime64(3))", "Nullable(DateTime64(3))"},
+		{"UUID", "UUID", "UUID"},
+		{" Nullable( String ) ", "Nullable(String)", "Nullable(String)"},
+	}
+	for _, tt := range tests {
+		ct, err := parseType(tt.in)
+		if err != nil {
+			t.Errorf("parseType(%q): %v", tt.in, err)
+			continue
+		}
+		if got := ct.ddl(capsFor(18, 16)); got != tt.old {
+			t.Errorf("%q on 18.16 = %q, want %q", tt.in, got, tt.old)
+		}
+		if got := ct.ddl(capsFor(25, 8)); got != tt.current {
+			t.Errorf("%q on 25.8 = %q, want %q", tt.in, got, tt.current)
+		}
+		if !ct.sameType(tt.old) || !ct.sameType(tt.current) {
+			t.Errorf("%q: sameType refuses its own rendering", tt.in)
+		}
+	}
+	for _, bad := range []string{"Nullable(Nullable(Int8))", "Decimal(0, 0)", "Decimal(77, 1)", "DateTime64(10)", "DateTime64(3, UTC)",
+		"DateTime('')", "Int", "LowCardinality(String)", "Array(Int8)", "string"} {
+		if _, err := parseType(bad); err == nil {
+			t.Errorf("parseType(%q) accepted", bad)
+		}
+	}
+	if caps := capsFor(20, 1); !caps.dateTime64 || caps.boolType {
+		t.Errorf("capsFor(20.1) = %+v", caps)
+	}
+	if caps := capsFor(19, 17); caps.dateTime64 {
+		t.Errorf("capsFor(19.17) = %+v", caps)
+	}
+}

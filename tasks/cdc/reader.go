@@ -1,0 +1,557 @@
+package cdc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"github.com/amazon-ion/ion-go/ion"
+)
+
+// ivm is the binary Ion version marker that starts every binary stream;
+// Kestra 2.x writes one before each row.
+var ivm = []byte{0xE0, 0x01, 0x00, 0xEA}
+
+const (
+	// segmentSize is the size at which the splitter cuts a segment.
+	segmentSize = 1 << 20
+	// maxBinarySegment bounds a binary segment that has no version marker to
+	// cut at (a single-stream file not written by Kestra); beyond it the file
+	// is decoded as one stream instead.
+	maxBinarySegment = 64 << 20
+)
+
+// errSequential asks for the one-stream decode.
+var errSequential = errors.New("decode the file as one stream")
+
+// segment is a run of whole top-level values of the batch file. A text
+// segment is whole lines; a binary segment starts with a version marker.
+type segment struct {
+	data      []byte
+	offset    int64 // byte offset of data in the file
+	firstLine int64 // text: 1-based line number of the first line
+	lines     int64 // text: number of lines
+}
+
+// lineOf returns the text line of the segment's local record rec when the
+// segment holds one record per line, else 0.
+func (s *segment) lineOf(rec, records int64) int64 {
+	if s.firstLine == 0 || records != s.lines || rec < 1 {
+		return 0
+	}
+	return s.firstLine + rec - 1
+}
+
+type segResult struct {
+	rows []row // local record numbers (1-based within the segment)
+	n    int64 // records decoded, including the failing one
+	err  error // *RecordError with local record numbers, or nil
+}
+
+// decodeFile decodes and validates the batch file at path into the latest
+// row per key. Text Ion (Kestra 1.x, one value per line) is cut into
+// segments of whole lines and binary Ion (Kestra 2.x, a version marker
+// before each row) into segments that start at a version marker; workers
+// decode segments concurrently and the caller's goroutine merges their rows
+// in file order, so record numbers and the first refusal are the same as a
+// one-stream decode gives. Input that cannot be cut that way (a binary
+// stream with one symbol table, values spanning lines) is decoded as one
+// stream.
+func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*batch, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open batch file: %w", err)
+	}
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	f.Close()
+	binary := n == 4 && bytes.Equal(head, ivm)
+
+	b, perr := decodeSegments(ctx, path, m, workers, binary)
+	if perr == nil {
+		return b, nil
+	}
+	fallback := errors.Is(perr, errSequential)
+	if !fallback && !(errors.Is(perr, ErrMalformed) && !binary) {
+		return nil, perr
+	}
+	// Text that failed to parse line by line may still be valid Ion whose
+	// values span lines; binary without markers to cut at is one stream.
+	b, serr := decodeStream(ctx, path, m)
+	if serr == nil || fallback || !errors.Is(serr, ErrMalformed) {
+		return b, serr
+	}
+	return nil, perr // both failed to parse: the line-located error reads better
+}
+
+// decodeSegments runs the splitter, the workers and the in-order merge.
+func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, binary bool) (*batch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open batch file: %w", err)
+	}
+	defer f.Close()
+
+	type job struct {
+		seg *segment
+		out chan segResult
+	}
+	jobs := make(chan job)
+	order := make(chan job, 2*workers)
+	splitErr := make(chan error, 1)
+	go func() {
+		defer close(order)
+		defer close(jobs)
+		emit := func(s *segment) error {
+			j := job{seg: s, out: make(chan segResult, 1)}
+			select {
+			case order <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return nil
+		}
+		if binary {
+			splitErr <- splitBinary(f, emit)
+		} else {
+			splitErr <- splitText(f, emit)
+		}
+	}()
+	for range workers {
+		go func() {
+			d := newRecordDecoder(m)
+			for j := range jobs {
+				j.out <- decodeSegment(d, j.seg)
+			}
+		}()
+	}
+	defer func() {
+		cancel()
+		for j := range order { // unblock and drain the splitter
+			_ = j
+		}
+	}()
+
+	b := newBatch(m)
+	var base int64
+	for j := range order {
+		var res segResult
+		select {
+		case res = <-j.out:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if res.err != nil && !binary {
+			// Locate the failure by line: decode the segment line by line.
+			res = decodeLines(newRecordDecoder(m), j.seg)
+		}
+		for i := range res.rows {
+			r := res.rows[i]
+			local := r.rec
+			r.rec += base
+			if err := b.add(r); err != nil {
+				var re *RecordError
+				if errors.As(err, &re) && !binary {
+					re.Line = j.seg.lineOf(local, res.n)
+				}
+				return nil, err
+			}
+		}
+		if res.err != nil {
+			var re *RecordError
+			if errors.As(res.err, &re) && re.Record > 0 {
+				re.Record += base
+			}
+			return nil, res.err
+		}
+		base += res.n
+	}
+	if err := <-splitErr; err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// decodeSegment decodes a segment as one stream.
+func decodeSegment(d *recordDecoder, s *segment) segResult {
+	r := ion.NewReaderBytes(s.data)
+	var res segResult
+	for r.Next() {
+		if isVersionSymbol(r) {
+			continue
+		}
+		res.n++
+		row, err := d.decode(r, res.n)
+		if err != nil {
+			res.err = locate(err, s.offset)
+			return res
+		}
+		res.rows = append(res.rows, row)
+	}
+	if err := r.Err(); err != nil {
+		res.n++
+		res.err = &RecordError{Record: res.n, Offset: ionOffset(err, s.offset), Err: malformedValue(adjustOffset(err, s.offset))}
+	}
+	return res
+}
+
+// decodeLines decodes a text segment line by line, which pins a truncated
+// or garbled record to its line (a stream parse reads a truncated line into
+// the next ones).
+func decodeLines(d *recordDecoder, s *segment) segResult {
+	var res segResult
+	data := s.data
+	var off int64
+	line := s.firstLine
+	for len(data) > 0 {
+		end := bytes.IndexByte(data, '\n')
+		var text []byte
+		if end < 0 {
+			text, data = data, nil
+		} else {
+			text, data = data[:end], data[end+1:]
+		}
+		start := off
+		off += int64(len(text)) + 1
+		lineNo := line
+		line++
+		if len(bytes.TrimSpace(text)) == 0 {
+			continue
+		}
+		r := ion.NewReaderBytes(text)
+		for r.Next() {
+			if isVersionSymbol(r) {
+				continue
+			}
+			res.n++
+			row, err := d.decode(r, res.n)
+			if err != nil {
+				var re *RecordError
+				if errors.As(err, &re) {
+					re.Line = lineNo
+				}
+				res.err = locate(err, s.offset+start)
+				return res
+			}
+			res.rows = append(res.rows, row)
+		}
+		if err := r.Err(); err != nil {
+			res.n++
+			abs := s.offset + start
+			res.err = &RecordError{Record: res.n, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
+			return res
+		}
+	}
+	return res
+}
+
+// decodeStream decodes the whole file as one Ion stream, sequentially.
+func decodeStream(ctx context.Context, path string, m *Mapping) (*batch, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open batch file: %w", err)
+	}
+	defer f.Close()
+	r := ion.NewReader(bufio.NewReaderSize(f, 1<<20))
+	d := newRecordDecoder(m)
+	b := newBatch(m)
+	var rec int64
+	for r.Next() {
+		if isVersionSymbol(r) {
+			continue
+		}
+		rec++
+		if rec%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		row, err := d.decode(r, rec)
+		if err != nil {
+			return nil, locate(err, 0)
+		}
+		if err := b.add(row); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, &RecordError{Record: rec + 1, Offset: ionOffset(err, 0), Err: malformedValue(err)}
+	}
+	return b, nil
+}
+
+// isVersionSymbol reports a top-level $ion_1_0 in text, which ion-go
+// returns as a symbol although it is the Ion version marker.
+func isVersionSymbol(r ion.Reader) bool {
+	if r.Type() != ion.SymbolType || r.IsNull() {
+		return false
+	}
+	if as, _ := r.Annotations(); len(as) > 0 {
+		return false
+	}
+	s, err := r.SymbolValue()
+	return err == nil && s != nil && s.Text != nil && *s.Text == "$ion_1_0"
+}
+
+// locate turns the relative offset of a malformed-Ion error into a file offset.
+func locate(err error, base int64) error {
+	var re *RecordError
+	if errors.As(err, &re) && errors.Is(err, ErrMalformed) && re.Offset < 0 {
+		if off := ionOffset(re.Err, base); off >= 0 {
+			re.Offset = off
+			if ie := ionError(re.Err); ie != nil {
+				re.Err = malformedValue(adjustOffset(ie, base))
+			}
+		}
+	}
+	return err
+}
+
+// ionError returns the ion-go error that carries an offset in err's chain.
+func ionError(err error) error {
+	for e := err; e != nil; {
+		switch e.(type) {
+		case *ion.SyntaxError, *ion.UnexpectedEOFError, *ion.UnsupportedVersionError,
+			*ion.InvalidTagByteError, *ion.UnexpectedRuneError, *ion.UnexpectedTokenError:
+			return e
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				if found := ionError(x); found != nil {
+					return found
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// ionOffset returns base plus the offset an ion-go error reports, or -1.
+func ionOffset(err error, base int64) int64 {
+	var (
+		se *ion.SyntaxError
+		ee *ion.UnexpectedEOFError
+		ve *ion.UnsupportedVersionError
+		te *ion.InvalidTagByteError
+		re *ion.UnexpectedRuneError
+		ke *ion.UnexpectedTokenError
+	)
+	switch {
+	case errors.As(err, &se):
+		return base + int64(se.Offset)
+	case errors.As(err, &ee):
+		return base + int64(ee.Offset)
+	case errors.As(err, &ve):
+		return base + int64(ve.Offset)
+	case errors.As(err, &te):
+		return base + int64(te.Offset)
+	case errors.As(err, &re):
+		return base + int64(re.Offset)
+	case errors.As(err, &ke):
+		return base + int64(ke.Offset)
+	}
+	return -1
+}
+
+// adjustOffset returns a copy of an ion-go error with its offset made
+// relative to the file, so its message names the file offset.
+func adjustOffset(err error, base int64) error {
+	if base == 0 {
+		return err
+	}
+	b := uint64(base)
+	switch e := err.(type) {
+	case *ion.SyntaxError:
+		return &ion.SyntaxError{Msg: e.Msg, Offset: e.Offset + b}
+	case *ion.UnexpectedEOFError:
+		return &ion.UnexpectedEOFError{Offset: e.Offset + b}
+	case *ion.UnsupportedVersionError:
+		return &ion.UnsupportedVersionError{Major: e.Major, Minor: e.Minor, Offset: e.Offset + b}
+	case *ion.InvalidTagByteError:
+		return &ion.InvalidTagByteError{Byte: e.Byte, Offset: e.Offset + b}
+	case *ion.UnexpectedRuneError:
+		return &ion.UnexpectedRuneError{Rune: e.Rune, Offset: e.Offset + b}
+	case *ion.UnexpectedTokenError:
+		return &ion.UnexpectedTokenError{Token: e.Token, Offset: e.Offset + b}
+	}
+	return err
+}
+
+// splitText cuts the file into segments of whole lines of about segmentSize.
+func splitText(f io.Reader, emit func(*segment) error) error {
+	var carry []byte
+	var offset int64
+	line := int64(1)
+	for {
+		buf := make([]byte, len(carry), len(carry)+segmentSize)
+		copy(buf, carry)
+		n, err := io.ReadFull(f, buf[len(carry):cap(buf)])
+		buf = buf[:len(carry)+n]
+		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !eof {
+			return fmt.Errorf("read batch file: %w", err)
+		}
+		cut := len(buf)
+		if !eof {
+			cut = bytes.LastIndexByte(buf, '\n') + 1
+			if cut == 0 { // one line longer than the buffer: read on
+				carry = buf
+				continue
+			}
+		}
+		if cut > 0 {
+			s := &segment{data: buf[:cut], offset: offset, firstLine: line}
+			s.lines = int64(bytes.Count(s.data, []byte{'\n'}))
+			if s.data[len(s.data)-1] != '\n' {
+				s.lines++
+			}
+			line += s.lines
+			offset += int64(cut)
+			if err := emit(s); err != nil {
+				return err
+			}
+		}
+		if eof {
+			return nil
+		}
+		carry = append([]byte(nil), buf[cut:]...)
+	}
+}
+
+// splitBinary cuts a binary Ion file into segments that each start with a
+// version marker, so every segment carries its own symbol tables. A
+// truncated or invalid value ends framing: the rest of the file becomes the
+// last segment and the decoder reports the fault with its offset.
+func splitBinary(f io.Reader, emit func(*segment) error) error {
+	br := bufio.NewReaderSize(f, 1<<20)
+	var seg []byte
+	var offset int64
+	flush := func() error {
+		if len(seg) == 0 {
+			return nil
+		}
+		s := &segment{data: seg, offset: offset}
+		offset += int64(len(seg))
+		seg = nil
+		return emit(s)
+	}
+	for {
+		head, err := br.Peek(1)
+		if len(head) == 0 {
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read batch file: %w", err)
+			}
+			return flush()
+		}
+		n, ok := binaryValueLen(br)
+		if !ok {
+			// Unframeable: hand the rest to the decoder, which reports where.
+			rest, err := io.ReadAll(br)
+			if err != nil {
+				return fmt.Errorf("read batch file: %w", err)
+			}
+			seg = append(seg, rest...)
+			return flush()
+		}
+		isIVM := n == 4 && head[0] == 0xE0
+		if isIVM && len(seg) >= segmentSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if !isIVM && len(seg) >= maxBinarySegment {
+			return errSequential
+		}
+		start := len(seg)
+		seg = append(seg, make([]byte, n)...)
+		if got, err := io.ReadFull(br, seg[start:]); err != nil {
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("read batch file: %w", err)
+			}
+			seg = seg[:start+got] // truncated: the decoder reports where
+			return flush()
+		}
+	}
+}
+
+// binaryValueLen peeks at the top-level binary Ion value (or version
+// marker) at the reader's position and returns its length in bytes; ok is
+// false when the value is invalid or extends past the end of the file.
+func binaryValueLen(br *bufio.Reader) (int, bool) {
+	head, _ := br.Peek(16)
+	if len(head) == 0 {
+		return 0, false
+	}
+	c := head[0]
+	if c == 0xE0 {
+		if len(head) >= 4 && bytes.Equal(head[:4], ivm) {
+			return 4, true
+		}
+		return 0, false
+	}
+	t, l := c>>4, int(c&0x0F)
+	hdr := 1
+	var length int
+	switch {
+	case t == 0xF:
+		return 0, false
+	case t == 0x1 || l == 0x0F: // bool, or a typed null
+		length = 0
+	case t == 0xD && l == 1, l == 0x0E: // sorted struct, or VarUInt length
+		v, n, ok := varUint(head[1:])
+		if !ok {
+			return 0, false
+		}
+		length, hdr = v, 1+n
+	default:
+		length = l
+	}
+	total := hdr + length
+	if total <= 0 || total > 1<<30 {
+		return 0, false
+	}
+	if avail, _ := br.Peek(total); len(avail) < total {
+		// bufio cannot peek past its buffer: check the size another way.
+		if total <= br.Size() {
+			return 0, false
+		}
+		return total, true
+	}
+	return total, true
+}
+
+// varUint decodes a binary Ion VarUInt (7 bits a byte, high bit ends it).
+func varUint(b []byte) (int, int, bool) {
+	v := 0
+	for i := 0; i < len(b) && i < 5; i++ {
+		v = v<<7 | int(b[i]&0x7F)
+		if b[i]&0x80 != 0 {
+			return v, i + 1, true
+		}
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,386 @@
+package cdc
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// value is one canonical column value: the form the batch, the target read
+// and the read-back are compared in. Its meaning depends on the column's
+// kind (see kind); null is set only in Nullable columns.
+type value struct {
+	n    uint64
+	s    string
+	null bool
+}
+
+func (v value) equal(o value) bool { return v.null == o.null && v.n == o.n && v.s == o.s }
+
+// canonicalNaN is the one NaN bit pattern values carry, so that a NaN
+// compares equal to itself (Python's == says NaN != NaN; see doc.go).
+var canonicalNaN = math.Float64bits(math.NaN())
+
+func floatValue(f float64) value {
+	if math.IsNaN(f) {
+		return value{n: canonicalNaN}
+	}
+	return value{n: math.Float64bits(f)}
+}
+
+// row is one captured change, canonical: the latest event of a key, the
+// target's current row, or the read-back.
+type row struct {
+	key     string // canonical key bytes (encodeKey)
+	lsn     uint64
+	deleted bool
+	vals    []value // one per mapped column, in mapping order
+	rec     int64   // 1-based record number in the batch; 0 for rows read from ClickHouse
+}
+
+// samePayload reports whether two rows are the same version: the seed
+// compares the whole row dict, LSN and delete flag included.
+func samePayload(a, b *row) bool {
+	if a.lsn != b.lsn || a.deleted != b.deleted || len(a.vals) != len(b.vals) {
+		return false
+	}
+	for i := range a.vals {
+		if !a.vals[i].equal(b.vals[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hashRow hashes the payload (for equal-LSN checks against versions that
+// are no longer held in full).
+func hashRow(seed maphash.Seed, r *row) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var b [9]byte
+	binary.LittleEndian.PutUint64(b[:8], r.lsn)
+	if r.deleted {
+		b[8] = 1
+	}
+	h.Write(b[:])
+	for _, v := range r.vals {
+		binary.LittleEndian.PutUint64(b[:8], v.n)
+		b[8] = 0
+		if v.null {
+			b[8] = 1
+		}
+		h.Write(b[:])
+		binary.LittleEndian.PutUint64(b[:8], uint64(len(v.s)))
+		h.Write(b[:8])
+		h.WriteString(v.s)
+	}
+	return h.Sum64()
+}
+
+// encodeKey appends the canonical bytes of the key values: 8 bytes per
+// fixed-width value, a length-prefixed string otherwise.
+func encodeKey(dst []byte, m *Mapping, vals []value) []byte {
+	for _, i := range m.keyIdx {
+		v := vals[i]
+		switch m.cols[i].typ.kind {
+		case kindString, kindDecimal, kindUUID:
+			dst = binary.AppendUvarint(dst, uint64(len(v.s)))
+			dst = append(dst, v.s...)
+		default:
+			dst = binary.BigEndian.AppendUint64(dst, v.n)
+		}
+	}
+	return dst
+}
+
+// compareKeys orders rows by key the way the seed's sorted() orders ids:
+// numbers numerically, strings by code point (= byte order), column by column.
+func compareKeys(m *Mapping, a, b *row) int {
+	for _, i := range m.keyIdx {
+		if c := compareValue(m.cols[i].typ, a.vals[i], b.vals[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func compareValue(t colType, a, b value) int {
+	switch t.kind {
+	case kindInt, kindDate, kindDateTime, kindDateTime64:
+		return cmpOrdered(int64(a.n), int64(b.n))
+	case kindUint, kindBool:
+		return cmpOrdered(a.n, b.n)
+	case kindDecimal:
+		x, _ := new(big.Int).SetString(a.s, 10)
+		y, _ := new(big.Int).SetString(b.s, 10)
+		if x == nil || y == nil {
+			return strings.Compare(a.s, b.s)
+		}
+		return x.Cmp(y)
+	default:
+		return strings.Compare(a.s, b.s)
+	}
+}
+
+func cmpOrdered[T int64 | uint64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// renderKey renders a row's key for messages: "id=42" or "a=1, b=x".
+func renderKey(m *Mapping, vals []value) string {
+	var b []byte
+	for n, i := range m.keyIdx {
+		if n > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, m.cols[i].name...)
+		b = append(b, '=')
+		b = appendJSONValue(b, m.cols[i].typ, vals[i])
+	}
+	return string(b)
+}
+
+// appendJSONRow appends the row as the seed's json.dumps(row,
+// ensure_ascii=False) writes it: the mapped columns in mapping order, then
+// the version and deleted columns; separators ", " and ": ".
+func appendJSONRow(dst []byte, m *Mapping, r *row) []byte {
+	dst = append(dst, '{')
+	for i := range m.cols {
+		dst = appendPyString(dst, m.cols[i].name)
+		dst = append(dst, ": "...)
+		dst = appendJSONValue(dst, m.cols[i].typ, r.vals[i])
+		dst = append(dst, ", "...)
+	}
+	dst = appendPyString(dst, m.Target.VersionColumn)
+	dst = append(dst, ": "...)
+	dst = strconv.AppendUint(dst, r.lsn, 10)
+	dst = append(dst, ", "...)
+	dst = appendPyString(dst, m.Target.DeletedColumn)
+	if r.deleted {
+		dst = append(dst, ": 1}"...)
+	} else {
+		dst = append(dst, ": 0}"...)
+	}
+	return dst
+}
+
+// appendJSONValue renders one value: integers as numbers, floats as
+// Python's repr (NaN, Infinity), decimals as numbers with the column's scale
+// (12.50), strings as JSON strings, Bool as true/false, Date as
+// "2024-01-15", DateTime/DateTime64 as RFC 3339 in UTC with the column's
+// precision, UUID as its canonical string, null as null.
+func appendJSONValue(dst []byte, t colType, v value) []byte {
+	if v.null {
+		return append(dst, "null"...)
+	}
+	switch t.kind {
+	case kindInt:
+		return strconv.AppendInt(dst, int64(v.n), 10)
+	case kindUint:
+		return strconv.AppendUint(dst, v.n, 10)
+	case kindFloat32, kindFloat64:
+		return appendPyFloat(dst, math.Float64frombits(v.n))
+	case kindDecimal:
+		return appendDecimal(dst, v.s, t.scale)
+	case kindString:
+		return appendPyString(dst, v.s)
+	case kindBool:
+		if v.n != 0 {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case kindDate:
+		dst = append(dst, '"')
+		dst = time.Unix(int64(v.n)*86400, 0).UTC().AppendFormat(dst, "2006-01-02")
+		return append(dst, '"')
+	case kindDateTime:
+		dst = append(dst, '"')
+		dst = time.Unix(int64(v.n), 0).UTC().AppendFormat(dst, "2006-01-02T15:04:05Z")
+		return append(dst, '"')
+	case kindDateTime64:
+		dst = append(dst, '"')
+		dst = appendTicks(dst, int64(v.n), t)
+		return append(dst, '"')
+	case kindUUID:
+		var u uuid.UUID
+		copy(u[:], v.s)
+		dst = append(dst, '"')
+		dst = append(dst, u.String()...)
+		return append(dst, '"')
+	}
+	return append(dst, "null"...)
+}
+
+// ticksTime converts DateTime64 ticks to a time.Time in UTC.
+func ticksTime(ticks int64, t colType) time.Time {
+	per := t.ticksPerSecond()
+	sec, frac := ticks/per, ticks%per
+	if frac < 0 {
+		sec--
+		frac += per
+	}
+	return time.Unix(sec, frac*(1_000_000_000/per)).UTC()
+}
+
+func appendTicks(dst []byte, ticks int64, t colType) []byte {
+	tm := ticksTime(ticks, t)
+	dst = tm.AppendFormat(dst, "2006-01-02T15:04:05")
+	if t.prec > 0 {
+		per := t.ticksPerSecond()
+		frac := ticks % per
+		if frac < 0 {
+			frac += per
+		}
+		s := strconv.FormatInt(frac, 10)
+		dst = append(dst, '.')
+		for range t.prec - len(s) {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, s...)
+	}
+	return append(dst, 'Z')
+}
+
+// appendDecimal renders an unscaled integer text at scale as a decimal number.
+func appendDecimal(dst []byte, unscaled string, scale int) []byte {
+	neg := strings.HasPrefix(unscaled, "-")
+	digits := strings.TrimPrefix(unscaled, "-")
+	if neg {
+		dst = append(dst, '-')
+	}
+	if scale == 0 {
+		return append(dst, digits...)
+	}
+	for len(digits) <= scale {
+		digits = "0" + digits
+	}
+	dst = append(dst, digits[:len(digits)-scale]...)
+	dst = append(dst, '.')
+	return append(dst, digits[len(digits)-scale:]...)
+}
+
+// appendPyString appends s as Python's json.dumps(s, ensure_ascii=False):
+// '"', '\\', \n, \r, \t, \b, \f escaped by name, other C0 controls as
+// \u00XX, everything else (DEL, U+2028 included) as UTF-8. Bytes that are
+// not UTF-8 become U+FFFD (Python strings cannot hold them).
+func appendPyString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"':
+				dst = append(dst, '\\', '"')
+			case '\\':
+				dst = append(dst, '\\', '\\')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				if c < 0x20 {
+					dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+				} else {
+					dst = append(dst, c)
+				}
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, "\uFFFD"...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// appendPyFloat appends f as Python's json.dumps does (float.__repr__):
+// the shortest round-trip digits, fixed notation for exponents -4..15 with
+// ".0" for whole numbers, else d.ddde+XX; NaN, Infinity and -Infinity.
+func appendPyFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, "NaN"...)
+	case math.IsInf(f, 1):
+		return append(dst, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(dst, "-Infinity"...)
+	}
+	if f == 0 {
+		if math.Signbit(f) {
+			return append(dst, "-0.0"...)
+		}
+		return append(dst, "0.0"...)
+	}
+	// Shortest digits and decimal exponent.
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	neg := e[0] == '-'
+	if neg {
+		e = e[1:]
+	}
+	mant, expStr, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expStr)
+	digits := strings.Replace(mant, ".", "", 1)
+	if neg {
+		dst = append(dst, '-')
+	}
+	if exp >= -4 && exp < 16 {
+		if exp >= 0 {
+			if len(digits) <= exp+1 {
+				dst = append(dst, digits...)
+				for range exp + 1 - len(digits) {
+					dst = append(dst, '0')
+				}
+				return append(dst, ".0"...)
+			}
+			dst = append(dst, digits[:exp+1]...)
+			dst = append(dst, '.')
+			return append(dst, digits[exp+1:]...)
+		}
+		dst = append(dst, "0."...)
+		for range -exp - 1 {
+			dst = append(dst, '0')
+		}
+		return append(dst, digits...)
+	}
+	dst = append(dst, digits[0])
+	if len(digits) > 1 {
+		dst = append(dst, '.')
+		dst = append(dst, digits[1:]...)
+	}
+	dst = append(dst, 'e')
+	if exp < 0 {
+		dst = append(dst, '-')
+		exp = -exp
+	} else {
+		dst = append(dst, '+')
+	}
+	if exp < 10 {
+		dst = append(dst, '0')
+	}
+	return strconv.AppendInt(dst, int64(exp), 10)
+}
