@@ -199,8 +199,10 @@ type rec struct {
 	Value     []byte
 }
 
-func kv(p int32, key, value string) rec { return rec{Partition: p, Key: []byte(key), Value: []byte(value)} }
-func tomb(p int32, key string) rec     { return rec{Partition: p, Key: []byte(key)} }
+func kv(p int32, key, value string) rec {
+	return rec{Partition: p, Key: []byte(key), Value: []byte(value)}
+}
+func tomb(p int32, key string) rec { return rec{Partition: p, Key: []byte(key)} }
 
 // produce writes records synchronously, in order, and returns their offsets.
 func produce(t testing.TB, cl *kgo.Client, topic string, recs ...rec) []int64 {

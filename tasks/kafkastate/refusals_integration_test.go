@@ -53,8 +53,10 @@ func TestStateRefusals(t *testing.T) {
 				e.exec(t, `UPDATE kafka_state.positions SET cluster_id = 'another-cluster' WHERE topic = $1`, e.topic)
 				return e.config(), hooks{}
 			},
-			want:  ErrIDsChanged,
-			parts: func(e *env) []string { return []string{e.topic, "another-cluster", "rebuild into an empty destination"} },
+			want: ErrIDsChanged,
+			parts: func(e *env) []string {
+				return []string{e.topic, "another-cluster", "rebuild into an empty destination"}
+			},
 		},
 		{
 			name: "topic id changed",
@@ -97,7 +99,7 @@ func TestStateRefusals(t *testing.T) {
 			prepare: func(t *testing.T, e *env) (Config, hooks) {
 				produce(t, e.kcl, e.topic, kv(0, "x", `1`), kv(0, "y", `2`), kv(0, "z", `3`))
 				setTopicConfig(t, e, "cleanup.policy", "compact,delete") // DeleteRecords needs "delete"
-				deleteRecordsBefore(t, e, 0, 3) // log start of partition 0 moves to 3; saved is 1
+				deleteRecordsBefore(t, e, 0, 3)                          // log start of partition 0 moves to 3; saved is 1
 				return e.config(), hooks{}
 			},
 			want:  ErrOffsetOutOfRange,
@@ -138,8 +140,10 @@ func TestStateRefusals(t *testing.T) {
 				produce(t, e.kcl, e.topic, kv(1, "a", `2`)) // "a" is stored at partition 0 offset 0
 				return e.config(), hooks{}
 			},
-			want:  ErrKeyMovedPartitions,
-			parts: func(e *env) []string { return []string{e.topic, `key "a"`, "partition 1 offset 1", "stored in kafka_state.records at partition 0 offset 0"} },
+			want: ErrKeyMovedPartitions,
+			parts: func(e *env) []string {
+				return []string{e.topic, `key "a"`, "partition 1 offset 1", "stored in kafka_state.records at partition 0 offset 0"}
+			},
 		},
 		{
 			name: "topic deleted during the batch",
