@@ -1,6 +1,14 @@
 package main
 
-import "errors"
+import (
+	"path/filepath"
+	"time"
+
+	// Time zone data for DateTime64 columns when the image has no zoneinfo.
+	_ "time/tzdata"
+
+	"github.com/changesink/changesink/tasks/cdc"
+)
 
 // cdcCmd groups the cdc commands (owned by tasks/cdc).
 type cdcCmd struct {
@@ -8,8 +16,72 @@ type cdcCmd struct {
 	Apply cdcApplyCmd `cmd:"" help:"Apply one Debezium Ion batch to ClickHouse, then read it back and verify."`
 }
 
-type cdcSetupCmd struct{}
-type cdcApplyCmd struct{}
+// cdcConn is the ClickHouse connection and the mapping, shared by both commands.
+type cdcConn struct {
+	Mapping  string        `name:"mapping" env:"CDC_MAPPING" required:"" help:"Path of the table mapping YAML (relative to the working directory)."`
+	URL      string        `name:"clickhouse-url" env:"CLICKHOUSE_URL" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
+	Username string        `name:"clickhouse-username" env:"CLICKHOUSE_USERNAME" help:"ClickHouse user; overrides the DSN's."`
+	Password string        `name:"clickhouse-password" env:"CLICKHOUSE_PASSWORD" help:"ClickHouse password; overrides the DSN's. Never printed."`
+	Timeout  time.Duration `name:"clickhouse-timeout" env:"CDC_CLICKHOUSE_TIMEOUT" default:"2m" help:"Deadline of each ClickHouse call (connect, each query, the insert)."`
+}
 
-func (cdcSetupCmd) Run(*app) error { return errors.New("not implemented yet") }
-func (cdcApplyCmd) Run(*app) error { return errors.New("not implemented yet") }
+// config registers the secrets, loads the mapping and builds the task config.
+func (c *cdcConn) config(a *app) (cdc.Config, error) {
+	a.mask.Add(c.Password)
+	a.mask.AddDSN(c.URL)
+	m, err := cdc.LoadMapping(resolve(a, c.Mapping))
+	if err != nil {
+		return cdc.Config{}, err
+	}
+	return cdc.Config{
+		Mapping:    m,
+		ClickHouse: cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, Timeout: c.Timeout},
+		OutDir:     a.dir,
+	}, nil
+}
+
+// resolve makes a relative path relative to the working directory.
+func resolve(a *app, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(a.dir.Path, path)
+}
+
+type cdcSetupCmd struct {
+	cdcConn
+}
+
+func (c *cdcSetupCmd) Run(a *app) error {
+	cfg, err := c.config(a)
+	if err != nil {
+		return err
+	}
+	res, err := cdc.Setup(a.ctx, cfg)
+	if err != nil {
+		return err
+	}
+	a.log.Info(res.Summary())
+	return a.em.Report(res)
+}
+
+type cdcApplyCmd struct {
+	cdcConn
+	BatchFile string `name:"batch-file" env:"CDC_BATCH_FILE" default:"changes.ion" help:"The Debezium INLINE batch (text or binary Ion), relative to the working directory."`
+	Workers   int    `name:"workers" env:"CDC_WORKERS" default:"0" help:"Decoding workers (0 = one per CPU, at most 64)."`
+}
+
+func (c *cdcApplyCmd) Run(a *app) error {
+	cfg, err := c.config(a)
+	if err != nil {
+		return err
+	}
+	cfg.BatchFile = resolve(a, c.BatchFile)
+	cfg.Workers = c.Workers
+	res, err := cdc.Apply(a.ctx, cfg)
+	if err != nil {
+		return err
+	}
+	a.log.Info(res.Summary())
+	return a.em.Report(res)
+}
