@@ -25,9 +25,12 @@
 //     clickhouse-client doing its reads and insert) runs on the JSON lines
 //     that testdata/ion_to_jsonl.py derives from the text Ion (standing in for
 //     IonToJson) against ClickHouse database A; `changesink cdc apply` runs on
-//     the text file against database B and on the binary file against
-//     database C. The test compares expected.jsonl and pending.jsonl byte for
-//     byte, the outputs, the final FINAL rows and the outcome.
+//     the text file against database B (target made by `changesink cdc
+//     setup`) and on the binary file against database C (target made by the
+//     seed's DDL, then `cdc setup` over it). The test compares the schema,
+//     expected.jsonl and pending.jsonl byte for byte, the outputs, the FINAL
+//     rows after every batch, the live view, and the outcome (success, or a
+//     refusal that writes nothing anywhere).
 //
 // Where changesink deliberately differs from the seed, the scenario names
 // the difference (`differs: [name]`); the test checks that exactly the named

@@ -79,6 +79,10 @@ type kafkaDeleteRecords struct {
 type kafkaBatch struct {
 	MaxRecords  int `yaml:"max_records"`  // default 1000, as the seed flow
 	PollSeconds int `yaml:"poll_seconds"` // default 5 (the flow's is 10; only waits matter)
+	// Swap runs the seed on changesink's database and changesink on the
+	// seed's for this batch, so each continues from positions and records the
+	// other wrote (the databases stay comparable: both must still agree).
+	Swap bool `yaml:"swap"`
 	// HoldLock holds the seed's per-topic advisory transaction lock from a
 	// side connection (in each database) while the batch runs.
 	HoldLock bool `yaml:"hold_lock"`

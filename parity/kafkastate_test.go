@@ -183,22 +183,28 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 		"POLL_SECONDS":     strconv.Itoa(b.PollSeconds),
 		"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + p.brokers + `"}`,
 	}
-	dirA, dirB := t.TempDir(), t.TempDir()
-	envA, envB := merge(common, p.a.env), merge(common, p.b.env, map[string]string{"WORKING_DIR": dirB})
-	beforeA, beforeB := snapshotKafkaState(t, p.a, p.topic.name), snapshotKafkaState(t, p.b, p.topic.name)
+	// The seed writes database A and changesink database B, except in a
+	// swapped batch: then each continues from positions the other wrote.
+	seedDB, csDB := p.a, p.b
+	if b.Swap {
+		seedDB, csDB = p.b, p.a
+	}
+	dirS, dirC := t.TempDir(), t.TempDir()
+	envS, envC := merge(common, seedDB.env), merge(common, csDB.env, map[string]string{"WORKING_DIR": dirC})
+	beforeS, beforeC := snapshotKafkaState(t, seedDB, p.topic.name), snapshotKafkaState(t, csDB, p.topic.name)
 	var release []func()
 	if b.HoldLock {
 		release = append(release, holdTopicLock(t, p.a, p.topic.name), holdTopicLock(t, p.b, p.topic.name))
 	}
 	timeout := time.Duration(b.PollSeconds)*time.Second + 2*time.Minute
-	seed := runProc(t, timeout, dirA, baseEnv(envA), nil, p.python, filepath.Join(p.seeds, "reference", "kafka_state_materialize.py"))
-	cs := runProc(t, timeout, dirB, baseEnv(envB), nil, p.bin, "kafka-state", "materialize")
+	seed := runProc(t, timeout, dirS, baseEnv(envS), nil, p.python, filepath.Join(p.seeds, "reference", "kafka_state_materialize.py"))
+	cs := runProc(t, timeout, dirC, baseEnv(envC), nil, p.bin, "kafka-state", "materialize")
 	for _, r := range release {
 		r()
 	}
-	afterA, afterB := snapshotKafkaState(t, p.a, p.topic.name), snapshotKafkaState(t, p.b, p.topic.name)
-	t.Logf("batch %d: seed exit %d in %s, changesink exit %d in %s", n, seed.Code, seed.Elapsed.Round(time.Millisecond),
-		cs.Code, cs.Elapsed.Round(time.Millisecond))
+	afterS, afterC := snapshotKafkaState(t, seedDB, p.topic.name), snapshotKafkaState(t, csDB, p.topic.name)
+	t.Logf("batch %d: seed (database %s) exit %d in %s, changesink (database %s) exit %d in %s", n, seedDB.name, seed.Code,
+		seed.Elapsed.Round(time.Millisecond), csDB.name, cs.Code, cs.Elapsed.Round(time.Millisecond))
 
 	ok := true
 	fail := func(format string, args ...any) {
@@ -209,16 +215,16 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 		if seed.Code == 0 {
 			t.Fatalf("batch %d: the seed succeeded where the scenario expects %s; fix the scenario\nseed: %s", n, b.Expect, seed)
 		}
-		if afterA.Raw != beforeA.Raw {
-			fail("the seed's failed run changed database A:\nbefore %s\nafter  %s", beforeA.Raw, afterA.Raw)
+		if afterS.Raw != beforeS.Raw {
+			fail("the seed's failed run changed database %s:\nbefore %s\nafter  %s", seedDB.name, beforeS.Raw, afterS.Raw)
 		}
 		want := map[string]int{"refused": 1, "config": 2, "transient": 3}[b.Expect]
 		if cs.Code != want || cs.Outputs["error_class"] != b.Expect {
 			fail("changesink: exit %d, error_class %v; want exit %d, %s (seed failed too: %s)\nchangesink: %s",
 				cs.Code, cs.Outputs["error_class"], want, b.Expect, lastLine(seed.Stderr), cs)
 		}
-		if afterB.Raw != beforeB.Raw {
-			fail("changesink's failed run changed database B:\nbefore %s\nafter  %s", beforeB.Raw, afterB.Raw)
+		if afterC.Raw != beforeC.Raw {
+			fail("changesink's failed run changed database %s:\nbefore %s\nafter  %s", csDB.name, beforeC.Raw, afterC.Raw)
 		}
 		msg, _ := cs.Outputs["error"].(string)
 		for _, m := range b.ErrorMentions {
@@ -247,8 +253,8 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 	for _, d := range p.compareOutputs(t, "outputs", seed.Outputs, cs.Outputs, b.AnyOrder, observed) {
 		fail("%s", d)
 	}
-	repA, okA := readFileOr(filepath.Join(dirA, "batch-report.json"))
-	repB, okB := readFileOr(filepath.Join(dirB, "batch-report.json"))
+	repA, okA := readFileOr(filepath.Join(dirS, "batch-report.json"))
+	repB, okB := readFileOr(filepath.Join(dirC, "batch-report.json"))
 	switch {
 	case !okA || !okB:
 		fail("batch-report.json: seed %s, changesink %s", repA, repB)
@@ -266,12 +272,12 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 		}
 	}
 	if !b.AnyOrder {
-		for _, d := range p.compareState(t, afterA, afterB, true) {
+		for _, d := range p.compareState(t, afterS, afterC, true) {
 			fail("%s", d)
 		}
 		// The state change caused by the difference shows in the positions
 		// row as well; record it.
-		if afterA.HasPositions && afterB.HasPositions && !offsetsEqual(afterA.NextOffsets, afterB.NextOffsets) {
+		if afterS.HasPositions && afterC.HasPositions && !offsetsEqual(afterS.NextOffsets, afterC.NextOffsets) {
 			observed["next_offsets_past_marker"] = true
 		}
 	}
@@ -285,12 +291,14 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 			fail("difference %q occurred but the scenario does not name it for this batch", d)
 		}
 	}
-	// The seed flow's check_saved_positions, and changesink's verify.
-	if !seedPositionsValid(t, p.a, p.checkSQL, p.topic.name) {
-		fail("the seed flow's check_saved_positions says database A is inconsistent")
-	}
-	if v := runProc(t, time.Minute, t.TempDir(), baseEnv(merge(p.b.env, map[string]string{"TOPIC": p.topic.name})), nil, p.bin, "kafka-state", "verify"); v.Code != 0 {
-		fail("changesink kafka-state verify on database B: %s", v)
+	// The seed flow's check_saved_positions and changesink's verify, on both.
+	for _, db := range []*pgDatabase{p.a, p.b} {
+		if !seedPositionsValid(t, db, p.checkSQL, p.topic.name) {
+			fail("the seed flow's check_saved_positions says database %s is inconsistent", db.name)
+		}
+		if v := runProc(t, time.Minute, t.TempDir(), baseEnv(merge(db.env, map[string]string{"TOPIC": p.topic.name})), nil, p.bin, "kafka-state", "verify"); v.Code != 0 {
+			fail("changesink kafka-state verify on database %s: %s", db.name, v)
+		}
 	}
 	return ok
 }
