@@ -20,6 +20,10 @@ import (
 
 	"github.com/alecthomas/kong"
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/tasks/cdc"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 const (
@@ -83,22 +87,28 @@ var seedSecretEnv = map[string]string{
 	"CLICKHOUSE_PASSWORD": "CLICKHOUSE_PASSWORD",
 }
 
-// commandOutputs lists the outputs each command emits on success (plus
-// error_class and error, which every command emits on failure) and the output
-// files it writes into the working directory.
-//
-// TODO(kafka-state, cdc): replace these literal lists with the task packages'
-// exported lists (kafkastate.OutputNames, cdc.OutputNames) once they exist, so
-// a renamed output fails this test instead of a Kestra run.
+// commandOutputs ties each command to the result type its Run reports
+// (a.em.Report) and the output files it writes; the output names come from the
+// task packages themselves (Result.Outputs() keys, the exported file-name
+// constants), so a renamed output fails this test instead of a Kestra run.
 var commandOutputs = map[string]struct {
-	vars  []string
-	files []string
+	result kestra.Result
+	files  []string
 }{
-	"kafka-state setup":       {},
-	"kafka-state materialize": {vars: []string{"topic", "consumed", "tombstones", "next_offsets", "live_keys"}, files: []string{"batch-report.json"}},
-	"kafka-state verify":      {},
-	"cdc setup":               {},
-	"cdc apply":               {vars: []string{"events", "keys", "pending", "skipped", "deletes", "verified"}, files: []string{"expected.jsonl", "pending.jsonl"}},
+	"kafka-state setup":       {result: &kafkastate.SetupResult{}},
+	"kafka-state materialize": {result: &kafkastate.Result{}, files: []string{kafkastate.ReportFile}},
+	"kafka-state verify":      {result: &kafkastate.VerifyResult{}},
+	"cdc setup":               {result: &cdc.SetupResult{}},
+	"cdc apply":               {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
+}
+
+// outputNames returns the outputs a command emits on success.
+func outputNames(cmd string) []string {
+	o, ok := commandOutputs[cmd]
+	if !ok || o.result == nil {
+		return nil
+	}
+	return sortedKeys(o.result.Outputs())
 }
 
 // failureOutputs are emitted by main.fail on every failed command.
@@ -304,6 +314,11 @@ func TestFlowsKeepSeed(t *testing.T) {
 
 func TestFlowsRunRealCommands(t *testing.T) {
 	commands := cliCommands(t)
+	for name := range commands {
+		if _, ok := commandOutputs[name]; !ok && name != "version" && name != "help" {
+			t.Errorf("command %q has no entry in commandOutputs; add the result type it reports", name)
+		}
+	}
 	globals := map[string]bool{"WORKING_DIR": true, "CHANGESINK_LOG_LEVEL": true}
 	for env := range globals {
 		if !commands["version"].envs[env] {
@@ -394,8 +409,8 @@ func TestFlowsRunRealCommands(t *testing.T) {
 				cmd := changesinkCommand(t, task)
 				switch ref.kind {
 				case "vars":
-					if !slices.Contains(commandOutputs[cmd].vars, ref.name) && !slices.Contains(failureOutputs, ref.name) {
-						t.Errorf("%s: `changesink %s` emits no output %q (it emits %v)", ref.expr, cmd, ref.name, commandOutputs[cmd].vars)
+					if !slices.Contains(outputNames(cmd), ref.name) && !slices.Contains(failureOutputs, ref.name) {
+						t.Errorf("%s: `changesink %s` emits no output %q (it emits %v)", ref.expr, cmd, ref.name, outputNames(cmd))
 					}
 				case "outputFiles":
 					files, _ := task["outputFiles"].([]any)
@@ -557,8 +572,12 @@ func checkInlineMapping(t *testing.T, text, database string) {
 	if !reflect.DeepEqual(inline, shipped) {
 		t.Errorf("the inline mapping differs from %s\n got: %v\nwant: %v", path, inline, shipped)
 	}
-	if !strings.Contains(text, database) {
-		t.Errorf("the inline mapping does not name the source database %q (variables.postgres_database)", database)
+	m, err := cdc.ParseMapping("inline orders_mapping", []byte(text))
+	if err != nil {
+		t.Fatalf("the inline mapping is refused by changesink: %v", err)
+	}
+	if m.Source.Database != database {
+		t.Errorf("the inline mapping's source database is %q, want variables.postgres_database %q (the seed's prepare_batch check)", m.Source.Database, database)
 	}
 }
 
