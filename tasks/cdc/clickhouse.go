@@ -182,14 +182,14 @@ func (t *target) checkSchema(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	name := qualified(m.Target.Database, m.Target.Table)
-	var engine string
+	var engine, engineFull, sortingKey string
 	rows, err := t.conn.Query(cctx, tableSQL, m.Target.Database, m.Target.Table)
 	if err != nil {
 		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
 	}
 	found := false
 	for rows.Next() {
-		if err := rows.Scan(&engine); err != nil {
+		if err := rows.Scan(&engine, &engineFull, &sortingKey); err != nil {
 			rows.Close()
 			return classify(fmt.Errorf("read the engine of %s: %w", name, err))
 		}
@@ -204,6 +204,12 @@ func (t *target) checkSchema(ctx context.Context) error {
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
+	}
+	if v := engineVersion(engineFull); v != m.Target.VersionColumn {
+		return outcome.Configure(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
+	}
+	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
+		return outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
 	}
 	types := map[string]string{}
 	rows, err = t.conn.Query(cctx, columnsSQL, m.Target.Database, m.Target.Table)
@@ -249,6 +255,39 @@ func (t *target) checkSchema(ctx context.Context) error {
 		return mismatch(m.Target.DeletedColumn, "UInt8", got)
 	}
 	return nil
+}
+
+// engineVersion returns the version column of a ReplacingMergeTree's
+// engine_full ("ReplacingMergeTree(_cdc_lsn) ORDER BY ..."): the last
+// engine argument, unquoted.
+func engineVersion(full string) string {
+	open := strings.IndexByte(full, '(')
+	if open < 0 {
+		return ""
+	}
+	depth, end := 0, -1
+	for i := open; i < len(full) && end < 0; i++ {
+		switch full[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				end = i
+			}
+		}
+	}
+	if end < 0 {
+		return ""
+	}
+	args := strings.Split(full[open+1:end], ",")
+	return strings.Trim(strings.TrimSpace(args[len(args)-1]), "`\"")
+}
+
+// normKey normalises a sorting key for comparison: no spaces, quotes or
+// parentheses.
+func normKey(s string) string {
+	return strings.NewReplacer(" ", "", "`", "", "\"", "", "(", "", ")", "").Replace(s)
 }
 
 // keysTableFor builds the external table holding the keys of rows.

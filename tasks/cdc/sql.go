@@ -135,5 +135,5 @@ func insertSQL(m *Mapping) string {
 // the database and table names are bound, not pasted.
 const (
 	columnsSQL = "SELECT name, type FROM system.columns WHERE database = ? AND table = ?"
-	tableSQL   = "SELECT engine FROM system.tables WHERE database = ? AND name = ?"
+	tableSQL   = "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = ? AND name = ?"
 )

@@ -1,0 +1,369 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+func TestApplyOrders(t *testing.T) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			res, cfg, err := e.apply(f.binary,
+				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+				orderEvent(2, int64(20), int64(700), "new", int64(101), false),
+				orderEvent(1, int64(10), int64(550), "paid", int64(102), false),
+				orderEvent(3, int64(30), int64(900), "new", int64(103), false),
+				orderEvent(3, nil, nil, nil, int64(104), true),
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Outputs()
+			want := map[string]any{"events": int64(5), "keys": int64(3), "pending": int64(3), "skipped": int64(0), "deletes": int64(1), "verified": int64(3)}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("output %s = %v, want %v", k, got[k], v)
+				}
+			}
+			rows := e.query("SELECT id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc FINAL ORDER BY id")
+			if got, want := strings.Join(rows, "\n"), "1\t10\t550\tpaid\t102\t0\n2\t20\t700\tnew\t101\t0\n3\t0\t0\t\t104\t1"; got != want {
+				t.Errorf("table\n got %s\nwant %s", got, want)
+			}
+			live := e.query("SELECT id, status FROM " + e.db + ".orders_live ORDER BY id")
+			if got, want := strings.Join(live, "\n"), "1\tpaid\n2\tnew"; got != want {
+				t.Errorf("live view\n got %s\nwant %s", got, want)
+			}
+			expected, _ := outputFile(t, cfg, ExpectedFile)
+			pending, _ := outputFile(t, cfg, PendingFile)
+			wantLines := `{"id": 1, "customer_id": 10, "amount_cents": 550, "status": "paid", "_cdc_lsn": 102, "_cdc_deleted": 0}
+{"id": 2, "customer_id": 20, "amount_cents": 700, "status": "new", "_cdc_lsn": 101, "_cdc_deleted": 0}
+{"id": 3, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 104, "_cdc_deleted": 1}
+`
+			if expected != wantLines || pending != wantLines {
+				t.Errorf("expected.jsonl\n%s\npending.jsonl\n%s\nwant\n%s", expected, pending, wantLines)
+			}
+			if s := res.Summary(); s != "5 captured events, 3 newer keys applied (1 deletes), 0 replayed/older keys skipped. Read-back verified; query "+e.db+".orders_live for current rows." {
+				t.Errorf("summary %q", s)
+			}
+		})
+	}
+}
+
+func TestApplyRefusalWritesNothing(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	_, cfg, err := e.apply(false,
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(10), int64(500), strings.Repeat("x", 33), int64(101), false))
+	if !errors.Is(err, ErrBadValue) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v (class %v), want a refused ErrBadValue", err, outcome.Classify(err))
+	}
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
+		t.Errorf("refused batch wrote %s rows", n[0])
+	}
+	noOutputs(t, cfg)
+}
+
+func TestApplyEveryType(t *testing.T) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := newEnv(t, "testdata/types.mapping.yaml")
+			e.setup()
+			row2 := everythingRow(2, false)
+			row2[1].Value = "B-ü"
+			for i := range row2 {
+				switch row2[i].Name {
+				case "note":
+					row2[i].Value = "héllo"
+				case "qty":
+					row2[i].Value = int64(-5)
+				case "flag":
+					row2[i].Value = false
+				case "f32":
+					row2[i].Value = math.NaN()
+				case "f64":
+					row2[i].Value = math.Inf(-1)
+				}
+			}
+			res, cfg, err := e.apply(f.binary, everythingEvent(everythingRow(1, false), 5), everythingEvent(row2, 6))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verified != 2 || res.Pending != 2 {
+				t.Errorf("outputs %v", res.Outputs())
+			}
+			rows := e.query("SELECT * FROM " + e.db + ".everything_cdc FINAL ORDER BY id")
+			t.Logf("%s", strings.Join(rows, "\n"))
+			exp, _ := outputFile(t, cfg, ExpectedFile)
+			t.Logf("%s", exp)
+			for _, r := range e.query("SELECT name, type FROM system.columns WHERE database = ? AND table = 'everything_cdc'", e.db) {
+				t.Log(r)
+			}
+			t.Log(e.query("SELECT engine_full, sorting_key FROM system.tables WHERE database = ?", e.db))
+			// A second run is a replay.
+			res, _, err = e.apply(!f.binary, everythingEvent(everythingRow(1, false), 5), everythingEvent(row2, 6))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Skipped != 2 || res.Pending != 0 || res.Verified != 2 {
+				t.Errorf("replay outputs %v", res.Outputs())
+			}
+		})
+	}
+}
+
+func TestSetupIdempotentAndChecked(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	for range 2 {
+		res, err := Setup(context.Background(), e.config(""))
+		if err != nil {
+			t.Fatalf("Setup: %v", err)
+		}
+		if res.Table != e.db+".orders_cdc" || res.View != e.db+".orders_live" || len(res.Statements) != 2 {
+			t.Errorf("result %+v", res)
+		}
+	}
+	if got := e.query("SELECT engine_full FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); !strings.HasPrefix(got[0], "ReplacingMergeTree(_cdc_lsn) ORDER BY id") {
+		t.Errorf("engine %s", got)
+	}
+
+	// A mapping that disagrees with the existing table is a config error.
+	for name, edit := range map[string]func(m *Mapping){
+		"type":    func(m *Mapping) { m.cols[3].typ = colType{kind: kindInt, bits: 64} },
+		"key":     func(m *Mapping) { m.Key = []string{"customer_id"}; m.keyIdx = []int{1} },
+		"version": func(m *Mapping) { m.Target.VersionColumn = "_cdc_version" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := *e.m
+			m.cols = append([]colSpec(nil), e.m.cols...)
+			edit(&m)
+			cfg := e.config("")
+			cfg.Mapping = &m
+			_, err := Setup(context.Background(), cfg)
+			if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config {
+				t.Fatalf("err = %v, want a config ErrTargetMismatch", err)
+			}
+		})
+	}
+
+	// create_database: true creates the database.
+	m := loadMapping(t, ordersMapping)
+	m.Target.Database, m.Target.CreateDatabase = e.db+"_made", true
+	cfg := e.config("")
+	cfg.Mapping = m
+	t.Cleanup(func() { _ = e.conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+m.Target.Database) })
+	res, err := Setup(context.Background(), cfg)
+	if err != nil || len(res.Statements) != 3 || !strings.HasPrefix(res.Statements[0], "CREATE DATABASE IF NOT EXISTS ") {
+		t.Fatalf("Setup with create_database: %+v, %v", res, err)
+	}
+}
+
+// TestSetupDateTime64 refuses DateTime64 columns on a server without them
+// (18.16) and creates them on a newer one.
+func TestSetupDateTime64(t *testing.T) {
+	e := newEnv(t, "testdata/types_current.mapping.yaml")
+	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := tg.caps
+	tg.close()
+	_, err = Setup(context.Background(), e.config(""))
+	if caps.dateTime64 {
+		if err != nil {
+			t.Fatalf("Setup on a server with DateTime64: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrUnsupportedServer) || outcome.Classify(err) != outcome.Config {
+		t.Fatalf("err = %v, want a config ErrUnsupportedServer", err)
+	}
+	if !strings.Contains(err.Error(), `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`) {
+		t.Errorf("message: %v", err)
+	}
+	// Apply refuses the same way, after validating the batch.
+	_, _, err = e.apply(false, everythingEvent(everythingRow(1, true), 5))
+	if !errors.Is(err, ErrUnsupportedServer) {
+		t.Errorf("Apply: %v", err)
+	}
+}
+
+func TestApplyWithoutSetup(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	_, cfg, err := e.apply(false, orderEvent(1, int64(1), int64(1), "x", int64(5), false))
+	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "run changesink cdc setup first") {
+		t.Fatalf("err = %v", err)
+	}
+	noOutputs(t, cfg)
+}
+
+func TestApplyEmptyBatch(t *testing.T) {
+	for _, data := range [][]byte{nil, []byte("\n\n"), ivm} {
+		cfg := Config{Mapping: loadMapping(t, ordersMapping), ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"},
+			BatchFile: writeFile(t, "changes.ion", data), OutDir: kestra.Dir{Path: t.TempDir()}}
+		_, err := Apply(context.Background(), cfg)
+		if !errors.Is(err, ErrEmptyBatch) || outcome.Classify(err) != outcome.Refused {
+			t.Errorf("%q: err = %v, want a refused ErrEmptyBatch (before any connection)", data, err)
+		}
+	}
+}
+
+func TestApplySameBatchTwice(t *testing.T) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			batch := []any{
+				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+				orderEvent(2, int64(20), int64(700), "new", int64(101), false),
+				orderEvent(2, nil, nil, nil, int64(102), true),
+			}
+			if _, _, err := e.apply(f.binary, batch...); err != nil {
+				t.Fatal(err)
+			}
+			res, cfg, err := e.apply(f.binary, batch...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Pending != 0 || res.Skipped != 2 || res.Verified != 2 || res.Deletes != 0 {
+				t.Errorf("replay outputs %v", res.Outputs())
+			}
+			if p, ok := outputFile(t, cfg, PendingFile); !ok || p != "" {
+				t.Errorf("pending.jsonl = %q (exists %v), want empty", p, ok)
+			}
+			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "2" {
+				t.Errorf("a replay wrote rows: %s physical rows", n[0])
+			}
+		})
+	}
+}
+
+func TestApplyOlderBatchAfterNewer(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(900), "shipped", int64(200), false),
+		orderEvent(2, nil, nil, nil, int64(201), true)); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(1), "new", int64(150), false),
+		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending != 1 || res.Skipped != 2 || res.Verified != 3 {
+		t.Errorf("outputs %v", res.Outputs())
+	}
+	rows := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc FINAL ORDER BY id")
+	if got, want := strings.Join(rows, "\n"), "1\t900\tshipped\t200\t0\n2\t0\t\t201\t1\n3\t3\tnew\t160\t0"; got != want {
+		t.Errorf("table\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestApplyTargetConflict(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
+		t.Fatal(err)
+	}
+	_, cfg, err := e.apply(false, orderEvent(2, int64(1), int64(1), "x", int64(90), false),
+		orderEvent(1, int64(10), int64(501), "new", int64(100), false))
+	if !errors.Is(err, ErrTargetConflict) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v, want a refused ErrTargetConflict", err)
+	}
+	if want := "record 2 (key id=1, LSN 100): target has a different payload for the same key and LSN"; err.Error() != want {
+		t.Errorf("error\n got %v\nwant %s", err, want)
+	}
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "1" {
+		t.Errorf("the refused batch wrote rows (%s rows)", n[0])
+	}
+	noOutputs(t, cfg)
+}
+
+// TestApplyCrashAfterInsert stops a run after its insert (the test seam
+// hooks.afterInsert) and re-runs the batch: it converges and verifies. It
+// then inserts the same rows again, as a retried partial insert would, and
+// checks FINAL collapses them.
+func TestApplyCrashAfterInsert(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	batch := encode(t, false,
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(700), "new", int64(101), false),
+		orderEvent(3, nil, nil, nil, int64(102), true))
+	path := writeFile(t, "changes.ion", batch)
+	crash := errors.New("killed after the insert")
+	cfg := e.config(path)
+	cfg.hooks.afterInsert = func(context.Context) error { return crash }
+	if _, err := Apply(context.Background(), cfg); !errors.Is(err, crash) {
+		t.Fatalf("err = %v", err)
+	}
+	noOutputs(t, cfg)
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "3" {
+		t.Fatalf("after the crash: %s rows, want 3", n[0])
+	}
+
+	// The retried insert of a partial run: the same rows once more.
+	b, err := decodeFile(context.Background(), path, e.m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := connect(context.Background(), cfg.ClickHouse, e.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.checkSchema(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.insert(context.Background(), b.sorted()); err != nil {
+		t.Fatal(err)
+	}
+	tg.close()
+
+	cfg = e.config(path)
+	res, err := Apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending != 0 || res.Skipped != 3 || res.Verified != 3 {
+		t.Errorf("re-run outputs %v", res.Outputs())
+	}
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "6" {
+		t.Errorf("%s physical rows, want 6 (two inserts)", n[0])
+	}
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc FINAL"); n[0] != "3" {
+		t.Errorf("%s rows under FINAL, want 3", n[0])
+	}
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_live"); n[0] != "2" {
+		t.Errorf("%s live rows, want 2", n[0])
+	}
+}
+
+// TestApplyVerifyFailure lets another writer put a different row at the
+// batch's LSN between the insert and the read-back: the verify refuses.
+func TestApplyVerifyFailure(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	cfg := e.config(writeFile(t, "changes.ion", encode(t, true,
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(700), "new", int64(101), false))))
+	cfg.hooks.afterInsert = func(ctx context.Context) error {
+		return e.conn.Exec(ctx, "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 2, 20, 700, 'other', 101, 0")
+	}
+	_, err := Apply(context.Background(), cfg)
+	if !errors.Is(err, ErrVerify) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v, want a refused ErrVerify", err)
+	}
+	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this LSN"; err.Error() != want {
+		t.Errorf("error\n got %v\nwant %s", err, want)
+	}
+	noOutputs(t, cfg)
+}

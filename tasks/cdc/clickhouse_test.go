@@ -1,0 +1,187 @@
+package cdc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/changesink/changesink/internal/kestra"
+)
+
+// clickhouseURL returns CHANGESINK_TEST_CLICKHOUSE, or skips loudly (fails
+// under CHANGESINK_REQUIRE_SERVICES=1).
+func clickhouseURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
+	if u == "" {
+		requireOrSkip(t, "CHANGESINK_TEST_CLICKHOUSE", "a ClickHouse server on the native protocol, e.g. clickhouse://127.0.0.1:19000/default")
+	}
+	return u
+}
+
+// adminConn opens a plain connection for a test's setup and checks.
+func adminConn(t testing.TB, url string) driver.Conn {
+	t.Helper()
+	opts, err := clickhouse.ParseDSN(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+var nonWord = regexp.MustCompile(`[^a-z0-9]+`)
+
+// newDatabase creates a database for one test and drops it afterwards.
+func newDatabase(t testing.TB, conn driver.Conn) string {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "cdc_" + strings.Trim(nonWord.ReplaceAllString(strings.ToLower(t.Name()), "_"), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name += "_" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// env is one integration test's target: a database and a mapping in it.
+type env struct {
+	t    testing.TB
+	url  string
+	conn driver.Conn
+	db   string
+	m    *Mapping
+}
+
+func newEnv(t testing.TB, mappingPath string) *env {
+	t.Helper()
+	url := clickhouseURL(t)
+	conn := adminConn(t, url)
+	e := &env{t: t, url: url, conn: conn, db: newDatabase(t, conn)}
+	e.m = loadMapping(t, mappingPath)
+	e.m.Target.Database = e.db
+	e.m.Target.CreateDatabase = false
+	return e
+}
+
+func (e *env) config(batch string) Config {
+	return Config{
+		Mapping:    e.m,
+		ClickHouse: ClickHouse{URL: e.url, Timeout: time.Minute},
+		BatchFile:  batch,
+		OutDir:     kestra.Dir{Path: e.t.TempDir()},
+	}
+}
+
+func (e *env) setup() {
+	e.t.Helper()
+	if _, err := Setup(context.Background(), e.config("")); err != nil {
+		e.t.Fatalf("Setup: %v", err)
+	}
+}
+
+// apply writes events as a batch file and applies it.
+func (e *env) apply(binary bool, events ...any) (*Result, Config, error) {
+	e.t.Helper()
+	cfg := e.config(writeFile(e.t, "changes.ion", encode(e.t, binary, events...)))
+	res, err := Apply(context.Background(), cfg)
+	return res, cfg, err
+}
+
+// query returns the rows of a query as tab-joined strings.
+func (e *env) query(sql string, args ...any) []string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows, err := e.conn.Query(ctx, sql, args...)
+	if err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	cols := rows.ColumnTypes()
+	for rows.Next() {
+		dest := make([]any, len(cols))
+		for i, c := range cols {
+			dest[i] = newOf(c.ScanType())
+		}
+		if err := rows.Scan(dest...); err != nil {
+			e.t.Fatal(err)
+		}
+		parts := make([]string, len(dest))
+		for i, d := range dest {
+			parts[i] = fmt.Sprint(deref(d))
+		}
+		out = append(out, strings.Join(parts, "\t"))
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// outputs reads an output file of a run ("" when absent).
+func outputFile(t testing.TB, cfg Config, name string) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir.Path, name))
+	if os.IsNotExist(err) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), true
+}
+
+// noOutputs checks that a failed run left no file in its output directory.
+func noOutputs(t testing.TB, cfg Config) {
+	t.Helper()
+	entries, err := os.ReadDir(cfg.OutDir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a failed run left %s", e.Name())
+	}
+}
+
+func newOf(t reflect.Type) any { return reflect.New(t).Interface() }
+
+func deref(p any) any {
+	v := reflect.ValueOf(p)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "NULL"
+		}
+		v = v.Elem()
+	}
+	return v.Interface()
+}

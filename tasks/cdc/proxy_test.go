@@ -1,0 +1,160 @@
+package cdc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// proxy is a TCP proxy in front of the test ClickHouse; stop closes the
+// listener and every open connection, as a server that goes away would.
+type proxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	done  bool
+	// cutOn, when set, stops the proxy as soon as the client sends these
+	// bytes (the query text of a statement), before they reach the server.
+	cutOn []byte
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			if !p.track(c, up) {
+				return
+			}
+			go func() { p.pump(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// pump copies client bytes to the server, cutting the line on cutOn.
+func (p *proxy) pump(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			cut := p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
+			p.mu.Unlock()
+			if cut {
+				p.stop()
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	p.conns = append(p.conns, cs...)
+	return true
+}
+
+func (p *proxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	p.done = true
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// TestApplyClickHouseGoesAway stops the server (a proxy in front of it)
+// before the insert and before the verify: each run fails with a transient
+// error and leaves no output file; a later run converges.
+func TestApplyClickHouseGoesAway(t *testing.T) {
+	for _, when := range []string{"before the insert", "during the insert", "after the insert"} {
+		t.Run(when, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			u, err := url.Parse(e.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := startProxy(t, u.Host)
+			viaProxy := *u
+			viaProxy.Host = p.ln.Addr().String()
+			path := writeFile(t, "changes.ion", encode(t, false,
+				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+				orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
+			cfg := e.config(path)
+			cfg.ClickHouse.URL = viaProxy.String()
+			stop := func(context.Context) error { p.stop(); return nil }
+			switch when {
+			case "before the insert":
+				cfg.hooks.beforeInsert = stop
+			case "during the insert":
+				p.mu.Lock()
+				p.cutOn = []byte("INSERT INTO")
+				p.mu.Unlock()
+			default:
+				cfg.hooks.afterInsert = stop
+			}
+			res, err := Apply(context.Background(), cfg)
+			if err == nil {
+				t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
+			}
+			if k := outcome.Classify(err); k != outcome.Transient {
+				t.Errorf("class %v, want transient: %v", k, err)
+			}
+			var re *RecordError
+			if errors.As(err, &re) {
+				t.Errorf("a lost server reported as a record fault: %v", err)
+			}
+			t.Logf("error: %v", err)
+			noOutputs(t, cfg)
+
+			res, err = Apply(context.Background(), e.config(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verified != 2 {
+				t.Errorf("re-run outputs %v", res.Outputs())
+			}
+		})
+	}
+}
