@@ -1,0 +1,149 @@
+package kafkastate
+
+import (
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+)
+
+// TestTombstonesAndRevival: a tombstone sets deleted = true and payload
+// NULL (also for a key never seen before) and removes the key from
+// current_values and live_keys; a later value revives it.
+func TestTombstonesAndRevival(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":1}`))
+	if res := e.mustRun(t); res.LiveKeys != 2 {
+		t.Fatalf("live_keys = %d, want 2", res.LiveKeys)
+	}
+	produce(t, e.kcl, e.topic, tomb(0, "a"), tomb(0, "never-seen"))
+	res := e.mustRun(t)
+	if res.Consumed != 2 || res.Tombstones != 2 || res.LiveKeys != 1 {
+		t.Errorf("after tombstones: %+v, want consumed 2, tombstones 2, live_keys 1", res)
+	}
+	v1, v2 := `{"v": 1}`, `{"v": 2}`
+	assertRecords(t, e.records(t), map[string]stored{
+		"a":          {Deleted: true, Partition: 0, Offset: 2},
+		"b":          {Payload: &v1, Partition: 0, Offset: 1},
+		"never-seen": {Deleted: true, Partition: 0, Offset: 3},
+	})
+	if n := e.liveValues(t); !maps.Equal(n, map[string]string{"b": v1}) {
+		t.Errorf("current_values = %v, want only b", n)
+	}
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":2}`))
+	res = e.mustRun(t)
+	if res.LiveKeys != 2 || res.Tombstones != 0 {
+		t.Errorf("after revival: %+v, want live_keys 2", res)
+	}
+	if n := e.liveValues(t); !maps.Equal(n, map[string]string{"a": v2, "b": v1}) {
+		t.Errorf("current_values = %v, want a revived", n)
+	}
+}
+
+func (e *env) liveValues(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	rows, err := e.conn(t).Query(ctx, `SELECT record_key, payload::text FROM kafka_state.current_values WHERE topic = $1`, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// TestOnlyHigherOffsetsReplace: within a batch the highest offset of a key
+// wins (also when it is a tombstone), and a stored row is replaced only by
+// a higher offset: a row stored with an offset above the batch's (as after a
+// restore of records newer than the positions) is kept.
+func TestOnlyHigherOffsetsReplace(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic,
+		kv(0, "a", `1`), kv(0, "a", `2`), kv(0, "a", `3`), // a ends at 3
+		kv(0, "b", `1`), tomb(0, "b"), // b ends deleted
+		kv(0, "kept", `"batch"`))
+	cluster, topicID := e.ids(t)
+	e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0}')`,
+		e.topic, cluster, topicID)
+	e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'kept', '"stored"', false, 0, 1000)`, e.topic)
+	res := e.mustRun(t)
+	if res.Consumed != 6 {
+		t.Errorf("consumed %d, want 6", res.Consumed)
+	}
+	three, storedV := `3`, `"stored"`
+	assertRecords(t, e.records(t), map[string]stored{
+		"a":    {Payload: &three, Partition: 0, Offset: 2},
+		"b":    {Deleted: true, Partition: 0, Offset: 4},
+		"kept": {Payload: &storedV, Partition: 0, Offset: 1000},
+	})
+}
+
+// TestSeedFormTopicIDs: topic ids are stored in the seed's text form
+// (librdkafka's rd_kafka_Uuid_base64str: standard base64, no padding, 22
+// characters), not kadm's padded form nor Java's URL-safe form; positions
+// written in that form by the seed are accepted (the run continues from
+// them), and the ones changesink writes are the same string.
+func TestSeedFormTopicIDs(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	ctx := testCtx(t, time.Minute)
+	m, err := e.adm.Metadata(ctx, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := m.Topics[e.topic].ID
+	seedForm := base64.StdEncoding.EncodeToString(id[:])[:22] // EVP_EncodeBlock output cut to 22 characters
+	if TopicIDText(id) != seedForm || len(seedForm) != 22 {
+		t.Fatalf("TopicIDText = %q, want the seed's %q", TopicIDText(id), seedForm)
+	}
+	if kadmForm := id.String(); kadmForm != seedForm+"==" {
+		t.Errorf("kadm's form %q, expected the seed's form padded", kadmForm)
+	}
+	if zeroTopicID != "AAAAAAAAAAAAAAAAAAAAAA" {
+		t.Fatalf("all-zero id = %q, want the seed's AAAAAAAAAAAAAAAAAAAAAA", zeroTopicID)
+	}
+
+	// Positions as the seed writes them after reading offset 0 of partition
+	// 0 (cluster id from list_topics, topic id from str(Uuid)).
+	offs := produce(t, e.kcl, e.topic, kv(0, "seen-by-seed", `1`), kv(0, "a", `2`), kv(1, "b", `3`))
+	e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, $4)`,
+		e.topic, m.Cluster, seedForm, fmt.Sprintf(`{"0": %d, "1": 0}`, offs[0]+1))
+	e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'seen-by-seed', '1', false, 0, $2)`, e.topic, offs[0])
+	res := e.mustRun(t)
+	if res.Consumed != 2 {
+		t.Errorf("consumed %d, want 2 (continuing from the seed's positions)", res.Consumed)
+	}
+	_, _, stored := e.positions(t)
+	if stored != seedForm {
+		t.Errorf("stored topic id %q, want the seed's form %q", stored, seedForm)
+	}
+}
+
+// TestNoIDsRefused: a broker that does not expose topic ids (metadata below
+// v10, like Kafka before 2.8) is refused. The real broker is reached through
+// a proxy that caps the Metadata version it advertises at 9.
+func TestNoIDsRefused(t *testing.T) {
+	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	p := startProxy(t, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"], vars["CHANGESINK_TEST_KAFKA_PROXY_TARGET"], proxyOpts{capMetadata: 9})
+	defer p.Close()
+	cfg := e.config()
+	cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"])
+	_, err := e.run(t, cfg, hooks{})
+	assertRefused(t, err, ErrNoIDs, e.topic, "AAAAAAAAAAAAAAAAAAAAAA", "Kafka 2.8")
+	if s := e.snapshot(t); s != "--\n--\n" {
+		t.Errorf("tables changed: %s", s)
+	}
+}
