@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -329,7 +330,12 @@ func writeIon(w ion.Writer, n *yaml.Node) error {
 			return fmt.Errorf("line %d: %w", n.Line, err)
 		}
 		return w.WriteBool(b)
-	case "!!int":
+	case "!!int", "!!float":
+		// yaml.v3 resolves an integer beyond uint64 (or below int64) as
+		// !!float; digits only are an integer whatever the resolver says.
+		if n.Tag == "!!float" && !plainInteger.MatchString(v) {
+			return writeFloat(w, n)
+		}
 		i, ok := new(big.Int).SetString(strings.ReplaceAll(v, "_", ""), 0)
 		if !ok {
 			return fmt.Errorf("line %d: %q is not an integer", n.Line, v)
@@ -338,20 +344,6 @@ func writeIon(w ion.Writer, n *yaml.Node) error {
 			return w.WriteInt(i.Int64())
 		}
 		return w.WriteBigInt(i)
-	case "!!float":
-		switch strings.ToLower(v) {
-		case ".inf", "+.inf":
-			return w.WriteFloat(math.Inf(1))
-		case "-.inf":
-			return w.WriteFloat(math.Inf(-1))
-		case ".nan":
-			return w.WriteFloat(math.NaN())
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		return w.WriteFloat(f)
 	case "!!str":
 		return w.WriteString(v)
 	case "!decimal":
@@ -385,6 +377,61 @@ func writeIon(w ion.Writer, n *yaml.Node) error {
 		return w.WriteString(text)
 	default:
 		return fmt.Errorf("line %d: unsupported tag %s", n.Line, n.Tag)
+	}
+}
+
+var plainInteger = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
+func writeFloat(w ion.Writer, n *yaml.Node) error {
+	v := n.Value
+	switch strings.ToLower(v) {
+	case ".inf", "+.inf":
+		return w.WriteFloat(math.Inf(1))
+	case "-.inf":
+		return w.WriteFloat(math.Inf(-1))
+	case ".nan":
+		return w.WriteFloat(math.NaN())
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return w.WriteFloat(f)
+}
+
+// TestIonFromYAML pins how scenario values become Ion.
+func TestIonFromYAML(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"9223372036854775808", "9223372036854775808"},
+		{"-9223372036854775809", "-9223372036854775809"},
+		{"18446744073709551616", "18446744073709551616"},
+		{"-9223372036854775808", "-9223372036854775808"},
+		{"1.0", "1e+0"},
+		{"!decimal \"5.\"", "5."},
+		{"!decimal \"12.50\"", "12.50"},
+		{"\"100\"", "\"100\""},
+		{"true", "true"},
+		{"~", "null"},
+		{"!symbol a-b", "'a-b'"},
+		{"!ann \"ZonedDateTime::2024-01-15T10:30:00Z\"", "ZonedDateTime::\"2024-01-15T10:30:00Z\""},
+		{"!timestamp 2024-01-15T10:30:00.123Z", "2024-01-15T10:30:00.123Z"},
+	}
+	for _, tt := range tests {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(tt.yaml), &n); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		w := ion.NewTextWriterOpts(&buf, ion.TextWriterQuietFinish)
+		if err := writeIon(w, n.Content[0]); err != nil {
+			t.Fatalf("%s: %v", tt.yaml, err)
+		}
+		if err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if got := buf.String(); got != tt.want {
+			t.Errorf("%s: got %s, want %s", tt.yaml, got, tt.want)
+		}
 	}
 }
 
