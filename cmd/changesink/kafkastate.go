@@ -1,18 +1,83 @@
 package main
 
-import "errors"
+import (
+	"github.com/changesink/changesink/tasks/kafkastate"
+)
 
 // kafkaStateCmd groups the kafka-state commands (owned by tasks/kafkastate).
 type kafkaStateCmd struct {
-	Setup       kafkaStateSetupCmd       `cmd:"" help:"Create schema kafka_state (positions, records, current_values). Idempotent."`
-	Materialize kafkaStateMaterializeCmd `cmd:"" help:"Materialize one bounded batch of the topic into PostgreSQL."`
-	Verify      kafkaStateVerifyCmd      `cmd:"" help:"Check that every stored record is below its partition's durable next offset."`
+	Setup       kafkaStateSetupCmd       `cmd:"" help:"Create schema kafka_state (positions, records, current_values) with the seed's DDL. Idempotent; safe when two run at once."`
+	Materialize kafkaStateMaterializeCmd `cmd:"" help:"Materialize one bounded batch of the topic into PostgreSQL, records and positions in one transaction."`
+	Verify      kafkaStateVerifyCmd      `cmd:"" help:"Check that every stored record is below its partition's durable next offset; exit 1 naming the first one that is not."`
 }
 
-type kafkaStateSetupCmd struct{}
-type kafkaStateMaterializeCmd struct{}
-type kafkaStateVerifyCmd struct{}
+// kafkaStatePG is the PostgreSQL connection, as the seed's psycopg.connect
+// reads it.
+type kafkaStatePG struct {
+	DSN      string `name:"pg-dsn" env:"PG_DSN" help:"PostgreSQL connection: URL (postgres://host:5432/db?sslmode=...) or key=value string. Required. Its password is never printed."`
+	User     string `name:"pg-user" env:"PGUSER" help:"PostgreSQL user, used when PG_DSN names none."`
+	Password string `name:"pg-password" env:"PGPASSWORD" help:"PostgreSQL password, used when PG_DSN has none. Never printed."`
+}
 
-func (kafkaStateSetupCmd) Run(*app) error       { return errors.New("not implemented yet") }
-func (kafkaStateMaterializeCmd) Run(*app) error { return errors.New("not implemented yet") }
-func (kafkaStateVerifyCmd) Run(*app) error      { return errors.New("not implemented yet") }
+// postgres registers the secrets with the masker and returns the task's
+// connection settings.
+func (p *kafkaStatePG) postgres(a *app) kafkastate.Postgres {
+	a.mask.Add(p.Password)
+	a.mask.AddDSN(p.DSN)
+	return kafkastate.Postgres{DSN: p.DSN, User: p.User, Password: p.Password}
+}
+
+type kafkaStateSetupCmd struct {
+	kafkaStatePG
+}
+
+func (c *kafkaStateSetupCmd) Run(a *app) error {
+	pg := c.postgres(a)
+	res, err := kafkastate.Setup(a.ctx, pg)
+	if err != nil {
+		return err
+	}
+	a.log.Info("kafka-state: schema kafka_state is ready")
+	return a.em.Report(res)
+}
+
+type kafkaStateMaterializeCmd struct {
+	Topic           string `name:"topic" env:"TOPIC" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count. Required."`
+	MaxRecords      int    `name:"max-records" env:"MAX_RECORDS" default:"1000" help:"Most records one batch reads over all partitions: 1..100000 (default ${default})."`
+	PollSeconds     int    `name:"poll-seconds" env:"POLL_SECONDS" default:"10" help:"How long the batch may fetch: 1..60 seconds (default ${default}). A fully read topic returns at once."`
+	KafkaProperties string `name:"kafka-properties" env:"KAFKA_PROPERTIES" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
+	kafkaStatePG
+}
+
+func (c *kafkaStateMaterializeCmd) Run(a *app) error {
+	// Register every secret before anything can print.
+	a.mask.Add(kafkastate.PropertySecrets(c.KafkaProperties)...)
+	pg := c.postgres(a)
+	cfg := kafkastate.Config{
+		Topic:           c.Topic,
+		MaxRecords:      c.MaxRecords,
+		PollSeconds:     c.PollSeconds,
+		KafkaProperties: c.KafkaProperties,
+		Postgres:        pg,
+	}
+	res, err := kafkastate.Materialize(a.ctx, cfg, a.dir, a.log)
+	if err != nil {
+		return err
+	}
+	return a.em.Report(res)
+}
+
+type kafkaStateVerifyCmd struct {
+	Topic string `name:"topic" env:"TOPIC" help:"The topic whose stored records to check. Required."`
+	kafkaStatePG
+}
+
+func (c *kafkaStateVerifyCmd) Run(a *app) error {
+	pg := c.postgres(a)
+	res, err := kafkastate.Verify(a.ctx, pg, c.Topic)
+	if err != nil {
+		return err
+	}
+	a.log.Info("kafka-state: every stored record of topic " + c.Topic + " is below its partition's durable next offset")
+	return a.em.Report(res)
+}

@@ -35,6 +35,10 @@ const (
 	MaxPollSeconds     = 60
 )
 
+// applicationName names changesink's sessions in pg_stat_activity unless
+// the DSN sets application_name.
+const applicationName = "changesink kafka-state"
+
 // errInvalidTopic marks a topic name Kafka would not accept.
 var errInvalidTopic = errors.New("invalid topic name")
 
@@ -129,6 +133,9 @@ func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
 	}
 	if !hasPassword && p.Password != "" {
 		cc.Password = p.Password
+	}
+	if cc.RuntimeParams["application_name"] == "" {
+		cc.RuntimeParams["application_name"] = applicationName
 	}
 	return cc, nil
 }

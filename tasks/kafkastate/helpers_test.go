@@ -288,6 +288,7 @@ func (e *env) conn(t testing.TB) *pgx.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cc.RuntimeParams["application_name"] = "changesink test"
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		t.Fatal(err)

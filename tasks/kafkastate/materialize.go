@@ -117,10 +117,10 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		defer cancel()
 		_ = tx.Rollback(rctx) // no-op after Commit
 	}()
-	if err := exec(ctx, tx, "set statement_timeout", sqlStatementTimeout); err != nil {
+	if err := execSQL(ctx, tx, "set statement_timeout", sqlStatementTimeout); err != nil {
 		return nil, err
 	}
-	if err := exec(ctx, tx, "set work_mem", sqlWorkMem); err != nil {
+	if err := execSQL(ctx, tx, "set work_mem", sqlWorkMem); err != nil {
 		return nil, err
 	}
 	var locked bool
@@ -157,7 +157,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	}
 
 	// 4. Fetch and COPY, overlapped.
-	if err := exec(ctx, tx, "create the staging table", sqlCreateStaging); err != nil {
+	if err := execSQL(ctx, tx, "create the staging table", sqlCreateStaging); err != nil {
 		return nil, err
 	}
 	rows := make(chan []row, 16)
@@ -201,13 +201,13 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 
 	// 5. Moved keys, then the merge.
 	if consumed > 0 {
-		if err := exec(ctx, tx, "analyze the staging table", sqlAnalyzeStaging); err != nil {
+		if err := execSQL(ctx, tx, "analyze the staging table", sqlAnalyzeStaging); err != nil {
 			return nil, err
 		}
 		if err := checkMovedKeys(ctx, tx, topic); err != nil {
 			return nil, err
 		}
-		if err := exec(ctx, tx, "merge the batch into kafka_state.records", sqlMerge, topic); err != nil {
+		if err := execSQL(ctx, tx, "merge the batch into kafka_state.records", sqlMerge, topic); err != nil {
 			return nil, err
 		}
 	}
@@ -231,7 +231,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	if err := exec(ctx, tx, "write kafka_state.positions", sqlWritePositions,
+	if err := execSQL(ctx, tx, "write kafka_state.positions", sqlWritePositions,
 		topic, meta.clusterID, meta.topicIDText(), string(nextJSON)); err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ type execer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func exec(ctx context.Context, db execer, what, sql string, args ...any) error {
+func execSQL(ctx context.Context, db execer, what, sql string, args ...any) error {
 	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
 	defer cancel()
 	if _, err := db.Exec(qctx, sql, args...); err != nil {

@@ -18,7 +18,8 @@ type proxyOpts struct {
 	// advertises at most this Metadata version (9 = no topic ids).
 	capMetadata int16
 	// cutAfter > 0 closes the listener and every connection once this many
-	// bytes went from the broker to the client: the broker "stops" mid-batch.
+	// bytes went from the broker to the client, in the middle of the response
+	// that crosses it: the broker "stops" mid-batch.
 	cutAfter int64
 }
 
@@ -128,12 +129,17 @@ func (p *kafkaProxy) pipe(src, dst net.Conn, versions *sync.Map, toBroker bool) 
 			}
 		}
 		binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
-		if _, err := dst.Write(append(size[:], frame...)); err != nil {
-			return
+		out := append(size[:], frame...)
+		if !toBroker && p.opts.cutAfter > 0 {
+			if left := p.opts.cutAfter - p.served.Add(int64(len(out))) + int64(len(out)); left < int64(len(out)) {
+				// Deliver only part of this response, then stop.
+				_, _ = dst.Write(out[:max(left, 0)])
+				p.cutAt.CompareAndSwap(0, time.Now().UnixNano())
+				p.Close()
+				return
+			}
 		}
-		if !toBroker && p.opts.cutAfter > 0 && p.served.Add(int64(len(frame))+4) >= p.opts.cutAfter {
-			p.cutAt.CompareAndSwap(0, time.Now().UnixNano())
-			p.Close()
+		if _, err := dst.Write(out); err != nil {
 			return
 		}
 	}

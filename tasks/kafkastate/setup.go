@@ -64,14 +64,14 @@ func setupOnce(ctx context.Context, conn *pgx.Conn) error {
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
-	if err := exec(ctx, tx, "set statement_timeout", sqlStatementTimeout); err != nil {
+	if err := execSQL(ctx, tx, "set statement_timeout", sqlStatementTimeout); err != nil {
 		return err
 	}
-	if err := exec(ctx, tx, "take the setup lock", sqlSetupLock, setupLockKey); err != nil {
+	if err := execSQL(ctx, tx, "take the setup lock", sqlSetupLock, setupLockKey); err != nil {
 		return err
 	}
 	for _, stmt := range ddl {
-		if err := exec(ctx, tx, "create schema kafka_state", stmt); err != nil {
+		if err := execSQL(ctx, tx, "create schema kafka_state", stmt); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,324 @@
+package kafkastate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// produceMany writes n records of about 200 bytes of JSON over the topic's
+// partitions: keys k0..k(n/2) are written twice (so later values replace
+// earlier ones) and every 50th record is a tombstone.
+func produceMany(t testing.TB, cl *kgo.Client, topic string, partitions int32, n int) {
+	t.Helper()
+	ctx := testCtx(t, 5*time.Minute)
+	pad := strings.Repeat("x", 120)
+	batch := make([]*kgo.Record, 0, 5000)
+	flush := func() {
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		batch = batch[:0]
+	}
+	for i := 0; i < n; i++ {
+		k := i % (n/2 + 1)
+		key := fmt.Sprintf("customer-%07d", k)
+		r := &kgo.Record{Topic: topic, Partition: int32(k) % partitions, Key: []byte(key)}
+		if i%50 != 49 {
+			r.Value = fmt.Appendf(nil, `{"id":%d,"seq":%d,"name":"Customer %d","active":true,"pad":"%s"}`, k, i, k, pad)
+		}
+		batch = append(batch, r)
+		if len(batch) == cap(batch) {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+}
+
+// buildBinary builds cmd/changesink into a temporary directory.
+func buildBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "changesink")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/changesink/changesink/cmd/changesink")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// binaryEnv is the environment of a changesink run for e (the seed's env
+// contract), without the parent's PG*/KAFKA* variables.
+func (e *env) binaryEnv(cfg Config, workDir string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "KAFKA_") || strings.HasPrefix(kv, "TOPIC=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out,
+		"TOPIC="+cfg.Topic,
+		fmt.Sprintf("MAX_RECORDS=%d", cfg.MaxRecords),
+		fmt.Sprintf("POLL_SECONDS=%d", cfg.PollSeconds),
+		"KAFKA_PROPERTIES="+cfg.KafkaProperties,
+		"PG_DSN="+cfg.Postgres.DSN,
+		"PGUSER="+cfg.Postgres.User,
+		"PGPASSWORD="+cfg.Postgres.Password,
+		"WORKING_DIR="+workDir,
+	)
+}
+
+// TestSIGKILLMidBatchThenRerun: the changesink process is killed with
+// SIGKILL while it copies a large batch into PostgreSQL; nothing is
+// committed, and a re-run leaves exactly the tables of an uninterrupted run
+// into another database.
+func TestSIGKILLMidBatchThenRerun(t *testing.T) {
+	e := newEnv(t)
+	bin := buildBinary(t)
+	createTopic(t, e.adm, e.topic, 6, nil)
+	produceMany(t, e.kcl, e.topic, 6, 60000)
+	cfg := e.config()
+	cfg.PollSeconds = 30
+
+	cmd := exec.Command(bin, "kafka-state", "materialize")
+	cmd.Env = e.binaryEnv(cfg, t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForCopy(t, e, 20*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the run was not killed mid-batch (%v): %s", err, out.String())
+	}
+	if s := e.snapshot(t); s != "--\n--\n" {
+		t.Fatalf("a killed run committed something:\n%.500s", s)
+	}
+
+	// Re-run to the end (60,000 records fit in one batch).
+	rerun := exec.Command(bin, "kafka-state", "materialize")
+	rerun.Env = e.binaryEnv(cfg, t.TempDir())
+	if b, err := rerun.CombinedOutput(); err != nil {
+		t.Fatalf("re-run: %v\n%s", err, b)
+	}
+	// An uninterrupted run into another database.
+	other := *e
+	other.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
+	if _, err := Setup(testCtx(t, time.Minute), other.pg); err != nil {
+		t.Fatal(err)
+	}
+	ocfg := cfg
+	ocfg.Postgres = other.pg
+	if _, err := other.run(t, ocfg, hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := e.snapshot(t), other.snapshot(t); a != b {
+		t.Errorf("after SIGKILL and a re-run the tables differ from an uninterrupted run (%d vs %d bytes)", len(a), len(b))
+	}
+	if n := len(e.records(t)); n != 30001 {
+		t.Errorf("stored %d keys, want 30001", n)
+	}
+}
+
+// waitForCopy waits until a session of e's database runs the batch's COPY.
+func waitForCopy(t testing.TB, e *env, timeout time.Duration) {
+	t.Helper()
+	ctx := testCtx(t, timeout)
+	conn := e.conn(t)
+	for {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND query ILIKE 'copy%`+stagingTable+`%'`).Scan(&n)
+		if err != nil {
+			t.Fatalf("waiting for the COPY: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestPGBackendTerminatedMidBatch: pg_terminate_backend on the
+// materializer's session during the COPY: a clear transient error, nothing
+// committed, and a re-run converges.
+func TestPGBackendTerminatedMidBatch(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 3, nil)
+	produceMany(t, e.kcl, e.topic, 3, 20000)
+	before := e.snapshot(t)
+	killed := false
+	_, err := e.run(t, e.config(), hooks{duringCopy: func(ctx context.Context) {
+		var n int
+		err := e.conn(t).QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1`, applicationName).Scan(&n)
+		killed = err == nil && n == 1
+		if !killed {
+			t.Errorf("pg_terminate_backend: %d backends, %v", n, err)
+		}
+	}})
+	if !killed {
+		t.Fatalf("the hook did not terminate exactly one backend; run: %v", err)
+	}
+	if err == nil {
+		t.Fatal("the run succeeded after its backend was terminated")
+	}
+	if k := outcome.Classify(err); k != outcome.Transient {
+		t.Errorf("Classify = %v, want transient; error: %v", k, err)
+	}
+	if !strings.Contains(err.Error(), "postgresql") {
+		t.Errorf("error %q does not say PostgreSQL failed", err)
+	}
+	t.Logf("error: %v", err)
+	if after := e.snapshot(t); after != before {
+		t.Fatal("a run whose backend was terminated committed something")
+	}
+	res := e.mustRun(t)
+	if res.Consumed != 20000 || len(e.records(t)) != 10001 {
+		t.Errorf("re-run: consumed %d, %d keys; want 20000 and 10001", res.Consumed, len(e.records(t)))
+	}
+}
+
+// TestBrokerStoppedMidBatch: the broker becomes unreachable in the middle of
+// a fetch (a proxy in front of its PROXIED listener closes after 256 KiB of
+// responses): the run fails with a clear transient error within
+// POLL_SECONDS plus a bounded timeout, and nothing is committed.
+func TestBrokerStoppedMidBatch(t *testing.T) {
+	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 3, nil)
+	produceMany(t, e.kcl, e.topic, 3, 30000)
+	p := startProxy(t, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"], vars["CHANGESINK_TEST_KAFKA_PROXY_TARGET"], proxyOpts{cutAfter: 256 << 10})
+	cfg := e.config()
+	cfg.PollSeconds = 5
+	cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"])
+	_, err := e.run(t, cfg, hooks{})
+	end := time.Now()
+	cut := p.cutAt.Load()
+	if cut == 0 {
+		t.Fatalf("the proxy never cut the connection (run: %v)", err)
+	}
+	if err == nil {
+		t.Fatal("the run succeeded although the broker stopped mid-batch")
+	}
+	if k := outcome.Classify(err); k != outcome.Transient {
+		t.Errorf("Classify = %v, want transient; error: %v", k, err)
+	}
+	if !strings.Contains(err.Error(), e.topic) || !strings.Contains(err.Error(), "kafka fetch") {
+		t.Errorf("error %q does not name the topic and Kafka", err)
+	}
+	bound := time.Duration(cfg.PollSeconds)*time.Second + kafkaTimeout + 5*time.Second
+	if d := end.Sub(time.Unix(0, cut)); d > bound {
+		t.Errorf("the error came %s after the outage, want within %s", d, bound)
+	}
+	t.Logf("error %s after the outage: %v", end.Sub(time.Unix(0, cut)).Round(time.Millisecond), err)
+	if s := e.snapshot(t); s != "--\n--\n" {
+		t.Fatal("a run whose broker stopped committed something")
+	}
+}
+
+// TestTwoMaterializersAtOnce: while one materializer holds the topic (it is
+// paused before its end-of-batch check), a second one, the built binary,
+// exits 1 with the lock message and changes nothing; the first then
+// commits.
+func TestTwoMaterializersAtOnce(t *testing.T) {
+	e := newEnv(t)
+	bin := buildBinary(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
+	var (
+		wg       sync.WaitGroup
+		second   bytes.Buffer
+		exitCode = -1
+	)
+	res, err := e.run(t, e.config(), hooks{beforeRecheck: func(ctx context.Context) error {
+		wg.Add(1)
+		defer wg.Done()
+		cmd := exec.CommandContext(ctx, bin, "kafka-state", "materialize")
+		cmd.Env = e.binaryEnv(e.config(), t.TempDir())
+		cmd.Stdout, cmd.Stderr = &second, &second
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			exitCode = exit.ExitCode()
+		} else if err == nil {
+			exitCode = 0
+		}
+		return nil
+	}})
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("the first materializer failed: %v", err)
+	}
+	if exitCode != 1 || !strings.Contains(second.String(), "another materializer holds this topic lock") ||
+		!strings.Contains(second.String(), `"error_class":"refused"`) {
+		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 1 with the lock message", exitCode, second.String())
+	}
+	if res.Consumed != 2 || len(e.records(t)) != 2 {
+		t.Errorf("first materializer: %+v", res)
+	}
+}
+
+// TestSCRAM: SASL/SCRAM-SHA-256 and -512 against the broker's SCRAM
+// listener work; a wrong password is a configuration error that does not
+// show the password.
+func TestSCRAM(t *testing.T) {
+	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_SCRAM", "CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
+	props := func(mech, password string) string {
+		return fmt.Sprintf(`{"bootstrap.servers":%q,"security.protocol":"SASL_PLAINTEXT","sasl.mechanisms":%q,"sasl.username":%q,"sasl.password":%q,"client.id":"changesink-test"}`,
+			vars["CHANGESINK_TEST_KAFKA_SCRAM"], mech, vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], password)
+	}
+	for i, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			produce(t, e.kcl, e.topic, kv(0, "c", fmt.Sprint(i)))
+			cfg := e.config()
+			cfg.KafkaProperties = props(mech, vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"])
+			res, err := e.run(t, cfg, hooks{})
+			if err != nil {
+				t.Fatalf("materialize over %s: %v", mech, err)
+			}
+			if res.Consumed == 0 {
+				t.Errorf("consumed nothing over %s", mech)
+			}
+		})
+	}
+	t.Run("wrong password", func(t *testing.T) {
+		const wrong = "not-the-Password-42"
+		cfg := e.config()
+		cfg.KafkaProperties = props("SCRAM-SHA-256", wrong)
+		before := e.snapshot(t)
+		_, err := e.run(t, cfg, hooks{})
+		if err == nil || outcome.Classify(err) != outcome.Config {
+			t.Fatalf("error = %v (class %v), want a configuration error", err, outcome.Classify(err))
+		}
+		if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]) {
+			t.Errorf("error shows a password: %v", err)
+		}
+		if e.snapshot(t) != before {
+			t.Error("tables changed")
+		}
+	})
+}
