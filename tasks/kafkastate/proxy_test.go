@@ -160,5 +160,3 @@ func capMetadata(frame []byte, version, max int16) []byte {
 	}
 	return resp.AppendTo(append([]byte(nil), frame[:4]...))
 }
-
-
