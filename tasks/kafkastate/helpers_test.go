@@ -94,9 +94,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("Setup: %v", err)
 	}
 	e.kcl = newProducer(t, e.brokers)
-	e.adm = kadm.NewClient(e.kcl)
+	e.adm = newAdmin(e.kcl)
 	return e
 }
+
+func newAdmin(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
 
 // createDatabase creates database name from the admin DSN and returns its
 // DSN; the database is dropped when the test ends.

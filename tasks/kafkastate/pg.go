@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +24,12 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(cctx, cc)
 	if err != nil {
 		// pgconn's connect errors name host, port, user and database, never
-		// the password.
+		// the password. Authentication failures (SQLSTATE class 28) and a
+		// missing database (3D000) are configuration errors.
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
+			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+		}
 		return nil, pgErr(ctx, err, "connect")
 	}
 	return conn, nil

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestKafkaStateHelp: --help of each kafka-state command lists every env
+// variable of the seed's contract with its default and range.
+func TestKafkaStateHelp(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		want []string
+	}{
+		{"materialize", []string{"$TOPIC", "$MAX_RECORDS", "1..100000 (default 1000)", "$POLL_SECONDS", "1..60 seconds (default 10)",
+			"$KAFKA_PROPERTIES", "bootstrap.servers", "$PG_DSN", "$PGUSER", "$PGPASSWORD", "--max-records=1000", "--poll-seconds=10"}},
+		{"setup", []string{"$PG_DSN", "$PGUSER", "$PGPASSWORD"}},
+		{"verify", []string{"$TOPIC", "$PG_DSN", "$PGUSER", "$PGPASSWORD"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run(context.Background(), []string{"kafka-state", tt.cmd, "--help"}, &out); code != 0 {
+				t.Fatalf("exit %d: %s", code, out.String())
+			}
+			help := strings.Join(strings.Fields(out.String()), " ") // kong wraps lines
+			for _, w := range tt.want {
+				if !strings.Contains(help, w) {
+					t.Errorf("help lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestKafkaStateBadSettings: settings that do not parse or are out of range
+// exit 2 (configuration) before any I/O.
+func TestKafkaStateBadSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"max records not a number", map[string]string{"MAX_RECORDS": "many"}, "MAX_RECORDS"},
+		{"max records out of range", map[string]string{"MAX_RECORDS": "100001"}, "MAX_RECORDS must be 1..100000"},
+		{"poll seconds out of range", map[string]string{"POLL_SECONDS": "0"}, "POLL_SECONDS must be 1..60"},
+		{"unknown kafka property", map[string]string{"KAFKA_PROPERTIES": `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
+		{"no topic", map[string]string{"TOPIC": ""}, "TOPIC"},
+		{"no dsn", map[string]string{"PG_DSN": ""}, "PG_DSN is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("TOPIC", "customers")
+			t.Setenv("KAFKA_PROPERTIES", `{"bootstrap.servers":"127.0.0.1:1"}`)
+			t.Setenv("PG_DSN", "postgres://u@127.0.0.1:1/db")
+			t.Setenv("MAX_RECORDS", "")
+			t.Setenv("POLL_SECONDS", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			if tt.env["MAX_RECORDS"] == "" {
+				os.Unsetenv("MAX_RECORDS")
+			}
+			if tt.env["POLL_SECONDS"] == "" {
+				os.Unsetenv("POLL_SECONDS")
+			}
+			var out bytes.Buffer
+			code := run(context.Background(), []string{"--work-dir", t.TempDir(), "kafka-state", "materialize"}, &out)
+			if code != 2 || !strings.Contains(out.String(), tt.want) || !strings.Contains(out.String(), `"error_class":"config"`) {
+				t.Fatalf("exit %d, output:\n%s\nwant exit 2 naming %q", code, out.String(), tt.want)
+			}
+		})
+	}
+}
+
+func requireServices(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, n := range names {
+		v := os.Getenv(n)
+		if v == "" {
+			msg := fmt.Sprintf("SKIPPED: integration test needs %s (source .ci/env after .ci/services)", n)
+			if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
+				t.Fatalf("%s, and CHANGESINK_REQUIRE_SERVICES=1 forbids skipping", msg)
+			}
+			t.Skip(msg)
+		}
+		out[n] = v
+	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
+// and verify through the command line with a PostgreSQL role whose password
+// comes from PGPASSWORD, then failing runs that handle secrets (a wrong
+// SCRAM password, a wrong password inside PG_DSN, KAFKA_PROPERTIES that do
+// not parse, a refused batch), and asserts that no password appears
+// anywhere in stdout, while the runs report what they should.
+func TestKafkaStateNoSecretInOutput(t *testing.T) {
+	vars := requireServices(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_KAFKA_SCRAM",
+		"CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	suffix := randomHex(4)
+	role, db := "ks_role_"+suffix, "ks_secret_"+suffix
+	pgSecret := "pg-Secret-" + randomHex(6)
+	wrongPG := "wrong-PG-" + randomHex(6)
+	wrongScram := "wrong-Scram-" + randomHex(6)
+	scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
+
+	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
+		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db))
+		_, _ = admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role))
+	})
+
+	topic := "ks_secret_" + suffix
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	adm := kadm.NewClient(kcl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
+	for {
+		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := kcl.ProduceSync(ctx,
+		&kgo.Record{Topic: topic, Partition: 0, Key: []byte("a"), Value: []byte(`{"v":1}`)},
+		&kgo.Record{Topic: topic, Partition: 1, Key: []byte("b"), Value: []byte(`{"v":2}`)},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	scramProps := func(password string) string {
+		return fmt.Sprintf(`{"bootstrap.servers":%q,"security.protocol":"SASL_PLAINTEXT","sasl.mechanism":"SCRAM-SHA-512","sasl.username":%q,"sasl.password":%q}`,
+			vars["CHANGESINK_TEST_KAFKA_SCRAM"], vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], password)
+	}
+	dsn := fmt.Sprintf("postgres://%s@127.0.0.1:5432/%s?sslmode=disable", role, db)
+	t.Setenv("PG_DSN", dsn)
+	t.Setenv("PGUSER", role)
+	t.Setenv("PGPASSWORD", pgSecret)
+	t.Setenv("TOPIC", topic)
+	t.Setenv("KAFKA_PROPERTIES", scramProps(scramSecret))
+	os.Unsetenv("MAX_RECORDS")
+	os.Unsetenv("POLL_SECONDS")
+
+	var all bytes.Buffer
+	step := func(name string, wantCode int, wantOut string, env map[string]string, args ...string) {
+		t.Helper()
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		var out bytes.Buffer
+		code := run(ctx, append([]string{"--work-dir", t.TempDir()}, args...), &out)
+		all.Write(out.Bytes())
+		if code != wantCode || !strings.Contains(out.String(), wantOut) {
+			t.Errorf("%s: exit %d, want %d with %q; output:\n%s", name, code, wantCode, wantOut, out.String())
+		}
+	}
+	step("setup", 0, `"schema":"kafka_state"`, nil, "kafka-state", "setup")
+	step("materialize over SCRAM", 0, `"consumed":2`, nil, "kafka-state", "materialize")
+	step("verify", 0, `"valid":true`, nil, "kafka-state", "verify")
+	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{"KAFKA_PROPERTIES": scramProps(wrongScram)}, "kafka-state", "materialize")
+	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
+		map[string]string{"KAFKA_PROPERTIES": `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
+	step("wrong password in PG_DSN", 2, "check PG_DSN",
+		map[string]string{"KAFKA_PROPERTIES": scramProps(scramSecret), "PG_DSN": fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
+		"kafka-state", "materialize")
+	step("refused batch (topic missing)", 1, "topic metadata is unavailable",
+		map[string]string{"PG_DSN": dsn, "TOPIC": topic + "_missing"}, "kafka-state", "materialize")
+	step("flags override env", 0, `"consumed":0`, map[string]string{"TOPIC": "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
+
+	for name, secret := range map[string]string{"PGPASSWORD": pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram} {
+		if strings.Contains(all.String(), secret) {
+			t.Errorf("stdout contains the %s", name)
+		}
+	}
+	if t.Failed() {
+		t.Logf("all output:\n%s", all.String())
+	}
+}

@@ -1,0 +1,176 @@
+package kafkastate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gopkg.in/yaml.v3"
+)
+
+// seedDDL returns the SQL of the seed flow's create_state_tables task.
+func seedDDL(t *testing.T) string {
+	t.Helper()
+	dir := requireEnv(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
+	raw, err := os.ReadFile(filepath.Join(dir, "kafka-compacted-postgres-state.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flow struct {
+		Tasks []struct {
+			ID  string `yaml:"id"`
+			SQL string `yaml:"sql"`
+		} `yaml:"tasks"`
+	}
+	if err := yaml.Unmarshal(raw, &flow); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range flow.Tasks {
+		if task.ID == "create_state_tables" {
+			return task.SQL
+		}
+	}
+	t.Fatal("the seed has no create_state_tables task")
+	return ""
+}
+
+// TestDDLIsTheSeeds: Setup's statements are the seed's create_state_tables
+// SQL, statement for statement (whitespace aside).
+func TestDDLIsTheSeeds(t *testing.T) {
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	var want []string
+	for _, stmt := range strings.Split(seedDDL(t), ";") {
+		if strings.TrimSpace(stmt) != "" {
+			want = append(want, norm(stmt))
+		}
+	}
+	if len(want) != len(ddl) {
+		t.Fatalf("seed has %d statements, Setup %d", len(want), len(ddl))
+	}
+	for i := range ddl {
+		if norm(ddl[i]) != want[i] {
+			t.Errorf("statement %d:\n got %s\nwant %s", i, norm(ddl[i]), want[i])
+		}
+	}
+}
+
+// TestSetupOnSeedDatabase: a database the seed flow set up and wrote keeps
+// working: Setup changes nothing in it and materialize continues from the
+// seed's rows; Setup run twice is a no-op.
+func TestSetupOnSeedDatabase(t *testing.T) {
+	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
+	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
+	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
+	e.kcl = newProducer(t, e.brokers)
+	e.adm = newAdmin(e.kcl)
+	e.exec(t, seedDDL(t)) // the seed's Queries task, as one multi-statement string
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
+	cluster, topicID := e.ids(t)
+	e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 1}')`, e.topic, cluster, topicID)
+	e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'a', '1', false, 0, 0)`, e.topic)
+	before := e.snapshot(t)
+	ctx := testCtx(t, time.Minute)
+	for i := 0; i < 2; i++ {
+		if _, err := Setup(ctx, e.pg); err != nil {
+			t.Fatalf("Setup %d: %v", i, err)
+		}
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("Setup changed the seed's rows")
+	}
+	res := e.mustRun(t)
+	if res.Consumed != 1 || res.LiveKeys != 2 {
+		t.Errorf("materialize after the seed: %+v, want consumed 1, live_keys 2", res)
+	}
+}
+
+// TestSetupConcurrent: changesink setups racing each other and the seed's
+// own DDL (which takes no lock) on a fresh database all succeed.
+func TestSetupConcurrent(t *testing.T) {
+	vars := requireEnv(t, "CHANGESINK_TEST_PG")
+	seed := seedDDL(t)
+	for round := 0; round < 3; round++ {
+		dsn := createDatabase(t, vars["CHANGESINK_TEST_PG"], uniqueName(t))
+		ctx := testCtx(t, time.Minute)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		start := make(chan struct{})
+		for i := 0; i < 6; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := Setup(ctx, Postgres{DSN: dsn})
+				errs <- err
+			}()
+		}
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() { // the seed's task; its own failures are the seed's race, not ours
+				defer wg.Done()
+				conn, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					return
+				}
+				defer conn.Close(ctx)
+				<-start
+				_, _ = conn.Exec(ctx, seed)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("round %d: concurrent Setup failed: %v", round, err)
+			}
+		}
+	}
+}
+
+// TestVerify: the seed's check_saved_positions and Fail task: a consistent
+// topic passes; a record at or past its partition's saved next offset, a
+// record whose partition has no saved offset, and records without a
+// positions row are refused, naming topic, key, partition and offset.
+func TestVerify(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `1`), kv(1, "c", `1`))
+	e.mustRun(t)
+	ctx := testCtx(t, time.Minute)
+	res, err := Verify(ctx, e.pg, e.topic)
+	if err != nil {
+		t.Fatalf("Verify on a consistent topic: %v", err)
+	}
+	if out := res.Outputs(); out["valid"] != true || out["topic"] != e.topic {
+		t.Errorf("outputs = %v", out)
+	}
+	if _, err := Verify(ctx, e.pg, "no-rows-topic"); err != nil {
+		t.Errorf("Verify on a topic without rows: %v", err)
+	}
+
+	e.exec(t, `UPDATE kafka_state.records SET kafka_offset = 2 WHERE topic = $1 AND record_key = 'b'`, e.topic)
+	_, err = Verify(ctx, e.pg, e.topic)
+	assertRefused(t, err, ErrAheadOfPositions, e.topic, `key "b"`, "partition 0 offset 2", "saved next offset 2", "(1 such records)")
+	var ahead *AheadError
+	if !errors.As(err, &ahead) || ahead.Key != "b" || ahead.Partition != 0 || ahead.Offset != 2 || ahead.Next != 2 {
+		t.Errorf("AheadError = %+v", ahead)
+	}
+	e.exec(t, `UPDATE kafka_state.records SET kafka_offset = 1 WHERE topic = $1 AND record_key = 'b'`, e.topic)
+
+	e.exec(t, `UPDATE kafka_state.positions SET next_offsets = next_offsets - '1' WHERE topic = $1`, e.topic)
+	_, err = Verify(ctx, e.pg, e.topic)
+	assertRefused(t, err, ErrAheadOfPositions, `key "c"`, "partition 1 offset 0", "no saved position")
+
+	e.exec(t, `DELETE FROM kafka_state.positions WHERE topic = $1`, e.topic)
+	_, err = Verify(ctx, e.pg, e.topic)
+	assertRefused(t, err, ErrAheadOfPositions, "partition 0 offset 0", "no saved position", "(3 such records)")
+}
+
+
