@@ -172,5 +172,3 @@ func TestVerify(t *testing.T) {
 	_, err = Verify(ctx, e.pg, e.topic)
 	assertRefused(t, err, ErrAheadOfPositions, "partition 0 offset 0", "no saved position", "(3 such records)")
 }
-
-
