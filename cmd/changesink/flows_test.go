@@ -198,6 +198,8 @@ type cliCommand struct {
 	required []string        // env vars of required flags without a default
 }
 
+var requiredHelp = regexp.MustCompile(`\bRequired\b`)
+
 // cliCommands walks kong's model of the real command line: leaf command path
 // ("kafka-state materialize") → the env vars it reads and the required ones.
 func cliCommands(t *testing.T) map[string]cliCommand {
@@ -228,7 +230,9 @@ func cliCommands(t *testing.T) map[string]cliCommand {
 				for _, e := range f.Envs {
 					cmd.envs[e] = true
 				}
-				if f.Required && !f.HasDefault {
+				// kong-required, or validated by the task and documented as
+				// "Required" in the flag's help (kafka-state's TOPIC and PG_DSN).
+				if (f.Required || requiredHelp.MatchString(f.Help)) && !f.HasDefault {
 					if len(f.Envs) == 0 {
 						t.Errorf("%s: required flag --%s has no env var: a Kestra flow cannot set it", strings.Join(path, " "), f.Name)
 						continue
