@@ -15,13 +15,33 @@ type difference struct {
 // kafkaDifferences are the kafka-state differences a scenario may name.
 var kafkaDifferences = map[string]difference{
 	"next_offsets_past_marker": {
-		What: "next_offsets (positions row and outputs) is past a partition's trailing transaction control " +
-			"records or aborted records, where the seed stops at the last record it consumed + 1.",
-		Why: "librdkafka's position() counts only delivered records; a seed run ending on a marker or an aborted " +
-			"transaction saves an offset it will re-read (and skip) on every later run. Bound checked: changesink's " +
-			"offset is greater, and a read_committed consumer sees no record in [seed offset, changesink offset).",
+		What: "When MAX_RECORDS stops a batch on the last record before a transaction control record or aborted " +
+			"records, next_offsets (positions row, outputs, batch-report.json) is past them; the seed saves the " +
+			"offset after the last record it consumed. At the end of a partition both step past markers.",
+		Why: "changesink knows the fetched log's next offset; librdkafka's position() only moves past markers it " +
+			"has read up to the end of a partition. Bound checked: changesink's offset is greater and a " +
+			"read_committed consumer sees no record in [seed offset, changesink offset), so both read the same " +
+			"records next.",
+	},
+	"exact_json_numbers": {
+		What: "JSON numbers with a fraction or an exponent are stored in jsonb as written (1.10, 1e2 → 100, " +
+			"12345678901234567890.5); the seed stores the Python float's repr (1.1, 100.0, 12345678901234567000).",
+		Why: "The seed's json.loads turns every such number into a float64 before PostgreSQL sees it, losing digits; " +
+			"changesink passes the text to jsonb. Bound checked: the payloads are equal once every number in both " +
+			"is read as a float64, and everything else (keys, strings, structure, integers) is identical.",
+	},
+	"nesting_988_to_1000_accepted": {
+		What: "A value nested 988 to 1000 levels deep is stored; the seed fails on it with RecursionError.",
+		Why: "The seed's limit is its Python stack (json.dumps inside psycopg; 987 levels on the pinned Python " +
+			"3.11 venv, another number on another Python), not a rule; changesink's limit is a fixed 1000 levels " +
+			"(tasks/kafkastate/record.go maxDepth). Bound checked: the seed failed with RecursionError, changesink " +
+			"succeeded; the scenario ends there (the databases differ by that record by design).",
 	},
 }
+
+// outcomeDifferences are differences in the outcome itself (the seed fails,
+// changesink succeeds): a batch naming one must be its scenario's last.
+var outcomeDifferences = map[string]bool{"nesting_988_to_1000_accepted": true}
 
 // cdcDifferences are the cdc differences a scenario may name.
 var cdcDifferences = map[string]difference{}

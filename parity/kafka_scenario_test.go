@@ -195,6 +195,9 @@ func (sc *kafkaScenario) validate() error {
 				if _, ok := kafkaDifferences[d]; !ok {
 					return fmt.Errorf("step %d: unknown difference %q (known: %s)", i+1, d, strings.Join(sortedKeys(kafkaDifferences), ", "))
 				}
+				if outcomeDifferences[d] && (b.Expect == "ok" || len(b.Differs) != 1 || i != len(sc.Steps)-1) {
+					return fmt.Errorf("step %d: outcome difference %q must be the only one named, by the last step, with the seed's failing expect", i+1, d)
+				}
 			}
 		}
 	}
