@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -222,6 +223,12 @@ func TestDecodeMalformed(t *testing.T) {
 	truncated := append(append(append([]byte{}, lines[0]...), lines[1][:20]...), '\n')
 	truncated = append(truncated, lines[2]...)
 	bin := encode(t, true, good(1), good(2), good(3))
+	// The third row's struct: after its chunk's version marker and symbol table.
+	chunk := encode(t, true, good(3))
+	br := bufio.NewReader(bytes.NewReader(chunk[4:]))
+	lst, _, _, _ := frameHeader(br)
+	third := len(bin) - len(chunk) + 4 + int(lst)
+	thirdSize := len(chunk) - 4 - int(lst)
 	tests := []struct {
 		name string
 		data []byte
@@ -234,7 +241,11 @@ func TestDecodeMalformed(t *testing.T) {
 		{"not ion at all", []byte("\x00\x01\x02 hello"),
 			"record 1 (line 1, byte 0): malformed Ion: ion: unexpected rune '\\x00' (offset 0)"},
 		{"truncated binary", bin[:len(bin)-7],
-			fmt.Sprintf("record 3 (byte %d), column \"metadata\": malformed Ion: ion: unexpected end of input (offset %[1]d)", len(bin)-7)},
+			fmt.Sprintf("record 3 (byte %d): malformed Ion: a value of %d bytes runs past the end of the file (truncated)", third, thirdSize)},
+		{"garbled length", append(append([]byte{}, bin[:third]...), 0xDE, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0x01),
+			fmt.Sprintf("record 3 (byte %d): malformed Ion: a length that is not a VarUInt of at most 5 bytes (truncated or garbled)", third)},
+		{"huge length", append(append([]byte{}, bin[:third]...), 0xDE, 0x7F, 0x7F, 0x7F, 0x7F, 0xFF, 0x01),
+			fmt.Sprintf("record 3 (byte %d): malformed Ion: a value of 34359738373 bytes (garbled length; at most 1073741824)", third)},
 		{"garbled binary", append(append(append([]byte{}, bin[:len(bin)/3]...), 0xF3, 0xFF), bin[len(bin)/3:]...), ""},
 	}
 	for _, tt := range tests {

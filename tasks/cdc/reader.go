@@ -36,6 +36,7 @@ type segment struct {
 	offset    int64 // byte offset of data in the file
 	firstLine int64 // text: 1-based line number of the first line
 	lines     int64 // text: number of lines
+	bad       *unframed // binary: the value after data that could not be framed
 }
 
 // lineOf returns the text line of the segment's local record rec when the
@@ -136,7 +137,7 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 		go func() {
 			d := newRecordDecoder(m)
 			for j := range jobs {
-				j.out <- decodeSegment(d, j.seg)
+				j.out <- decodeSegment(d, j.seg, binary)
 			}
 		}()
 	}
@@ -190,9 +191,13 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 	return b, nil
 }
 
-// decodeSegment decodes a segment as one stream.
-func decodeSegment(d *recordDecoder, s *segment) segResult {
+// decodeSegment decodes a segment as one stream; binary says which form
+// the file is in (a text segment is never read as binary).
+func decodeSegment(d *recordDecoder, s *segment, binary bool) segResult {
 	r := ion.NewReaderBytes(s.data)
+	if !binary {
+		r = textReader(s.data)
+	}
 	var res segResult
 	for r.Next() {
 		if isVersionSymbol(r) {
@@ -209,8 +214,23 @@ func decodeSegment(d *recordDecoder, s *segment) segResult {
 	if err := r.Err(); err != nil {
 		res.n++
 		res.err = &RecordError{Record: res.n, Offset: ionOffset(err, s.offset), Err: malformedValue(adjustOffset(err, s.offset))}
+		return res
+	}
+	if s.bad != nil {
+		res.n++
+		res.err = badRecord(res.n, s.bad)
 	}
 	return res
+}
+
+// textReader reads data as text Ion. ion-go picks the binary reader when
+// data starts with a binary version marker, and the binary reader allocates
+// the lengths it reads; garbage in a text file must not get there.
+func textReader(data []byte) ion.Reader {
+	if len(data) > 0 && data[0] == 0xE0 {
+		data = append([]byte{' '}, data...)
+	}
+	return ion.NewReaderBytes(data)
 }
 
 // decodeLines decodes a text segment line by line, which pins a truncated
@@ -236,7 +256,7 @@ func decodeLines(d *recordDecoder, s *segment) segResult {
 		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
-		r := ion.NewReaderBytes(text)
+		r := textReader(text)
 		for r.Next() {
 			if isVersionSymbol(r) {
 				continue
@@ -270,7 +290,25 @@ func decodeStream(ctx context.Context, path string, m *Mapping) (*batch, error) 
 		return nil, fmt.Errorf("open batch file: %w", err)
 	}
 	defer f.Close()
-	r := ion.NewReader(bufio.NewReaderSize(f, 1<<20))
+	var in io.Reader = f
+	var bad *unframed
+	head := make([]byte, 4)
+	if n, _ := io.ReadFull(f, head); n == 4 && bytes.Equal(head, ivm) {
+		// Never let ion-go read a value whose length runs past the file:
+		// it allocates the declared length first.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("read batch file: %w", err)
+		}
+		limit, b, err := scanBinary(f)
+		if err != nil {
+			return nil, err
+		}
+		in, bad = io.LimitReader(f, limit), b
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read batch file: %w", err)
+	}
+	r := ion.NewReader(bufio.NewReaderSize(in, 1<<20))
 	d := newRecordDecoder(m)
 	b := newBatch(m)
 	var rec int64
@@ -294,6 +332,9 @@ func decodeStream(ctx context.Context, path string, m *Mapping) (*batch, error) 
 	}
 	if err := r.Err(); err != nil {
 		return nil, &RecordError{Record: rec + 1, Offset: ionOffset(err, 0), Err: malformedValue(err)}
+	}
+	if bad != nil {
+		return nil, badRecord(rec+1, bad)
 	}
 	return b, nil
 }
@@ -442,116 +483,3 @@ func splitText(f io.Reader, emit func(*segment) error) error {
 	}
 }
 
-// splitBinary cuts a binary Ion file into segments that each start with a
-// version marker, so every segment carries its own symbol tables. A
-// truncated or invalid value ends framing: the rest of the file becomes the
-// last segment and the decoder reports the fault with its offset.
-func splitBinary(f io.Reader, emit func(*segment) error) error {
-	br := bufio.NewReaderSize(f, 1<<20)
-	var seg []byte
-	var offset int64
-	flush := func() error {
-		if len(seg) == 0 {
-			return nil
-		}
-		s := &segment{data: seg, offset: offset}
-		offset += int64(len(seg))
-		seg = nil
-		return emit(s)
-	}
-	for {
-		head, err := br.Peek(1)
-		if len(head) == 0 {
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("read batch file: %w", err)
-			}
-			return flush()
-		}
-		n, ok := binaryValueLen(br)
-		if !ok {
-			// Unframeable: hand the rest to the decoder, which reports where.
-			rest, err := io.ReadAll(br)
-			if err != nil {
-				return fmt.Errorf("read batch file: %w", err)
-			}
-			seg = append(seg, rest...)
-			return flush()
-		}
-		isIVM := n == 4 && head[0] == 0xE0
-		if isIVM && len(seg) >= segmentSize {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		if !isIVM && len(seg) >= maxBinarySegment {
-			return errSequential
-		}
-		start := len(seg)
-		seg = append(seg, make([]byte, n)...)
-		if got, err := io.ReadFull(br, seg[start:]); err != nil {
-			if !errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("read batch file: %w", err)
-			}
-			seg = seg[:start+got] // truncated: the decoder reports where
-			return flush()
-		}
-	}
-}
-
-// binaryValueLen peeks at the top-level binary Ion value (or version
-// marker) at the reader's position and returns its length in bytes; ok is
-// false when the value is invalid or extends past the end of the file.
-func binaryValueLen(br *bufio.Reader) (int, bool) {
-	head, _ := br.Peek(16)
-	if len(head) == 0 {
-		return 0, false
-	}
-	c := head[0]
-	if c == 0xE0 {
-		if len(head) >= 4 && bytes.Equal(head[:4], ivm) {
-			return 4, true
-		}
-		return 0, false
-	}
-	t, l := c>>4, int(c&0x0F)
-	hdr := 1
-	var length int
-	switch {
-	case t == 0xF:
-		return 0, false
-	case t == 0x1 || l == 0x0F: // bool, or a typed null
-		length = 0
-	case t == 0xD && l == 1, l == 0x0E: // sorted struct, or VarUInt length
-		v, n, ok := varUint(head[1:])
-		if !ok {
-			return 0, false
-		}
-		length, hdr = v, 1+n
-	default:
-		length = l
-	}
-	total := hdr + length
-	if total <= 0 || total > 1<<30 {
-		return 0, false
-	}
-	if avail, _ := br.Peek(total); len(avail) < total {
-		// bufio cannot peek past its buffer: check the size another way.
-		if total <= br.Size() {
-			return 0, false
-		}
-		return total, true
-	}
-	return total, true
-}
-
-// varUint decodes a binary Ion VarUInt (7 bits a byte, high bit ends it).
-func varUint(b []byte) (int, int, bool) {
-	v := 0
-	for i := 0; i < len(b) && i < 5; i++ {
-		v = v<<7 | int(b[i]&0x7F)
-		if b[i]&0x80 != 0 {
-			return v, i + 1, true
-		}
-	}
-	return 0, 0, false
-}
