@@ -33,9 +33,9 @@ var errSequential = errors.New("decode the file as one stream")
 // segment is whole lines; a binary segment starts with a version marker.
 type segment struct {
 	data      []byte
-	offset    int64 // byte offset of data in the file
-	firstLine int64 // text: 1-based line number of the first line
-	lines     int64 // text: number of lines
+	offset    int64     // byte offset of data in the file
+	firstLine int64     // text: 1-based line number of the first line
+	lines     int64     // text: number of lines
 	bad       *unframed // binary: the value after data that could not be framed
 }
 
@@ -482,4 +482,3 @@ func splitText(f io.Reader, emit func(*segment) error) error {
 		carry = append([]byte(nil), buf[cut:]...)
 	}
 }
-
