@@ -212,20 +212,11 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pending []*row
-	for _, r := range expected {
-		cur := current[r.key]
-		if cur != nil && cur.lsn == r.lsn && !samePayload(cur, r) {
-			return nil, outcome.Refuse(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Err: ErrTargetConflict})
-		}
-		if cur == nil || cur.lsn < r.lsn {
-			pending = append(pending, r)
-			if r.deleted {
-				res.Deletes++
-			}
-		}
+	pending, deletes, err := selectPending(m, expected, current)
+	if err != nil {
+		return nil, err
 	}
-	res.Pending, res.Skipped = int64(len(pending)), res.Keys-int64(len(pending))
+	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), deletes
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
@@ -272,6 +263,27 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// selectPending implements the seed's select_changes: a key is pending when
+// the target lacks it or holds an older LSN; an equal LSN with a different
+// payload is refused (ErrTargetConflict), an equal one is a replay.
+func selectPending(m *Mapping, expected []*row, current map[string]*row) ([]*row, int64, error) {
+	var pending []*row
+	var deletes int64
+	for _, r := range expected {
+		cur := current[r.key]
+		if cur != nil && cur.lsn == r.lsn && !samePayload(cur, r) {
+			return nil, 0, outcome.Refuse(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Err: ErrTargetConflict})
+		}
+		if cur == nil || cur.lsn < r.lsn {
+			pending = append(pending, r)
+			if r.deleted {
+				deletes++
+			}
+		}
+	}
+	return pending, deletes, nil
 }
 
 // markInput marks decode errors: refusals of the input, or a file that

@@ -1,0 +1,190 @@
+package cdc
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/amazon-ion/ion-go/ion"
+)
+
+// ionToJSONL converts a batch to the JSON lines IonToJson gives the seed:
+// structs as objects, decimals as JSON numbers, annotations dropped.
+func ionToJSONL(t *testing.T, data []byte) []byte {
+	t.Helper()
+	dec := ion.NewDecoder(ion.NewReaderBytes(data))
+	var out bytes.Buffer
+	for {
+		v, err := dec.Decode()
+		if errors.Is(err, ion.ErrNoInput) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := json.Marshal(jsonable(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes()
+}
+
+func jsonable(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = jsonable(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonable(e)
+		}
+		return out
+	case *string:
+		return *x
+	case *ion.SymbolToken:
+		if x.Text != nil {
+			return *x.Text
+		}
+		return nil
+	case *ion.Decimal:
+		return json.Number(x.String())
+	case *big.Int:
+		return json.Number(x.String())
+	case *float64:
+		return *x
+	case *ion.Timestamp:
+		return x.String()
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x)
+	}
+	return v
+}
+
+// runSeedScript runs one of the seed's Python scripts in dir.
+func runSeedScript(t *testing.T, py, seeds, script, dir string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(seeds, "reference", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := strings.ReplaceAll(string(src), "{{ vars.postgres_database }}", "shop")
+	cmd := exec.Command(py, "-c", code)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// TestOutputFilesMatchTheSeed runs the seed's prepare_batch and
+// select_changes on the JSON lines of a batch and compares their
+// expected.jsonl and pending.jsonl byte for byte with changesink's, and
+// their outputs with changesink's counts.
+func TestOutputFilesMatchTheSeed(t *testing.T) {
+	py := pythonOrSkip(t)
+	seeds := seedsDir(t)
+	m := loadMapping(t, ordersMapping)
+	var events []any
+	statuses := []string{"new", "paid ✓", `q"b\s/<a&b>`, "t\tn\nr\rb\bf\fz\x01\x1f\x7f", "ls\u2028ps\u2029", "😀😀", "", " lead "}
+	for i := range 300 {
+		id := int64(i%97 + 1)
+		if i%7 == 3 {
+			id = -id
+		}
+		events = append(events, orderEvent(id, int64(i), int64(i*13-400), statuses[i%len(statuses)], int64(1000+i), i%10 == 9))
+	}
+	events = append(events, events[5], events[17]) // replays
+	data := encode(t, false, events...)
+	b, err := decodeBytes(t, m, data, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expected := b.sorted()
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "changes.jsonl"), ionToJSONL(t, data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runSeedScript(t, py, seeds, "cdc_prepare_batch.py", dir)
+	seedExpected, err := os.ReadFile(filepath.Join(dir, "expected.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.rows) < 150 || bytes.Count(seedExpected, []byte("\n")) != len(b.rows) {
+		t.Fatalf("%d keys, seed wrote %d lines", len(b.rows), bytes.Count(seedExpected, []byte("\n")))
+	}
+	if got := jsonLines(b); got != string(seedExpected) {
+		t.Errorf("expected.jsonl differs from the seed's:\n ours %.400s\nseed's %.400s", got, seedExpected)
+	}
+	if want := fmt.Sprintf(`"events": %d, "keys": %d`, b.events, len(b.rows)); !strings.Contains(out, want) {
+		t.Errorf("seed outputs %s, ours %s", out, want)
+	}
+
+	// The target holds every third key at an older LSN, every fifth at the
+	// same version (a replay), and nothing else.
+	current := map[string]*row{}
+	var cur bytes.Buffer
+	for i, r := range expected {
+		var c row
+		switch {
+		case i%3 == 0:
+			c = *r
+			c.lsn = r.lsn - 500
+		case i%5 == 0:
+			c = *r
+		default:
+			continue
+		}
+		current[c.key] = &c
+		line := appendJSONRow(nil, m, &c)
+		// read_current selects toString(_cdc_lsn): the LSN is a string there.
+		lsn := strconv.FormatUint(c.lsn, 10)
+		line = bytes.Replace(line, []byte(`"_cdc_lsn": `+lsn), []byte(`"_cdc_lsn": "`+lsn+`"`), 1)
+		cur.Write(line)
+		cur.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "current.jsonl"), cur.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = runSeedScript(t, py, seeds, "cdc_select_changes.py", dir)
+	seedPending, err := os.ReadFile(filepath.Join(dir, "pending.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, deletes, err := selectPending(m, expected, current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) == 0 || len(pending) == len(expected) {
+		t.Fatalf("%d of %d pending: the case tests nothing", len(pending), len(expected))
+	}
+	var ours []byte
+	for _, r := range pending {
+		ours = appendJSONRow(ours, m, r)
+		ours = append(ours, '\n')
+	}
+	if string(ours) != string(seedPending) {
+		t.Errorf("pending.jsonl differs from the seed's:\n ours %.400s\nseed's %.400s", ours, seedPending)
+	}
+	want := fmt.Sprintf(`{"outputs": {"pending": %d, "skipped": %d, "deletes": %d}}`, len(pending), len(expected)-len(pending), deletes)
+	if !strings.Contains(out, want) {
+		t.Errorf("seed printed %s, ours %s", out, want)
+	}
+}
