@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +42,9 @@ type partState struct {
 	// done: end of partition (next >= last stable offset) or the budget ran
 	// out while reading it.
 	done bool
+	// keys holds a hash of every key read from the partition in this batch,
+	// to tell whether the batch holds a key twice (see repeatsKeys).
+	keys []uint64
 }
 
 // fetcher reads every partition from its position with raw Fetch requests
@@ -54,6 +59,7 @@ type fetcher struct {
 	budget   atomic.Int64 // records left in the batch (MAX_RECORDS)
 	dec      kgo.Decompressor
 	out      chan<- []row
+	seed     maphash.Seed
 
 	consumed, tombstones atomic.Int64
 
@@ -199,6 +205,7 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 				return err
 			}
 			rows[i] = row{key: string(r.Key), value: r.Value, partition: r.Partition, offset: r.Offset}
+			st.keys = append(st.keys, maphash.Bytes(f.seed, r.Key))
 			if r.Value == nil {
 				tomb++
 			}
@@ -222,6 +229,22 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 		st.done = true // end of partition
 	}
 	return nil
+}
+
+// repeatsKeys reports whether some partition yielded a key more than once
+// in this batch (or two keys whose hashes collide, which only costs the
+// merge a sort). A key read from two partitions is refused by the
+// moved-key check before the merge, so partitions need no cross-check.
+func repeatsKeys(states map[int32]*partState) bool {
+	for _, st := range states {
+		slices.Sort(st.keys)
+		for i := 1; i < len(st.keys); i++ {
+			if st.keys[i] == st.keys[i-1] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reserve takes up to n records from the budget and returns how many.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"slices"
@@ -33,6 +34,9 @@ type hooks struct {
 	// duringCopy runs once, from the COPY's row source, after the first row
 	// has been handed to PostgreSQL: tests kill the backend here.
 	duringCopy func(ctx context.Context)
+	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
+	// on a server that has MERGE, so tests cover both statements.
+	onConflict bool
 }
 
 // Materialize runs one bounded batch: it reads up to cfg.MaxRecords records
@@ -89,6 +93,8 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	}
 	started := time.Now()
 	topic := cfg.Topic
+	ph := phases{last: started}
+	defer func() { log.Debug("kafka-state: phases " + ph.String()) }()
 
 	cl, err := newClient(props)
 	if err != nil {
@@ -101,6 +107,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	ph.mark("metadata")
 
 	// 2. PostgreSQL transaction, lock, saved positions.
 	conn, err := connect(ctx, cc)
@@ -135,6 +142,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	ph.mark("lock+positions")
 
 	// 3. Retained log bounds.
 	marks, err := listWatermarks(ctx, cl, topic, meta)
@@ -156,11 +164,13 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		states[p] = &partState{partition: p, next: start, done: start >= w.lso}
 	}
 
+	ph.mark("offsets")
+
 	// 4. Fetch and COPY, overlapped.
 	if err := execSQL(ctx, tx, "create the staging table", sqlCreateStaging); err != nil {
 		return nil, err
 	}
-	rows := make(chan []row, 16)
+	rows := make(chan []row, 4)
 	f := &fetcher{
 		cl:       cl,
 		topic:    topic,
@@ -168,6 +178,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		deadline: time.Now().Add(time.Duration(cfg.PollSeconds) * time.Second),
 		dec:      kgo.DefaultDecompressor(),
 		out:      rows,
+		seed:     maphash.MakeSeed(),
 	}
 	f.budget.Store(int64(cfg.MaxRecords))
 	byLeader := map[int32][]*partState{}
@@ -195,21 +206,29 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, fetchErr
 	}
 	consumed, tombstones := f.consumed.Load(), f.tombstones.Load()
+	ph.mark("fetch+copy")
 	if copied != consumed {
 		return nil, fmt.Errorf("copy the batch into the staging table: %d rows copied, %d records read", copied, consumed)
 	}
 
 	// 5. Moved keys, then the merge.
 	if consumed > 0 {
+		if err := execSQL(ctx, tx, "set default_statistics_target", sqlStatisticsTarget); err != nil {
+			return nil, err
+		}
 		if err := execSQL(ctx, tx, "analyze the staging table", sqlAnalyzeStaging); err != nil {
 			return nil, err
 		}
+		ph.mark("analyze")
 		if err := checkMovedKeys(ctx, tx, topic); err != nil {
 			return nil, err
 		}
-		if err := execSQL(ctx, tx, "merge the batch into kafka_state.records", sqlMerge, topic); err != nil {
+		ph.mark("moved-keys")
+		merge := mergeSQL(supportsMerge(conn) && !h.onConflict, repeatsKeys(states))
+		if err := execSQL(ctx, tx, "merge the batch into kafka_state.records", merge, topic); err != nil {
 			return nil, err
 		}
+		ph.mark("merge")
 	}
 
 	// 6. The topic must be the one we started with.
@@ -221,6 +240,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := recheckTopic(ctx, cl, topic, meta); err != nil {
 		return nil, err
 	}
+	ph.mark("recheck")
 
 	// 7. Positions, live keys, commit.
 	next := make(Offsets, len(states))
@@ -245,6 +265,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, pgErr(ctx, err, "commit")
 	}
+	ph.mark("positions+commit")
 	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live, Duration: time.Since(started)}
 	log.Info(fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
 		topic, consumed, tombstones, len(meta.partitions), res.Duration.Round(time.Millisecond), nextJSON, live))
@@ -252,6 +273,15 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, fmt.Errorf("the batch is committed, but %s could not be written: %w", ReportFile, err)
 	}
 	return res, nil
+}
+
+// supportsMerge reports whether the server has MERGE (PostgreSQL 15+), from
+// the server_version the server reported at connect time.
+func supportsMerge(conn *pgx.Conn) bool {
+	v := conn.PgConn().ParameterStatus("server_version")
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(strings.TrimSpace(major))
+	return err == nil && n >= 15
 }
 
 // readPositions reads the saved positions FOR UPDATE and applies the seed's
@@ -422,3 +452,28 @@ func (s *rowSource) Values() ([]any, error) {
 }
 
 func (s *rowSource) Err() error { return s.fetchErr() }
+
+// phases measures the steps of a run for the debug log.
+type phases struct {
+	last  time.Time
+	names []string
+	took  []time.Duration
+}
+
+func (p *phases) mark(name string) {
+	now := time.Now()
+	p.names = append(p.names, name)
+	p.took = append(p.took, now.Sub(p.last))
+	p.last = now
+}
+
+func (p *phases) String() string {
+	var b strings.Builder
+	for i, n := range p.names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s", n, p.took[i].Round(time.Millisecond))
+	}
+	return b.String()
+}

@@ -234,3 +234,27 @@ func FuzzValidateKey(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkValidateValue measures the validator on a 200-byte customer
+// record, the shape of .ci/bench-kafka-state's records.
+func BenchmarkValidateValue(b *testing.B) {
+	v := []byte(`{"id":4711,"name":"Customer 0004711","email":"customer0004711@example.com","tier":"gold","balance":74307.11,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		if err := ValidateValue(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkJSONValid is encoding/json's validator on the same value, for
+// comparison.
+func BenchmarkJSONValid(b *testing.B) {
+	v := []byte(`{"id":4711,"name":"Customer 0004711","email":"customer0004711@example.com","tier":"gold","balance":74307.11,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		if !json.Valid(v) {
+			b.Fatal("invalid")
+		}
+	}
+}

@@ -147,3 +147,42 @@ func TestNoIDsRefused(t *testing.T) {
 		t.Errorf("tables changed: %s", s)
 	}
 }
+
+// TestMergeStatements: both merge statements (PostgreSQL 15's MERGE, and
+// the INSERT ... ON CONFLICT used before 15), each with and without the
+// per-key dedupe, give the same tables: the highest offset per key, only
+// where higher than the stored row.
+func TestMergeStatements(t *testing.T) {
+	for _, onConflict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
+			e := newEnv(t)
+			createTopic(t, e.adm, e.topic, 2, nil)
+			cluster, topicID := e.ids(t)
+			e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0, "1": 0}')`,
+				e.topic, cluster, topicID)
+			e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'kept', '"stored"', false, 1, 1000)`, e.topic)
+			h := hooks{onConflict: onConflict}
+			// Batch 1: every key once (no dedupe).
+			produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `1`), kv(1, "kept", `"batch"`))
+			if _, err := e.run(t, e.config(), h); err != nil {
+				t.Fatal(err)
+			}
+			// Batch 2: keys repeated (dedupe), a tombstone and a revival.
+			produce(t, e.kcl, e.topic, kv(0, "a", `2`), kv(0, "a", `3`), tomb(1, "b"), kv(0, "c", `1`), tomb(0, "c"), kv(0, "c", `2`))
+			res, err := e.run(t, e.config(), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			three, two, storedV := `3`, `2`, `"stored"`
+			assertRecords(t, e.records(t), map[string]stored{
+				"a":    {Payload: &three, Partition: 0, Offset: 2},
+				"b":    {Deleted: true, Partition: 1, Offset: 2},
+				"c":    {Payload: &two, Partition: 0, Offset: 5},
+				"kept": {Payload: &storedV, Partition: 1, Offset: 1000},
+			})
+			if res.Consumed != 6 || res.Tombstones != 2 || res.LiveKeys != 3 {
+				t.Errorf("result %+v", res)
+			}
+		})
+	}
+}

@@ -35,11 +35,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// verbose prints the timed processes' output.
+var verbose bool
+
 func main() {
 	bin := flag.String("bin", "", "the changesink binary to time")
 	n := flag.Int("records", 100000, "records to produce and materialize (1..100000)")
 	partitions := flag.Int("partitions", 6, "partitions of the benchmark topic")
 	skipSeed := flag.Bool("skip-seed", false, "do not time the seed script")
+	flag.BoolVar(&verbose, "v", false, "print changesink's output (set CHANGESINK_LOG_LEVEL=DEBUG for its phase timings)")
 	flag.Parse()
 	if err := run(*bin, *n, int32(*partitions), *skipSeed); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-kafka-state:", err)
@@ -335,6 +339,9 @@ func timeProcess(ctx context.Context, name string, args, env []string) (batch, i
 	elapsed := time.Since(start)
 	if err != nil {
 		return batch{}, 0, fmt.Errorf("%v\n%s", err, out)
+	}
+	if verbose {
+		fmt.Printf("--- %s %s\n%s", filepath.Base(name), strings.Join(args, " "), out)
 	}
 	var rss int64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {

@@ -1,0 +1,72 @@
+package kafkastate
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the SQL builders")
+
+// TestSQLGolden pins every statement kafka-state sends, built without a
+// database; `go test -run TestSQLGolden -update` rewrites the files after a
+// deliberate change (review the diff).
+func TestSQLGolden(t *testing.T) {
+	statements := map[string]string{
+		"merge-merge":             mergeSQL(true, false),
+		"merge-merge-dedupe":      mergeSQL(true, true),
+		"merge-onconflict":        mergeSQL(false, false),
+		"merge-onconflict-dedupe": mergeSQL(false, true),
+		"moved-key":               sqlMovedKey,
+		"verify":                  sqlVerify,
+		"write-positions":         sqlWritePositions,
+		"read-positions":          sqlReadPositions,
+		"lock":                    sqlLock,
+		"create-staging":          sqlCreateStaging,
+		"analyze-staging":         sqlAnalyzeStaging,
+		"live-keys":               sqlLiveKeys,
+		"any-record":              sqlAnyRecord,
+		"statement-timeout":       sqlStatementTimeout,
+	}
+	for name, sql := range statements {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "sql", name+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(sql+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got := sql + "\n"; got != string(want) {
+				t.Errorf("%s changed:\n%s\nwant:\n%s", name, got, want)
+			}
+		})
+	}
+}
+
+// TestSeedStatementsVerbatim: the statements the seed runs are sent as the
+// seed wrote them (lock key expression, positions read and upsert, live
+// keys), so the two implementations lock and write alike.
+func TestSeedStatementsVerbatim(t *testing.T) {
+	for name, pair := range map[string][2]string{
+		"lock":      {sqlLock, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`},
+		"positions": {sqlReadPositions, `SELECT next_offsets, cluster_id, topic_id FROM kafka_state.positions WHERE topic = $1 FOR UPDATE`},
+		"any":       {sqlAnyRecord, `SELECT 1 FROM kafka_state.records WHERE topic = $1 LIMIT 1`},
+		"live":      {sqlLiveKeys, `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`},
+		"timeout":   {sqlStatementTimeout, `SET LOCAL statement_timeout = '90s'`},
+	} {
+		if pair[0] != pair[1] {
+			t.Errorf("%s: %q, want the seed's %q", name, pair[0], pair[1])
+		}
+	}
+	if lockPrefix != "kestra-kafka-state:" {
+		t.Errorf("lock prefix %q, want the seed's kestra-kafka-state:", lockPrefix)
+	}
+}
