@@ -14,7 +14,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/redact"
 )
 
 // ClickHouse is how to reach the target server.
@@ -46,8 +45,10 @@ type target struct {
 func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	opts, err := clickhouse.ParseDSN(cfg.URL)
 	if err != nil {
-		msg := strings.ReplaceAll(err.Error(), cfg.URL, redact.DSN(cfg.URL))
-		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL %s: %s", ErrConfig, redact.DSN(cfg.URL), msg))
+		// The URL itself is left out: it may hold a password that a URL
+		// that does not parse keeps from redaction.
+		msg := strings.ReplaceAll(err.Error(), cfg.URL, "<url>")
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN: %s", ErrConfig, msg))
 	}
 	if opts.Protocol != clickhouse.Native {
 		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))

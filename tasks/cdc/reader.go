@@ -11,6 +11,8 @@ import (
 	"runtime"
 
 	"github.com/amazon-ion/ion-go/ion"
+
+	"github.com/changesink/changesink/internal/outcome"
 )
 
 // ivm is the binary Ion version marker that starts every binary stream;
@@ -69,7 +71,7 @@ func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*bat
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open batch file: %w", err)
+		return nil, outcome.Configure(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
 	}
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)

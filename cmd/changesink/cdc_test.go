@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/amazon-ion/ion-go/ion"
+)
+
+// cdcBatch writes a small orders batch in Kestra's text form (one value
+// per line) or binary form (a version marker and symbol table per row).
+func cdcBatch(t *testing.T, path string, binary bool, status string) {
+	t.Helper()
+	var text bytes.Buffer
+	for i, ev := range []struct {
+		id      int64
+		lsn     int64
+		deleted bool
+	}{{1, 100, false}, {2, 101, false}, {1, 102, false}, {2, 103, true}} {
+		fmt.Fprintf(&text, `{id:%d,customer_id:7,amount_cents:%d,status:%q,deleted:%t,`+
+			`metadata:{operation:"UPDATE",timestamp:2024-01-15T10:30:01.001Z,source:{db:"shop",schema:"public",table:"orders",lsn:%d,txId:1,snapshot:"false"}}}`+"\n",
+			ev.id, 100+i, status, ev.deleted, ev.lsn)
+	}
+	data := text.Bytes()
+	if binary {
+		var bin bytes.Buffer
+		dec := ion.NewDecoder(ion.NewReaderBytes(data))
+		for {
+			v, err := dec.Decode()
+			if errors.Is(err, ion.ErrNoInput) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk, err := ion.MarshalBinary(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bin.Write(chunk)
+		}
+		data = bin.Bytes()
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCDCCommands runs cdc setup and apply through the command line against
+// the test ClickHouse, then the failing runs an operator meets (a refused
+// batch, a mapping with a mistake, a wrong password, a password in the DSN,
+// a server that is down), and checks the exit codes, the outputs, the
+// files, and that no password appears anywhere in stdout.
+func TestCDCCommands(t *testing.T) {
+	vars := requireServices(t, "CHANGESINK_TEST_CLICKHOUSE")
+	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	opts, err := clickhouse.ParseDSN(chURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	db := "cdc_cmd_" + randomHex(4)
+	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+
+	work := t.TempDir()
+	raw, err := os.ReadFile("../../flows/orders.mapping.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
+	if err := os.WriteFile(filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new ✓")
+	cdcBatch(t, filepath.Join(work, "binary.ion"), true, "new ✓")
+	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
+
+	secret := "cdc-Secret-" + randomHex(6)
+	dsnSecret := "dsn-Secret-" + randomHex(6)
+	u, _ := url.Parse(chURL)
+	withUser := *u
+	withUser.User = url.UserPassword("default", dsnSecret)
+	down := *u
+	down.Host = "127.0.0.1:1"
+
+	var all bytes.Buffer
+	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) string {
+		t.Helper()
+		t.Setenv("WORKING_DIR", work)
+		t.Setenv("CDC_MAPPING", "orders.mapping.yaml")
+		t.Setenv("CLICKHOUSE_URL", chURL)
+		t.Setenv("CLICKHOUSE_USERNAME", "")
+		t.Setenv("CLICKHOUSE_PASSWORD", "")
+		t.Setenv("CDC_BATCH_FILE", "")
+		os.Unsetenv("CDC_BATCH_FILE")
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		var out bytes.Buffer
+		code := run(ctx, args, &out)
+		all.Write(out.Bytes())
+		for _, w := range wants {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: output lacks %q:\n%s", name, w, out.String())
+			}
+		}
+		if code != wantCode {
+			t.Errorf("%s: exit %d, want %d; output:\n%s", name, code, wantCode, out.String())
+		}
+		return out.String()
+	}
+
+	step("setup", 0, []string{`"table":"` + db + `.orders_cdc"`, `"view":"` + db + `.orders_live"`, `"server_version":`}, nil, "cdc", "setup")
+	step("setup again", 0, []string{`"table":"` + db + `.orders_cdc"`}, nil, "cdc", "setup")
+	out := step("apply (default file changes.ion)", 0, []string{
+		`::{"outputs":{"deletes":1,"events":4,"keys":2,"pending":2,"skipped":0,"verified":2}}::`,
+		"4 captured events, 2 newer keys applied (1 deletes), 0 replayed/older keys skipped. Read-back verified; query " + db + ".orders_live for current rows.",
+		`{"name":"events","type":"counter","value":4`, `"type":"timer"`,
+	}, nil, "cdc", "apply")
+	if strings.Index(out, "captured events") > strings.Index(out, `::{"outputs"`) {
+		t.Errorf("the summary should come before the outputs line:\n%s", out)
+	}
+	exp, err := os.ReadFile(filepath.Join(work, "expected.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id": 1, "customer_id": 7, "amount_cents": 102, "status": "new ✓", "_cdc_lsn": 102, "_cdc_deleted": 0}
+{"id": 2, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 103, "_cdc_deleted": 1}
+`; string(exp) != want {
+		t.Errorf("expected.jsonl:\n%s\nwant\n%s", exp, want)
+	}
+	step("apply the binary form of the same batch", 0, []string{`"pending":0`, `"skipped":2`, `"verified":2`},
+		map[string]string{"CDC_BATCH_FILE": "binary.ion", "CLICKHOUSE_USERNAME": "default"}, "cdc", "apply")
+
+	for _, f := range []string{"expected.jsonl", "pending.jsonl"} {
+		os.Remove(filepath.Join(work, f))
+	}
+	step("refused batch", 1, []string{`"error_class":"refused"`, `record 1 (line 1, key id=1, LSN 100), column \"status\": value does not fit its column: 33 characters exceed max_length 32`},
+		map[string]string{"CDC_BATCH_FILE": "bad.ion", "CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
+	if _, err := os.Stat(filepath.Join(work, "expected.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a refused run left expected.jsonl: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "broken.mapping.yaml"), []byte(strings.Replace(mapping, "max_length: 32", "max_len: 32", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	step("mapping with a mistake", 2, []string{`"error_class":"config"`, `broken.mapping.yaml:26:5: unknown key \"max_len\" in a column (known keys: name, type, max_length)`},
+		map[string]string{"CDC_MAPPING": "broken.mapping.yaml"}, "cdc", "apply")
+	step("missing batch file", 2, []string{`"error_class":"config"`, "no-such.ion"},
+		map[string]string{"CDC_BATCH_FILE": "no-such.ion"}, "cdc", "apply")
+	step("wrong password", 2, []string{`"error_class":"config"`},
+		map[string]string{"CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
+	step("password in the DSN", 2, []string{`"error_class":"config"`},
+		map[string]string{"CLICKHOUSE_URL": withUser.String()}, "cdc", "setup")
+	step("server down", 3, []string{`"error_class":"transient"`, "127.0.0.1:1"},
+		map[string]string{"CLICKHOUSE_URL": down.String(), "CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
+	step("bad URL", 2, []string{`"error_class":"config"`},
+		map[string]string{"CLICKHOUSE_URL": "clickhouse://default:" + dsnSecret + "@127.0.0.1:notaport/x"}, "cdc", "setup")
+
+	for _, s := range []string{secret, dsnSecret} {
+		if strings.Contains(all.String(), s) {
+			t.Errorf("a password appears in the output:\n%s", all.String())
+		}
+	}
+	for _, line := range strings.Split(all.String(), "\n") {
+		if strings.HasPrefix(line, "::") && strings.Contains(line, `"outputs"`) && strings.Contains(line, `"error"`) && strings.Contains(line, `"events"`) {
+			t.Errorf("a failed run printed success outputs: %s", line)
+		}
+	}
+}
