@@ -19,8 +19,8 @@ import (
 // partitionMaxBytes is still returned whole when its partition comes first,
 // KIP-74; partitions rotate so each comes first in turn).
 const (
-	fetchMaxBytes     = 8 << 20
-	partitionMaxBytes = 2 << 20
+	fetchMaxBytes     = 4 << 20
+	partitionMaxBytes = 1 << 20
 	maxFetchWait      = 500 * time.Millisecond
 )
 

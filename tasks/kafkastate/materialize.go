@@ -130,6 +130,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := execSQL(ctx, tx, "set work_mem", sqlWorkMem); err != nil {
 		return nil, err
 	}
+	if err := execSQL(ctx, tx, "set temp_buffers", sqlTempBuffers); err != nil {
+		return nil, err
+	}
 	var locked bool
 	if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{lockPrefix + topic}, &locked); err != nil {
 		return nil, err

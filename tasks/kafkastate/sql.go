@@ -46,6 +46,12 @@ const sqlStatementTimeout = `SET LOCAL statement_timeout = '90s'`
 // sqlWorkMem lets the merge sort a 100,000-record batch in memory.
 const sqlWorkMem = `SET LOCAL work_mem = '64MB'`
 
+// sqlTempBuffers keeps the staging table (about 25 MB for 100,000 records
+// of 200 bytes) in the session's local buffers instead of spilling it to
+// disk (default 8 MB). It must run before the session's first temporary
+// table, which the staging table is.
+const sqlTempBuffers = `SET LOCAL temp_buffers = '64MB'`
+
 // sqlLock is the seed's per-topic lock: $1 = 'kestra-kafka-state:' || topic.
 const sqlLock = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`
 

@@ -7,9 +7,10 @@
 //     with CHANGESINK_TEST_PYTHON) into database A;
 //   - the changesink binary (kafka-state materialize) into database B, with
 //     its peak RSS;
-//   - a raw COPY of the same N rows (pgx CopyFrom) into a plain table with
-//     the columns of kafka_state.records and no constraint, and into a copy
-//     of kafka_state.records with its primary key: the limit.
+//   - a raw COPY of the same N rows (pgx CopyFrom, binary) into a plain table
+//     with the columns of kafka_state.records and no constraint (the limit),
+//     and into a table shaped like kafka_state.records, primary key included
+//     (the "plain COPY" reference of shared/research/probes.md §4).
 //
 // and prints records/s for each and the ratios. Every run is one batch of
 // MAX_RECORDS=N; wall times include process start-up, connecting and the
@@ -171,10 +172,10 @@ func run(bin string, n int, partitions int32, skipSeed bool) error {
 	if err != nil {
 		return fmt.Errorf("raw COPY: %w", err)
 	}
-	results = append(results, result{"raw COPY, plain table (the limit)", int64(n), plain, 0}, result{"raw COPY, table with the records primary key", int64(n), withPK, 0})
+	results = append(results, result{"raw COPY, plain table (no constraints)", int64(n), plain, 0}, result{"raw COPY, table shaped like records (PK)", int64(n), withPK, 0})
 
 	fmt.Println()
-	fmt.Printf("%-46s %9s %10s %12s %12s\n", "run", "records", "seconds", "records/s", "peak RSS")
+	fmt.Printf("%-42s %9s %10s %12s %12s\n", "run", "records", "seconds", "records/s", "peak RSS")
 	rate := map[string]float64{}
 	for _, r := range results {
 		rs := float64(r.records) / r.elapsed.Seconds()
@@ -183,16 +184,16 @@ func run(bin string, n int, partitions int32, skipSeed bool) error {
 		if r.maxRSSKB > 0 {
 			mem = fmt.Sprintf("%.1f MB", float64(r.maxRSSKB)/1024)
 		}
-		fmt.Printf("%-46s %9d %10.2f %12.0f %12s\n", r.name, r.records, r.elapsed.Seconds(), rs, mem)
+		fmt.Printf("%-42s %9d %10.2f %12.0f %12s\n", r.name, r.records, r.elapsed.Seconds(), rs, mem)
 	}
 	cs := rate["changesink kafka-state materialize"]
 	fmt.Println()
-	fmt.Printf("changesink / raw COPY (plain table):         %.2f   (target >= 0.50)\n", cs/rate["raw COPY, plain table (the limit)"])
-	fmt.Printf("changesink / raw COPY (table with its PK):   %.2f\n", cs/rate["raw COPY, table with the records primary key"])
+	fmt.Printf("changesink / raw COPY into a plain table:            %.2f   (target >= 0.50)\n", cs/rate["raw COPY, plain table (no constraints)"])
+	fmt.Printf("changesink / raw COPY into a records-shaped table:   %.2f   (the reference of shared/research/probes.md §4)\n", cs/rate["raw COPY, table shaped like records (PK)"])
 	if !skipSeed {
-		fmt.Printf("changesink / seed:                           %.1fx  (target >= 15x)\n", cs/rate["seed (Python, confluent-kafka, psycopg)"])
+		fmt.Printf("changesink / seed:                                   %.1fx  (target >= 15x)\n", cs/rate["seed (Python, confluent-kafka, psycopg)"])
 	}
-	fmt.Printf("changesink peak RSS:                         %.1f MB (target < 100 MB)\n", float64(results[len(results)-3].maxRSSKB)/1024)
+	fmt.Printf("changesink peak RSS:                                 %.1f MB (target < 100 MB)\n", float64(results[len(results)-3].maxRSSKB)/1024)
 	return nil
 }
 
@@ -340,12 +341,13 @@ func timeProcess(ctx context.Context, name string, args, env []string) (batch, i
 	if err != nil {
 		return batch{}, 0, fmt.Errorf("%v\n%s", err, out)
 	}
-	if verbose {
-		fmt.Printf("--- %s %s\n%s", filepath.Base(name), strings.Join(args, " "), out)
-	}
 	var rss int64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss
+	}
+	if verbose {
+		fmt.Printf("--- %s %s (cpu user %s, system %s)\n%s", filepath.Base(name), strings.Join(args, " "),
+			cmd.ProcessState.UserTime().Round(time.Millisecond), cmd.ProcessState.SystemTime().Round(time.Millisecond), out)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "batch-report.json"))
 	if err != nil {
