@@ -50,7 +50,8 @@ type cdcBatch struct {
 // Values are YAML: ints (any size), strings, bools, nulls and floats map to
 // the Ion types of the same name; tags give the rest: !decimal "12.50",
 // !timestamp "2024-01-15T10:30:00.123Z", !symbol "x", !blob "<base64>",
-// !ann "Annotation::text" (an annotated string, like ZonedDateTime::"…").
+// !ann "Annotation::text" (an annotated string, like ZonedDateTime::"…"),
+// !int "123" (an integer given as text, for repeat).
 // !omit on a value leaves the field out.
 type cdcEvent struct {
 	// Op is the Debezium operation name (default CREATE).
@@ -65,9 +66,10 @@ type cdcEvent struct {
 	Source yaml.Node `yaml:"source"`
 	// Metadata merges into metadata (e.g. `source: !omit`).
 	Metadata yaml.Node `yaml:"metadata"`
-	// Repeat > 0 writes the event that many times, with "{i}" in string
-	// values and in the text of ints replaced by 0..N-1 (so `id: "{i}"` is
-	// not allowed, but `lsn: 100{i}` gives 1000, 1001, ...).
+	// Repeat > 0 writes the event that many times, with "{i}" in every
+	// scalar replaced by 0..N-1 and "{i6}" by the same zero-padded to six
+	// digits. Tag a value !int to make it an integer after the replacement:
+	// `id: !int "{i}"`, `lsn: !int "1{i6}"` (1000000, 1000001, ...).
 	Repeat int `yaml:"repeat"`
 }
 
@@ -166,15 +168,23 @@ func mergeInto(dst, src *yaml.Node) error {
 	return nil
 }
 
-// substitute returns a deep copy of n with "{i}" replaced in scalar text.
-func substitute(n *yaml.Node, i string) *yaml.Node {
+// substitute returns a deep copy of n with "{i}" replaced by i and "{i6}"
+// by i zero-padded to six digits in scalar text (i < 0: a plain copy).
+func substitute(n *yaml.Node, i int) *yaml.Node {
 	c := *n
-	c.Value = strings.ReplaceAll(n.Value, "{i}", i)
+	if i >= 0 {
+		c.Value = expandIndex(n.Value, i)
+	}
 	c.Content = nil
 	for _, ch := range n.Content {
 		c.Content = append(c.Content, substitute(ch, i))
 	}
 	return &c
+}
+
+// expandIndex replaces "{i}" and "{i6}" in s.
+func expandIndex(s string, i int) string {
+	return strings.NewReplacer("{i}", strconv.Itoa(i), "{i6}", fmt.Sprintf("%06d", i)).Replace(s)
 }
 
 // eventNode builds the full INLINE value of event e (the k-th of the
@@ -192,7 +202,7 @@ func eventNode(e cdcEvent, k int) (*yaml.Node, error) {
 	if e.Row.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("row is required and must be a mapping")
 	}
-	row := substitute(&e.Row, "{i}") // a deep copy: merging must not change the scenario
+	row := substitute(&e.Row, -1) // a deep copy: merging must not change the scenario
 	deleted := scalarNode("!!bool", strconv.FormatBool(op == "DELETE" || op == "TRUNCATE"))
 	if e.Deleted.Kind != 0 {
 		deleted = &e.Deleted
@@ -250,8 +260,7 @@ func encodeBatch(b cdcBatch, batchIndex int) (text, binary []byte, err error) {
 		for i := range n {
 			ev := e
 			if e.Repeat > 0 {
-				is := strconv.Itoa(i)
-				ev.Row, ev.LSN, ev.Source, ev.Metadata = *substitute(&e.Row, is), *substitute(&e.LSN, is), *substitute(&e.Source, is), *substitute(&e.Metadata, is)
+				ev.Row, ev.LSN, ev.Source, ev.Metadata = *substitute(&e.Row, i), *substitute(&e.LSN, i), *substitute(&e.Source, i), *substitute(&e.Metadata, i)
 			}
 			node, err := eventNode(ev, k)
 			k++
@@ -330,7 +339,7 @@ func writeIon(w ion.Writer, n *yaml.Node) error {
 			return fmt.Errorf("line %d: %w", n.Line, err)
 		}
 		return w.WriteBool(b)
-	case "!!int", "!!float":
+	case "!!int", "!!float", "!int":
 		// yaml.v3 resolves an integer beyond uint64 (or below int64) as
 		// !!float; digits only are an integer whatever the resolver says.
 		if n.Tag == "!!float" && !plainInteger.MatchString(v) {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -47,7 +46,8 @@ type kafkaStep struct {
 // kafkaRecord is one produced record. Key and value are each given as text
 // (`key`, `value`; YAML null is a null key / a tombstone) or as base64 bytes
 // (`key_b64`, `value_b64`). With repeat N > 0 the record is produced N times,
-// with every "{i}" in key and value text replaced by 0..N-1.
+// with every "{i}" in key and value text replaced by 0..N-1 and "{i6}" by
+// the same zero-padded to six digits.
 type kafkaRecord struct {
 	Partition int       `yaml:"partition"`
 	Key       yaml.Node `yaml:"key"`
@@ -83,6 +83,9 @@ type kafkaBatch struct {
 	// seed's for this batch, so each continues from positions and records the
 	// other wrote (the databases stay comparable: both must still agree).
 	Swap bool `yaml:"swap"`
+	// MissingTopic runs the batch with TOPIC set to the scenario's topic
+	// name + "-missing", which does not exist.
+	MissingTopic bool `yaml:"missing_topic"`
 	// HoldLock holds the seed's per-topic advisory transaction lock from a
 	// side connection (in each database) while the batch runs.
 	HoldLock bool `yaml:"hold_lock"`
@@ -255,7 +258,7 @@ func (r kafkaRecord) expand() ([]producedRecord, error) {
 			if b == nil {
 				return nil
 			}
-			return bytes.ReplaceAll(b, []byte("{i}"), []byte(strconv.Itoa(i)))
+			return []byte(expandIndex(string(b), i))
 		}
 		out = append(out, producedRecord{Partition: int32(r.Partition), Key: sub(key), Value: sub(value)})
 	}

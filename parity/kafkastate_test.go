@@ -132,7 +132,7 @@ func (p *kafkaParity) runSeedOnly(t *testing.T) {
 			batch++
 			b := st.Batch
 			env := merge(map[string]string{
-				"TOPIC": p.topic.name, "MAX_RECORDS": strconv.Itoa(b.MaxRecords), "POLL_SECONDS": strconv.Itoa(b.PollSeconds),
+				"TOPIC": p.batchTopic(b), "MAX_RECORDS": strconv.Itoa(b.MaxRecords), "POLL_SECONDS": strconv.Itoa(b.PollSeconds),
 				"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + p.brokers + `"}`,
 			}, p.a.env)
 			var release func()
@@ -165,6 +165,14 @@ func (p *kafkaParity) runSeedOnly(t *testing.T) {
 	t.Logf("final state (seed):\n%s", snapshotKafkaState(t, p.a, p.topic.name))
 }
 
+// batchTopic is the TOPIC a batch runs with.
+func (p *kafkaParity) batchTopic(b *kafkaBatch) string {
+	if b.MissingTopic {
+		return p.topic.name + "-missing"
+	}
+	return p.topic.name
+}
+
 // seedOnly reports whether CHANGESINK_PARITY_SEED_ONLY=1 asks to run only
 // the seed side, checked against the scenarios' expect and want (for
 // writing scenarios, or before changesink's commands exist).
@@ -191,7 +199,7 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 		p.allowed[d] = true
 	}
 	common := map[string]string{
-		"TOPIC":            p.topic.name,
+		"TOPIC":            p.batchTopic(b),
 		"MAX_RECORDS":      strconv.Itoa(b.MaxRecords),
 		"POLL_SECONDS":     strconv.Itoa(b.PollSeconds),
 		"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + p.brokers + `"}`,
