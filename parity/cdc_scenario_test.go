@@ -41,6 +41,10 @@ type cdcBatch struct {
 	Want map[string]any `yaml:"want"`
 	// ErrorMentions are texts changesink's error must contain.
 	ErrorMentions []string `yaml:"error_mentions"`
+	// Swap runs the seed pipeline on changesink's (text) database and
+	// changesink on the seed's for this batch, so each continues on rows the
+	// other wrote; the databases must still agree.
+	Swap bool `yaml:"swap"`
 }
 
 // cdcEvent is one change as Kestra's Debezium trigger writes it (format

@@ -42,7 +42,8 @@ type cdcParity struct {
 	scripts map[string]string // prepare.py, select.py, verify.py: the seed's, rendered
 	conv    string            // testdata/ion_to_jsonl.py, absolute
 	a, b, c string            // database names
-	mapB    string            // mapping files for B and C
+	mapA    string            // mapping files for A (swapped batches), B and C
+	mapB    string
 	mapC    string
 }
 
@@ -91,12 +92,15 @@ func TestCDCParity(t *testing.T) {
 				return
 			}
 			dir := t.TempDir()
-			for db, path := range map[string]*string{p.b: &p.mapB, p.c: &p.mapC} {
+			for db, path := range map[string]*string{p.a: &p.mapA, p.b: &p.mapB, p.c: &p.mapC} {
 				m, err := retargetMapping(mapping, db)
 				if err != nil {
 					t.Fatalf("mapping: %v", err)
 				}
 				*path = writeFile(t, dir, db+".mapping.yaml", m)
+				if db == p.a {
+					continue // the seed's database: only a swapped batch's apply uses it
+				}
 				if res := runProc(t, time.Minute, dir, baseEnv(p.csEnv(*path, "")), nil, bin, "cdc", "setup"); res.Code != 0 {
 					t.Fatalf("changesink cdc setup for %s: %s", db, res)
 				}
@@ -234,7 +238,7 @@ type seedCDCRun struct {
 var verifiedLine = regexp.MustCompile(`Verified (\d+) keys`)
 
 // runSeed runs the seed flow's tasks for one batch, as the flow runs them.
-func (p *cdcParity) runSeed(t *testing.T, n int, text []byte) seedCDCRun {
+func (p *cdcParity) runSeed(t *testing.T, n int, db string, text []byte) seedCDCRun {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, dir, "changes.ion", text)
@@ -260,7 +264,7 @@ func (p *cdcParity) runSeed(t *testing.T, n int, text []byte) seedCDCRun {
 	ids, _ := prep.Outputs["ids_sql"].(string)
 	read := func(name string) {
 		out, err := p.ch.run("SELECT id, customer_id, amount_cents, status, toString(_cdc_lsn) AS _cdc_lsn, _cdc_deleted FROM "+
-			p.a+".orders_cdc FINAL WHERE id IN ("+ids+") FORMAT JSONEachRow", nil, false)
+			db+".orders_cdc FINAL WHERE id IN ("+ids+") FORMAT JSONEachRow", nil, false)
 		if err != nil {
 			t.Fatalf("batch %d: seed %s: %v", n, name, err)
 		}
@@ -278,7 +282,7 @@ func (p *cdcParity) runSeed(t *testing.T, n int, text []byte) seedCDCRun {
 	run.expected, _ = readFileOr(filepath.Join(dir, "expected.jsonl"))
 	run.pending, _ = readFileOr(filepath.Join(dir, "pending.jsonl"))
 	if pending, _ := strconv.Atoi(fmt.Sprint(sel.Outputs["pending"])); pending > 0 {
-		if _, err := p.ch.run("INSERT INTO "+p.a+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) FORMAT JSONEachRow",
+		if _, err := p.ch.run("INSERT INTO "+db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) FORMAT JSONEachRow",
 			[]byte(run.pending), false); err != nil {
 			t.Fatalf("batch %d: seed insert_changes: %v", n, err)
 		}
@@ -310,13 +314,19 @@ func (p *cdcParity) batch(t *testing.T, i int, b cdcBatch) bool {
 	for _, db := range []string{p.a, p.b, p.c} {
 		rowsBefore[db], countBefore[db] = orderRows(t, p.ch, db)
 	}
-	seed := p.runSeed(t, n, text)
+	// The seed writes A and changesink (text) B, except in a swapped batch,
+	// where each continues on the rows the other wrote.
+	seedDB, textDB, textMap := p.a, p.b, p.mapB
+	if b.Swap {
+		seedDB, textDB, textMap = p.b, p.a, p.mapA
+	}
+	seed := p.runSeed(t, n, seedDB, text)
 	// Text: the file under the default name in the working directory (no
 	// CDC_BATCH_FILE); binary: named by CDC_BATCH_FILE.
 	dirB, dirC := t.TempDir(), t.TempDir()
 	writeFile(t, dirB, "changes.ion", text)
 	binFile := writeFile(t, dirC, "batch.bin.ion", binary)
-	csB := runProc(t, 2*time.Minute, dirB, baseEnv(merge(p.csEnv(p.mapB, ""), map[string]string{"WORKING_DIR": dirB})), nil, p.bin, "cdc", "apply")
+	csB := runProc(t, 2*time.Minute, dirB, baseEnv(merge(p.csEnv(textMap, ""), map[string]string{"WORKING_DIR": dirB})), nil, p.bin, "cdc", "apply")
 	csC := runProc(t, 2*time.Minute, dirC, baseEnv(merge(p.csEnv(p.mapC, binFile), map[string]string{"WORKING_DIR": dirC})), nil, p.bin, "cdc", "apply")
 	t.Logf("batch %d: seed %s, changesink text exit %d in %s, binary exit %d in %s", n, seedSummary(seed),
 		csB.Code, csB.Elapsed.Round(time.Millisecond), csC.Code, csC.Elapsed.Round(time.Millisecond))
@@ -331,7 +341,7 @@ func (p *cdcParity) batch(t *testing.T, i int, b cdcBatch) bool {
 		db   string
 		dir  string
 		res  procResult
-	}{{"changesink (text Ion)", p.b, dirB, csB}, {"changesink (binary Ion)", p.c, dirC, csC}}
+	}{{"changesink (text Ion)", textDB, dirB, csB}, {"changesink (binary Ion)", p.c, dirC, csC}}
 
 	if b.Expect != "ok" {
 		if seed.ok {
@@ -367,7 +377,7 @@ func (p *cdcParity) batch(t *testing.T, i int, b cdcBatch) bool {
 	for _, d := range subset(seed.outputs, b.Want) {
 		t.Fatalf("batch %d: the seed's outputs differ from the scenario's want (fix the scenario): %s", n, d)
 	}
-	ra, _ := orderRows(t, p.ch, p.a)
+	ra, _ := orderRows(t, p.ch, seedDB)
 	for _, r := range runs {
 		if r.res.Code != 0 {
 			fail("the seed succeeded but %s failed\nseed outputs: %s\n%s", r.what, canonical(seed.outputs), r.res)
@@ -406,7 +416,7 @@ func (p *cdcParity) runSeedOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		before, count := orderRows(t, p.ch, p.a)
-		seed := p.runSeed(t, i+1, text)
+		seed := p.runSeed(t, i+1, p.a, text)
 		after, countAfter := orderRows(t, p.ch, p.a)
 		t.Logf("batch %d: seed %s", i+1, seedSummary(seed))
 		switch {
