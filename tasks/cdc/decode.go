@@ -232,7 +232,7 @@ func readMetadata(r ion.Reader, st *recordState) error {
 	if err := r.StepIn(); err != nil {
 		return malformedValue(err)
 	}
-	for r.Next() {
+	for !(st.sourceSet && st.operationSet) && r.Next() {
 		f, err := r.FieldName()
 		if err != nil || f == nil || f.Text == nil {
 			return malformedValue(err)
@@ -248,7 +248,10 @@ func readMetadata(r ion.Reader, st *recordState) error {
 			if err := r.StepIn(); err != nil {
 				return malformedValue(err)
 			}
-			for r.Next() {
+			// Stop at the last field needed: ion-go parses every scalar it
+			// passes, and skips the rest of a struct on StepOut without
+			// parsing it.
+			for !(st.dbSet && st.schemaSet && st.tableSet && (st.lsnSet || st.lsnErr != nil)) && r.Next() {
 				f, err := r.FieldName()
 				if err != nil || f == nil || f.Text == nil {
 					return malformedValue(err)

@@ -180,28 +180,29 @@ func writeValue(w ion.Writer, v any) error {
 }
 
 // Source is metadata.source as Kestra's Debezium trigger writes it for
-// PostgreSQL (Message.Source plus the connector's extra fields).
+// PostgreSQL, in the order Jackson serializes Message.Source (the inherited
+// source field, the declared fields, then the connector's extra fields in
+// their HashMap's order), derived from the plugin's code.
 func Source(db, schema, table string, lsn any, txID int64, snapshot string) Struct {
 	return Struct{
-		{"version", "3.2.1.Final"}, {"connector", "postgresql"}, {"name", "kestra_"},
+		{"source", nil}, {"version", "3.2.1.Final"}, {"connector", "postgresql"}, {"name", "kestra_"},
 		{"timestamp", Millis(time.Date(2024, 1, 15, 10, 30, 1, 0, time.UTC))},
-		{"snapshot", snapshot}, {"db", db}, {"table", table}, {"row", nil}, {"source", nil},
-		{"schema", schema}, {"txId", txID}, {"lsn", lsn}, {"xmin", nil},
-		{"sequence", fmt.Sprintf(`[null,"%v"]`, lsn)},
-		{"ts_us", int64(1705314601000000)}, {"ts_ns", int64(1705314601000000000)},
+		{"snapshot", snapshot}, {"db", db}, {"table", table}, {"row", nil},
+		{"schema", schema}, {"sequence", fmt.Sprintf(`[null,"%v"]`, lsn)}, {"xmin", nil}, {"lsn", lsn},
+		{"ts_us", int64(1705314601000000)}, {"txId", txID}, {"ts_ns", int64(1705314601000000000)},
 	}
 }
 
-// Metadata is the metadata struct: operation, source and timestamp (the
-// HashMap's order, as one run printed it; readers must not rely on it).
+// Metadata is the metadata struct (a HashMap: ts_us, source, ts_ns,
+// operation, timestamp is its iteration order for these keys; readers must
+// not rely on it).
 func Metadata(operation string, source Struct) Struct {
 	return Struct{
-		{"ts_ms", int64(1705314601001)},
-		{"source", source},
-		{"operation", operation},
 		{"ts_us", int64(1705314601001000)},
-		{"timestamp", Millis(time.Date(2024, 1, 15, 10, 30, 1, 1_000_000, time.UTC))},
+		{"source", source},
 		{"ts_ns", int64(1705314601001000000)},
+		{"operation", operation},
+		{"timestamp", Millis(time.Date(2024, 1, 15, 10, 30, 1, 1_000_000, time.UTC))},
 	}
 }
 
