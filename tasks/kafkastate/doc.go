@@ -32,12 +32,19 @@
 // topic, 0)), the seed's key, so a seed run and a changesink run exclude
 // each other; the positions row FOR UPDATE; COPY of the batch into a
 // temporary staging table while it is being fetched; one query for keys that
-// moved partitions; one merge that applies, per key, only the highest offset
-// and only where it is higher than the stored row's (a tombstone sets
+// moved partitions; one merge statement (MERGE on PostgreSQL 15+, the seed's
+// INSERT ... ON CONFLICT before) that applies, per key, only the highest
+// offset and only where it is higher than the stored row's (a tombstone sets
 // deleted = true and payload NULL; a later value revives the key); the
 // positions upsert (next_offsets as {"<partition>": <next offset>}); the
 // live_keys count; commit. Only then is batch-report.json written into the
 // working directory and the Result returned for the outputs and metrics.
+//
+// The transaction also sets, for itself only: work_mem 64MB (the per-key
+// sort of a 100,000-record batch stays in memory), temp_buffers 64MB (the
+// staging table stays in memory) and default_statistics_target 10 (a light
+// ANALYZE of the staged keys); sessions are named "changesink kafka-state"
+// in pg_stat_activity unless PG_DSN sets application_name.
 //
 // Topic ids are stored in the seed's text form (TopicIDText: standard base64
 // without padding, 22 characters), so positions written by the seed are
@@ -54,6 +61,31 @@
 // compacted tails. The seed stores librdkafka's position, which can stop
 // before a trailing transaction marker; both are safe to resume from, and
 // each accepts the other's.
+//
+// # Deliberate differences from the seed
+//
+//   - Next offsets are Java/franz-go positions (past a trailing transaction
+//     marker or compacted tail), not librdkafka's position (see above).
+//   - End of partition is per partition: a partition that reached its last
+//     stable offset is not fetched again in the batch, even if records
+//     arrive later; the seed keeps polling until every partition is at its
+//     end at the same time. A busy topic's batch can therefore end sooner.
+//   - Payloads are the record's JSON text as jsonb, so numbers keep every
+//     digit (jsonb numeric); the seed round-trips through Python floats
+//     (1.10 becomes 1.1, 1e2 becomes 100.0, 1e-400 becomes 0.0).
+//   - Values the seed would fail on deep inside psycopg or PostgreSQL (a
+//     \u0000 escape, an unpaired surrogate escape, a key with a NUL byte, a
+//     number beyond PostgreSQL numeric) are refused up front, naming the
+//     record. Numbers the seed rounds to 0.0 but jsonb cannot hold (more than
+//     16383 digits after the point) are refused.
+//   - KAFKA_PROPERTIES accepts the mapped keys only (an unknown key is a
+//     configuration error listing them); the seed passes anything to
+//     librdkafka. Keys the seed overrides are accepted and logged.
+//   - Bounds and configuration errors exit 2, refusals 1, transient failures
+//     3 (the seed: a Python traceback, exit 1); verify names the first
+//     offending record and how many there are.
+//   - No consumer group id is configured at all (the seed configures a
+//     random one and never commits to it).
 //
 // # Checks, and the seed rule each implements
 //
