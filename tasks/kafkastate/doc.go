@@ -58,14 +58,18 @@
 // process) converges to the state of an uninterrupted run. The stored next
 // offset is the exact next offset to fetch (Java and franz-go semantics):
 // past returned records, aborted transactions, transaction markers and
-// compacted tails. The seed stores librdkafka's position, which can stop
-// before a trailing transaction marker; both are safe to resume from, and
-// each accepts the other's.
+// compacted tails. The seed stores librdkafka's position() ("last message
+// returned + 1", which librdkafka#3917 reports can stop before a trailing
+// transaction marker; with librdkafka 2.12.1 the seed was seen storing the
+// end offset past a trailing commit marker, TestSeedAndChangesinkTakeTurns).
+// Either value is safe to resume from, and each implementation accepts the
+// other's.
 //
 // # Deliberate differences from the seed
 //
-//   - Next offsets are Java/franz-go positions (past a trailing transaction
-//     marker or compacted tail), not librdkafka's position (see above).
+//   - Next offsets are always the exact next offset to fetch (past a
+//     trailing transaction marker or compacted tail), not librdkafka's
+//     position() (see above); the two agreed in every case tested.
 //   - End of partition is per partition: a partition that reached its last
 //     stable offset is not fetched again in the batch, even if records
 //     arrive later; the seed keeps polling until every partition is at its

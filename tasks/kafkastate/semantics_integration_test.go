@@ -2,8 +2,12 @@ package kafkastate
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -184,5 +188,76 @@ func TestMergeStatements(t *testing.T) {
 				t.Errorf("result %+v", res)
 			}
 		})
+	}
+}
+
+// runSeed runs the seed's script (shared/seeds/reference) for one batch of e's
+// topic into e's database and returns its report.
+func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
+	t.Helper()
+	vars := requireEnv(t, "CHANGESINK_TEST_PYTHON", "CHANGESINK_TEST_SEEDS")
+	dir := t.TempDir()
+	ctx := testCtx(t, 2*time.Minute)
+	cmd := exec.CommandContext(ctx, vars["CHANGESINK_TEST_PYTHON"], filepath.Join(vars["CHANGESINK_TEST_SEEDS"], "reference", "kafka_state_materialize.py"))
+	cfg := e.config()
+	cfg.MaxRecords = maxRecords
+	cfg.PollSeconds = 5
+	cmd.Env = e.binaryEnv(cfg, dir)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("seed script: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatalf("seed report: %v\n%s", err, out)
+	}
+	var report map[string]any
+	if err := json.Unmarshal(raw, &report); err != nil {
+		t.Fatal(err)
+	}
+	return report
+}
+
+// TestSeedAndChangesinkTakeTurns runs the seed's own script and changesink
+// alternately on one topic and one database: each continues from the
+// positions the other wrote (same lock, same tables, same id forms), and the
+// final tables hold every key's latest value.
+func TestSeedAndChangesinkTakeTurns(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(1, "b", `{"v":1}`), kv(0, "c", `{"v":1}`), kv(1, "d", `{"v":1}`))
+	if r := runSeed(t, e, 2); r["consumed"] != 2.0 {
+		t.Fatalf("seed batch 1: %v", r)
+	}
+	_, seedCluster, seedTopicID := e.positions(t)
+	res := e.mustRun(t)
+	if res.Consumed != 2 {
+		t.Errorf("changesink after the seed consumed %d, want 2", res.Consumed)
+	}
+	if _, c, id := e.positions(t); c != seedCluster || id != seedTopicID {
+		t.Errorf("changesink wrote ids %q %q, the seed %q %q", c, id, seedCluster, seedTopicID)
+	}
+	produceTx(t, e.brokers, e.topic, true, kv(0, "a", `{"v":2}`), tomb(1, "b"))
+	produce(t, e.kcl, e.topic, kv(1, "e", `{"v":1}`))
+	if r := runSeed(t, e, 100); r["consumed"] != 3.0 || r["tombstones"] != 1.0 {
+		t.Fatalf("seed after changesink: %v", r)
+	}
+	seedNext, _, _ := e.positions(t)
+	t.Logf("after a transaction, the seed stored next offsets %v; the partitions end at %v", seedNext, e.endOffsets(t))
+	produce(t, e.kcl, e.topic, kv(0, "c", `{"v":2}`))
+	if res := e.mustRun(t); res.Consumed != 1 || res.LiveKeys != 4 {
+		t.Errorf("changesink after the seed: %+v", res)
+	}
+	v1, v2 := `{"v": 1}`, `{"v": 2}`
+	got := e.records(t)
+	for k, want := range map[string]*string{"a": &v2, "b": nil, "c": &v2, "d": &v1, "e": &v1} {
+		g, ok := got[k]
+		if !ok || (want == nil) != g.Deleted || (want != nil && (g.Payload == nil || *g.Payload != *want)) {
+			t.Errorf("key %s = %s", k, describeStored(map[string]stored{k: g}))
+		}
+	}
+	if _, err := Verify(testCtx(t, time.Minute), e.pg, e.topic); err != nil {
+		t.Errorf("verify: %v", err)
 	}
 }
