@@ -224,40 +224,47 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 }
 
 // TestBrokerStoppedMidBatch: the broker becomes unreachable in the middle of
-// a fetch (a proxy in front of its PROXIED listener closes after 256 KiB of
-// responses): the run fails with a clear transient error within
+// a fetch, through a proxy in front of its PROXIED listener that stops
+// after 256 KiB of responses, either closing every connection (a broker
+// that exits) or keeping them open and silent (a hung broker or a network
+// black hole): the run fails with a clear transient error within
 // POLL_SECONDS plus a bounded timeout, and nothing is committed.
 func TestBrokerStoppedMidBatch(t *testing.T) {
 	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 3, nil)
 	produceMany(t, e.kcl, e.topic, 3, 30000)
-	p := startProxy(t, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"], vars["CHANGESINK_TEST_KAFKA_PROXY_TARGET"], proxyOpts{cutAfter: 256 << 10})
-	cfg := e.config()
-	cfg.PollSeconds = 5
-	cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"])
-	_, err := e.run(t, cfg, hooks{})
-	end := time.Now()
-	cut := p.cutAt.Load()
-	if cut == 0 {
-		t.Fatalf("the proxy never cut the connection (run: %v)", err)
-	}
-	if err == nil {
-		t.Fatal("the run succeeded although the broker stopped mid-batch")
-	}
-	if k := outcome.Classify(err); k != outcome.Transient {
-		t.Errorf("Classify = %v, want transient; error: %v", k, err)
-	}
-	if !strings.Contains(err.Error(), e.topic) || !strings.Contains(err.Error(), "kafka fetch") {
-		t.Errorf("error %q does not name the topic and Kafka", err)
-	}
-	bound := time.Duration(cfg.PollSeconds)*time.Second + kafkaTimeout + 5*time.Second
-	if d := end.Sub(time.Unix(0, cut)); d > bound {
-		t.Errorf("the error came %s after the outage, want within %s", d, bound)
-	}
-	t.Logf("error %s after the outage: %v", end.Sub(time.Unix(0, cut)).Round(time.Millisecond), err)
-	if s := e.snapshot(t); s != "--\n--\n" {
-		t.Fatal("a run whose broker stopped committed something")
+	for _, stall := range []bool{false, true} {
+		t.Run(map[bool]string{false: "connections closed", true: "connections hang"}[stall], func(t *testing.T) {
+			p := startProxy(t, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"], vars["CHANGESINK_TEST_KAFKA_PROXY_TARGET"], proxyOpts{cutAfter: 256 << 10, stall: stall})
+			defer p.Close()
+			cfg := e.config()
+			cfg.PollSeconds = 5
+			cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"])
+			_, err := e.run(t, cfg, hooks{})
+			end := time.Now()
+			cut := p.cutAt.Load()
+			if cut == 0 {
+				t.Fatalf("the proxy never cut the connection (run: %v)", err)
+			}
+			if err == nil {
+				t.Fatal("the run succeeded although the broker stopped mid-batch")
+			}
+			if k := outcome.Classify(err); k != outcome.Transient {
+				t.Errorf("Classify = %v, want transient; error: %v", k, err)
+			}
+			if !strings.Contains(err.Error(), e.topic) || !strings.Contains(err.Error(), "kafka fetch") {
+				t.Errorf("error %q does not name the topic and the Kafka fetch", err)
+			}
+			bound := time.Duration(cfg.PollSeconds)*time.Second + kafkaTimeout + 5*time.Second
+			if d := end.Sub(time.Unix(0, cut)); d > bound {
+				t.Errorf("the error came %s after the outage, want within %s", d, bound)
+			}
+			t.Logf("error %s after the outage: %v", end.Sub(time.Unix(0, cut)).Round(time.Millisecond), err)
+			if s := e.snapshot(t); s != "--\n--\n" {
+				t.Fatal("a run whose broker stopped committed something")
+			}
+		})
 	}
 }
 

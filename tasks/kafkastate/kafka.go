@@ -63,7 +63,7 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 		errors.Is(err, kerr.TopicAuthorizationFailed):
 		return outcome.Configure(fmt.Errorf("%w (check KAFKA_PROPERTIES credentials and ACLs)", wrapped))
 	}
-	return outcome.Transiently(wrapped)
+	return outcome.Transiently(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
 }
 
 // describeTopic sends a Metadata request for the topic straight to a broker
@@ -100,7 +100,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; %s", topic, ErrTopicUnavailable, err, hint))
 	}
 	if len(t.Partitions) == 0 {
-		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: it has no partitions", topic, ErrTopicUnavailable))
+		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: it has no partitions; check TOPIC and the topic's state on the broker", topic, ErrTopicUnavailable))
 	}
 	m := topicMeta{topicID: t.TopicID, leaders: map[int32]int32{}}
 	if resp.ClusterID != nil {

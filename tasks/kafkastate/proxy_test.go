@@ -21,6 +21,10 @@ type proxyOpts struct {
 	// bytes went from the broker to the client, in the middle of the response
 	// that crosses it: the broker "stops" mid-batch.
 	cutAfter int64
+	// stall: at cutAfter, stop forwarding but keep every connection open,
+	// like a broker that hangs (SIGSTOP, a network black hole) instead of
+	// closing.
+	stall bool
 }
 
 // kafkaProxy is a TCP proxy between changesink and the broker's PROXIED
@@ -35,6 +39,7 @@ type kafkaProxy struct {
 	mu     sync.Mutex
 	conns  []net.Conn
 	closed bool
+	done   chan struct{} // closed by Close
 	served atomic.Int64
 	cutAt  atomic.Int64 // unix nanos when cutAfter closed the proxy
 }
@@ -52,7 +57,7 @@ func startProxy(t testing.TB, listen, target string, opts proxyOpts) *kafkaProxy
 	if err != nil {
 		t.Fatalf("proxy listen %s: %v", listen, err)
 	}
-	p := &kafkaProxy{t: t, ln: ln, target: target, opts: opts}
+	p := &kafkaProxy{t: t, ln: ln, target: target, opts: opts, done: make(chan struct{})}
 	t.Cleanup(p.Close)
 	go p.accept()
 	return p
@@ -99,6 +104,7 @@ func (p *kafkaProxy) Close() {
 		return
 	}
 	p.closed = true
+	close(p.done)
 	p.ln.Close()
 	for _, c := range p.conns {
 		c.Close()
@@ -135,6 +141,11 @@ func (p *kafkaProxy) pipe(src, dst net.Conn, versions *sync.Map, toBroker bool) 
 				// Deliver only part of this response, then stop.
 				_, _ = dst.Write(out[:max(left, 0)])
 				p.cutAt.CompareAndSwap(0, time.Now().UnixNano())
+				if p.opts.stall {
+					p.ln.Close() // no new connections either
+					<-p.done     // this connection stays open and silent until Close
+					return
+				}
 				p.Close()
 				return
 			}
