@@ -264,6 +264,10 @@ func (p *kafkaParity) batch(t *testing.T, n int, b *kafkaBatch) bool {
 		if afterC.Raw != beforeC.Raw {
 			fail("changesink's failed run changed database %s:\nbefore %s\nafter  %s", csDB.name, beforeC.Raw, afterC.Raw)
 		}
+		// The seed writes batch-report.json only after PostgreSQL commits.
+		if _, found := readFileOr(filepath.Join(dirC, "batch-report.json")); found {
+			fail("changesink's failed run left a batch-report.json")
+		}
 		msg, _ := cs.Outputs["error"].(string)
 		for _, m := range b.ErrorMentions {
 			m = strings.ReplaceAll(m, "{topic}", p.topic.name)
