@@ -291,8 +291,8 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stream, err := decodeStream(context.Background(), path, m)
-			if err != nil {
+			stream := newBatch(m)
+			if err := decodeStream(context.Background(), path, m, stream.add); err != nil {
 				t.Fatal(err)
 			}
 			if one.events != 12000 || len(one.rows) != 5000 {
@@ -307,7 +307,7 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			bad[10500] = orderEvent(77, int64(1), int64(2), strings.Repeat("x", 40), int64(5), false)
 			badPath := writeFile(t, "bad.ion", encode(t, f.binary, bad...))
 			_, err1 := decodeFile(context.Background(), badPath, m, 3)
-			_, err2 := decodeStream(context.Background(), badPath, m)
+			err2 := decodeStream(context.Background(), badPath, m, newBatch(m).add)
 			var re1, re2 *RecordError
 			if !errors.As(err1, &re1) || !errors.As(err2, &re2) || re1.Record != 10501 || re2.Record != 10501 {
 				t.Fatalf("segment error %v, stream error %v; want record 10501", err1, err2)
@@ -335,5 +335,32 @@ func TestDecodeMultiLineText(t *testing.T) {
 	}
 	if got := jsonLines(b); got != `{"id": 1, "customer_id": 2, "amount_cents": 3, "status": "a", "_cdc_lsn": 9, "_cdc_deleted": 0}`+"\n" {
 		t.Errorf("got %s", got)
+	}
+}
+
+// TestOutOfOrderVersions covers the second pass: a key whose events come
+// out of LSN order has its versions checked against each other, and a key
+// in order keeps nothing but its latest row.
+func TestOutOfOrderVersions(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(id int64, amount int64, lsn int64) any { return orderEvent(id, int64(1), amount, "x", lsn, false) }
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev(1, 10, 300), ev(2, 5, 50), ev(1, 11, 100), ev(2, 6, 60), ev(1, 12, 200), ev(1, 11, 100)), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.outOfOrder) != 1 || !strings.Contains(jsonLines(b), `"amount_cents": 10, "status": "x", "_cdc_lsn": 300`) {
+				t.Errorf("out of order %v, rows %s", b.outOfOrder, jsonLines(b))
+			}
+			_, err = decodeBytes(t, m, encode(t, f.binary, ev(1, 10, 300), ev(1, 11, 100), ev(2, 5, 50), ev(1, 12, 200), ev(1, 13, 100)), 2)
+			want := "record 5 (key id=1, LSN 100, same as record 2): conflicting changes share a key and LSN"
+			if !f.binary {
+				want = withLine(want)
+			}
+			if !errors.Is(err, ErrConflict) || err.Error() != want {
+				t.Errorf("err = %v, want %s", err, want)
+			}
+		})
 	}
 }

@@ -17,7 +17,10 @@
 // 2.x). Decoding streams: the file is cut into segments of whole lines (or
 // of whole version-marked chunks) that workers decode with ion-go's Reader
 // in parallel, merged in file order, so memory holds the latest row of each
-// key, not the batch.
+// key, not the batch. (A key whose events arrive out of LSN order, which a
+// trigger batch does not produce, costs a second pass over the file that
+// hashes that key's versions.) Binary values are framed before ion-go reads
+// them, so a garbled length cannot make it allocate gigabytes.
 //
 // Value shapes (see convert): Ion ints, decimals (12.50), floats, bools,
 // strings and symbols, blobs, millisecond timestamps, day timestamps for

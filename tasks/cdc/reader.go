@@ -65,43 +65,66 @@ type segResult struct {
 // one-stream decode gives. Input that cannot be cut that way (a binary
 // stream with one symbol table, values spanning lines) is decoded as one
 // stream.
+//
+// Memory holds one row per key. Events of a key normally arrive in LSN
+// order, and then every equal-LSN pair meets the key's latest row; a key
+// whose events arrive out of order is only marked, and a second pass over
+// the file checks those keys' versions (see history).
 func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*batch, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	b := newBatch(m)
+	if err := scanFile(ctx, path, m, workers, b.reset, b.add); err != nil {
+		return nil, err
+	}
+	if len(b.outOfOrder) > 0 {
+		h := newHistory(b)
+		if err := scanFile(ctx, path, m, workers, h.reset, h.check); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// scanFile decodes the file and hands every valid row to sink, in file
+// order; reset is called before a fallback to the one-stream decode
+// starts again from the first record.
+func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset func(), sink func(row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
+		return outcome.Configure(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
 	}
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
 	f.Close()
 	binary := n == 4 && bytes.Equal(head, ivm)
 
-	b, perr := decodeSegments(ctx, path, m, workers, binary)
+	perr := decodeSegments(ctx, path, m, workers, binary, sink)
 	if perr == nil {
-		return b, nil
+		return nil
 	}
 	fallback := errors.Is(perr, errSequential)
 	if !fallback && !(errors.Is(perr, ErrMalformed) && !binary) {
-		return nil, perr
+		return perr
 	}
 	// Text that failed to parse line by line may still be valid Ion whose
 	// values span lines; binary without markers to cut at is one stream.
-	b, serr := decodeStream(ctx, path, m)
+	reset()
+	serr := decodeStream(ctx, path, m, sink)
 	if serr == nil || fallback || !errors.Is(serr, ErrMalformed) {
-		return b, serr
+		return serr
 	}
-	return nil, perr // both failed to parse: the line-located error reads better
+	return perr // both failed to parse: the line-located error reads better
 }
 
 // decodeSegments runs the splitter, the workers and the in-order merge.
-func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, binary bool) (*batch, error) {
+func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, binary bool, sink func(row) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open batch file: %w", err)
+		return fmt.Errorf("open batch file: %w", err)
 	}
 	defer f.Close()
 
@@ -150,14 +173,13 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 		}
 	}()
 
-	b := newBatch(m)
 	var base int64
 	for j := range order {
 		var res segResult
 		select {
 		case res = <-j.out:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		if res.err != nil && !binary {
 			// Locate the failure by line: decode the segment line by line.
@@ -167,12 +189,12 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 			r := res.rows[i]
 			local := r.rec
 			r.rec += base
-			if err := b.add(r); err != nil {
+			if err := sink(r); err != nil {
 				var re *RecordError
 				if errors.As(err, &re) && !binary {
 					re.Line = j.seg.lineOf(local, res.n)
 				}
-				return nil, err
+				return err
 			}
 		}
 		if res.err != nil {
@@ -180,17 +202,14 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 			if errors.As(res.err, &re) && re.Record > 0 {
 				re.Record += base
 			}
-			return nil, res.err
+			return res.err
 		}
 		base += res.n
 	}
 	if err := <-splitErr; err != nil {
-		return nil, err
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return ctx.Err()
 }
 
 // decodeSegment decodes a segment as one stream; binary says which form
@@ -286,10 +305,10 @@ func decodeLines(d *recordDecoder, s *segment) segResult {
 }
 
 // decodeStream decodes the whole file as one Ion stream, sequentially.
-func decodeStream(ctx context.Context, path string, m *Mapping) (*batch, error) {
+func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open batch file: %w", err)
+		return fmt.Errorf("open batch file: %w", err)
 	}
 	defer f.Close()
 	var in io.Reader = f
@@ -299,20 +318,19 @@ func decodeStream(ctx context.Context, path string, m *Mapping) (*batch, error) 
 		// Never let ion-go read a value whose length runs past the file:
 		// it allocates the declared length first.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, fmt.Errorf("read batch file: %w", err)
+			return fmt.Errorf("read batch file: %w", err)
 		}
 		limit, b, err := scanBinary(f)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		in, bad = io.LimitReader(f, limit), b
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("read batch file: %w", err)
+		return fmt.Errorf("read batch file: %w", err)
 	}
 	r := ion.NewReader(bufio.NewReaderSize(in, 1<<20))
 	d := newRecordDecoder(m)
-	b := newBatch(m)
 	var rec int64
 	for r.Next() {
 		if isVersionSymbol(r) {
@@ -321,24 +339,24 @@ func decodeStream(ctx context.Context, path string, m *Mapping) (*batch, error) 
 		rec++
 		if rec%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		row, err := d.decode(r, rec)
 		if err != nil {
-			return nil, locate(err, 0)
+			return locate(err, 0)
 		}
-		if err := b.add(row); err != nil {
-			return nil, err
+		if err := sink(row); err != nil {
+			return err
 		}
 	}
 	if err := r.Err(); err != nil {
-		return nil, &RecordError{Record: rec + 1, Offset: ionOffset(err, 0), Err: malformedValue(err)}
+		return &RecordError{Record: rec + 1, Offset: ionOffset(err, 0), Err: malformedValue(err)}
 	}
 	if bad != nil {
-		return nil, badRecord(rec+1, bad)
+		return badRecord(rec+1, bad)
 	}
-	return b, nil
+	return nil
 }
 
 // isVersionSymbol reports a top-level $ion_1_0 in text, which ion-go
