@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strings"
 	"testing"
@@ -184,6 +185,8 @@ func TestDecodeAccepts(t *testing.T) {
 		event any
 		want  string
 	}{
+		{"Int64 limits (binary Ion calls -2^63 a big int)", orderEvent(math.MinInt64, int64(math.MaxInt64), int64(math.MinInt64), "x", int64(3), false),
+			`{"id": -9223372036854775808, "customer_id": 9223372036854775807, "amount_cents": -9223372036854775808, "status": "x", "_cdc_lsn": 3, "_cdc_deleted": 0}`},
 		{"max LSN", orderEvent(1, int64(1), int64(2), "x", maxLSN, false),
 			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "x", "_cdc_lsn": 18446744073709551615, "_cdc_deleted": 0}`},
 		{"32 code points in 64 bytes", orderEvent(1, int64(1), int64(2), strings.Repeat("é", 32), int64(5), false),

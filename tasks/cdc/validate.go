@@ -290,11 +290,16 @@ func readInt64(r ion.Reader, t colType) (int64, error) {
 		return 0, malformedValue(err)
 	}
 	if size == ion.BigInt {
+		// Binary Ion stores a magnitude and a sign, so ion-go calls -2^63 a
+		// big integer; it still fits.
 		b, err := r.BigIntValue()
 		if err != nil || b == nil {
 			return 0, malformedValue(err)
 		}
-		return 0, badValue("%s is out of range for Int%d", b.String(), t.bits)
+		if !b.IsInt64() {
+			return 0, badValue("%s is out of range for Int%d", b.String(), t.bits)
+		}
+		return b.Int64(), nil
 	}
 	n, err := r.Int64Value()
 	if err != nil || n == nil {
