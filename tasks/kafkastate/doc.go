@@ -81,7 +81,8 @@
 //     \u0000 escape, an unpaired surrogate escape, a key with a NUL byte, a
 //     number beyond PostgreSQL numeric) are refused up front, naming the
 //     record. Numbers the seed rounds to 0.0 but jsonb cannot hold (more than
-//     16383 digits after the point) are refused.
+//     16383 digits after the point, or a zero with an exponent of 1073741823
+//     or more) are refused.
 //   - KAFKA_PROPERTIES accepts the mapped keys only (an unknown key is a
 //     configuration error listing them); the seed passes anything to
 //     librdkafka. Keys the seed overrides are accepted and logged.

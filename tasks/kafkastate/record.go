@@ -25,6 +25,11 @@ const (
 	// maxNumericScale is PostgreSQL's NUMERIC_DSCALE_MAX: the most digits
 	// after the decimal point a jsonb number may have.
 	maxNumericScale = 16383
+	// maxNumericExponent is the smallest exponent PostgreSQL's numeric
+	// input refuses ("value overflows numeric format": numeric_in allows
+	// |exponent| < INT_MAX/2). Only a zero mantissa gets there without
+	// overflowing a float64 first.
+	maxNumericExponent = 1<<30 - 1
 )
 
 // problemKind says whether a refused value is not JSON at all (kindSyntax)
@@ -83,7 +88,9 @@ func checkKey(key []byte) *problem {
 //     or an unpaired surrogate escape (json.loads accepts them, jsonb
 //     refuses them); or an integer longer than 4300 digits (Python's int()
 //     refuses it); or nesting deeper than 1000 (json.loads raises
-//     RecursionError);
+//     RecursionError); or a number PostgreSQL numeric cannot hold (more
+//     than 16383 digits after the point, or a zero with an exponent of
+//     1073741823 or more, which the seed reads as 0.0);
 //   - ErrNonFinite: NaN, Infinity or -Infinity (the seed's parse_constant),
 //     or a number with a fraction or exponent that overflows a float64 (the
 //     seed's json.loads turns it into inf, which jsonb refuses).
@@ -331,7 +338,7 @@ func (s *jsonScanner) number() *problem {
 			return s.unexpected()
 		}
 		for _, c := range s.b[expStart:s.i] {
-			exp = min(exp*10+int(c-'0'), 1<<30) // clamped: far beyond any limit below
+			exp = min(exp*10+int(c-'0'), 1<<30) // clamped: beyond every limit below
 		}
 		if neg {
 			exp = -exp
@@ -359,6 +366,10 @@ func (s *jsonScanner) number() *problem {
 	// point (NUMERIC_DSCALE_MAX); jsonb refuses more with "value overflows
 	// numeric format". The seed's float would have rounded such a number to
 	// 0.0; changesink stores numbers exactly, so it must refuse them.
+	if exp >= maxNumericExponent {
+		return &problem{rule: ErrValueNotJSON, kind: kindSemantic,
+			detail: fmt.Sprintf("number at byte %d has an exponent beyond PostgreSQL numeric", start)}
+	}
 	if fracDigits-exp > maxNumericScale {
 		return &problem{rule: ErrValueNotJSON, kind: kindSemantic,
 			detail: fmt.Sprintf("number at byte %d needs more than %d digits after the decimal point, beyond PostgreSQL numeric", start, maxNumericScale)}
