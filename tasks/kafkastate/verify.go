@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -31,7 +32,9 @@ func (r *VerifyResult) Metrics() []kestra.Metric { return nil }
 // key, partition, offset and saved next offset of the first offending
 // record, and how many there are) when a stored record of topic has no
 // positions row, no entry for its partition, or an offset at or past its
-// partition's saved next offset. It reads only; it takes no lock.
+// partition's saved next offset. A next offset that is not an integer is
+// refused with ErrBadPositions, as Materialize does. It reads only; it takes
+// no lock.
 func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
@@ -54,6 +57,13 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	err = queryRow(ctx, conn, "check saved positions", sqlVerify, []any{topic}, &e.Key, &e.Partition, &e.Offset, &next, &count)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &VerifyResult{Topic: topic}, nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "22P02" || pe.Code == "22003") {
+		// The cast of a next offset to bigint failed: materialize refuses
+		// the same row with ErrBadPositions.
+		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",
+			topic, ErrBadPositions, pe.Message))
 	}
 	if err != nil {
 		return nil, err
