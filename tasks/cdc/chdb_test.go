@@ -206,14 +206,14 @@ func insertStep(m *Mapping, rows []*row) chdbStep {
 // keysStep stands in for the external table of the batch's keys.
 func keysStep(m *Mapping, rows []*row) chdbStep {
 	var cols [][]string
-	for _, i := range m.keyIdx {
-		cols = append(cols, []string{m.cols[i].name, m.cols[i].typ.ddl(currentCaps)})
+	for n, i := range m.keyIdx {
+		cols = append(cols, []string{keysColumn(n), m.cols[i].typ.ddl(currentCaps)})
 	}
 	var objs []map[string]any
 	for _, r := range rows {
 		obj := map[string]any{}
-		for _, i := range m.keyIdx {
-			obj[m.cols[i].name] = chJSON(m.cols[i].typ, r.vals[i])
+		for n, i := range m.keyIdx {
+			obj[keysColumn(n)] = chJSON(m.cols[i].typ, r.vals[i])
 		}
 		objs = append(objs, obj)
 	}
@@ -366,12 +366,12 @@ func chdbRows(t *testing.T, m *Mapping) (a1, a2, b1, bDel, c1 *row) {
 		c1 = oneRow(t, m, iongen.Event(orderRow(3, int64(30), int64(3), "new"), false, src(4, false)))
 	default: // quoting.mapping.yaml: select Int32, naïve String, from-to Nullable(Date)
 		r := func(sel int64, name string, day any) iongen.Struct {
-			return iongen.Struct{{"select", sel}, {"naïve", name}, {"from-to", day}}
+			return iongen.Struct{{"select", sel}, {"naïve", name}, {"from-to", day}, {"my-key", int64(9)}}
 		}
 		a1 = oneRow(t, m, iongen.Event(r(1, "a", nil), false, src(5, false)))
 		a2 = oneRow(t, m, iongen.Event(r(1, "a", iongen.Day(2024, 2, 29)), false, src(7, false)))
 		b1 = oneRow(t, m, iongen.Event(r(2, "b", nil), false, src(3, false)))
-		bDel = oneRow(t, m, iongen.Event(iongen.Struct{{"select", int64(2)}, {"naïve", "b"}}, true, src(6, true)))
+		bDel = oneRow(t, m, iongen.Event(iongen.Struct{{"select", int64(2)}, {"naïve", "b"}, {"my-key", int64(9)}}, true, src(6, true)))
 		c1 = oneRow(t, m, iongen.Event(r(3, "c", nil), false, src(4, false)))
 	}
 	return a1, a2, b1, bDel, c1

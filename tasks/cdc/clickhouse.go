@@ -296,7 +296,7 @@ func (t *target) keysTableFor(rows []*row) (*ext.Table, error) {
 	m := t.m
 	cols := make([]func(*ext.Table) error, len(m.keyIdx))
 	for n, i := range m.keyIdx {
-		cols[n] = ext.Column(m.cols[i].name, column.Type(m.cols[i].typ.ddl(storedCaps(&m.cols[i]))))
+		cols[n] = ext.Column(keysColumn(n), column.Type(m.cols[i].typ.ddl(storedCaps(&m.cols[i]))))
 	}
 	tbl, err := ext.NewTable(keysTable, cols...)
 	if err != nil {

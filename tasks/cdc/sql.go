@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -12,8 +13,12 @@ import (
 // shipped orders mapping and the all-types mapping, on 18.16 and current
 // servers; with the orders mapping the DDL is the seed's text exactly.
 
-// keysTable is the name of the external table that carries the batch's keys.
+// keysTable is the name of the external table that carries the batch's
+// keys; its columns are k0, k1, ... in key order (plain names, whatever the
+// key columns are called, since an external table's structure is not quoted).
 const keysTable = "_cdc_keys"
+
+func keysColumn(n int) string { return "k" + strconv.Itoa(n) }
 
 var bareIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -113,11 +118,15 @@ func createViewSQL(m *Mapping) string {
 // readSQL reads the winning version of the batch's keys, which arrive in
 // the external table _cdc_keys (seed tasks read_current and read_back).
 func readSQL(m *Mapping) string {
+	ext := make([]string, len(m.keyIdx))
+	for n := range m.keyIdx {
+		ext[n] = keysColumn(n)
+	}
 	var where string
 	if len(m.keyIdx) == 1 {
-		where = keyList(m) + " IN (SELECT " + keyList(m) + " FROM " + keysTable + ")"
+		where = keyList(m) + " IN (SELECT " + ext[0] + " FROM " + keysTable + ")"
 	} else {
-		where = "(" + keyList(m) + ") IN (SELECT " + keyList(m) + " FROM " + keysTable + ")"
+		where = "(" + keyList(m) + ") IN (SELECT " + strings.Join(ext, ", ") + " FROM " + keysTable + ")"
 	}
 	return "SELECT " + columnList(m, true) + "\n" +
 		"FROM " + qualified(m.Target.Database, m.Target.Table) + " FINAL\n" +
