@@ -103,7 +103,8 @@ func TestTypeRefusals(t *testing.T) {
 		{"price", 12.5, "expected an Ion decimal or int (or a decimal string, or Debezium's {scale, value} struct) for Decimal(12, 2), got an Ion float"},
 		{"price", "twelve", "the string is not a decimal number"},
 		{"code", iongen.Struct{{"scale", int64(2)}, {"value", iongen.Blob{0x04, 0xE2}}},
-			"expected an Ion string, symbol or blob for String, got an Ion struct"},
+			"expected an Ion string, symbol or blob for String, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: " +
+				"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)"},
 		{"code", "ABCDEFGHI", "9 characters exceed max_length 8"},
 		{"var_num", iongen.Struct{{"scale", int64(5)}, {"value", iongen.Blob{0x04, 0xE3}}}, "0.01251 has more than 4 decimal places"},
 		{"var_num", iongen.Struct{{"precision", int64(5)}}, `a struct with field "precision"; expected Debezium's {scale, value} decimal`},

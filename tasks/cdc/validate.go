@@ -23,6 +23,10 @@ func badValue(format string, args ...any) error {
 }
 
 func wrongType(t colType, got ion.Type) error {
+	if got == ion.StructType {
+		return badValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
+			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t.ddl(currentCaps))
+	}
 	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t.ddl(currentCaps), got)
 }
 
