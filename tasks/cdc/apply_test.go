@@ -100,15 +100,16 @@ func TestApplyEveryType(t *testing.T) {
 			if res.Verified != 2 || res.Pending != 2 {
 				t.Errorf("outputs %v", res.Outputs())
 			}
-			rows := e.query("SELECT * FROM " + e.db + ".everything_cdc FINAL ORDER BY id")
-			t.Logf("%s", strings.Join(rows, "\n"))
 			exp, _ := outputFile(t, cfg, ExpectedFile)
-			t.Logf("%s", exp)
-			for _, r := range e.query("SELECT name, type FROM system.columns WHERE database = ? AND table = 'everything_cdc'", e.db) {
-				t.Log(r)
+			if !strings.Contains(exp, `"f32": NaN, "f64": -Infinity`) || !strings.Contains(exp, `"u64": 18446744073709551615`) {
+				t.Errorf("expected.jsonl:\n%s", exp)
 			}
-			t.Log(e.query("SELECT engine_full, sorting_key FROM system.tables WHERE database = ?", e.db))
-			// A second run is a replay.
+			// Bool is stored as UInt8 before ClickHouse 21.12.
+			if got := e.query("SELECT type FROM system.columns WHERE database = ? AND table = 'everything_cdc' AND name = 'flag'", e.db); got[0] != "UInt8" && got[0] != "Bool" {
+				t.Errorf("flag is %v", got)
+			}
+			// A second run reads every value back and finds the same payload:
+			// the round trip through ClickHouse is exact for every type.
 			res, _, err = e.apply(!f.binary, everythingEvent(everythingRow(1, false), 5), everythingEvent(row2, 6))
 			if err != nil {
 				t.Fatal(err)
