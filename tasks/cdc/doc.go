@@ -94,9 +94,22 @@
 //
 // # Deliberate differences from the seed
 //
-// NaN equals NaN when comparing payloads (Python's == says it does not);
-// every column, not only status, is checked for the TOAST placeholder;
-// TRUNCATE events are refused with their own error rather than a missing key;
-// the whole batch is validated before any ClickHouse call, and the output
-// files appear only after the verify.
+//   - Any table: columns, types, limits and names come from the mapping, not
+//     from a script edited per table.
+//   - Every column of a create/update/read event is checked for the TOAST
+//     placeholder, not only status; deletes still ignore their image.
+//   - A TRUNCATE event is refused with its own error (the seed fails on the
+//     missing id); an unknown field, a repeated field or a value of the wrong
+//     Ion type is refused with the record number, key, LSN and column.
+//   - Values are never rounded: a decimal with more places than the scale, a
+//     time with more digits than the precision, a double that is not a
+//     float32 are refused.
+//   - NaN equals NaN when payloads are compared (Python's == says it does
+//     not, which would turn a replay of a NaN row into a conflict).
+//   - The whole batch is validated before any ClickHouse call; the keys are
+//     sent as an external table (the seed pastes them into the SQL, and needs
+//     max_query_size and max_ast_elements raised past about 25,000 keys); the
+//     output files and outputs appear only after the verify passed.
+//   - The outputs add verified and drop ids_sql.
+package cdc
 package cdc
