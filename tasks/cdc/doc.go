@@ -112,4 +112,3 @@
 //     output files and outputs appear only after the verify passed.
 //   - The outputs add verified and drop ids_sql.
 package cdc
-package cdc
