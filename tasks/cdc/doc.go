@@ -107,8 +107,9 @@
 //   - NaN equals NaN when payloads are compared (Python's == says it does
 //     not, which would turn a replay of a NaN row into a conflict).
 //   - The whole batch is validated before any ClickHouse call; the keys are
-//     sent as an external table (the seed pastes them into the SQL, and needs
-//     max_query_size and max_ast_elements raised past about 25,000 keys); the
-//     output files and outputs appear only after the verify passed.
+//     sent as an external table (the seed pastes them into the SQL, which
+//     ClickHouse 18.16 refuses from 50,000 keys, max_ast_elements, or sooner
+//     when the list passes max_query_size, 256 KiB); the output files and
+//     outputs appear only after the verify passed.
 //   - The outputs add verified and drop ids_sql.
 package cdc
