@@ -1,8 +1,15 @@
 package kafkastate
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
 )
 
 // TestBreakerVerifyMalformedPositions: verify over a positions row whose
@@ -18,5 +25,88 @@ func TestBreakerVerifyMalformedPositions(t *testing.T) {
 		e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $1::jsonb WHERE topic = $2`, bad, e.topic)
 		_, err := Verify(testCtx(t, time.Minute), e.pg, e.topic)
 		assertRefused(t, err, ErrBadPositions, e.topic, "kafka_state.positions")
+	}
+}
+
+// TestBreakerStopDuringCommit: Kestra's task timeout sends SIGTERM, which
+// cancels the run's context. Arriving while COMMIT was in flight, it made
+// the run report "postgresql: commit: context canceled" (transient: "nothing
+// was committed") while PostgreSQL had committed the batch. A run that
+// reports a failure must have committed nothing, and one that committed
+// must report it: once COMMIT is sent, the run waits for its answer.
+func TestBreakerStopDuringCommit(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
+	// A deferred constraint trigger makes COMMIT take a second, and lets
+	// a cancel request only cut it short, as when the COMMIT finishes on
+	// the server before pgx's cancel request (sent when the context ends)
+	// arrives.
+	e.exec(t, `CREATE FUNCTION kafka_state.breaker_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			BEGIN PERFORM pg_sleep(1); EXCEPTION WHEN query_canceled THEN NULL; END;
+			RETURN NULL;
+		END$$`)
+	e.exec(t, `CREATE CONSTRAINT TRIGGER breaker_slow AFTER INSERT OR UPDATE ON kafka_state.positions
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kafka_state.breaker_slow()`)
+	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	defer cancel()
+	h := hooks{beforeCommit: func() { time.AfterFunc(300*time.Millisecond, cancel) }}
+	dir := t.TempDir()
+	res, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, h)
+	waitForNoSession(t, e, 10*time.Second) // the server may still be committing
+	next, _, _ := e.positions(t)
+	committed := next != nil
+	switch {
+	case err != nil && committed:
+		t.Fatalf("the run failed (%v, class %v) but PostgreSQL committed the batch: positions %v, %d records",
+			err, outcome.Classify(err), next, len(e.records(t)))
+	case err == nil && !committed:
+		t.Fatalf("the run succeeded (%+v) but nothing was committed", res)
+	case err != nil:
+		t.Fatalf("the stop came after COMMIT was sent; the run must wait for it and succeed, got %v", err)
+	}
+	if res.Consumed != 2 || next["0"] != 2 {
+		t.Fatalf("result %+v, positions %v; want 2 records, next offset 2", res, next)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err != nil {
+		t.Fatalf("committed batch without %s: %v", ReportFile, err)
+	}
+}
+
+// TestBreakerStopBeforeCommit: a stop that arrives before COMMIT is sent
+// ends the run with nothing committed.
+func TestBreakerStopBeforeCommit(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	defer cancel()
+	_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, hooks{beforeCommit: cancel})
+	if err == nil || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("err = %v (class %v), want a transient error", err, outcome.Classify(err))
+	}
+	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
+		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
+	}
+}
+
+// TestBreakerUnwritableWorkingDir: with a working directory the report
+// cannot be written into, the run committed the batch and then failed as
+// transient ("nothing was committed", exit 3), losing the batch's outputs.
+// It must find out before it changes anything: a configuration error
+// naming WORKING_DIR, and nothing committed.
+func TestBreakerUnwritableWorkingDir(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	before := e.snapshot(t)
+	missing := filepath.Join(t.TempDir(), "gone")
+	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: missing}, nil, hooks{})
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "WORKING_DIR") {
+		t.Fatalf("err = %v (class %v), want a configuration error naming WORKING_DIR", err, outcome.Classify(err))
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

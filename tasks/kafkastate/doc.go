@@ -39,6 +39,10 @@
 // positions upsert (next_offsets as {"<partition>": <next offset>}); the
 // live_keys count; commit. Only then is batch-report.json written into the
 // working directory and the Result returned for the outputs and metrics.
+// The report file is created under a hidden temporary name before the
+// batch starts, so an unwritable working directory fails the run before
+// anything changes; a stop (SIGTERM) after COMMIT was sent waits for the
+// commit's answer, so a run never reports a failure for a committed batch.
 //
 // The transaction also sets, for itself only: work_mem 64MB (the per-key
 // sort of a 100,000-record batch stays in memory), temp_buffers 64MB (the

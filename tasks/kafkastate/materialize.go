@@ -34,6 +34,10 @@ type hooks struct {
 	// duringCopy runs once, from the COPY's row source, after the first row
 	// has been handed to PostgreSQL: tests kill the backend here.
 	duringCopy func(ctx context.Context)
+	// beforeCommit runs right before the run checks its context for the
+	// last time and sends COMMIT: tests stop the run (cancel its context)
+	// here or, a little later, while the COMMIT is in flight.
+	beforeCommit func()
 	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
 	// on a server that has MERGE, so tests cover both statements.
 	onConflict bool
@@ -44,7 +48,11 @@ type hooks struct {
 // cfg.PollSeconds, and commits the records' latest values and the next
 // positions in one PostgreSQL transaction, under the seed's per-topic
 // advisory lock. Only after the commit does it write batch-report.json into
-// dir and return the Result. log may be nil.
+// dir and return the Result; the file is created (under a hidden temporary
+// name) before anything else, so a working directory that cannot take it is
+// a configuration error before any change. A stop (ctx cancelled) before
+// COMMIT is sent commits nothing; once COMMIT is sent, the run waits for
+// its answer and reports it. log may be nil.
 //
 // Steps (the seed's checks, in the seed's order):
 //
@@ -91,6 +99,13 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	// The report is written after the commit; find out now, before
+	// anything changes, whether the working directory takes it.
+	report, err := dir.Create(ReportFile)
+	if err != nil {
+		return nil, outcome.Configure(fmt.Errorf("WORKING_DIR: %w; use a writable working directory (nothing was done)", err))
+	}
+	defer report.Abort()
 	started := time.Now()
 	topic := cfg.Topic
 	ph := phases{last: started}
@@ -262,7 +277,17 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	if h.beforeCommit != nil {
+		h.beforeCommit()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("topic %q: stopped before the commit, nothing was committed: %w", topic, err)
+	}
+	// Once COMMIT is sent its outcome is PostgreSQL's: a stop (SIGTERM)
+	// must not turn a commit into a reported failure, so wait for the
+	// answer (pgx would otherwise drop the connection and report the
+	// cancellation while the server commits).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgTimeout)
 	err = tx.Commit(cctx)
 	cancel()
 	if err != nil {
@@ -272,7 +297,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live, Duration: time.Since(started)}
 	log.Info(fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
 		topic, consumed, tombstones, len(meta.partitions), res.Duration.Round(time.Millisecond), nextJSON, live))
-	if err := res.writeReport(dir); err != nil {
+	if err := res.writeReport(report); err != nil {
 		return nil, fmt.Errorf("the batch is committed, but %s could not be written: %w", ReportFile, err)
 	}
 	return res, nil

@@ -113,13 +113,10 @@ func (r *Result) reportJSON() ([]byte, error) {
 	return out, nil
 }
 
-// writeReport writes batch-report.json atomically into dir.
-func (r *Result) writeReport(dir kestra.Dir) error {
+// writeReport writes the report into f (batch-report.json, created by
+// Materialize before the batch) and commits it under its final name.
+func (r *Result) writeReport(f *kestra.File) error {
 	b, err := r.reportJSON()
-	if err != nil {
-		return err
-	}
-	f, err := dir.Create(ReportFile)
 	if err != nil {
 		return err
 	}
