@@ -1,6 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
@@ -42,10 +49,10 @@ func (c *kafkaStateSetupCmd) Run(a *app) error {
 }
 
 type kafkaStateMaterializeCmd struct {
-	Topic           string `name:"topic" env:"TOPIC" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count. Required."`
-	MaxRecords      int    `name:"max-records" env:"MAX_RECORDS" default:"1000" help:"Most records one batch reads over all partitions: 1..100000 (default ${default})."`
-	PollSeconds     int    `name:"poll-seconds" env:"POLL_SECONDS" default:"10" help:"How long the batch may fetch: 1..60 seconds (default ${default}). A fully read topic returns at once."`
-	KafkaProperties string `name:"kafka-properties" env:"KAFKA_PROPERTIES" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
+	Topic           string  `name:"topic" env:"TOPIC" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count. Required."`
+	MaxRecords      seedInt `name:"max-records" env:"MAX_RECORDS" default:"1000" help:"Most records one batch reads over all partitions: 1..100000 (default ${default})."`
+	PollSeconds     seedInt `name:"poll-seconds" env:"POLL_SECONDS" default:"10" help:"How long the batch may fetch: 1..60 seconds (default ${default}). A fully read topic returns at once."`
+	KafkaProperties string  `name:"kafka-properties" env:"KAFKA_PROPERTIES" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
 
@@ -55,8 +62,8 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 	pg := c.postgres(a)
 	cfg := kafkastate.Config{
 		Topic:           c.Topic,
-		MaxRecords:      c.MaxRecords,
-		PollSeconds:     c.PollSeconds,
+		MaxRecords:      int(c.MaxRecords),
+		PollSeconds:     int(c.PollSeconds),
 		KafkaProperties: c.KafkaProperties,
 		Postgres:        pg,
 	}
@@ -80,4 +87,29 @@ func (c *kafkaStateVerifyCmd) Run(a *app) error {
 	}
 	a.log.Info("kafka-state: every stored record of topic " + c.Topic + " is below its partition's durable next offset")
 	return a.em.Report(res)
+}
+
+// seedInt is an integer setting read as the seed reads MAX_RECORDS and
+// POLL_SECONDS, with Python's int(): decimal digits with an optional sign,
+// surrounding whitespace and single underscores between digits allowed;
+// anything else is a configuration error. (kong's int parser takes base
+// prefixes, so "0b11" would be 3 and "010" 8, where the seed refuses the
+// first and reads 10.)
+type seedInt int
+
+var seedIntSyntax = regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*$`)
+
+// Decode implements kong.MapperValue.
+func (n *seedInt) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("int", &s); err != nil {
+		return err
+	}
+	t := strings.TrimSpace(s)
+	v, err := strconv.ParseInt(strings.ReplaceAll(t, "_", ""), 10, strconv.IntSize)
+	if !seedIntSyntax.MatchString(t) || err != nil {
+		return fmt.Errorf("expected a decimal integer but got %q", s)
+	}
+	*n = seedInt(v)
+	return nil
 }
