@@ -107,6 +107,7 @@
 //	ErrOffsetOutOfRange        'Partition p: saved offset is outside the retained log' (log start <= saved <= last stable offset)
 //	ErrNullKey                 'Null Kafka key; the entire batch will roll back'
 //	ErrKeyNotUTF8, ErrKeyNUL   key.decode('utf-8'); psycopg refusing NUL in text
+//	ErrKeyTooLong              the seed's INSERT failing on a key the primary key index cannot hold
 //	ErrValueNotUTF8            value.decode('utf-8')
 //	ErrValueNotJSON            json.loads, and what jsonb refuses after it (see ValidateValue)
 //	ErrNonFinite               parse_constant=invalid_constant (NaN, Infinity), and numbers json.loads turns into inf

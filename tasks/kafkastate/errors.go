@@ -51,6 +51,11 @@ var (
 	// ErrKeyNUL: a key contains a NUL byte, which PostgreSQL text cannot
 	// hold (the seed fails inside psycopg).
 	ErrKeyNUL = errors.New("key contains a nul byte")
+	// ErrKeyTooLong: a key is too long for kafka_state.records' primary key
+	// index (a btree entry holds about 2700 bytes of topic and key after
+	// compression), so PostgreSQL refuses to store it (the seed fails inside
+	// psycopg).
+	ErrKeyTooLong = errors.New("key is too long for postgresql's primary key index")
 	// ErrValueNotUTF8: a value is not valid UTF-8. Seed:
 	// value.decode('utf-8').
 	ErrValueNotUTF8 = errors.New("value is not valid utf-8")
@@ -77,7 +82,7 @@ var (
 )
 
 // RecordError is a refusal of one Kafka record: where it is and which rule it
-// breaks. It unwraps to one of ErrNullKey, ErrKeyNotUTF8, ErrKeyNUL,
+// breaks. It unwraps to one of ErrNullKey, ErrKeyNotUTF8, ErrKeyNUL, ErrKeyTooLong,
 // ErrValueNotUTF8, ErrValueNotJSON or ErrNonFinite.
 type RecordError struct {
 	Topic     string
@@ -103,6 +108,11 @@ func (e *RecordError) Error() string {
 	if errors.Is(e.Err, ErrNullKey) {
 		return msg + "; the whole batch was rolled back: a keyless record cannot be materialized " +
 			"(compacted topics reject them, so check the topic's cleanup.policy and the producer)"
+	}
+	if errors.Is(e.Err, ErrKeyTooLong) {
+		return msg + "; the whole batch was rolled back: kafka_state.records cannot hold this key (a tombstone for it " +
+			"cannot be stored either): fix the producer, publish a tombstone for the key, and re-run once compaction " +
+			"has removed the record and, after delete.retention.ms, the tombstone"
 	}
 	return msg + "; the whole batch was rolled back: fix the producer, publish a corrected value " +
 		"or a tombstone for this key, and re-run once compaction has removed the bad record"

@@ -45,6 +45,11 @@ type partState struct {
 	// keys holds a hash of every key read from the partition in this batch,
 	// to tell whether the batch holds a key twice (see repeatsKeys).
 	keys []uint64
+	// longestKey is the longest key read from the partition in this batch,
+	// at offset longestKeyAt: the record named when PostgreSQL refuses a
+	// key too long for its index (see keyTooLong).
+	longestKey   string
+	longestKeyAt int64
 }
 
 // fetcher reads every partition from its position with raw Fetch requests
@@ -205,6 +210,9 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 				return err
 			}
 			rows[i] = row{key: string(r.Key), value: r.Value, partition: r.Partition, offset: r.Offset}
+			if len(r.Key) > len(st.longestKey) {
+				st.longestKey, st.longestKeyAt = rows[i].key, r.Offset
+			}
 			st.keys = append(st.keys, maphash.Bytes(f.seed, r.Key))
 			if r.Value == nil {
 				tomb++

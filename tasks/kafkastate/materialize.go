@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kestra"
@@ -244,6 +245,10 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		ph.mark("moved-keys")
 		merge := mergeSQL(supportsMerge(conn) && !h.onConflict, repeatsKeys(states))
 		if err := execSQL(ctx, tx, "merge the batch into kafka_state.records", merge, topic); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "54000" { // program_limit_exceeded: an index row too large
+				return nil, keyTooLong(topic, meta.partitions, states, pe)
+			}
 			return nil, err
 		}
 		ph.mark("merge")
@@ -396,6 +401,21 @@ func parsePositions(raw []byte) (map[string]int64, error) {
 		out[k] = n
 	}
 	return out, nil
+}
+
+// keyTooLong is the refusal for a merge that PostgreSQL failed because an
+// index row was too large: it names the batch's longest key (the first in
+// partition order among equals), the one that cannot be indexed unless
+// compression shrinks another below it.
+func keyTooLong(topic string, partitions []int32, states map[int32]*partState, pe *pgconn.PgError) error {
+	var at *partState
+	for _, p := range partitions {
+		if st := states[p]; at == nil || len(st.longestKey) > len(at.longestKey) {
+			at = st
+		}
+	}
+	return outcome.Refuse(&RecordError{Topic: topic, Partition: at.partition, Offset: at.longestKeyAt, Key: []byte(at.longestKey), Err: ErrKeyTooLong,
+		Detail: fmt.Sprintf("%d bytes, the longest key of the batch; PostgreSQL: %s", len(at.longestKey), pe.Message)})
 }
 
 // checkMovedKeys runs sqlMovedKey and refuses the batch if a key appears in
