@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -136,4 +139,50 @@ func TestBreakerKeyTooLongForIndex(t *testing.T) {
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("a refused run changed the tables")
 	}
+}
+
+// TestBreakerNoSchemaOrNoPrivileges: materialize and verify against a
+// database where setup never ran (a PG_DSN naming the wrong database), or
+// as a role without privileges on schema kafka_state, failed with
+// PostgreSQL's error as an internal error (exit 4, "please report it").
+// Both are configuration errors (exit 2) that say what to do.
+func TestBreakerNoSchemaOrNoPrivileges(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	check := func(name string, err error, want string) {
+		t.Helper()
+		if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v (class %v), want a configuration error saying %q", name, err, outcome.Classify(err), want)
+		}
+	}
+
+	bare := Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
+	cfg := e.config()
+	cfg.Postgres = bare
+	_, err := e.run(t, cfg, hooks{})
+	check("materialize without setup", err, "kafka-state setup")
+	_, err = Verify(testCtx(t, time.Minute), bare, e.topic)
+	check("verify without setup", err, "kafka-state setup")
+
+	role := uniqueName(t)
+	e.exec(t, `CREATE ROLE `+pgx.Identifier{role}.Sanitize()+` LOGIN PASSWORD 'breaker-pw'`)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, e.adminPG); err == nil {
+			defer conn.Close(ctx)
+			_, _ = conn.Exec(ctx, `DROP ROLE IF EXISTS `+pgx.Identifier{role}.Sanitize())
+		}
+	})
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unprivileged := Postgres{DSN: fmt.Sprintf("host=%s port=%d dbname=%s sslmode=disable", cc.Host, cc.Port, cc.Database), User: role, Password: "breaker-pw"}
+	cfg.Postgres = unprivileged
+	_, err = e.run(t, cfg, hooks{})
+	check("materialize without privileges", err, "privileges")
+	_, err = Verify(testCtx(t, time.Minute), unprivileged, e.topic)
+	check("verify without privileges", err, "privileges")
 }

@@ -79,12 +79,23 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 
 // pgErr wraps a PostgreSQL error with what was being done. A statement
 // timeout (57014 after statement_timeout) is transient like a lost
-// connection; outcome.Classify handles the rest by SQLSTATE.
+// connection; a missing schema or table (42P01, 3F000: setup never ran in
+// this database) and missing privileges (42501) are configuration errors;
+// outcome.Classify handles the rest by SQLSTATE.
 func pgErr(ctx context.Context, err error, what string) error {
 	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "57014" && ctx.Err() == nil {
+	if !errors.As(err, &pe) {
+		return wrapped
+	}
+	switch {
+	case pe.Code == "57014" && ctx.Err() == nil:
 		return outcome.Transiently(wrapped)
+	case pe.Code == "42P01" || pe.Code == "3F000":
+		return outcome.Configure(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
+	case pe.Code == "42501":
+		return outcome.Configure(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
+			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
 	}
 	return wrapped
 }
