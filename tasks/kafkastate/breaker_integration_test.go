@@ -186,3 +186,25 @@ func TestBreakerNoSchemaOrNoPrivileges(t *testing.T) {
 	_, err = Verify(testCtx(t, time.Minute), unprivileged, e.topic)
 	check("verify without privileges", err, "privileges")
 }
+
+// TestBreakerReadOnlyDatabase: a PG_DSN pointing at a read-only server (a
+// standby) or database failed setup and materialize as internal errors
+// (exit 4). Both are configuration errors saying so.
+func TestBreakerReadOnlyDatabase(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET default_transaction_read_only = on`)
+	_, err = Setup(testCtx(t, time.Minute), e.pg)
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("setup: err = %v (class %v), want a configuration error saying read-only", err, outcome.Classify(err))
+	}
+	_, err = e.run(t, e.config(), hooks{})
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("materialize: err = %v (class %v), want a configuration error saying read-only", err, outcome.Classify(err))
+	}
+}

@@ -80,7 +80,8 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 // pgErr wraps a PostgreSQL error with what was being done. A statement
 // timeout (57014 after statement_timeout) is transient like a lost
 // connection; a missing schema or table (42P01, 3F000: setup never ran in
-// this database) and missing privileges (42501) are configuration errors;
+// this database), missing privileges (42501) and a read-only server or
+// database (25006) are configuration errors;
 // outcome.Classify handles the rest by SQLSTATE.
 func pgErr(ctx context.Context, err error, what string) error {
 	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
@@ -93,6 +94,8 @@ func pgErr(ctx context.Context, err error, what string) error {
 		return outcome.Transiently(wrapped)
 	case pe.Code == "42P01" || pe.Code == "3F000":
 		return outcome.Configure(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
+	case pe.Code == "25006":
+		return outcome.Configure(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
 	case pe.Code == "42501":
 		return outcome.Configure(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
 			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
