@@ -134,10 +134,12 @@ func TestBreakerKeyTooLongForIndex(t *testing.T) {
 	e.mustRun(t)
 	before := e.snapshot(t)
 	produce(t, e.kcl, e.topic, kv(1, "b", `{"v":2}`), kv(1, long, `{"v":3}`))
-	_, err := e.run(t, e.config(), hooks{})
-	assertRefused(t, err, ErrKeyTooLong, e.topic, "partition 1 offset 2", long[:50], "10000 bytes")
-	if after := e.snapshot(t); after != before {
-		t.Fatalf("a refused run changed the tables")
+	for _, h := range []hooks{{}, {onConflict: true}} {
+		_, err := e.run(t, e.config(), h)
+		assertRefused(t, err, ErrKeyTooLong, e.topic, "partition 1 offset 2", long[:50], "10000 bytes")
+		if after := e.snapshot(t); after != before {
+			t.Fatalf("a refused run changed the tables")
+		}
 	}
 }
 
