@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -122,10 +123,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) int {
 	}
 	logger := slog.New(kestra.NewLogHandler(em, cli.LogLevel))
 	a := &app{ctx: ctx, em: em, log: logger, mask: mask, dir: kestra.Dir{Path: cli.WorkDir}}
-	if err := kctx.Run(a); err != nil {
+	if err := runCommand(kctx, a); err != nil {
 		return fail(em, outcome.Classify(err), err)
 	}
 	return 0
+}
+
+// runCommand runs the parsed command and turns a panic into an internal
+// error, so that a bug still exits 4 with error outputs (Go's own exit code
+// for a panic is 2, which would read as a configuration error).
+func runCommand(kctx *kong.Context, a *app) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error (please report it): panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return kctx.Run(a)
 }
 
 // fail prints the error once, masked, as an ERROR log line and as

@@ -121,19 +121,69 @@ func (e *Emitter) line(v any) error {
 	if err != nil {
 		return fmt.Errorf("kestra: encode protocol line: %w", err)
 	}
-	masked := e.mask.Mask(string(raw))
-	if masked != string(raw) && !json.Valid([]byte(masked)) {
-		// A secret that happened to span JSON escapes: refuse to print rather than leak.
-		masked = `{"logs":[{"level":"ERROR","message":"changesink: a protocol line was withheld because masking a secret broke its JSON"}]}`
+	raw, err = e.maskJSON(raw)
+	if err != nil {
+		return err
 	}
-	out := make([]byte, 0, len(masked)+8)
+	out := make([]byte, 0, len(raw)+8)
 	out = append(out, "::"...)
-	out = appendASCII(out, masked)
+	out = appendASCII(out, string(raw))
 	out = append(out, "::\n"...)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	_, err = e.w.Write(out)
 	return err
+}
+
+// maskJSON masks secrets in the string values of the encoded JSON raw, never
+// in object keys, numbers or booleans: those are the program's own, and a
+// short secret such as "1000" must neither corrupt an output nor hide it.
+// Strings are masked decoded, so escaping cannot split a secret. raw is
+// returned unchanged (same key order) when no string held a secret.
+func (e *Emitter) maskJSON(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("kestra: re-read protocol line: %w", err)
+	}
+	tree, changed := maskStrings(tree, e.mask)
+	if !changed {
+		return raw, nil
+	}
+	masked, err := json.Marshal(tree)
+	if err != nil {
+		return nil, fmt.Errorf("kestra: encode masked protocol line: %w", err)
+	}
+	return masked, nil
+}
+
+// maskStrings masks every string value in a tree decoded from JSON and
+// reports whether any changed.
+func maskStrings(v any, m Masker) (any, bool) {
+	switch t := v.(type) {
+	case string:
+		s := m.Mask(t)
+		return s, s != t
+	case []any:
+		changed := false
+		for i := range t {
+			var c bool
+			t[i], c = maskStrings(t[i], m)
+			changed = changed || c
+		}
+		return t, changed
+	case map[string]any:
+		changed := false
+		for k := range t {
+			var c bool
+			t[k], c = maskStrings(t[k], m)
+			changed = changed || c
+		}
+		return t, changed
+	default: // json.Number, bool, nil
+		return v, false
+	}
 }
 
 // appendASCII appends JSON text s with every non-ASCII rune escaped as \uXXXX

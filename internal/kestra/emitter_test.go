@@ -98,3 +98,51 @@ func TestDirCreateIsAtomic(t *testing.T) {
 		t.Fatal("Create accepted a path")
 	}
 }
+
+func TestMaskTouchesOnlyStringValues(t *testing.T) {
+	var buf bytes.Buffer
+	// A short numeric password and one that equals an output key: neither may
+	// corrupt or hide the outputs (found by the kafka-state breaker).
+	em := NewEmitter(&buf, multiMask{"1000", "topic", `pa"ss`})
+	err := em.Outputs(map[string]any{
+		"topic":    "t",
+		"consumed": 1000,
+		"error":    `login as topic with pa"ss failed after 1000 tries`,
+		"offsets":  map[string]int{"1000": 1000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSuffix(buf.String(), "\n")
+	m := kestraLine.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("line %q does not match Kestra's pattern", line)
+	}
+	var got struct {
+		Outputs map[string]any `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &got); err != nil {
+		t.Fatalf("masked line is not JSON: %v: %s", err, line)
+	}
+	if got.Outputs["consumed"] != float64(1000) {
+		t.Errorf("consumed = %v, want the number 1000", got.Outputs["consumed"])
+	}
+	if off, _ := got.Outputs["offsets"].(map[string]any); off["1000"] != float64(1000) {
+		t.Errorf("offsets = %v, want key and value kept", got.Outputs["offsets"])
+	}
+	if got.Outputs["topic"] != "t" {
+		t.Errorf("outputs[topic] = %v, want the key kept with its value", got.Outputs["topic"])
+	}
+	if e, _ := got.Outputs["error"].(string); strings.Contains(e, "1000") || strings.Contains(e, `pa"ss`) || strings.Contains(e, "topic") {
+		t.Errorf("error output leaks a secret: %q", e)
+	}
+}
+
+type multiMask []string
+
+func (m multiMask) Mask(s string) string {
+	for _, v := range m {
+		s = strings.ReplaceAll(s, v, "xxxxx")
+	}
+	return s
+}
