@@ -282,6 +282,12 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
 		return nil, err
 	}
+	// Write the report's content now, so that after the commit only a
+	// rename is left: a full disk fails the run before anything is committed.
+	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live}
+	if err := res.stageReport(report); err != nil {
+		return nil, outcome.Transiently(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in WORKING_DIR and re-run: %w", topic, ReportFile, err))
+	}
 	if h.beforeCommit != nil {
 		h.beforeCommit()
 	}
@@ -299,11 +305,11 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, pgErr(ctx, err, "commit")
 	}
 	ph.mark("positions+commit")
-	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live, Duration: time.Since(started)}
+	res.Duration = time.Since(started)
 	log.Info(fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
 		topic, consumed, tombstones, len(meta.partitions), res.Duration.Round(time.Millisecond), nextJSON, live))
-	if err := res.writeReport(report); err != nil {
-		return nil, fmt.Errorf("the batch is committed, but %s could not be written: %w", ReportFile, err)
+	if err := report.Commit(); err != nil {
+		return nil, fmt.Errorf("the batch is committed, but %s could not be renamed into place: %w", ReportFile, err)
 	}
 	return res, nil
 }

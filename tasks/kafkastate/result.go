@@ -113,16 +113,19 @@ func (r *Result) reportJSON() ([]byte, error) {
 	return out, nil
 }
 
-// writeReport writes the report into f (batch-report.json, created by
-// Materialize before the batch) and commits it under its final name.
-func (r *Result) writeReport(f *kestra.File) error {
+// stageReport writes the report's content into f (batch-report.json,
+// created by Materialize before the batch) and syncs it, without giving it
+// its final name: Materialize calls f.Commit after the PostgreSQL commit.
+func (r *Result) stageReport(f *kestra.File) error {
 	b, err := r.reportJSON()
 	if err != nil {
 		return err
 	}
-	defer f.Abort()
 	if _, err := f.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", ReportFile, err)
 	}
-	return f.Commit()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", ReportFile, err)
+	}
+	return nil
 }
