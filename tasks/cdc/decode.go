@@ -117,7 +117,7 @@ func (d *recordDecoder) decode(r ion.Reader, rec int64) (row, error) {
 			d.seen[i] = true
 			v, err := convert(r, &m.cols[i])
 			if err != nil {
-				if errors.Is(err, ErrMalformed) {
+				if errors.Is(err, ErrMalformed) && !errors.Is(err, errNotUTF8) {
 					return fail(name, err)
 				}
 				d.errs[i] = err

@@ -468,7 +468,9 @@ func splitText(f io.Reader, emit func(*segment) error) error {
 	var offset int64
 	line := int64(1)
 	for {
-		buf := make([]byte, len(carry), len(carry)+segmentSize)
+		// A line longer than a segment doubles the buffer, so its bytes
+		// are copied a logarithmic number of times, not once per segment.
+		buf := make([]byte, len(carry), len(carry)+max(segmentSize, len(carry)))
 		copy(buf, carry)
 		n, err := io.ReadFull(f, buf[len(carry):cap(buf)])
 		buf = buf[:len(carry)+n]

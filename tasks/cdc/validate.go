@@ -78,6 +78,9 @@ func convert(r ion.Reader, c *colSpec) (value, error) {
 			return value{}, malformedValue(err)
 		}
 		str, haveStr = *s, true
+		if !utf8.ValidString(str) {
+			return value{}, errNotUTF8
+		}
 		if str == toastPlaceholder {
 			return value{}, ErrToast
 		}
@@ -280,6 +283,12 @@ func integralDecimal(r ion.Reader, t colType) (*big.Int, error) {
 	}
 	return coef, nil
 }
+
+// errNotUTF8 refuses a text Ion string whose bytes are not UTF-8 (ion-go's
+// binary reader refuses them itself; its text reader passes them through):
+// the file is corrupt. The reader is intact, so unlike other malformed
+// input the record's key and LSN are still read and named.
+var errNotUTF8 = fmt.Errorf("%w: a string that is not valid UTF-8 (the batch file is corrupt)", ErrMalformed)
 
 func malformedValue(err error) error {
 	if err == nil {
