@@ -80,10 +80,11 @@ func (r *SetupResult) Summary() string {
 	return fmt.Sprintf("Target %s and view %s are in place on ClickHouse %s.", r.Table, r.View, r.ServerVersion)
 }
 
-// Setup creates (if absent) the target database when the mapping asks,
-// the ReplacingMergeTree table and the live view, then checks that an
-// existing table matches the mapping. It is idempotent. A DateTime64
-// column on a server older than 20.1 is refused (ErrUnsupportedServer).
+// Setup creates (if absent) the target database when the mapping asks and
+// the ReplacingMergeTree table, checks that an existing table matches the
+// mapping (ErrTargetMismatch), then creates the live view. It is
+// idempotent. A DateTime64 column on a server older than 20.1 is refused
+// (ErrUnsupportedServer).
 func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	if err := cfg.Validate(false); err != nil {
 		return nil, err
@@ -105,14 +106,20 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	if m.Target.CreateDatabase {
 		res.Statements = append(res.Statements, createDatabaseSQL(m))
 	}
-	res.Statements = append(res.Statements, createTableSQL(m, t.caps), createViewSQL(m))
+	table := createTableSQL(m, t.caps)
+	res.Statements = append(res.Statements, table, createViewSQL(m))
 	for _, s := range res.Statements {
 		if err := t.exec(ctx, s); err != nil {
 			return nil, err
 		}
-	}
-	if err := t.checkSchema(ctx); err != nil {
-		return nil, err
+		// An existing table is checked before the view is created over it:
+		// a missing column would otherwise fail the view with ClickHouse's
+		// "Unknown identifier" instead of ErrTargetMismatch naming it.
+		if s == table {
+			if err := t.checkSchema(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return res, nil
 }
@@ -289,9 +296,11 @@ func selectPending(m *Mapping, expected []*row, current map[string]*row) ([]*row
 // markInput marks decode errors: refusals of the input, or a file that
 // cannot be read (configuration: the flow did not pass the batch).
 func markInput(err error) error {
-	if outcome.Classify(err) != outcome.Internal {
-		return err
+	var marked *outcome.Error
+	if errors.As(err, &marked) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // already marked, or a stopped run (transient)
 	}
+	// Not outcome.Classify: it calls every errno (EISDIR, EACCES) transient.
 	var re *RecordError
 	if errors.As(err, &re) {
 		return outcome.Refuse(err)

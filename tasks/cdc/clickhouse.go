@@ -2,6 +2,8 @@ package cdc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -76,9 +78,21 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := conn.Ping(cctx); err != nil {
+	// clickhouse-go dials and reads the server's hello under its dial
+	// timeout, not the context; a stopped run (SIGTERM) does not wait it out.
+	pinged := make(chan error, 1)
+	go func() { pinged <- conn.Ping(cctx) }()
+	var perr error
+	select {
+	case perr = <-pinged:
+	case <-cctx.Done():
+		perr = cctx.Err()
+		go func() { <-pinged; conn.Close() }()
+		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr))
+	}
+	if perr != nil {
 		conn.Close()
-		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), err))
+		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr))
 	}
 	sv, err := conn.ServerVersion()
 	if err != nil {
@@ -117,8 +131,9 @@ const (
 	chAccessDenied     = 497
 )
 
-// classify marks a ClickHouse error: authentication and missing objects are
-// configuration errors (fix the secret, run cdc setup), load and network
+// classify marks a ClickHouse error: authentication, missing objects, a TLS
+// handshake that cannot succeed and an invalid address are configuration
+// errors (fix the secret or the URL, run cdc setup), load and network
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
 	var ex *clickhouse.Exception
@@ -134,6 +149,14 @@ func classify(err error) error {
 		}
 		return err
 	}
+	if isTLSFailure(err) {
+		return outcome.Configure(fmt.Errorf("%w (the TLS handshake failed: with secure=true, CLICKHOUSE_URL must name the "+
+			"server's TLS port, 9440 by default, and the server's certificate must be trusted)", err))
+	}
+	var addrErr *net.AddrError
+	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
+		return outcome.Configure(err)
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
@@ -143,6 +166,22 @@ func classify(err error) error {
 		return outcome.Transiently(err)
 	}
 	return err
+}
+
+// isTLSFailure reports a TLS handshake that cannot succeed as configured:
+// a plaintext server (secure=true against the native port), a certificate
+// the client does not trust or that names another host, a TLS alert.
+func isTLSFailure(err error) bool {
+	var (
+		header    tls.RecordHeaderError
+		verify    *tls.CertificateVerificationError
+		alert     tls.AlertError
+		authority x509.UnknownAuthorityError
+		host      x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	return errors.As(err, &header) || errors.As(err, &verify) || errors.As(err, &alert) ||
+		errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
 }
 
 // checkSupported refuses a mapping the server cannot store.
