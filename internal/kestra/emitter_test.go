@@ -90,6 +90,13 @@ func TestDirCreateIsAtomic(t *testing.T) {
 	if err := dir.WriteJSON("r.json", map[string]int{"a": 1}); err != nil {
 		t.Fatal(err)
 	}
+	st, err := os.Stat(filepath.Join(dir.Path, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Fatalf("output file mode = %v, want 0644", st.Mode())
+	}
 	b, err := os.ReadFile(filepath.Join(dir.Path, "r.json"))
 	if err != nil || !strings.Contains(string(b), `"a": 1`) {
 		t.Fatalf("WriteJSON wrote %q, %v", b, err)

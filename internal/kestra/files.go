@@ -37,6 +37,12 @@ func (d Dir) Create(name string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kestra: create output file %s in %s: %w", name, dir, err)
 	}
+	// CreateTemp makes the file 0600; an output file is an ordinary file.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("kestra: create output file %s in %s: %w", name, dir, err)
+	}
 	return &File{File: f, final: filepath.Join(dir, name)}, nil
 }
 
