@@ -85,7 +85,11 @@ func (c *kafkaStateVerifyCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	a.log.Info("kafka-state: every stored record of topic " + c.Topic + " is below its partition's durable next offset")
+	if !res.HasPositions {
+		a.log.Warn("kafka-state: topic " + c.Topic + " has no saved positions in kafka_state.positions: nothing was materialized for it yet, so there is nothing to verify; check TOPIC")
+	} else {
+		a.log.Info("kafka-state: every stored record of topic " + c.Topic + " is below its partition's durable next offset")
+	}
 	return a.em.Report(res)
 }
 

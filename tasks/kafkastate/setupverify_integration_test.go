@@ -148,11 +148,16 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Verify on a consistent topic: %v", err)
 	}
-	if out := res.Outputs(); out["valid"] != true || out["topic"] != e.topic {
-		t.Errorf("outputs = %v", out)
+	if out := res.Outputs(); out["valid"] != true || out["topic"] != e.topic || !res.HasPositions {
+		t.Errorf("outputs = %v, HasPositions = %v", out, res.HasPositions)
 	}
-	if _, err := Verify(ctx, e.pg, "no-rows-topic"); err != nil {
+	// A topic never materialized passes, as the seed's check does, but says
+	// it has no positions so that the command can warn (a misspelt TOPIC).
+	res, err = Verify(ctx, e.pg, "no-rows-topic")
+	if err != nil {
 		t.Errorf("Verify on a topic without rows: %v", err)
+	} else if res.HasPositions {
+		t.Errorf("Verify on a topic without rows: HasPositions = true")
 	}
 
 	e.exec(t, `UPDATE kafka_state.records SET kafka_offset = 2 WHERE topic = $1 AND record_key = 'b'`, e.topic)

@@ -175,3 +175,6 @@ WHERE r.topic = $1 AND (p.topic IS NULL
   OR CAST(p.next_offsets ->> CAST(r.kafka_partition AS text) AS bigint) <= r.kafka_offset)
 ORDER BY r.kafka_partition, r.kafka_offset
 LIMIT 1`
+
+// sqlHasPositions tells whether a topic has a positions row ($1 topic).
+const sqlHasPositions = `SELECT EXISTS (SELECT 1 FROM kafka_state.positions WHERE topic = $1)`

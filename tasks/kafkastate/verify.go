@@ -16,6 +16,10 @@ import (
 // their partitions' durable next offsets.
 type VerifyResult struct {
 	Topic string
+	// HasPositions is false when the topic has no positions row: nothing was
+	// ever materialized for it (or TOPIC is misspelt). The check passes, as
+	// the seed's does, but the command warns.
+	HasPositions bool
 }
 
 // Outputs returns {"topic": ..., "valid": true} (the seed's
@@ -56,7 +60,11 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	e.Topic = topic
 	err = queryRow(ctx, conn, "check saved positions", sqlVerify, []any{topic}, &e.Key, &e.Partition, &e.Offset, &next, &count)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return &VerifyResult{Topic: topic}, nil
+		res := &VerifyResult{Topic: topic}
+		if err := queryRow(ctx, conn, "look for saved positions", sqlHasPositions, []any{topic}, &res.HasPositions); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "22P02" || pe.Code == "22003") {
