@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 const (
@@ -50,7 +52,7 @@ type cdcParity struct {
 // TestCDCParity runs every testdata/cdc scenario through the seed pipeline
 // and changesink (text and binary Ion) and compares what each leaves behind.
 func TestCDCParity(t *testing.T) {
-	env := requireServices(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_CLIENT", "CHANGESINK_TEST_PYTHON")
+	env := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_CLIENT", "CHANGESINK_TEST_PYTHON")
 	seeds := seedsDir(t)
 	bin := ""
 	var mapping []byte

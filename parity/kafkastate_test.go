@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 const seedKafkaFlow = "kafka-compacted-postgres-state.yaml"
@@ -42,7 +44,7 @@ type kafkaParity struct {
 // TestKafkaStateParity runs every testdata/kafka scenario through the seed
 // script and changesink and compares what each leaves behind.
 func TestKafkaStateParity(t *testing.T) {
-	env := requireServices(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG", "CHANGESINK_TEST_PYTHON")
+	env := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG", "CHANGESINK_TEST_PYTHON")
 	seeds := seedsDir(t)
 	bin := ""
 	if !seedOnly() {
@@ -554,7 +556,7 @@ func lastLine(s string) string {
 // creates what the seed's create_state_tables creates, and that it accepts a
 // database the seed's DDL made (no migration).
 func TestKafkaStateSchemaParity(t *testing.T) {
-	env := requireServices(t, "CHANGESINK_TEST_PG")
+	env := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seeds := seedsDir(t)
 	bin := changesinkBinary(t)
 	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")

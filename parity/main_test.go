@@ -50,30 +50,6 @@ func changesinkBinary(t *testing.T) string {
 	return binPath
 }
 
-// requireServices returns the values of the named env vars. When one is
-// unset the test skips with a loud message naming it, or fails when
-// CHANGESINK_REQUIRE_SERVICES=1 (as .ci/run sets).
-func requireServices(t *testing.T, names ...string) map[string]string {
-	t.Helper()
-	vals := make(map[string]string, len(names))
-	var missing []string
-	for _, n := range names {
-		v := os.Getenv(n)
-		if v == "" {
-			missing = append(missing, n)
-		}
-		vals[n] = v
-	}
-	if len(missing) > 0 {
-		msg := fmt.Sprintf("PARITY TEST NOT RUN: %s unset (source .ci/env, or run .ci/run)", strings.Join(missing, ", "))
-		if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
-			t.Fatal(msg + "; CHANGESINK_REQUIRE_SERVICES=1 makes this a failure")
-		}
-		t.Skip(msg)
-	}
-	return vals
-}
-
 // seedsDir returns the seeds folder (CHANGESINK_TEST_SEEDS), or skips
 // loudly when it is unset or absent: the seed scripts are not part of this
 // repository, so even CHANGESINK_REQUIRE_SERVICES=1 does not turn this

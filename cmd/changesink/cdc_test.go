@@ -14,6 +14,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/amazon-ion/ion-go/ion"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // cdcBatch writes a small orders batch in Kestra's text form (one value
@@ -61,7 +63,7 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 // a server that is down), and checks the exit codes, the outputs, the
 // files, and that no password appears anywhere in stdout.
 func TestCDCCommands(t *testing.T) {
-	vars := requireServices(t, "CHANGESINK_TEST_CLICKHOUSE")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")
 	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

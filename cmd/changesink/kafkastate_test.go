@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestKafkaStateHelp: --help of each kafka-state command lists every env
@@ -84,23 +86,6 @@ func TestKafkaStateBadSettings(t *testing.T) {
 	}
 }
 
-func requireServices(t *testing.T, names ...string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, n := range names {
-		v := os.Getenv(n)
-		if v == "" {
-			msg := fmt.Sprintf("SKIPPED: integration test needs %s (source .ci/env after .ci/services)", n)
-			if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
-				t.Fatalf("%s, and CHANGESINK_REQUIRE_SERVICES=1 forbids skipping", msg)
-			}
-			t.Skip(msg)
-		}
-		out[n] = v
-	}
-	return out
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -114,7 +99,7 @@ func randomHex(n int) string {
 // not parse, a refused batch), and asserts that no password appears
 // anywhere in stdout, while the runs report what they should.
 func TestKafkaStateNoSecretInOutput(t *testing.T) {
-	vars := requireServices(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_KAFKA_SCRAM",
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_KAFKA_SCRAM",
 		"CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // breakerNumbers are JSON numbers at the edges of PostgreSQL's numeric
@@ -42,7 +44,7 @@ func TestBreakerZeroWithHugeExponent(t *testing.T) {
 // accepts exactly what PostgreSQL's jsonb input accepts, except where the
 // seed's float refuses first (overflow to inf: ErrNonFinite).
 func TestBreakerNumbersAgreeWithJSONB(t *testing.T) {
-	vars := requireEnv(t, "CHANGESINK_TEST_PG")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	ctx := testCtx(t, time.Minute)
 	conn, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // produceMany writes n records of about 200 bytes of JSON over the topic's
@@ -230,7 +231,7 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 // black hole): the run fails with a clear transient error within
 // POLL_SECONDS plus a bounded timeout, and nothing is committed.
 func TestBrokerStoppedMidBatch(t *testing.T) {
-	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 3, nil)
 	produceMany(t, e.kcl, e.topic, 3, 30000)
@@ -314,7 +315,7 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 // listener work; a wrong password is a configuration error that does not
 // show the password.
 func TestSCRAM(t *testing.T) {
-	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_SCRAM", "CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_SCRAM", "CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 2, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,27 +24,8 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
-
-// requireEnv returns the named env vars. When one is missing the test is
-// skipped with a loud message, or fails when CHANGESINK_REQUIRE_SERVICES=1
-// (as in CI, where nothing may skip).
-func requireEnv(t testing.TB, names ...string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, n := range names {
-		v := os.Getenv(n)
-		if v == "" {
-			msg := fmt.Sprintf("SKIPPED: integration test needs %s (source .ci/env after .ci/services)", n)
-			if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
-				t.Fatalf("%s, and CHANGESINK_REQUIRE_SERVICES=1 forbids skipping", msg)
-			}
-			t.Skip(msg)
-		}
-		out[n] = v
-	}
-	return out
-}
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
@@ -86,7 +66,7 @@ type env struct {
 // clients; the topic is created by createTopic.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
 	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
 	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
 	ctx := testCtx(t, time.Minute)

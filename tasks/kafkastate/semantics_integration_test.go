@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestTombstonesAndRevival: a tombstone sets deleted = true and payload
@@ -137,7 +139,7 @@ func TestSeedFormTopicIDs(t *testing.T) {
 // v10, like Kafka before 2.8) is refused. The real broker is reached through
 // a proxy that caps the Metadata version it advertises at 9.
 func TestNoIDsRefused(t *testing.T) {
-	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 1, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
@@ -195,7 +197,7 @@ func TestMergeStatements(t *testing.T) {
 // topic into e's database and returns its report.
 func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 	t.Helper()
-	vars := requireEnv(t, "CHANGESINK_TEST_PYTHON", "CHANGESINK_TEST_SEEDS")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PYTHON", "CHANGESINK_TEST_SEEDS")
 	dir := t.TempDir()
 	ctx := testCtx(t, 2*time.Minute)
 	cmd := exec.CommandContext(ctx, vars["CHANGESINK_TEST_PYTHON"], filepath.Join(vars["CHANGESINK_TEST_SEEDS"], "reference", "kafka_state_materialize.py"))

@@ -11,12 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // seedDDL returns the SQL of the seed flow's create_state_tables task.
 func seedDDL(t *testing.T) string {
 	t.Helper()
-	dir := requireEnv(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
+	dir := testenv.Lookup(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
 	raw, err := os.ReadFile(filepath.Join(dir, "kafka-compacted-postgres-state.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func TestDDLIsTheSeeds(t *testing.T) {
 // working: Setup changes nothing in it and materialize continues from the
 // seed's rows; Setup run twice is a no-op.
 func TestSetupOnSeedDatabase(t *testing.T) {
-	vars := requireEnv(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
 	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
 	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
 	e.kcl = newProducer(t, e.brokers)
@@ -93,7 +95,7 @@ func TestSetupOnSeedDatabase(t *testing.T) {
 // TestSetupConcurrent: changesink setups racing each other and the seed's
 // own DDL (which takes no lock) on a fresh database all succeed.
 func TestSetupConcurrent(t *testing.T) {
-	vars := requireEnv(t, "CHANGESINK_TEST_PG")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seed := seedDDL(t)
 	for round := 0; round < 3; round++ {
 		dsn := createDatabase(t, vars["CHANGESINK_TEST_PG"], uniqueName(t))

@@ -1,0 +1,52 @@
+// Package testenv gates changesink's integration tests on the services that
+// .ci/services starts and .ci/env describes.
+//
+// An integration test reads its service's address from an env var
+// (CHANGESINK_TEST_KAFKA, CHANGESINK_TEST_PG, CHANGESINK_TEST_CLICKHOUSE, ...).
+// When one is unset the test skips with a loud message naming it, so that a
+// developer without the services still gets the unit tests; .ci/run sets
+// CHANGESINK_REQUIRE_SERVICES=1, which turns every such skip into a
+// failure, so in CI nothing skips.
+package testenv
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// RequireServices is the env var that forbids skipping when set to "1".
+const RequireServices = "CHANGESINK_REQUIRE_SERVICES"
+
+// Strict reports whether skipping is forbidden (RequireServices=1).
+func Strict() bool { return os.Getenv(RequireServices) == "1" }
+
+// Lookup returns the values of the named env vars. When any is unset the
+// test is skipped with a message naming them, or fails under Strict.
+func Lookup(t testing.TB, names ...string) map[string]string {
+	t.Helper()
+	vals := make(map[string]string, len(names))
+	var missing []string
+	for _, n := range names {
+		v := os.Getenv(n)
+		if v == "" {
+			missing = append(missing, n)
+		}
+		vals[n] = v
+	}
+	if len(missing) > 0 {
+		Missing(t, strings.Join(missing, ", ")+" unset", "source .ci/env after .ci/services; .ci/run sets them")
+	}
+	return vals
+}
+
+// Missing skips the test loudly because what is absent (why says what to
+// do), or fails it under Strict. It does not return.
+func Missing(t testing.TB, what, why string) {
+	t.Helper()
+	msg := "SKIPPED, integration test NOT RUN: " + what + " (" + why + ")"
+	if Strict() {
+		t.Fatal(msg + "; " + RequireServices + "=1 forbids skipping")
+	}
+	t.Skip(msg)
+}
