@@ -222,6 +222,15 @@ func (s *pbool) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// resolveAlias returns the node an alias (*name) stands for; yaml.v3
+// resolves aliases itself except in the list elements walked here by hand.
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
 // pstrs is a list of strings with its position.
 type pstrs struct {
 	v   []pstr
@@ -236,7 +245,7 @@ func (s *pstrs) UnmarshalYAML(n *yaml.Node) error {
 	s.set, s.p = true, at(n)
 	for _, c := range n.Content {
 		var e pstr
-		if err := e.UnmarshalYAML(c); err != nil {
+		if err := e.UnmarshalYAML(resolveAlias(c)); err != nil {
 			return err
 		}
 		s.v = append(s.v, e)
@@ -310,7 +319,7 @@ func (s *rawColumns) UnmarshalYAML(n *yaml.Node) error {
 	s.set, s.p = true, at(n)
 	for _, c := range n.Content {
 		var e rawColumn
-		if err := e.UnmarshalYAML(c); err != nil {
+		if err := e.UnmarshalYAML(resolveAlias(c)); err != nil {
 			return err
 		}
 		s.v = append(s.v, e)
