@@ -3,6 +3,7 @@ package cdc
 import (
 	"bytes"
 	"errors"
+	"math/big"
 	"runtime"
 	"strings"
 	"testing"
@@ -88,5 +89,52 @@ func TestBreakerLongLine(t *testing.T) {
 	t.Logf("split %d MiB in lines of %d MiB: %d MiB allocated", len(input)>>20, len(line)>>20, alloc>>20)
 	if limit := uint64(8 * len(input)); alloc > limit {
 		t.Errorf("splitting %d MiB allocated %d MiB (more than %d MiB: quadratic copying)", len(input)>>20, alloc>>20, limit>>20)
+	}
+}
+
+// TestBreakerHugeNumberMessage: a number of 100,000 digits (no PostgreSQL
+// column the mapping allows carries one, but a batch can) was printed whole
+// in the refusal: one log line and one output of 100 KB or more (a
+// 2,000,000-digit integer made a 2 MB line, and 14 s of printing). A
+// refusal names the number by its first digits and its size.
+func TestBreakerHugeNumberMessage(t *testing.T) {
+	orders := loadMapping(t, ordersMapping)
+	types := loadMapping(t, "testdata/types.mapping.yaml")
+	digits := strings.Repeat("7", 100_000)
+	withField := func(row iongen.Struct, name string, v any) iongen.Struct {
+		out := append(iongen.Struct{}, row...)
+		for i := range out {
+			if out[i].Name == name {
+				out[i].Value = v
+			}
+		}
+		return out
+	}
+	huge, _ := new(big.Int).SetString(digits, 10)
+	tests := []struct {
+		name  string
+		m     *Mapping
+		event iongen.Struct
+	}{
+		{"int in Int64", orders, orderEvent(1, huge, int64(1), "x", int64(5), false)},
+		{"decimal in Int64", orders, orderEvent(1, iongen.Decimal(digits+"."), int64(1), "x", int64(5), false)},
+		{"fraction in Int64", orders, orderEvent(1, iongen.Decimal("1."+digits), int64(1), "x", int64(5), false)},
+		{"int in UInt64", types, everythingEvent(withField(everythingRow(1, false), "u64", huge), 5)},
+		{"decimal in Decimal", types, everythingEvent(withField(everythingRow(1, false), "price", iongen.Decimal(digits+".5")), 5)},
+		{"places in Decimal", types, everythingEvent(withField(everythingRow(1, false), "price", iongen.Decimal("1."+digits)), 5)},
+		{"LSN", orders, orderEvent(1, int64(1), int64(1), "x", huge, false)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, f := range forms() {
+				_, err := decodeBytes(t, tt.m, encode(t, f.binary, tt.event), 1)
+				if err == nil {
+					t.Fatal("accepted")
+				}
+				if len(err.Error()) > 600 {
+					t.Errorf("%s: a refusal of %d bytes: %.300s…", f.name, len(err.Error()), err)
+				}
+			}
+		})
 	}
 }

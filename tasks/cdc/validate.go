@@ -109,7 +109,7 @@ func convert(r ion.Reader, c *colSpec) (value, error) {
 				return value{}, err
 			}
 			if !b.IsInt64() {
-				return value{}, badValue("%s is out of range for Int%d", b.String(), t.bits)
+				return value{}, badValue("%s is out of range for Int%d", shortNumber(b.String()), t.bits)
 			}
 			return checkInt(b.Int64(), t)
 		}
@@ -131,7 +131,7 @@ func convert(r ion.Reader, c *colSpec) (value, error) {
 				return value{}, err
 			}
 			if b.Sign() < 0 || b.Cmp(maxUint64) > 0 {
-				return value{}, badValue("%s is out of range for UInt%d", b.String(), t.bits)
+				return value{}, badValue("%s is out of range for UInt%d", shortNumber(b.String()), t.bits)
 			}
 			n = b.Uint64()
 		case ion.IntType:
@@ -279,7 +279,7 @@ func integralDecimal(r ion.Reader, t colType) (*big.Int, error) {
 	}
 	coef, exp := d.CoEx()
 	if exp != 0 {
-		return nil, badValue("expected an Ion int for %s, got the decimal %s", t.ddl(currentCaps), d.String())
+		return nil, badValue("expected an Ion int for %s, got the decimal %s", t.ddl(currentCaps), shortNumber(d.String()))
 	}
 	return coef, nil
 }
@@ -289,6 +289,17 @@ func integralDecimal(r ion.Reader, t colType) (*big.Int, error) {
 // the file is corrupt. The reader is intact, so unlike other malformed
 // input the record's key and LSN are still read and named.
 var errNotUTF8 = fmt.Errorf("%w: a string that is not valid UTF-8 (the batch file is corrupt)", ErrMalformed)
+
+// shortNumber bounds the text of a number quoted in a refusal: a value of
+// thousands of digits is named by its first digits and its length, so a
+// refusal stays one readable line.
+func shortNumber(s string) string {
+	const shown = 40
+	if len(s) <= shown+20 {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d characters)", s[:shown], len(s))
+}
 
 func malformedValue(err error) error {
 	if err == nil {
@@ -310,7 +321,7 @@ func readInt64(r ion.Reader, t colType) (int64, error) {
 			return 0, malformedValue(err)
 		}
 		if !b.IsInt64() {
-			return 0, badValue("%s is out of range for Int%d", b.String(), t.bits)
+			return 0, badValue("%s is out of range for Int%d", shortNumber(b.String()), t.bits)
 		}
 		return b.Int64(), nil
 	}
@@ -334,7 +345,7 @@ func readUint64(r ion.Reader) (uint64, error) {
 			return 0, malformedValue(err)
 		}
 		if b.Sign() < 0 || b.Cmp(maxUint64) > 0 {
-			return 0, badValue("%s is out of range for UInt64", b.String())
+			return 0, badValue("%s is out of range for UInt64", shortNumber(b.String()))
 		}
 		return b.Uint64(), nil
 	}
@@ -357,7 +368,7 @@ func readLSN(r ion.Reader) (uint64, error) {
 			return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(r))
 		}
 		if b.Sign() <= 0 || b.Cmp(maxUint64) > 0 {
-			return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, b.String())
+			return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, shortNumber(b.String()))
 		}
 		return b.Uint64(), nil
 	}
@@ -374,7 +385,7 @@ func readLSN(r ion.Reader) (uint64, error) {
 			return 0, malformedValue(err)
 		}
 		if b.Sign() <= 0 || b.Cmp(maxUint64) > 0 {
-			return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, b.String())
+			return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, shortNumber(b.String()))
 		}
 		return b.Uint64(), nil
 	}
@@ -474,6 +485,10 @@ func rescale(coef *big.Int, exp int64, t colType) (*big.Int, error) {
 }
 
 func decimalText(coef *big.Int, exp int64) string {
+	return shortNumber(fullDecimalText(coef, exp))
+}
+
+func fullDecimalText(coef *big.Int, exp int64) string {
 	switch {
 	case exp < -60 || exp > 60:
 		return fmt.Sprintf("%se%d", coef.String(), exp)
