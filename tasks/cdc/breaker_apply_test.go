@@ -213,3 +213,37 @@ func TestBreakerInvalidPortIsConfig(t *testing.T) {
 		t.Errorf("class %v, want config: %v", k, err)
 	}
 }
+
+// TestBreakerSetupDecimal256: a Decimal with more than 38 digits is
+// Decimal256, which ClickHouse accepts from 21.6 (20.8 behind a setting);
+// on 18.16 setup failed with the server's "Wrong precision" as an internal
+// error (exit 4). Like DateTime64 it is ErrUnsupportedServer (exit 2).
+func TestBreakerSetupDecimal256(t *testing.T) {
+	if !capsFor(21, 6).decimal256 || capsFor(21, 5).decimal256 || !currentCaps.decimal256 {
+		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", capsFor(21, 5).decimal256, capsFor(21, 6).decimal256, currentCaps.decimal256)
+	}
+	e := newEnv(t, ordersMapping)
+	m, err := ParseMapping("wide.yaml", []byte("source: {database: shop, schema: public, table: t}\n"+
+		"target: {database: "+e.db+", table: wide}\nkey: [id]\n"+
+		"columns: [{name: id, type: Int64}, {name: amount, type: \"Decimal(76, 2)\"}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := tg.caps
+	tg.close()
+	_, err = Setup(context.Background(), e.config(""))
+	if caps.decimal256 {
+		if err != nil {
+			t.Fatalf("Setup on a server with Decimal256: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrUnsupportedServer) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), `column "amount"`) {
+		t.Fatalf("err = %v (class %v), want a config ErrUnsupportedServer naming the column", err, outcome.Classify(err))
+	}
+}

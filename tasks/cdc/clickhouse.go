@@ -192,6 +192,10 @@ func (t *target) checkSupported() error {
 			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
 				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
 		}
+		if c.typ.kind == kindDecimal && c.typ.prec > 38 && !t.caps.decimal256 {
+			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
+				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
+		}
 	}
 	return nil
 }

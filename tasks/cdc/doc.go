@@ -90,7 +90,8 @@
 // parameters, only int and bool settings). On a server of 21.12 or newer a
 // Bool column is created as Bool (UInt8 before); DateTime64 columns need
 // 20.1 or newer and are refused by setup and apply on older servers
-// (ErrUnsupportedServer; use DateTime for whole seconds).
+// (ErrUnsupportedServer; use DateTime for whole seconds), and so are
+// Decimal columns of more than 38 digits (Decimal256) before 21.6.
 //
 // # Deliberate differences from the seed
 //

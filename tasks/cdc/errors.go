@@ -63,7 +63,8 @@ var (
 	// mapping (re-run cdc setup on a fresh table, or fix the mapping).
 	ErrTargetMismatch = errors.New("target table does not match the mapping")
 	// ErrUnsupportedServer: the ClickHouse server lacks a type the mapping
-	// uses (DateTime64 needs ClickHouse 20.1 or newer).
+	// uses (DateTime64 needs ClickHouse 20.1 or newer, a Decimal of more
+	// than 38 digits 21.6 or newer).
 	ErrUnsupportedServer = errors.New("ClickHouse server does not support the mapping")
 	// ErrConfig: a Config field is missing or out of range.
 	ErrConfig = errors.New("invalid configuration")

@@ -42,16 +42,19 @@ type serverCaps struct {
 	// boolType: the Bool type exists (ClickHouse 21.12+); older servers store
 	// Bool columns as UInt8.
 	boolType bool
+	// decimal256: Decimal(P, S) with P > 38 exists without a setting
+	// (ClickHouse 21.6+; 20.8 to 21.5 need allow_experimental_bigint_types).
+	decimal256 bool
 }
 
 // capsFor returns the capabilities of server version major.minor.
 func capsFor(major, minor uint64) serverCaps {
 	atLeast := func(ma, mi uint64) bool { return major > ma || (major == ma && minor >= mi) }
-	return serverCaps{dateTime64: atLeast(20, 1), boolType: atLeast(21, 12)}
+	return serverCaps{dateTime64: atLeast(20, 1), boolType: atLeast(21, 12), decimal256: atLeast(21, 6)}
 }
 
 // currentCaps are the capabilities of a current ClickHouse release.
-var currentCaps = serverCaps{dateTime64: true, boolType: true}
+var currentCaps = serverCaps{dateTime64: true, boolType: true, decimal256: true}
 
 // minDate and maxDate bound ClickHouse Date (UInt16 days since 1970-01-01).
 const maxDateDays = 65535
