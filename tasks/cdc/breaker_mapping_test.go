@@ -35,3 +35,17 @@ columns:
 		t.Errorf("a column repeated through an alias: %v, want listed twice", err)
 	}
 }
+
+// TestBreakerMappingLocalTimeZone: Go's time.LoadLocation("Local") is the
+// process's own zone, not an IANA name; the mapping accepted
+// DateTime('Local') and setup failed on the server's "Cannot load time zone
+// Local" as an internal error. It is a mapping mistake, located.
+func TestBreakerMappingLocalTimeZone(t *testing.T) {
+	for _, typ := range []string{"DateTime('Local')", "DateTime64(3, 'Local')", "Nullable(DateTime('Local'))"} {
+		_, err := ParseMapping("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [id]\n"+
+			"columns:\n  - {name: id, type: Int64}\n  - {name: at, type: \""+typ+"\"}\n"))
+		if err == nil || !strings.Contains(err.Error(), "m.yaml:6:") || !strings.Contains(err.Error(), "Local") {
+			t.Errorf("%s: %v, want a mapping error on line 6", typ, err)
+		}
+	}
+}

@@ -156,6 +156,9 @@ func (t *colType) setZone(quoted string) error {
 	if name == "" || strings.ContainsAny(name, `'\`) {
 		return fmt.Errorf("time zone %s is not a time zone name", quoted)
 	}
+	if name == "Local" { // Go's name for its own zone, unknown to ClickHouse
+		return fmt.Errorf("time zone %s is not an IANA time zone name (such as 'UTC' or 'Europe/Berlin')", quoted)
+	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return fmt.Errorf("unknown time zone %s: %w", quoted, err)
