@@ -82,7 +82,8 @@ func (r *SetupResult) Summary() string {
 
 // Setup creates (if absent) the target database when the mapping asks and
 // the ReplacingMergeTree table, checks that an existing table matches the
-// mapping (ErrTargetMismatch), then creates the live view. It is
+// mapping (ErrTargetMismatch), then creates the live view and checks that
+// it is a view of the mapped columns (ErrTargetMismatch). It is
 // idempotent. A DateTime64 column on a server older than 20.1 is refused
 // (ErrUnsupportedServer).
 func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
@@ -120,6 +121,9 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 				return nil, err
 			}
 		}
+	}
+	if err := t.checkView(ctx); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -247,3 +247,50 @@ func TestBreakerSetupDecimal256(t *testing.T) {
 		t.Fatalf("err = %v (class %v), want a config ErrUnsupportedServer naming the column", err, outcome.Classify(err))
 	}
 }
+
+// TestBreakerSetupStaleLiveView: after a column is added (to the mapping and
+// the table, as the runbook says for "source columns changed"), setup kept
+// the old live view (CREATE VIEW IF NOT EXISTS) and reported it "in place"
+// without the new column; a table squatting the view's name passed too.
+// Setup checks that the live view is a view over the mapping's columns.
+func TestBreakerSetupStaleLiveView(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if err := e.conn.Exec(context.Background(), "ALTER TABLE "+e.db+".orders_cdc ADD COLUMN note Nullable(String) AFTER status"); err != nil {
+		t.Fatal(err)
+	}
+	wider, err := ParseMapping("wider.yaml", []byte("source: {database: shop, schema: public, table: orders}\n"+
+		"target: {database: "+e.db+", table: orders_cdc, live_view: orders_live}\nkey: [id]\ncolumns:\n"+
+		"  - {name: id, type: Int64}\n  - {name: customer_id, type: Int64}\n  - {name: amount_cents, type: Int64}\n"+
+		"  - {name: status, type: String, max_length: 32}\n  - {name: note, type: Nullable(String)}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config("")
+	cfg.Mapping = wider
+	_, err = Setup(context.Background(), cfg)
+	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "orders_live") {
+		t.Fatalf("err = %v, want a config ErrTargetMismatch naming the view", err)
+	}
+	t.Log(err)
+	// Dropping the view, as the message says, lets setup make the new one.
+	if err := e.conn.Exec(context.Background(), "DROP TABLE "+e.db+".orders_live"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Setup(context.Background(), cfg); err != nil {
+		t.Fatalf("Setup after dropping the view: %v", err)
+	}
+	if got := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'orders_live'", e.db); strings.Join(got, ",") != "id,customer_id,amount_cents,status,note" {
+		t.Errorf("view columns %v", got)
+	}
+
+	// A table where the view should be.
+	e2 := newEnv(t, ordersMapping)
+	if err := e2.conn.Exec(context.Background(), "CREATE TABLE "+e2.db+".orders_live (id Int64, customer_id Int64, amount_cents Int64, status String) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Setup(context.Background(), e2.config(""))
+	if !errors.Is(err, ErrTargetMismatch) || !strings.Contains(err.Error(), "orders_live") {
+		t.Fatalf("a Memory table as the live view: %v, want ErrTargetMismatch", err)
+	}
+}

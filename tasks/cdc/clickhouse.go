@@ -301,6 +301,62 @@ func (t *target) checkSchema(ctx context.Context) error {
 	return nil
 }
 
+// checkView checks that the live view is a view showing the mapped
+// columns, in order: CREATE VIEW IF NOT EXISTS keeps an existing object, so
+// a view made before a column was added (or a table of that name) would
+// otherwise pass as "in place" without it.
+func (t *target) checkView(ctx context.Context) error {
+	m := t.m
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	name := qualified(m.Target.Database, m.Target.LiveView)
+	var engine, engineFull, sortingKey string
+	rows, err := t.conn.Query(cctx, tableSQL, m.Target.Database, m.Target.LiveView)
+	if err != nil {
+		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+	}
+	for rows.Next() {
+		if err := rows.Scan(&engine, &engineFull, &sortingKey); err != nil {
+			rows.Close()
+			return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+	}
+	var got []string
+	rows, err = t.conn.Query(cctx, columnsSQL, m.Target.Database, m.Target.LiveView)
+	if err != nil {
+		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	}
+	for rows.Next() {
+		var col, typ string
+		if err := rows.Scan(&col, &typ); err != nil {
+			rows.Close()
+			return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+		}
+		got = append(got, col)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	}
+	want := make([]string, len(m.cols))
+	for i := range m.cols {
+		want[i] = m.cols[i].name
+	}
+	drop := "drop it (DROP TABLE " + name + ") and re-run changesink cdc setup"
+	if engine != "View" {
+		return outcome.Configure(fmt.Errorf("%w: the live view %s is a %s, not a view; %s", ErrTargetMismatch, name, engine, drop))
+	}
+	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		return outcome.Configure(fmt.Errorf("%w: the live view %s shows the columns (%s), the mapping has (%s); %s",
+			ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
+	}
+	return nil
+}
+
 // engineVersion returns the version column of a ReplacingMergeTree's
 // engine_full ("ReplacingMergeTree(_cdc_lsn) ORDER BY ..."): the last
 // engine argument, unquoted.
