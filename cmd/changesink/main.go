@@ -22,7 +22,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -114,7 +116,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) int {
 		return outcome.Config.ExitCode()
 	}
 	if err != nil {
-		return fail(em, outcome.Config, err)
+		return fail(em, outcome.Config, withEnvNames(parser, err))
 	}
 	if kctx.Command() == "help" || kctx.Command() == "help <command>" {
 		helpArgs := append(append([]string{}, cli.Help.Command...), "--help")
@@ -153,4 +155,37 @@ func fail(em *kestra.Emitter, kind outcome.Kind, err error) int {
 	_ = em.Log(kestra.LevelError, fmt.Sprintf("changesink: %s: %s", kind, msg))
 	_ = em.Outputs(map[string]any{"error_class": kind.String(), "error": msg})
 	return kind.ExitCode()
+}
+
+var flagInMessage = regexp.MustCompile(`--([a-z0-9][a-z0-9-]*)`)
+
+// withEnvNames adds to a parse error the env var of every flag it names:
+// flows set env vars, not flags, so "missing flags: --mapping=STRING" alone
+// would send the operator looking for a flag the flow never passes.
+func withEnvNames(parser *kong.Kong, err error) error {
+	envs := map[string]string{}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if len(f.Envs) > 0 {
+				envs[f.Name] = strings.Join(f.Envs, " or ")
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(parser.Model.Node)
+	var named []string
+	seen := map[string]bool{}
+	for _, m := range flagInMessage.FindAllStringSubmatch(err.Error(), -1) {
+		if env, ok := envs[m[1]]; ok && !seen[m[1]] {
+			seen[m[1]] = true
+			named = append(named, "--"+m[1]+" is env "+env)
+		}
+	}
+	if len(named) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(named, ", "))
 }

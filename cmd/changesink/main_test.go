@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -52,5 +53,23 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	var marked *outcome.Error
 	if errors.As(err, &marked) {
 		t.Fatalf("a panic must not carry a kind mark: %v", marked.Kind)
+	}
+}
+
+// Flows set env vars, not flags: a missing required setting names its env var.
+func TestMissingFlagNamesItsEnvVar(t *testing.T) {
+	for _, name := range []string{"CDC_MAPPING", "CLICKHOUSE_URL"} {
+		t.Setenv(name, "x") // registers the restore
+		os.Unsetenv(name)
+	}
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"cdc", "apply"}, &out)
+	if code != 2 {
+		t.Fatalf("exit code = %d, want 2; output:\n%s", code, out.String())
+	}
+	for _, want := range []string{"--mapping is env CDC_MAPPING", "--clickhouse-url is env CLICKHOUSE_URL", `"error_class":"config"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
