@@ -41,7 +41,8 @@ func TestBreakerCDCFaultExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
+	// Closed after the drop below (cleanups run last first).
+	t.Cleanup(func() { admin.Close() })
 	db := "cdc_brk_" + randomHex(4)
 	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
