@@ -75,12 +75,17 @@ func TestCDCCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
 	db := "cdc_cmd_" + randomHex(4)
 	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		admin.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	// The drop needs the connection: close it only after (a deferred Close
+	// ran first and leaked one database per run).
+	t.Cleanup(func() {
+		_ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+		admin.Close()
+	})
 
 	work := t.TempDir()
 	raw, err := os.ReadFile("../../flows/orders.mapping.yaml")

@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
+	"os"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -101,8 +103,18 @@ func Classify(err error) Kind {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
 		return Transient
+	}
+	// A file-system error (permission, no such file, a directory where a
+	// file should be) is not cured by a retry. Checked before net.Error,
+	// which every syscall.Errno satisfies.
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	if errors.As(err, &pathErr) || errors.As(err, &linkErr) {
+		return Internal
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -123,7 +135,9 @@ func Classify(err error) Kind {
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) {
-		return Transient
+		if _, bare := netErr.(syscall.Errno); !bare {
+			return Transient
+		}
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) {

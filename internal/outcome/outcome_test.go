@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"syscall"
 	"testing"
 
@@ -34,6 +36,10 @@ func TestClassify(t *testing.T) {
 		{"pg serialization", &pgconn.PgError{Code: "40001"}, Transient},
 		{"pg syntax", &pgconn.PgError{Code: "42601"}, Internal},
 		{"plain", errSentinel, Internal},
+		{"file permission", fmt.Errorf("publish: %w", &fs.PathError{Op: "rename", Path: "x", Err: syscall.EACCES}), Internal},
+		{"bare errno that is not a network fault", fmt.Errorf("x: %w", syscall.EISDIR), Internal},
+		{"network op", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.EHOSTUNREACH}, Transient},
+		{"dial refused inside a path error", &fs.PathError{Op: "dial", Path: "x", Err: syscall.ECONNREFUSED}, Transient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

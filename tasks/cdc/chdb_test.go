@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // pythonOrSkip returns CHANGESINK_TEST_PYTHON (a venv with chdb and the
@@ -25,7 +27,7 @@ func pythonOrSkip(t *testing.T) string {
 	t.Helper()
 	py := os.Getenv("CHANGESINK_TEST_PYTHON")
 	if py == "" {
-		requireOrSkip(t, "CHANGESINK_TEST_PYTHON", "a Python venv with chdb, for the current ClickHouse engine")
+		testenv.Missing(t, "CHANGESINK_TEST_PYTHON unset", "a Python venv with chdb, for the current ClickHouse engine")
 	}
 	return py
 }

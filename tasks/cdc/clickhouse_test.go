@@ -17,6 +17,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/kestra"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // clickhouseURL returns CHANGESINK_TEST_CLICKHOUSE, or skips loudly (fails
@@ -25,7 +27,7 @@ func clickhouseURL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
 	if u == "" {
-		requireOrSkip(t, "CHANGESINK_TEST_CLICKHOUSE", "a ClickHouse server on the native protocol, e.g. clickhouse://127.0.0.1:19000/default")
+		testenv.Missing(t, "CHANGESINK_TEST_CLICKHOUSE unset", "a ClickHouse server on the native protocol, e.g. clickhouse://127.0.0.1:19000/default")
 	}
 	return u
 }

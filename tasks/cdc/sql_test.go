@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden files and the generated batches")
@@ -71,7 +73,7 @@ func seedsDir(t *testing.T) string {
 		dir = "../../../shared/seeds"
 	}
 	if _, err := os.Stat(filepath.Join(dir, "postgres-clickhouse-cdc.yaml")); err != nil {
-		requireOrSkip(t, "CHANGESINK_TEST_SEEDS", "the seed flows (../shared/seeds) are not here")
+		testenv.Missing(t, "CHANGESINK_TEST_SEEDS unset", "the seed flows (../shared/seeds) are not here")
 	}
 	return dir
 }
@@ -152,14 +154,4 @@ func TestPythonStringEscapes(t *testing.T) {
 			t.Errorf("appendPyString(%q) = %s, want %s", in, got, want)
 		}
 	}
-}
-
-// requireOrSkip skips a test that needs something absent, loudly, or fails
-// it when CHANGESINK_REQUIRE_SERVICES=1 (CI, where nothing may skip).
-func requireOrSkip(t testing.TB, env, why string) {
-	t.Helper()
-	if os.Getenv("CHANGESINK_REQUIRE_SERVICES") == "1" {
-		t.Fatalf("%s is required (CHANGESINK_REQUIRE_SERVICES=1): %s", env, why)
-	}
-	t.Skipf("SKIPPED: set %s to run this test (%s); .ci/run sets it", env, why)
 }
