@@ -226,23 +226,11 @@ func (t *target) checkSchema(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	name := qualified(m.Target.Database, m.Target.Table)
-	var engine, engineFull, sortingKey string
-	rows, err := t.conn.Query(cctx, tableSQL, m.Target.Database, m.Target.Table)
+	info, found, err := t.describe(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
-		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+		return err
 	}
-	found := false
-	for rows.Next() {
-		if err := rows.Scan(&engine, &engineFull, &sortingKey); err != nil {
-			rows.Close()
-			return classify(fmt.Errorf("read the engine of %s: %w", name, err))
-		}
-		found = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
-	}
+	engine, engineFull, sortingKey := info.engine, info.engineFull, info.sortingKey
 	if !found {
 		return outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
 	}
@@ -255,22 +243,13 @@ func (t *target) checkSchema(ctx context.Context) error {
 	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
 		return outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
 	}
-	types := map[string]string{}
-	rows, err = t.conn.Query(cctx, columnsSQL, m.Target.Database, m.Target.Table)
+	cols, err := t.columns(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
-		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+		return err
 	}
-	for rows.Next() {
-		var col, typ string
-		if err := rows.Scan(&col, &typ); err != nil {
-			rows.Close()
-			return classify(fmt.Errorf("read the columns of %s: %w", name, err))
-		}
-		types[col] = typ
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	types := make(map[string]string, len(cols))
+	for _, c := range cols {
+		types[c.name] = c.typ
 	}
 	mismatch := func(col, want, got string) error {
 		if got == "" {
@@ -310,37 +289,18 @@ func (t *target) checkView(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	name := qualified(m.Target.Database, m.Target.LiveView)
-	var engine, engineFull, sortingKey string
-	rows, err := t.conn.Query(cctx, tableSQL, m.Target.Database, m.Target.LiveView)
+	info, _, err := t.describe(cctx, m.Target.Database, m.Target.LiveView)
 	if err != nil {
-		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
+		return err
 	}
-	for rows.Next() {
-		if err := rows.Scan(&engine, &engineFull, &sortingKey); err != nil {
-			rows.Close()
-			return classify(fmt.Errorf("read the engine of %s: %w", name, err))
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return classify(fmt.Errorf("read the engine of %s: %w", name, err))
-	}
-	var got []string
-	rows, err = t.conn.Query(cctx, columnsSQL, m.Target.Database, m.Target.LiveView)
+	engine := info.engine
+	cols, err := t.columns(cctx, m.Target.Database, m.Target.LiveView)
 	if err != nil {
-		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+		return err
 	}
-	for rows.Next() {
-		var col, typ string
-		if err := rows.Scan(&col, &typ); err != nil {
-			rows.Close()
-			return classify(fmt.Errorf("read the columns of %s: %w", name, err))
-		}
-		got = append(got, col)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	got := make([]string, len(cols))
+	for i, c := range cols {
+		got[i] = c.name
 	}
 	want := make([]string, len(m.cols))
 	for i := range m.cols {
@@ -355,6 +315,57 @@ func (t *target) checkView(ctx context.Context) error {
 			ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
 	}
 	return nil
+}
+
+// tableInfo is a table's row in system.tables (tableSQL).
+type tableInfo struct {
+	engine, engineFull, sortingKey string
+}
+
+// describe reads db.table's engine from system.tables; found is false when
+// no such table or view exists.
+func (t *target) describe(ctx context.Context, db, table string) (info tableInfo, found bool, err error) {
+	name := qualified(db, table)
+	rows, err := t.conn.Query(ctx, tableSQL, db, table)
+	if err != nil {
+		return tableInfo{}, false, classify(fmt.Errorf("read the engine of %s: %w", name, err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(&info.engine, &info.engineFull, &info.sortingKey); err != nil {
+			return tableInfo{}, false, classify(fmt.Errorf("read the engine of %s: %w", name, err))
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return tableInfo{}, false, classify(fmt.Errorf("read the engine of %s: %w", name, err))
+	}
+	return info, found, nil
+}
+
+// tableColumn is a column's name and ClickHouse type from system.columns.
+type tableColumn struct{ name, typ string }
+
+// columns reads db.table's columns, in table order (columnsSQL).
+func (t *target) columns(ctx context.Context, db, table string) ([]tableColumn, error) {
+	name := qualified(db, table)
+	rows, err := t.conn.Query(ctx, columnsSQL, db, table)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	}
+	defer rows.Close()
+	var cols []tableColumn
+	for rows.Next() {
+		var c tableColumn
+		if err := rows.Scan(&c.name, &c.typ); err != nil {
+			return nil, classify(fmt.Errorf("read the columns of %s: %w", name, err))
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read the columns of %s: %w", name, err))
+	}
+	return cols, nil
 }
 
 // engineVersion returns the version column of a ReplacingMergeTree's

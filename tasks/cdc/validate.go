@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -308,55 +309,70 @@ func malformedValue(err error) error {
 	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
 
-func readInt64(r ion.Reader, t colType) (int64, error) {
+// readIonInt reads the current Ion int: small when it fits an int64
+// (ok), else b. Binary Ion stores a magnitude and a sign, so ion-go calls
+// -2^63 a big integer; it is returned as small all the same.
+func readIonInt(r ion.Reader) (small int64, b *big.Int, ok bool, err error) {
 	size, err := r.IntSize()
 	if err != nil {
-		return 0, malformedValue(err)
+		return 0, nil, false, malformedValue(err)
 	}
 	if size == ion.BigInt {
-		// Binary Ion stores a magnitude and a sign, so ion-go calls -2^63 a
-		// big integer; it still fits.
 		b, err := r.BigIntValue()
 		if err != nil || b == nil {
-			return 0, malformedValue(err)
+			return 0, nil, false, malformedValue(err)
 		}
-		if !b.IsInt64() {
-			return 0, badValue("%s is out of range for Int%d", shortNumber(b.String()), t.bits)
+		if b.IsInt64() {
+			return b.Int64(), nil, true, nil
 		}
-		return b.Int64(), nil
+		return 0, b, false, nil
 	}
 	n, err := r.Int64Value()
 	if err != nil || n == nil {
-		return 0, malformedValue(err)
+		return 0, nil, false, malformedValue(err)
 	}
-	return *n, nil
+	return *n, nil, true, nil
+}
+
+func readInt64(r ion.Reader, t colType) (int64, error) {
+	n, b, ok, err := readIonInt(r)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, badValue("%s is out of range for Int%d", shortNumber(b.String()), t.bits)
+	}
+	return n, nil
 }
 
 var maxUint64 = new(big.Int).SetUint64(math.MaxUint64)
 
+// uint64Of returns the unsigned value of an int read by readIonInt, or
+// false when it is outside 0..2^64-1.
+func uint64Of(n int64, b *big.Int, small bool) (uint64, bool) {
+	if small {
+		return uint64(n), n >= 0
+	}
+	if b.Sign() < 0 || b.Cmp(maxUint64) > 0 {
+		return 0, false
+	}
+	return b.Uint64(), true
+}
+
 func readUint64(r ion.Reader) (uint64, error) {
-	size, err := r.IntSize()
+	n, b, small, err := readIonInt(r)
 	if err != nil {
-		return 0, malformedValue(err)
+		return 0, err
 	}
-	if size == ion.BigInt {
-		b, err := r.BigIntValue()
-		if err != nil || b == nil {
-			return 0, malformedValue(err)
-		}
-		if b.Sign() < 0 || b.Cmp(maxUint64) > 0 {
-			return 0, badValue("%s is out of range for UInt64", shortNumber(b.String()))
-		}
-		return b.Uint64(), nil
+	u, ok := uint64Of(n, b, small)
+	switch {
+	case ok:
+		return u, nil
+	case small:
+		return 0, badValue("%d is negative for an unsigned column", n)
+	default:
+		return 0, badValue("%s is out of range for UInt64", shortNumber(b.String()))
 	}
-	n, err := r.Int64Value()
-	if err != nil || n == nil {
-		return 0, malformedValue(err)
-	}
-	if *n < 0 {
-		return 0, badValue("%d is negative for an unsigned column", *n)
-	}
-	return uint64(*n), nil
 }
 
 // readLSN reads metadata.source.lsn: an Ion int in 1..2^64-1 (seed:
@@ -375,28 +391,18 @@ func readLSN(r ion.Reader) (uint64, error) {
 	if r.Type() != ion.IntType || r.IsNull() {
 		return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(r))
 	}
-	size, err := r.IntSize()
+	n, b, small, err := readIonInt(r)
 	if err != nil {
-		return 0, malformedValue(err)
+		return 0, err
 	}
-	if size == ion.BigInt {
-		b, err := r.BigIntValue()
-		if err != nil || b == nil {
-			return 0, malformedValue(err)
-		}
-		if b.Sign() <= 0 || b.Cmp(maxUint64) > 0 {
-			return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, shortNumber(b.String()))
-		}
-		return b.Uint64(), nil
+	if u, ok := uint64Of(n, b, small); ok && u >= 1 {
+		return u, nil
 	}
-	n, err := r.Int64Value()
-	if err != nil || n == nil {
-		return 0, malformedValue(err)
+	v := strconv.FormatInt(n, 10)
+	if !small {
+		v = shortNumber(b.String())
 	}
-	if *n < 1 {
-		return 0, fmt.Errorf("%w: %d is outside 1..18446744073709551615", ErrBadLSN, *n)
-	}
-	return uint64(*n), nil
+	return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, v)
 }
 
 func describe(r ion.Reader) string {
