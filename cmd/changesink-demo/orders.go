@@ -49,17 +49,13 @@ func (c *ordersCmd) Run(ctx context.Context) error {
 		defer capture.close(context.WithoutCancel(ctx))
 	}
 
-	stats, err := changeOrders(ctx, conn)
+	stats, target, err := changeOrders(ctx, conn)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("orders: %s\n", stats)
 	if capture == nil {
 		return nil
-	}
-	var target pglogrepl.LSN
-	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan((*lsnText)(&target)); err != nil {
-		return fmt.Errorf("read current wal lsn: %w", err)
 	}
 	var db string
 	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
@@ -111,10 +107,17 @@ func (l *lsnText) Scan(src any) error {
 	return err
 }
 
-func changeOrders(ctx context.Context, conn *pgx.Conn) (string, error) {
+// changeOrders applies one round of changes in three transactions and
+// returns a summary and an LSN inside the last transaction, before its commit
+// record: the capture has seen the whole round once it has seen a commit that
+// ends past it. (The server's current WAL position after the round would not
+// do: other sessions' WAL may follow the last commit, and pgoutput sends no
+// commit for transactions outside the publication, so a capture waiting for
+// that position would wait forever.)
+func changeOrders(ctx context.Context, conn *pgx.Conn) (string, pglogrepl.LSN, error) {
 	var base int64
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM public.orders").Scan(&base); err != nil {
-		return "", fmt.Errorf("read max order id: %w", err)
+		return "", 0, fmt.Errorf("read max order id: %w", err)
 	}
 	statuses := []string{"new", "paid", "shipped", "delivered", "cancelled"}
 	inserts, updates, deletes := 0, 0, 0
@@ -129,7 +132,7 @@ func changeOrders(ctx context.Context, conn *pgx.Conn) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("insert orders: %w", err)
+		return "", 0, fmt.Errorf("insert orders: %w", err)
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, u := range []struct {
@@ -151,20 +154,21 @@ func changeOrders(ctx context.Context, conn *pgx.Conn) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("update orders: %w", err)
+		return "", 0, fmt.Errorf("update orders: %w", err)
 	}
+	var last pglogrepl.LSN
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM public.orders WHERE id = $1", base+3); err != nil {
 			return err
 		}
 		deletes++
-		return nil
+		return tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan((*lsnText)(&last))
 	})
 	if err != nil {
-		return "", fmt.Errorf("delete orders: %w", err)
+		return "", 0, fmt.Errorf("delete orders: %w", err)
 	}
 	return fmt.Sprintf("inserted %d, updated %d, deleted %d rows of public.orders (ids %d..%d)",
-		inserts, updates, deletes, base+1, base+5), nil
+		inserts, updates, deletes, base+1, base+5), last, nil
 }
 
 // walCapture reads the changes of one demo round from a temporary logical
@@ -203,8 +207,9 @@ func startCapture(ctx context.Context, dsn string) (*walCapture, error) {
 
 func (w *walCapture) close(ctx context.Context) { _ = w.conn.Close(ctx) }
 
-// read streams the slot until it has seen every commit up to target and returns
-// the changes of public.orders in commit order.
+// read streams the slot until it has seen a commit that ends past target
+// (an LSN inside the round's last transaction) and returns the changes of
+// public.orders in commit order.
 func (w *walCapture) read(ctx context.Context, db string, target pglogrepl.LSN) ([]change, error) {
 	err := pglogrepl.StartReplication(ctx, w.conn, w.slot, w.start, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + publicationName + "'"},
@@ -221,7 +226,7 @@ func (w *walCapture) read(ctx context.Context, db string, target pglogrepl.LSN) 
 	)
 	for lastEnd < target {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("wal capture: reached %s, waiting for %s: timed out", lastEnd, target)
+			return nil, fmt.Errorf("wal capture: the last commit seen ends at %s; still waiting for the commit of the transaction at %s after 30 s", lastEnd, target)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		msg, err := w.conn.ReceiveMessage(rctx)
