@@ -205,18 +205,24 @@ func produce(t testing.TB, cl *kgo.Client, topic string, recs ...rec) []int64 {
 	return out
 }
 
-// produceTx writes records in one transaction and commits or aborts it.
-func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) {
+// produceTx writes records in one transaction, commits or aborts it, and
+// returns the records' offsets. The broker writes the transaction markers
+// after EndTransaction returns, so a record produced next may land before
+// this transaction's marker: tests take offsets from here, never count them.
+func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) []int64 {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	cl := newProducer(t, brokers, kgo.TransactionalID("tx-"+randomHex(6)))
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range recs {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}).FirstErr(); err != nil {
+	offsets := make([]int64, len(recs))
+	for i, r := range recs {
+		kr := &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if err := cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
 			t.Fatalf("produce in transaction: %v", err)
 		}
+		offsets[i] = kr.Offset
 	}
 	end := kgo.TryAbort
 	if commit {
@@ -225,6 +231,7 @@ func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) {
 	if err := cl.EndTransaction(ctx, end); err != nil {
 		t.Fatalf("end transaction: %v", err)
 	}
+	return offsets
 }
 
 // config returns a materialize Config for e's topic.

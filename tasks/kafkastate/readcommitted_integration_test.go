@@ -18,14 +18,18 @@ import (
 // produceAbortedMix writes, on partitions 0 and 1: a committed transaction,
 // an aborted one, a plain record, another committed transaction and an
 // aborted transaction at the very end of partition 0, so both partitions end
-// with a transaction marker.
-func produceAbortedMix(t *testing.T, e *env) {
+// with a transaction marker. It returns the offsets of the committed records
+// "a" (partition 0), "e" (partition 0) and the second "b" (partition 1):
+// markers are written asynchronously, so "e" may land before or after the
+// first abort marker.
+func produceAbortedMix(t *testing.T, e *env) (a, eOff, b int64) {
 	t.Helper()
-	produceTx(t, e.brokers, e.topic, true, kv(0, "a", `{"v":1}`), kv(1, "b", `{"v":1}`))
+	first := produceTx(t, e.brokers, e.topic, true, kv(0, "a", `{"v":1}`), kv(1, "b", `{"v":1}`))
 	produceTx(t, e.brokers, e.topic, false, kv(0, "a", `"ABORTED"`), kv(1, "c", `"ABORTED"`), kv(0, "d", `"ABORTED"`))
-	produce(t, e.kcl, e.topic, kv(0, "e", `{"v":1}`))
-	produceTx(t, e.brokers, e.topic, true, kv(1, "b", `{"v":2}`))
+	plain := produce(t, e.kcl, e.topic, kv(0, "e", `{"v":1}`))
+	second := produceTx(t, e.brokers, e.topic, true, kv(1, "b", `{"v":2}`))
 	produceTx(t, e.brokers, e.topic, false, kv(0, "a", `"ABORTED-2"`))
+	return first[0], plain[0], second[0]
 }
 
 // TestAbortedTransactionsNeverReachPostgres: under read_committed, records
@@ -35,14 +39,14 @@ func produceAbortedMix(t *testing.T, e *env) {
 func TestAbortedTransactionsNeverReachPostgres(t *testing.T) {
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 2, nil)
-	produceAbortedMix(t, e)
+	aOff, eOff, bOff := produceAbortedMix(t, e)
 
 	res := e.mustRun(t)
 	v1, v2 := `{"v": 1}`, `{"v": 2}`
 	assertRecords(t, e.records(t), map[string]stored{
-		"a": {Payload: &v1, Partition: 0, Offset: 0},
-		"e": {Payload: &v1, Partition: 0, Offset: 5},
-		"b": {Payload: &v2, Partition: 1, Offset: 4},
+		"a": {Payload: &v1, Partition: 0, Offset: aOff},
+		"e": {Payload: &v1, Partition: 0, Offset: eOff},
+		"b": {Payload: &v2, Partition: 1, Offset: bOff},
 	})
 	if res.Consumed != 4 || res.Tombstones != 0 {
 		t.Errorf("consumed %d tombstones %d, want 4 and 0", res.Consumed, res.Tombstones)
