@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/kafkatest"
 )
 
 // kafkaTopic is a topic one scenario owns, on the broker at brokers.
@@ -91,7 +93,8 @@ func (tp *kafkaTopic) produce(t *testing.T, recs []producedRecord) {
 	}
 }
 
-// produceTxn writes recs in one transaction and commits or aborts it.
+// produceTxn writes recs in one transaction, commits or aborts it and waits
+// until its markers are in the log.
 func (tp *kafkaTopic) produceTxn(t *testing.T, recs []producedRecord, commit bool) {
 	t.Helper()
 	cl := newKafkaClient(t, tp.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -102,11 +105,16 @@ func (tp *kafkaTopic) produceTxn(t *testing.T, recs []producedRecord, commit boo
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatalf("begin transaction: %v", err)
 	}
-	if err := cl.ProduceSync(ctx, tp.records(recs)...).FirstErr(); err != nil {
+	krs := tp.records(recs)
+	if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
 		t.Fatalf("produce in transaction to %s: %v", tp.name, err)
 	}
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		t.Fatalf("end transaction (commit=%v): %v", commit, err)
+	}
+	// Both tools must see the transaction's markers, not race the broker writing them.
+	if err := kafkatest.WaitStable(ctx, tp.adm, tp.name, kafkatest.Past(krs)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/kafkatest"
 )
 
 type kafkaCmd struct {
@@ -94,6 +96,11 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 	}
 	committed := []*kgo.Record{customer(c.Topic, 1, "platinum", round), customer(c.Topic, 4, "platinum", round)}
 	if err := transact(ctx, txn, committed, kgo.TryCommit); err != nil {
+		return err
+	}
+	// The broker writes the commit markers after EndTransaction returns; wait
+	// for them so that a batch run right after this sees the whole round.
+	if err := kafkatest.WaitStable(ctx, adm, c.Topic, kafkatest.Past(committed)); err != nil {
 		return err
 	}
 	fmt.Printf("kafka: wrote %d records to %s (%d keys, %d tombstones), 2 committed in a transaction, %d in an aborted one\n",

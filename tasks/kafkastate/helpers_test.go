@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -205,10 +206,12 @@ func produce(t testing.TB, cl *kgo.Client, topic string, recs ...rec) []int64 {
 	return out
 }
 
-// produceTx writes records in one transaction, commits or aborts it, and
-// returns the records' offsets. The broker writes the transaction markers
-// after EndTransaction returns, so a record produced next may land before
-// this transaction's marker: tests take offsets from here, never count them.
+// produceTx writes records in one transaction, commits or aborts it, waits
+// until the transaction's markers are in the log and returns the records'
+// offsets. The broker writes the markers after EndTransaction returns, so
+// without the wait a batch run at once could stop at the last stable offset
+// below them; and a record produced by another client meanwhile may land
+// before a marker: tests take offsets from here, never count them.
 func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) []int64 {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
@@ -216,13 +219,14 @@ func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) []
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
+	krs := make([]*kgo.Record, len(recs))
 	offsets := make([]int64, len(recs))
 	for i, r := range recs {
-		kr := &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
-		if err := cl.ProduceSync(ctx, kr).FirstErr(); err != nil {
+		krs[i] = &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if err := cl.ProduceSync(ctx, krs[i]).FirstErr(); err != nil {
 			t.Fatalf("produce in transaction: %v", err)
 		}
-		offsets[i] = kr.Offset
+		offsets[i] = krs[i].Offset
 	}
 	end := kgo.TryAbort
 	if commit {
@@ -230,6 +234,9 @@ func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) []
 	}
 	if err := cl.EndTransaction(ctx, end); err != nil {
 		t.Fatalf("end transaction: %v", err)
+	}
+	if err := kafkatest.WaitStable(ctx, newAdmin(cl), topic, kafkatest.Past(krs)); err != nil {
+		t.Fatal(err)
 	}
 	return offsets
 }

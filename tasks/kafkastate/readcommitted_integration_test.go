@@ -13,6 +13,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/changesink/changesink/internal/kafkatest"
 )
 
 // produceAbortedMix writes, on partitions 0 and 1: a committed transaction,
@@ -370,6 +372,9 @@ func TestFullyReadTopicReturnsAtOnce(t *testing.T) {
 		t.Error("a record of an open transaction was stored")
 	}
 	if err := txc.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := kafkatest.WaitStable(ctx, e.adm, e.topic, map[int32]int64{1: 1}); err != nil {
 		t.Fatal(err)
 	}
 	check("run after the commit", 1)

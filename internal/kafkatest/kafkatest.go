@@ -1,0 +1,60 @@
+// Package kafkatest holds what changesink's Kafka integration tests and the
+// demo producer need from a real broker beyond producing: waiting for a
+// transaction to be complete in the log.
+//
+// Why: a transactional producer's EndTransaction returns once the transaction
+// coordinator has decided, but the broker writes the COMMIT or ABORT markers
+// into the partitions after that. Until they are there, the partition's last
+// stable offset (what a read_committed consumer may read up to) stays at the
+// transaction's first record, so a batch run at once stops short, and a record
+// produced meanwhile by another client lands before the marker.
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// WaitStable waits until, for every partition p in past, topic's last stable
+// offset is at least past[p], that is, until no transaction is open below
+// past[p] (pass the last offset a transaction wrote to p, plus one). It polls
+// ListOffsets (read_committed) every 10 ms until ctx ends.
+//
+// Errors: the ListOffsets error, or ctx's error wrapped with the partitions
+// still below their offsets.
+func WaitStable(ctx context.Context, adm *kadm.Client, topic string, past map[int32]int64) error {
+	for {
+		lso, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("list last stable offsets of %s: %w", topic, err)
+		}
+		behind := map[int32]int64{}
+		for p, want := range past {
+			if o, ok := lso.Lookup(topic, p); !ok || o.Err != nil || o.Offset < want {
+				behind[p] = o.Offset
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: last stable offsets %v still below %v: %w", topic, behind, past, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Past returns, per partition, one past the highest offset among recs (as
+// filled in by a produce call), the argument WaitStable expects.
+func Past(recs []*kgo.Record) map[int32]int64 {
+	past := map[int32]int64{}
+	for _, r := range recs {
+		past[r.Partition] = max(past[r.Partition], r.Offset+1)
+	}
+	return past
+}
