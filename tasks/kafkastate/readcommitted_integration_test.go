@@ -343,8 +343,10 @@ func TestFullyReadTopicReturnsAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if d := time.Since(start); d > 6*time.Second {
-			t.Errorf("%s took %s with POLL_SECONDS=30", name, d)
+		// Half of POLL_SECONDS: a run that waited the poll out takes all
+		// of it; a loaded CI machine can stretch a real run to seconds.
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("%s took %s with POLL_SECONDS=30: it waited for records instead of stopping at the end", name, d)
 		}
 		if res.Consumed != wantConsumed {
 			t.Errorf("%s consumed %d, want %d", name, res.Consumed, wantConsumed)
