@@ -7,11 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kafkatest"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 type kafkaCmd struct {
@@ -19,6 +21,7 @@ type kafkaCmd struct {
 	Topic      string `env:"DEMO_TOPIC" default:"customers" help:"Compacted topic to create (if absent) and write to."`
 	Partitions int32  `env:"DEMO_PARTITIONS" default:"3" help:"Partition count when the topic is created."`
 	Customers  int    `env:"DEMO_CUSTOMERS" default:"20" help:"Number of distinct keys (customer-1..customer-N)."`
+	StateDSN   string `name:"state-dsn" env:"DEMO_STATE_DSN" help:"PostgreSQL that kafka-state materializes the topic into: when its saved positions for the topic name another cluster or topic id (the local broker was rebuilt, its database kept), delete the topic's rows there, as the runbook says, so the demo starts over instead of being refused."`
 }
 
 // Run writes one demo round to the topic:
@@ -52,6 +55,12 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("create topic %s: %w", c.Topic, err)
 	default:
 		return fmt.Errorf("create topic %s: %w", c.Topic, resp.Err)
+	}
+
+	if c.StateDSN != "" {
+		if err := c.forgetOtherCluster(ctx, adm); err != nil {
+			return err
+		}
 	}
 
 	round := time.Now().UTC().Format(time.RFC3339)
@@ -125,4 +134,45 @@ func transact(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, end kgo.T
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	return nil
+}
+
+// forgetOtherCluster deletes the topic's rows from kafka_state.positions and
+// kafka_state.records in c.StateDSN when the saved positions carry another
+// cluster id or topic id than the broker's: the refusal "cluster or topic id
+// changed" and its remedy, applied for the demo only.
+func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) error {
+	md, err := adm.Metadata(ctx, c.Topic)
+	if err != nil {
+		return fmt.Errorf("kafka metadata of %s: %w", c.Topic, err)
+	}
+	td, ok := md.Topics[c.Topic]
+	if !ok || td.Err != nil {
+		return fmt.Errorf("kafka metadata of %s: topic missing (%v)", c.Topic, td.Err)
+	}
+	conn, err := pgx.Connect(ctx, c.StateDSN)
+	if err != nil {
+		return fmt.Errorf("connect to the kafka-state database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('kafka_state.positions') IS NOT NULL AND to_regclass('kafka_state.records') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("look for the kafka_state schema: %w", err)
+	}
+	if !exists {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM kafka_state.positions WHERE topic = $1 AND (cluster_id <> $2 OR topic_id <> $3)",
+			c.Topic, md.Cluster, kafkastate.TopicIDText(td.ID))
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		tag, err = tx.Exec(ctx, "DELETE FROM kafka_state.records WHERE topic = $1", c.Topic)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("kafka: the saved positions of %s were from another broker (cluster %s now); deleted them and the topic's %d rows, so the next batch rebuilds from offset 0\n",
+			c.Topic, md.Cluster, tag.RowsAffected())
+		return nil
+	})
 }
