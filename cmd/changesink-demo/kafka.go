@@ -146,8 +146,11 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 		return fmt.Errorf("kafka metadata of %s: %w", c.Topic, err)
 	}
 	td, ok := md.Topics[c.Topic]
-	if !ok || td.Err != nil {
-		return fmt.Errorf("kafka metadata of %s: topic missing (%v)", c.Topic, td.Err)
+	if !ok {
+		return fmt.Errorf("kafka metadata of %s: the broker did not list the topic", c.Topic)
+	}
+	if td.Err != nil {
+		return fmt.Errorf("kafka metadata of %s: %w", c.Topic, td.Err)
 	}
 	conn, err := pgx.Connect(ctx, c.StateDSN)
 	if err != nil {
@@ -161,7 +164,11 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 	if !exists {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// The per-topic advisory lock every materialize run takes (the seed's key).
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "kestra-kafka-state:"+c.Topic); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, "DELETE FROM kafka_state.positions WHERE topic = $1 AND (cluster_id <> $2 OR topic_id <> $3)",
 			c.Topic, md.Cluster, kafkastate.TopicIDText(td.ID))
 		if err != nil || tag.RowsAffected() == 0 {
@@ -175,4 +182,8 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 			c.Topic, md.Cluster, tag.RowsAffected())
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("forget the saved positions of %s from another broker: %w", c.Topic, err)
+	}
+	return nil
 }

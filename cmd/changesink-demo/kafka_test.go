@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/kafkastate"
+)
+
+// TestKafkaForgetsPositionsOfAnotherBroker: with --state-dsn, the demo
+// deletes the topic's saved positions and records when they name another
+// cluster (a rebuilt local broker, its database kept), so the next batch is
+// not refused; positions from this broker, and other topics, are kept.
+func TestKafkaForgetsPositionsOfAnotherBroker(t *testing.T) {
+	brokers := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA")["CHANGESINK_TEST_KAFKA"]
+	dsn, _ := testDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := kafkastate.Setup(ctx, kafkastate.Postgres{DSN: dsn}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	topic := "demo_forget_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	seed := func(topic, cluster string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, 'AAAAAAAAAAAAAAAAAAAAAA', '{"0": 1}')`, topic, cluster); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO kafka_state.records VALUES ($1, 'k', '{}', false, 0, 0)`, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed(topic, "another-cluster")
+	seed("other_topic", "another-cluster")
+	cmd := kafkaCmd{Bootstrap: brokers, Topic: topic, Partitions: 1, Customers: 3, StateDSN: dsn}
+	if err := cmd.Run(ctx); err != nil {
+		t.Fatalf("demo kafka: %v", err)
+	}
+	count := func(table, topic string) int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM kafka_state."+table+" WHERE topic = $1", topic).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if p, r := count("positions", topic), count("records", topic); p != 0 || r != 0 {
+		t.Errorf("topic %s after the demo: %d positions rows, %d records, want none", topic, p, r)
+	}
+	if p, r := count("positions", "other_topic"), count("records", "other_topic"); p != 1 || r != 1 {
+		t.Errorf("another topic after the demo: %d positions rows, %d records, want 1 and 1 kept", p, r)
+	}
+
+	// Positions this broker wrote are kept: materialize, then run the demo again.
+	cfg := kafkastate.Config{Topic: topic, MaxRecords: 1000, PollSeconds: 10,
+		KafkaProperties: `{"bootstrap.servers":"` + brokers + `"}`, Postgres: kafkastate.Postgres{DSN: dsn}}
+	if _, err := kafkastate.Materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil); err != nil {
+		t.Fatalf("materialize: %v", err)
+	}
+	if err := cmd.Run(ctx); err != nil {
+		t.Fatalf("demo kafka again: %v", err)
+	}
+	if p, r := count("positions", topic), count("records", topic); p != 1 || r == 0 {
+		t.Errorf("after a materialize from this broker and another demo round: %d positions rows, %d records, want them kept", p, r)
+	}
+}
