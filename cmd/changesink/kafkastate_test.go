@@ -114,7 +114,9 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
+	// A cleanup, not a defer: the drop below runs after the test function
+	// returns, and needs the connection open (cleanups run last-in first-out).
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
 	for _, q := range []string{
 		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
 		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
@@ -126,8 +128,12 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, _ = admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db))
-		_, _ = admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role))
+		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db)); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
+			t.Errorf("drop the test role %s: %v", role, err)
+		}
 	})
 
 	topic := "ks_secret_" + suffix
