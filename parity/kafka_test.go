@@ -123,13 +123,7 @@ func (tp *kafkaTopic) deleteRecords(t *testing.T, partition int32, before int64)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var os kadm.Offsets
-	os.AddOffset(tp.name, partition, before, -1)
-	resp, err := tp.adm.DeleteRecords(ctx, os)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
+	if err := kafkatest.DeleteRecords(ctx, tp.adm, tp.name, partition, before); err != nil {
 		t.Fatalf("delete records of %s/%d before %d: %v", tp.name, partition, before, err)
 	}
 }

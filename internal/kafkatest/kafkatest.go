@@ -12,10 +12,12 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -57,4 +59,27 @@ func Past(recs []*kgo.Record) map[int32]int64 {
 		past[r.Partition] = max(past[r.Partition], r.Offset+1)
 	}
 	return past
+}
+
+// DeleteRecords moves partition's log start offset to before (DeleteRecords).
+// A topic config change (such as adding "delete" to cleanup.policy, which
+// DeleteRecords needs) reaches the partition's log after AlterConfigs
+// returns, so POLICY_VIOLATION is retried every 50 ms until ctx ends.
+func DeleteRecords(ctx context.Context, adm *kadm.Client, topic string, partition int32, before int64) error {
+	o := kadm.Offsets{}
+	o.Add(kadm.Offset{Topic: topic, Partition: partition, At: before, LeaderEpoch: -1})
+	for {
+		resp, err := adm.DeleteRecords(ctx, o)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil || !errors.Is(err, kerr.PolicyViolation) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delete records of %s/%d before %d: %w (still %v)", topic, partition, before, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

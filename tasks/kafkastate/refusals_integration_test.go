@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/outcome"
 )
 
@@ -356,14 +357,7 @@ func setTopicConfig(t testing.TB, e *env, name, value string) {
 
 func deleteRecordsBefore(t testing.TB, e *env, partition int32, offset int64) {
 	t.Helper()
-	ctx := testCtx(t, time.Minute)
-	o := kadm.Offsets{}
-	o.Add(kadm.Offset{Topic: e.topic, Partition: partition, At: offset, LeaderEpoch: -1})
-	resp, err := e.adm.DeleteRecords(ctx, o)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
+	if err := kafkatest.DeleteRecords(testCtx(t, time.Minute), e.adm, e.topic, partition, offset); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
 }
