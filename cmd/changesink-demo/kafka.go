@@ -166,7 +166,7 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		// The per-topic advisory lock every materialize run takes (the seed's key).
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "kestra-kafka-state:"+c.Topic); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", kafkastate.TopicLockKey(c.Topic)); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, "DELETE FROM kafka_state.positions WHERE topic = $1 AND (cluster_id <> $2 OR topic_id <> $3)",

@@ -150,12 +150,12 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, err
 	}
 	var locked bool
-	if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{lockPrefix + topic}, &locked); err != nil {
+	if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{TopicLockKey(topic)}, &locked); err != nil {
 		return nil, err
 	}
 	if !locked {
 		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w (advisory lock %q); wait for it to finish, nothing was changed",
-			topic, ErrLocked, lockPrefix+topic))
+			topic, ErrLocked, TopicLockKey(topic)))
 	}
 	saved, err := readPositions(ctx, tx, topic, meta)
 	if err != nil {

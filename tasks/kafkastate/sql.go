@@ -37,8 +37,12 @@ const setupLockKey = "changesink-kafka-state:setup"
 
 const sqlSetupLock = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
 
-// lockPrefix + topic is the seed's advisory lock key.
-const lockPrefix = "kestra-kafka-state:"
+// TopicLockKey returns the seed's advisory lock key for topic
+// ("kestra-kafka-state:" + topic), taken as
+// pg_try_advisory_xact_lock(hashtextextended(key, 0)) by every batch, so a
+// seed run and a changesink run exclude each other. Others that change the
+// topic's rows take it too.
+func TopicLockKey(topic string) string { return "kestra-kafka-state:" + topic }
 
 // sqlStatementTimeout is the seed's "SET LOCAL statement_timeout = '90s'".
 const sqlStatementTimeout = `SET LOCAL statement_timeout = '90s'`

@@ -66,7 +66,7 @@ func TestSeedStatementsVerbatim(t *testing.T) {
 			t.Errorf("%s: %q, want the seed's %q", name, pair[0], pair[1])
 		}
 	}
-	if lockPrefix != "kestra-kafka-state:" {
-		t.Errorf("lock prefix %q, want the seed's kestra-kafka-state:", lockPrefix)
+	if got := TopicLockKey("orders"); got != "kestra-kafka-state:orders" {
+		t.Errorf("lock key %q, want the seed's kestra-kafka-state:orders", got)
 	}
 }
