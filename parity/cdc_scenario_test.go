@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -77,30 +75,9 @@ type cdcEvent struct {
 	Repeat int `yaml:"repeat"`
 }
 
+// loadCDCScenarios reads every testdata/cdc/*.yaml, strictly.
 func loadCDCScenarios(t *testing.T) map[string]*cdcScenario {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "cdc", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cdc scenarios under testdata/cdc (err %v)", err)
-	}
-	out := map[string]*cdcScenario{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(raw))
-		dec.KnownFields(true)
-		var sc cdcScenario
-		if err := dec.Decode(&sc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if err := sc.validate(); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		out[strings.TrimSuffix(filepath.Base(f), ".yaml")] = &sc
-	}
-	return out
+	return loadScenarios[cdcScenario](t, "cdc")
 }
 
 func (sc *cdcScenario) validate() error {

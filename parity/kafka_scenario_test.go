@@ -119,12 +119,22 @@ type producedRecord struct {
 
 // loadKafkaScenarios reads every testdata/kafka/*.yaml, strictly.
 func loadKafkaScenarios(t *testing.T) map[string]*kafkaScenario {
+	return loadScenarios[kafkaScenario](t, "kafka")
+}
+
+// loadScenarios reads every testdata/<kind>/*.yaml into a T, strictly
+// (unknown keys are errors), validates it and returns the scenarios by file
+// name without ".yaml".
+func loadScenarios[T any, PT interface {
+	*T
+	validate() error
+}](t *testing.T, kind string) map[string]*T {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "kafka", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("testdata", kind, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no kafka scenarios under testdata/kafka (err %v)", err)
+		t.Fatalf("no %s scenarios under testdata/%s (err %v)", kind, kind, err)
 	}
-	out := map[string]*kafkaScenario{}
+	out := map[string]*T{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -132,14 +142,14 @@ func loadKafkaScenarios(t *testing.T) map[string]*kafkaScenario {
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
-		var sc kafkaScenario
-		if err := dec.Decode(&sc); err != nil {
+		sc := new(T)
+		if err := dec.Decode(sc); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if err := sc.validate(); err != nil {
+		if err := PT(sc).validate(); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".yaml")] = &sc
+		out[strings.TrimSuffix(filepath.Base(f), ".yaml")] = sc
 	}
 	return out
 }

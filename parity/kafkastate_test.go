@@ -80,16 +80,7 @@ func (p *kafkaParity) run(t *testing.T) {
 	batch := 0
 	for i, st := range p.sc.Steps {
 		switch {
-		case st.Produce != nil:
-			p.topic.produce(t, expandAll(t, st.Produce))
-		case st.Transaction != nil:
-			p.topic.produceTxn(t, expandAll(t, st.Transaction.Records), st.Transaction.End == "commit")
-		case st.Compact != nil:
-			p.topic.waitCompacted(t, st.Compact.Remaining)
-		case st.DeleteRecords != nil:
-			p.topic.deleteRecords(t, int32(st.DeleteRecords.Partition), st.DeleteRecords.Before)
-		case st.PauseMS > 0:
-			time.Sleep(time.Duration(st.PauseMS) * time.Millisecond)
+		case p.topicStep(t, st):
 		case st.Batch != nil:
 			batch++
 			if !p.batch(t, batch, st.Batch) {
@@ -114,22 +105,34 @@ func (p *kafkaParity) run(t *testing.T) {
 	}
 }
 
+// topicStep carries out st when it acts on the topic (produce, a
+// transaction, waiting for compaction, DeleteRecords, a pause) and reports
+// whether it did; a batch step is left to the caller.
+func (p *kafkaParity) topicStep(t *testing.T, st kafkaStep) bool {
+	switch {
+	case st.Produce != nil:
+		p.topic.produce(t, expandAll(t, st.Produce))
+	case st.Transaction != nil:
+		p.topic.produceTxn(t, expandAll(t, st.Transaction.Records), st.Transaction.End == "commit")
+	case st.Compact != nil:
+		p.topic.waitCompacted(t, st.Compact.Remaining)
+	case st.DeleteRecords != nil:
+		p.topic.deleteRecords(t, int32(st.DeleteRecords.Partition), st.DeleteRecords.Before)
+	case st.PauseMS > 0:
+		time.Sleep(time.Duration(st.PauseMS) * time.Millisecond)
+	default:
+		return false
+	}
+	return true
+}
+
 // runSeedOnly runs the scenario's batches through the seed alone and checks
 // them against the scenario's expect and want (CHANGESINK_PARITY_SEED_ONLY=1).
 func (p *kafkaParity) runSeedOnly(t *testing.T) {
 	batch := 0
 	for _, st := range p.sc.Steps {
 		switch {
-		case st.Produce != nil:
-			p.topic.produce(t, expandAll(t, st.Produce))
-		case st.Transaction != nil:
-			p.topic.produceTxn(t, expandAll(t, st.Transaction.Records), st.Transaction.End == "commit")
-		case st.Compact != nil:
-			p.topic.waitCompacted(t, st.Compact.Remaining)
-		case st.DeleteRecords != nil:
-			p.topic.deleteRecords(t, int32(st.DeleteRecords.Partition), st.DeleteRecords.Before)
-		case st.PauseMS > 0:
-			time.Sleep(time.Duration(st.PauseMS) * time.Millisecond)
+		case p.topicStep(t, st):
 		case st.Batch != nil:
 			batch++
 			b := st.Batch
