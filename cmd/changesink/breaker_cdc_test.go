@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/changesink/changesink/internal/testenv"
 )
 
@@ -33,35 +31,12 @@ func TestBreakerCDCFaultExitCodes(t *testing.T) {
 	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	opts, err := clickhouse.ParseDSN(chURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Closed after the drop below (cleanups run last first).
-	t.Cleanup(func() { admin.Close() })
-	db := "cdc_brk_" + randomHex(4)
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	admin, db, work := cdcWorkspace(ctx, t, chURL, "cdc_brk_")
 	if err := admin.Exec(ctx, "CREATE TABLE "+db+".orders_cdc (id Int64, customer_id Int64, amount_cents Int64, "+
 		"_cdc_lsn UInt64, _cdc_deleted UInt8) ENGINE = ReplacingMergeTree(_cdc_lsn) ORDER BY id"); err != nil {
 		t.Fatal(err)
 	}
 
-	work := t.TempDir()
-	raw, err := os.ReadFile("../../flows/orders.mapping.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
-	if err := os.WriteFile(filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Mkdir(filepath.Join(work, "a-directory"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,40 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 	}
 }
 
+// cdcWorkspace creates a ClickHouse database of its own (dropped when the
+// test ends) and a working directory holding the shipped orders mapping
+// retargeted to it as orders.mapping.yaml. It returns the admin connection
+// (open until the test ends), the database name and the directory.
+func cdcWorkspace(ctx context.Context, t *testing.T, chURL, prefix string) (admin clickhouse.Conn, db, work string) {
+	t.Helper()
+	opts, err := clickhouse.ParseDSN(chURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err = clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed after the drop below (cleanups run last first; a deferred Close
+	// once ran first and leaked one database per run).
+	t.Cleanup(func() { admin.Close() })
+	db = prefix + randomHex(4)
+	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	work = t.TempDir()
+	raw, err := os.ReadFile("../../flows/orders.mapping.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
+	if err := os.WriteFile(filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return admin, db, work
+}
+
 // TestCDCCommands runs cdc setup and apply through the command line against
 // the test ClickHouse, then the failing runs an operator meets (a refused
 // batch, a mapping with a mistake, a wrong password, a password in the DSN,
@@ -67,35 +101,7 @@ func TestCDCCommands(t *testing.T) {
 	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	opts, err := clickhouse.ParseDSN(chURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := "cdc_cmd_" + randomHex(4)
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	// The drop needs the connection: close it only after (a deferred Close
-	// ran first and leaked one database per run).
-	t.Cleanup(func() {
-		_ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
-		admin.Close()
-	})
-
-	work := t.TempDir()
-	raw, err := os.ReadFile("../../flows/orders.mapping.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
-	if err := os.WriteFile(filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, db, work := cdcWorkspace(ctx, t, chURL, "cdc_cmd_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new ✓")
 	cdcBatch(t, filepath.Join(work, "binary.ion"), true, "new ✓")
 	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
@@ -165,7 +171,11 @@ func TestCDCCommands(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "expected.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("a refused run left expected.jsonl: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(work, "broken.mapping.yaml"), []byte(strings.Replace(mapping, "max_length: 32", "max_len: 32", 1)), 0o644); err != nil {
+	mapping, err := os.ReadFile(filepath.Join(work, "orders.mapping.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "broken.mapping.yaml"), []byte(strings.Replace(string(mapping), "max_length: 32", "max_len: 32", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	step("mapping with a mistake", 2, []string{`"error_class":"config"`, `broken.mapping.yaml:26:5: unknown key \"max_len\" in a column (known keys: name, type, max_length)`},
