@@ -35,6 +35,17 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// open parses p (PG_DSN with PGUSER and PGPASSWORD) and connects, for the
+// commands that need nothing else checked first (setup, verify). Close the
+// connection with closeConn.
+func (p Postgres) open(ctx context.Context) (*pgx.Conn, error) {
+	cc, err := p.connConfig()
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, cc)
+}
+
 func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -34,11 +34,7 @@ const setupAttempts = 5
 // catalog race with a concurrent seed run (unique violation on pg_namespace
 // or pg_type, duplicate object, "tuple concurrently updated") is retried.
 func Setup(ctx context.Context, pg Postgres) (*SetupResult, error) {
-	cc, err := pg.connConfig()
-	if err != nil {
-		return nil, err
-	}
-	conn, err := connect(ctx, cc)
+	conn, err := pg.open(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -43,11 +43,7 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	cc, err := pg.connConfig()
-	if err != nil {
-		return nil, err
-	}
-	conn, err := connect(ctx, cc)
+	conn, err := pg.open(ctx)
 	if err != nil {
 		return nil, err
 	}
