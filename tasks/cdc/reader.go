@@ -220,17 +220,9 @@ func decodeSegment(d *recordDecoder, s *segment, binary bool) segResult {
 		r = textReader(s.data)
 	}
 	var res segResult
-	for r.Next() {
-		if isVersionSymbol(r) {
-			continue
-		}
-		res.n++
-		row, err := d.decode(r, res.n)
-		if err != nil {
-			res.err = locate(err, s.offset)
-			return res
-		}
-		res.rows = append(res.rows, row)
+	if err := res.decodeAll(d, r); err != nil {
+		res.err = locate(err, s.offset)
+		return res
 	}
 	if err := r.Err(); err != nil {
 		res.n++
@@ -242,6 +234,24 @@ func decodeSegment(d *recordDecoder, s *segment, binary bool) segResult {
 		res.err = badRecord(res.n, s.bad)
 	}
 	return res
+}
+
+// decodeAll decodes every value r yields (version markers skipped) and
+// appends the rows to res, counting records; it stops at the first
+// refusal and returns it unlocated. The caller checks r.Err.
+func (res *segResult) decodeAll(d *recordDecoder, r ion.Reader) error {
+	for r.Next() {
+		if isVersionSymbol(r) {
+			continue
+		}
+		res.n++
+		row, err := d.decode(r, res.n)
+		if err != nil {
+			return err
+		}
+		res.rows = append(res.rows, row)
+	}
+	return nil
 }
 
 // textReader reads data as text Ion. ion-go picks the binary reader when
@@ -278,21 +288,13 @@ func decodeLines(d *recordDecoder, s *segment) segResult {
 			continue
 		}
 		r := textReader(text)
-		for r.Next() {
-			if isVersionSymbol(r) {
-				continue
+		if err := res.decodeAll(d, r); err != nil {
+			var re *RecordError
+			if errors.As(err, &re) {
+				re.Line = lineNo
 			}
-			res.n++
-			row, err := d.decode(r, res.n)
-			if err != nil {
-				var re *RecordError
-				if errors.As(err, &re) {
-					re.Line = lineNo
-				}
-				res.err = locate(err, s.offset+start)
-				return res
-			}
-			res.rows = append(res.rows, row)
+			res.err = locate(err, s.offset+start)
+			return res
 		}
 		if err := r.Err(); err != nil {
 			res.n++
