@@ -231,26 +231,38 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// pstrs is a list of strings with its position.
-type pstrs struct {
-	v   []pstr
+// plist is a YAML list of E (each decoded by its own UnmarshalYAML, aliases
+// resolved) with the list's position; set is false when the key is absent.
+type plist[E any, PE interface {
+	*E
+	UnmarshalYAML(*yaml.Node) error
+}] struct {
+	v   []E
 	set bool
 	p   pos
 }
 
-func (s *pstrs) UnmarshalYAML(n *yaml.Node) error {
+// decode reads the sequence n; a non-list is an error at n saying want.
+func (s *plist[E, PE]) decode(n *yaml.Node, want string) error {
 	if n.Kind != yaml.SequenceNode {
-		return at(n).errorf("expected a list, as in [id]")
+		return at(n).errorf("%s", want)
 	}
 	s.set, s.p = true, at(n)
 	for _, c := range n.Content {
-		var e pstr
-		if err := e.UnmarshalYAML(resolveAlias(c)); err != nil {
+		var e E
+		if err := PE(&e).UnmarshalYAML(resolveAlias(c)); err != nil {
 			return err
 		}
 		s.v = append(s.v, e)
 	}
 	return nil
+}
+
+// pstrs is a list of strings with its position.
+type pstrs struct{ plist[pstr, *pstr] }
+
+func (s *pstrs) UnmarshalYAML(n *yaml.Node) error {
+	return s.decode(n, "expected a list, as in [id]")
 }
 
 type rawSource struct {
@@ -306,25 +318,11 @@ func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
 	return n.Decode((*plain)(r))
 }
 
-type rawColumns struct {
-	v   []rawColumn
-	set bool
-	p   pos
-}
+// rawColumns is the list of columns with its position.
+type rawColumns struct{ plist[rawColumn, *rawColumn] }
 
 func (s *rawColumns) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.SequenceNode {
-		return at(n).errorf("columns must be a list of {name, type, max_length}")
-	}
-	s.set, s.p = true, at(n)
-	for _, c := range n.Content {
-		var e rawColumn
-		if err := e.UnmarshalYAML(resolveAlias(c)); err != nil {
-			return err
-		}
-		s.v = append(s.v, e)
-	}
-	return nil
+	return s.decode(n, "columns must be a list of {name, type, max_length}")
 }
 
 type rawMapping struct {
