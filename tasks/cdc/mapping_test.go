@@ -73,6 +73,7 @@ func TestMappingErrors(t *testing.T) {
 		{"key not in columns", head + "key: [id]\ncolumns: [{name: k, type: Int64}]\n", `m.yaml:3:7: key column "id" is not in columns`},
 		{"nullable key", head + "key: [k]\ncolumns: [{name: k, type: Nullable(Int64)}]\n", `m.yaml:3:7: key column "k" must not be Nullable (ClickHouse cannot ORDER BY it)`},
 		{"float key", head + "key: [k]\ncolumns: [{name: k, type: Float64}]\n", `m.yaml:3:7: key column "k" must not be a Float (equality on floats is not a key)`},
+		{"columns not a list", head + "key: [k]\ncolumns: {name: k, type: Int64}\n", "m.yaml:4:10: columns must be a list of {name, type, max_length}"},
 		{"no columns", head + "key: [k]\ncolumns: []\n", "m.yaml:4:10: columns is required: a list of {name, type} with at least the key columns"},
 		{"bad type", head + "key: [k]\ncolumns: [{name: k, type: Int128}]\n",
 			`m.yaml:4:27: column "k": unsupported type "Int128" (supported: Int8..Int64, UInt8..UInt64, Float32, Float64, Decimal(P, S), String, Bool, Date, DateTime, DateTime('tz'), DateTime64(p, 'tz'), UUID, Nullable(T))`},
