@@ -171,13 +171,8 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 // (18.16) and creates them on a newer one.
 func TestSetupDateTime64(t *testing.T) {
 	e := newEnv(t, "testdata/types_current.mapping.yaml")
-	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps := tg.caps
-	tg.close()
-	_, err = Setup(context.Background(), e.config(""))
+	caps := e.caps()
+	_, err := Setup(context.Background(), e.config(""))
 	if caps.dateTime64 {
 		if err != nil {
 			t.Fatalf("Setup on a server with DateTime64: %v", err)

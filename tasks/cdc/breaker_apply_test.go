@@ -230,12 +230,7 @@ func TestBreakerSetupDecimal256(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.m = m
-	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps := tg.caps
-	tg.close()
+	caps := e.caps()
 	_, err = Setup(context.Background(), e.config(""))
 	if caps.decimal256 {
 		if err != nil {

@@ -103,6 +103,17 @@ func (e *env) config(batch string) Config {
 	}
 }
 
+// caps connects with e's mapping and returns what the server supports.
+func (e *env) caps() serverCaps {
+	e.t.Helper()
+	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tg.close()
+	return tg.caps
+}
+
 func (e *env) setup() {
 	e.t.Helper()
 	if _, err := Setup(context.Background(), e.config("")); err != nil {
