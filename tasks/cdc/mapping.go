@@ -171,12 +171,30 @@ func checkMap(n *yaml.Node, what string, allowed ...string) error {
 	return nil
 }
 
-// pstr is a string scalar with its position.
-type pstr struct {
-	v   string
+// pval is a scalar of type T with its position; set is false when the key
+// is absent.
+type pval[T any] struct {
+	v   T
 	set bool
 	p   pos
 }
+
+// decodeScalar reads the scalar n, which must carry tag; want says what was
+// expected when it does not or does not decode.
+func (s *pval[T]) decodeScalar(n *yaml.Node, tag, want string) error {
+	if n.Kind != yaml.ScalarNode || n.Tag != tag {
+		return at(n).errorf("%s", want)
+	}
+	if err := n.Decode(&s.v); err != nil {
+		return at(n).errorf("%s: %v", want, err)
+	}
+	s.set, s.p = true, at(n)
+	return nil
+}
+
+// pstr is a string scalar with its position. Any scalar but null is taken
+// as written (a name such as 2024 or true stays text).
+type pstr struct{ pval[string] }
 
 func (s *pstr) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
@@ -187,39 +205,17 @@ func (s *pstr) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // pint is an integer scalar with its position.
-type pint struct {
-	v   int
-	set bool
-	p   pos
-}
+type pint struct{ pval[int] }
 
 func (s *pint) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		return at(n).errorf("expected an integer")
-	}
-	if err := n.Decode(&s.v); err != nil {
-		return at(n).errorf("expected an integer: %v", err)
-	}
-	s.set, s.p = true, at(n)
-	return nil
+	return s.decodeScalar(n, "!!int", "expected an integer")
 }
 
 // pbool is a boolean scalar with its position.
-type pbool struct {
-	v   bool
-	set bool
-	p   pos
-}
+type pbool struct{ pval[bool] }
 
 func (s *pbool) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return at(n).errorf("expected true or false")
-	}
-	if err := n.Decode(&s.v); err != nil {
-		return at(n).errorf("expected true or false: %v", err)
-	}
-	s.set, s.p = true, at(n)
-	return nil
+	return s.decodeScalar(n, "!!bool", "expected true or false")
 }
 
 // resolveAlias returns the node an alias (*name) stands for; yaml.v3
@@ -379,7 +375,7 @@ func required(s pstr, parent pos, what string) error {
 
 func orDefault(s pstr, def string) pstr {
 	if !s.set {
-		return pstr{v: def, set: true, p: s.p}
+		return pstr{pval[string]{v: def, set: true, p: s.p}}
 	}
 	return s
 }
