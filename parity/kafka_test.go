@@ -124,7 +124,7 @@ func (tp *kafkaTopic) deleteRecords(t *testing.T, partition int32, before int64)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := kafkatest.DeleteRecords(ctx, tp.adm, tp.name, partition, before); err != nil {
-		t.Fatalf("delete records of %s/%d before %d: %v", tp.name, partition, before, err)
+		t.Fatal(err)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package kafkatest holds what changesink's Kafka integration tests and the
 // demo producer need from a real broker beyond producing: waiting for a
-// transaction to be complete in the log.
+// transaction to be complete in the log, and DeleteRecords that outlasts a
+// topic config change still on its way to the log.
 //
 // Why: a transactional producer's EndTransaction returns once the transaction
 // coordinator has decided, but the broker writes the COMMIT or ABORT markers
@@ -73,8 +74,11 @@ func DeleteRecords(ctx context.Context, adm *kadm.Client, topic string, partitio
 		if err == nil {
 			err = resp.Error()
 		}
-		if err == nil || !errors.Is(err, kerr.PolicyViolation) {
-			return err
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kerr.PolicyViolation) {
+			return fmt.Errorf("delete records of %s/%d before %d: %w", topic, partition, before, err)
 		}
 		select {
 		case <-ctx.Done():

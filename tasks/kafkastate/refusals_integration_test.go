@@ -358,6 +358,6 @@ func setTopicConfig(t testing.TB, e *env, name, value string) {
 func deleteRecordsBefore(t testing.TB, e *env, partition int32, offset int64) {
 	t.Helper()
 	if err := kafkatest.DeleteRecords(testCtx(t, time.Minute), e.adm, e.topic, partition, offset); err != nil {
-		t.Fatalf("delete records: %v", err)
+		t.Fatal(err)
 	}
 }
