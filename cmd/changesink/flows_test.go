@@ -61,6 +61,8 @@ var shippedFlows = []shippedFlow{
 			{"create_state_tables", "kafka-state setup"},
 			{"materialize_batch", "kafka-state materialize"},
 			{"check_saved_positions", "kafka-state verify"},
+			{"require_consistent_state", ""},   // the seed's If ...
+			{"stop_on_inconsistent_state", ""}, // ... and Fail, on verify's output valid
 		},
 		produces: map[string][]string{"materialize_batch": {"batch-report.json"}},
 	},
@@ -511,6 +513,40 @@ func TestFlowsHaveNoPython(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFlowKafkaStateKeepsSeedFail: the kafka flow ends as the seed did, with
+// its If and Fail tasks (same ids, same message) deciding on the check's
+// output `valid` (the seed's row.valid); for that, verify runs with
+// REPORT_ONLY=true, so that it reports a record ahead of its position instead
+// of failing the task itself.
+func TestFlowKafkaStateKeepsSeedFail(t *testing.T) {
+	dir := seedsDir()
+	if dir == "" {
+		testenv.Missing(t, "CHANGESINK_TEST_SEEDS is unset and ../../../shared/seeds is absent: the seed comparison", "CI has the seeds beside the clone")
+	}
+	const file = "kafka-compacted-postgres-state.yaml"
+	seed := readYAML(t, filepath.Join(dir, file))
+	got := readYAML(t, filepath.Join(flowsDir, file))
+	want := taskByID(seed, "require_consistent_state")
+	if want == nil {
+		t.Fatal("the seed has no require_consistent_state task")
+	}
+	cond, _ := want["condition"].(string)
+	if !strings.Contains(cond, "outputs.check_saved_positions.row.valid") {
+		t.Fatalf("the seed's condition %q does not read row.valid", cond)
+	}
+	want["condition"] = strings.Replace(cond, ".row.valid", ".vars.valid", 1)
+	if have := taskByID(got, "require_consistent_state"); !reflect.DeepEqual(have, want) {
+		t.Errorf("require_consistent_state differs from the seed's (with row.valid read as vars.valid)\n got: %#v\nwant: %#v", have, want)
+	}
+	check := taskByID(got, "check_saved_positions")
+	if env := stringMap(t, check["env"], "check_saved_positions.env"); env["REPORT_ONLY"] != "true" {
+		t.Errorf(`check_saved_positions: REPORT_ONLY = %q, want "true" (else verify fails the task and the seed's Fail is never reached)`, env["REPORT_ONLY"])
+	}
+	if !slices.Contains(outputNames("kafka-state verify"), "valid") {
+		t.Errorf("kafka-state verify emits no output valid (it emits %v)", outputNames("kafka-state verify"))
 	}
 }
 

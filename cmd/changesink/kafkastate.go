@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -75,13 +76,19 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 }
 
 type kafkaStateVerifyCmd struct {
-	Topic string `name:"topic" env:"TOPIC" help:"The topic whose stored records to check. Required."`
+	Topic      string `name:"topic" env:"TOPIC" help:"The topic whose stored records to check. Required."`
+	ReportOnly bool   `name:"report-only" env:"REPORT_ONLY" help:"When a record is ahead of its durable position, log the refusal at ERROR, report valid=false and exit 0, so that the flow decides (the seed's If and Fail tasks); without it, verify exits 1."`
 	kafkaStatePG
 }
 
 func (c *kafkaStateVerifyCmd) Run(a *app) error {
 	pg := c.postgres(a)
 	res, err := kafkastate.Verify(a.ctx, pg, c.Topic)
+	var ahead *kafkastate.AheadError
+	if c.ReportOnly && errors.As(err, &ahead) {
+		a.log.Error("kafka-state: " + err.Error())
+		return a.em.Report(&kafkastate.VerifyResult{Topic: c.Topic, Ahead: ahead})
+	}
 	if err != nil {
 		return err
 	}

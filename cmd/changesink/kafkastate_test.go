@@ -208,3 +208,89 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		t.Logf("all output:\n%s", all.String())
 	}
 }
+
+// TestKafkaStateVerifyReportOnly: with REPORT_ONLY=true (what the shipped
+// flow sets, so that its If/Fail tasks decide, as in the seed), a record ahead
+// of its durable position is logged at ERROR, naming it, and reported as
+// valid=false with exit 0; a consistent topic reports valid=true; without the
+// setting the same state is refused (exit 1); positions that do not parse are
+// refused either way (that is no answer to the seed's question).
+func TestKafkaStateVerifyReportOnly(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := "ks_report_" + randomHex(4)
+	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(vars["CHANGESINK_TEST_PG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	t.Setenv("PG_DSN", fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
+	t.Setenv("PGUSER", cfg.User)
+	t.Setenv("PGPASSWORD", cfg.Password)
+	t.Setenv("TOPIC", "orders")
+	os.Unsetenv("REPORT_ONLY")
+	runCLI := func(env map[string]string, args ...string) (int, string) {
+		t.Helper()
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		var out bytes.Buffer
+		code := run(ctx, append([]string{"--work-dir", t.TempDir()}, args...), &out)
+		return code, out.String()
+	}
+	if code, out := runCLI(nil, "kafka-state", "setup"); code != 0 {
+		t.Fatalf("setup: exit %d:\n%s", code, out)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	exec := func(q string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ('orders', 'c', 't', '{"0": 5}')`)
+	exec(`INSERT INTO kafka_state.records VALUES ('orders', 'k1', '{"v":1}', false, 0, 4)`)
+
+	reportOnly := map[string]string{"REPORT_ONLY": "true"}
+	if code, out := runCLI(reportOnly, "kafka-state", "verify"); code != 0 || !strings.Contains(out, `"valid":true`) {
+		t.Errorf("consistent, REPORT_ONLY: exit %d, want 0 with valid=true:\n%s", code, out)
+	}
+	exec(`INSERT INTO kafka_state.records VALUES ('orders', 'k2', '{"v":2}', false, 0, 7)`)
+	code, out := runCLI(reportOnly, "kafka-state", "verify")
+	if code != 0 || !strings.Contains(out, `::{"outputs":{"topic":"orders","valid":false}}::`) {
+		t.Errorf("record ahead, REPORT_ONLY: exit %d, want 0 with valid=false:\n%s", code, out)
+	}
+	if want := `{"level":"ERROR","message":"kafka-state: topic \"orders\" key \"k2\": a record is ahead of its durable read position: partition 0 offset 7, saved next offset 5`; !strings.Contains(out, want) {
+		t.Errorf("record ahead, REPORT_ONLY: no ERROR log line naming the record (%s):\n%s", want, out)
+	}
+	if strings.Contains(out, "error_class") {
+		t.Errorf("record ahead, REPORT_ONLY: the run reported a failure:\n%s", out)
+	}
+	if code, out := runCLI(map[string]string{"REPORT_ONLY": "false"}, "kafka-state", "verify"); code != 1 || !strings.Contains(out, `"error_class":"refused"`) {
+		t.Errorf("record ahead, REPORT_ONLY=false: exit %d, want 1 (refused):\n%s", code, out)
+	}
+	exec(`UPDATE kafka_state.positions SET next_offsets = '{"0": "five"}'`)
+	if code, out := runCLI(reportOnly, "kafka-state", "verify"); code != 1 || !strings.Contains(out, "not an integer") {
+		t.Errorf("malformed positions, REPORT_ONLY: exit %d, want 1 (refused):\n%s", code, out)
+	}
+}
