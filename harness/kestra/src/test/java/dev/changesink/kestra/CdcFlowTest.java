@@ -209,7 +209,7 @@ class CdcFlowTest extends EngineTest {
         Map<String, Object> v = vars(apply);
         assertEquals("refused", v.get("error_class"), v.toString());
         assertThat((String) v.get("error"), containsString("malformed Ion"));
-        assertEquals(1, taskOutputs.getOutputs(apply).get("exitCode"));
+        assertEquals(1, engine.outputs(apply).get("exitCode"));
         assertThat("the summary does not run", e.findTaskRunsByTaskId("summary"), empty());
         assertThat(logsOf(logs(e), "apply", Level.ERROR).stream().map(LogEntry::getMessage).toList().toString(), containsString("malformed Ion"));
         assertEquals("0\n", Services.clickhouse("SELECT count() FROM " + db(flow) + ".orders_cdc"));
@@ -219,22 +219,32 @@ class CdcFlowTest extends EngineTest {
     record Capture(String sourceDb, List<Path> batches, Path rows) {
     }
 
+    /**
+     * The batches the trigger "captures": Ion as the engine under test writes it, binary for 2.0, text (one value per
+     * line) for 1.x, whose FileSerde cannot read binary Ion. The Debezium harness's orders_full scenario when
+     * CHANGESINK_TEST_DEBEZIUM names its output and it has that form, else the fixture of tasks/cdc/testdata.
+     */
     private static Capture capture() throws Exception {
+        String form = Engine.VERSION.equals("2.0") ? "binary" : "text";
         String dir = System.getenv("CHANGESINK_TEST_DEBEZIUM");
-        if (dir == null || dir.isEmpty()) {
-            System.out.println("CHANGESINK_TEST_DEBEZIUM is unset: the trigger path runs on the fixture tasks/cdc/testdata/orders.binary.ion");
-            Path t = Harness.root().resolve("tasks/cdc/testdata");
-            return new Capture("shop", List.of(t.resolve("orders.binary.ion")), null);
+        if (dir != null && !dir.isEmpty()) {
+            Path scenario = Path.of(dir).resolve("orders_full");
+            @SuppressWarnings("unchecked")
+            Map<String, Object> manifest = JSON.readValue(scenario.resolve("manifest.json").toFile(), Map.class);
+            List<Path> batches = new ArrayList<>();
+            try (var s = Files.list(scenario)) {
+                s.filter(p -> p.getFileName().toString().matches("changes-\\d+\\." + form + "\\.ion")).sorted().forEach(batches::add);
+            }
+            if (!batches.isEmpty()) {
+                assertEquals(((Number) manifest.get("batches")).intValue(), batches.size(), form + " batches of " + scenario);
+                return new Capture((String) manifest.get("database"), batches, scenario.resolve("rows.jsonl"));
+            }
+            System.out.println(scenario + " has no " + form + " Ion batches: the trigger path runs on the fixture");
+        } else {
+            System.out.println("CHANGESINK_TEST_DEBEZIUM is unset: the trigger path runs on the fixture tasks/cdc/testdata/orders." + form + ".ion");
         }
-        Path scenario = Path.of(dir).resolve("orders_full");
-        @SuppressWarnings("unchecked")
-        Map<String, Object> manifest = JSON.readValue(scenario.resolve("manifest.json").toFile(), Map.class);
-        List<Path> batches = new ArrayList<>();
-        try (var s = Files.list(scenario)) {
-            s.filter(p -> p.getFileName().toString().matches("changes-\\d+\\.binary\\.ion")).sorted().forEach(batches::add);
-        }
-        assertEquals(((Number) manifest.get("batches")).intValue(), batches.size(), "batches of " + scenario);
-        return new Capture((String) manifest.get("database"), batches, scenario.resolve("rows.jsonl"));
+        Path t = Harness.root().resolve("tasks/cdc/testdata");
+        return new Capture("shop", List.of(t.resolve("orders." + form + ".ion")), null);
     }
 
     /**
@@ -248,7 +258,7 @@ class CdcFlowTest extends EngineTest {
         ConditionContext cc = ConditionContext.builder()
             .runContext(runContextInitializer.forScheduler((DefaultRunContext) runContextFactory.of(flow, trigger), tc, trigger))
             .flow(flow).build();
-        return ((PollingTriggerInterface) trigger).eval(cc, tc).map(r -> r.toExecution(tc));
+        return engine.evaluate((PollingTriggerInterface) trigger, cc, tc);
     }
 
     @Test

@@ -17,13 +17,10 @@ import io.kestra.core.models.executions.MetricEntry;
 import io.kestra.core.models.executions.TaskRun;
 import io.kestra.core.models.flows.Flow;
 import io.kestra.core.models.flows.FlowWithSource;
-import io.kestra.core.repositories.LogDataStoreInterface;
 import io.kestra.core.repositories.MetricRepositoryInterface;
 import io.kestra.core.runners.FlowInputOutput;
 import io.kestra.core.runners.TestRunnerUtils;
-import io.kestra.core.services.ExecutionOutputService;
 import io.kestra.core.services.FlowService;
-import io.kestra.core.services.TaskOutputService;
 import io.kestra.core.storages.StorageInterface;
 import io.micronaut.data.model.Pageable;
 import jakarta.inject.Inject;
@@ -46,11 +43,7 @@ abstract class EngineTest {
     @Inject
     FlowInputOutput flowIO;
     @Inject
-    TaskOutputService taskOutputs;
-    @Inject
-    ExecutionOutputService executionOutputs;
-    @Inject
-    LogDataStoreInterface logStore;
+    Engine engine;
     @Inject
     MetricRepositoryInterface metricStore;
     @Inject
@@ -108,12 +101,12 @@ abstract class EngineTest {
 
     @SuppressWarnings("unchecked")
     Map<String, Object> vars(TaskRun tr) throws Exception {
-        return (Map<String, Object>) taskOutputs.getOutputs(tr).get("vars");
+        return (Map<String, Object>) engine.outputs(tr).get("vars");
     }
 
     @SuppressWarnings("unchecked")
     Map<String, Object> outputFiles(TaskRun tr) throws Exception {
-        return (Map<String, Object>) taskOutputs.getOutputs(tr).get("outputFiles");
+        return (Map<String, Object>) engine.outputs(tr).get("outputFiles");
     }
 
     String read(Execution e, Object uri) throws IOException {
@@ -129,7 +122,7 @@ abstract class EngineTest {
         int stable = 0;
         while (System.nanoTime() < deadline && stable < 5) {
             Thread.sleep(200);
-            List<LogEntry> now = logStore.findByExecutionId(MAIN_TENANT, e.getId(), Level.TRACE);
+            List<LogEntry> now = engine.logs(e.getId());
             stable = now.size() == logs.size() && !now.isEmpty() ? stable + 1 : 0;
             logs = now;
         }

@@ -95,7 +95,7 @@ class KafkaFlowTest extends EngineTest {
         assertEquals(1, vars.get("tombstones"));
         assertEquals(2, vars.get("live_keys"));
         assertEquals(Map.of("0", 3, "1", 2), vars.get("next_offsets"));
-        assertEquals(0, taskOutputs.getOutputs(mat).get("exitCode"));
+        assertEquals(0, engine.outputs(mat).get("exitCode"));
 
         // batch-report.json: an output file in Kestra's storage, the same fields as the outputs.
         Object reportUri = outputFiles(mat).get("batch-report.json");
@@ -105,7 +105,7 @@ class KafkaFlowTest extends EngineTest {
         assertEquals(Map.of("topic", topic, "consumed", 5, "tombstones", 1, "next_offsets", Map.of("0", 3, "1", 2), "live_keys", 2), report);
 
         // The flow's outputs (typed INT and FILE) point at materialize_batch.
-        Map<String, Object> out = executionOutputs.getOutputs(e);
+        Map<String, Object> out = engine.outputs(e);
         assertEquals(5, out.get("consumed"));
         assertEquals(2, out.get("live_keys"));
         assertEquals(read(e, reportUri), read(e, out.get("batch_report")));
@@ -133,7 +133,7 @@ class KafkaFlowTest extends EngineTest {
         Execution again = run(topic);
         assertEquals(State.Type.SUCCESS, again.getState().getCurrent(), describe(again));
         assertEquals(0, vars(taskRun(again, "materialize_batch")).get("consumed"));
-        assertEquals(2, executionOutputs.getOutputs(again).get("live_keys"));
+        assertEquals(2, engine.outputs(again).get("live_keys"));
     }
 
     @Test
@@ -149,7 +149,7 @@ class KafkaFlowTest extends EngineTest {
         assertEquals("refused", vars.get("error_class"));
         assertThat((String) vars.get("error"), containsString("value is not valid json"));
         assertThat((String) vars.get("error"), containsString("partition 1 offset 0"));
-        assertEquals(1, taskOutputs.getOutputs(mat).get("exitCode"));
+        assertEquals(1, engine.outputs(mat).get("exitCode"));
         assertThat("nothing runs after the refused task", e.findTaskRunsByTaskId("check_saved_positions"), empty());
 
         List<LogEntry> logs = logs(e);
@@ -191,6 +191,6 @@ class KafkaFlowTest extends EngineTest {
         List<LogEntry> checkErrors = logsOf(logs, "check_saved_positions", Level.ERROR);
         assertThat(checkErrors, hasSize(1));
         assertThat(checkErrors.getFirst().getMessage(), containsString("key \"bob\": a record is ahead of its durable read position: partition 1 offset 41, saved next offset 1"));
-        assertEquals(0, new HashMap<>(taskOutputs.getOutputs(check)).get("exitCode"));
+        assertEquals(0, new HashMap<>(engine.outputs(check)).get("exitCode"));
     }
 }

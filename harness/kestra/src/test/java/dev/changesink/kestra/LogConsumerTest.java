@@ -27,7 +27,6 @@ import io.kestra.core.models.executions.metrics.Counter;
 import io.kestra.core.models.executions.metrics.Timer;
 import io.kestra.core.models.property.Property;
 import io.kestra.core.models.tasks.runners.DefaultLogConsumer;
-import io.kestra.core.repositories.LogDataStoreInterface;
 import io.kestra.core.runners.RunContext;
 import io.kestra.core.runners.RunContextFactory;
 import io.kestra.core.utils.TestsUtils;
@@ -60,7 +59,7 @@ class LogConsumerTest {
     @Inject
     RunContextFactory runContextFactory;
     @Inject
-    LogDataStoreInterface logStore;
+    Engine engine;
 
     private final String suffix = Services.suffix();
     private final String pgDb = "kestra_log_" + suffix;
@@ -159,10 +158,10 @@ class LogConsumerTest {
         long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
         List<LogEntry> logs;
         do {
-            logs = logStore.findByExecutionId(MAIN_TENANT, executionId, Level.TRACE);
+            logs = engine.logs(executionId);
             if (logs.size() >= count) {
                 Thread.sleep(200); // anything more that was on its way
-                return logStore.findByExecutionId(MAIN_TENANT, executionId, Level.TRACE);
+                return engine.logs(executionId);
             }
             Thread.sleep(100);
         } while (System.nanoTime() < deadline);
