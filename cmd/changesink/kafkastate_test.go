@@ -28,7 +28,7 @@ func TestKafkaStateHelp(t *testing.T) {
 		{"materialize", []string{"$TOPIC", "$MAX_RECORDS", "1..100000 (default 1000)", "$POLL_SECONDS", "1..60 seconds (default 10)",
 			"$KAFKA_PROPERTIES", "bootstrap.servers", "$PG_DSN", "$PGUSER", "$PGPASSWORD", "--max-records=1000", "--poll-seconds=10"}},
 		{"setup", []string{"$PG_DSN", "$PGUSER", "$PGPASSWORD"}},
-		{"verify", []string{"$TOPIC", "$PG_DSN", "$PGUSER", "$PGPASSWORD"}},
+		{"verify", []string{"$TOPIC", "$PG_DSN", "$PGUSER", "$PGPASSWORD", "$REPORT_ONLY"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {

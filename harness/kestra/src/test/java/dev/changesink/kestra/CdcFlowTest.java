@@ -59,102 +59,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 @KestraTest(startRunner = true)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class CdcFlowTest extends EngineTest {
-    private static final ObjectMapper JSON = new ObjectMapper();
-
+class CdcFlowTest extends CdcEngineTest {
     @Inject
     RunContextFactory runContextFactory;
     @Inject
     RunContextInitializer runContextInitializer;
-
-    private final String suffix = Services.suffix();
-    private final List<String> databases = new ArrayList<>();
-
-    @BeforeAll
-    void services() throws Exception {
-        requireDocker();
-        Harness.env("SECRET_CLICKHOUSE_USERNAME", "the flow's secrets");
-    }
-
-    @AfterAll
-    void cleanup() throws Exception {
-        for (String db : databases) {
-            Services.clickhouse("DROP DATABASE IF EXISTS " + db);
-        }
-    }
-
-    /** The shipped flow, pointed at the test services, a ClickHouse database of its own and the batch's source database. */
-    private FlowWithSource deployFor(String name, String sourceDb) throws Exception {
-        String db = "kestra_cdc_" + name + "_" + suffix;
-        databases.add(db);
-        Services.clickhouse("CREATE DATABASE IF NOT EXISTS " + db);
-        String source = Harness.shippedFlow(Harness.CDC_FLOW);
-        @SuppressWarnings("unchecked")
-        Map<String, Object> vars = (Map<String, Object>) new ObjectMapper(new com.fasterxml.jackson.dataformat.yaml.YAMLFactory())
-            .readValue(source, Map.class).get("variables");
-        String mapping = (String) vars.get("orders_mapping");
-        mapping = FlowValidationTest.replaceOnce(mapping, "  database: default\n", "  database: " + db + "\n");
-        mapping = FlowValidationTest.replaceOnce(mapping, "  database: shop\n", "  database: " + sourceDb + "\n");
-        var pg = Services.adminDsn();
-        Map<String, Object> rewrite = new HashMap<>(Map.of(
-            "docker_network", "host",
-            "clickhouse_url", Services.clickhouseDsn(db),
-            "postgres_host", pg.getHost(),
-            "postgres_port", String.valueOf(pg.getPort()),
-            "postgres_database", sourceDb,
-            "orders_mapping", mapping));
-        if (!image().equals(vars.get("image"))) {
-            rewrite.put("image", image());
-        }
-        FlowWithSource flow = deploy(Harness.withVariables(source, rewrite));
-        flowDb.put(flow.getRevision(), db);
-        return flow;
-    }
-
-    private final Map<Integer, String> flowDb = new HashMap<>();
-
-    private String db(FlowWithSource flow) {
-        return flowDb.get(flow.getRevision());
-    }
-
-    /** A copy of {@code file} in a temporary folder (the input is uploaded from there, as from a browser). */
-    private static Path upload(Path file) throws Exception {
-        Path dir = Files.createTempDirectory("changesink-replay");
-        return Files.copy(file, dir.resolve(file.getFileName()));
-    }
-
-    private Execution replay(FlowWithSource flow, Path batch) throws Exception {
-        return run(flow, Map.of("replay_file", upload(batch).toString()));
-    }
-
-    /** The live view's rows, as JSON objects like the Debezium harness's rows.jsonl. */
-    private List<Map<String, Object>> liveRows(String db) throws Exception {
-        String out = Services.clickhouse("SELECT id, customer_id, amount_cents, status FROM " + db + ".orders_live ORDER BY id FORMAT JSONEachRow");
-        List<Map<String, Object>> rows = new ArrayList<>();
-        for (String line : out.strip().split("\n")) {
-            if (!line.isBlank()) {
-                rows.add(normalize(JSON.readValue(line, Map.class)));
-            }
-        }
-        return rows;
-    }
-
-    @SuppressWarnings("unchecked")
-    private static Map<String, Object> normalize(Map<?, ?> row) {
-        Map<String, Object> m = new HashMap<>();
-        row.forEach((k, v) -> m.put((String) k, v instanceof Number n ? (Object) n.longValue() : v instanceof String s && s.matches("-?\\d+") && !k.equals("status") ? (Object) Long.parseLong(s) : v));
-        return m;
-    }
-
-    private static List<Map<String, Object>> jsonl(Path file) throws Exception {
-        List<Map<String, Object>> rows = new ArrayList<>();
-        for (String line : Files.readAllLines(file)) {
-            if (!line.isBlank()) {
-                rows.add(normalize(JSON.readValue(line, Map.class)));
-            }
-        }
-        return rows;
-    }
 
     private void assertApplied(Execution e, int events, int keys, int pending, int skipped, int deletes) throws Exception {
         assertEquals(State.Type.SUCCESS, e.getState().getCurrent(), describe(e));
@@ -213,38 +122,6 @@ class CdcFlowTest extends EngineTest {
         assertThat("the summary does not run", e.findTaskRunsByTaskId("summary"), empty());
         assertThat(logsOf(logs(e), "apply", Level.ERROR).stream().map(LogEntry::getMessage).toList().toString(), containsString("malformed Ion"));
         assertEquals("0\n", Services.clickhouse("SELECT count() FROM " + db(flow) + ".orders_cdc"));
-    }
-
-    /** The Debezium harness's orders_full scenario, when present: its batches and the source's final rows. */
-    record Capture(String sourceDb, List<Path> batches, Path rows) {
-    }
-
-    /**
-     * The batches the trigger "captures": Ion as the engine under test writes it, binary for 2.0, text (one value per
-     * line) for 1.x, whose FileSerde cannot read binary Ion. The Debezium harness's orders_full scenario when
-     * CHANGESINK_TEST_DEBEZIUM names its output and it has that form, else the fixture of tasks/cdc/testdata.
-     */
-    private static Capture capture() throws Exception {
-        String form = Engine.VERSION.equals("2.0") ? "binary" : "text";
-        String dir = System.getenv("CHANGESINK_TEST_DEBEZIUM");
-        if (dir != null && !dir.isEmpty()) {
-            Path scenario = Path.of(dir).resolve("orders_full");
-            @SuppressWarnings("unchecked")
-            Map<String, Object> manifest = JSON.readValue(scenario.resolve("manifest.json").toFile(), Map.class);
-            List<Path> batches = new ArrayList<>();
-            try (var s = Files.list(scenario)) {
-                s.filter(p -> p.getFileName().toString().matches("changes-\\d+\\." + form + "\\.ion")).sorted().forEach(batches::add);
-            }
-            if (!batches.isEmpty()) {
-                assertEquals(((Number) manifest.get("batches")).intValue(), batches.size(), form + " batches of " + scenario);
-                return new Capture((String) manifest.get("database"), batches, scenario.resolve("rows.jsonl"));
-            }
-            System.out.println(scenario + " has no " + form + " Ion batches: the trigger path runs on the fixture");
-        } else {
-            System.out.println("CHANGESINK_TEST_DEBEZIUM is unset: the trigger path runs on the fixture tasks/cdc/testdata/orders." + form + ".ion");
-        }
-        Path t = Harness.root().resolve("tasks/cdc/testdata");
-        return new Capture("shop", List.of(t.resolve("orders." + form + ".ion")), null);
     }
 
     /**

@@ -45,7 +45,7 @@ import lombok.experimental.SuperBuilder;
  * {@code splitTable: OFF}), puts the files into Kestra's storage and, when anything arrived, creates one
  * execution whose trigger variables are {@code {size, uris, stateOffsetKey, stateHistoryKey}}. This
  * stand-in renders every property as the real one does before capturing, then takes the "captured" batch
- * from the file named by the system property {@value #CAPTURED_BATCH} (a batch the project's Debezium
+ * from the file named by the system property {@value #CAPTURED_BATCH}, once (a batch the project's Debezium
  * harness captured from the WAL, or a fixture), counts its records with Kestra's {@link FileSerde}, puts it
  * into storage, and creates the execution the same way ({@link TriggerService#generateExecution}) with the
  * same output shape. No file named: no changes, no execution, as a real poll without changes.
@@ -57,7 +57,7 @@ import lombok.experimental.SuperBuilder;
 @NoArgsConstructor
 @Schema(title = "Test-only stand-in for the Debezium PostgreSQL trigger (same properties; the capture is a given batch).")
 public class Trigger extends AbstractTrigger implements PollingTriggerInterface, TriggerOutput<Trigger.Output> {
-    /** System property: path of the batch file the next evaluation "captures". */
+    /** System property: path of the batch file the next evaluation "captures" (and removes). */
     public static final String CAPTURED_BATCH = "changesink.kestra.captured-batch";
 
     // AbstractDebeziumTrigger
@@ -139,7 +139,8 @@ public class Trigger extends AbstractTrigger implements PollingTriggerInterface,
         RunContext runContext = conditionContext.getRunContext();
         SplitTable split = renderSettings(runContext);
 
-        String batch = System.getProperty(CAPTURED_BATCH);
+        // Taken once: the next evaluation finds nothing new, as a real poll after a capture.
+        String batch = (String) System.getProperties().remove(CAPTURED_BATCH);
         if (batch == null || batch.isEmpty()) {
             return Optional.empty();
         }
