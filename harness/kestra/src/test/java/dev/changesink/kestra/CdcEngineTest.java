@@ -77,7 +77,7 @@ abstract class CdcEngineTest extends EngineTest {
 
     /** A copy of {@code file} in a temporary folder (the input is uploaded from there, as from a browser). */
     static Path upload(Path file) throws Exception {
-        Path dir = Files.createTempDirectory("changesink-replay");
+        Path dir = Harness.tempDir("changesink-replay");
         return Files.copy(file, dir.resolve(file.getFileName()));
     }
 

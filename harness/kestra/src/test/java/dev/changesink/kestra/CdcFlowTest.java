@@ -108,7 +108,7 @@ class CdcFlowTest extends CdcEngineTest {
     @Test
     void refusalFailsTheExecutionWithItsErrorClass() throws Exception {
         FlowWithSource flow = deployFor("refused", "shop");
-        Path bad = Files.createTempDirectory("changesink-bad").resolve("garbled.ion");
+        Path bad = Harness.tempDir("changesink-bad").resolve("garbled.ion");
         byte[] good = Files.readAllBytes(Harness.root().resolve("tasks/cdc/testdata/orders.binary.ion"));
         Files.write(bad, java.util.Arrays.copyOf(good, good.length / 2)); // a batch cut in the middle of a record
         Execution e = replay(flow, bad);

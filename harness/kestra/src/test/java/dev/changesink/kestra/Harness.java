@@ -40,6 +40,14 @@ final class Harness {
         return Path.of(r).toAbsolutePath().normalize();
     }
 
+    /** A new temporary folder under the module's scratch folder ({@code -Dchangesink.scratch}, set by the pom). */
+    static Path tempDir(String prefix) throws IOException {
+        String s = System.getProperty("changesink.scratch");
+        Path base = s == null || s.isEmpty() ? Path.of(System.getProperty("java.io.tmpdir")) : Path.of(s, "tmp");
+        Files.createDirectories(base);
+        return Files.createTempDirectory(base, prefix);
+    }
+
     static Path flowFile(String name) {
         return root().resolve("flows").resolve(name);
     }

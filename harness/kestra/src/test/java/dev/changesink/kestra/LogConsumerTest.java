@@ -205,7 +205,7 @@ class LogConsumerTest {
 
     @Test
     void kafkaState() throws Exception {
-        Path wd = Files.createTempDirectory("changesink-log");
+        Path wd = Harness.tempDir("changesink-log");
         Services.produce(topic, List.of(new Services.Rec(0, "a", "{\"v\":1}"), new Services.Rec(1, "b", "{\"v\":2}"),
             new Services.Rec(0, "c", "{\"v\":3}"), new Services.Rec(0, "a", null)));
 
@@ -264,7 +264,7 @@ class LogConsumerTest {
 
     @Test
     void cdc() throws Exception {
-        Path wd = Files.createTempDirectory("changesink-log");
+        Path wd = Harness.tempDir("changesink-log");
         Files.writeString(wd.resolve("orders.mapping.yaml"), mapping("shop"));
         Files.copy(Harness.root().resolve("tasks/cdc/testdata/orders.binary.ion"), wd.resolve("changes.ion"));
 

@@ -80,7 +80,7 @@ class SecretMaskingTest {
         for (String[] cmd : List.of(new String[] {"--help"}, new String[] {"help", "kafka-state", "materialize"},
             new String[] {"help", "kafka-state", "setup"}, new String[] {"help", "kafka-state", "verify"},
             new String[] {"help", "cdc", "setup"}, new String[] {"help", "cdc", "apply"})) {
-            LogConsumerTest.Run r = LogConsumerTest.changesink(Files.createTempDirectory("changesink-help"), Map.of(), cmd);
+            LogConsumerTest.Run r = LogConsumerTest.changesink(Harness.tempDir("changesink-help"), Map.of(), cmd);
             words.append(String.join("\n", r.stdout()));
         }
         List<String> collisions = new ArrayList<>();
