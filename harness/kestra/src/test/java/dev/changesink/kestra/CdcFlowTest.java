@@ -105,6 +105,24 @@ class CdcFlowTest extends CdcEngineTest {
         assertThat(logs(again).stream().filter(l -> l.getLevel() == Level.ERROR).toList(), empty());
     }
 
+    /**
+     * Started by hand without replay_file (so without a trigger either): apply fails before any container starts,
+     * Kestra naming the flow's expression that found no batch; the summary does not run.
+     */
+    @Test
+    void manualRunWithoutFileFailsAtApply() throws Exception {
+        FlowWithSource flow = deployFor("nofile", "shop");
+        Execution e = run(flow, Map.of());
+        assertEquals(State.Type.FAILED, e.getState().getCurrent(), describe(e));
+        assertEquals(State.Type.SUCCESS, taskRun(e, "create_target").getState().getCurrent());
+        TaskRun apply = taskRun(e, "apply");
+        assertEquals(State.Type.FAILED, apply.getState().getCurrent());
+        assertThat(logsOf(logs(e), "apply", Level.ERROR).stream().map(LogEntry::getMessage).toList().toString(),
+            containsString("Unable to find `trigger` used in the expression `{{ inputs.replay_file ?? trigger.uris['data'] }}`"));
+        assertThat("no container ran", engine.outputs(apply) == null || engine.outputs(apply).get("exitCode") == null, is(true));
+        assertThat(e.findTaskRunsByTaskId("summary"), empty());
+    }
+
     @Test
     void refusalFailsTheExecutionWithItsErrorClass() throws Exception {
         FlowWithSource flow = deployFor("refused", "shop");
