@@ -206,7 +206,7 @@ var requiredHelp = regexp.MustCompile(`\bRequired\b`)
 // ("kafka-state materialize") → the env vars it reads and the required ones.
 func cliCommands(t *testing.T) map[string]cliCommand {
 	t.Helper()
-	parser, err := newParser(&CLI{}, io.Discard, func(int) {})
+	parser, err := newParser(&CLI{}, io.Discard, io.Discard, func(int) {})
 	if err != nil {
 		t.Fatalf("newParser: %v", err)
 	}

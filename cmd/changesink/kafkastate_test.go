@@ -58,8 +58,9 @@ func TestKafkaStateBadSettings(t *testing.T) {
 		{"max records out of range", map[string]string{"MAX_RECORDS": "100001"}, "MAX_RECORDS must be 1..100000"},
 		{"poll seconds out of range", map[string]string{"POLL_SECONDS": "0"}, "POLL_SECONDS must be 1..60"},
 		{"unknown kafka property", map[string]string{"KAFKA_PROPERTIES": `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
-		{"no topic", map[string]string{"TOPIC": ""}, "TOPIC"},
-		{"no dsn", map[string]string{"PG_DSN": ""}, "PG_DSN is required"},
+		{"no topic", map[string]string{"TOPIC": ""}, "missing required settings: TOPIC (flag --topic)"},
+		{"no dsn", map[string]string{"PG_DSN": ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
+		{"no properties", map[string]string{"KAFKA_PROPERTIES": " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,10 @@
 // Every other stdout line is shown as INFO and every stderr line as ERROR, so
 // changesink logs to stdout only and uses "logs" lines for WARN and ERROR.
 //
+// For a person at a terminal, NewTextEmitter prints the same messages,
+// outputs and metrics as plain text, warnings and errors on stderr, and no
+// protocol line; cmd/changesink chooses (--output, CHANGESINK_OUTPUT).
+//
 // Protocol lines are written as pure ASCII (non-ASCII runes escaped as \uXXXX):
 // the Docker runner decodes each 16 KiB log frame separately, so a multi-byte
 // UTF-8 rune cut at a frame boundary would corrupt the JSON (see
