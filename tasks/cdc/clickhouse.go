@@ -82,13 +82,26 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	// timeout, not the context; a stopped run (SIGTERM) does not wait it out.
 	pinged := make(chan error, 1)
 	go func() { pinged <- conn.Ping(cctx) }()
+	// A native server answers the hello in milliseconds. When it has not
+	// after wrongProtocolAfter, ask whether the address speaks HTTP: the
+	// HTTP interface waits for the end of a request the hello never sends,
+	// so the run would otherwise wait out the whole timeout.
+	slow := time.NewTimer(wrongProtocolAfter)
+	defer slow.Stop()
 	var perr error
-	select {
-	case perr = <-pinged:
-	case <-cctx.Done():
-		perr = cctx.Err()
-		go func() { <-pinged; conn.Close() }()
-		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr))
+	for waiting := true; waiting; {
+		select {
+		case perr = <-pinged:
+			waiting = false
+		case <-slow.C:
+			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+				go func() { <-pinged; conn.Close() }()
+				return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
+			}
+		case <-cctx.Done():
+			go func() { <-pinged; conn.Close() }()
+			return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), cctx.Err()))
+		}
 	}
 	if perr != nil {
 		conn.Close()
