@@ -93,6 +93,77 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// kafkaTopic creates a compacted topic of its own on the test broker (prefix
+// and a random suffix) with the given partitions, deleted when the test ends,
+// waits until every partition answers, and returns it with a client that
+// produces to the partition each record names (open until the test ends).
+func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
+	t.Helper()
+	topic := prefix + randomHex(4)
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the topic is deleted while the client is open.
+	t.Cleanup(kcl.Close)
+	adm := kadm.NewClient(kcl)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+			t.Errorf("delete the test topic %s: %v", topic, err)
+		}
+	})
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil && offs.Error() == nil && len(offs[topic]) == int(partitions) {
+			return kcl, topic
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: %d partitions not all answering: %v (%v)", topic, partitions, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pgDatabase creates a database of its own on the test PostgreSQL server
+// (prefix and a random suffix; dropped when the test ends) through adminDSN,
+// and returns its name and a connection to it (open until the test ends).
+func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (string, *pgx.Conn) {
+	t.Helper()
+	db := prefix + randomHex(4)
+	admin, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return db, conn
+}
+
 // TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
 // and verify through the command line with a PostgreSQL role whose password
 // comes from PGPASSWORD, then failing runs that handle secrets (a wrong
@@ -137,23 +208,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		}
 	})
 
-	topic := "ks_secret_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
-	for {
-		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
 	if err := kcl.ProduceSync(ctx,
 		&kgo.Record{Topic: topic, Partition: 0, Key: []byte("a"), Value: []byte(`{"v":1}`)},
 		&kgo.Record{Topic: topic, Partition: 1, Key: []byte("b"), Value: []byte(`{"v":2}`)},
