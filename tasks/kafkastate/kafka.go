@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,16 +53,33 @@ func newClient(props Properties) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// kafkaRequestErr classifies a failed request: authentication problems are
-// configuration errors; anything else (a broker down, a timeout, a dropped
-// connection) is transient.
+// kafkaRequestErr classifies a failed request: authentication problems, TLS
+// handshakes that cannot succeed and a broker that closes every new
+// connection at once (a protocol that does not match the listener) are
+// configuration errors; anything else
+// (a broker down, a timeout, a dropped connection) is transient.
 func kafkaRequestErr(err error, format string, args ...any) error {
 	wrapped := fmt.Errorf(format+": %w", append(args, err)...)
+	var firstEOF *kgo.ErrFirstReadEOF
 	switch {
+	case errors.As(err, &firstEOF):
+		// franz-go's own diagnosis of a connection the broker closed at
+		// once: during the TLS handshake (a plaintext listener), during the
+		// first request over plaintext (a TLS listener), or before SASL (a
+		// listener that requires it).
+		return outcome.Configure(fmt.Errorf("%w (check in KAFKA_PROPERTIES that security.protocol matches the listener at "+
+			"this port: SSL or SASL_SSL for a TLS listener, PLAINTEXT or SASL_PLAINTEXT otherwise, and SASL_* with "+
+			"sasl.mechanism where the listener requires SASL)", wrapped))
+	case outcome.TLSFailure(err):
+		return outcome.Configure(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
+			"security.protocol is SSL or SASL_SSL only for a TLS listener (and the port is that listener's); that "+
+			"ssl.ca.location or ssl.ca.pem holds the CA that signed the broker's certificate, or, when neither is set, that "+
+			"the system trust store does; that the broker's certificate names the host in bootstrap.servers; and, "+
+			"when the broker requires a client certificate, ssl.certificate.location and ssl.key.location)", wrapped))
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
 		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outcome.Configure(fmt.Errorf("%w (check KAFKA_PROPERTIES credentials and ACLs)", wrapped))
+		return outcome.Configure(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
 	}
 	return outcome.Transiently(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
 }
@@ -81,7 +99,10 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return topicMeta{}, kafkaRequestErr(err, "kafka metadata for topic %q", topic)
+		// The first request of a run: name the brokers, where a TLS or
+		// SASL failure shows.
+		brokers, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+		return topicMeta{}, kafkaRequestErr(err, "kafka metadata for topic %q from %s", topic, strings.Join(brokers, ","))
 	}
 	var t *kmsg.MetadataResponseTopic
 	for i := range resp.Topics {
