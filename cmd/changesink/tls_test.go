@@ -329,3 +329,78 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	step("materialize after the failures", 0, []string{`"consumed":1`}, with("KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
 	check.verify(t)
 }
+
+// TestCDCOverTLS runs cdc setup and apply on ClickHouse's TLS port
+// (secure=true) with the CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD
+// secrets: the CA given as CLICKHOUSE_CA_FILE (a file the flow puts in the
+// working directory), and with no CA setting through the system trust
+// store (SSL_CERT_FILE, the stand-in for a public CA). Then a wrong CA
+// (either way), a wrong password and CLICKHOUSE_CA_FILE without secure=true:
+// each exits 2 (config) naming the server and what to fix, and nothing
+// printed shows the password; stderr stays empty.
+func TestCDCOverTLS(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_SECURE",
+		"CHANGESINK_TEST_CLICKHOUSE_USER", "CHANGESINK_TEST_CLICKHOUSE_PASSWORD",
+		"CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildChangesink(t)
+	_, db, work := cdcWorkspace(ctx, t, vars["CHANGESINK_TEST_CLICKHOUSE"], "cdc_tls_")
+	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "paid")
+	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "clickhouse-ca.pem")
+	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
+	secure, password := vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]
+	wrong := "wrong-CH-" + randomHex(6)
+	host := strings.SplitN(secure, "/", 4)[2] // localhost:19440
+
+	base := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": secure, "CLICKHOUSE_CA_FILE": caFile,
+		"CLICKHOUSE_USERNAME": vars["CHANGESINK_TEST_CLICKHOUSE_USER"], "CLICKHOUSE_PASSWORD": password}
+	with := func(extra ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			if extra[i+1] == "" {
+				delete(env, extra[i])
+				continue
+			}
+			env[extra[i]] = extra[i+1]
+		}
+		return env
+	}
+	check := &tlsSecretCheck{secrets: map[string]string{"ClickHouse password": password, "wrong ClickHouse password": wrong}}
+	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
+		t.Helper()
+		r := runAsFlow(ctx, t, bin, work, env, args...)
+		check.add(r)
+		if r.code != wantCode {
+			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
+		}
+		for _, w := range wants {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
+			}
+		}
+		if r.stderr != "" {
+			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
+		}
+	}
+
+	step("setup over TLS, CLICKHOUSE_CA_FILE", 0, []string{`"table":"` + db + `.orders_cdc"`}, base, "cdc", "setup")
+	step("apply over TLS, CLICKHOUSE_CA_FILE", 0, []string{`"pending":2`, `"verified":2`}, base, "cdc", "apply")
+	step("apply over TLS, system trust store (SSL_CERT_FILE)", 0, []string{`"skipped":2`, `"verified":2`},
+		with("CLICKHOUSE_CA_FILE", "", "SSL_CERT_FILE", vars["CHANGESINK_TEST_TLS_CA"]), "cdc", "apply")
+
+	step("wrong CA (CLICKHOUSE_CA_FILE)", 2, []string{`"error_class":"config"`, host, "certificate signed by unknown authority", "CLICKHOUSE_CA_FILE"},
+		with("CLICKHOUSE_CA_FILE", otherCAFile), "cdc", "apply")
+	step("wrong CA (system trust store)", 2, []string{`"error_class":"config"`, host, "certificate signed by unknown authority", "system trust store"},
+		with("CLICKHOUSE_CA_FILE", "", "SSL_CERT_FILE", filepath.Join(work, otherCAFile)), "cdc", "setup")
+	step("wrong password over TLS", 2, []string{`"error_class":"config"`, host, "CLICKHOUSE_PASSWORD"},
+		with("CLICKHOUSE_PASSWORD", wrong), "cdc", "apply")
+	step("CLICKHOUSE_CA_FILE without secure=true", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "secure=true"},
+		with("CLICKHOUSE_URL", vars["CHANGESINK_TEST_CLICKHOUSE"]), "cdc", "setup")
+	step("CLICKHOUSE_CA_FILE missing", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "no-such-ca.pem"},
+		with("CLICKHOUSE_CA_FILE", "no-such-ca.pem"), "cdc", "setup")
+	check.verify(t)
+}

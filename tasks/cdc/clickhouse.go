@@ -169,7 +169,9 @@ func classify(err error) error {
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) {
 		switch ex.Code {
-		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed, chReadonly, chAccessDenied:
+		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
+			return outcome.Configure(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
+		case chReadonly, chAccessDenied:
 			return outcome.Configure(err)
 		case chUnknownTable, chUnknownDatabase:
 			return outcome.Configure(fmt.Errorf("%w (run changesink cdc setup first)", err))
