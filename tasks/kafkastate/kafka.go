@@ -54,22 +54,17 @@ func newClient(props Properties) (*kgo.Client, error) {
 }
 
 // kafkaRequestErr classifies a failed request: authentication problems, TLS
-// handshakes that cannot succeed and a broker that closes every new
-// connection at once (a protocol that does not match the listener) are
-// configuration errors; anything else
+// handshakes that cannot succeed and a broker that closed the connection
+// during the TLS handshake (a plaintext listener) are configuration errors;
+// anything else
 // (a broker down, a timeout, a dropped connection) is transient.
 func kafkaRequestErr(err error, format string, args ...any) error {
 	wrapped := fmt.Errorf(format+": %w", append(args, err)...)
-	var firstEOF *kgo.ErrFirstReadEOF
+	var handshakeEOF *tlsHandshakeEOF
 	switch {
-	case errors.As(err, &firstEOF):
-		// franz-go's own diagnosis of a connection the broker closed at
-		// once: during the TLS handshake (a plaintext listener), during the
-		// first request over plaintext (a TLS listener), or before SASL (a
-		// listener that requires it).
-		return outcome.Configure(fmt.Errorf("%w (check in KAFKA_PROPERTIES that security.protocol matches the listener at "+
-			"this port: SSL or SASL_SSL for a TLS listener, PLAINTEXT or SASL_PLAINTEXT otherwise, and SASL_* with "+
-			"sasl.mechanism where the listener requires SASL)", wrapped))
+	case errors.As(err, &handshakeEOF):
+		return outcome.Configure(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
+			"KAFKA_PROPERTIES, SSL or SASL_SSL only for a TLS listener, and the port in bootstrap.servers)", wrapped))
 	case outcome.TLSFailure(err):
 		return outcome.Configure(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
 			"security.protocol is SSL or SASL_SSL only for a TLS listener (and the port is that listener's); that "+

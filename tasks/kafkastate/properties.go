@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -344,7 +346,6 @@ func (p Properties) GoString() string { return p.String() }
 func (p Properties) clientOpts() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(p.Brokers...),
-		kgo.DialTimeout(10 * time.Second),
 		// Bounded retries: a dead broker must fail the run within
 		// POLL_SECONDS plus a bounded timeout, not be retried forever.
 		kgo.RetryTimeout(15 * time.Second),
@@ -358,7 +359,9 @@ func (p Properties) clientOpts() ([]kgo.Opt, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.DialTLSConfig(cfg))
+		opts = append(opts, kgo.Dialer(tlsDialer(cfg)))
+	} else {
+		opts = append(opts, kgo.DialTimeout(dialTimeout))
 	}
 	switch p.Mechanism {
 	case "PLAIN":
@@ -369,6 +372,44 @@ func (p Properties) clientOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: p.Username, Pass: p.Password}.AsSha512Mechanism()))
 	}
 	return opts, nil
+}
+
+// dialTimeout bounds a TCP dial and, with TLS, its handshake.
+const dialTimeout = 10 * time.Second
+
+// tlsHandshakeEOF is a broker that closed the connection during the TLS
+// handshake: almost always a port whose listener does not speak TLS.
+type tlsHandshakeEOF struct {
+	addr string
+	err  error
+}
+
+func (e *tlsHandshakeEOF) Error() string {
+	return fmt.Sprintf("%s closed the connection during the TLS handshake: %v", e.addr, e.err)
+}
+func (e *tlsHandshakeEOF) Unwrap() error { return e.err }
+
+// tlsDialer dials like kgo.DialTLSConfig (the server name from the broker's
+// host unless cfg sets one), and marks a handshake the broker ended with
+// EOF as tlsHandshakeEOF, which franz-go's own error for it
+// (kgo.ErrFirstReadEOF) does not tell apart from a broker that dropped a
+// connection at its first request.
+func tlsDialer(cfg *tls.Config) func(ctx context.Context, network, host string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			server, _, err := net.SplitHostPort(host)
+			if err != nil {
+				return nil, fmt.Errorf("split host:port %q for dialing: %w", host, err)
+			}
+			c.ServerName = server
+		}
+		conn, err := (&tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: c}).DialContext(ctx, network, host)
+		if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			return nil, &tlsHandshakeEOF{addr: host, err: err}
+		}
+		return conn, err
+	}
 }
 
 // tlsConfig builds the client TLS configuration from the ssl.* properties.
