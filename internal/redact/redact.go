@@ -65,7 +65,9 @@ func (m *Masker) Mask(s string) string {
 var kvPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // isSecretParam reports a DSN query parameter that holds a secret.
-func isSecretParam(k string) bool { return strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") }
+func isSecretParam(k string) bool {
+	return strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")
+}
 
 // DSN returns dsn with its password (and sslpassword) replaced by
 // Placeholder. It understands URL DSNs (postgres://, clickhouse://, with a
