@@ -52,7 +52,7 @@ type kafkaStateMaterializeCmd struct {
 	Topic           string  `name:"topic" env:"TOPIC" required:"" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count."`
 	MaxRecords      seedInt `name:"max-records" env:"MAX_RECORDS" default:"1000" help:"Most records one batch reads over all partitions: 1..100000 (default ${default})."`
 	PollSeconds     seedInt `name:"poll-seconds" env:"POLL_SECONDS" default:"10" help:"How long the batch may fetch: 1..60 seconds (default ${default}). A fully read topic returns at once."`
-	KafkaProperties string  `name:"kafka-properties" env:"KAFKA_PROPERTIES" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
+	KafkaProperties string  `name:"kafka-properties" env:"KAFKA_PROPERTIES" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
 

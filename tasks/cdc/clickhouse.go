@@ -2,11 +2,11 @@ package cdc
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -25,6 +25,12 @@ type ClickHouse struct {
 	URL string
 	// Username and Password override the DSN's credentials when not empty.
 	Username, Password string
+	// CAFile is a PEM file of the CA certificates that may sign the
+	// server's certificate (CLICKHOUSE_CA_FILE), for a server whose
+	// certificate is not from a CA in the system's trust store. It needs
+	// secure=true in URL; the system trust store is then not used. Empty:
+	// the system trust store (which SSL_CERT_FILE and SSL_CERT_DIR replace).
+	CAFile string
 	// Timeout bounds each call: connecting, each query, the insert. Default 2m.
 	Timeout time.Duration
 }
@@ -54,6 +60,17 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	}
 	if opts.Protocol != clickhouse.Native {
 		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))
+	}
+	if cfg.CAFile != "" {
+		if opts.TLS == nil {
+			return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE is set but CLICKHOUSE_URL does not ask for TLS; "+
+				"add secure=true and use the server's TLS port (9440 by default)", ErrConfig))
+		}
+		pool, err := loadCAFile(cfg.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS.RootCAs = pool
 	}
 	if cfg.Username != "" {
 		opts.Auth.Username = cfg.Username
@@ -123,6 +140,19 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 
 func (t *target) close() { t.conn.Close() }
 
+// loadCAFile reads CLICKHOUSE_CA_FILE: at least one PEM certificate.
+func loadCAFile(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: %w", ErrConfig, err))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
+	}
+	return pool, nil
+}
+
 // ClickHouse error codes changesink acts on (ErrorCodes.cpp).
 const (
 	chUnknownTable     = 60
@@ -152,7 +182,9 @@ func classify(err error) error {
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) {
 		switch ex.Code {
-		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed, chReadonly, chAccessDenied:
+		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
+			return outcome.Configure(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
+		case chReadonly, chAccessDenied:
 			return outcome.Configure(err)
 		case chUnknownTable, chUnknownDatabase:
 			return outcome.Configure(fmt.Errorf("%w (run changesink cdc setup first)", err))
@@ -162,9 +194,10 @@ func classify(err error) error {
 		}
 		return err
 	}
-	if isTLSFailure(err) {
+	if outcome.TLSFailure(err) {
 		return outcome.Configure(fmt.Errorf("%w (the TLS handshake failed: with secure=true, CLICKHOUSE_URL must name the "+
-			"server's TLS port, 9440 by default, and the server's certificate must be trusted)", err))
+			"server's TLS port, 9440 by default, and a host name the server's certificate holds; the certificate must be "+
+			"signed by a CA in CLICKHOUSE_CA_FILE or, when that is unset, in the system trust store)", err))
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
@@ -179,22 +212,6 @@ func classify(err error) error {
 		return outcome.Transiently(err)
 	}
 	return err
-}
-
-// isTLSFailure reports a TLS handshake that cannot succeed as configured:
-// a plaintext server (secure=true against the native port), a certificate
-// the client does not trust or that names another host, a TLS alert.
-func isTLSFailure(err error) bool {
-	var (
-		header    tls.RecordHeaderError
-		verify    *tls.CertificateVerificationError
-		alert     tls.AlertError
-		authority x509.UnknownAuthorityError
-		host      x509.HostnameError
-		invalid   x509.CertificateInvalidError
-	)
-	return errors.As(err, &header) || errors.As(err, &verify) || errors.As(err, &alert) ||
-		errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
 }
 
 // checkSupported refuses a mapping the server cannot store.
