@@ -18,7 +18,8 @@ import java.util.TimeZone;
 /**
  * Runs the capture scenarios against CHANGESINK_TEST_PG and writes each one's outputs under OUT/<scenario>/.
  *
- * <pre>CaptureMain OUT [SCENARIO...]</pre>
+ * <pre>CaptureMain OUT [SCENARIO...]
+ * CaptureMain --list</pre>
  *
  * Each scenario is written to OUT/<scenario>.tmp and renamed to OUT/<scenario> only when it completed. The
  * scenario's database, slot and publication are dropped afterwards, also when it failed (and before it starts,
@@ -31,6 +32,10 @@ public final class CaptureMain {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args.length == 1 && args[0].equals("--list")) {
+            Scenarios.all().forEach(s -> System.out.println(s.name()));
+            return;
+        }
         if (args.length < 1) {
             System.err.println("usage: CaptureMain OUT [SCENARIO...]");
             System.exit(2);

@@ -30,6 +30,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
 
 /**
  * One evaluation of the Kestra Debezium PostgreSQL trigger, with the seed flow's settings: the connector
@@ -45,23 +46,38 @@ final class Evaluation {
     private static final ObjectMapper JSON = new ObjectMapper();
     static final Duration MAX_SNAPSHOT_DURATION = Duration.ofHours(1);
 
-    /** Settings of one evaluation; the defaults are the seed flow's trigger. */
-    record Settings(Duration maxWait, int maxRecords, Map<String, String> extraProperties, CountDownLatch gate) {
+    /**
+     * Settings of one evaluation; the defaults are the seed flow's trigger. {@code clockStart}, when set, delays the
+     * start of the maxWait clock until it holds (the harness uses it while the evaluation creates the slot);
+     * {@code gate}, when set, until the scenario opens it (for SQL that interleaves with the trigger).
+     */
+    record Settings(Duration maxWait, int maxRecords, Map<String, String> extraProperties, CountDownLatch gate,
+                    BooleanSupplier clockStart, boolean strictClock) {
         static Settings seed() {
-            return new Settings(Duration.ofSeconds(5), 1000, Map.of(), null);
-        }
-
-        Settings withMaxWait(Duration d) {
-            return new Settings(d, maxRecords, extraProperties, gate);
+            return new Settings(Duration.ofSeconds(5), 1000, Map.of(), null, null, false);
         }
 
         Settings withProperties(Map<String, String> p) {
-            return new Settings(maxWait, maxRecords, p, gate);
+            return new Settings(maxWait, maxRecords, p, gate, clockStart, strictClock);
         }
 
-        /** The evaluation's maxWait clock starts only when the gate opens (scenarios that interleave SQL). */
         Settings withGate(CountDownLatch g) {
-            return new Settings(maxWait, maxRecords, extraProperties, g);
+            return new Settings(maxWait, maxRecords, extraProperties, g, clockStart, strictClock);
+        }
+
+        Settings withClockStart(BooleanSupplier c) {
+            return new Settings(maxWait, maxRecords, extraProperties, gate, c, strictClock);
+        }
+
+        /** The trigger's own clock, from the start of the evaluation, even while the slot is being created. */
+        Settings strict() {
+            return new Settings(maxWait, maxRecords, extraProperties, gate, null, true);
+        }
+
+        String describe() {
+            return "maxWait " + maxWait + (gate != null ? " counted from the moment the scenario releases it"
+                : clockStart != null ? " counted from the moment the slot exists" : "")
+                + (extraProperties.isEmpty() ? "" : ", properties " + extraProperties);
         }
     }
 
@@ -102,6 +118,7 @@ final class Evaluation {
     private final AtomicBoolean snapshot = new AtomicBoolean(false);
     private final JsonConverter jsonConverter = new JsonConverter();
     private volatile Throwable engineError;
+    private Instant clockStarted;
 
     Evaluation(Pg pg, String database, String table, String slot, String publication, Path kvOffsets, Settings settings) {
         this.pg = pg;
@@ -197,9 +214,12 @@ final class Evaluation {
                 try {
                     engine.close();
                     break;
-                } catch (IllegalStateException stillStarting) {
+                } catch (IllegalStateException e) {
+                    if (e.getMessage() != null && e.getMessage().contains("already shut down")) {
+                        break; // it failed by itself (a task start that timed out)
+                    }
                     if (Instant.now().isAfter(deadline)) {
-                        throw stillStarting;
+                        throw e;
                     }
                     Thread.sleep(500);
                 }
@@ -275,14 +295,19 @@ final class Evaluation {
     /** The trigger's Await.until(ended, 1 s), plus a check of the streaming metric every 250 ms. */
     private void awaitEnded(ExecutorService executor) throws InterruptedException {
         Instant clock = result.started;
-        if (settings.gate() != null) {
-            while (!settings.gate().await(250, TimeUnit.MILLISECONDS)) {
+        if (settings.gate() != null || settings.clockStart() != null) {
+            while ((settings.gate() != null && settings.gate().getCount() > 0)
+                || (settings.clockStart() != null && !settings.clockStart().getAsBoolean())) {
                 checkStreaming();
                 if (executor.isShutdown()) {
                     return;
                 }
+                Thread.sleep(250);
             }
-            clock = Instant.now();
+            if (clockStarted == null) {
+                clockStarted = Instant.now();
+            }
+            clock = clockStarted;
         }
         while (true) {
             if (executor.isShutdown()) {
