@@ -59,8 +59,17 @@ final class Run implements AutoCloseable {
     void prepare() throws Exception {
         Files.createDirectories(dir.resolve("java"));
         dropResources();
-        try (Connection admin = pg.connect("postgres"); Statement st = admin.createStatement()) {
-            st.execute("CREATE DATABASE " + db);
+        for (int attempt = 1; ; attempt++) {
+            try (Connection admin = pg.connect("postgres"); Statement st = admin.createStatement()) {
+                st.execute("CREATE DATABASE " + db);
+                break;
+            } catch (SQLException e) {
+                // another session (another harness JVM creating its database) may hold template1 for a moment
+                if (attempt >= 10 || e.getMessage() == null || !e.getMessage().contains("is being accessed by other users")) {
+                    throw e;
+                }
+                Thread.sleep(500);
+            }
         }
         main = pg.connect(db);
         log("-- scenario " + scenario.name() + ": " + scenario.description());
