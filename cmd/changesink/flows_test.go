@@ -24,8 +24,6 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/tasks/cdc"
 	"github.com/changesink/changesink/tasks/kafkastate"
-
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 const (
@@ -136,7 +134,7 @@ func seedsDir() string {
 	if d := os.Getenv("CHANGESINK_TEST_SEEDS"); d != "" {
 		return d
 	}
-	d := filepath.Join("..", "..", "..", "shared", "seeds")
+	d := filepath.Join("..", "..", "parity", "seeds") // the copy in the repository
 	if _, err := os.Stat(d); err != nil {
 		return ""
 	}
@@ -208,7 +206,7 @@ var requiredHelp = regexp.MustCompile(`\bRequired\b`)
 // ("kafka-state materialize") → the env vars it reads and the required ones.
 func cliCommands(t *testing.T) map[string]cliCommand {
 	t.Helper()
-	parser, err := newParser(&CLI{}, io.Discard, func(int) {})
+	parser, err := newParser(&CLI{}, io.Discard, io.Discard, func(int) {})
 	if err != nil {
 		t.Fatalf("newParser: %v", err)
 	}
@@ -275,7 +273,7 @@ func changesinkCommand(t *testing.T, task map[string]any) string {
 func TestFlowsKeepSeed(t *testing.T) {
 	dir := seedsDir()
 	if dir == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_SEEDS is unset and ../../../shared/seeds is absent: the seed comparison", "CI has the seeds beside the clone")
+		t.Fatal("CHANGESINK_TEST_SEEDS is unset and parity/seeds is absent: the seed flows are part of the repository")
 	}
 	for _, sf := range shippedFlows {
 		t.Run(sf.file, func(t *testing.T) {
@@ -524,7 +522,7 @@ func TestFlowsHaveNoPython(t *testing.T) {
 func TestFlowKafkaStateKeepsSeedFail(t *testing.T) {
 	dir := seedsDir()
 	if dir == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_SEEDS is unset and ../../../shared/seeds is absent: the seed comparison", "CI has the seeds beside the clone")
+		t.Fatal("CHANGESINK_TEST_SEEDS is unset and parity/seeds is absent: the seed flows are part of the repository")
 	}
 	const file = "kafka-compacted-postgres-state.yaml"
 	seed := readYAML(t, filepath.Join(dir, file))

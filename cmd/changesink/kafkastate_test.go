@@ -58,8 +58,9 @@ func TestKafkaStateBadSettings(t *testing.T) {
 		{"max records out of range", map[string]string{"MAX_RECORDS": "100001"}, "MAX_RECORDS must be 1..100000"},
 		{"poll seconds out of range", map[string]string{"POLL_SECONDS": "0"}, "POLL_SECONDS must be 1..60"},
 		{"unknown kafka property", map[string]string{"KAFKA_PROPERTIES": `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
-		{"no topic", map[string]string{"TOPIC": ""}, "TOPIC"},
-		{"no dsn", map[string]string{"PG_DSN": ""}, "PG_DSN is required"},
+		{"no topic", map[string]string{"TOPIC": ""}, "missing required settings: TOPIC (flag --topic)"},
+		{"no dsn", map[string]string{"PG_DSN": ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
+		{"no properties", map[string]string{"KAFKA_PROPERTIES": " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +91,77 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// kafkaTopic creates a compacted topic of its own on the test broker (prefix
+// and a random suffix) with the given partitions, deleted when the test ends,
+// waits until every partition answers, and returns it with a client that
+// produces to the partition each record names (open until the test ends).
+func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
+	t.Helper()
+	topic := prefix + randomHex(4)
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the topic is deleted while the client is open.
+	t.Cleanup(kcl.Close)
+	adm := kadm.NewClient(kcl)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+			t.Errorf("delete the test topic %s: %v", topic, err)
+		}
+	})
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil && offs.Error() == nil && len(offs[topic]) == int(partitions) {
+			return kcl, topic
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: %d partitions not all answering: %v (%v)", topic, partitions, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pgDatabase creates a database of its own on the test PostgreSQL server
+// (prefix and a random suffix; dropped when the test ends) through adminDSN,
+// and returns its name and a connection to it (open until the test ends).
+func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (string, *pgx.Conn) {
+	t.Helper()
+	db := prefix + randomHex(4)
+	admin, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return db, conn
 }
 
 // TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
@@ -136,23 +208,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		}
 	})
 
-	topic := "ks_secret_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
-	for {
-		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
 	if err := kcl.ProduceSync(ctx,
 		&kgo.Record{Topic: topic, Partition: 0, Key: []byte("a"), Value: []byte(`{"v":1}`)},
 		&kgo.Record{Topic: topic, Partition: 1, Key: []byte("b"), Value: []byte(`{"v":2}`)},

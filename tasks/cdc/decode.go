@@ -193,8 +193,12 @@ func (d *recordDecoder) decode(r ion.Reader, rec int64) (row, error) {
 			// A delete's before image may hold nulls or nothing but the key
 			// (REPLICA IDENTITY DEFAULT); the seed writes zeros and "".
 			out.vals[i] = zeroValue(c.typ)
+		case !d.seen[i] && c.typ.nullable:
+			// Kestra's trigger serializes events with NON_NULL inclusion:
+			// a NULL column is left out of the record, not written as null.
+			out.vals[i] = value{null: true}
 		case !d.seen[i]:
-			return refuse(c.name, fmt.Errorf("%w: column %q is absent", ErrMissingField, c.name))
+			return refuse(c.name, fmt.Errorf("%w: column %q is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but %s is not Nullable; make it Nullable(%s) in the mapping and the target table, or fix the source", ErrMissingField, c.name, m.Columns[i].Type, m.Columns[i].Type))
 		case d.errs[i] != nil:
 			return refuse(c.name, d.errs[i])
 		default:

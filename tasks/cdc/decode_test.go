@@ -115,7 +115,7 @@ func ordersRefusals() []refusal {
 		{"status null", []any{orderEvent(2, int64(1), int64(2), nil, int64(9), false)},
 			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: null in a column that is not Nullable (String)`},
 		{"missing column", []any{iongen.Event(iongen.Struct{{"id", int64(2)}, {"customer_id", int64(1)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
-			ErrMissingField, `record 1 (key id=2, LSN 5), column "amount_cents": missing field: column "amount_cents" is absent`},
+			ErrMissingField, `record 1 (key id=2, LSN 5), column "amount_cents": missing field: column "amount_cents" is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but Int64 is not Nullable; make it Nullable(Int64) in the mapping and the target table, or fix the source`},
 		{"toast status", []any{orderEvent(2, int64(1), int64(2), toastPlaceholder, int64(9), false)},
 			ErrToast, `record 1 (key id=2, LSN 9), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
 		{"toast int column", []any{orderEvent(2, toastPlaceholder, int64(2), "x", int64(9), false)},

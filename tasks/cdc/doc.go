@@ -44,6 +44,10 @@
 //   - metadata.source.lsn not an integer in 1..2^64-1: ErrBadLSN;
 //   - a key that is absent, null or does not fit: ErrMissingField/ErrBadValue
 //     (seed: integer(event["id"], "id"));
+//   - a mapped column absent from a create/update/read event: NULL when the
+//     column is Nullable (the trigger serializes with NON_NULL inclusion, so
+//     a NULL column is left out), else ErrMissingField saying the source
+//     value was NULL (seed: event["customer_id"] raises KeyError);
 //   - deleted present but not a real boolean: ErrBadDeleteMarker (absent
 //     means false, as event.get("deleted", False));
 //   - integers out of their column's range, or not integers (Ion keeps bools

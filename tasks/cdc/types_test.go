@@ -194,3 +194,31 @@ func TestAcceptedTimeForms(t *testing.T) {
 		})
 	}
 }
+
+// TestOmittedNullableColumnsAreNull: Kestra's Debezium trigger serializes
+// events with NON_NULL inclusion, so a NULL column is absent from the
+// record. For a Nullable column that is NULL, exactly as an explicit null.
+func TestOmittedNullableColumnsAreNull(t *testing.T) {
+	m := loadMapping(t, "testdata/types.mapping.yaml")
+	var omitted iongen.Struct
+	for _, f := range everythingRow(1, false) {
+		if f.Name != "note" && f.Name != "qty" {
+			omitted = append(omitted, f)
+		}
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			want, err := decodeBytes(t, m, encode(t, f.binary, everythingEvent(everythingRow(1, false), 5)), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeBytes(t, m, encode(t, f.binary, everythingEvent(omitted, 5)), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := jsonLines(got), jsonLines(want); g != w || !strings.Contains(g, `"note": null, "qty": null`) {
+				t.Errorf("omitted nullable columns\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}

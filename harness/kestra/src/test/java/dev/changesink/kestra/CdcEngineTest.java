@@ -119,31 +119,27 @@ abstract class CdcEngineTest extends EngineTest {
     }
 
     /**
-     * The batches the trigger "captures": Ion as the engine under test writes it, binary for 2.0, text (one value per
-     * line) for 1.x, whose FileSerde cannot read binary Ion. The Debezium harness's orders_full scenario when
-     * CHANGESINK_TEST_DEBEZIUM names its output and it has that form, else the fixture of tasks/cdc/testdata.
+     * The batches the trigger "captures": real Debezium captures of the Debezium harness's scenario orders_full
+     * (snapshot, inserts, updates, deletes, one more update), a fresh capture when .ci/debezium made one in
+     * CHANGESINK_TEST_DEBEZIUM, else the copy committed in tasks/cdc/testdata/debezium; and the source table's
+     * final rows. Ion as the engine under test writes it: binary for 2.0, text (one value per line) for 1.x,
+     * whose FileSerde cannot read binary Ion.
      */
     static Capture capture() throws Exception {
         String form = Engine.VERSION.equals("2.0") ? "binary" : "text";
         String dir = System.getenv("CHANGESINK_TEST_DEBEZIUM");
-        if (dir != null && !dir.isEmpty()) {
-            Path scenario = Path.of(dir).resolve("orders_full");
-            @SuppressWarnings("unchecked")
-            Map<String, Object> manifest = JSON.readValue(scenario.resolve("manifest.json").toFile(), Map.class);
-            List<Path> batches = new ArrayList<>();
-            try (var s = Files.list(scenario)) {
-                s.filter(p -> p.getFileName().toString().matches("changes-\\d+\\." + form + "\\.ion")).sorted().forEach(batches::add);
-            }
-            if (!batches.isEmpty()) {
-                assertEquals(((Number) manifest.get("batches")).intValue(), batches.size(), form + " batches of " + scenario);
-                return new Capture((String) manifest.get("database"), batches, scenario.resolve("rows.jsonl"));
-            }
-            System.out.println(scenario + " has no " + form + " Ion batches: the trigger path runs on the fixture");
-        } else {
-            System.out.println("CHANGESINK_TEST_DEBEZIUM is unset: the trigger path runs on the fixture tasks/cdc/testdata/orders." + form + ".ion");
+        Path scenario = dir == null || dir.isEmpty() ? null : Path.of(dir).resolve("orders_full");
+        if (scenario == null || !Files.isRegularFile(scenario.resolve("manifest.json"))) {
+            scenario = Harness.root().resolve("tasks/cdc/testdata/debezium/orders_full");
         }
-        Path t = Harness.root().resolve("tasks/cdc/testdata");
-        return new Capture("shop", List.of(t.resolve("orders." + form + ".ion")), null);
+        System.out.println("trigger batches: " + scenario + " (" + form + " Ion)");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> manifest = JSON.readValue(scenario.resolve("manifest.json").toFile(), Map.class);
+        List<Path> batches = new ArrayList<>();
+        try (var s = Files.list(scenario)) {
+            s.filter(p -> p.getFileName().toString().matches("changes-\\d+\\." + form + "\\.ion")).sorted().forEach(batches::add);
+        }
+        assertEquals(((Number) manifest.get("batches")).intValue(), batches.size(), form + " batches of " + scenario);
+        return new Capture((String) manifest.get("database"), batches, scenario.resolve("rows.jsonl"));
     }
-
 }
