@@ -9,7 +9,9 @@
 //
 // One topic (Config.Topic) through franz-go with no consumer group and no
 // group offsets: an uncached Metadata request for the cluster id, the topic
-// id and the partition leaders; ListOffsets to each leader for the log
+// id and the partition leaders; DescribeConfigs for the topic's
+// cleanup.policy and delete.retention.ms (the tombstone rule below);
+// ListOffsets to each leader for the log
 // start offset and the last stable offset (read_committed); raw Fetch
 // requests (isolation level read_committed, by topic id) to each leader,
 // every partition from its saved next offset, decoded by
@@ -36,8 +38,9 @@
 // INSERT ... ON CONFLICT before) that applies, per key, only the highest
 // offset and only where it is higher than the stored row's (a tombstone sets
 // deleted = true and payload NULL; a later value revives the key); the
-// positions upsert (next_offsets as {"<partition>": <next offset>}); the
-// live_keys count; commit. Only then is batch-report.json written into the
+// positions upsert (next_offsets as {"<partition>": <next offset>};
+// updated_at moves only when every partition was read to its end, see
+// below); the live_keys count; commit. Only then is batch-report.json written into the
 // working directory and the Result returned for the outputs and metrics.
 // The report file is created under a hidden temporary name before the
 // batch starts, so an unwritable working directory fails the run before
@@ -69,6 +72,25 @@
 // Either value is safe to resume from, and each implementation accepts the
 // other's.
 //
+// # Tombstones and delete.retention.ms
+//
+// Kafka's cleaner keeps a tombstone at least delete.retention.ms after the
+// pass that first compacted it, and never cleans past the last stable
+// offset; a batch that reads a tombstone's offset only after it was removed
+// would leave the key live for ever (issue 9 §3). positions.updated_at is
+// therefore the start of the last batch that read every partition to its
+// end (or of the first batch): a batch is refused (ErrTombstonesMayBeLost,
+// *TombstoneError) before reading when a partition has records past its
+// saved offset and more than delete.retention.ms, less a margin, passed
+// since updated_at by PostgreSQL's clock; and after reading, before any
+// write, when its reads of a partition ended later than that after
+// updated_at (or after the batch's start, for a first run or a partition
+// that was at its end). A partition whose saved offset is its end is always
+// safe. Topics whose cleanup.policy lacks compact are exempt (and logged):
+// they lose tombstones only with whole segments, which moves the log start
+// offset (ErrOffsetOutOfRange). The rule and its limits are in
+// tombstones.go and the README's runbook.
+//
 // # Deliberate differences from the seed
 //
 //   - Next offsets are always the exact next offset to fetch (past a
@@ -95,6 +117,10 @@
 //     offending record and how many there are.
 //   - No consumer group id is configured at all (the seed configures a
 //     random one and never commits to it).
+//   - The tombstone rule above, which the seed does not have; with it,
+//     positions.updated_at stays put after a batch that MAX_RECORDS or
+//     POLL_SECONDS cut before some partition's end (the seed sets now() on
+//     every batch).
 //
 // # Checks, and the seed rule each implements
 //
@@ -105,6 +131,7 @@
 //	ErrPartitionsChanged       'Partition set changed; rebuild into an empty destination'
 //	ErrValuesWithoutPositions  'Values exist without read positions; restore both together'
 //	ErrOffsetOutOfRange        'Partition p: saved offset is outside the retained log' (log start <= saved <= last stable offset)
+//	ErrTombstonesMayBeLost     changesink addition: delete.retention.ms passed with records unread (see above)
 //	ErrNullKey                 'Null Kafka key; the entire batch will roll back'
 //	ErrKeyNotUTF8, ErrKeyNUL   key.decode('utf-8'); psycopg refusing NUL in text
 //	ErrKeyTooLong              the seed's INSERT failing on a key the primary key index cannot hold

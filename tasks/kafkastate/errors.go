@@ -43,6 +43,12 @@ var (
 	// broker answered a fetch with OFFSET_OUT_OF_RANGE. Seed: 'Partition p:
 	// saved offset is outside the retained log'.
 	ErrOffsetOutOfRange = errors.New("saved offset is outside the retained log")
+	// ErrTombstonesMayBeLost: a compacted topic's cleaner may have removed
+	// tombstones the batch had not read yet, because more than
+	// delete.retention.ms passed since the positions were last caught up
+	// (see TombstoneError; changesink addition, issue 9 §3: the seed would
+	// leave such keys live).
+	ErrTombstonesMayBeLost = errors.New("tombstones may have been removed before they were read")
 	// ErrNullKey: a record has a null key. Seed: 'Null Kafka key; the entire
 	// batch will roll back'.
 	ErrNullKey = errors.New("null kafka key")

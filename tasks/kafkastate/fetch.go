@@ -42,6 +42,11 @@ type partState struct {
 	// done: end of partition (next >= last stable offset) or the budget ran
 	// out while reading it.
 	done bool
+	// atEnd: the partition was read to its end (next >= the last stable
+	// offset of the latest answer); not when the budget or the deadline cut
+	// it. end is that last stable offset.
+	atEnd bool
+	end   int64
 	// keys holds a hash of every key read from the partition in this batch,
 	// to tell whether the batch holds a key twice (see repeatsKeys).
 	keys []uint64
@@ -233,8 +238,9 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 	if end < 0 {
 		end = fp.HighWatermark
 	}
+	st.end = end
 	if st.next >= end {
-		st.done = true // end of partition
+		st.done, st.atEnd = true, true // end of partition
 	}
 	return nil
 }

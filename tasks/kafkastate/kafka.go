@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +133,84 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 	}
 	slices.Sort(m.partitions)
 	return m, nil
+}
+
+// retention is what a topic's configs say about how long its records stay
+// (DescribeConfigs, the values in force: the topic's own or the broker's
+// default).
+type retention struct {
+	// policy is cleanup.policy as the broker reports it ("compact",
+	// "delete", "compact,delete", ...).
+	policy string
+	// compact: the policy includes compact, so the cleaner removes
+	// superseded records and, delete.retention.ms after its first pass over
+	// them, tombstones.
+	compact bool
+	// deleteRetentionMs is delete.retention.ms.
+	deleteRetentionMs int64
+}
+
+// describeRetention reads the topic's cleanup.policy and delete.retention.ms
+// with a DescribeConfigs request (which needs the DESCRIBE_CONFIGS
+// operation on the topic where the broker has an authorizer).
+func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (retention, error) {
+	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeTopic
+	res.ResourceName = topic
+	res.ConfigNames = []string{"cleanup.policy", "delete.retention.ms"}
+	req.Resources = []kmsg.DescribeConfigsRequestResource{res}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return retention{}, kafkaRequestErr(err, "kafka describe configs of topic %q", topic)
+	}
+	if len(resp.Resources) != 1 {
+		return retention{}, outcome.Transiently(fmt.Errorf("kafka describe configs of topic %q: %d resources in the answer, want 1; retry", topic, len(resp.Resources)))
+	}
+	r := resp.Resources[0]
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		switch {
+		case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+			return retention{}, outcome.Configure(fmt.Errorf("topic %q: kafka describe configs: %w; grant the client DESCRIBE_CONFIGS on the topic "+
+				"(changesink reads cleanup.policy and delete.retention.ms to know how long tombstones stay)", topic, err))
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return retention{}, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; check TOPIC", topic, ErrTopicUnavailable, err))
+		}
+		if kerr.IsRetriable(err) {
+			return retention{}, outcome.Transiently(fmt.Errorf("topic %q: kafka describe configs: %w; retry", topic, err))
+		}
+		return retention{}, fmt.Errorf("topic %q: kafka describe configs: %w", topic, err)
+	}
+	var (
+		out                   retention
+		hasPolicy, hasRetains bool
+	)
+	for _, c := range r.Configs {
+		if c.Value == nil {
+			continue
+		}
+		switch c.Name {
+		case "cleanup.policy":
+			out.policy, hasPolicy = *c.Value, true
+			for _, p := range strings.Split(out.policy, ",") {
+				if strings.EqualFold(strings.TrimSpace(p), "compact") {
+					out.compact = true
+				}
+			}
+		case "delete.retention.ms":
+			n, err := strconv.ParseInt(strings.TrimSpace(*c.Value), 10, 64)
+			if err != nil || n < 0 {
+				return retention{}, fmt.Errorf("topic %q: the broker reports delete.retention.ms %q, not a non-negative integer", topic, *c.Value)
+			}
+			out.deleteRetentionMs, hasRetains = n, true
+		}
+	}
+	if !hasPolicy || !hasRetains {
+		return retention{}, fmt.Errorf("topic %q: the broker's describe configs answer lacks cleanup.policy or delete.retention.ms", topic)
+	}
+	return out, nil
 }
 
 // watermarks are one partition's log start offset and last stable offset

@@ -35,6 +35,9 @@ type hooks struct {
 	// duringCopy runs once, from the COPY's row source, after the first row
 	// has been handed to PostgreSQL: tests kill the backend here.
 	duringCopy func(ctx context.Context)
+	// afterFetch runs once the batch has been fetched and copied, before
+	// the tombstone rule's check of the reads: tests make the reads late.
+	afterFetch func()
 	// beforeCommit runs right before the run checks its context for the
 	// last time and sends COMMIT: tests stop the run (cancel its context)
 	// here or, a little later, while the COMMIT is in flight.
@@ -58,22 +61,26 @@ type hooks struct {
 // Steps (the seed's checks, in the seed's order):
 //
 //  1. Kafka metadata, uncached: topic present with partitions
-//     (ErrTopicUnavailable); cluster id and non-zero topic id (ErrNoIDs).
+//     (ErrTopicUnavailable); cluster id and non-zero topic id (ErrNoIDs);
+//     the topic's cleanup.policy and delete.retention.ms.
 //  2. PostgreSQL: one transaction, SET LOCAL statement_timeout = '90s',
 //     pg_try_advisory_xact_lock(hashtextextended('kestra-kafka-state:' ||
 //     topic, 0)) (ErrLocked); positions read FOR UPDATE; saved ids equal
 //     (ErrIDsChanged); saved partitions equal (ErrPartitionsChanged); no
 //     records without positions (ErrValuesWithoutPositions).
 //  3. Log start offset <= saved offset <= last stable offset, per
-//     partition (ErrOffsetOutOfRange).
+//     partition (ErrOffsetOutOfRange); the tombstone rule before reading
+//     (ErrTombstonesMayBeLost: see tombstones.go).
 //  4. Fetch every partition concurrently (read_committed, by topic id), each
 //     until its end (next >= last stable offset), the budget or the
 //     deadline; validate every record (RecordError); COPY into a temporary
 //     staging table while fetching.
-//  5. One query for keys that moved partitions (ErrKeyMovedPartitions), one
+//  5. The tombstone rule on the reads' end (ErrTombstonesMayBeLost).
+//     One query for keys that moved partitions (ErrKeyMovedPartitions), one
 //     merge statement (highest offset per key, only if higher than stored).
 //  6. Fresh metadata: same topic id and partitions (ErrTopicChanged).
-//  7. Positions upsert, live_keys, commit; then the report file.
+//  7. Positions upsert (updated_at moves only when every partition was
+//     read to its end), live_keys, commit; then the report file.
 //
 // Refusals are marked outcome.Refused, configuration errors outcome.Config,
 // lost connections and timeouts outcome.Transient. Whatever fails, nothing
@@ -123,6 +130,14 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	ret, err := describeRetention(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ret.compact {
+		log.Warn(fmt.Sprintf("kafka-state: topic %s is not compacted (cleanup.policy=%s): retention deletes records without tombstones, "+
+			"so kafka_state.records keeps every key ever read; the seed flow expects a compacted topic", topic, ret.policy))
+	}
 	ph.mark("metadata")
 
 	// 2. PostgreSQL transaction, lock, saved positions.
@@ -161,6 +176,15 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	rule := tombstoneRule{topic: topic, ret: ret, hasPositions: saved != nil}
+	if saved != nil {
+		var clock time.Time
+		if err := queryRow(ctx, tx, "read kafka_state.positions.updated_at", sqlPositionsClock, []any{topic}, &rule.updatedAt, &clock); err != nil {
+			return nil, err
+		}
+		rule.sinceUpdated = clock.Sub(rule.updatedAt)
+	}
+	rule.checked = time.Now()
 	ph.mark("lock+positions")
 
 	// 3. Retained log bounds.
@@ -170,6 +194,8 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	}
 	states := make(map[int32]*partState, len(meta.partitions))
 	starts := make(Offsets, len(meta.partitions))
+	var lagging []partRange
+	lagged := map[int32]bool{}
 	for _, p := range meta.partitions {
 		w := marks[p]
 		start := w.logStart
@@ -180,7 +206,14 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			return nil, outcome.Refuse(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
 		}
 		starts[p] = start
-		states[p] = &partState{partition: p, next: start, done: start >= w.lso}
+		states[p] = &partState{partition: p, next: start, done: start >= w.lso, atEnd: start >= w.lso, end: w.lso}
+		if start < w.lso {
+			lagging = append(lagging, partRange{partition: p, from: start, end: w.lso})
+			lagged[p] = true
+		}
+	}
+	if err := rule.beforeRead(lagging); err != nil {
+		return nil, outcome.Refuse(err)
 	}
 
 	ph.mark("offsets")
@@ -229,6 +262,21 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if copied != consumed {
 		return nil, fmt.Errorf("copy the batch into the staging table: %d rows copied, %d records read", copied, consumed)
 	}
+	var advanced []partRange
+	caughtUp := true
+	for _, p := range meta.partitions {
+		st := states[p]
+		if st.next > starts[p] {
+			advanced = append(advanced, partRange{partition: p, from: starts[p], end: st.end, reached: st.next})
+		}
+		caughtUp = caughtUp && st.atEnd
+	}
+	if h.afterFetch != nil {
+		h.afterFetch()
+	}
+	if err := rule.afterRead(advanced, lagged); err != nil {
+		return nil, outcome.Refuse(err)
+	}
 
 	// 5. Moved keys, then the merge.
 	if consumed > 0 {
@@ -275,7 +323,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, err
 	}
 	if err := execSQL(ctx, tx, "write kafka_state.positions", sqlWritePositions,
-		topic, meta.clusterID, meta.topicIDText(), string(nextJSON)); err != nil {
+		topic, meta.clusterID, meta.topicIDText(), string(nextJSON), caughtUp); err != nil {
 		return nil, err
 	}
 	var live int64
@@ -308,6 +356,15 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	res.Duration = time.Since(started)
 	log.Info(fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
 		topic, consumed, tombstones, len(meta.partitions), res.Duration.Round(time.Millisecond), nextJSON, live))
+	if !caughtUp && ret.compact {
+		since := "this first batch's start"
+		if saved != nil {
+			since = rule.updatedAt.UTC().Format(time.RFC3339)
+		}
+		log.Info(fmt.Sprintf("kafka-state: topic %s: MAX_RECORDS or POLL_SECONDS ended the batch before every partition's end, so "+
+			"kafka_state.positions.updated_at stays at %s: read the topic to its end within delete.retention.ms=%d of it, or batches will be refused (tombstones)",
+			topic, since, ret.deleteRetentionMs))
+	}
 	if err := report.Commit(); err != nil {
 		return nil, fmt.Errorf("the batch is committed, but %s could not be renamed into place: %w", ReportFile, err)
 	}

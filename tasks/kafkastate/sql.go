@@ -155,12 +155,19 @@ ON CONFLICT (topic, record_key) DO UPDATE SET
 WHERE r.kafka_offset < EXCLUDED.kafka_offset`
 }
 
-// sqlWritePositions is the seed's positions upsert. $4 is the JSON object
-// {"<partition>": <next offset>}.
+// sqlWritePositions is the seed's positions upsert, except that updated_at
+// moves only when $5 is true: the batch read every partition to its end
+// (see the tombstone rule in tombstones.go; a new row gets now() either
+// way). $4 is the JSON object {"<partition>": <next offset>}.
 const sqlWritePositions = `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets)
 VALUES ($1, $2, $3, $4::jsonb)
 ON CONFLICT (topic) DO UPDATE SET
-  next_offsets = EXCLUDED.next_offsets, updated_at = now()`
+  next_offsets = EXCLUDED.next_offsets,
+  updated_at = CASE WHEN $5::boolean THEN now() ELSE kafka_state.positions.updated_at END`
+
+// sqlPositionsClock reads the saved positions' updated_at and PostgreSQL's
+// clock now, so the time between them is measured on one clock. $1 = topic.
+const sqlPositionsClock = `SELECT updated_at, clock_timestamp() FROM kafka_state.positions WHERE topic = $1`
 
 // sqlLiveKeys is the seed's live_keys count.
 const sqlLiveKeys = `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`

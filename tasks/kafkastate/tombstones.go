@@ -1,0 +1,196 @@
+package kafkastate
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// The tombstone rule (issue 9 §3). Kafka's cleaner keeps a tombstone at
+// least delete.retention.ms after the cleaning pass that first compacted it
+// (that pass stamps the batch with a delete horizon: the pass's start plus
+// delete.retention.ms); later passes drop it. A pass never cleans past the
+// last stable offset, so a record that was not yet stable at time A cannot
+// lose its tombstone before A + delete.retention.ms. A batch that reads a
+// tombstone's offset after that, with nothing there any more, would leave
+// the key's stored value live for ever. So:
+//
+//   - kafka_state.positions.updated_at is the start of the last batch after
+//     which every partition had been read to its end (a batch that
+//     MAX_RECORDS or POLL_SECONDS cut leaves it; the first batch sets it):
+//     every record at or past a saved next offset became stable after it,
+//     or, before the first catch-up, was still in the log when the first
+//     batch began reading;
+//   - before reading, a partition with unread records (saved next offset
+//     below the last stable offset) is refused when more than the allowed
+//     time has passed since updated_at, by PostgreSQL's clock at both ends;
+//   - after reading, before anything is written, every partition the batch
+//     advanced is refused when its reads ended later than the allowed time
+//     after updated_at (a partition that had unread records at the start)
+//     or after the batch's start (a first run, or a partition that was at
+//     its end): Kafka's own rule that a scan must finish within
+//     delete.retention.ms.
+//
+// The allowed time is delete.retention.ms less a margin (a tenth of it, at
+// most 5 minutes) for a cleaning pass in progress when a batch starts and
+// for the two clocks' rates. A partition whose saved offset is its last
+// stable offset is never refused: nothing was written to it since. A topic
+// whose cleanup.policy has no compact drops tombstones only with whole
+// segments, which moves the log start offset past them, and that is
+// ErrOffsetOutOfRange. The rule cannot see a delete.retention.ms that was
+// lower before, nor an updated_at written by the seed (which sets it on
+// every batch, cut or not).
+
+// maxRetentionMargin caps the margin taken off delete.retention.ms.
+const maxRetentionMargin = 5 * time.Minute
+
+// deleteRetention returns delete.retention.ms as a duration (the largest
+// duration when it does not fit: a topic that keeps tombstones for ever).
+func (r retention) deleteRetention() time.Duration {
+	if r.deleteRetentionMs > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(r.deleteRetentionMs) * time.Millisecond
+}
+
+// margin is what the rule takes off delete.retention.ms.
+func (r retention) margin() time.Duration { return min(r.deleteRetention()/10, maxRetentionMargin) }
+
+// allowed is the longest a batch's reads may end after their anchor.
+func (r retention) allowed() time.Duration { return r.deleteRetention() - r.margin() }
+
+// tombstoneRule applies the rule to one batch.
+type tombstoneRule struct {
+	topic string
+	ret   retention
+	// hasPositions: the batch resumes from saved positions.
+	hasPositions bool
+	// updatedAt is the positions' updated_at, sinceUpdated the time from it
+	// to PostgreSQL's clock_timestamp() at checked (Go's monotonic clock).
+	updatedAt    time.Time
+	sinceUpdated time.Duration
+	checked      time.Time
+}
+
+// partRange is one partition's range at the start of a batch.
+type partRange struct {
+	partition int32
+	// from is the batch's start offset (the saved next offset), end the
+	// last stable offset at the start, to the offset the batch reached.
+	from, end, reached int64
+}
+
+// beforeRead refuses when a partition has unread records and more than the
+// allowed time has passed since updatedAt. lagging are the partitions whose
+// saved offset is below their last stable offset.
+func (r tombstoneRule) beforeRead(lagging []partRange) error {
+	if !r.ret.compact || !r.hasPositions || len(lagging) == 0 || r.sinceUpdated <= r.ret.allowed() {
+		return nil
+	}
+	return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, Retention: r.ret}
+}
+
+// afterRead refuses when the batch advanced a partition later than the
+// allowed time after its anchor: updatedAt for a partition that had unread
+// records at the start (lagged), the check for the others. advanced are the
+// partitions the batch moved forward, lagged says which of them had unread
+// records at the start.
+func (r tombstoneRule) afterRead(advanced []partRange, lagged map[int32]bool) error {
+	if !r.ret.compact {
+		return nil
+	}
+	read := time.Since(r.checked)
+	var late, lateLagged []partRange
+	for _, p := range advanced {
+		switch {
+		case lagged[p.partition] && r.hasPositions && r.sinceUpdated+read > r.ret.allowed():
+			lateLagged = append(lateLagged, p)
+		case read > r.ret.allowed():
+			late = append(late, p)
+		}
+	}
+	if len(lateLagged) > 0 {
+		return &TombstoneError{Topic: r.topic, Partitions: lateLagged, Elapsed: r.sinceUpdated + read, UpdatedAt: r.updatedAt,
+			Retention: r.ret, AfterRead: true, Read: read}
+	}
+	if len(late) > 0 {
+		return &TombstoneError{Topic: r.topic, Partitions: late, Elapsed: read, Retention: r.ret, AfterRead: true, Read: read}
+	}
+	return nil
+}
+
+// TombstoneError says that tombstones may have been removed from the topic
+// before the batch read them (see the tombstone rule above). It unwraps to
+// ErrTombstonesMayBeLost.
+type TombstoneError struct {
+	Topic string
+	// Partitions are the partitions at risk: their start offset, the last
+	// stable offset at the start and, after the reads, the offset reached.
+	Partitions []partRange
+	// Elapsed is the time from the anchor (UpdatedAt, or the batch's start
+	// when UpdatedAt is zero) to the check.
+	Elapsed   time.Duration
+	UpdatedAt time.Time
+	Retention retention
+	// AfterRead: found after the batch's reads, which took Read.
+	AfterRead bool
+	Read      time.Duration
+}
+
+// maxNamedPartitions bounds how many partitions a TombstoneError names.
+const maxNamedPartitions = 8
+
+func (e *TombstoneError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "topic %q: %s: ", e.Topic, ErrTombstonesMayBeLost)
+	if len(e.Partitions) == 1 {
+		b.WriteString("partition ")
+	} else {
+		b.WriteString("partitions ")
+	}
+	for i, p := range e.Partitions {
+		if i == maxNamedPartitions {
+			fmt.Fprintf(&b, " and %d more", len(e.Partitions)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if e.AfterRead {
+			fmt.Fprintf(&b, "%d (read from saved offset %d to %d)", p.partition, p.from, p.reached)
+		} else {
+			fmt.Fprintf(&b, "%d (unread from saved offset %d to %d)", p.partition, p.from, p.end)
+		}
+	}
+	anchor := "the start of this batch"
+	if !e.UpdatedAt.IsZero() {
+		anchor = "kafka_state.positions.updated_at " + e.UpdatedAt.UTC().Format(time.RFC3339Nano) +
+			" (the start of the last batch that read every partition to its end)"
+	}
+	when := "have passed since"
+	if e.AfterRead {
+		when = fmt.Sprintf("had passed by the end of this batch's reads (which took %s) since", roundDuration(e.Read))
+	}
+	fmt.Fprintf(&b, ": %s %s %s, more than the topic's delete.retention.ms=%d (less a margin of %s) allows; "+
+		"Kafka keeps a tombstone only delete.retention.ms after the cleaner first compacts it, so a key deleted in that range "+
+		"may stay live in kafka_state.records; nothing was changed; "+
+		"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions, "+
+		"then re-run until caught up, within delete.retention.ms); to prevent it, raise delete.retention.ms above the longest time "+
+		"between batches (a catch-up included) and run batches more often (raising it now does not bring back a removed tombstone)",
+		roundDuration(e.Elapsed), when, anchor, e.Retention.deleteRetentionMs, roundDuration(e.Retention.margin()))
+	if e.AfterRead && e.UpdatedAt.IsZero() {
+		b.WriteString("; a single batch's reads took longer than delete.retention.ms allows: raise delete.retention.ms (or lower MAX_RECORDS and POLL_SECONDS)")
+	}
+	return b.String()
+}
+
+func (e *TombstoneError) Unwrap() error { return ErrTombstonesMayBeLost }
+
+// roundDuration prints d to a millisecond (to a second from a minute up).
+func roundDuration(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
