@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
 )
 
 // Fetch sizing. A response holds at most fetchMaxBytes (a batch larger than
@@ -85,34 +86,21 @@ func (f *fetcher) Err() error {
 }
 
 // run fetches all leaders concurrently and returns when every partition is
-// done, the budget is spent or the deadline has passed. It returns the first
-// error (also kept for Err); the others' goroutines are cancelled. It closes
-// out after recording the error.
-func (f *fetcher) run(ctx context.Context, byLeader map[int32][]*partState) error {
-	var first error
+// done, the budget is spent or the deadline has passed, once every worker
+// has returned. It returns the first error (also kept for Err); the first
+// error cancels the other workers. It closes out after recording the error.
+func (f *fetcher) run(ctx context.Context, byLeader map[int32][]*partState) (err error) {
 	defer func() {
 		f.mu.Lock()
-		f.err = first
+		f.err = err
 		f.mu.Unlock()
 		close(f.out)
 	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		once sync.Once
-	)
+	g, gctx := errgroup.WithContext(ctx)
 	for leader, parts := range byLeader {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f.leader(ctx, leader, parts); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		}()
+		g.Go(func() error { return f.leader(gctx, leader, parts) })
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // leader loops over Fetch requests to one broker for the partitions it leads.
