@@ -45,9 +45,18 @@ func main() {
 	n := flag.Int("records", 100000, "records to produce and materialize (1..100000)")
 	partitions := flag.Int("partitions", 6, "partitions of the benchmark topic")
 	skipSeed := flag.Bool("skip-seed", false, "do not time the seed script")
+	steady := flag.String("steady", "", "steady-state mode after the main run: comma-separated counts of keys already stored (e.g. 1000000,10000000)")
+	batches := flag.Int("batches", 3, "steady-state mode: timed batches per table size")
 	flag.BoolVar(&verbose, "v", false, "print changesink's output (set CHANGESINK_LOG_LEVEL=DEBUG for its phase timings)")
 	flag.Parse()
-	if err := run(*bin, *n, int32(*partitions), *skipSeed); err != nil {
+	sizes, err := parseSizes(*steady)
+	if err == nil && (*batches < 1 || *batches > 20) {
+		err = errors.New("-batches must be 1..20")
+	}
+	if err == nil {
+		err = run(*bin, *n, int32(*partitions), *skipSeed, sizes, *batches)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-kafka-state:", err)
 		os.Exit(1)
 	}
@@ -69,7 +78,7 @@ func getenv(names ...string) (map[string]string, error) {
 	return out, nil
 }
 
-func run(bin string, n int, partitions int32, skipSeed bool) error {
+func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batches int) error {
 	if bin == "" {
 		return errors.New("-bin is required")
 	}
@@ -85,7 +94,7 @@ func run(bin string, n int, partitions int32, skipSeed bool) error {
 		return err
 	}
 	e := env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], python: vars["CHANGESINK_TEST_PYTHON"], seeds: vars["CHANGESINK_TEST_SEEDS"]}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute+time.Duration(len(steady))*45*time.Minute)
 	defer cancel()
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 	topic := "bench_kafka_state_" + suffix
@@ -205,6 +214,9 @@ func run(bin string, n int, partitions int32, skipSeed bool) error {
 		fmt.Printf("changesink / seed:                                   %.1fx  (target >= 15x)\n", cs/rate["seed (Python, confluent-kafka, psycopg)"])
 	}
 	fmt.Printf("changesink peak RSS:                                 %.1f MB (target < 100 MB)\n", float64(csRSS)/1024)
+	if len(steady) > 0 {
+		return runSteady(ctx, e, bin, steady, n, batches, partitions)
+	}
 	return nil
 }
 
@@ -338,9 +350,21 @@ type batch struct {
 // timeProcess runs one batch in a fresh working directory and returns its
 // consumed count (from batch-report.json), wall time and peak RSS in KiB.
 func timeProcess(ctx context.Context, name string, args, env []string) (batch, int64, error) {
+	b, rss, _, err := timeProcessOutput(ctx, name, args, env)
+	return b, rss, err
+}
+
+func execCommand(ctx context.Context, name string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	return cmd
+}
+
+// timeProcessOutput is timeProcess that also returns the process's output.
+func timeProcessOutput(ctx context.Context, name string, args, env []string) (batch, int64, []byte, error) {
 	dir, err := os.MkdirTemp("", "bench-kafka-state-*")
 	if err != nil {
-		return batch{}, 0, err
+		return batch{}, 0, nil, err
 	}
 	defer os.RemoveAll(dir)
 	// Peak RSS comes from GNU time: the rusage of a child this (large)
@@ -355,7 +379,7 @@ func timeProcess(ctx context.Context, name string, args, env []string) (batch, i
 	out, err := cmd.CombinedOutput()
 	elapsed := time.Since(start)
 	if err != nil {
-		return batch{}, 0, fmt.Errorf("%v\n%s", err, out)
+		return batch{}, 0, out, fmt.Errorf("%v\n%s", err, out)
 	}
 	var rss int64
 	if b, err := os.ReadFile(rssFile); err == nil {
@@ -367,15 +391,15 @@ func timeProcess(ctx context.Context, name string, args, env []string) (batch, i
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "batch-report.json"))
 	if err != nil {
-		return batch{}, 0, fmt.Errorf("no batch-report.json: %v\n%s", err, out)
+		return batch{}, 0, out, fmt.Errorf("no batch-report.json: %v\n%s", err, out)
 	}
 	var report struct {
 		Consumed int64 `json:"consumed"`
 	}
 	if err := json.Unmarshal(raw, &report); err != nil {
-		return batch{}, 0, err
+		return batch{}, 0, out, err
 	}
-	return batch{consumed: report.Consumed, elapsed: elapsed}, rss, nil
+	return batch{consumed: report.Consumed, elapsed: elapsed}, rss, out, nil
 }
 
 // rawCopy times COPY of the rows, in one transaction each, into a plain
@@ -394,37 +418,41 @@ CREATE TABLE copy_pk (topic text NOT NULL, record_key text NOT NULL, payload jso
 	if _, err := conn.Exec(ctx, ddl); err != nil {
 		return 0, 0, err
 	}
-	cols := []string{"topic", "record_key", "payload", "deleted", "kafka_partition", "kafka_offset"}
-	once := func(table string) (time.Duration, error) {
-		start := time.Now()
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return 0, err
-		}
-		defer tx.Rollback(ctx)
-		n, err := tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-			r := &rows[i]
-			return []any{r.topic, r.key, r.value, false, r.partition, r.offset}, nil
-		}))
-		if err != nil {
-			return 0, err
-		}
-		if int(n) != len(rows) {
-			return 0, fmt.Errorf("copied %d of %d rows", n, len(rows))
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return 0, err
-		}
-		return time.Since(start), nil
-	}
-	if plain, err = once("copy_plain"); err != nil {
+	if plain, err = copyInto(ctx, conn, "copy_plain", rows); err != nil {
 		return 0, 0, err
 	}
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		return 0, 0, err
 	}
-	if withPK, err = once("copy_pk"); err != nil {
+	if withPK, err = copyInto(ctx, conn, "copy_pk", rows); err != nil {
 		return 0, 0, err
 	}
 	return plain, withPK, nil
+}
+
+// copyInto times a binary COPY of rows into table (a name, optionally
+// schema-qualified, with the columns of kafka_state.records) in one
+// transaction, commit included.
+func copyInto(ctx context.Context, conn *pgx.Conn, table string, rows []row) (time.Duration, error) {
+	cols := []string{"topic", "record_key", "payload", "deleted", "kafka_partition", "kafka_offset"}
+	start := time.Now()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx)
+	n, err := tx.CopyFrom(ctx, pgx.Identifier(strings.Split(table, ".")), cols, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		r := &rows[i]
+		return []any{r.topic, r.key, r.value, false, r.partition, r.offset}, nil
+	}))
+	if err != nil {
+		return 0, err
+	}
+	if int(n) != len(rows) {
+		return 0, fmt.Errorf("copied %d of %d rows", n, len(rows))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
