@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -244,6 +245,29 @@ func repeatsKeys(states map[int32]*partState) bool {
 			if st.keys[i] == st.keys[i-1] {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// keysInTwoPartitions reports whether two partitions yielded the same key
+// hash in this batch: a key that moved partitions within the batch (or two
+// keys whose hashes collide, which only costs the moved-key query).
+func keysInTwoPartitions(states map[int32]*partState) bool {
+	type tagged struct {
+		hash      uint64
+		partition int32
+	}
+	var all []tagged
+	for _, st := range states {
+		for _, h := range st.keys {
+			all = append(all, tagged{h, st.partition})
+		}
+	}
+	slices.SortFunc(all, func(a, b tagged) int { return cmp.Compare(a.hash, b.hash) })
+	for i := 1; i < len(all); i++ {
+		if all[i].hash == all[i-1].hash && all[i].partition != all[i-1].partition {
+			return true
 		}
 	}
 	return false

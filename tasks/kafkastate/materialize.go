@@ -287,16 +287,23 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			return nil, err
 		}
 		ph.mark("analyze")
-		if err := checkMovedKeys(ctx, tx, topic); err != nil {
+		if err := execSQL(ctx, tx, "set the planner to index lookups", sqlPlanner); err != nil {
 			return nil, err
 		}
-		ph.mark("moved-keys")
-		merge := mergeSQL(supportsMerge(conn) && !h.onConflict, repeatsKeys(states))
-		if err := execSQL(ctx, tx, "merge the batch into kafka_state.records", merge, topic); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "54000" { // program_limit_exceeded: an index row too large
-				return nil, keyTooLong(topic, meta.partitions, states, pe)
+		// MERGE refuses a key stored at another partition itself; a key
+		// read from two partitions of this batch, or any moved key without
+		// MERGE, takes the moved-key query.
+		useMerge := supportsMerge(conn) && !h.onConflict
+		if !useMerge || keysInTwoPartitions(states) {
+			if err := checkMovedKeys(ctx, tx, topic); err != nil {
+				return nil, err
 			}
+			ph.mark("moved-keys")
+		}
+		if err := mergeBatch(ctx, tx, topic, useMerge, repeatsKeys(states), meta.partitions, states); err != nil {
+			return nil, err
+		}
+		if err := execSQL(ctx, tx, "reset the planner", sqlPlannerReset); err != nil {
 			return nil, err
 		}
 		ph.mark("merge")
@@ -479,6 +486,51 @@ func keyTooLong(topic string, partitions []int32, states map[int32]*partState, p
 	}
 	return outcome.Refuse(&RecordError{Topic: topic, Partition: at.partition, Offset: at.longestKeyAt, Key: []byte(at.longestKey), Err: ErrKeyTooLong,
 		Detail: fmt.Sprintf("%d bytes, the longest key of the batch; PostgreSQL: %s", len(at.longestKey), pe.Message)})
+}
+
+// mergeBatch runs the merge statement (mergeSQL). With MERGE it runs under
+// a savepoint: when the statement fails on a key stored at another
+// partition (not_null_violation on record_key, see mergeSQL), it rolls back
+// to the savepoint and returns the moved-key query's refusal. A key too
+// large for the primary key index is refused naming the batch's longest key.
+func mergeBatch(ctx context.Context, tx pgx.Tx, topic string, useMerge, dedupe bool, partitions []int32, states map[int32]*partState) error {
+	db := tx
+	if useMerge {
+		bctx, cancel := context.WithTimeout(ctx, pgTimeout)
+		sp, err := tx.Begin(bctx) // SAVEPOINT
+		cancel()
+		if err != nil {
+			return pgErr(ctx, err, "savepoint before the merge")
+		}
+		db = sp
+	}
+	err := execSQL(ctx, db, "merge the batch into kafka_state.records", mergeSQL(useMerge, dedupe), topic)
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && useMerge:
+		cctx, cancel := context.WithTimeout(ctx, pgTimeout)
+		defer cancel()
+		if err := db.Commit(cctx); err != nil { // RELEASE SAVEPOINT
+			return pgErr(ctx, err, "release the merge's savepoint")
+		}
+		return nil
+	case err == nil:
+		return nil
+	case errors.As(err, &pe) && pe.Code == "54000": // program_limit_exceeded: an index row too large
+		return keyTooLong(topic, partitions, states, pe)
+	case useMerge && errors.As(err, &pe) && pe.Code == "23502" && pe.ColumnName == "record_key":
+		rctx, cancel := context.WithTimeout(ctx, pgTimeout)
+		rerr := db.Rollback(rctx) // ROLLBACK TO SAVEPOINT
+		cancel()
+		if rerr != nil {
+			return pgErr(ctx, rerr, "roll back to the merge's savepoint")
+		}
+		if err := checkMovedKeys(ctx, tx, topic); err != nil {
+			return err
+		}
+		return fmt.Errorf("topic %q: the merge found a key stored at another partition, but the moved-key query found none: %w", topic, err)
+	}
+	return err
 }
 
 // checkMovedKeys runs sqlMovedKey and refuses the batch if a key appears in

@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,5 +263,126 @@ func TestSeedAndChangesinkTakeTurns(t *testing.T) {
 	}
 	if _, err := Verify(testCtx(t, time.Minute), e.pg, e.topic); err != nil {
 		t.Errorf("verify: %v", err)
+	}
+}
+
+// TestMovedKeyBothStatements: the seed's moved-key rule with either merge
+// statement. With MERGE a key stored at another partition is found by the
+// merge itself (its first clause fails the statement, then the moved-key
+// query names the key); a key read from two partitions of one batch is found
+// before the merge. Each is refused naming the key, both occurrences and
+// that nothing was committed, and changes nothing, also when the moved key
+// is repeated in the batch (the dedupe source) or among many others.
+func TestMovedKeyBothStatements(t *testing.T) {
+	for _, onConflict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
+			e := newEnv(t)
+			createTopic(t, e.adm, e.topic, 3, nil)
+			var first []rec
+			for i := range 300 {
+				first = append(first, kv(int32(i%3), fmt.Sprintf("k%03d", i), `1`))
+			}
+			produce(t, e.kcl, e.topic, first...) // k000 at partition 0 offset 0, k001 at 1, ...
+			e.mustRun(t)
+			h := hooks{onConflict: onConflict}
+			for _, tc := range []struct {
+				name  string
+				recs  []rec
+				parts []string
+			}{
+				{"stored at another partition, among many", append(append([]rec{}, first[1:150]...), kv(1, "k000", `2`)),
+					[]string{`key "k000"`, "stored in kafka_state.records at partition 0 offset 0", "read at partition 1 offset"}},
+				{"stored at another partition, repeated in the batch", []rec{kv(2, "k001", `2`), kv(2, "k001", `3`), kv(0, "new", `1`)},
+					[]string{`key "k001"`, "stored in kafka_state.records at partition 1 offset 0", "read at partition 2 offset"}},
+				{"two partitions of this batch", []rec{kv(0, "fresh", `1`), kv(2, "fresh", `2`)},
+					[]string{`key "fresh"`, "in this batch at partition 0"}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					// Each case starts from the state after the first batch: the
+					// records produced here stay in the topic, so the positions
+					// are put back at its end first.
+					e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $2::jsonb WHERE topic = $1`, e.topic, endJSON(e.endOffsets(t)))
+					at := e.snapshot(t)
+					produce(t, e.kcl, e.topic, tc.recs...)
+					_, err := e.run(t, e.config(), h)
+					assertRefused(t, err, ErrKeyMovedPartitions, append(tc.parts, "nothing was committed")...)
+					if after := e.snapshot(t); after != at {
+						t.Errorf("a refused run changed the tables:\n%s\n%s", at, after)
+					}
+				})
+			}
+		})
+	}
+}
+
+// endJSON renders end offsets as next_offsets.
+func endJSON(end map[string]int64) string {
+	raw, _ := json.Marshal(end)
+	return string(raw)
+}
+
+// TestMergePlanLooksKeysUp: under sqlPlanner the merge (both statements)
+// and the moved-key query look each staged key up in the primary key index,
+// also when kafka_state.records grew far past its statistics (analyzed with
+// one row, then 20,000 more): without the settings the merge read the whole
+// table into a hash join, and with only hash joins off such a table was
+// scanned once per staged key. The plans are read with EXPLAIN on the real
+// server, inside a transaction that is rolled back.
+func TestMergePlanLooksKeysUp(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t, 2*time.Minute)
+	conn := e.conn(t)
+	if _, err := conn.Exec(ctx, `INSERT INTO kafka_state.records VALUES ('t', 'k', '1', false, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE kafka_state.records`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO kafka_state.records SELECT 't', 'k' || i, '1', false, 0, 0 FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	for _, q := range []string{sqlTempBuffers, sqlCreateStaging,
+		`INSERT INTO pg_temp.` + stagingTable + ` SELECT 'k' || (i * 7), '2', 0, 1 FROM generate_series(1, 20000) i`,
+		sqlStatisticsTarget, sqlAnalyzeStaging, sqlPlanner} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for name, q := range map[string]string{
+		"MERGE":              mergeSQL(true, false),
+		"MERGE, dedupe":      mergeSQL(true, true),
+		"ON CONFLICT":        mergeSQL(false, false),
+		"ON CONFLICT dedupe": mergeSQL(false, true),
+		"moved-key query":    sqlMovedKey,
+	} {
+		rows, err := tx.Query(ctx, "EXPLAIN "+q, "t")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p := plan.String()
+		for _, bad := range []string{"Seq Scan on records", "Hash Join", "Merge Join", "Materialize"} {
+			if strings.Contains(p, bad) {
+				t.Errorf("%s: %s in the plan:\n%s", name, bad, p)
+			}
+		}
+		if name != "ON CONFLICT" && name != "ON CONFLICT dedupe" && !strings.Contains(p, "Index Scan using records_pkey on records r") {
+			t.Errorf("%s does not look keys up in records_pkey:\n%s", name, p)
+		}
 	}
 }

@@ -28,6 +28,9 @@ func TestSQLGolden(t *testing.T) {
 		"live-keys":               sqlLiveKeys,
 		"any-record":              sqlAnyRecord,
 		"statement-timeout":       sqlStatementTimeout,
+		"planner":                 sqlPlanner,
+		"planner-reset":           sqlPlannerReset,
+		"positions-clock":         sqlPositionsClock,
 	}
 	for name, sql := range statements {
 		t.Run(name, func(t *testing.T) {
