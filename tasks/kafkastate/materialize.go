@@ -164,6 +164,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := execSQL(ctx, tx, "set temp_buffers", sqlTempBuffers); err != nil {
 		return nil, err
 	}
+	if err := execSQL(ctx, tx, "set jit", sqlNoJIT); err != nil {
+		return nil, err
+	}
 	var locked bool
 	if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{TopicLockKey(topic)}, &locked); err != nil {
 		return nil, err
@@ -287,8 +290,15 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			return nil, err
 		}
 		ph.mark("analyze")
-		if err := execSQL(ctx, tx, "set the planner to index lookups", sqlPlanner); err != nil {
+		var pages int64
+		if err := queryRow(ctx, tx, "size kafka_state.records", sqlRecordsPages, nil, &pages); err != nil {
 			return nil, err
+		}
+		byIndex := pages >= consumed/4
+		if byIndex {
+			if err := execSQL(ctx, tx, "set the planner to index lookups", sqlPlanner); err != nil {
+				return nil, err
+			}
 		}
 		// MERGE refuses a key stored at another partition itself; a key
 		// read from two partitions of this batch, or any moved key without
@@ -300,11 +310,13 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			}
 			ph.mark("moved-keys")
 		}
-		if err := mergeBatch(ctx, tx, topic, useMerge, repeatsKeys(states), meta.partitions, states); err != nil {
+		if err := mergeBatch(ctx, tx, topic, mergeSQL(useMerge, repeatsKeys(states), byIndex), useMerge, meta.partitions, states); err != nil {
 			return nil, err
 		}
-		if err := execSQL(ctx, tx, "reset the planner", sqlPlannerReset); err != nil {
-			return nil, err
+		if byIndex {
+			if err := execSQL(ctx, tx, "reset the planner", sqlPlannerReset); err != nil {
+				return nil, err
+			}
 		}
 		ph.mark("merge")
 	}
@@ -488,12 +500,12 @@ func keyTooLong(topic string, partitions []int32, states map[int32]*partState, p
 		Detail: fmt.Sprintf("%d bytes, the longest key of the batch; PostgreSQL: %s", len(at.longestKey), pe.Message)})
 }
 
-// mergeBatch runs the merge statement (mergeSQL). With MERGE it runs under
+// mergeBatch runs merge (a mergeSQL statement). With MERGE it runs under
 // a savepoint: when the statement fails on a key stored at another
 // partition (not_null_violation on record_key, see mergeSQL), it rolls back
 // to the savepoint and returns the moved-key query's refusal. A key too
 // large for the primary key index is refused naming the batch's longest key.
-func mergeBatch(ctx context.Context, tx pgx.Tx, topic string, useMerge, dedupe bool, partitions []int32, states map[int32]*partState) error {
+func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bool, partitions []int32, states map[int32]*partState) error {
 	db := tx
 	if useMerge {
 		bctx, cancel := context.WithTimeout(ctx, pgTimeout)
@@ -504,7 +516,7 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic string, useMerge, dedupe b
 		}
 		db = sp
 	}
-	err := execSQL(ctx, db, "merge the batch into kafka_state.records", mergeSQL(useMerge, dedupe), topic)
+	err := execSQL(ctx, db, "merge the batch into kafka_state.records", merge, topic)
 	var pe *pgconn.PgError
 	switch {
 	case err == nil && useMerge:

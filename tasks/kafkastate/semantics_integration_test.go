@@ -354,10 +354,10 @@ func TestMergePlanLooksKeysUp(t *testing.T) {
 		}
 	}
 	for name, q := range map[string]string{
-		"MERGE":              mergeSQL(true, false),
-		"MERGE, dedupe":      mergeSQL(true, true),
-		"ON CONFLICT":        mergeSQL(false, false),
-		"ON CONFLICT dedupe": mergeSQL(false, true),
+		"MERGE":              mergeSQL(true, false, true),
+		"MERGE, dedupe":      mergeSQL(true, true, true),
+		"ON CONFLICT":        mergeSQL(false, false, true),
+		"ON CONFLICT dedupe": mergeSQL(false, true, true),
 		"moved-key query":    sqlMovedKey,
 	} {
 		rows, err := tx.Query(ctx, "EXPLAIN "+q, "t")

@@ -115,19 +115,30 @@ SELECT m.record_key,
   m.lo = m.hi
 FROM moved m`
 
+// sqlNoJIT keeps JIT compilation off for the transaction: the merge of a
+// batch into a large table costs the planner more than jit_above_cost, and
+// compiling it took 0.25 s before every such statement.
+const sqlNoJIT = `SET LOCAL jit = off`
+
+// sqlRecordsPages is the size of kafka_state.records in pages, which
+// decides how the merge finds stored rows (see sqlPlanner).
+const sqlRecordsPages = `SELECT pg_relation_size('kafka_state.records') / current_setting('block_size')::bigint`
+
 // sqlPlanner makes the moved-key query and the merge look every staged key
-// up in the records' primary key index (the source is sorted by key, so the
-// lookups walk the index in order), whatever the table's size and however
-// stale its statistics: with the planner free, a 100,000-record merge into
-// 10M stored keys read the whole table into a hash join (22 s, against 3 s
-// by index), and with only hash and merge joins off, a table that had grown
-// from 1 to 50,000 rows since its last ANALYZE was scanned once per staged
-// key (74 s). Sequential scans and materialized inner sides are therefore
-// off too, for these two statements only (sqlPlannerReset follows them: the
-// live-keys count wants its sequential scan); JIT stays off for the whole
-// transaction (it compiled every such statement first, 0.25 s each).
+// up in the records' primary key index (the source sorted by key, so the
+// lookups walk the index in order), however large the table and however
+// stale its statistics. materialize sets it once the table has at least a
+// page per four staged records: below that, reading the whole table into a
+// hash join is as fast and the planner picks it (into an empty table it
+// saves the sort); above it, it is what does not scale: a 100,000-record
+// merge into 10M stored keys took 22 s that way and 3 s by index. With only
+// hash and merge joins off, a table that had grown from 1 to 50,000 rows
+// since its last ANALYZE was scanned once per staged key (74 s), so
+// sequential scans and materialized inner sides are off too, for these two
+// statements only: sqlPlannerReset follows them (the live-keys count wants
+// its sequential scan).
 const sqlPlanner = `SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; ` +
-	`SET LOCAL enable_seqscan = off; SET LOCAL enable_material = off; SET LOCAL jit = off`
+	`SET LOCAL enable_seqscan = off; SET LOCAL enable_material = off`
 
 // sqlPlannerReset gives the planner back its choices after the merge.
 const sqlPlannerReset = `SET LOCAL enable_hashjoin = DEFAULT; SET LOCAL enable_mergejoin = DEFAULT; ` +
@@ -144,8 +155,9 @@ const sqlPlannerReset = `SET LOCAL enable_hashjoin = DEFAULT; SET LOCAL enable_m
 // without it (PostgreSQL 11-14) the seed's INSERT ... ON CONFLICT is used.
 // Both need one source row per key: dedupe keeps the highest offset per key
 // with DISTINCT ON, which is skipped when the batch is known to hold each key
-// once. Either way the source is sorted by key, so the index lookups and
-// inserts walk the index in order. Concurrent writers are excluded by the
+// once. sorted orders the source by key, so the index lookups of sqlPlanner
+// and the inserts walk the index in order (the dedupe source is sorted
+// anyway). Concurrent writers are excluded by the
 // topic's advisory lock; a writer that ignores it makes MERGE fail with a
 // unique violation, and nothing is committed.
 //
@@ -154,12 +166,15 @@ const sqlPlannerReset = `SET LOCAL enable_hashjoin = DEFAULT; SET LOCAL enable_m
 // sets the primary key column record_key to NULL, so the statement fails
 // with not_null_violation (23502) on record_key, which no other clause can
 // raise; materialize then runs sqlMovedKey for the refusal's details.
-func mergeSQL(useMerge, dedupe bool) string {
-	source := `(
+func mergeSQL(useMerge, dedupe, sorted bool) string {
+	source := `pg_temp.` + stagingTable
+	if sorted {
+		source = `(
   SELECT record_key, payload, kafka_partition, kafka_offset
   FROM pg_temp.` + stagingTable + `
   ORDER BY record_key
 )`
+	}
 	if dedupe {
 		source = `(
   SELECT DISTINCT ON (record_key) record_key, payload, kafka_partition, kafka_offset

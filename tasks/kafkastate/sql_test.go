@@ -14,10 +14,12 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the SQL 
 // deliberate change (review the diff).
 func TestSQLGolden(t *testing.T) {
 	statements := map[string]string{
-		"merge-merge":             mergeSQL(true, false),
-		"merge-merge-dedupe":      mergeSQL(true, true),
-		"merge-onconflict":        mergeSQL(false, false),
-		"merge-onconflict-dedupe": mergeSQL(false, true),
+		"merge-merge":             mergeSQL(true, false, false),
+		"merge-merge-sorted":      mergeSQL(true, false, true),
+		"merge-merge-dedupe":      mergeSQL(true, true, true),
+		"merge-onconflict":        mergeSQL(false, false, false),
+		"merge-onconflict-sorted": mergeSQL(false, false, true),
+		"merge-onconflict-dedupe": mergeSQL(false, true, true),
 		"moved-key":               sqlMovedKey,
 		"verify":                  sqlVerify,
 		"write-positions":         sqlWritePositions,
@@ -29,6 +31,8 @@ func TestSQLGolden(t *testing.T) {
 		"any-record":              sqlAnyRecord,
 		"statement-timeout":       sqlStatementTimeout,
 		"planner":                 sqlPlanner,
+		"no-jit":                  sqlNoJIT,
+		"records-pages":           sqlRecordsPages,
 		"planner-reset":           sqlPlannerReset,
 		"positions-clock":         sqlPositionsClock,
 	}
