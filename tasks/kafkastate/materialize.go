@@ -225,7 +225,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := execSQL(ctx, tx, "create the staging table", sqlCreateStaging); err != nil {
 		return nil, err
 	}
-	rows := make(chan []row, 4)
+	rows := make(chan []row, 2)
 	f := &fetcher{
 		cl:       cl,
 		topic:    topic,
