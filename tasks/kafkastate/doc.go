@@ -33,23 +33,33 @@
 // pg_try_advisory_xact_lock(hashtextextended('kestra-kafka-state:' ||
 // topic, 0)), the seed's key, so a seed run and a changesink run exclude
 // each other; the positions row FOR UPDATE; COPY of the batch into a
-// temporary staging table while it is being fetched; one query for keys that
-// moved partitions; one merge statement (MERGE on PostgreSQL 15+, the seed's
-// INSERT ... ON CONFLICT before) that applies, per key, only the highest
-// offset and only where it is higher than the stored row's (a tombstone sets
-// deleted = true and payload NULL; a later value revives the key); the
-// positions upsert (next_offsets as {"<partition>": <next offset>};
-// updated_at moves only when every partition was read to its end, see
-// below); the live_keys count; commit. Only then is batch-report.json written into the
-// working directory and the Result returned for the outputs and metrics.
+// temporary staging table while it is being fetched; one merge statement
+// (MERGE on PostgreSQL 15+, the seed's INSERT ... ON CONFLICT before) that
+// applies, per key, only the highest offset and only where it is higher
+// than the stored row's (a tombstone sets deleted = true and payload NULL; a
+// later value revives the key), and with MERGE also refuses a key stored at
+// another partition; a query for keys that moved partitions when the batch
+// may hold a key in two partitions, or without MERGE; the positions upsert
+// (next_offsets as {"<partition>": <next offset>}; updated_at moves only
+// when every partition was read to its end, see below); the live_keys
+// count; commit. Only then is batch-report.json written into the working
+// directory and the Result returned for the outputs and metrics.
 // The report file is created under a hidden temporary name before the
 // batch starts, so an unwritable working directory fails the run before
 // anything changes; a stop (SIGTERM) after COMMIT was sent waits for the
 // commit's answer, so a run never reports a failure for a committed batch.
 //
-// The transaction also sets, for itself only: work_mem 64MB (the per-key
-// sort of a 100,000-record batch stays in memory), temp_buffers 64MB (the
-// staging table stays in memory) and default_statistics_target 10 (a light
+// Once kafka_state.records has a page per four staged records, the merge
+// (and the moved-key query) look each staged key up in the primary key
+// index in key order, with the planner's other join methods, sequential
+// scans and materialization off for those statements: it costs a lookup per
+// staged key, not a read of the table (see sqlPlanner). The live_keys
+// count still reads the topic's rows (the seed's count(*)), the one step
+// whose cost grows with the table.
+//
+// The transaction also sets, for itself only: jit off, work_mem 64MB (the
+// per-key sort of a 100,000-record batch stays in memory), temp_buffers 64MB
+// (the staging table stays in memory) and default_statistics_target 10 (a light
 // ANALYZE of the staged keys); sessions are named "changesink kafka-state"
 // in pg_stat_activity unless PG_DSN sets application_name.
 //

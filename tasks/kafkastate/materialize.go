@@ -76,8 +76,10 @@ type hooks struct {
 //     deadline; validate every record (RecordError); COPY into a temporary
 //     staging table while fetching.
 //  5. The tombstone rule on the reads' end (ErrTombstonesMayBeLost).
-//     One query for keys that moved partitions (ErrKeyMovedPartitions), one
-//     merge statement (highest offset per key, only if higher than stored).
+//     One merge statement (highest offset per key, only if higher than
+//     stored; with MERGE it also finds keys stored at another partition),
+//     and the moved-key query (ErrKeyMovedPartitions) when the merge found
+//     one, when two partitions yielded the same key hash, or without MERGE.
 //  6. Fresh metadata: same topic id and partitions (ErrTopicChanged).
 //  7. Positions upsert (updated_at moves only when every partition was
 //     read to its end), live_keys, commit; then the report file.
