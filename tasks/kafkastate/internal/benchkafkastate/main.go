@@ -12,7 +12,8 @@
 //     and into a table shaped like kafka_state.records, primary key included
 //     (the "plain COPY" reference of shared/research/probes.md §4).
 //
-// and prints records/s for each and the ratios. Every run is one batch of
+// and prints records/s for each and the ratios; with -steady, then the
+// steady-state mode of steady.go. Every run is one batch of
 // MAX_RECORDS=N; wall times include process start-up, connecting and the
 // commit. A CHECKPOINT before each timed run keeps one run's dirty buffers
 // and WAL from being paid by the next. It reads the env vars of .ci/env and cleans up its topic and
