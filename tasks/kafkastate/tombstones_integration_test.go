@@ -1,14 +1,19 @@
 package kafkastate
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/changesink/changesink/internal/kestra"
 )
 
 // oneDay is Kafka's default delete.retention.ms.
@@ -153,7 +158,12 @@ func TestTombstoneRulePolicies(t *testing.T) {
 			createTopic(t, e.adm, e.topic, 1, map[string]*string{
 				"cleanup.policy": kadm.StringPtr(tc.policy), "delete.retention.ms": kadm.StringPtr("0")})
 			produce(t, e.kcl, e.topic, kv(0, "a", `1`))
-			_, err := e.run(t, e.config(), hooks{})
+			var logged bytes.Buffer
+			_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()},
+				slog.New(slog.NewTextHandler(&logged, nil)), hooks{})
+			if warned := strings.Contains(logged.String(), "is not compacted (cleanup.policy="+tc.policy+")"); warned == tc.refused {
+				t.Errorf("warned that the topic is not compacted: %v, want %v; log:\n%s", warned, !tc.refused, logged.String())
+			}
 			if !tc.refused {
 				if err != nil {
 					t.Fatal(err)
