@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ type kafkaCmd struct {
 	Topic      string `env:"DEMO_TOPIC" default:"customers" help:"Compacted topic to create (if absent) and write to."`
 	Partitions int32  `env:"DEMO_PARTITIONS" default:"3" help:"Partition count when the topic is created."`
 	Customers  int    `env:"DEMO_CUSTOMERS" default:"20" help:"Number of distinct keys (customer-1..customer-N)."`
-	StateDSN   string `name:"state-dsn" env:"DEMO_STATE_DSN" help:"PostgreSQL that kafka-state materializes the topic into: when its saved positions for the topic name another cluster or topic id (the local broker was rebuilt, its database kept), delete the topic's rows there, as the runbook says, so the demo starts over instead of being refused."`
+	StateDSN   string `name:"state-dsn" env:"DEMO_STATE_DSN" help:"PostgreSQL that kafka-state materializes the topic into: when its saved positions for the topic name another cluster or topic id (the local broker was rebuilt, its database kept), or were last caught up longer ago than the topic's delete.retention.ms allows (the demo last ran days ago), delete the topic's rows there, as the runbook says, so the demo starts over instead of being refused."`
 }
 
 // Run writes one demo round to the topic:
@@ -138,9 +139,16 @@ func transact(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, end kgo.T
 
 // forgetOtherCluster deletes the topic's rows from kafka_state.positions and
 // kafka_state.records in c.StateDSN when the saved positions carry another
-// cluster id or topic id than the broker's: the refusal "cluster or topic id
-// changed" and its remedy, applied for the demo only.
+// cluster id or topic id than the broker's (the refusal "cluster or topic id
+// changed"), or were last caught up longer ago than the topic's
+// delete.retention.ms allows (the refusal "tombstones may have been removed
+// before they were read" the round written next would meet): the remedy of
+// both, applied for the demo only.
 func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) error {
+	window, err := tombstoneWindow(ctx, adm, c.Topic)
+	if err != nil {
+		return err
+	}
 	md, err := adm.Metadata(ctx, c.Topic)
 	if err != nil {
 		return fmt.Errorf("kafka metadata of %s: %w", c.Topic, err)
@@ -169,21 +177,72 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", kafkastate.TopicLockKey(c.Topic)); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, "DELETE FROM kafka_state.positions WHERE topic = $1 AND (cluster_id <> $2 OR topic_id <> $3)",
-			c.Topic, md.Cluster, kafkastate.TopicIDText(td.ID))
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
+		var other bool
+		var age float64 // seconds since updated_at, by PostgreSQL's clock
+		err := tx.QueryRow(ctx, "SELECT cluster_id <> $2 OR topic_id <> $3, extract(epoch FROM clock_timestamp() - updated_at) FROM kafka_state.positions WHERE topic = $1",
+			c.Topic, md.Cluster, kafkastate.TopicIDText(td.ID)).Scan(&other, &age)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
 		}
-		tag, err = tx.Exec(ctx, "DELETE FROM kafka_state.records WHERE topic = $1", c.Topic)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("kafka: the saved positions of %s were from another broker (cluster %s now); deleted them and the topic's %d rows, so the next batch rebuilds from offset 0\n",
-			c.Topic, md.Cluster, tag.RowsAffected())
+		stale := window >= 0 && time.Duration(age*float64(time.Second)) > window
+		if !other && !stale {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM kafka_state.positions WHERE topic = $1", c.Topic); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, "DELETE FROM kafka_state.records WHERE topic = $1", c.Topic)
+		if err != nil {
+			return err
+		}
+		why := fmt.Sprintf("were from another broker (cluster %s now)", md.Cluster)
+		if !other {
+			why = fmt.Sprintf("were last caught up %s ago, longer than the topic's delete.retention.ms allows (%s)",
+				time.Duration(age*float64(time.Second)).Round(time.Second), window.Round(time.Second))
+		}
+		fmt.Printf("kafka: the saved positions of %s %s; deleted them and the topic's %d rows, so the next batch rebuilds from offset 0\n",
+			c.Topic, why, tag.RowsAffected())
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("forget the saved positions of %s from another broker: %w", c.Topic, err)
+		return fmt.Errorf("forget the saved positions of %s: %w", c.Topic, err)
 	}
 	return nil
+}
+
+// tombstoneWindow returns kafkastate.TombstoneWindow of the topic's
+// delete.retention.ms, or -1 when its cleanup.policy has no compact (the
+// rule does not apply).
+func tombstoneWindow(ctx context.Context, adm *kadm.Client, topic string) (time.Duration, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka describe configs of %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kafka describe configs of %s: %w", topic, err)
+	}
+	var policy, retention string
+	for _, cfg := range rc.Configs {
+		switch cfg.Key {
+		case "cleanup.policy":
+			policy = cfg.MaybeValue()
+		case "delete.retention.ms":
+			retention = cfg.MaybeValue()
+		}
+	}
+	if !strings.Contains(policy, "compact") {
+		return -1, nil
+	}
+	ms, err := strconv.ParseInt(retention, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("topic %s: delete.retention.ms %q is not an integer", topic, retention)
+	}
+	return kafkastate.TombstoneWindow(ms), nil
 }

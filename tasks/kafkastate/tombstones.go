@@ -60,6 +60,14 @@ func (r retention) margin() time.Duration { return min(r.deleteRetention()/10, m
 // allowed is the longest a batch's reads may end after their anchor.
 func (r retention) allowed() time.Duration { return r.deleteRetention() - r.margin() }
 
+// TombstoneWindow is how long after kafka_state.positions.updated_at a
+// batch of a compacted topic whose delete.retention.ms is deleteRetentionMs
+// may still read records written since: delete.retention.ms less the
+// rule's margin. Later, Materialize refuses with ErrTombstonesMayBeLost.
+func TombstoneWindow(deleteRetentionMs int64) time.Duration {
+	return retention{compact: true, deleteRetentionMs: deleteRetentionMs}.allowed()
+}
+
 // tombstoneRule applies the rule to one batch.
 type tombstoneRule struct {
 	topic string

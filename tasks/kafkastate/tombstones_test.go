@@ -25,6 +25,9 @@ func TestRetentionAllowed(t *testing.T) {
 		if m, a := r.margin(), r.allowed(); m != tc.margin || a != tc.allows {
 			t.Errorf("delete.retention.ms=%d: margin %s allowed %s, want %s %s", tc.ms, m, a, tc.margin, tc.allows)
 		}
+		if w := TombstoneWindow(tc.ms); w != tc.allows {
+			t.Errorf("TombstoneWindow(%d) = %s, want %s", tc.ms, w, tc.allows)
+		}
 	}
 }
 
