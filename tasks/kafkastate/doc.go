@@ -127,6 +127,12 @@
 //     offending record and how many there are.
 //   - No consumer group id is configured at all (the seed configures a
 //     random one and never commits to it).
+//   - A held topic lock is waited for (LockWait, 10 s), then reported as
+//     transient, naming the holding backend: the holder is another run or a
+//     run killed moments ago whose session PostgreSQL has not yet closed, so
+//     a retry succeeds (the seed refuses at once). Each batch also sets
+//     client_connection_check_interval (PostgreSQL 14+), so a killed run's
+//     backend ends within about a second even during a statement.
 //   - The tombstone rule above, which the seed does not have; with it,
 //     positions.updated_at stays put after a batch that MAX_RECORDS or
 //     POLL_SECONDS cut before some partition's end (the seed sets now() on
@@ -136,7 +142,7 @@
 //
 //	ErrTopicUnavailable        'Topic metadata is unavailable'
 //	ErrNoIDs                   'Broker must expose cluster and topic IDs' (no cluster id, all-zero topic id)
-//	ErrLocked                  'Another materializer holds this topic lock'
+//	ErrLocked                  'Another materializer holds this topic lock' (after waiting LockWait; transient, see below)
 //	ErrIDsChanged              'Cluster or topic ID changed; rebuild into an empty destination'
 //	ErrPartitionsChanged       'Partition set changed; rebuild into an empty destination'
 //	ErrValuesWithoutPositions  'Values exist without read positions; restore both together'

@@ -20,8 +20,11 @@ var (
 	// expose cluster and topic IDs'.
 	ErrNoIDs = errors.New("broker must expose cluster and topic ids")
 	// ErrLocked: another materializer (changesink or the seed) holds the
-	// per-topic advisory transaction lock. Seed: 'Another materializer holds
-	// this topic lock'.
+	// per-topic advisory transaction lock, still after waiting LockWait.
+	// Seed: 'Another materializer holds this topic lock'. Transient, not a
+	// refusal: the holder is another run in progress or a killed run whose
+	// session PostgreSQL has not closed yet, and a retry succeeds once it
+	// ends.
 	ErrLocked = errors.New("another materializer holds this topic lock")
 	// ErrIDsChanged: the saved cluster id or topic id differs from the
 	// broker's. Seed: 'Cluster or topic ID changed; rebuild into an empty

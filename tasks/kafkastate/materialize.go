@@ -169,13 +169,11 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := execSQL(ctx, tx, "set jit", sqlNoJIT); err != nil {
 		return nil, err
 	}
-	var locked bool
-	if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{TopicLockKey(topic)}, &locked); err != nil {
+	if err := queryRow(ctx, tx, "set client_connection_check_interval", sqlConnectionCheck, nil, new(string)); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
-	if !locked {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w (advisory lock %q); wait for it to finish, nothing was changed",
-			topic, ErrLocked, TopicLockKey(topic)))
+	if err := takeTopicLock(ctx, tx, topic); err != nil {
+		return nil, err
 	}
 	saved, err := readPositions(ctx, tx, topic, meta)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,15 +39,6 @@ func TestStateRefusals(t *testing.T) {
 			},
 			want:  ErrTopicUnavailable,
 			parts: func(e *env) []string { return []string{e.topic + "_missing", "does not exist"} },
-		},
-		{
-			name: "lock held by another run (the seed's lock key)",
-			prepare: func(t *testing.T, e *env) (Config, hooks) {
-				holdSeedLock(t, e)
-				return e.config(), hooks{}
-			},
-			want:  ErrLocked,
-			parts: func(e *env) []string { return []string{e.topic, "kestra-kafka-state:" + e.topic} },
 		},
 		{
 			name: "cluster id changed",
@@ -195,6 +187,46 @@ func TestStateRefusals(t *testing.T) {
 	}
 }
 
+// TestLockHeld: while another session holds the seed's topic lock, a batch
+// waits LockWait, then fails as transient (a retry succeeds once the holder
+// ends), naming the lock and the holding backend, and changes nothing; a lock
+// released while the batch waits lets it proceed.
+func TestLockHeld(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"n":1}`), tomb(1, "b"))
+	e.mustRun(t)
+	produce(t, e.kcl, e.topic, kv(1, "c", `{"n":2}`))
+
+	release := holdSeedLock(t, e)
+	before := e.snapshot(t)
+	_, err := e.run(t, e.config(), hooks{})
+	if !errors.Is(err, ErrLocked) || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("error = %v (class %v); want ErrLocked, transient", err, outcome.Classify(err))
+	}
+	for _, p := range []string{e.topic, "kestra-kafka-state:" + e.topic, "held by PostgreSQL backend pid", "pg_terminate_backend(", "nothing was changed"} {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not name %q", err, p)
+		}
+	}
+	if after := e.snapshot(t); after != before {
+		t.Errorf("a run that did not get the lock changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	release()
+
+	// Released while the next batch waits: it proceeds.
+	release = holdSeedLock(t, e)
+	go func() { time.Sleep(LockWait / 4); release() }()
+	res, err := e.run(t, e.config(), hooks{})
+	if err != nil {
+		t.Fatalf("a batch that got the lock while waiting failed: %v", err)
+	}
+	if res.Consumed != 1 {
+		t.Errorf("consumed %d, want 1", res.Consumed)
+	}
+}
+
 // TestBoundsOutOfRange: bounds outside the seed's ranges are configuration
 // errors (exit 2) naming the variable and range, raised before any I/O, so
 // nothing changes.
@@ -291,9 +323,9 @@ func TestNullKeyRefused(t *testing.T) {
 	}
 }
 
-// holdSeedLock takes the seed's advisory lock for e's topic in another
-// session, with the seed's exact SQL, until the test ends.
-func holdSeedLock(t *testing.T, e *env) {
+// holdSeedLock takes the seed's topic lock in another session, as the seed
+// flow's script does, until release (or the test's end).
+func holdSeedLock(t *testing.T, e *env) (release func()) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	conn := e.conn(t)
@@ -301,11 +333,14 @@ func holdSeedLock(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback(context.Background()) }) }
+	t.Cleanup(release)
 	var ok bool
 	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, "kestra-kafka-state:"+e.topic).Scan(&ok); err != nil || !ok {
 		t.Fatalf("take the seed's lock: %v %v", ok, err)
 	}
+	return release
 }
 
 func repartition(t testing.TB, e *env, n int) {

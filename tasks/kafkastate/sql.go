@@ -59,6 +59,23 @@ const sqlTempBuffers = `SET LOCAL temp_buffers = '64MB'`
 // sqlLock is the seed's per-topic lock: $1 = 'kestra-kafka-state:' || topic.
 const sqlLock = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`
 
+// sqlLockHolder names the session holding the topic lock ($1 as in sqlLock):
+// an int8 advisory key is stored as classid (high 32 bits) and objid (low),
+// objsubid 1. Empty when the holder let go meanwhile.
+const sqlLockHolder = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
+       coalesce(host(a.client_addr), 'local socket'),
+       coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+  AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended($1, 0)
+LIMIT 1`
+
+// sqlConnectionCheck makes PostgreSQL (14+) check every second, while it
+// runs one of this session's statements, that the client is still there: a
+// killed run's backend then ends (and frees the topic lock) within about a
+// second instead of after its statement. A no-op before PostgreSQL 14.
+const sqlConnectionCheck = `SELECT set_config(name, '1000', true) FROM pg_settings WHERE name = 'client_connection_check_interval'`
+
 // sqlReadPositions is the seed's positions read, locking the row.
 const sqlReadPositions = `SELECT next_offsets, cluster_id, topic_id FROM kafka_state.positions WHERE topic = $1 FOR UPDATE`
 

@@ -1,0 +1,67 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// LockWait is how long a batch waits for the topic lock before it gives up.
+// A run killed with SIGKILL keeps the lock until PostgreSQL notices its
+// closed connection (at once for a backend waiting on the client, within
+// about a second of a running statement on PostgreSQL 14+), so a run that
+// starts right after it waits a little instead of failing.
+const LockWait = 10 * time.Second
+
+// lockPoll is how often the lock is tried again while waiting.
+const lockPoll = 200 * time.Millisecond
+
+// takeTopicLock takes the seed's per-topic advisory transaction lock in tx,
+// trying again for up to LockWait. When another session still holds it, the
+// error (transient: nothing was changed, a retry succeeds once the holder
+// ends) names that session.
+func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
+	key := TopicLockKey(topic)
+	deadline := time.Now().Add(LockWait)
+	for {
+		var locked bool
+		if err := queryRow(ctx, tx, "take the topic lock", sqlLock, []any{key}, &locked); err != nil {
+			return err
+		}
+		if locked {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return outcome.Transiently(fmt.Errorf("topic %q: stopped while waiting for the topic lock: %w", topic, ctx.Err()))
+		case <-time.After(lockPoll):
+		}
+	}
+	holder, remedy := "a session that has ended meanwhile", ""
+	var (
+		pid                 int32
+		app, state, client  string
+		inTransactionForSec float64
+	)
+	err := queryRow(ctx, tx, "name the topic lock's holder", sqlLockHolder, []any{key}, &pid, &app, &state, &client, &inTransactionForSec)
+	switch {
+	case err == nil:
+		holder = fmt.Sprintf("PostgreSQL backend pid %d (application %q, %s, in its transaction for %.0f s, client %s)",
+			pid, app, state, inTransactionForSec, client)
+		remedy = fmt.Sprintf(", or end that backend with SELECT pg_terminate_backend(%d) if its run is gone", pid)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+	return outcome.Transiently(fmt.Errorf("topic %q: %w (advisory lock %q) after waiting %s: held by %s; "+
+		"another run of this topic is in progress (changesink or the seed flow's script), or a killed run whose session "+
+		"PostgreSQL has not closed yet; nothing was changed: retry (a Kestra retry on error_class transient does it)%s",
+		topic, ErrLocked, key, LockWait, holder, remedy))
+}
