@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -229,7 +230,7 @@ func TestDecodeMalformed(t *testing.T) {
 	// The third row's struct: after its chunk's version marker and symbol table.
 	chunk := encode(t, true, good(3))
 	br := bufio.NewReader(bytes.NewReader(chunk[4:]))
-	lst, _, _, _ := frameHeader(br)
+	lst, _, _, _ := batchfile.FrameHeader(br)
 	third := len(bin) - len(chunk) + 4 + int(lst)
 	thirdSize := len(chunk) - 4 - int(lst)
 	tests := []struct {
@@ -282,7 +283,7 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			data := encode(t, f.binary, events...)
-			if len(data) < 3*segmentSize {
+			if len(data) < 3*batchfile.SegmentSize {
 				t.Fatalf("batch of %d bytes is too small to span segments", len(data))
 			}
 			path := writeFile(t, "changes.ion", data)

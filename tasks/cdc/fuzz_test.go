@@ -5,14 +5,16 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // FuzzDecode feeds arbitrary bytes to every decoding path (segment stream,
-// line by line, the binary and text splitters) and the merge, with the
-// orders mapping and the all-types mapping. Invariants: no panic; every
+// line by line, binary segments as batchfile cuts them) and the merge, with
+// the orders mapping and the all-types mapping. Invariants: no panic; every
 // failure is a *RecordError naming a record; every decoded row has one
-// value per column and a key; the splitters lose no byte.
+// value per column and a key. (The splitters' own invariants are
+// batchfile's FuzzSplit.)
 func FuzzDecode(f *testing.F) {
 	orders := loadMapping(f, ordersMapping)
 	types := loadMapping(f, "testdata/types_current.mapping.yaml")
@@ -27,37 +29,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0xE0, 0x01, 0x00, 0xEA, 0xEE, 0xFF, 0xFF, 0xFF, 0x0F})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, m := range []*Mapping{orders, types} {
-			seg := &segment{data: data, firstLine: 1, lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}
+			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}
 			for _, res := range []segResult{decodeSegment(newRecordDecoder(m), seg, false), decodeLines(newRecordDecoder(m), seg)} {
 				checkResult(t, m, res)
 			}
 			// Binary segments as the splitter cuts them.
-			_ = splitBinary(bytes.NewReader(data), func(s *segment) error {
+			_ = batchfile.SplitBinary(bytes.NewReader(data), func(s *batchfile.Segment) error {
 				checkResult(t, m, decodeSegment(newRecordDecoder(m), s, true))
 				return nil
 			})
-		}
-		var got []byte
-		end := int64(len(data))
-		collect := func(s *segment) error {
-			if int64(len(got)) != s.offset {
-				t.Fatalf("segment at %d after %d bytes", s.offset, len(got))
-			}
-			got = append(got, s.data...)
-			if s.bad != nil {
-				end = s.bad.offset
-			}
-			return nil
-		}
-		if err := splitBinary(bytes.NewReader(data), collect); err == nil && !bytes.Equal(got, data[:end]) {
-			t.Fatalf("splitBinary lost bytes: %d of %d", len(got), end)
-		}
-		if limit, bad, err := scanBinary(bytes.NewReader(data)); err != nil || (bad == nil) != (limit == int64(len(data))) {
-			t.Fatalf("scanBinary: %d, %v, %v", limit, bad, err)
-		}
-		got = nil
-		if err := splitText(bytes.NewReader(data), collect); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("splitText: %v, %d of %d bytes", err, len(got), len(data))
 		}
 	})
 }

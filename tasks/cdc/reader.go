@@ -13,42 +13,8 @@ import (
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 )
-
-// ivm is the binary Ion version marker that starts every binary stream;
-// Kestra 2.x writes one before each row.
-var ivm = []byte{0xE0, 0x01, 0x00, 0xEA}
-
-const (
-	// segmentSize is the size at which the splitter cuts a segment.
-	segmentSize = 1 << 20
-	// maxBinarySegment bounds a binary segment that has no version marker to
-	// cut at (a single-stream file not written by Kestra); beyond it the file
-	// is decoded as one stream instead.
-	maxBinarySegment = 64 << 20
-)
-
-// errSequential asks for the one-stream decode.
-var errSequential = errors.New("decode the file as one stream")
-
-// segment is a run of whole top-level values of the batch file. A text
-// segment is whole lines; a binary segment starts with a version marker.
-type segment struct {
-	data      []byte
-	offset    int64     // byte offset of data in the file
-	firstLine int64     // text: 1-based line number of the first line
-	lines     int64     // text: number of lines
-	bad       *unframed // binary: the value after data that could not be framed
-}
-
-// lineOf returns the text line of the segment's local record rec when the
-// segment holds one record per line, else 0.
-func (s *segment) lineOf(rec, records int64) int64 {
-	if s.firstLine == 0 || records != s.lines || rec < 1 {
-		return 0
-	}
-	return s.firstLine + rec - 1
-}
 
 type segResult struct {
 	rows []row // local record numbers (1-based within the segment)
@@ -98,13 +64,13 @@ func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset f
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
 	f.Close()
-	binary := n == 4 && bytes.Equal(head, ivm)
+	binary := batchfile.IsBinary(head[:n])
 
 	perr := decodeSegments(ctx, path, m, workers, binary, sink)
 	if perr == nil {
 		return nil
 	}
-	fallback := errors.Is(perr, errSequential)
+	fallback := errors.Is(perr, batchfile.ErrSequential)
 	if !fallback && !(errors.Is(perr, ErrMalformed) && !binary) {
 		return perr
 	}
@@ -129,7 +95,7 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 	defer f.Close()
 
 	type job struct {
-		seg *segment
+		seg *batchfile.Segment
 		out chan segResult
 	}
 	jobs := make(chan job)
@@ -138,7 +104,7 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 	go func() {
 		defer close(order)
 		defer close(jobs)
-		emit := func(s *segment) error {
+		emit := func(s *batchfile.Segment) error {
 			j := job{seg: s, out: make(chan segResult, 1)}
 			select {
 			case order <- j:
@@ -153,9 +119,9 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 			return nil
 		}
 		if binary {
-			splitErr <- splitBinary(f, emit)
+			splitErr <- batchfile.SplitBinary(f, emit)
 		} else {
-			splitErr <- splitText(f, emit)
+			splitErr <- batchfile.SplitText(f, emit)
 		}
 	}()
 	for range workers {
@@ -192,7 +158,7 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 			if err := sink(r); err != nil {
 				var re *RecordError
 				if errors.As(err, &re) && !binary {
-					re.Line = j.seg.lineOf(local, res.n)
+					re.Line = j.seg.LineOf(local, res.n)
 				}
 				return err
 			}
@@ -214,24 +180,24 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 
 // decodeSegment decodes a segment as one stream; binary says which form
 // the file is in (a text segment is never read as binary).
-func decodeSegment(d *recordDecoder, s *segment, binary bool) segResult {
-	r := ion.NewReaderBytes(s.data)
+func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResult {
+	r := ion.NewReaderBytes(s.Data)
 	if !binary {
-		r = textReader(s.data)
+		r = textReader(s.Data)
 	}
 	var res segResult
 	if err := res.decodeAll(d, r); err != nil {
-		res.err = locate(err, s.offset)
+		res.err = locate(err, s.Offset)
 		return res
 	}
 	if err := r.Err(); err != nil {
 		res.n++
-		res.err = &RecordError{Record: res.n, Offset: ionOffset(err, s.offset), Err: malformedValue(adjustOffset(err, s.offset))}
+		res.err = &RecordError{Record: res.n, Offset: ionOffset(err, s.Offset), Err: malformedValue(adjustOffset(err, s.Offset))}
 		return res
 	}
-	if s.bad != nil {
+	if s.Bad != nil {
 		res.n++
-		res.err = badRecord(res.n, s.bad)
+		res.err = badRecord(res.n, s.Bad)
 	}
 	return res
 }
@@ -267,11 +233,11 @@ func textReader(data []byte) ion.Reader {
 // decodeLines decodes a text segment line by line, which pins a truncated
 // or garbled record to its line (a stream parse reads a truncated line into
 // the next ones).
-func decodeLines(d *recordDecoder, s *segment) segResult {
+func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
 	var res segResult
-	data := s.data
+	data := s.Data
 	var off int64
-	line := s.firstLine
+	line := s.FirstLine
 	for len(data) > 0 {
 		end := bytes.IndexByte(data, '\n')
 		var text []byte
@@ -293,12 +259,12 @@ func decodeLines(d *recordDecoder, s *segment) segResult {
 			if errors.As(err, &re) {
 				re.Line = lineNo
 			}
-			res.err = locate(err, s.offset+start)
+			res.err = locate(err, s.Offset+start)
 			return res
 		}
 		if err := r.Err(); err != nil {
 			res.n++
-			abs := s.offset + start
+			abs := s.Offset + start
 			res.err = &RecordError{Record: res.n, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
 			return res
 		}
@@ -314,15 +280,15 @@ func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) e
 	}
 	defer f.Close()
 	var in io.Reader = f
-	var bad *unframed
+	var bad *batchfile.Unframed
 	head := make([]byte, 4)
-	if n, _ := io.ReadFull(f, head); n == 4 && bytes.Equal(head, ivm) {
+	if n, _ := io.ReadFull(f, head); batchfile.IsBinary(head[:n]) {
 		// Never let ion-go read a value whose length runs past the file:
 		// it allocates the declared length first.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("read batch file: %w", err)
 		}
-		limit, b, err := scanBinary(f)
+		limit, b, err := batchfile.ScanBinary(f)
 		if err != nil {
 			return err
 		}
@@ -464,45 +430,7 @@ func adjustOffset(err error, base int64) error {
 	return err
 }
 
-// splitText cuts the file into segments of whole lines of about segmentSize.
-func splitText(f io.Reader, emit func(*segment) error) error {
-	var carry []byte
-	var offset int64
-	line := int64(1)
-	for {
-		// A line longer than a segment doubles the buffer, so its bytes
-		// are copied a logarithmic number of times, not once per segment.
-		buf := make([]byte, len(carry), len(carry)+max(segmentSize, len(carry)))
-		copy(buf, carry)
-		n, err := io.ReadFull(f, buf[len(carry):cap(buf)])
-		buf = buf[:len(carry)+n]
-		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-		if err != nil && !eof {
-			return fmt.Errorf("read batch file: %w", err)
-		}
-		cut := len(buf)
-		if !eof {
-			cut = bytes.LastIndexByte(buf, '\n') + 1
-			if cut == 0 { // one line longer than the buffer: read on
-				carry = buf
-				continue
-			}
-		}
-		if cut > 0 {
-			s := &segment{data: buf[:cut], offset: offset, firstLine: line}
-			s.lines = int64(bytes.Count(s.data, []byte{'\n'}))
-			if s.data[len(s.data)-1] != '\n' {
-				s.lines++
-			}
-			line += s.lines
-			offset += int64(cut)
-			if err := emit(s); err != nil {
-				return err
-			}
-		}
-		if eof {
-			return nil
-		}
-		carry = append([]byte(nil), buf[cut:]...)
-	}
+// badRecord is the refusal of a value the framer refused.
+func badRecord(rec int64, b *batchfile.Unframed) error {
+	return &RecordError{Record: rec, Offset: b.Offset, Err: fmt.Errorf("%w: %s", ErrMalformed, b.Reason)}
 }
