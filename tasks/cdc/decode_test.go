@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -364,6 +365,32 @@ func TestOutOfOrderVersions(t *testing.T) {
 			}
 			if !errors.Is(err, ErrConflict) || err.Error() != want {
 				t.Errorf("err = %v, want %s", err, want)
+			}
+		})
+	}
+}
+
+// TestDecodeSegmentsStopsItsGoroutines: when the merge stops at a refusal
+// in the first segment, decodeSegments returns only after the splitter and
+// every worker have stopped, so that the one-stream fallback (or the next
+// pass) never reads the file beside them.
+func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	var events []any
+	for i := range 12000 {
+		events = append(events, orderEvent(int64(i+1), int64(i), int64(i*3), "x", int64(1000+i), false))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			path := writeFile(t, "changes.ion", encode(t, f.binary, events...))
+			before := runtime.NumGoroutine()
+			refuse := errors.New("stop at the first row")
+			err := decodeSegments(context.Background(), path, m, 4, f.binary, func(row) error { return refuse })
+			if !errors.Is(err, refuse) {
+				t.Fatalf("err = %v", err)
+			}
+			if after := runtime.NumGoroutine(); after > before {
+				t.Errorf("%d goroutines still running after decodeSegments returned (%d before)", after-before, before)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 
 	"github.com/amazon-ion/ion-go/ion"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
@@ -84,9 +85,11 @@ func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset f
 	return perr // both failed to parse: the line-located error reads better
 }
 
-// decodeSegments runs the splitter, the workers and the in-order merge.
-func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, binary bool, sink func(row) error) error {
-	ctx, cancel := context.WithCancel(ctx)
+// decodeSegments runs the splitter, the workers and the in-order merge. It
+// returns only once the splitter and every worker have stopped, so a
+// fallback that decodes the file again never runs beside them.
+func decodeSegments(parent context.Context, path string, m *Mapping, workers int, binary bool, sink func(row) error) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	f, err := os.Open(path)
 	if err != nil {
@@ -94,51 +97,63 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 	}
 	defer f.Close()
 
-	type job struct {
-		seg *batchfile.Segment
-		out chan segResult
-	}
-	jobs := make(chan job)
-	order := make(chan job, 2*workers)
-	splitErr := make(chan error, 1)
-	go func() {
+	jobs := make(chan segJob)
+	order := make(chan segJob, 2*workers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
 		defer close(order)
 		defer close(jobs)
 		emit := func(s *batchfile.Segment) error {
-			j := job{seg: s, out: make(chan segResult, 1)}
+			j := segJob{seg: s, out: make(chan segResult, 1)}
 			select {
 			case order <- j:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 			select {
 			case jobs <- j:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 			return nil
 		}
 		if binary {
-			splitErr <- batchfile.SplitBinary(f, emit)
-		} else {
-			splitErr <- batchfile.SplitText(f, emit)
+			return batchfile.SplitBinary(f, emit)
 		}
-	}()
+		return batchfile.SplitText(f, emit)
+	})
 	for range workers {
-		go func() {
+		g.Go(func() error {
 			d := newRecordDecoder(m)
 			for j := range jobs {
 				j.out <- decodeSegment(d, j.seg, binary)
 			}
-		}()
+			return nil
+		})
 	}
-	defer func() {
-		cancel()
-		for j := range order { // unblock and drain the splitter
-			_ = j
-		}
-	}()
+	merr := mergeSegments(ctx, m, order, binary, sink)
+	cancel()
+	for range order { // unblock the splitter
+	}
+	serr := g.Wait()
+	switch {
+	case merr != nil:
+		return merr
+	case serr != nil:
+		return serr
+	}
+	return parent.Err()
+}
 
+// segJob is one segment on its way through a worker; out receives its result.
+type segJob struct {
+	seg *batchfile.Segment
+	out chan segResult
+}
+
+// mergeSegments hands the rows of each segment to sink in file order,
+// numbering records across segments, until order closes or a refusal.
+func mergeSegments(ctx context.Context, m *Mapping, order <-chan segJob, binary bool, sink func(row) error) error {
 	var base int64
 	for j := range order {
 		var res segResult
@@ -172,10 +187,7 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 		}
 		base += res.n
 	}
-	if err := <-splitErr; err != nil {
-		return err
-	}
-	return ctx.Err()
+	return nil
 }
 
 // decodeSegment decodes a segment as one stream; binary says which form
