@@ -117,7 +117,7 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 		// a missing column would otherwise fail the view with ClickHouse's
 		// "Unknown identifier" instead of ErrTargetMismatch naming it.
 		if s == table {
-			if err := t.checkSchema(ctx); err != nil {
+			if _, err := t.checkSchema(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -214,12 +214,13 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	if err := t.checkSupported(); err != nil {
 		return nil, err
 	}
-	if err := t.checkSchema(ctx); err != nil {
+	tbl, err := t.checkSchema(ctx)
+	if err != nil {
 		return nil, err
 	}
 
 	step := time.Now()
-	current, err := t.read(ctx, expected)
+	current, err := tbl.read(ctx, expected)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +250,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if len(pending) > 0 {
-		if err := t.insert(ctx, pending); err != nil {
+		if err := tbl.insert(ctx, pending); err != nil {
 			return nil, err
 		}
 	}
@@ -261,7 +262,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Insert = time.Since(step)
 
 	step = time.Now()
-	if res.Verified, err = verify(ctx, t, expected); err != nil {
+	if res.Verified, err = verify(ctx, tbl, expected); err != nil {
 		return nil, err
 	}
 	res.Verify = time.Since(step)
@@ -314,7 +315,7 @@ func markInput(err error) error {
 
 // verify reads every captured key back (seed task verify_batch): each must
 // hold this exact version, or a newer one.
-func verify(ctx context.Context, t *target, expected []*row) (int64, error) {
+func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 	actual, err := t.read(ctx, expected)
 	if err != nil {
 		return 0, err

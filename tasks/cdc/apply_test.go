@@ -317,10 +317,11 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tg.checkSchema(context.Background()); err != nil {
+	tbl, err := tg.checkSchema(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tg.insert(context.Background(), b.sorted()); err != nil {
+	if err := tbl.insert(context.Background(), b.sorted()); err != nil {
 		t.Fatal(err)
 	}
 	tg.close()

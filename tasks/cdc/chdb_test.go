@@ -209,7 +209,7 @@ func insertStep(m *Mapping, rows []*row) chdbStep {
 func keysStep(m *Mapping, rows []*row) chdbStep {
 	var cols [][]string
 	for n, i := range m.keyIdx {
-		cols = append(cols, []string{keysColumn(n), m.cols[i].typ.ddl(currentCaps)})
+		cols = append(cols, []string{keysColumn(n), m.cols[i].typ.ddl(latestCaps())})
 	}
 	var objs []map[string]any
 	for _, r := range rows {
@@ -250,9 +250,9 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			db, tbl := m.Target.Database, m.Target.Table
 			steps := []chdbStep{
 				{"sql": createDatabaseSQL(m)},
-				{"sql": createTableSQL(m, currentCaps)},
+				{"sql": createTableSQL(m, latestCaps())},
 				{"sql": createViewSQL(m)},
-				{"sql": createTableSQL(m, currentCaps)}, // setup is idempotent
+				{"sql": createTableSQL(m, latestCaps())}, // setup is idempotent
 				{"sql": createViewSQL(m)},
 				insertStep(m, []*row{a1, b1, c1}),
 				insertStep(m, []*row{a2, bDel, a2}), // a retried insert: a2 twice

@@ -39,7 +39,22 @@ type target struct {
 	caps    serverCaps
 	version string
 	timeout time.Duration
-	codecs  []codec
+}
+
+// table is the target table as checkSchema found it: the connection and,
+// for each mapped column (in mapping order), how it is stored.
+type table struct {
+	*target
+	cols []storedColumn
+}
+
+// storedColumn is a mapped column as the target table stores it.
+type storedColumn struct {
+	// typ is the stored type in ClickHouse's spelling (a Bool column made
+	// on a server before 21.12 is UInt8).
+	typ string
+	// codec moves values between the canonical form and clickhouse-go.
+	codec codec
 }
 
 // connect opens and pings the server and learns its version. Connection
@@ -190,11 +205,11 @@ func (t *target) checkSupported() error {
 		c := &t.m.cols[i]
 		if c.typ.kind == kindDateTime64 && !t.caps.dateTime64 {
 			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
-				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
+				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 		if c.typ.kind == kindDecimal && c.typ.prec > 38 && !t.caps.decimal256 {
 			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
-				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
+				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 	}
 	return nil
@@ -219,33 +234,33 @@ func firstLine(s string) string {
 
 // checkSchema compares the target table with the mapping: a
 // ReplacingMergeTree holding every mapped column with its type, the UInt64
-// version and the UInt8 delete marker. It also picks each column's codec
-// (a Bool column may be stored as UInt8).
-func (t *target) checkSchema(ctx context.Context) error {
+// version and the UInt8 delete marker. It returns the table as stored: each
+// column's stored type and codec (a Bool column may be stored as UInt8).
+func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	m := t.m
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	name := qualified(m.Target.Database, m.Target.Table)
 	info, found, err := t.describe(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	engine, engineFull, sortingKey := info.engine, info.engineFull, info.sortingKey
 	if !found {
-		return outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
+		return nil, outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
-		return outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
+		return nil, outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
 	}
 	if v := engineVersion(engineFull); v != m.Target.VersionColumn {
-		return outcome.Configure(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
+		return nil, outcome.Configure(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
 	}
 	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
-		return outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
+		return nil, outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
 	}
 	cols, err := t.columns(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	types := make(map[string]string, len(cols))
 	for _, c := range cols {
@@ -257,27 +272,27 @@ func (t *target) checkSchema(ctx context.Context) error {
 		}
 		return outcome.Configure(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", ErrTargetMismatch, name, col, got, want))
 	}
-	t.codecs = make([]codec, len(m.cols))
+	tbl := &table{target: t, cols: make([]storedColumn, len(m.cols))}
 	for i := range m.cols {
 		c := &m.cols[i]
 		got := types[c.name]
 		if !c.typ.sameType(got) {
-			return mismatch(c.name, c.typ.ddl(t.caps), got)
+			return nil, mismatch(c.name, c.typ.ddl(t.caps), got)
 		}
-		c.storedUInt8 = c.typ.kind == kindBool && strings.Contains(got, "UInt8")
-		cd, err := codecFor(c)
+		asUInt8 := c.typ.kind == kindBool && strings.Contains(got, "UInt8")
+		cd, err := codecFor(c, asUInt8)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		t.codecs[i] = cd
+		tbl.cols[i] = storedColumn{typ: c.typ.ddl(serverCaps{boolType: !asUInt8}), codec: cd}
 	}
 	if got := types[m.Target.VersionColumn]; got != "UInt64" {
-		return mismatch(m.Target.VersionColumn, "UInt64", got)
+		return nil, mismatch(m.Target.VersionColumn, "UInt64", got)
 	}
 	if got := types[m.Target.DeletedColumn]; got != "UInt8" {
-		return mismatch(m.Target.DeletedColumn, "UInt8", got)
+		return nil, mismatch(m.Target.DeletedColumn, "UInt8", got)
 	}
-	return nil
+	return tbl, nil
 }
 
 // checkView checks that the live view is a view showing the mapped
@@ -402,11 +417,11 @@ func normKey(s string) string {
 }
 
 // keysTableFor builds the external table holding the keys of rows.
-func (t *target) keysTableFor(rows []*row) (*ext.Table, error) {
+func (t *table) keysTableFor(rows []*row) (*ext.Table, error) {
 	m := t.m
 	cols := make([]func(*ext.Table) error, len(m.keyIdx))
 	for n, i := range m.keyIdx {
-		cols[n] = ext.Column(keysColumn(n), column.Type(m.cols[i].typ.ddl(storedCaps(&m.cols[i]))))
+		cols[n] = ext.Column(keysColumn(n), column.Type(t.cols[i].typ))
 	}
 	tbl, err := ext.NewTable(keysTable, cols...)
 	if err != nil {
@@ -417,24 +432,16 @@ func (t *target) keysTableFor(rows []*row) (*ext.Table, error) {
 		for r := range rows {
 			vals[r] = rows[r].vals[i]
 		}
-		if _, err := tbl.Block().Columns[n].Append(t.codecs[i].slice(vals)); err != nil {
+		if _, err := tbl.Block().Columns[n].Append(t.cols[i].codec.slice(vals)); err != nil {
 			return nil, fmt.Errorf("fill the keys table column %q: %w", m.cols[i].name, err)
 		}
 	}
 	return tbl, nil
 }
 
-// storedCaps renders a column's type as stored (Bool as UInt8 on old tables).
-func storedCaps(c *colSpec) serverCaps {
-	if c.typ.kind == kindBool && !c.storedUInt8 {
-		return currentCaps
-	}
-	return serverCaps{}
-}
-
 // read returns the winning version (FINAL) of each key of rows, by key
 // bytes; keys travel in an external table, never in the SQL text.
-func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error) {
+func (t *table) read(ctx context.Context, rows []*row) (map[string]*row, error) {
 	m := t.m
 	out := make(map[string]*row, len(rows))
 	if len(rows) == 0 {
@@ -454,7 +461,7 @@ func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error)
 	defer res.Close()
 	dests := make([]any, len(m.cols)+2)
 	for i := range m.cols {
-		dests[i] = t.codecs[i].dest()
+		dests[i] = t.cols[i].codec.dest()
 	}
 	var lsn uint64
 	var deleted uint8
@@ -466,7 +473,7 @@ func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error)
 		}
 		r := &row{lsn: lsn, deleted: deleted != 0, vals: make([]value, len(m.cols))}
 		for i := range m.cols {
-			v, err := t.codecs[i].value(dests[i])
+			v, err := t.cols[i].codec.value(dests[i])
 			if err != nil {
 				return nil, outcome.Refuse(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
 			}
@@ -492,7 +499,7 @@ func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error)
 // insert writes rows with native INSERT blocks of up to insertChunk rows,
 // one columnar append per column. A retry after a partial insert writes
 // the same (key, version) rows again; FINAL collapses them.
-func (t *target) insert(ctx context.Context, rows []*row) error {
+func (t *table) insert(ctx context.Context, rows []*row) error {
 	m := t.m
 	vals := make([]value, 0, min(len(rows), insertChunk))
 	for start := 0; start < len(rows); start += insertChunk {
@@ -504,7 +511,7 @@ func (t *target) insert(ctx context.Context, rows []*row) error {
 	return nil
 }
 
-func (t *target) insertChunk(ctx context.Context, rows []*row, vals []value) error {
+func (t *table) insertChunk(ctx context.Context, rows []*row, vals []value) error {
 	m := t.m
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -518,7 +525,7 @@ func (t *target) insertChunk(ctx context.Context, rows []*row, vals []value) err
 		for r := range rows {
 			vals[r] = rows[r].vals[i]
 		}
-		if err := b.Column(i).Append(t.codecs[i].slice(vals)); err != nil {
+		if err := b.Column(i).Append(t.cols[i].codec.slice(vals)); err != nil {
 			return fmt.Errorf("column %q: %w", m.cols[i].name, err)
 		}
 	}

@@ -26,9 +26,9 @@ func badValue(format string, args ...any) error {
 func wrongType(t colType, got ion.Type) error {
 	if got == ion.StructType {
 		return badValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
-			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t.ddl(currentCaps))
+			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t)
 	}
-	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t.ddl(currentCaps), got)
+	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
 }
 
 func expectedIon(t colType) string {
@@ -67,7 +67,7 @@ func convert(r ion.Reader, c *colSpec) (value, error) {
 		if t.nullable {
 			return value{null: true}, nil
 		}
-		return value{}, badValue("null in a column that is not Nullable (%s)", t.ddl(currentCaps))
+		return value{}, badValue("null in a column that is not Nullable (%s)", t)
 	}
 	// The TOAST placeholder is refused whatever the column's type.
 	var str string
@@ -235,7 +235,7 @@ func convert(r ion.Reader, c *colSpec) (value, error) {
 				return value{}, malformedValue(err)
 			}
 			if ts.GetPrecision() < ion.TimestampPrecisionMinute {
-				return value{}, badValue("a date without a time (%v precision) for %s", ts.GetPrecision(), t.ddl(currentCaps))
+				return value{}, badValue("a date without a time (%v precision) for %s", ts.GetPrecision(), t)
 			}
 			tm = ts.GetDateTime()
 		case ion.StringType:
@@ -280,7 +280,7 @@ func integralDecimal(r ion.Reader, t colType) (*big.Int, error) {
 	}
 	coef, exp := d.CoEx()
 	if exp != 0 {
-		return nil, badValue("expected an Ion int for %s, got the decimal %s", t.ddl(currentCaps), shortNumber(d.String()))
+		return nil, badValue("expected an Ion int for %s, got the decimal %s", t, shortNumber(d.String()))
 	}
 	return coef, nil
 }
