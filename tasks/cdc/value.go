@@ -44,6 +44,20 @@ type row struct {
 	deleted bool
 	vals    []value // one per mapped column, in mapping order
 	rec     int64   // 1-based record number in the batch; 0 for rows read from ClickHouse
+	change  change  // what the event said of its place in the history; zero for rows read from ClickHouse
+}
+
+// change is what an event says about its place in the source's history,
+// as read and not checked: the operation, the snapshot marker, the
+// transaction and the commit position (sequence holds the last commit's
+// and the event's LSNs). samePayload ignores it.
+type change struct {
+	operation  string // metadata.operation; "" when absent or not text
+	snapshot   string // metadata.source.snapshot ("false", "true", "first", "last", ...)
+	sequence   string // metadata.source.sequence, a JSON array such as ["24023072","24023128"]
+	txID       int64  // metadata.source.txId, when txIDSet
+	txIDSet    bool
+	deletedSet bool // the event carried the delete marker (absent reads as false)
 }
 
 // samePayload reports whether two rows are the same version: the seed
