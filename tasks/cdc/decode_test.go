@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -385,7 +387,7 @@ func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
 			path := writeFile(t, "changes.ion", encode(t, f.binary, events...))
 			before := runtime.NumGoroutine()
 			refuse := errors.New("stop at the first row")
-			err := decodeSegments(context.Background(), path, m, 4, f.binary, func(row) error { return refuse })
+			err := decodeSegments(context.Background(), path, m, decodeOptions{workers: 4}, f.binary, func(row) error { return refuse })
 			if !errors.Is(err, refuse) {
 				t.Fatalf("err = %v", err)
 			}
@@ -394,4 +396,74 @@ func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecodeMatchesIonGo decodes the committed batches, the Debezium
+// harness's real batches when present, and trigger-shaped batches of a few
+// segments with the default decoder and with ion-go alone: the batches,
+// rows and the kept metadata are the same.
+func TestDecodeMatchesIonGo(t *testing.T) {
+	type input struct {
+		name, path string
+		m          *Mapping
+	}
+	var inputs []input
+	for _, c := range committedBatches {
+		for _, f := range forms() {
+			inputs = append(inputs, input{c.name + "/" + f.name, batchPath(c.name, f.binary), loadMapping(t, c.mapping)})
+		}
+	}
+	for _, p := range seedFiles(t) {
+		if filepath.Dir(p) != "testdata" {
+			m := ordersMapping
+			if mp := filepath.Join(filepath.Dir(p), "mapping.yaml"); fileExists(mp) {
+				m = mp
+			}
+			inputs = append(inputs, input{p, p, loadMapping(t, m)})
+		}
+	}
+	for _, f := range forms() {
+		inputs = append(inputs, input{"trigger/" + f.name, writeFile(t, "changes.ion", encode(t, f.binary, triggerBatch(6000)...)), loadMapping(t, ordersMapping)})
+	}
+	for _, in := range inputs {
+		t.Run(in.name, func(t *testing.T) {
+			got, gerr := decodeFileWith(context.Background(), in.path, in.m, decodeOptions{workers: 2})
+			want, werr := decodeFileWith(context.Background(), in.path, in.m, decodeOptions{workers: 2, ionOnly: true})
+			sameErrors(t, gerr, werr)
+			if gerr == nil {
+				sameBatches(t, got, want)
+			}
+		})
+	}
+}
+
+// TestTriggerShapesDecodeFast: the records Kestra writes never reach
+// ion-go, in either form (a fallback would cost ion-go's speed, not
+// correctness).
+func TestTriggerShapesDecodeFast(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			data := encode(t, f.binary, triggerBatch(3000)...)
+			d := newRecordDecoder(m)
+			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
+			res := decodeSegment(d, seg, f.binary)
+			if res.err != nil || res.n != 3000 {
+				t.Fatalf("%d records, %v", res.n, res.err)
+			}
+			if d.fallbacks != 0 {
+				t.Errorf("%d records went to ion-go", d.fallbacks)
+			}
+			last := res.rows[len(res.rows)-1].change
+			if want := (change{operation: "UPDATE", snapshot: "false", sequence: fmt.Sprintf(`["%d","%d"]`, 24023128+56*2999-56, 24023128+56*2999),
+				txID: 770 + 2999/4, txIDSet: true, deletedSet: true}); last != want {
+				t.Errorf("change of the last record %+v, want %+v", last, want)
+			}
+		})
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

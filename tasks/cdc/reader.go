@@ -15,12 +15,14 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
 type segResult struct {
-	rows []row // local record numbers (1-based within the segment)
-	n    int64 // records decoded, including the failing one
-	err  error // *RecordError with local record numbers, or nil
+	rows  []row // local record numbers (1-based within the segment)
+	n     int64 // records decoded, including the failing one
+	err   error // *RecordError with local record numbers, or nil
+	lined bool  // decoded line by line (a refusal names its line)
 }
 
 // decodeFile decodes and validates the batch file at path into the latest
@@ -38,16 +40,36 @@ type segResult struct {
 // whose events arrive out of order is only marked, and a second pass over
 // the file checks those keys' versions (see history).
 func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*batch, error) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	return decodeFileWith(ctx, path, m, decodeOptions{workers: workers})
+}
+
+// decodeOptions say how decodeFileWith reads a batch.
+type decodeOptions struct {
+	// workers decode segments concurrently; 0 = GOMAXPROCS.
+	workers int
+	// ionOnly reads every record with ion-go, never with ionrec: the
+	// oracle the differential tests hold the default against.
+	ionOnly bool
+}
+
+func (o decodeOptions) decoder(m *Mapping) *recordDecoder {
+	if o.ionOnly {
+		return newIonDecoder(m)
+	}
+	return newRecordDecoder(m)
+}
+
+func decodeFileWith(ctx context.Context, path string, m *Mapping, opts decodeOptions) (*batch, error) {
+	if opts.workers <= 0 {
+		opts.workers = runtime.GOMAXPROCS(0)
 	}
 	b := newBatch(m)
-	if err := scanFile(ctx, path, m, workers, b.reset, b.add); err != nil {
+	if err := scanFile(ctx, path, m, opts, b.reset, b.add); err != nil {
 		return nil, err
 	}
 	if len(b.outOfOrder) > 0 {
 		h := newHistory(b)
-		if err := scanFile(ctx, path, m, workers, h.reset, h.check); err != nil {
+		if err := scanFile(ctx, path, m, opts, h.reset, h.check); err != nil {
 			return nil, err
 		}
 	}
@@ -57,7 +79,7 @@ func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*bat
 // scanFile decodes the file and hands every valid row to sink, in file
 // order; reset is called before a fallback to the one-stream decode
 // starts again from the first record.
-func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset func(), sink func(row) error) error {
+func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, reset func(), sink func(row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return outcome.Configure(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
@@ -67,7 +89,7 @@ func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset f
 	f.Close()
 	binary := batchfile.IsBinary(head[:n])
 
-	perr := decodeSegments(ctx, path, m, workers, binary, sink)
+	perr := decodeSegments(ctx, path, m, opts, binary, sink)
 	if perr == nil {
 		return nil
 	}
@@ -88,7 +110,8 @@ func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset f
 // decodeSegments runs the splitter, the workers and the in-order merge. It
 // returns only once the splitter and every worker have stopped, so a
 // fallback that decodes the file again never runs beside them.
-func decodeSegments(parent context.Context, path string, m *Mapping, workers int, binary bool, sink func(row) error) error {
+func decodeSegments(parent context.Context, path string, m *Mapping, opts decodeOptions, binary bool, sink func(row) error) error {
+	workers := max(opts.workers, 1)
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	f, err := os.Open(path)
@@ -124,14 +147,14 @@ func decodeSegments(parent context.Context, path string, m *Mapping, workers int
 	})
 	for range workers {
 		g.Go(func() error {
-			d := newRecordDecoder(m)
+			d := opts.decoder(m)
 			for j := range jobs {
 				j.out <- decodeSegment(d, j.seg, binary)
 			}
 			return nil
 		})
 	}
-	merr := mergeSegments(ctx, m, order, binary, sink)
+	merr := mergeSegments(ctx, opts.decoder, m, order, binary, sink)
 	cancel()
 	for range order { // unblock the splitter
 	}
@@ -153,7 +176,7 @@ type segJob struct {
 
 // mergeSegments hands the rows of each segment to sink in file order,
 // numbering records across segments, until order closes or a refusal.
-func mergeSegments(ctx context.Context, m *Mapping, order <-chan segJob, binary bool, sink func(row) error) error {
+func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder, m *Mapping, order <-chan segJob, binary bool, sink func(row) error) error {
 	var base int64
 	for j := range order {
 		var res segResult
@@ -162,9 +185,9 @@ func mergeSegments(ctx context.Context, m *Mapping, order <-chan segJob, binary 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if res.err != nil && !binary {
+		if res.err != nil && !binary && !res.lined {
 			// Locate the failure by line: decode the segment line by line.
-			res = decodeLines(newRecordDecoder(m), j.seg)
+			res = decodeLines(newDecoder(m), j.seg)
 		}
 		for i := range res.rows {
 			r := res.rows[i]
@@ -190,21 +213,26 @@ func mergeSegments(ctx context.Context, m *Mapping, order <-chan segJob, binary 
 	return nil
 }
 
-// decodeSegment decodes a segment as one stream; binary says which form
-// the file is in (a text segment is never read as binary).
+// decodeSegment decodes a segment: record by record with the fast reader
+// (ionrec) where the records have the shapes Kestra writes, with ion-go
+// for the rest; binary says which form the file is in (a text segment is
+// never read as binary). Binary Ion goes chunk by chunk (a version marker
+// and what follows it up to the next); a chunk ionrec cannot read is read
+// by ion-go from its version marker on. Text goes line by line (as
+// decodeLines); when a line may depend on its neighbours, the segment is
+// read as one ion-go stream instead.
 func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResult {
-	r := ion.NewReaderBytes(s.Data)
-	if !binary {
-		r = textReader(s.Data)
+	switch {
+	case d.fast != nil && binary && batchfile.IsBinary(s.Data):
+		return d.binarySegment(s)
+	case d.fast != nil && !binary:
+		if res, odd := d.lines(s, true); !odd {
+			return res
+		}
 	}
 	var res segResult
-	if err := res.decodeAll(d, r); err != nil {
-		res.err = locate(err, s.Offset)
-		return res
-	}
-	if err := r.Err(); err != nil {
-		res.n++
-		res.err = &RecordError{Record: res.n, Offset: ionOffset(err, s.Offset), Err: malformedValue(adjustOffset(err, s.Offset))}
+	if err := res.decodeIon(d, s.Data, s.Offset, binary); err != nil {
+		res.err = err
 		return res
 	}
 	if s.Bad != nil {
@@ -212,6 +240,73 @@ func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResul
 		res.err = badRecord(res.n, s.Bad)
 	}
 	return res
+}
+
+// binarySegment decodes a binary segment chunk by chunk with the fast
+// reader, handing a chunk it cannot read to ion-go.
+func (d *recordDecoder) binarySegment(s *batchfile.Segment) segResult {
+	var res segResult
+	for off := 0; off < len(s.Data); {
+		n := ionrec.NextChunk(s.Data[off:])
+		chunk := s.Data[off : off+n]
+		rows, recs := len(res.rows), res.n
+		err := d.fast.Binary(chunk, &d.rec.Record, func(*ionrec.Record) error {
+			row, err := d.finishFast(res.n + 1)
+			if err != nil {
+				return err
+			}
+			res.n++
+			res.rows = append(res.rows, row)
+			return nil
+		})
+		switch {
+		case errors.Is(err, ionrec.ErrFallback):
+			d.fallbacks++
+			res.rows, res.n = res.rows[:rows], recs
+			if err := res.decodeIon(d, chunk, s.Offset+int64(off), true); err != nil {
+				res.err = err
+				return res
+			}
+		case err != nil:
+			res.n++
+			res.err = err
+			return res
+		}
+		off += n
+	}
+	if s.Bad != nil {
+		res.n++
+		res.err = badRecord(res.n, s.Bad)
+	}
+	return res
+}
+
+// finishFast checks the record the fast reader just read, unless ion-go
+// must read it (ErrFallback).
+func (d *recordDecoder) finishFast(rec int64) (row, error) {
+	d.rec.dup = ""
+	clear(d.rec.errs)
+	if d.needsIon(d.rec) {
+		return row{}, ionrec.ErrFallback
+	}
+	return d.finish(d.rec, rec)
+}
+
+// decodeIon decodes data, at offset base in the file, as one ion-go
+// stream, appending to res; it returns the first refusal, located.
+func (res *segResult) decodeIon(d *recordDecoder, data []byte, base int64, binary bool) error {
+	r := ion.NewReaderBytes(data)
+	if !binary {
+		r = textReader(data)
+	}
+	if err := res.decodeAll(d, r); err != nil {
+		return locate(err, base)
+	}
+	if err := r.Err(); err != nil {
+		res.n++
+		return &RecordError{Record: res.n, Offset: ionOffset(err, base), Err: malformedValue(adjustOffset(err, base))}
+	}
+	return nil
 }
 
 // decodeAll decodes every value r yields (version markers skipped) and
@@ -246,7 +341,17 @@ func textReader(data []byte) ion.Reader {
 // or garbled record to its line (a stream parse reads a truncated line into
 // the next ones).
 func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
-	var res segResult
+	res, _ := d.lines(s, false)
+	return res
+}
+
+// lines decodes a text segment line by line: with the fast reader, or
+// with ion-go for the line alone. odd reports a line whose meaning may
+// depend on its neighbours (a long string, a block comment, a symbol table
+// or version marker, or a line ion-go cannot read alone, such as part of a
+// value spanning lines); with stopAtOdd, lines stops there.
+func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResult, odd bool) {
+	res.lined = true
 	data := s.Data
 	var off int64
 	line := s.FirstLine
@@ -265,6 +370,33 @@ func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
 		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
+		if d.fast != nil {
+			err := d.fast.Text(text, &d.rec.Record)
+			if err == nil {
+				var r row
+				if r, err = d.finishFast(res.n + 1); err == nil {
+					res.n++
+					res.rows = append(res.rows, r)
+					continue
+				}
+			}
+			if !errors.Is(err, ionrec.ErrFallback) {
+				res.n++
+				var re *RecordError
+				if errors.As(err, &re) {
+					re.Line = lineNo
+				}
+				res.err = err
+				return res, odd
+			}
+			d.fallbacks++
+			if hazard(text) {
+				odd = true
+				if stopAtOdd {
+					return res, odd
+				}
+			}
+		}
 		r := textReader(text)
 		if err := res.decodeAll(d, r); err != nil {
 			var re *RecordError
@@ -272,16 +404,23 @@ func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
 				re.Line = lineNo
 			}
 			res.err = locate(err, s.Offset+start)
-			return res
+			return res, odd
 		}
 		if err := r.Err(); err != nil {
 			res.n++
 			abs := s.Offset + start
 			res.err = &RecordError{Record: res.n, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
-			return res
+			return res, odd || d.fast != nil
 		}
 	}
-	return res
+	return res, odd
+}
+
+// hazard reports text that may change how the next lines read: a long
+// string (it concatenates with the next), a block comment, a symbol table
+// or version marker.
+func hazard(text []byte) bool {
+	return bytes.Contains(text, []byte("'''")) || bytes.Contains(text, []byte("/*")) || bytes.Contains(text, []byte("$ion"))
 }
 
 // decodeStream decodes the whole file as one Ion stream, sequentially.

@@ -90,6 +90,8 @@ type recordDecoder struct {
 	fast   *ionrec.Reader
 	rec    *record
 	keyBuf []byte
+	// fallbacks counts the runs of records the fast reader left to ion-go.
+	fallbacks int
 }
 
 func newRecordDecoder(m *Mapping) *recordDecoder {

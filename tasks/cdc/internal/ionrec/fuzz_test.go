@@ -15,7 +15,7 @@ import (
 func seedBatches(f *testing.F) (text, binary [][]byte) {
 	f.Helper()
 	var paths []string
-	for _, pattern := range []string{"../../testdata/*.ion", "../../testdata/debezium/*/*"} {
+	for _, pattern := range []string{"../../testdata/*.ion", "../../testdata/debezium/*/*.ion"} {
 		m, _ := filepath.Glob(pattern)
 		paths = append(paths, m...)
 	}
