@@ -268,8 +268,7 @@ func (r *Reader) binStruct(b []byte, p, end, level int, rec *Record, depth int) 
 			if level == 0 && rec.Unknown == "" {
 				rec.Unknown = string(r.table.text[sid])
 			}
-			var scratch Scalar
-			if err := r.binScalar(b, t, l, s, e, &scratch, depth+1); err != nil {
+			if err := r.binScalar(b, t, l, s, e, &r.scratch, depth+1); err != nil {
 				return err
 			}
 		case rec.Fields[level][slot].Type != ion.NoType:
@@ -408,8 +407,7 @@ func (r *Reader) binScalar(b []byte, t, l byte, s, e int, f *Scalar, depth int) 
 			if !ok {
 				return ErrFallback
 			}
-			var scratch Scalar
-			if err := r.binScalar(b, vt, vl, vs, ve, &scratch, depth+1); err != nil {
+			if err := r.binScalar(b, vt, vl, vs, ve, &r.scratch, depth+1); err != nil {
 				return err
 			}
 			p = ve
@@ -431,8 +429,7 @@ func (r *Reader) binScalar(b []byte, t, l byte, s, e int, f *Scalar, depth int) 
 			if !ok {
 				return ErrFallback
 			}
-			var scratch Scalar
-			if err := r.binScalar(b, vt, vl, vs, ve, &scratch, depth+1); err != nil {
+			if err := r.binScalar(b, vt, vl, vs, ve, &r.scratch, depth+1); err != nil {
 				return err
 			}
 			p = ve

@@ -103,6 +103,10 @@ type Reader struct {
 	tables map[string]*symtab // local symbol tables by their bytes
 	table  *symtab            // the table in force
 	buf    []byte             // unescaped text of the current record
+	// order holds, per level, the field names in the order the last
+	// records had them, with their slots (see slotAt).
+	order   [3][]namedSlot
+	scratch Scalar // where checked-only values go
 }
 
 // NewReader returns a Reader for s.

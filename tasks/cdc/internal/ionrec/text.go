@@ -104,6 +104,7 @@ func (r *Reader) txtStruct(b []byte, p, level int, rec *Record, depth int) (int,
 	if p < len(b) && b[p] == '}' {
 		return p + 1, nil
 	}
+	field := 0
 	for {
 		var name []byte
 		var ok bool
@@ -122,14 +123,14 @@ func (r *Reader) txtStruct(b []byte, p, level int, rec *Record, depth int) (int,
 		p = skipSpace(b, p+1)
 		var err error
 		if level >= 0 {
-			slot, want := r.names[level][string(name)]
+			slot := r.slotAt(level, field, name)
+			field++
 			switch {
-			case !want:
+			case slot < 0:
 				if level == 0 && rec.Unknown == "" {
 					rec.Unknown = string(name)
 				}
-				var scratch Scalar
-				p, err = r.txtValue(b, p, &scratch, depth+1)
+				p, err = r.txtValue(b, p, nil, depth+1)
 			case rec.Fields[level][slot].Type != ion.NoType:
 				return 0, ErrFallback // a repeated field
 			case r.nest(level, slot):
@@ -138,8 +139,7 @@ func (r *Reader) txtStruct(b []byte, p, level int, rec *Record, depth int) (int,
 				p, err = r.txtValue(b, p, &rec.Fields[level][slot], depth+1)
 			}
 		} else {
-			var scratch Scalar
-			p, err = r.txtValue(b, p, &scratch, depth+1)
+			p, err = r.txtValue(b, p, nil, depth+1)
 		}
 		if err != nil {
 			return 0, err
@@ -160,6 +160,36 @@ func (r *Reader) txtStruct(b []byte, p, level int, rec *Record, depth int) (int,
 			return 0, ErrFallback
 		}
 	}
+}
+
+// slotAt returns the slot of the field name at position field of a struct
+// at level (-1: not wanted). Records of a batch repeat their field order,
+// so the name seen at that position last time is tried first.
+func (r *Reader) slotAt(level, field int, name []byte) int {
+	order := r.order[level]
+	if field < len(order) && string(order[field].name) == string(name) {
+		return order[field].slot
+	}
+	slot, ok := r.names[level][string(name)]
+	if !ok {
+		slot = -1
+	}
+	if field < maxOrder {
+		for len(order) <= field {
+			order = append(order, namedSlot{})
+		}
+		order[field] = namedSlot{name: append(order[field].name[:0], name...), slot: slot}
+		r.order[level] = order
+	}
+	return slot
+}
+
+// maxOrder bounds the field positions slotAt remembers per level.
+const maxOrder = 64
+
+type namedSlot struct {
+	name []byte
+	slot int
 }
 
 // txtNested reads the value of a field that holds the next level: a struct
@@ -196,8 +226,11 @@ func skipAnnotations(b []byte, p int) (int, error) {
 }
 
 // txtValue reads the value at b[p] into f; a container is checked through
-// and reported by its type.
+// and reported by its type. With f nil, the value is only checked.
 func (r *Reader) txtValue(b []byte, p int, f *Scalar, depth int) (int, error) {
+	if f == nil {
+		f = &r.scratch
+	}
 	if depth > maxDepth {
 		return 0, ErrFallback
 	}
@@ -283,8 +316,7 @@ func (r *Reader) txtList(b []byte, p, depth int) (int, error) {
 		return p + 1, nil
 	}
 	for {
-		var scratch Scalar
-		q, err := r.txtValue(b, p, &scratch, depth)
+		q, err := r.txtValue(b, p, nil, depth)
 		if err != nil {
 			return 0, err
 		}
