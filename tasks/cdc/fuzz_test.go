@@ -82,7 +82,7 @@ func sameResults(t *testing.T, m *Mapping, got, want segResult) {
 	t.Helper()
 	checkResult(t, m, got)
 	sameErrors(t, got.err, want.err)
-	if got.n != want.n || !reflect.DeepEqual(got.rows, want.rows) {
+	if got.n != want.n || len(got.rows) != len(want.rows) || (len(got.rows) > 0 && !reflect.DeepEqual(got.rows, want.rows)) {
 		t.Fatalf("records %d, rows\n%+v\nion-go: records %d, rows\n%+v", got.n, got.rows, want.n, want.rows)
 	}
 }

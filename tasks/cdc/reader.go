@@ -245,7 +245,8 @@ func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResul
 // binarySegment decodes a binary segment chunk by chunk with the fast
 // reader, handing a chunk it cannot read to ion-go.
 func (d *recordDecoder) binarySegment(s *batchfile.Segment) segResult {
-	var res segResult
+	// Kestra writes a version marker before each record.
+	res := segResult{rows: make([]row, 0, bytes.Count(s.Data, batchfile.IVM))}
 	for off := 0; off < len(s.Data); {
 		n := ionrec.NextChunk(s.Data[off:])
 		chunk := s.Data[off : off+n]
@@ -352,6 +353,7 @@ func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
 // value spanning lines); with stopAtOdd, lines stops there.
 func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResult, odd bool) {
 	res.lined = true
+	res.rows = make([]row, 0, s.Lines)
 	data := s.Data
 	var off int64
 	line := s.FirstLine

@@ -528,6 +528,12 @@ func txtNumber(b []byte, p int, f *Scalar) (int, error) {
 
 // decimalDigits appends decimal digits to m, refusing overflow of uint64.
 func decimalDigits(m uint64, d []byte) (uint64, bool) {
+	if m == 0 && len(d) <= 19 { // cannot overflow
+		for _, c := range d {
+			m = m*10 + uint64(c-'0')
+		}
+		return m, true
+	}
 	for _, c := range d {
 		if m > (math.MaxUint64-9)/10 {
 			return 0, false
