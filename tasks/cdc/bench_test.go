@@ -127,11 +127,13 @@ func BenchmarkDecode(b *testing.B) {
 	m := loadMapping(b, ordersMapping)
 	workers, _ := strconv.Atoi(os.Getenv("CDC_BENCH_WORKERS")) // 0: one per CPU
 	opts := decodeOptions{workers: workers, ionOnly: os.Getenv("CDC_BENCH_ION") == "1"}
+	cpu := cpuTime()
 	for b.Loop() {
 		if _, err := decodeFileWith(context.Background(), path, m, opts); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkApply applies the batch .ci/bench-cdc generates (CDC_BENCH_BATCH)
@@ -147,9 +149,11 @@ func BenchmarkApply(b *testing.B) {
 	e := newEnv(b, ordersMapping)
 	e.setup()
 	cfg := e.config(path)
+	cpu := cpuTime()
 	for b.Loop() {
 		if _, err := Apply(context.Background(), cfg); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 }

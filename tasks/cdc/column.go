@@ -224,7 +224,7 @@ func dateValue(s *ionrec.Scalar, t colType) (value, error) {
 		if s.Prec != ion.TimestampPrecisionDay {
 			return value{}, badValue("a timestamp with precision %v for a Date column; a date arrives as a day timestamp such as 2024-01-15", s.Prec)
 		}
-		day = s.Time
+		day = s.Time()
 	case ion.StringType:
 		d, err := time.Parse("2006-01-02", string(s.Bytes))
 		if err != nil {
@@ -249,7 +249,7 @@ func dateTimeValue(s *ionrec.Scalar, t colType) (value, error) {
 		if s.Prec < ion.TimestampPrecisionMinute {
 			return value{}, badValue("a date without a time (%v precision) for %s", s.Prec, t)
 		}
-		tm = s.Time
+		tm = s.Time()
 	case ion.StringType:
 		parsed, err := parseDateTimeString(string(s.Bytes), t.loc)
 		if err != nil {
@@ -294,10 +294,7 @@ func integralDecimal(s *ionrec.Scalar, t colType) (number, error) {
 
 // decimalString renders a decimal scalar as ion-go prints it.
 func decimalString(s *ionrec.Scalar) string {
-	if s.Dec != nil {
-		return s.Dec.String()
-	}
-	return ion.NewDecimal(number{neg: s.Neg, mag: s.Mag, big: s.Big}.bigInt(), s.Exp, s.Neg && s.Mag == 0 && s.Big == nil).String()
+	return ion.NewDecimal(number{neg: s.Neg, mag: s.Mag, big: s.Big}.bigInt(), s.Exp, s.NegZero).String()
 }
 
 // number is an integer as read: a sign and a 64-bit magnitude, or big.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 
 	"github.com/amazon-ion/ion-go/ion"
 
@@ -306,7 +307,7 @@ func readScalar(r ion.Reader, s *ionrec.Scalar) error {
 			return malformedValue(err)
 		}
 		coef, exp := dec.CoEx()
-		s.Dec, s.Exp = dec, exp
+		s.Exp, s.NegZero = exp, coef.Sign() == 0 && strings.HasPrefix(dec.String(), "-")
 		if a := new(big.Int).Abs(coef); a.IsUint64() {
 			s.Neg, s.Mag = coef.Sign() < 0, a.Uint64()
 		} else {
@@ -317,7 +318,7 @@ func readScalar(r ion.Reader, s *ionrec.Scalar) error {
 		if err != nil || ts == nil {
 			return malformedValue(err)
 		}
-		s.Time, s.Prec = ts.GetDateTime(), ts.GetPrecision()
+		s.Sec, s.Nsec, s.Prec = ts.GetDateTime().Unix(), int32(ts.GetDateTime().Nanosecond()), ts.GetPrecision()
 	case ion.StringType:
 		v, err := r.StringValue()
 		if err != nil || v == nil {

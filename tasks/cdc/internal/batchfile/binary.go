@@ -101,6 +101,9 @@ func appendN(dst []byte, r io.Reader, n int64) (out []byte, short bool, err erro
 // pass MaxBinarySegment.
 func SplitBinary(f io.Reader, emit func(*Segment) error) error {
 	br := bufio.NewReaderSize(f, 1<<20)
+	// A segment ends at the first version marker past SegmentSize; Kestra's
+	// records are small, so this capacity is rarely outgrown.
+	newSeg := func() []byte { return make([]byte, 0, SegmentSize+64<<10) }
 	var seg []byte
 	var offset int64
 	flush := func(bad *Unframed) error {
@@ -129,6 +132,9 @@ func SplitBinary(f io.Reader, emit func(*Segment) error) error {
 		}
 		if !isIVM && len(seg) >= MaxBinarySegment {
 			return ErrSequential
+		}
+		if seg == nil {
+			seg = newSeg()
 		}
 		start := len(seg)
 		var short bool

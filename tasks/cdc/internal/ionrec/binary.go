@@ -125,8 +125,12 @@ func (r *Reader) tableFor(lst []byte) *symtab {
 // [...]} and nothing else (no imports: a version marker before each record
 // leaves nothing to import).
 func (r *Reader) symbolTable(lst []byte, start int) error {
+	if r.last != nil && string(lst) == string(r.lastLST) {
+		r.table = r.last
+		return nil
+	}
 	if st := r.tableFor(lst); st != nil {
-		r.table = st
+		r.table, r.last, r.lastLST = st, st, append(r.lastLST[:0], lst...)
 		return nil
 	}
 	n, p, ok := varUint(lst, start, len(lst))
@@ -168,7 +172,7 @@ func (r *Reader) symbolTable(lst []byte, start int) error {
 	}
 	st := r.newSymtab(local)
 	r.tables[string(lst)] = st
-	r.table = st
+	r.table, r.last, r.lastLST = st, st, append(r.lastLST[:0], lst...)
 	return nil
 }
 
@@ -375,13 +379,14 @@ func (r *Reader) binScalar(b []byte, t, l byte, s, e int, f *Scalar, depth int) 
 				return ErrFallback // beyond 63 bits, or a zero coefficient written out
 			}
 			f.Mag, f.Neg = uint64(hi)<<(8*uint(len(c)-q-1))|m, neg
+			f.NegZero = false
 		}
 	case 0x6:
 		tm, prec, ok := binTimestamp(c)
 		if !ok {
 			return ErrFallback
 		}
-		f.Type, f.Time, f.Prec = ion.TimestampType, tm, prec
+		f.Type, f.Sec, f.Nsec, f.Prec = ion.TimestampType, tm.Unix(), int32(tm.Nanosecond()), prec
 	case 0x7:
 		sid, ok := magnitude(c)
 		if !ok || sid == 0 || sid >= uint64(len(r.table.text)) || r.table.text[sid] == nil {

@@ -279,11 +279,10 @@ func refScalar(r ion.Reader, s *Scalar) error {
 		if err != nil {
 			return err
 		}
-		s.Dec = d
 		c, e := d.CoEx()
-		s.Exp = e
+		s.Exp, s.NegZero = e, c.Sign() == 0 && strings.HasPrefix(d.String(), "-")
 		if new(big.Int).Abs(c).IsUint64() {
-			s.Mag, s.Neg = new(big.Int).Abs(c).Uint64(), c.Sign() < 0 || strings.HasPrefix(d.String(), "-")
+			s.Mag, s.Neg = new(big.Int).Abs(c).Uint64(), c.Sign() < 0 || s.NegZero
 		} else {
 			s.Big = c
 		}
@@ -292,7 +291,7 @@ func refScalar(r ion.Reader, s *Scalar) error {
 		if err != nil {
 			return err
 		}
-		s.Time, s.Prec = ts.GetDateTime(), ts.GetPrecision()
+		s.Sec, s.Nsec, s.Prec = ts.GetDateTime().Unix(), int32(ts.GetDateTime().Nanosecond()), ts.GetPrecision()
 	case ion.StringType:
 		v, err := r.StringValue()
 		if err != nil {
@@ -357,16 +356,9 @@ func compareScalars(g, w *Scalar) string {
 	case ion.FloatType:
 		same = math.Float64bits(g.Float) == math.Float64bits(w.Float) || (math.IsNaN(g.Float) && math.IsNaN(w.Float))
 	case ion.DecimalType:
-		coef := new(big.Int).SetUint64(g.Mag)
-		if g.Neg {
-			coef.Neg(coef)
-		}
-		same = w.Big == nil && ion.NewDecimal(coef, g.Exp, g.Neg && g.Mag == 0).String() == w.Dec.String() && g.Exp == w.Exp
+		same = w.Big == nil && g.Mag == w.Mag && g.Neg == w.Neg && g.Exp == w.Exp && g.NegZero == w.NegZero
 	case ion.TimestampType:
-		same = g.Prec == w.Prec && g.Time.Unix() == w.Time.Unix() && g.Time.Nanosecond() == w.Time.Nanosecond()
-		if g.Prec <= ion.TimestampPrecisionDay {
-			same = same && g.Time.Format(time.DateOnly) == w.Time.Format(time.DateOnly)
-		}
+		same = g.Prec == w.Prec && g.Sec == w.Sec && g.Nsec == w.Nsec
 	case ion.StringType, ion.SymbolType, ion.BlobType, ion.ClobType:
 		same = bytes.Equal(g.Bytes, w.Bytes) && !w.NoText
 	}

@@ -45,8 +45,8 @@ type Scalar struct {
 	Big *big.Int
 	// Exp is a decimal's exponent: the value is ±Mag × 10^Exp.
 	Exp int32
-	// Dec is the decimal as ion-go read it, when ion-go read it (nil here).
-	Dec *ion.Decimal
+	// NegZero marks a decimal ion-go calls a negative zero (it prints -0.).
+	NegZero bool
 	// Float is a float's value; Bool a bool's.
 	Float float64
 	Bool  bool
@@ -56,11 +56,16 @@ type Scalar struct {
 	Bytes []byte
 	// NoText marks a symbol known only by its ID (never set here).
 	NoText bool
-	// Time and Prec are a timestamp's instant and precision; a timestamp of
-	// day precision or less is midnight UTC of its date.
-	Time time.Time
+	// Sec and Nsec are a timestamp's instant (Unix seconds and
+	// nanoseconds), Prec its precision; a timestamp of day precision or less
+	// is midnight UTC of its date.
+	Sec  int64
+	Nsec int32
 	Prec ion.TimestampPrecision
 }
+
+// Time returns a timestamp's instant, in UTC.
+func (s *Scalar) Time() time.Time { return time.Unix(s.Sec, int64(s.Nsec)).UTC() }
 
 // Shape names the fields a caller wants, at three levels: Fields[0] of the
 // top-level struct, Fields[1] of the struct in the top-level field
@@ -102,7 +107,11 @@ type Reader struct {
 	names  [3]map[string]int
 	tables map[string]*symtab // local symbol tables by their bytes
 	table  *symtab            // the table in force
-	buf    []byte             // unescaped text of the current record
+	// last is the local symbol table read last, and lastLST its bytes:
+	// records in a row mostly repeat it.
+	last    *symtab
+	lastLST []byte
+	buf     []byte // unescaped text of the current record
 	// order holds, per level, the field names in the order the last
 	// records had them, with their slots (see slotAt).
 	order   [3][]namedSlot

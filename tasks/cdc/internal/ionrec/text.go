@@ -521,7 +521,7 @@ func txtNumber(b []byte, p int, f *Scalar) (int, error) {
 		if frac >= 0 {
 			exp -= fracEnd - frac
 		}
-		f.Type, f.Mag, f.Neg, f.Exp = ion.DecimalType, m, neg, int32(exp)
+		f.Type, f.Mag, f.Neg, f.Exp, f.NegZero = ion.DecimalType, m, neg, int32(exp), neg && m == 0
 	}
 	return p, nil
 }
@@ -578,7 +578,7 @@ func txtTimestamp(b []byte, p int, f *Scalar) (int, error) {
 		if at(10, 'T') {
 			end++
 		}
-		f.Type, f.Time, f.Prec = ion.TimestampType, time.Date(y, time.Month(mo), d, 0, 0, 0, 0, time.UTC), ion.TimestampPrecisionDay
+		f.Type, f.Sec, f.Nsec, f.Prec = ion.TimestampType, time.Date(y, time.Month(mo), d, 0, 0, 0, 0, time.UTC).Unix(), 0, ion.TimestampPrecisionDay
 		return end, nil
 	}
 	if !(at(10, 'T') && dig(11, 2) && at(13, ':') && dig(14, 2)) {
@@ -631,7 +631,7 @@ func txtTimestamp(b []byte, p int, f *Scalar) (int, error) {
 	if !stop(b, p+i) {
 		return 0, ErrFallback
 	}
-	tm := time.Date(y, time.Month(mo), d, h, mi, s, ns, time.UTC).Add(-time.Duration(off) * time.Minute)
-	f.Type, f.Time, f.Prec = ion.TimestampType, tm, prec
+	sec := time.Date(y, time.Month(mo), d, h, mi, s, 0, time.UTC).Unix() - int64(off)*60
+	f.Type, f.Sec, f.Nsec, f.Prec = ion.TimestampType, sec, int32(ns), prec
 	return p + i, nil
 }
