@@ -220,7 +220,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	step := time.Now()
-	current, err := tbl.read(ctx, expected)
+	current, err := tbl.current(ctx, expected)
 	if err != nil {
 		return nil, err
 	}

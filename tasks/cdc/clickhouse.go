@@ -442,6 +442,48 @@ func (t *table) keysTableFor(rows []*row) (*ext.Table, error) {
 // read returns the winning version (FINAL) of each key of rows, by key
 // bytes; keys travel in an external table, never in the SQL text.
 func (t *table) read(ctx context.Context, rows []*row) (map[string]*row, error) {
+	return t.query(ctx, rows, readSQL(t.m), false)
+}
+
+// versions is read without the payload: each key's winning LSN only (vals
+// nil, the delete marker unread).
+func (t *table) versions(ctx context.Context, rows []*row) (map[string]*row, error) {
+	return t.query(ctx, rows, versionsSQL(t.m), true)
+}
+
+// current reads the target's winning version of each key of rows, as the
+// seed's read_current: the versions first, then the payloads of the keys
+// the target holds at the batch's own LSN (the only ones selectPending
+// compares). A key whose version moved between the two reads keeps what
+// the second read found.
+func (t *table) current(ctx context.Context, rows []*row) (map[string]*row, error) {
+	cur, err := t.versions(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	var same []*row
+	for _, r := range rows {
+		if c := cur[r.key]; c != nil && c.lsn == r.lsn {
+			same = append(same, r)
+			delete(cur, r.key)
+		}
+	}
+	if len(same) == 0 {
+		return cur, nil
+	}
+	full, err := t.read(ctx, same)
+	if err != nil {
+		return nil, err
+	}
+	for k, r := range full {
+		cur[k] = r
+	}
+	return cur, nil
+}
+
+// query runs a read of rows' keys: every mapped column, the version and
+// the delete marker, or (keysOnly) the key columns and the version.
+func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly bool) (map[string]*row, error) {
 	m := t.m
 	out := make(map[string]*row, len(rows))
 	if len(rows) == 0 {
@@ -454,37 +496,53 @@ func (t *table) read(ctx context.Context, rows []*row) (map[string]*row, error) 
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	cctx = clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl))
-	res, err := t.conn.Query(cctx, readSQL(m))
+	res, err := t.conn.Query(cctx, sql)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
 	}
 	defer res.Close()
-	dests := make([]any, len(m.cols)+2)
-	for i := range m.cols {
-		dests[i] = t.cols[i].codec.dest()
+	cols := m.keyIdx
+	if !keysOnly {
+		cols = make([]int, len(m.cols))
+		for i := range cols {
+			cols[i] = i
+		}
+	}
+	dests := make([]any, 0, len(cols)+2)
+	for _, i := range cols {
+		dests = append(dests, t.cols[i].codec.dest())
 	}
 	var lsn uint64
 	var deleted uint8
-	dests[len(m.cols)], dests[len(m.cols)+1] = &lsn, &deleted
+	dests = append(dests, &lsn)
+	if !keysOnly {
+		dests = append(dests, &deleted)
+	}
+	vals := make([]value, len(m.cols))
 	var keyBuf []byte
 	for res.Next() {
 		if err := res.Scan(dests...); err != nil {
 			return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
 		}
-		r := &row{lsn: lsn, deleted: deleted != 0, vals: make([]value, len(m.cols))}
-		for i := range m.cols {
-			v, err := t.cols[i].codec.value(dests[i])
+		if !keysOnly {
+			vals = make([]value, len(m.cols))
+		}
+		for n, i := range cols {
+			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
 				return nil, outcome.Refuse(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
 			}
-			r.vals[i] = v
+			vals[i] = v
 		}
 		if deleted > 1 {
 			return nil, outcome.Refuse(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
-				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, r.vals)))
+				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, vals)))
 		}
-		keyBuf = encodeKey(keyBuf[:0], m, r.vals)
-		r.key = string(keyBuf)
+		keyBuf = encodeKey(keyBuf[:0], m, vals)
+		r := &row{key: string(keyBuf), lsn: lsn, deleted: deleted != 0}
+		if !keysOnly {
+			r.vals = vals
+		}
 		if prev, dup := out[r.key]; dup && prev.lsn >= r.lsn {
 			continue // a table ordered by more than the key; the highest version wins
 		}

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden files and the
 
 // allStatements renders every statement changesink sends for a mapping.
 func allStatements(m *Mapping, caps serverCaps) string {
-	stmts := []string{createDatabaseSQL(m), createTableSQL(m, caps), createViewSQL(m), readSQL(m), insertSQL(m), columnsSQL, tableSQL}
+	stmts := []string{createDatabaseSQL(m), createTableSQL(m, caps), createViewSQL(m), readSQL(m), versionsSQL(m), insertSQL(m), columnsSQL, tableSQL}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
