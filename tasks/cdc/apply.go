@@ -195,32 +195,49 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{View: m.Target.Database + "." + m.Target.LiveView}
 
+	// The connection and the schema check run while the batch decodes (they
+	// wait on the network, decoding on the CPUs); a refusal of the batch
+	// still wins over a connection or schema error, as when they ran after.
+	cctx, stopConnect := context.WithCancel(ctx)
+	defer stopConnect()
+	connected := make(chan connection, 1)
+	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
-	if err != nil {
-		return nil, markInput(err)
+	if err == nil && len(b.rows) == 0 {
+		err = outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
-	if len(b.rows) == 0 {
-		return nil, outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
+	if err != nil {
+		stopConnect()
+		if c := <-connected; c.target != nil {
+			c.target.close()
+		}
+		return nil, markInput(err)
 	}
 	res.Events, res.Keys = b.events, int64(len(b.rows))
 	expected := b.sorted()
 	res.Decode = time.Since(start)
 
-	t, err := connect(ctx, cfg.ClickHouse, m)
-	if err != nil {
-		return nil, err
+	c := <-connected
+	if c.target != nil {
+		defer c.target.close()
 	}
-	defer t.close()
-	if err := t.checkSupported(); err != nil {
-		return nil, err
+	if c.err != nil {
+		return nil, c.err
 	}
-	tbl, err := t.checkSchema(ctx)
-	if err != nil {
-		return nil, err
-	}
+	tbl := c.table
 
+	// expected.jsonl is written while the target is read.
 	step := time.Now()
+	written := make(chan writtenFile, 1)
+	go func() {
+		f, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
+		written <- writtenFile{f, err}
+	}()
 	current, err := tbl.current(ctx, expected)
+	exp := <-written
+	if exp.f != nil {
+		defer exp.f.Abort()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -232,11 +249,10 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
-	expFile, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
-	if err != nil {
-		return nil, err
+	if exp.err != nil {
+		return nil, exp.err
 	}
-	defer expFile.Abort()
+	expFile := exp.f
 	pendFile, err := writeRows(cfg.OutDir, PendingFile, m, pending)
 	if err != nil {
 		return nil, err
@@ -275,6 +291,32 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// connection is the target as open found it, or why it could not.
+type connection struct {
+	target *target // nil when the connection failed
+	table  *table
+	err    error
+}
+
+// open connects to the target and checks it: the server supports the
+// mapping and the table matches it.
+func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
+	t, err := connect(ctx, cfg, m)
+	if err != nil {
+		return connection{err: err}
+	}
+	if err := t.checkSupported(); err != nil {
+		return connection{target: t, err: err}
+	}
+	tbl, err := t.checkSchema(ctx)
+	return connection{target: t, table: tbl, err: err}
+}
+
+type writtenFile struct {
+	f   *kestra.File
+	err error
 }
 
 // selectPending implements the seed's select_changes: a key is pending when
