@@ -133,18 +133,18 @@ func (c config) steadySize(db string, n int64) (steadyRow, error) {
 			return row, err
 		}
 		loaded := time.Since(start)
-		if _, err := c.ch("OPTIMIZE TABLE "+db+"."+table+" FINAL", nil); err != nil {
+		if err := c.optimize(db, table); err != nil {
 			return row, err
 		}
 		merged := time.Since(start) - loaded
 		if _, err := c.ch("INSERT INTO "+db+"."+ref+" SELECT * FROM "+db+"."+table, nil); err != nil {
 			return row, err
 		}
-		if _, err := c.ch("OPTIMIZE TABLE "+db+"."+ref+" FINAL", nil); err != nil {
+		if err := c.optimize(db, ref); err != nil {
 			return row, err
 		}
-		fmt.Printf("  %s: loaded in %s, merged in %s; its copy for the reference in %s\n", count(n),
-			loaded.Round(time.Millisecond), merged.Round(time.Millisecond), (time.Since(start) - loaded - merged).Round(time.Millisecond))
+		fmt.Printf("  %s: loaded in %s, merged into %s in %s; its copy for the reference in %s\n", count(n),
+			loaded.Round(time.Millisecond), c.parts(db, table), merged.Round(time.Millisecond), (time.Since(start) - loaded - merged).Round(time.Millisecond))
 	}
 	for b := range c.batches {
 		spec := batchSpec{dir: dir, lsnBase: 2_000_000_000 + int64(b)*10_000_000, firstOp: "UPDATE", seed: uint64(1000*n + int64(b)), binaryOnly: true}
@@ -196,8 +196,8 @@ func (c config) steadySize(db string, n int64) (steadyRow, error) {
 			name = count(n)
 		}
 		fmt.Printf("  %s, batch %d: changesink %.3f s (decode %.3f, read_current %.3f, insert %.3f, verify %.3f; peak RSS %s); "+
-			"reference: FINAL read %.3f s (PREWHERE %.3f), insert %.3f s\n", name, b+1, t.cs, t.decode, t.read, t.csInsert, t.verify, t.rss,
-			t.final, t.prewhere, t.insert)
+			"reference: FINAL read %.3f s (PREWHERE %.3f), insert %.3f s; then %s\n", name, b+1, t.cs, t.decode, t.read, t.csInsert, t.verify, t.rss,
+			t.final, t.prewhere, t.insert, c.parts(db, table))
 	}
 	// The target and its reference copy got the same rows.
 	sums := make([]string, 2)
@@ -217,6 +217,32 @@ func (c config) steadySize(db string, n int64) (steadyRow, error) {
 		}
 	}
 	return row, nil
+}
+
+// optimize merges db.table into one part: OPTIMIZE … FINAL, retried while
+// background merges hold the parts (18.16 then does nothing, silently,
+// unless optimize_throw_if_noop).
+func (c config) optimize(db, table string) error {
+	deadline := time.Now().Add(20 * time.Minute)
+	for {
+		_, err := c.ch("OPTIMIZE TABLE "+db+"."+table+" FINAL", nil, "--optimize_throw_if_noop=1")
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// parts describes db.table's active parts ("1 part", "7 parts").
+func (c config) parts(db, table string) string {
+	out, err := c.ch("SELECT count() FROM system.parts WHERE database = '"+db+"' AND table = '"+table+"' AND active", nil)
+	if err != nil {
+		return "? parts"
+	}
+	if n := strings.TrimSpace(out); n != "1" {
+		return n + " parts"
+	}
+	return "1 part"
 }
 
 // randomKeys picks keys distinct ids in 1..n, in random order.
