@@ -1,5 +1,5 @@
 // Package parity holds differential tests only: it runs the seed flows'
-// own Python (../shared/seeds/reference) and the changesink binary on the
+// own Python (parity/seeds/reference) and the changesink binary on the
 // same inputs, against separate databases on the same real services, and
 // compares what each leaves behind.
 //
@@ -44,6 +44,7 @@
 // Services come from the CHANGESINK_TEST_* env vars that .ci/env exports.
 // Without them the integration tests skip with a loud message naming the
 // variable, unless CHANGESINK_REQUIRE_SERVICES=1, when they fail instead.
-// Without the seeds folder (CHANGESINK_TEST_SEEDS) they always skip loudly:
-// the seed scripts are not part of this repository.
+// The seed flows and scripts are kept in parity/seeds (CHANGESINK_TEST_SEEDS,
+// set by .ci/env); TestSeedCopyIsCurrent checks the copy against the
+// original folder where one is beside the clone.
 package parity

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // binPath is the changesink binary built once by TestMain; buildErr is why
@@ -50,24 +52,23 @@ func changesinkBinary(t *testing.T) string {
 	return binPath
 }
 
-// seedsDir returns the seeds folder (CHANGESINK_TEST_SEEDS), or skips
-// loudly when it is unset or absent: the seed scripts are not part of this
-// repository, so even CHANGESINK_REQUIRE_SERVICES=1 does not turn this
-// into a failure.
+// seedsDir returns the seeds folder (CHANGESINK_TEST_SEEDS, which .ci/env
+// points at the copy in parity/seeds), checked to hold the seed flows and
+// their scripts.
 func seedsDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("CHANGESINK_TEST_SEEDS")
-	if dir == "" {
-		t.Skip("PARITY TEST NOT RUN: CHANGESINK_TEST_SEEDS unset; it names the folder with the seed flows and reference/*.py")
-	}
-	for _, f := range []string{"kafka-compacted-postgres-state.yaml", "postgres-clickhouse-cdc.yaml", "reference/kafka_state_materialize.py",
-		"reference/cdc_prepare_batch.py", "reference/cdc_select_changes.py", "reference/cdc_verify_batch.py"} {
+	dir := testenv.Lookup(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
+	for _, f := range seedFiles {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Skipf("PARITY TEST NOT RUN: seeds folder CHANGESINK_TEST_SEEDS=%s lacks %s: %v", dir, f, err)
+			t.Fatalf("seeds folder CHANGESINK_TEST_SEEDS=%s lacks %s: %v", dir, f, err)
 		}
 	}
 	return dir
 }
+
+// seedFiles are the seed flows and their extracted Python.
+var seedFiles = []string{"kafka-compacted-postgres-state.yaml", "postgres-clickhouse-cdc.yaml", "reference/kafka_state_materialize.py",
+	"reference/cdc_prepare_batch.py", "reference/cdc_select_changes.py", "reference/cdc_verify_batch.py"}
 
 // procResult is how one process run ended, as Kestra would see it.
 type procResult struct {

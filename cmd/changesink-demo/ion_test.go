@@ -66,8 +66,8 @@ func TestEncodeInline(t *testing.T) {
 				if got := ts.GetDateTime(); !got.Equal(commit.Truncate(time.Millisecond)) {
 					t.Errorf("value %d: timestamp = %v, want millisecond precision %v", i+1, got, commit.Truncate(time.Millisecond))
 				}
-				if want.Columns[1].Null && rec["status"] != nil {
-					t.Errorf("value %d: status = %v, want null", i+1, rec["status"])
+				if _, written := rec["status"]; want.Columns[1].Null && written {
+					t.Errorf("value %d: a NULL status is written (%v); the trigger omits NULL columns", i+1, rec["status"])
 				}
 			}
 		})

@@ -219,10 +219,11 @@ func (w *walCapture) read(ctx context.Context, db string, target pglogrepl.LSN) 
 	}
 	relations := map[uint32]*pglogrepl.RelationMessage{}
 	var (
-		out      []change
-		begin    *pglogrepl.BeginMessage
-		lastEnd  pglogrepl.LSN
-		deadline = time.Now().Add(30 * time.Second)
+		out        []change
+		begin      *pglogrepl.BeginMessage
+		lastEnd    pglogrepl.LSN
+		lastCommit *pglogrepl.LSN // WAL position of the last commit message, as Debezium's lsn_commit
+		deadline   = time.Now().Add(30 * time.Second)
 	)
 	for lastEnd < target {
 		if time.Now().After(deadline) {
@@ -274,21 +275,23 @@ func (w *walCapture) read(ctx context.Context, db string, target pglogrepl.LSN) 
 				begin = m
 			case *pglogrepl.CommitMessage:
 				lastEnd = m.TransactionEndLSN
+				at := xld.WALStart
+				lastCommit = &at
 				begin = nil
 			case *pglogrepl.InsertMessage:
-				ch, err := newChange(db, relations[m.RelationID], begin, xld.WALStart, "CREATE", m.Tuple)
+				ch, err := newChange(db, relations[m.RelationID], begin, xld.WALStart, lastCommit, "CREATE", m.Tuple)
 				if err != nil {
 					return nil, err
 				}
 				out = append(out, ch)
 			case *pglogrepl.UpdateMessage:
-				ch, err := newChange(db, relations[m.RelationID], begin, xld.WALStart, "UPDATE", m.NewTuple)
+				ch, err := newChange(db, relations[m.RelationID], begin, xld.WALStart, lastCommit, "UPDATE", m.NewTuple)
 				if err != nil {
 					return nil, err
 				}
 				out = append(out, ch)
 			case *pglogrepl.DeleteMessage:
-				ch, err := newChange(db, relations[m.RelationID], begin, xld.WALStart, "DELETE", m.OldTuple)
+				ch, err := newChange(db, relations[m.RelationID], begin, xld.WALStart, lastCommit, "DELETE", m.OldTuple)
 				if err != nil {
 					return nil, err
 				}
@@ -302,13 +305,13 @@ func (w *walCapture) read(ctx context.Context, db string, target pglogrepl.LSN) 
 	return out, nil
 }
 
-func newChange(db string, rel *pglogrepl.RelationMessage, begin *pglogrepl.BeginMessage, lsn pglogrepl.LSN, op string, tuple *pglogrepl.TupleData) (change, error) {
+func newChange(db string, rel *pglogrepl.RelationMessage, begin *pglogrepl.BeginMessage, lsn pglogrepl.LSN, lastCommit *pglogrepl.LSN, op string, tuple *pglogrepl.TupleData) (change, error) {
 	if rel == nil || begin == nil || tuple == nil {
 		return change{}, fmt.Errorf("wal change at %s: no relation, transaction or tuple (unexpected pgoutput stream)", lsn)
 	}
 	ch := change{
 		DB: db, Schema: rel.Namespace, Table: rel.RelationName,
-		Operation: op, LSN: lsn, TxID: begin.Xid, CommitTime: begin.CommitTime,
+		Operation: op, LSN: lsn, LastCommitLSN: lastCommit, TxID: begin.Xid, CommitTime: begin.CommitTime,
 	}
 	for i, col := range tuple.Columns {
 		if i >= len(rel.Columns) {

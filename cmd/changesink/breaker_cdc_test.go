@@ -21,13 +21,15 @@ import (
 // no password appears.
 //   - secure=true against the plaintext native port: config (2);
 //   - a port outside 1..65535: config (2);
+//   - the HTTP port instead of the native one: config (2) within seconds,
+//     naming the native port (it waited out the whole timeout, transient);
 //   - CDC_BATCH_FILE naming a directory: config (2);
 //   - setup over an existing table that lacks a mapped column: config (2),
 //     naming the column;
 //   - a text batch with a string that is not UTF-8: refused (1), naming the
 //     record, key, LSN and column.
 func TestBreakerCDCFaultExitCodes(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_HTTP")
 	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -56,6 +58,8 @@ func TestBreakerCDCFaultExitCodes(t *testing.T) {
 	badPort := *u
 	badPort.User = url.UserPassword("default", secret)
 	badPort.Host = "127.0.0.1:99999"
+	httpPort := *u
+	httpPort.Host = vars["CHANGESINK_TEST_CLICKHOUSE_HTTP"]
 
 	var all bytes.Buffer
 	for _, c := range []struct {
@@ -69,6 +73,8 @@ func TestBreakerCDCFaultExitCodes(t *testing.T) {
 			map[string]string{"CLICKHOUSE_URL": tlsURL.String(), "CLICKHOUSE_PASSWORD": secret}, []string{"cdc", "setup"}},
 		{"invalid port", 2, []string{`"error_class":"config"`, "invalid port"},
 			map[string]string{"CLICKHOUSE_URL": badPort.String()}, []string{"cdc", "setup"}},
+		{"HTTP port instead of native", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "use the native port"},
+			map[string]string{"CLICKHOUSE_URL": httpPort.String()}, []string{"cdc", "setup"}},
 		{"batch file is a directory", 2, []string{`"error_class":"config"`, "a-directory"},
 			map[string]string{"CDC_BATCH_FILE": "a-directory", "CLICKHOUSE_PASSWORD": secret}, []string{"cdc", "apply"}},
 		{"existing table lacks a column", 2, []string{`"error_class":"config"`, `has no column \"status\"`},

@@ -33,13 +33,16 @@ func TestBreakerBatchBoundsParseLikeTheSeed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, env := range []string{"MAX_RECORDS", "POLL_SECONDS"} {
+				t.Setenv("TOPIC", "t") // the required settings
+				t.Setenv("KAFKA_PROPERTIES", "{}")
+				t.Setenv("PG_DSN", "x")
 				t.Setenv("MAX_RECORDS", "7")
 				t.Setenv("POLL_SECONDS", "7")
 				t.Setenv(env, tt.value)
 				var cli CLI
 				var out bytes.Buffer
 				exited := -1
-				parser, err := newParser(&cli, &out, func(code int) { exited = code })
+				parser, err := newParser(&cli, &out, &out, func(code int) { exited = code })
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -23,6 +23,7 @@ type cdcConn struct {
 	URL      string        `name:"clickhouse-url" env:"CLICKHOUSE_URL" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
 	Username string        `name:"clickhouse-username" env:"CLICKHOUSE_USERNAME" help:"ClickHouse user; overrides the DSN's."`
 	Password string        `name:"clickhouse-password" env:"CLICKHOUSE_PASSWORD" help:"ClickHouse password; overrides the DSN's. Never printed."`
+	CAFile   string        `name:"clickhouse-ca-file" env:"CLICKHOUSE_CA_FILE" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`
 	Timeout  time.Duration `name:"clickhouse-timeout" env:"CDC_CLICKHOUSE_TIMEOUT" default:"2m" help:"Deadline of each ClickHouse call (connect, each query, the insert)."`
 }
 
@@ -37,7 +38,7 @@ func (c *cdcConn) config(a *app) (cdc.Config, error) {
 	}
 	return cdc.Config{
 		Mapping:    m,
-		ClickHouse: cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, Timeout: c.Timeout},
+		ClickHouse: cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, CAFile: resolve(a, c.CAFile), Timeout: c.Timeout},
 		OutDir:     a.dir,
 	}, nil
 }

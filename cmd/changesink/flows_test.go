@@ -24,8 +24,6 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/tasks/cdc"
 	"github.com/changesink/changesink/tasks/kafkastate"
-
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 const (
@@ -61,6 +59,8 @@ var shippedFlows = []shippedFlow{
 			{"create_state_tables", "kafka-state setup"},
 			{"materialize_batch", "kafka-state materialize"},
 			{"check_saved_positions", "kafka-state verify"},
+			{"require_consistent_state", ""},   // the seed's If ...
+			{"stop_on_inconsistent_state", ""}, // ... and Fail, on verify's output valid
 		},
 		produces: map[string][]string{"materialize_batch": {"batch-report.json"}},
 	},
@@ -134,7 +134,7 @@ func seedsDir() string {
 	if d := os.Getenv("CHANGESINK_TEST_SEEDS"); d != "" {
 		return d
 	}
-	d := filepath.Join("..", "..", "..", "shared", "seeds")
+	d := filepath.Join("..", "..", "parity", "seeds") // the copy in the repository
 	if _, err := os.Stat(d); err != nil {
 		return ""
 	}
@@ -206,7 +206,7 @@ var requiredHelp = regexp.MustCompile(`\bRequired\b`)
 // ("kafka-state materialize") → the env vars it reads and the required ones.
 func cliCommands(t *testing.T) map[string]cliCommand {
 	t.Helper()
-	parser, err := newParser(&CLI{}, io.Discard, func(int) {})
+	parser, err := newParser(&CLI{}, io.Discard, io.Discard, func(int) {})
 	if err != nil {
 		t.Fatalf("newParser: %v", err)
 	}
@@ -273,7 +273,7 @@ func changesinkCommand(t *testing.T, task map[string]any) string {
 func TestFlowsKeepSeed(t *testing.T) {
 	dir := seedsDir()
 	if dir == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_SEEDS is unset and ../../../shared/seeds is absent: the seed comparison", "CI has the seeds beside the clone")
+		t.Fatal("CHANGESINK_TEST_SEEDS is unset and parity/seeds is absent: the seed flows are part of the repository")
 	}
 	for _, sf := range shippedFlows {
 		t.Run(sf.file, func(t *testing.T) {
@@ -511,6 +511,40 @@ func TestFlowsHaveNoPython(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFlowKafkaStateKeepsSeedFail: the kafka flow ends as the seed did, with
+// its If and Fail tasks (same ids, same message) deciding on the check's
+// output `valid` (the seed's row.valid); for that, verify runs with
+// REPORT_ONLY=true, so that it reports a record ahead of its position instead
+// of failing the task itself.
+func TestFlowKafkaStateKeepsSeedFail(t *testing.T) {
+	dir := seedsDir()
+	if dir == "" {
+		t.Fatal("CHANGESINK_TEST_SEEDS is unset and parity/seeds is absent: the seed flows are part of the repository")
+	}
+	const file = "kafka-compacted-postgres-state.yaml"
+	seed := readYAML(t, filepath.Join(dir, file))
+	got := readYAML(t, filepath.Join(flowsDir, file))
+	want := taskByID(seed, "require_consistent_state")
+	if want == nil {
+		t.Fatal("the seed has no require_consistent_state task")
+	}
+	cond, _ := want["condition"].(string)
+	if !strings.Contains(cond, "outputs.check_saved_positions.row.valid") {
+		t.Fatalf("the seed's condition %q does not read row.valid", cond)
+	}
+	want["condition"] = strings.Replace(cond, ".row.valid", ".vars.valid", 1)
+	if have := taskByID(got, "require_consistent_state"); !reflect.DeepEqual(have, want) {
+		t.Errorf("require_consistent_state differs from the seed's (with row.valid read as vars.valid)\n got: %#v\nwant: %#v", have, want)
+	}
+	check := taskByID(got, "check_saved_positions")
+	if env := stringMap(t, check["env"], "check_saved_positions.env"); env["REPORT_ONLY"] != "true" {
+		t.Errorf(`check_saved_positions: REPORT_ONLY = %q, want "true" (else verify fails the task and the seed's Fail is never reached)`, env["REPORT_ONLY"])
+	}
+	if !slices.Contains(outputNames("kafka-state verify"), "valid") {
+		t.Errorf("kafka-state verify emits no output valid (it emits %v)", outputNames("kafka-state verify"))
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -21,7 +22,7 @@ type kafkaStateCmd struct {
 // kafkaStatePG is the PostgreSQL connection, as the seed's psycopg.connect
 // reads it.
 type kafkaStatePG struct {
-	DSN      string `name:"pg-dsn" env:"PG_DSN" help:"PostgreSQL connection: URL (postgres://host:5432/db?sslmode=...) or key=value string. Required. Its password is never printed."`
+	DSN      string `name:"pg-dsn" env:"PG_DSN" required:"" help:"PostgreSQL connection: URL (postgres://host:5432/db?sslmode=...) or key=value string. Its password is never printed."`
 	User     string `name:"pg-user" env:"PGUSER" help:"PostgreSQL user, used when PG_DSN names none."`
 	Password string `name:"pg-password" env:"PGPASSWORD" help:"PostgreSQL password, used when PG_DSN has none. Never printed."`
 }
@@ -49,10 +50,10 @@ func (c *kafkaStateSetupCmd) Run(a *app) error {
 }
 
 type kafkaStateMaterializeCmd struct {
-	Topic           string  `name:"topic" env:"TOPIC" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count. Required."`
+	Topic           string  `name:"topic" env:"TOPIC" required:"" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count."`
 	MaxRecords      seedInt `name:"max-records" env:"MAX_RECORDS" default:"1000" help:"Most records one batch reads over all partitions: 1..100000 (default ${default})."`
 	PollSeconds     seedInt `name:"poll-seconds" env:"POLL_SECONDS" default:"10" help:"How long the batch may fetch: 1..60 seconds (default ${default}). A fully read topic returns at once."`
-	KafkaProperties string  `name:"kafka-properties" env:"KAFKA_PROPERTIES" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
+	KafkaProperties string  `name:"kafka-properties" env:"KAFKA_PROPERTIES" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
 
@@ -75,13 +76,19 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 }
 
 type kafkaStateVerifyCmd struct {
-	Topic string `name:"topic" env:"TOPIC" help:"The topic whose stored records to check. Required."`
+	Topic      string `name:"topic" env:"TOPIC" required:"" help:"The topic whose stored records to check."`
+	ReportOnly bool   `name:"report-only" env:"REPORT_ONLY" help:"When a record is ahead of its durable position, log the refusal at ERROR, report valid=false and exit 0, so that the flow decides (the seed's If and Fail tasks); without it, verify exits 1."`
 	kafkaStatePG
 }
 
 func (c *kafkaStateVerifyCmd) Run(a *app) error {
 	pg := c.postgres(a)
 	res, err := kafkastate.Verify(a.ctx, pg, c.Topic)
+	var ahead *kafkastate.AheadError
+	if c.ReportOnly && errors.As(err, &ahead) {
+		a.log.Error("kafka-state: " + err.Error())
+		return a.em.Report(&kafkastate.VerifyResult{Topic: c.Topic, Ahead: ahead})
+	}
 	if err != nil {
 		return err
 	}

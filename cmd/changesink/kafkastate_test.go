@@ -28,7 +28,7 @@ func TestKafkaStateHelp(t *testing.T) {
 		{"materialize", []string{"$TOPIC", "$MAX_RECORDS", "1..100000 (default 1000)", "$POLL_SECONDS", "1..60 seconds (default 10)",
 			"$KAFKA_PROPERTIES", "bootstrap.servers", "$PG_DSN", "$PGUSER", "$PGPASSWORD", "--max-records=1000", "--poll-seconds=10"}},
 		{"setup", []string{"$PG_DSN", "$PGUSER", "$PGPASSWORD"}},
-		{"verify", []string{"$TOPIC", "$PG_DSN", "$PGUSER", "$PGPASSWORD"}},
+		{"verify", []string{"$TOPIC", "$PG_DSN", "$PGUSER", "$PGPASSWORD", "$REPORT_ONLY"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {
@@ -58,8 +58,9 @@ func TestKafkaStateBadSettings(t *testing.T) {
 		{"max records out of range", map[string]string{"MAX_RECORDS": "100001"}, "MAX_RECORDS must be 1..100000"},
 		{"poll seconds out of range", map[string]string{"POLL_SECONDS": "0"}, "POLL_SECONDS must be 1..60"},
 		{"unknown kafka property", map[string]string{"KAFKA_PROPERTIES": `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
-		{"no topic", map[string]string{"TOPIC": ""}, "TOPIC"},
-		{"no dsn", map[string]string{"PG_DSN": ""}, "PG_DSN is required"},
+		{"no topic", map[string]string{"TOPIC": ""}, "missing required settings: TOPIC (flag --topic)"},
+		{"no dsn", map[string]string{"PG_DSN": ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
+		{"no properties", map[string]string{"KAFKA_PROPERTIES": " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +91,77 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// kafkaTopic creates a compacted topic of its own on the test broker (prefix
+// and a random suffix) with the given partitions, deleted when the test ends,
+// waits until every partition answers, and returns it with a client that
+// produces to the partition each record names (open until the test ends).
+func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
+	t.Helper()
+	topic := prefix + randomHex(4)
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the topic is deleted while the client is open.
+	t.Cleanup(kcl.Close)
+	adm := kadm.NewClient(kcl)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+			t.Errorf("delete the test topic %s: %v", topic, err)
+		}
+	})
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil && offs.Error() == nil && len(offs[topic]) == int(partitions) {
+			return kcl, topic
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: %d partitions not all answering: %v (%v)", topic, partitions, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pgDatabase creates a database of its own on the test PostgreSQL server
+// (prefix and a random suffix; dropped when the test ends) through adminDSN,
+// and returns its name and a connection to it (open until the test ends).
+func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (string, *pgx.Conn) {
+	t.Helper()
+	db := prefix + randomHex(4)
+	admin, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return db, conn
 }
 
 // TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
@@ -136,23 +208,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		}
 	})
 
-	topic := "ks_secret_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
-	for {
-		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
 	if err := kcl.ProduceSync(ctx,
 		&kgo.Record{Topic: topic, Partition: 0, Key: []byte("a"), Value: []byte(`{"v":1}`)},
 		&kgo.Record{Topic: topic, Partition: 1, Key: []byte("b"), Value: []byte(`{"v":2}`)},
@@ -206,5 +262,91 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("all output:\n%s", all.String())
+	}
+}
+
+// TestKafkaStateVerifyReportOnly: with REPORT_ONLY=true (what the shipped
+// flow sets, so that its If/Fail tasks decide, as in the seed), a record ahead
+// of its durable position is logged at ERROR, naming it, and reported as
+// valid=false with exit 0; a consistent topic reports valid=true; without the
+// setting the same state is refused (exit 1); positions that do not parse are
+// refused either way (that is no answer to the seed's question).
+func TestKafkaStateVerifyReportOnly(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := "ks_report_" + randomHex(4)
+	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(vars["CHANGESINK_TEST_PG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	t.Setenv("PG_DSN", fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
+	t.Setenv("PGUSER", cfg.User)
+	t.Setenv("PGPASSWORD", cfg.Password)
+	t.Setenv("TOPIC", "orders")
+	os.Unsetenv("REPORT_ONLY")
+	runCLI := func(env map[string]string, args ...string) (int, string) {
+		t.Helper()
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		var out bytes.Buffer
+		code := run(ctx, append([]string{"--work-dir", t.TempDir()}, args...), &out)
+		return code, out.String()
+	}
+	if code, out := runCLI(nil, "kafka-state", "setup"); code != 0 {
+		t.Fatalf("setup: exit %d:\n%s", code, out)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	exec := func(q string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ('orders', 'c', 't', '{"0": 5}')`)
+	exec(`INSERT INTO kafka_state.records VALUES ('orders', 'k1', '{"v":1}', false, 0, 4)`)
+
+	reportOnly := map[string]string{"REPORT_ONLY": "true"}
+	if code, out := runCLI(reportOnly, "kafka-state", "verify"); code != 0 || !strings.Contains(out, `"valid":true`) {
+		t.Errorf("consistent, REPORT_ONLY: exit %d, want 0 with valid=true:\n%s", code, out)
+	}
+	exec(`INSERT INTO kafka_state.records VALUES ('orders', 'k2', '{"v":2}', false, 0, 7)`)
+	code, out := runCLI(reportOnly, "kafka-state", "verify")
+	if code != 0 || !strings.Contains(out, `::{"outputs":{"topic":"orders","valid":false}}::`) {
+		t.Errorf("record ahead, REPORT_ONLY: exit %d, want 0 with valid=false:\n%s", code, out)
+	}
+	if want := `{"level":"ERROR","message":"kafka-state: topic \"orders\" key \"k2\": a record is ahead of its durable read position: partition 0 offset 7, saved next offset 5`; !strings.Contains(out, want) {
+		t.Errorf("record ahead, REPORT_ONLY: no ERROR log line naming the record (%s):\n%s", want, out)
+	}
+	if strings.Contains(out, "error_class") {
+		t.Errorf("record ahead, REPORT_ONLY: the run reported a failure:\n%s", out)
+	}
+	if code, out := runCLI(map[string]string{"REPORT_ONLY": "false"}, "kafka-state", "verify"); code != 1 || !strings.Contains(out, `"error_class":"refused"`) {
+		t.Errorf("record ahead, REPORT_ONLY=false: exit %d, want 1 (refused):\n%s", code, out)
+	}
+	exec(`UPDATE kafka_state.positions SET next_offsets = '{"0": "five"}'`)
+	if code, out := runCLI(reportOnly, "kafka-state", "verify"); code != 1 || !strings.Contains(out, "not an integer") {
+		t.Errorf("malformed positions, REPORT_ONLY: exit %d, want 1 (refused):\n%s", code, out)
 	}
 }

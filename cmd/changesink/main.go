@@ -48,6 +48,7 @@ type CLI struct {
 	Help       helpCmd       `cmd:"" help:"Show help for a command."`
 
 	LogLevel slog.Level `name:"log-level" env:"CHANGESINK_LOG_LEVEL" default:"INFO" help:"Log level: DEBUG, INFO, WARN or ERROR."`
+	Output   string     `name:"output" env:"CHANGESINK_OUTPUT" enum:"auto,kestra,text" default:"auto" help:"kestra: Kestra protocol lines on stdout (outputs, metrics, leveled logs); text: plain messages, warnings and errors on stderr; auto (default): text when stdout is a terminal, else kestra."`
 	WorkDir  string     `name:"work-dir" env:"WORKING_DIR" default:"." type:"existingdir" help:"Directory for input and output files (Kestra sets WORKING_DIR)."`
 }
 
@@ -75,33 +76,89 @@ type helpCmd struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout)
+	code := runIO(ctx, os.Args[1:], stdio{out: os.Stdout, err: os.Stderr, terminal: isTerminal(os.Stdout), getenv: os.Getenv})
 	stop()
 	os.Exit(code)
 }
 
+// stdio is where a run prints, and what decides how.
+type stdio struct {
+	out, err io.Writer
+	// terminal: out is a terminal, so a person reads it (--output=auto
+	// then prints text).
+	terminal bool
+	getenv   func(string) string
+}
+
+// isTerminal reports whether f is a character device (a terminal). Kestra's
+// task runners read stdout through a pipe, never a terminal.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// textOutput decides --output before the command line is parsed (a parse
+// error is printed in the chosen form too): the last --output flag before
+// "--", else CHANGESINK_OUTPUT, else auto. auto and unknown values (which the
+// parser then refuses) print text only to a terminal.
+func textOutput(args []string, s stdio) bool {
+	mode := ""
+	if s.getenv != nil {
+		mode = s.getenv("CHANGESINK_OUTPUT")
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--output="); ok {
+			mode = v
+		} else if a == "--output" && i+1 < len(args) {
+			mode = args[i+1]
+			i++
+		}
+	}
+	switch mode {
+	case "text":
+		return true
+	case "kestra":
+		return false
+	}
+	return s.terminal
+}
+
 // newParser builds the kong parser for cli; tests use it to inspect the
 // commands and the env vars each reads.
-func newParser(cli *CLI, stdout io.Writer, exit func(int)) (*kong.Kong, error) {
+func newParser(cli *CLI, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, error) {
 	return kong.New(cli,
 		kong.Name("changesink"),
 		kong.Description("Keep read models current from change streams, run from Kestra flows.\n\n"+
 			"Exit codes: 0 done, 1 refused (unsafe input or state; nothing changed), 2 usage or configuration error, "+
 			"3 transient (retry), 4 internal error."),
-		kong.Writers(stdout, stdout),
+		kong.Writers(stdout, stderr),
 		kong.Exit(exit),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
 	)
 }
 
-// run is main without the process: it returns the exit code.
+// run is main for tests: Kestra's view (stdout a pipe, no env lookup for
+// the output mode beyond the arguments).
 func run(ctx context.Context, args []string, stdout io.Writer) int {
+	return runIO(ctx, args, stdio{out: stdout, err: stdout})
+}
+
+// runIO is main without the process: it returns the exit code.
+func runIO(ctx context.Context, args []string, s stdio) int {
 	mask := &redact.Masker{}
-	em := kestra.NewEmitter(stdout, mask)
+	em := kestra.NewEmitter(s.out, mask)
+	kongErr := s.out // Kestra shows stdout as INFO, stderr as ERROR: usage goes to stdout
+	if textOutput(args, s) {
+		em, kongErr = kestra.NewTextEmitter(s.out, s.err, mask), s.err
+	}
 	var cli CLI
 	exited := -1
-	parser, err := newParser(&cli, stdout, func(code int) { exited = code })
+	parser, err := newParser(&cli, s.out, kongErr, func(code int) { exited = code })
 	if err != nil {
 		return fail(em, outcome.Internal, fmt.Errorf("build command line: %w", err))
 	}
@@ -116,7 +173,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) int {
 		return outcome.Config.ExitCode()
 	}
 	if err != nil {
+		if missing, ok := strings.CutPrefix(err.Error(), "missing flags: "); ok {
+			// kong's message for required flags neither set nor in the env.
+			return fail(em, outcome.Config, missingSettings(parser, flagInMessage.FindAllStringSubmatch(missing, -1)))
+		}
 		return fail(em, outcome.Config, withEnvNames(parser, err))
+	}
+	if err := requireNonEmpty(parser, kctx); err != nil {
+		return fail(em, outcome.Config, err)
 	}
 	if kctx.Command() == "help" || kctx.Command() == "help <command>" {
 		helpArgs := append(append([]string{}, cli.Help.Command...), "--help")
@@ -147,22 +211,49 @@ func runCommand(kctx *kong.Context, a *app) (err error) {
 // error_class/error outputs (Kestra keeps outputs of a failed task, so a flow's
 // errors branch can act on the class), and returns the exit code.
 func fail(em *kestra.Emitter, kind outcome.Kind, err error) int {
-	msg := err.Error()
-	var marked *outcome.Error
-	if errors.As(err, &marked) && kind == outcome.Internal {
-		kind = marked.Kind
-	}
-	_ = em.Log(kestra.LevelError, fmt.Sprintf("changesink: %s: %s", kind, msg))
-	_ = em.Outputs(map[string]any{"error_class": kind.String(), "error": msg})
+	_ = em.Fail(kind.String(), err.Error())
 	return kind.ExitCode()
 }
 
 var flagInMessage = regexp.MustCompile(`--([a-z0-9][a-z0-9-]*)`)
 
-// withEnvNames adds to a parse error the env var of every flag it names:
-// flows set env vars, not flags, so "missing flags: --mapping=STRING" alone
-// would send the operator looking for a flag the flow never passes.
-func withEnvNames(parser *kong.Kong, err error) error {
+// errMissingSettings is the one message for required settings that are
+// unset or empty, whichever way they were missed.
+var errMissingSettings = errors.New("missing required settings")
+
+// missingSettings names each missing flag (kong's names, flags[i][1]) by its
+// env var first (flows set env vars) and then by the flag.
+func missingSettings(parser *kong.Kong, flags [][]string) error {
+	envs := flagEnvs(parser)
+	var named []string
+	for _, f := range flags {
+		if env, ok := envs[f[1]]; ok {
+			named = append(named, env+" (flag --"+f[1]+")")
+		} else {
+			named = append(named, "--"+f[1])
+		}
+	}
+	return fmt.Errorf("%w: %s; set them in the task's env (or pass the flags); `changesink help <command>` lists every setting", errMissingSettings, strings.Join(named, ", "))
+}
+
+// requireNonEmpty refuses a required setting given as an empty string (an env
+// var that is set but empty passes kong's required check), with the same
+// message as a setting that is not given at all.
+func requireNonEmpty(parser *kong.Kong, kctx *kong.Context) error {
+	var empty [][]string
+	for _, f := range kctx.Flags() {
+		if v, ok := kctx.FlagValue(f).(string); f.Required && ok && strings.TrimSpace(v) == "" {
+			empty = append(empty, []string{"", f.Name})
+		}
+	}
+	if len(empty) == 0 {
+		return nil
+	}
+	return missingSettings(parser, empty)
+}
+
+// flagEnvs maps every flag name of the command tree to its env var(s).
+func flagEnvs(parser *kong.Kong) map[string]string {
 	envs := map[string]string{}
 	var walk func(n *kong.Node)
 	walk = func(n *kong.Node) {
@@ -176,6 +267,14 @@ func withEnvNames(parser *kong.Kong, err error) error {
 		}
 	}
 	walk(parser.Model.Node)
+	return envs
+}
+
+// withEnvNames adds to a parse error the env var of every flag it names:
+// flows set env vars, not flags, so "missing flags: --mapping=STRING" alone
+// would send the operator looking for a flag the flow never passes.
+func withEnvNames(parser *kong.Kong, err error) error {
+	envs := flagEnvs(parser)
 	var named []string
 	seen := map[string]bool{}
 	for _, m := range flagInMessage.FindAllStringSubmatch(err.Error(), -1) {

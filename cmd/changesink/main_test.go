@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,20 +58,105 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	}
 }
 
-// Flows set env vars, not flags: a missing required setting names its env var.
-func TestMissingFlagNamesItsEnvVar(t *testing.T) {
-	for _, name := range []string{"CDC_MAPPING", "CLICKHOUSE_URL"} {
-		t.Setenv(name, "x") // registers the restore
-		os.Unsetenv(name)
+// Flows set env vars, not flags: a missing required setting names its env
+// var and its flag, with one message whether it is unset or empty, and every
+// required setting shows in its command's usage line.
+func TestMissingRequiredSettings(t *testing.T) {
+	required := map[string][]string{ // command → its required env vars
+		"cdc setup":               {"CDC_MAPPING", "CLICKHOUSE_URL"},
+		"cdc apply":               {"CDC_MAPPING", "CLICKHOUSE_URL"},
+		"kafka-state setup":       {"PG_DSN"},
+		"kafka-state materialize": {"TOPIC", "KAFKA_PROPERTIES", "PG_DSN"},
+		"kafka-state verify":      {"TOPIC", "PG_DSN"},
 	}
-	var out bytes.Buffer
-	code := run(context.Background(), []string{"cdc", "apply"}, &out)
-	if code != 2 {
-		t.Fatalf("exit code = %d, want 2; output:\n%s", code, out.String())
-	}
-	for _, want := range []string{"--mapping is env CDC_MAPPING", "--clickhouse-url is env CLICKHOUSE_URL", `"error_class":"config"`} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	envs := flagEnvs(mustParser(t))
+	for cmd, vars := range required {
+		for _, how := range []string{"unset", "empty"} {
+			t.Run(cmd+"/"+how, func(t *testing.T) {
+				for _, name := range vars {
+					t.Setenv(name, "")
+					if how == "unset" {
+						os.Unsetenv(name)
+					}
+				}
+				var out bytes.Buffer
+				code := run(context.Background(), strings.Fields(cmd), &out)
+				if code != 2 || !strings.Contains(out.String(), `"error_class":"config"`) {
+					t.Fatalf("exit code = %d, want 2 and error_class config; output:\n%s", code, out.String())
+				}
+				for flag, env := range envs {
+					if slices.Contains(vars, env) && !strings.Contains(out.String(), env+" (flag --"+flag+")") {
+						t.Errorf("output lacks %q:\n%s", env+" (flag --"+flag+")", out.String())
+					}
+				}
+				if !strings.Contains(out.String(), "missing required settings: ") {
+					t.Errorf("output lacks the one message for missing settings:\n%s", out.String())
+				}
+			})
 		}
+		t.Run(cmd+"/usage", func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run(context.Background(), append(strings.Fields(cmd), "--help"), &out); code != 0 {
+				t.Fatalf("--help exit %d", code)
+			}
+			usage, _, _ := strings.Cut(out.String(), "\n")
+			for flag, env := range envs {
+				if slices.Contains(vars, env) && !strings.Contains(usage, "--"+flag+"=") {
+					t.Errorf("usage line %q lacks required --%s", usage, flag)
+				}
+			}
+		})
 	}
+}
+
+func mustParser(t *testing.T) *kong.Kong {
+	t.Helper()
+	p, err := newParser(&CLI{}, io.Discard, io.Discard, func(int) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestTextOutput: for a person (a terminal, or --output/CHANGESINK_OUTPUT
+// text) messages are plain and errors go to stderr; for Kestra (a pipe, or
+// kestra) every failure is a protocol line on stdout.
+func TestTextOutput(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      string
+		terminal bool
+		text     bool
+	}{
+		{"pipe", nil, "", false, false},
+		{"terminal", nil, "", true, true},
+		{"terminal, env kestra", nil, "kestra", true, false},
+		{"pipe, env text", nil, "text", false, true},
+		{"pipe, flag text", []string{"--output=text"}, "", false, true},
+		{"terminal, flag kestra", []string{"--output", "kestra"}, "text", true, false},
+		{"flag after --", []string{"--", "--output=text"}, "", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := stdio{terminal: tt.terminal, getenv: func(k string) string {
+				if k == "CHANGESINK_OUTPUT" {
+					return tt.env
+				}
+				return ""
+			}}
+			if got := textOutput(tt.args, s); got != tt.text {
+				t.Errorf("textOutput = %v, want %v", got, tt.text)
+			}
+		})
+	}
+	t.Run("failure as text", func(t *testing.T) {
+		t.Setenv("CDC_MAPPING", "")
+		os.Unsetenv("CDC_MAPPING")
+		var out, errw bytes.Buffer
+		code := runIO(context.Background(), []string{"--output=text", "cdc", "apply", "--clickhouse-url", "clickhouse://127.0.0.1:1/x"}, stdio{out: &out, err: &errw})
+		if code != 2 || out.Len() != 0 || !strings.HasPrefix(errw.String(), "changesink: config: missing required settings: CDC_MAPPING (flag --mapping)") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, the error on stderr", code, out.String(), errw.String())
+		}
+	})
 }

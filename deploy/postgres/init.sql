@@ -17,13 +17,13 @@ CREATE PUBLICATION kestra_clickhouse_orders FOR TABLE public.orders;
 
 -- Capture role of the cdc flow's trigger (secrets CDC_POSTGRES_USERNAME/PASSWORD): it
 -- creates and reads the logical replication slot and snapshots the table.
-CREATE ROLE cdc LOGIN REPLICATION PASSWORD 'cdc-demo-pw';
-GRANT SELECT ON public.orders TO cdc;
+CREATE ROLE wal_reader LOGIN REPLICATION PASSWORD 'cdc-demo-pw';
+GRANT SELECT ON public.orders TO wal_reader;
 
 -- Role of the kafka-state flow (secrets KAFKA_STATE_USER/PASSWORD): `changesink kafka-state
 -- setup` creates schema kafka_state in this database.
-CREATE ROLE kafka_state LOGIN PASSWORD 'kafka-state-demo-pw';
-GRANT CREATE, CONNECT ON DATABASE shop TO kafka_state;
+CREATE ROLE state_writer LOGIN PASSWORD 'kafka-state-demo-pw';
+GRANT CREATE, CONNECT ON DATABASE shop TO state_writer;
 
 -- Kestra's own repository and queue.
 CREATE ROLE kestra LOGIN PASSWORD 'kestra';

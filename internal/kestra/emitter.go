@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -20,20 +24,36 @@ type noMask struct{}
 
 func (noMask) Mask(s string) string { return s }
 
-// Emitter writes Kestra protocol lines to one writer (the process's stdout).
-// It is safe for concurrent use; each line is written with a single Write.
+// Emitter writes a run's messages and results. Made by NewEmitter it writes
+// Kestra protocol lines to one writer (the process's stdout); made by
+// NewTextEmitter it writes plain text for a person, warnings and errors on
+// their own writer (stderr). It is safe for concurrent use; each line is
+// written with a single Write.
 type Emitter struct {
 	mu   sync.Mutex
 	w    io.Writer
 	mask Masker
+	// text: plain text for a person; errw takes WARN and ERROR messages.
+	text bool
+	errw io.Writer
 }
 
-// NewEmitter returns an Emitter writing to w. mask may be nil.
+// NewEmitter returns an Emitter writing Kestra protocol lines to w. mask may
+// be nil.
 func NewEmitter(w io.Writer, mask Masker) *Emitter {
 	if mask == nil {
 		mask = noMask{}
 	}
 	return &Emitter{w: w, mask: mask}
+}
+
+// NewTextEmitter returns an Emitter for a person at a terminal: messages,
+// outputs and metrics as plain lines on out, warnings and errors on errw, no
+// protocol lines. mask may be nil.
+func NewTextEmitter(out, errw io.Writer, mask Masker) *Emitter {
+	e := NewEmitter(out, mask)
+	e.text, e.errw = true, errw
+	return e
 }
 
 // Metric is one Kestra metric entry. Type is "counter" (Value is a count) or
@@ -74,14 +94,51 @@ func (e *Emitter) Report(r Result) error {
 	return nil
 }
 
-// Outputs prints `::{"outputs":{...}}::`.
+// Outputs prints `::{"outputs":{...}}::`; as text, "outputs: k=v ..." with
+// the keys sorted and each value in JSON.
 func (e *Emitter) Outputs(outputs map[string]any) error {
+	if e.text {
+		keys := slices.Sorted(maps.Keys(outputs))
+		var b strings.Builder
+		b.WriteString("outputs:")
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%s", k, textJSON(outputs[k]))
+		}
+		return e.plain(e.w, b.String())
+	}
 	return e.line(map[string]any{"outputs": outputs})
 }
 
-// Metrics prints `::{"metrics":[...]}::`.
+// Metrics prints `::{"metrics":[...]}::`; as text, "metrics: name=value ..."
+// with timers in seconds ("1.5s").
 func (e *Emitter) Metrics(metrics []Metric) error {
+	if e.text {
+		var b strings.Builder
+		b.WriteString("metrics:")
+		for _, m := range metrics {
+			unit := ""
+			if m.Type == "timer" {
+				unit = "s"
+			}
+			fmt.Fprintf(&b, " %s=%s%s", m.Name, strconv.FormatFloat(m.Value, 'g', -1, 64), unit)
+			if len(m.Tags) > 0 {
+				fmt.Fprintf(&b, "%s", textJSON(m.Tags))
+			}
+		}
+		return e.plain(e.w, b.String())
+	}
 	return e.line(map[string]any{"metrics": metrics})
+}
+
+// textJSON renders v as compact JSON without HTML escaping, for text output.
+func textJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // Level is a Kestra log level (org.slf4j.event.Level names, case-sensitive).
@@ -95,14 +152,40 @@ const (
 	LevelDebug Level = "DEBUG"
 )
 
-// Log prints a `::{"logs":[...]}::` line with an explicit level.
+// Log prints a `::{"logs":[...]}::` line with an explicit level; as text, a
+// "LEVEL: message" line, on the error writer for WARN and ERROR.
 func (e *Emitter) Log(level Level, message string) error {
+	if e.text {
+		w := e.w
+		if level == LevelWarn || level == LevelError {
+			w = e.errw
+		}
+		return e.plain(w, string(level)+": "+message)
+	}
 	return e.line(map[string]any{"logs": []map[string]string{{"level": string(level), "message": message}}})
+}
+
+// Fail reports a failed run of the given class (refused, config, transient,
+// internal): for Kestra an ERROR log line "changesink: <class>: <message>"
+// and the outputs error_class and error (Kestra keeps the outputs of a failed
+// task, so a flow's errors branch can act on the class); as text, that line
+// alone, on the error writer.
+func (e *Emitter) Fail(class, message string) error {
+	line := "changesink: " + class + ": " + message
+	if e.text {
+		return e.plain(e.errw, line)
+	}
+	if err := e.Log(LevelError, line); err != nil {
+		return err
+	}
+	return e.Outputs(map[string]any{"error_class": class, "error": message})
 }
 
 // Plain prints a plain stdout line, which Kestra shows as INFO. Line breaks
 // are replaced by spaces so that one message stays one log entry.
-func (e *Emitter) Plain(message string) error {
+func (e *Emitter) Plain(message string) error { return e.plain(e.w, message) }
+
+func (e *Emitter) plain(w io.Writer, message string) error {
 	msg := e.mask.Mask(message)
 	msg = string(bytes.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' {
@@ -112,7 +195,7 @@ func (e *Emitter) Plain(message string) error {
 	}, []byte(msg)))
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, err := io.WriteString(e.w, msg+"\n")
+	_, err := io.WriteString(w, msg+"\n")
 	return err
 }
 

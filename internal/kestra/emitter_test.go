@@ -153,3 +153,45 @@ func (m multiMask) Mask(s string) string {
 	}
 	return s
 }
+
+// TestTextEmitter: for a person, no protocol lines: outputs and metrics as
+// plain lines on stdout, warnings and failures on stderr, secrets masked.
+func TestTextEmitter(t *testing.T) {
+	var out, errw bytes.Buffer
+	em := NewTextEmitter(&out, &errw, replacer{"hunter2", "xxxxx"})
+	log := slog.New(NewLogHandler(em, slog.LevelInfo))
+	log.Info("batch done", "pw", "hunter2")
+	log.Warn("careful")
+	if err := em.Outputs(map[string]any{"topic": "tópico", "consumed": 3, "next_offsets": map[string]int{"0": 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := em.Metrics([]Metric{Counter("records", 5, map[string]string{"topic": "t"}), Timer("batch", 1500*time.Millisecond, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := em.Fail("refused", "bad <record> hunter2"); err != nil {
+		t.Fatal(err)
+	}
+	wantOut := "batch done pw=xxxxx\n" +
+		`outputs: consumed=3 next_offsets={"0":5} topic="tópico"` + "\n" +
+		`metrics: records=5{"topic":"t"} batch=1.5s` + "\n"
+	wantErr := "WARN: careful\nchangesink: refused: bad <record> xxxxx\n"
+	if out.String() != wantOut {
+		t.Errorf("stdout\n got %q\nwant %q", out.String(), wantOut)
+	}
+	if errw.String() != wantErr {
+		t.Errorf("stderr\n got %q\nwant %q", errw.String(), wantErr)
+	}
+}
+
+// TestFailForKestra: a failure is an ERROR log line and the error outputs.
+func TestFailForKestra(t *testing.T) {
+	var out bytes.Buffer
+	if err := NewEmitter(&out, nil).Fail("transient", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	want := `::{"logs":[{"level":"ERROR","message":"changesink: transient: lost"}]}::` + "\n" +
+		`::{"outputs":{"error":"lost","error_class":"transient"}}::` + "\n"
+	if out.String() != want {
+		t.Errorf("got %q\nwant %q", out.String(), want)
+	}
+}

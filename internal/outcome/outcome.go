@@ -11,6 +11,8 @@ package outcome
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"io/fs"
@@ -87,7 +89,8 @@ func Configure(err error) error { return mark(Config, err) }
 func Transiently(err error) error { return mark(Transient, err) }
 
 // Classify returns the Kind of err: the outermost explicit mark wins;
-// otherwise network errors, deadlines, unexpected EOFs, and PostgreSQL errors
+// otherwise a TLS handshake that cannot succeed as configured (TLSFailure)
+// is Config; network errors, deadlines, unexpected EOFs, and PostgreSQL errors
 // that are transient by SQLSTATE (class 08 connection exceptions, 57P01
 // admin_shutdown as sent by pg_terminate_backend, 57P03, 40001, 40P01,
 // 53300) are Transient; a cancelled context is Transient too (the run was
@@ -99,6 +102,11 @@ func Classify(err error) Kind {
 	var marked *Error
 	if errors.As(err, &marked) {
 		return marked.Kind
+	}
+	// Before the network checks: a refused certificate arrives inside a
+	// net.OpError or a pgconn.ConnectError, and no retry cures it.
+	if TLSFailure(err) {
+		return Config
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
@@ -144,4 +152,29 @@ func Classify(err error) Kind {
 		return Transient
 	}
 	return Internal
+}
+
+// TLSFailure reports a TLS handshake that cannot succeed as configured: the
+// server's certificate is not trusted (unknown authority), names another
+// host, is expired or otherwise invalid; the peer answered with a TLS alert
+// (it refused the client's certificate, or requires one), whether the
+// handshake or the first read after it (TLS 1.3) got it; or the server does
+// not speak TLS at all (a plaintext port). A retry does not help; the
+// configuration (CA, host name, port, client certificate) must change.
+func TLSFailure(err error) bool {
+	var (
+		header    tls.RecordHeaderError
+		verify    *tls.CertificateVerificationError
+		alert     tls.AlertError
+		authority x509.UnknownAuthorityError
+		host      x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		op        *net.OpError
+	)
+	// crypto/tls reports an alert the peer sent (bad_certificate,
+	// certificate_required, unknown_ca, ...) as a *net.OpError with Op
+	// "remote error" around its unexported alert type.
+	return errors.As(err, &header) || errors.As(err, &verify) || errors.As(err, &alert) ||
+		errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid) ||
+		(errors.As(err, &op) && op.Op == "remote error")
 }

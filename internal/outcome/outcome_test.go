@@ -2,6 +2,8 @@ package outcome
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +42,13 @@ func TestClassify(t *testing.T) {
 		{"bare errno that is not a network fault", fmt.Errorf("x: %w", syscall.EISDIR), Internal},
 		{"network op", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.EHOSTUNREACH}, Transient},
 		{"dial refused inside a path error", &fs.PathError{Op: "dial", Path: "x", Err: syscall.ECONNREFUSED}, Transient},
+		{"untrusted certificate inside a net error", &net.OpError{Op: "write", Net: "tcp",
+			Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, Config},
+		{"certificate for another host", fmt.Errorf("dial: %w", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "h"}), Config},
+		{"expired certificate", x509.CertificateInvalidError{Reason: x509.Expired}, Config},
+		{"plaintext server on a TLS dial", fmt.Errorf("handshake: %w", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), Config},
+		{"alert from the peer (client certificate refused)", &net.OpError{Op: "remote error", Net: "tcp", Err: errSentinel}, Config},
+		{"a read error that is not an alert", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, Transient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

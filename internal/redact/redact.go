@@ -48,11 +48,10 @@ func (m *Masker) Add(values ...string) {
 	m.r = strings.NewReplacer(pairs...)
 }
 
-// AddDSN registers the password found in a DSN (URL or key=value form).
+// AddDSN registers the password found in a DSN (URL or key=value form),
+// and its sslpassword (the passphrase of a client key, libpq's name).
 func (m *Masker) AddDSN(dsn string) {
-	if p := dsnPassword(dsn); p != "" {
-		m.Add(p)
-	}
+	m.Add(dsnSecrets(dsn)...)
 }
 
 // Mask returns s with every registered secret replaced by Placeholder.
@@ -63,11 +62,16 @@ func (m *Masker) Mask(s string) string {
 	return m.r.Replace(s)
 }
 
-var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+var kvPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
-// DSN returns dsn with its password replaced by Placeholder. It understands
-// URL DSNs (postgres://, clickhouse://, with a userinfo password or a
-// password= query parameter) and libpq key=value DSNs.
+// isSecretParam reports a DSN query parameter that holds a secret.
+func isSecretParam(k string) bool {
+	return strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")
+}
+
+// DSN returns dsn with its password (and sslpassword) replaced by
+// Placeholder. It understands URL DSNs (postgres://, clickhouse://, with a
+// userinfo password or a password= query parameter) and libpq key=value DSNs.
 func DSN(dsn string) string {
 	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
 		if _, ok := u.User.Password(); ok {
@@ -75,7 +79,7 @@ func DSN(dsn string) string {
 		}
 		q := u.Query()
 		for k := range q {
-			if strings.EqualFold(k, "password") {
+			if isSecretParam(k) {
 				q.Set(k, Placeholder)
 			}
 		}
@@ -85,25 +89,25 @@ func DSN(dsn string) string {
 	return kvPassword.ReplaceAllString(dsn, "${1}"+Placeholder)
 }
 
-func dsnPassword(dsn string) string {
+func dsnSecrets(dsn string) []string {
+	var out []string
 	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
-		if p, ok := u.User.Password(); ok {
-			return p
+		if p, ok := u.User.Password(); ok && p != "" {
+			out = append(out, p)
 		}
 		for k, v := range u.Query() {
-			if strings.EqualFold(k, "password") && len(v) > 0 {
-				return v[0]
+			if isSecretParam(k) && len(v) > 0 && v[0] != "" {
+				out = append(out, v[0])
 			}
 		}
-		return ""
+		return out
 	}
-	m := kvPassword.FindStringSubmatch(dsn)
-	if m == nil {
-		return ""
+	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
+		p := m[2]
+		if strings.HasPrefix(p, "'") && strings.HasSuffix(p, "'") && len(p) >= 2 {
+			p = strings.ReplaceAll(p[1:len(p)-1], `\'`, `'`)
+		}
+		out = append(out, p)
 	}
-	p := m[2]
-	if strings.HasPrefix(p, "'") && strings.HasSuffix(p, "'") && len(p) >= 2 {
-		p = strings.ReplaceAll(p[1:len(p)-1], `\'`, `'`)
-	}
-	return p
+	return out
 }

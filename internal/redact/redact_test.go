@@ -14,6 +14,8 @@ func TestDSN(t *testing.T) {
 		{"url no password", "postgres://u@h/db", "postgres://u@h/db"},
 		{"kv", "host=h user=u password=s3cret dbname=db", "host=h user=u password=xxxxx dbname=db"},
 		{"kv quoted", "host=h password='s3 cret' dbname=db", "host=h password=xxxxx dbname=db"},
+		{"url sslpassword", "postgres://u@h/db?sslmode=verify-full&sslpassword=keypass", "postgres://u@h/db?sslmode=verify-full&sslpassword=xxxxx"},
+		{"kv sslpassword and password", "host=h sslpassword=keypass password=s3cret", "host=h sslpassword=xxxxx password=xxxxx"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -29,9 +31,11 @@ func TestMasker(t *testing.T) {
 	m.Add("pa ss/word", "x") // "x" is too short to mask
 	m.AddDSN("postgres://u:dsnsecret@h/db")
 	m.AddDSN("host=h password='kv secret'")
-	in := "a pa ss/word b pa+ss%2Fword c pa%20ss%2Fword d dsnsecret e kv secret x"
+	m.AddDSN("postgres://u@h/db?sslpassword=url-keypass")
+	m.AddDSN("host=h sslpassword=kv-keypass password=kv2secret")
+	in := "a pa ss/word b pa+ss%2Fword c pa%20ss%2Fword d dsnsecret e kv secret f url-keypass g kv-keypass h kv2secret x"
 	got := m.Mask(in)
-	for _, s := range []string{"pa ss/word", "pa+ss%2Fword", "pa%20ss%2Fword", "dsnsecret", "kv secret"} {
+	for _, s := range []string{"pa ss/word", "pa+ss%2Fword", "pa%20ss%2Fword", "dsnsecret", "kv secret", "url-keypass", "kv-keypass", "kv2secret"} {
 		if strings.Contains(got, s) {
 			t.Errorf("Mask left %q in %q", s, got)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestBreakerSetupExistingTableMissingColumn: setup against an existing
@@ -287,5 +288,60 @@ func TestBreakerSetupStaleLiveView(t *testing.T) {
 	_, err = Setup(context.Background(), e2.config(""))
 	if !errors.Is(err, ErrTargetMismatch) || !strings.Contains(err.Error(), "orders_live") {
 		t.Fatalf("a Memory table as the live view: %v, want ErrTargetMismatch", err)
+	}
+}
+
+// TestClickHouseCAFile: secure=true on the server's TLS port with the CA
+// from CLICKHOUSE_CA_FILE and a user with a password, as a flow logs in;
+// then the CA settings that cannot work are configuration errors naming
+// what to fix, before or at the handshake.
+func TestClickHouseCAFile(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_SECURE", "CHANGESINK_TEST_CLICKHOUSE_USER",
+		"CHANGESINK_TEST_CLICKHOUSE_PASSWORD", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
+	e := newEnv(t, ordersMapping)
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secure := func(caFile string) Config {
+		cfg := e.config("")
+		cfg.ClickHouse = ClickHouse{URL: vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], CAFile: caFile, Timeout: 30 * time.Second,
+			Username: vars["CHANGESINK_TEST_CLICKHOUSE_USER"], Password: vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]}
+		return cfg
+	}
+	if _, err := Setup(context.Background(), secure(vars["CHANGESINK_TEST_TLS_CA"])); err != nil {
+		t.Fatalf("setup over TLS with CLICKHOUSE_CA_FILE: %v", err)
+	}
+	plain := secure(vars["CHANGESINK_TEST_TLS_CA"])
+	plain.ClickHouse.URL = e.url
+	for name, tt := range map[string]struct {
+		cfg  Config
+		want []string
+	}{
+		"another CA":   {secure(vars["CHANGESINK_TEST_TLS_OTHER_CA"]), []string{"localhost:19440", "unknown authority", "CLICKHOUSE_CA_FILE"}},
+		"no such file": {secure(filepath.Join(t.TempDir(), "nope.pem")), []string{"CLICKHOUSE_CA_FILE", "nope.pem"}},
+		"not PEM":      {secure(notPEM), []string{"CLICKHOUSE_CA_FILE", "no PEM certificate"}},
+		"without TLS":  {plain, []string{"CLICKHOUSE_CA_FILE", "secure=true"}},
+		"wrong password": {func() Config {
+			c := secure(vars["CHANGESINK_TEST_TLS_CA"])
+			c.ClickHouse.Password += "-wrong"
+			return c
+		}(),
+			[]string{"localhost:19440", "CLICKHOUSE_PASSWORD"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Setup(context.Background(), tt.cfg)
+			if err == nil || outcome.Classify(err) != outcome.Config {
+				t.Fatalf("err = %v (class %v), want a configuration error", err, outcome.Classify(err))
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]) {
+				t.Errorf("error shows the password: %v", err)
+			}
+		})
 	}
 }

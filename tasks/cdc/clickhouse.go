@@ -2,11 +2,11 @@ package cdc
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -25,6 +25,12 @@ type ClickHouse struct {
 	URL string
 	// Username and Password override the DSN's credentials when not empty.
 	Username, Password string
+	// CAFile is a PEM file of the CA certificates that may sign the
+	// server's certificate (CLICKHOUSE_CA_FILE), for a server whose
+	// certificate is not from a CA in the system's trust store. It needs
+	// secure=true in URL; the system trust store is then not used. Empty:
+	// the system trust store (which SSL_CERT_FILE and SSL_CERT_DIR replace).
+	CAFile string
 	// Timeout bounds each call: connecting, each query, the insert. Default 2m.
 	Timeout time.Duration
 }
@@ -70,6 +76,17 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	if opts.Protocol != clickhouse.Native {
 		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))
 	}
+	if cfg.CAFile != "" {
+		if opts.TLS == nil {
+			return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE is set but CLICKHOUSE_URL does not ask for TLS; "+
+				"add secure=true and use the server's TLS port (9440 by default)", ErrConfig))
+		}
+		pool, err := loadCAFile(cfg.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS.RootCAs = pool
+	}
 	if cfg.Username != "" {
 		opts.Auth.Username = cfg.Username
 	}
@@ -97,13 +114,26 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	// timeout, not the context; a stopped run (SIGTERM) does not wait it out.
 	pinged := make(chan error, 1)
 	go func() { pinged <- conn.Ping(cctx) }()
+	// A native server answers the hello in milliseconds. When it has not
+	// after wrongProtocolAfter, ask whether the address speaks HTTP: the
+	// HTTP interface waits for the end of a request the hello never sends,
+	// so the run would otherwise wait out the whole timeout.
+	slow := time.NewTimer(wrongProtocolAfter)
+	defer slow.Stop()
 	var perr error
-	select {
-	case perr = <-pinged:
-	case <-cctx.Done():
-		perr = cctx.Err()
-		go func() { <-pinged; conn.Close() }()
-		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr))
+	for waiting := true; waiting; {
+		select {
+		case perr = <-pinged:
+			waiting = false
+		case <-slow.C:
+			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+				go func() { <-pinged; conn.Close() }()
+				return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
+			}
+		case <-cctx.Done():
+			go func() { <-pinged; conn.Close() }()
+			return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), cctx.Err()))
+		}
 	}
 	if perr != nil {
 		conn.Close()
@@ -124,6 +154,19 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 }
 
 func (t *target) close() { t.conn.Close() }
+
+// loadCAFile reads CLICKHOUSE_CA_FILE: at least one PEM certificate.
+func loadCAFile(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: %w", ErrConfig, err))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
+	}
+	return pool, nil
+}
 
 // ClickHouse error codes changesink acts on (ErrorCodes.cpp).
 const (
@@ -154,7 +197,9 @@ func classify(err error) error {
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) {
 		switch ex.Code {
-		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed, chReadonly, chAccessDenied:
+		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
+			return outcome.Configure(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
+		case chReadonly, chAccessDenied:
 			return outcome.Configure(err)
 		case chUnknownTable, chUnknownDatabase:
 			return outcome.Configure(fmt.Errorf("%w (run changesink cdc setup first)", err))
@@ -164,9 +209,10 @@ func classify(err error) error {
 		}
 		return err
 	}
-	if isTLSFailure(err) {
+	if outcome.TLSFailure(err) {
 		return outcome.Configure(fmt.Errorf("%w (the TLS handshake failed: with secure=true, CLICKHOUSE_URL must name the "+
-			"server's TLS port, 9440 by default, and the server's certificate must be trusted)", err))
+			"server's TLS port, 9440 by default, and a host name the server's certificate holds; the certificate must be "+
+			"signed by a CA in CLICKHOUSE_CA_FILE or, when that is unset, in the system trust store)", err))
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
@@ -181,22 +227,6 @@ func classify(err error) error {
 		return outcome.Transiently(err)
 	}
 	return err
-}
-
-// isTLSFailure reports a TLS handshake that cannot succeed as configured:
-// a plaintext server (secure=true against the native port), a certificate
-// the client does not trust or that names another host, a TLS alert.
-func isTLSFailure(err error) bool {
-	var (
-		header    tls.RecordHeaderError
-		verify    *tls.CertificateVerificationError
-		alert     tls.AlertError
-		authority x509.UnknownAuthorityError
-		host      x509.HostnameError
-		invalid   x509.CertificateInvalidError
-	)
-	return errors.As(err, &header) || errors.As(err, &verify) || errors.As(err, &alert) ||
-		errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
 }
 
 // checkSupported refuses a mapping the server cannot store.

@@ -153,7 +153,7 @@ func versionsSQL(m *Mapping) string {
 
 // insertSQL names every column: ClickHouse 18.16 answers an INSERT without
 // a column list with an empty header, and clickhouse-go then refuses every
-// row (shared/research/probes.md §1).
+// row (seen on 18.16, the Debian package).
 func insertSQL(m *Mapping) string {
 	return "INSERT INTO " + qualified(m.Target.Database, m.Target.Table) + " (" + columnList(m, true) + ")"
 }

@@ -2,7 +2,7 @@
 // topic in PostgreSQL, exactly once: the records' values and the read
 // positions are committed in one PostgreSQL transaction. It replaces the
 // materialize_batch task of the seed flow kafka-compacted-postgres-state
-// (shared/seeds/reference/kafka_state_materialize.py) and keeps its tables,
+// (parity/seeds/reference/kafka_state_materialize.py) and keeps its tables,
 // its lock and every one of its checks.
 //
 // # What it reads

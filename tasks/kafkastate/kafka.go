@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,16 +53,28 @@ func newClient(props Properties) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// kafkaRequestErr classifies a failed request: authentication problems are
-// configuration errors; anything else (a broker down, a timeout, a dropped
-// connection) is transient.
+// kafkaRequestErr classifies a failed request: authentication problems, TLS
+// handshakes that cannot succeed and a broker that closed the connection
+// during the TLS handshake (a plaintext listener) are configuration errors;
+// anything else
+// (a broker down, a timeout, a dropped connection) is transient.
 func kafkaRequestErr(err error, format string, args ...any) error {
 	wrapped := fmt.Errorf(format+": %w", append(args, err)...)
+	var handshakeEOF *tlsHandshakeEOF
 	switch {
+	case errors.As(err, &handshakeEOF):
+		return outcome.Configure(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
+			"KAFKA_PROPERTIES, SSL or SASL_SSL only for a TLS listener, and the port in bootstrap.servers)", wrapped))
+	case outcome.TLSFailure(err):
+		return outcome.Configure(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
+			"security.protocol is SSL or SASL_SSL only for a TLS listener (and the port is that listener's); that "+
+			"ssl.ca.location or ssl.ca.pem holds the CA that signed the broker's certificate, or, when neither is set, that "+
+			"the system trust store does; that the broker's certificate names the host in bootstrap.servers; and, "+
+			"when the broker requires a client certificate, ssl.certificate.location and ssl.key.location)", wrapped))
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
 		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outcome.Configure(fmt.Errorf("%w (check KAFKA_PROPERTIES credentials and ACLs)", wrapped))
+		return outcome.Configure(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
 	}
 	return outcome.Transiently(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
 }
@@ -81,7 +94,10 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return topicMeta{}, kafkaRequestErr(err, "kafka metadata for topic %q", topic)
+		// The first request of a run: name the brokers, where a TLS or
+		// SASL failure shows.
+		brokers, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+		return topicMeta{}, kafkaRequestErr(err, "kafka metadata for topic %q from %s", topic, strings.Join(brokers, ","))
 	}
 	var t *kmsg.MetadataResponseTopic
 	for i := range resp.Topics {

@@ -24,11 +24,18 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(cctx, cc)
 	if err != nil {
 		// pgconn's connect errors name host, port, user and database, never
-		// the password. Authentication failures (SQLSTATE class 28) and a
-		// missing database (3D000) are configuration errors.
+		// the password. Authentication failures (SQLSTATE class 28), a
+		// missing database (3D000) and a refused certificate are
+		// configuration errors.
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
 			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+		}
+		if outcome.TLSFailure(err) {
+			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
+				"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
+				"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
+				"certificate holds)", err))
 		}
 		return nil, pgErr(ctx, err, "connect")
 	}

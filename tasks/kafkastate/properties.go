@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,11 +41,20 @@ type Properties struct {
 	// Username and Password are sasl.username and sasl.password.
 	Username, Password string
 	// CALocation is ssl.ca.location: a PEM file, a directory of PEM files,
-	// or "probe" (the system roots, as when it is unset).
+	// or "probe" (the system roots, as when it is unset). A relative path is
+	// read from the current directory (under Kestra's runners, the task's
+	// working directory, where inputFiles puts files).
 	CALocation string
+	// CAPEM is ssl.ca.pem: the CA certificates themselves (PEM text), an
+	// alternative to CALocation that fits in the secret.
+	CAPEM string
 	// CertLocation and KeyLocation are ssl.certificate.location and
 	// ssl.key.location (PEM; a client certificate for mutual TLS).
 	CertLocation, KeyLocation string
+	// CertPEM and KeyPEM are ssl.certificate.pem and ssl.key.pem: the client
+	// certificate and key themselves (PEM text), alternatives to the
+	// locations. KeyPEM is a secret.
+	CertPEM, KeyPEM string
 	// KeyPassword is ssl.key.password, for a legacy encrypted PEM key
 	// ("Proc-Type: 4,ENCRYPTED"). Encrypted PKCS#8 keys are refused: Go's
 	// standard library cannot decrypt them.
@@ -52,9 +63,11 @@ type Properties struct {
 	// ssl.endpoint.identification.algorithm=none; the certificate chain is
 	// verified either way.
 	VerifyHostname bool
-	// Overridden lists keys that were present but that the seed overrides
-	// (group.id, isolation.level, ...), sorted; they are accepted for
-	// compatibility with the seed's secret and have no effect.
+	// Overridden lists keys that were present but have no effect, sorted:
+	// those the seed overrides (group.id, isolation.level, ...) and consumer
+	// group settings (session.timeout.ms: neither the seed nor changesink
+	// joins a group). They are accepted so that the seed's secret, or a
+	// provider's copied client config, works unchanged.
 	Overridden []string
 }
 
@@ -62,15 +75,24 @@ type Properties struct {
 var supportedProperties = []string{
 	"bootstrap.servers", "client.id", "security.protocol",
 	"sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
-	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
-	"ssl.endpoint.identification.algorithm",
+	"ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
+	"ssl.key.location", "ssl.key.pem", "ssl.key.password", "ssl.endpoint.identification.algorithm",
 }
 
-// seedOverridden are the keys the seed sets itself with config.update(...),
-// so a value in the secret never took effect there either.
+// seedOverridden are the keys that have no effect: those the seed sets itself
+// with config.update(...), so a value in the secret never took effect there
+// either, and session.timeout.ms, a consumer group setting that Confluent
+// Cloud's client config snippet includes (the seed assigns partitions and
+// joins no group; changesink has no consumer at all).
 var seedOverridden = []string{
 	"group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
-	"isolation.level", "enable.partition.eof", "allow.auto.create.topics",
+	"isolation.level", "enable.partition.eof", "allow.auto.create.topics", "session.timeout.ms",
+}
+
+// sslProperties are the keys that only mean something with TLS.
+var sslProperties = []string{
+	"ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
+	"ssl.key.location", "ssl.key.pem", "ssl.key.password", "ssl.endpoint.identification.algorithm",
 }
 
 func propErr(format string, args ...any) error {
@@ -105,7 +127,7 @@ func ParseProperties(raw string) (Properties, error) {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return Properties{}, propErr("%s not supported; changesink maps only %s (and accepts, with no effect, the keys the seed overrides: %s)",
+		return Properties{}, propErr("%s not supported; changesink maps only %s (and accepts, with no effect, the keys the seed overrides and consumer group settings: %s)",
 			quoteList(unknown), strings.Join(supportedProperties, ", "), strings.Join(seedOverridden, ", "))
 	}
 	slices.Sort(p.Overridden)
@@ -176,10 +198,17 @@ func ParseProperties(raw string) (Properties, error) {
 		return Properties{}, propErr("sasl settings are set but security.protocol is %s, so they would be ignored; use SASL_PLAINTEXT or SASL_SSL", p.Protocol)
 	}
 
-	p.CALocation = get("ssl.ca.location")
-	p.CertLocation = get("ssl.certificate.location")
-	p.KeyLocation = get("ssl.key.location")
+	p.CALocation, p.CAPEM = get("ssl.ca.location"), get("ssl.ca.pem")
+	p.CertLocation, p.CertPEM = get("ssl.certificate.location"), get("ssl.certificate.pem")
+	p.KeyLocation, p.KeyPEM = get("ssl.key.location"), get("ssl.key.pem")
 	p.KeyPassword = get("ssl.key.password")
+	for _, pair := range [][2]string{
+		{"ssl.ca.location", "ssl.ca.pem"}, {"ssl.certificate.location", "ssl.certificate.pem"}, {"ssl.key.location", "ssl.key.pem"},
+	} {
+		if get(pair[0]) != "" && get(pair[1]) != "" {
+			return Properties{}, propErr("%q and %q are both set; set one of them", pair[0], pair[1])
+		}
+	}
 	if v, ok := values["ssl.endpoint.identification.algorithm"]; ok {
 		switch strings.ToLower(strings.TrimSpace(v.s)) {
 		case "https":
@@ -190,14 +219,14 @@ func ParseProperties(raw string) (Properties, error) {
 		}
 	}
 	if !isSSL {
-		for _, k := range []string{"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm"} {
+		for _, k := range sslProperties {
 			if _, ok := values[k]; ok {
 				return Properties{}, propErr("%q is set but security.protocol is %s, so TLS would not be used; use SSL or SASL_SSL", k, p.Protocol)
 			}
 		}
 	}
-	if (p.CertLocation == "") != (p.KeyLocation == "") {
-		return Properties{}, propErr(`"ssl.certificate.location" and "ssl.key.location" must be set together`)
+	if (p.CertLocation == "" && p.CertPEM == "") != (p.KeyLocation == "" && p.KeyPEM == "") {
+		return Properties{}, propErr(`a client certificate needs both "ssl.certificate.location" (or "ssl.certificate.pem") and "ssl.key.location" (or "ssl.key.pem")`)
 	}
 	return p, nil
 }
@@ -255,7 +284,8 @@ func quoteList(keys []string) string {
 
 // PropertySecrets returns the values in KAFKA_PROPERTIES that must never be
 // printed: every string value whose key names a password, secret, token or
-// credential (sasl.password, ssl.key.password, ...). It parses leniently and
+// credential (sasl.password, ssl.key.password, ...), and the client key
+// itself (ssl.key.pem). It parses leniently and
 // returns nil when raw is not a JSON object, so cmd can register the
 // secrets with its masker before anything else runs.
 func PropertySecrets(raw string) []string {
@@ -275,6 +305,10 @@ func PropertySecrets(raw string) []string {
 			continue
 		}
 		lk := strings.ToLower(k)
+		if lk == "ssl.key.pem" {
+			out = append(out, s)
+			continue
+		}
 		for _, w := range []string{"password", "secret", "token", "credential"} {
 			if strings.Contains(lk, w) {
 				out = append(out, s)
@@ -293,8 +327,15 @@ func (p Properties) String() string {
 		}
 		return "xxxxx"
 	}
-	return fmt.Sprintf("Properties{Brokers:%q ClientID:%q Protocol:%s Mechanism:%s Username:%q Password:%s CALocation:%q CertLocation:%q KeyLocation:%q KeyPassword:%s VerifyHostname:%t Overridden:%q}",
-		p.Brokers, p.ClientID, p.Protocol, p.Mechanism, p.Username, hide(p.Password), p.CALocation, p.CertLocation, p.KeyLocation, hide(p.KeyPassword), p.VerifyHostname, p.Overridden)
+	size := func(s string) string {
+		if s == "" {
+			return `""`
+		}
+		return fmt.Sprintf("(%d bytes)", len(s))
+	}
+	return fmt.Sprintf("Properties{Brokers:%q ClientID:%q Protocol:%s Mechanism:%s Username:%q Password:%s CALocation:%q CAPEM:%s CertLocation:%q CertPEM:%s KeyLocation:%q KeyPEM:%s KeyPassword:%s VerifyHostname:%t Overridden:%q}",
+		p.Brokers, p.ClientID, p.Protocol, p.Mechanism, p.Username, hide(p.Password), p.CALocation, size(p.CAPEM), p.CertLocation, size(p.CertPEM),
+		p.KeyLocation, hide(p.KeyPEM), hide(p.KeyPassword), p.VerifyHostname, p.Overridden)
 }
 
 // GoString is String, so %#v does not print the secrets either.
@@ -305,7 +346,6 @@ func (p Properties) GoString() string { return p.String() }
 func (p Properties) clientOpts() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(p.Brokers...),
-		kgo.DialTimeout(10 * time.Second),
 		// Bounded retries: a dead broker must fail the run within
 		// POLL_SECONDS plus a bounded timeout, not be retried forever.
 		kgo.RetryTimeout(15 * time.Second),
@@ -319,7 +359,9 @@ func (p Properties) clientOpts() ([]kgo.Opt, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.DialTLSConfig(cfg))
+		opts = append(opts, kgo.Dialer(tlsDialer(cfg)))
+	} else {
+		opts = append(opts, kgo.DialTimeout(dialTimeout))
 	}
 	switch p.Mechanism {
 	case "PLAIN":
@@ -332,20 +374,65 @@ func (p Properties) clientOpts() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
+// dialTimeout bounds a TCP dial and, with TLS, its handshake.
+const dialTimeout = 10 * time.Second
+
+// tlsHandshakeEOF is a broker that closed the connection during the TLS
+// handshake: almost always a port whose listener does not speak TLS.
+type tlsHandshakeEOF struct {
+	addr string
+	err  error
+}
+
+func (e *tlsHandshakeEOF) Error() string {
+	return fmt.Sprintf("%s closed the connection during the TLS handshake: %v", e.addr, e.err)
+}
+func (e *tlsHandshakeEOF) Unwrap() error { return e.err }
+
+// tlsDialer dials like kgo.DialTLSConfig (the server name from the broker's
+// host unless cfg sets one), and marks a handshake the broker ended with
+// EOF as tlsHandshakeEOF, which franz-go's own error for it
+// (kgo.ErrFirstReadEOF) does not tell apart from a broker that dropped a
+// connection at its first request.
+func tlsDialer(cfg *tls.Config) func(ctx context.Context, network, host string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			server, _, err := net.SplitHostPort(host)
+			if err != nil {
+				return nil, fmt.Errorf("split host:port %q for dialing: %w", host, err)
+			}
+			c.ServerName = server
+		}
+		conn, err := (&tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: c}).DialContext(ctx, network, host)
+		if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			return nil, &tlsHandshakeEOF{addr: host, err: err}
+		}
+		return conn, err
+	}
+}
+
 // tlsConfig builds the client TLS configuration from the ssl.* properties.
 // Errors are configuration errors naming the property and the file, never
 // the file's content or the key password.
 func (p Properties) tlsConfig() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if p.CALocation != "" && p.CALocation != "probe" {
+	switch {
+	case p.CAPEM != "":
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(p.CAPEM)) {
+			return nil, propErr(`"ssl.ca.pem" holds no PEM certificate (-----BEGIN CERTIFICATE----- ..., with its line breaks written as \n in the JSON string)`)
+		}
+		cfg.RootCAs = pool
+	case p.CALocation != "" && p.CALocation != "probe":
 		pool, err := loadCAs(p.CALocation)
 		if err != nil {
 			return nil, err
 		}
 		cfg.RootCAs = pool
 	}
-	if p.CertLocation != "" {
-		cert, err := loadKeyPair(p.CertLocation, p.KeyLocation, p.KeyPassword)
+	if p.CertLocation != "" || p.CertPEM != "" {
+		cert, err := p.loadKeyPair()
 		if err != nil {
 			return nil, err
 		}
@@ -405,38 +492,48 @@ func loadCAs(loc string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-func loadKeyPair(certPath, keyPath, password string) (tls.Certificate, error) {
-	certPEM, err := os.ReadFile(certPath)
-	if err != nil {
-		return tls.Certificate{}, propErr("ssl.certificate.location: %w", err)
+// loadKeyPair reads the client certificate and key, from their files or
+// from the properties themselves.
+func (p Properties) loadKeyPair() (tls.Certificate, error) {
+	certName, keyName := "ssl.certificate.pem", "ssl.key.pem"
+	certPEM, keyPEM := []byte(p.CertPEM), []byte(p.KeyPEM)
+	var err error
+	if p.CertLocation != "" {
+		certName = "ssl.certificate.location " + p.CertLocation
+		if certPEM, err = os.ReadFile(p.CertLocation); err != nil {
+			return tls.Certificate{}, propErr("ssl.certificate.location: %w", err)
+		}
 	}
-	keyPEM, err := os.ReadFile(keyPath)
-	if err != nil {
-		return tls.Certificate{}, propErr("ssl.key.location: %w", err)
+	if p.KeyLocation != "" {
+		keyName = "ssl.key.location " + p.KeyLocation
+		if keyPEM, err = os.ReadFile(p.KeyLocation); err != nil {
+			return tls.Certificate{}, propErr("ssl.key.location: %w", err)
+		}
 	}
+	defer clear(keyPEM)
 	block, _ := pem.Decode(keyPEM)
 	if block == nil {
-		return tls.Certificate{}, propErr("ssl.key.location: no PEM block in %s", keyPath)
+		return tls.Certificate{}, propErr("%s: no PEM block", keyName)
 	}
 	switch {
 	case block.Type == "ENCRYPTED PRIVATE KEY":
-		return tls.Certificate{}, propErr("ssl.key.location: %s is an encrypted PKCS#8 key, which changesink cannot decrypt; "+
-			"store it decrypted (openssl pkcs8 -in key.pem -out plain.pem) in a secret, or re-encrypt it as legacy PEM (openssl ec|rsa -aes256)", keyPath)
+		return tls.Certificate{}, propErr("%s: an encrypted PKCS#8 key, which changesink cannot decrypt; "+
+			"store it decrypted (openssl pkcs8 -in key.pem -out plain.pem) in a secret, or re-encrypt it as legacy PEM (openssl ec|rsa -aes256)", keyName)
 	//lint:ignore SA1019 legacy encrypted PEM is what librdkafka's ssl.key.password decrypts; the weakness is the format's.
 	case x509.IsEncryptedPEMBlock(block): //nolint:staticcheck
-		if password == "" {
-			return tls.Certificate{}, propErr("ssl.key.location: %s is encrypted; set ssl.key.password", keyPath)
+		if p.KeyPassword == "" {
+			return tls.Certificate{}, propErr("%s: the key is encrypted; set ssl.key.password", keyName)
 		}
-		der, err := x509.DecryptPEMBlock(block, []byte(password)) //nolint:staticcheck // see above
+		der, err := x509.DecryptPEMBlock(block, []byte(p.KeyPassword)) //nolint:staticcheck // see above
 		if err != nil {
-			return tls.Certificate{}, propErr("ssl.key.location: cannot decrypt %s with ssl.key.password (wrong password?)", keyPath)
+			return tls.Certificate{}, propErr("%s: cannot decrypt the key with ssl.key.password (wrong password?)", keyName)
 		}
 		keyPEM = pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der})
+		defer clear(keyPEM)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return tls.Certificate{}, propErr("ssl.certificate.location/ssl.key.location: %s and %s are not a matching PEM certificate and key: %w", certPath, keyPath, err)
+		return tls.Certificate{}, propErr("%s and %s are not a matching PEM certificate and key: %w", certName, keyName, err)
 	}
-	clear(keyPEM)
 	return cert, nil
 }

@@ -44,6 +44,14 @@ func TestParseProperties(t *testing.T) {
 			Properties{Brokers: []string{"a:1"}, Protocol: "SSL", VerifyHostname: true}},
 		{"keys the seed overrides are accepted and reported", `{"bootstrap.servers":"a:1","group.id":"g","isolation.level":"read_uncommitted","enable.auto.commit":false}`,
 			Properties{Brokers: []string{"a:1"}, Protocol: "PLAINTEXT", VerifyHostname: true, Overridden: []string{"enable.auto.commit", "group.id", "isolation.level"}}},
+		// Confluent Cloud's librdkafka snippet, as copied from its console.
+		{"confluent cloud client config", `{"bootstrap.servers":"pkc-00000.eu-west-1.aws.confluent.cloud:9092","security.protocol":"SASL_SSL","sasl.mechanisms":"PLAIN","sasl.username":"KEY","sasl.password":"` + testSecret + `","session.timeout.ms":"45000","client.id":"ccloud-python-client-1"}`,
+			Properties{Brokers: []string{"pkc-00000.eu-west-1.aws.confluent.cloud:9092"}, ClientID: "ccloud-python-client-1", Protocol: "SASL_SSL", Mechanism: "PLAIN",
+				Username: "KEY", Password: testSecret, VerifyHostname: true, Overridden: []string{"session.timeout.ms"}}},
+		{"pem strings instead of files", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.ca.pem":"CA","ssl.certificate.pem":"CERT","ssl.key.pem":"KEY"}`,
+			Properties{Brokers: []string{"a:1"}, Protocol: "SSL", CAPEM: "CA", CertPEM: "CERT", KeyPEM: "KEY", VerifyHostname: true}},
+		{"certificate file, key pem", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.certificate.location":"/c.pem","ssl.key.pem":"KEY"}`,
+			Properties{Brokers: []string{"a:1"}, Protocol: "SSL", CertLocation: "/c.pem", KeyPEM: "KEY", VerifyHostname: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +98,10 @@ func TestParsePropertiesRefusals(t *testing.T) {
 		{"ssl settings on SASL_PLAINTEXT", `{"bootstrap.servers":"a:1",` + sasl + `,"sasl.mechanism":"PLAIN","ssl.ca.location":"/ca.pem"}`, []string{"ssl.ca.location", "SASL_PLAINTEXT"}},
 		{"certificate without key", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.certificate.location":"/c.pem"}`, []string{"ssl.key.location"}},
 		{"key without certificate", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.key.location":"/k.pem"}`, []string{"ssl.certificate.location"}},
+		{"ca file and pem", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.ca.location":"/ca.pem","ssl.ca.pem":"` + testSecret + `"}`, []string{"ssl.ca.location", "ssl.ca.pem", "one of them"}},
+		{"key file and pem", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.certificate.location":"/c.pem","ssl.key.location":"/k.pem","ssl.key.pem":"` + testSecret + `"}`, []string{"ssl.key.location", "ssl.key.pem"}},
+		{"key pem without certificate", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.key.pem":"` + testSecret + `"}`, []string{"ssl.certificate.location", "ssl.certificate.pem"}},
+		{"ca pem on PLAINTEXT", `{"bootstrap.servers":"a:1","ssl.ca.pem":"x"}`, []string{"ssl.ca.pem", "PLAINTEXT"}},
 		{"bad endpoint algorithm", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.endpoint.identification.algorithm":"` + testSecret + `"}`, []string{"ssl.endpoint.identification.algorithm", "https", "none"}},
 	}
 	for _, tt := range tests {
@@ -115,9 +127,9 @@ func TestParsePropertiesRefusals(t *testing.T) {
 }
 
 func TestPropertySecrets(t *testing.T) {
-	raw := `{"bootstrap.servers":"a:1","sasl.password":"p1-secret","ssl.key.password":"p2-secret","sasl.oauthbearer.client.secret":"p3-secret","x":5}`
+	raw := `{"bootstrap.servers":"a:1","sasl.password":"p1-secret","ssl.key.password":"p2-secret","sasl.oauthbearer.client.secret":"p3-secret","ssl.key.pem":"p4-key","ssl.ca.pem":"public","x":5}`
 	got := PropertySecrets(raw)
-	want := []string{"p3-secret", "p1-secret", "p2-secret"} // in key order
+	want := []string{"p3-secret", "p1-secret", "p2-secret", "p4-key"} // in key order
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("PropertySecrets = %q, want %q", got, want)
 	}
@@ -132,6 +144,10 @@ func TestPropertySecrets(t *testing.T) {
 		if strings.Contains(s, testSecret) {
 			t.Errorf("Properties printed its password: %s", s)
 		}
+	}
+	withKey := Properties{KeyPEM: testSecret, KeyPassword: testSecret, CAPEM: "ca"}
+	if s := withKey.String(); strings.Contains(s, testSecret) {
+		t.Errorf("Properties printed its key: %s", s)
 	}
 }
 
@@ -171,6 +187,19 @@ func TestTLSConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	addr := serveTLS(t, serverCert, ca.pool())
 
 	tests := []struct {
@@ -179,6 +208,10 @@ func TestTLSConfig(t *testing.T) {
 		wantErr string // "" = handshake succeeds; "config:" prefix = tlsConfig fails
 	}{
 		{"ca, client cert, hostname not checked", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: keyPath}, ""},
+		{"ca, client certificate and key as pem strings", Properties{Protocol: "SSL", CAPEM: string(caPEM), CertPEM: string(certPEM), KeyPEM: string(keyPEM)}, ""},
+		{"certificate file and key pem string", Properties{Protocol: "SSL", CAPEM: string(caPEM), CertLocation: certPath, KeyPEM: string(keyPEM)}, ""},
+		{"ca pem without a certificate", Properties{Protocol: "SSL", CAPEM: "not pem " + testSecret}, "config:ssl.ca.pem"},
+		{"key pem that is not a key", Properties{Protocol: "SSL", CAPEM: string(caPEM), CertPEM: string(certPEM), KeyPEM: "not pem " + testSecret}, "config:ssl.key.pem"},
 		{"legacy encrypted key with password", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: encKeyPath, KeyPassword: testSecret}, ""},
 		{"hostname checked: 127.0.0.1 is not broker.example.invalid", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: keyPath, VerifyHostname: true}, "certificate"},
 		{"no client certificate: server refuses", Properties{Protocol: "SSL", CALocation: caPath}, "certificate"},

@@ -193,7 +193,7 @@ func TestMergeStatements(t *testing.T) {
 	}
 }
 
-// runSeed runs the seed's script (shared/seeds/reference) for one batch of e's
+// runSeed runs the seed's script (parity/seeds/reference) for one batch of e's
 // topic into e's database and returns its report.
 func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 	t.Helper()

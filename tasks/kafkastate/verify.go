@@ -20,12 +20,16 @@ type VerifyResult struct {
 	// ever materialized for it (or TOPIC is misspelt). The check passes, as
 	// the seed's does, but the command warns.
 	HasPositions bool
+	// Ahead is the first record ahead of its durable position, when the
+	// caller reports the check's failure instead of refusing (Verify itself
+	// never returns a result with Ahead set).
+	Ahead *AheadError
 }
 
-// Outputs returns {"topic": ..., "valid": true} (the seed's
-// check_saved_positions row.valid).
+// Outputs returns {"topic": ..., "valid": ...}: the seed's
+// check_saved_positions row.valid, false only when Ahead is set.
 func (r *VerifyResult) Outputs() map[string]any {
-	return map[string]any{"topic": r.Topic, "valid": true}
+	return map[string]any{"topic": r.Topic, "valid": r.Ahead == nil}
 }
 
 // Metrics returns none.

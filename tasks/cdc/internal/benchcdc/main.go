@@ -91,7 +91,7 @@ func run() error {
 	c.python = os.Getenv("CHANGESINK_TEST_PYTHON")
 	c.seeds = os.Getenv("CHANGESINK_TEST_SEEDS")
 	if c.seeds == "" {
-		c.seeds = "../shared/seeds"
+		c.seeds = "parity/seeds"
 	}
 	if c.bin == "" || c.chURL == "" || len(c.client) == 0 || c.python == "" {
 		return errors.New("needs -bin and CHANGESINK_TEST_CLICKHOUSE, CHANGESINK_TEST_CLICKHOUSE_CLIENT, CHANGESINK_TEST_PYTHON (source .ci/env)")

@@ -3,7 +3,7 @@
 // (about 200 bytes of JSON each, unique keys) over 6 partitions of a fresh
 // topic once, then times:
 //
-//   - the seed script (shared/seeds/reference/kafka_state_materialize.py, run
+//   - the seed script (parity/seeds/reference/kafka_state_materialize.py, run
 //     with CHANGESINK_TEST_PYTHON) into database A;
 //   - the changesink binary (kafka-state materialize) into database B, with
 //     its peak RSS;

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/internal/testenv"
+)
+
+// The tests below run the built binary the way a Kestra flow does: only the
+// env the flow's task sets (the secrets as a user writes them), the working
+// directory as the current directory (files from inputFiles, such as a CA
+// certificate, are given by relative paths), stdout and stderr captured
+// apart. They use the TLS listeners .ci/services starts with the
+// certificates of .ci/tls.
+
+// buildChangesink builds this command into a temporary directory.
+func buildChangesink(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "changesink")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// flowRun is one run of the binary: its exit code and what it printed.
+type flowRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// runAsFlow runs bin with exactly env (plus WORKING_DIR=work) in work.
+func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[string]string, args ...string) flowRun {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = work
+	cmd.Env = []string{"WORKING_DIR=" + work}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := flowRun{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return r
+}
+
+// copyFile copies src to dir/name (mode 0600) and returns name.
+func copyFile(t *testing.T, src, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// jsonObject renders a KAFKA_PROPERTIES secret.
+func jsonObject(t *testing.T, kv map[string]string) string {
+	t.Helper()
+	b, err := json.Marshal(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// tlsSecretCheck collects everything the runs printed and the values that
+// must never appear in it.
+type tlsSecretCheck struct {
+	all     strings.Builder
+	secrets map[string]string // name → value
+}
+
+func (c *tlsSecretCheck) add(r flowRun) { c.all.WriteString(r.stdout); c.all.WriteString(r.stderr) }
+
+func (c *tlsSecretCheck) verify(t *testing.T) {
+	t.Helper()
+	out := c.all.String()
+	for name, v := range c.secrets {
+		if v != "" && strings.Contains(out, v) {
+			t.Errorf("the output shows the %s", name)
+		}
+	}
+	if t.Failed() {
+		t.Logf("all output:\n%s", out)
+	}
+}
+
+// TestKafkaStateOverTLS runs setup, materialize and verify with the
+// secrets a user of Confluent Cloud, Amazon MSK or Aiven writes: Kafka over
+// SASL_SSL with PLAIN, SCRAM-SHA-512 and SCRAM-SHA-256, over SSL with the
+// CA in the secret, and over mutual TLS with a client certificate (files
+// and PEM strings); PostgreSQL with sslmode=verify-full and sslrootcert in
+// KAFKA_STATE_DSN. Then a wrong CA and a wrong password for each service,
+// a TLS client on a plaintext port, and a mutual-TLS listener without a
+// client certificate: each exits 2 (config) with a message naming the host
+// and what to fix. Nothing printed (stdout or stderr) shows a password, a
+// key or a whole KAFKA_PROPERTIES value; stderr stays empty.
+func TestKafkaStateOverTLS(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_PG_TLS_HOSTPORT", "CHANGESINK_TEST_KAFKA",
+		"CHANGESINK_TEST_KAFKA_SSL", "CHANGESINK_TEST_KAFKA_SASL_SSL", "CHANGESINK_TEST_KAFKA_MTLS",
+		"CHANGESINK_TEST_KAFKA_PLAIN_USER", "CHANGESINK_TEST_KAFKA_PLAIN_PASSWORD",
+		"CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD",
+		"CHANGESINK_TEST_TLS_DIR", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bin := buildChangesink(t)
+	tlsDir := vars["CHANGESINK_TEST_TLS_DIR"]
+
+	// PostgreSQL: a role with a password of its own and its database.
+	suffix := randomHex(4)
+	role, db := "ks_tls_"+suffix, "ks_tls_"+suffix
+	pgSecret := "pg-Tls-" + randomHex(6)
+	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
+		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db)); err != nil {
+			t.Errorf("drop the test database %s: %v", db, err)
+		}
+		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
+			t.Errorf("drop the test role %s: %v", role, err)
+		}
+	})
+
+	// Kafka: a compacted topic, written over the plaintext listener.
+	topic := "ks_tls_" + suffix
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	adm := kadm.NewClient(kcl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
+	for {
+		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	seq := 0
+	produceOne := func() {
+		t.Helper()
+		seq++
+		r := &kgo.Record{Topic: topic, Partition: int32(seq % 2), Key: fmt.Appendf(nil, "k%d", seq), Value: fmt.Appendf(nil, `{"n":%d}`, seq)}
+		if err := kcl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The working directory as a flow's inputFiles would fill it.
+	work := t.TempDir()
+	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "ca.pem")
+	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
+	certFile := copyFile(t, filepath.Join(tlsDir, "client.crt"), work, "service.cert")
+	keyFile := copyFile(t, filepath.Join(tlsDir, "client.key"), work, "service.key")
+	caPEM := readFile(t, vars["CHANGESINK_TEST_TLS_CA"])
+	certPEM := readFile(t, filepath.Join(tlsDir, "client.crt"))
+	keyPEM := readFile(t, filepath.Join(tlsDir, "client.key"))
+
+	plainUser, plainSecret := vars["CHANGESINK_TEST_KAFKA_PLAIN_USER"], vars["CHANGESINK_TEST_KAFKA_PLAIN_PASSWORD"]
+	scramUser, scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
+	wrongKafka := "wrong-Kafka-" + randomHex(6)
+	wrongPG := "wrong-PG-" + randomHex(6)
+	saslSSL, sslAddr, mtls := vars["CHANGESINK_TEST_KAFKA_SASL_SSL"], vars["CHANGESINK_TEST_KAFKA_SSL"], vars["CHANGESINK_TEST_KAFKA_MTLS"]
+
+	// KAFKA_STATE_PROPERTIES as each provider's documentation has users
+	// write it. Confluent Cloud and MSK brokers have certificates from
+	// public CAs, so their configs name no CA: the run trusts the system
+	// store, which SSL_CERT_FILE points at the CI CA here (the stand-in for
+	// the public CA).
+	confluent := func(password string) string {
+		return jsonObject(t, map[string]string{"bootstrap.servers": saslSSL, "security.protocol": "SASL_SSL",
+			"sasl.mechanisms": "PLAIN", "sasl.username": plainUser, "sasl.password": password,
+			"session.timeout.ms": "45000", "client.id": "ccloud-python-client-changesink"})
+	}
+	msk := jsonObject(t, map[string]string{"bootstrap.servers": saslSSL, "security.protocol": "SASL_SSL",
+		"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": scramUser, "sasl.password": scramSecret})
+	aivenSASL := func(ca string) string {
+		return jsonObject(t, map[string]string{"bootstrap.servers": saslSSL, "security.protocol": "SASL_SSL",
+			"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": scramUser, "sasl.password": scramSecret,
+			"ssl.ca.location": ca, "ssl.endpoint.identification.algorithm": "https"})
+	}
+	aivenCert := jsonObject(t, map[string]string{"bootstrap.servers": mtls, "security.protocol": "SSL",
+		"ssl.ca.location": caFile, "ssl.certificate.location": certFile, "ssl.key.location": keyFile})
+	pemCert := jsonObject(t, map[string]string{"bootstrap.servers": mtls, "security.protocol": "SSL",
+		"ssl.ca.pem": caPEM, "ssl.certificate.pem": certPEM, "ssl.key.pem": keyPEM})
+	sslCAPEM := jsonObject(t, map[string]string{"bootstrap.servers": sslAddr, "security.protocol": "SSL", "ssl.ca.pem": caPEM})
+	noClientCert := jsonObject(t, map[string]string{"bootstrap.servers": mtls, "security.protocol": "SSL", "ssl.ca.location": caFile})
+	tlsOnPlaintext := jsonObject(t, map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA"], "security.protocol": "SSL", "ssl.ca.location": caFile})
+
+	// KAFKA_STATE_DSN, KAFKA_STATE_USER, KAFKA_STATE_PASSWORD.
+	dsn := func(rootCert string) string {
+		return fmt.Sprintf("postgres://%s/%s?sslmode=verify-full&sslrootcert=%s", vars["CHANGESINK_TEST_PG_TLS_HOSTPORT"], db, rootCert)
+	}
+	base := map[string]string{"PG_DSN": dsn(caFile), "PGUSER": role, "PGPASSWORD": pgSecret, "TOPIC": topic, "KAFKA_PROPERTIES": confluent(plainSecret)}
+	with := func(extra ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			env[extra[i]] = extra[i+1]
+		}
+		return env
+	}
+
+	check := &tlsSecretCheck{secrets: map[string]string{
+		"PostgreSQL password": pgSecret, "wrong PostgreSQL password": wrongPG, "PLAIN password": plainSecret,
+		"SCRAM password": scramSecret, "wrong Kafka password": wrongKafka, "client key": strings.TrimSpace(keyPEM),
+		"client key body": strings.Split(strings.TrimSpace(keyPEM), "\n")[1],
+	}}
+	for i, props := range []string{confluent(plainSecret), confluent(wrongKafka), msk, aivenSASL(caFile), aivenSASL(otherCAFile), aivenCert, pemCert} {
+		check.secrets[fmt.Sprintf("KAFKA_PROPERTIES value %d", i)] = props
+	}
+	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
+		t.Helper()
+		r := runAsFlow(ctx, t, bin, work, env, args...)
+		check.add(r)
+		if r.code != wantCode {
+			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
+		}
+		for _, w := range wants {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
+			}
+		}
+		if r.stderr != "" {
+			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
+		}
+	}
+	systemCAValue := vars["CHANGESINK_TEST_TLS_CA"]
+
+	step("setup (PostgreSQL verify-full)", 0, []string{`"schema":"kafka_state"`}, base, "kafka-state", "setup")
+	for _, s := range []struct {
+		name  string
+		props string
+		env   []string
+	}{
+		{"Confluent Cloud style: SASL_SSL, PLAIN, system trust store", confluent(plainSecret), []string{"SSL_CERT_FILE", systemCAValue}},
+		{"Amazon MSK style: SASL_SSL, SCRAM-SHA-512, system trust store", msk, []string{"SSL_CERT_FILE", systemCAValue}},
+		{"Aiven style: SASL_SSL, SCRAM-SHA-256, ssl.ca.location", aivenSASL(caFile), nil},
+		{"Aiven style: SSL with a client certificate (files)", aivenCert, nil},
+		{"SSL with a client certificate and the CA as PEM strings", pemCert, nil},
+		{"SSL, server authentication only, ssl.ca.pem", sslCAPEM, nil},
+	} {
+		produceOne()
+		step("materialize: "+s.name, 0, []string{`"consumed":1`},
+			with(append([]string{"KAFKA_PROPERTIES", s.props}, s.env...)...), "kafka-state", "materialize")
+	}
+	step("verify (PostgreSQL verify-full)", 0, []string{`"valid":true`}, base, "kafka-state", "verify")
+
+	// Failures a user meets: each a configuration error naming the host.
+	produceOne()
+	step("Kafka: wrong CA", 2, []string{`"error_class":"config"`, saslSSL, "ssl.ca.location", "certificate signed by unknown authority"},
+		with("KAFKA_PROPERTIES", aivenSASL(otherCAFile)), "kafka-state", "materialize")
+	step("Kafka: no CA given, the system trust store lacks it", 2, []string{`"error_class":"config"`, saslSSL, "system trust store"},
+		with("SSL_CERT_FILE", filepath.Join(work, otherCAFile)), "kafka-state", "materialize")
+	step("Kafka: wrong SASL password", 2, []string{`"error_class":"config"`, saslSSL, "sasl.password"},
+		with("KAFKA_PROPERTIES", confluent(wrongKafka), "SSL_CERT_FILE", systemCAValue), "kafka-state", "materialize")
+	step("Kafka: mutual-TLS listener, no client certificate", 2, []string{`"error_class":"config"`, mtls, "ssl.certificate.location"},
+		with("KAFKA_PROPERTIES", noClientCert), "kafka-state", "materialize")
+	step("Kafka: TLS against the plaintext listener", 2, []string{`"error_class":"config"`, vars["CHANGESINK_TEST_KAFKA"], "security.protocol"},
+		with("KAFKA_PROPERTIES", tlsOnPlaintext), "kafka-state", "materialize")
+	// franz-go reports this one as an untyped error (its text guesses the
+	// cause), so changesink cannot tell it from a garbled answer: transient,
+	// with franz-go's guess in the message.
+	step("Kafka: plaintext against a TLS listener", 3, []string{`"error_class":"transient"`, sslAddr, "plaintext connection speaking to a tls endpoint"},
+		with("KAFKA_PROPERTIES", jsonObject(t, map[string]string{"bootstrap.servers": sslAddr})), "kafka-state", "materialize")
+	step("PostgreSQL: wrong CA", 2, []string{`"error_class":"config"`, "localhost", "sslrootcert", "certificate signed by unknown authority"},
+		with("PG_DSN", dsn(otherCAFile)), "kafka-state", "setup")
+	step("PostgreSQL: wrong CA (materialize)", 2, []string{`"error_class":"config"`, "sslrootcert"},
+		with("PG_DSN", dsn(otherCAFile), "KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
+	step("PostgreSQL: wrong password over TLS", 2, []string{`"error_class":"config"`, "localhost", "check PG_DSN"},
+		with("PGPASSWORD", wrongPG), "kafka-state", "verify")
+	// Nothing of the failed runs was committed: the record produced before
+	// them is read now, once.
+	step("materialize after the failures", 0, []string{`"consumed":1`}, with("KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
+	check.verify(t)
+}
+
+// TestCDCOverTLS runs cdc setup and apply on ClickHouse's TLS port
+// (secure=true) with the CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD
+// secrets: the CA given as CLICKHOUSE_CA_FILE (a file the flow puts in the
+// working directory), and with no CA setting through the system trust
+// store (SSL_CERT_FILE, the stand-in for a public CA). Then a wrong CA
+// (either way), a wrong password and CLICKHOUSE_CA_FILE without secure=true:
+// each exits 2 (config) naming the server and what to fix, and nothing
+// printed shows the password; stderr stays empty.
+func TestCDCOverTLS(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_SECURE",
+		"CHANGESINK_TEST_CLICKHOUSE_USER", "CHANGESINK_TEST_CLICKHOUSE_PASSWORD",
+		"CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildChangesink(t)
+	_, db, work := cdcWorkspace(ctx, t, vars["CHANGESINK_TEST_CLICKHOUSE"], "cdc_tls_")
+	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "paid")
+	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "clickhouse-ca.pem")
+	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
+	secure, password := vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]
+	wrong := "wrong-CH-" + randomHex(6)
+	host := strings.SplitN(secure, "/", 4)[2] // localhost:19440
+
+	base := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": secure, "CLICKHOUSE_CA_FILE": caFile,
+		"CLICKHOUSE_USERNAME": vars["CHANGESINK_TEST_CLICKHOUSE_USER"], "CLICKHOUSE_PASSWORD": password}
+	with := func(extra ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			if extra[i+1] == "" {
+				delete(env, extra[i])
+				continue
+			}
+			env[extra[i]] = extra[i+1]
+		}
+		return env
+	}
+	check := &tlsSecretCheck{secrets: map[string]string{"ClickHouse password": password, "wrong ClickHouse password": wrong}}
+	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
+		t.Helper()
+		r := runAsFlow(ctx, t, bin, work, env, args...)
+		check.add(r)
+		if r.code != wantCode {
+			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
+		}
+		for _, w := range wants {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
+			}
+		}
+		if r.stderr != "" {
+			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
+		}
+	}
+
+	step("setup over TLS, CLICKHOUSE_CA_FILE", 0, []string{`"table":"` + db + `.orders_cdc"`}, base, "cdc", "setup")
+	step("apply over TLS, CLICKHOUSE_CA_FILE", 0, []string{`"pending":2`, `"verified":2`}, base, "cdc", "apply")
+	step("apply over TLS, system trust store (SSL_CERT_FILE)", 0, []string{`"skipped":2`, `"verified":2`},
+		with("CLICKHOUSE_CA_FILE", "", "SSL_CERT_FILE", vars["CHANGESINK_TEST_TLS_CA"]), "cdc", "apply")
+
+	step("wrong CA (CLICKHOUSE_CA_FILE)", 2, []string{`"error_class":"config"`, host, "certificate signed by unknown authority", "CLICKHOUSE_CA_FILE"},
+		with("CLICKHOUSE_CA_FILE", otherCAFile), "cdc", "apply")
+	step("wrong CA (system trust store)", 2, []string{`"error_class":"config"`, host, "certificate signed by unknown authority", "system trust store"},
+		with("CLICKHOUSE_CA_FILE", "", "SSL_CERT_FILE", filepath.Join(work, otherCAFile)), "cdc", "setup")
+	step("wrong password over TLS", 2, []string{`"error_class":"config"`, host, "CLICKHOUSE_PASSWORD"},
+		with("CLICKHOUSE_PASSWORD", wrong), "cdc", "apply")
+	step("CLICKHOUSE_CA_FILE without secure=true", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "secure=true"},
+		with("CLICKHOUSE_URL", vars["CHANGESINK_TEST_CLICKHOUSE"]), "cdc", "setup")
+	step("CLICKHOUSE_CA_FILE missing", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "no-such-ca.pem"},
+		with("CLICKHOUSE_CA_FILE", "no-such-ca.pem"), "cdc", "setup")
+	check.verify(t)
+}
