@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -466,4 +467,69 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// TestRealBatchesDecodeFast decodes every real Debezium batch (testdata/
+// debezium, captured by harness/debezium) in both forms with the default
+// decoder: the records keep the manifest's operation, LSN, txId, snapshot
+// and sequence as read, and none reaches ion-go except those holding
+// Debezium's {scale, value} struct for an unconstrained numeric (which
+// ionrec leaves to ion-go).
+func TestRealBatchesDecodeFast(t *testing.T) {
+	manifests, err := filepath.Glob("testdata/debezium/*/manifest.json")
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("no real batches under testdata/debezium: %v", err)
+	}
+	letter := map[string]string{"CREATE": "c", "UPDATE": "u", "DELETE": "d", "READ": "r", "TRUNCATE": "t"}
+	for _, mf := range manifests {
+		dir := filepath.Dir(mf)
+		var manifest struct {
+			Evaluations []struct {
+				Batch   string   `json:"batch"`
+				Changes []string `json:"changes"`
+			} `json:"evaluations"`
+		}
+		raw, err := os.ReadFile(mf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &manifest); err != nil {
+			t.Fatal(err)
+		}
+		m := loadMapping(t, filepath.Join(dir, "mapping.yaml"))
+		for _, ev := range manifest.Evaluations {
+			if ev.Batch == "" {
+				continue
+			}
+			text, err := os.ReadFile(filepath.Join(dir, ev.Batch+".text.ion"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			numeric := bytes.Contains(text, []byte("{scale:"))
+			for _, f := range forms() {
+				name := filepath.Join(dir, ev.Batch+"."+f.name+".ion")
+				t.Run(name, func(t *testing.T) {
+					data, err := os.ReadFile(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					d := newRecordDecoder(m)
+					res := decodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
+					if res.err == nil && len(res.rows) != len(ev.Changes) {
+						t.Fatalf("%d records, the manifest lists %d changes", len(res.rows), len(ev.Changes))
+					}
+					for i, r := range res.rows {
+						c := r.change
+						got := fmt.Sprintf("op=%s lsn=%d txId=%d snapshot=%s sequence=%s", letter[c.operation], r.lsn, c.txID, c.snapshot, c.sequence)
+						if !c.txIDSet || !c.deletedSet || got != ev.Changes[i] {
+							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.txIDSet, c.deletedSet, ev.Changes[i])
+						}
+					}
+					if d.fallbacks > 0 && !numeric {
+						t.Errorf("%d records went to ion-go", d.fallbacks)
+					}
+				})
+			}
+		}
+	}
 }
