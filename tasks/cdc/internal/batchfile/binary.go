@@ -102,8 +102,9 @@ func appendN(dst []byte, r io.Reader, n int64) (out []byte, short bool, err erro
 func SplitBinary(f io.Reader, emit func(*Segment) error) error {
 	br := bufio.NewReaderSize(f, 1<<20)
 	// A segment ends at the first version marker past SegmentSize; Kestra's
-	// records are small, so this capacity is rarely outgrown.
-	newSeg := func() []byte { return make([]byte, 0, SegmentSize+64<<10) }
+	// records are small, so this capacity is rarely outgrown. What the
+	// reader holds bounds it for a small file.
+	newSeg := func() []byte { return make([]byte, 0, min(SegmentSize+64<<10, br.Buffered()+16<<10)) }
 	var seg []byte
 	var offset int64
 	flush := func(bad *Unframed) error {
