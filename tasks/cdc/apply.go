@@ -203,7 +203,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	connected := make(chan connection, 1)
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
-	if err == nil && len(b.rows) == 0 {
+	if err == nil && b.len() == 0 {
 		err = outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
 	if err != nil {
@@ -213,7 +213,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return nil, markInput(err)
 	}
-	res.Events, res.Keys = b.events, int64(len(b.rows))
+	res.Events, res.Keys = b.events, int64(b.len())
 	expected := b.sorted()
 	res.Decode = time.Since(start)
 

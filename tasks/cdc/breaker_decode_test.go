@@ -35,7 +35,7 @@ func TestBreakerInvalidUTF8Refused(t *testing.T) {
 				data = bytes.Replace(data, []byte("QQQ"), []byte{0xFF, 0xC3, 0x28}, 1)
 				b, err := decodeBytes(t, m, data, 2)
 				if err == nil {
-					t.Fatalf("a string that is not UTF-8 was accepted: %q", b.rows[len(b.rows)-1].vals[3].s)
+					t.Fatalf("a string that is not UTF-8 was accepted: %q", b.at(int32(b.len() - 1)).vals[3].s)
 				}
 				var re *RecordError
 				if !errors.As(err, &re) || re.Record != 2 {

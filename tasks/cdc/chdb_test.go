@@ -231,7 +231,7 @@ func oneRow(t *testing.T, m *Mapping, event iongen.Struct) *row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &b.rows[0]
+	return b.at(0)
 }
 
 // TestCurrentServerSQLInChdb runs the statements changesink generates for a

@@ -53,8 +53,8 @@ func TestDecodeOrders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.events != 7 || len(b.rows) != 4 {
-				t.Errorf("events=%d keys=%d, want 7 and 4", b.events, len(b.rows))
+			if b.events != 7 || b.len() != 4 {
+				t.Errorf("events=%d keys=%d, want 7 and 4", b.events, b.len())
 			}
 			if got := jsonLines(b); got != want {
 				t.Errorf("expected.jsonl\n got %s\nwant %s", got, want)
@@ -303,8 +303,8 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			if err := decodeStream(context.Background(), path, m, stream.add); err != nil {
 				t.Fatal(err)
 			}
-			if one.events != 12000 || len(one.rows) != 5000 {
-				t.Errorf("events=%d keys=%d", one.events, len(one.rows))
+			if one.events != 12000 || one.len() != 5000 {
+				t.Errorf("events=%d keys=%d", one.events, one.len())
 			}
 			a, b, c := jsonLines(one), jsonLines(many), jsonLines(stream)
 			if a != b || a != c {

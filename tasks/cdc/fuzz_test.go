@@ -112,14 +112,14 @@ func sameErrors(t *testing.T, got, want error) {
 
 func sameBatches(t *testing.T, got, want *batch) {
 	t.Helper()
-	if got.events != want.events || len(got.rows) != len(want.rows) || jsonLines(got) != jsonLines(want) ||
+	if got.events != want.events || got.len() != want.len() || jsonLines(got) != jsonLines(want) ||
 		!reflect.DeepEqual(got.outOfOrder, want.outOfOrder) {
-		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.events, len(got.rows), jsonLines(got),
-			want.events, len(want.rows), jsonLines(want))
+		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.events, got.len(), jsonLines(got),
+			want.events, want.len(), jsonLines(want))
 	}
-	for i := range got.rows {
-		if !reflect.DeepEqual(got.rows[i], want.rows[i]) {
-			t.Fatalf("row %d\n%+v\nion-go\n%+v", i, got.rows[i], want.rows[i])
+	for i := range int32(got.len()) {
+		if !reflect.DeepEqual(*got.at(i), *want.at(i)) {
+			t.Fatalf("row %d\n%+v\nion-go\n%+v", i, *got.at(i), *want.at(i))
 		}
 	}
 }

@@ -122,6 +122,9 @@ func decodeSegments(parent context.Context, path string, m *Mapping, opts decode
 
 	jobs := make(chan segJob)
 	order := make(chan segJob, 2*workers)
+	// Segment buffers come back once merged: a batch allocates a few
+	// segments, not its size.
+	split := batchfile.NewSplitter(2*workers + 2)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(order)
@@ -141,9 +144,9 @@ func decodeSegments(parent context.Context, path string, m *Mapping, opts decode
 			return nil
 		}
 		if binary {
-			return batchfile.SplitBinary(f, emit)
+			return split.Binary(f, emit)
 		}
-		return batchfile.SplitText(f, emit)
+		return split.Text(f, emit)
 	})
 	for range workers {
 		g.Go(func() error {
@@ -154,7 +157,7 @@ func decodeSegments(parent context.Context, path string, m *Mapping, opts decode
 			return nil
 		})
 	}
-	merr := mergeSegments(ctx, opts.decoder, m, order, binary, sink)
+	merr := mergeSegments(ctx, opts.decoder, m, order, binary, sink, split.Recycle)
 	cancel()
 	for range order { // unblock the splitter
 	}
@@ -176,7 +179,9 @@ type segJob struct {
 
 // mergeSegments hands the rows of each segment to sink in file order,
 // numbering records across segments, until order closes or a refusal.
-func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder, m *Mapping, order <-chan segJob, binary bool, sink func(row) error) error {
+// Each merged segment goes to done (no row refers to its bytes).
+func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder, m *Mapping, order <-chan segJob, binary bool,
+	sink func(row) error, done func(*batchfile.Segment)) error {
 	var base int64
 	for j := range order {
 		var res segResult
@@ -209,6 +214,7 @@ func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder
 			return res.err
 		}
 		base += res.n
+		done(j.seg)
 	}
 	return nil
 }

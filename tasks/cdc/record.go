@@ -93,6 +93,20 @@ type recordDecoder struct {
 	keyBuf []byte
 	// fallbacks counts the runs of records the fast reader left to ion-go.
 	fallbacks int
+	// slab is where rows' values come from, a thousand rows at a time (a
+	// batch keeps a copy of the rows it keeps).
+	slab []value
+}
+
+// newVals returns a zeroed slice of one row's values.
+func (d *recordDecoder) newVals() []value {
+	n := len(d.m.cols)
+	if len(d.slab) < n {
+		d.slab = make([]value, 1024*n)
+	}
+	vals := d.slab[:n:n]
+	d.slab = d.slab[n:]
+	return vals
 }
 
 func newRecordDecoder(m *Mapping) *recordDecoder {
@@ -366,7 +380,7 @@ func textIs(s *ionrec.Scalar, want string) bool { return isText(s) && string(s.B
 // 1-based number.
 func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	m := d.m
-	vals := make([]value, len(m.cols))
+	vals := d.newVals()
 	errs := r.errs
 	keyOK := true
 	for _, i := range m.keyIdx {

@@ -55,13 +55,56 @@ func (s *Segment) LineOf(rec, records int64) int64 {
 
 // SplitText cuts the file into segments of whole lines of about SegmentSize.
 func SplitText(f io.Reader, emit func(*Segment) error) error {
+	return (*Splitter)(nil).Text(f, emit)
+}
+
+// A Splitter cuts files as SplitText and SplitBinary do, in buffers it
+// takes back once their reader is done with a segment (Recycle): a batch
+// then costs a few segments of memory, not its size in allocations. A nil
+// Splitter allocates every buffer. Text and Binary may run while Recycle is
+// called from another goroutine.
+type Splitter struct {
+	free chan []byte
+}
+
+// NewSplitter returns a Splitter that keeps up to buffers free buffers.
+func NewSplitter(buffers int) *Splitter { return &Splitter{free: make(chan []byte, buffers)} }
+
+// Recycle hands back the buffer of seg, which nothing may use afterwards.
+func (sp *Splitter) Recycle(seg *Segment) {
+	if sp == nil || cap(seg.Data) < SegmentSize {
+		return
+	}
+	select {
+	case sp.free <- seg.Data[:0]:
+	default:
+	}
+	seg.Data = nil
+}
+
+// buffer returns an empty buffer of at least capacity bytes.
+func (sp *Splitter) buffer(capacity int) []byte {
+	if sp != nil {
+		select {
+		case b := <-sp.free:
+			if cap(b) >= capacity {
+				return b
+			}
+		default:
+		}
+	}
+	return make([]byte, 0, capacity)
+}
+
+// Text is SplitText in the Splitter's buffers.
+func (sp *Splitter) Text(f io.Reader, emit func(*Segment) error) error {
 	var carry []byte
 	var offset int64
 	line := int64(1)
 	for {
 		// A line longer than a segment doubles the buffer, so its bytes
 		// are copied a logarithmic number of times, not once per segment.
-		buf := make([]byte, len(carry), len(carry)+max(SegmentSize, len(carry)))
+		buf := sp.buffer(len(carry) + max(SegmentSize, len(carry)))[:len(carry)]
 		copy(buf, carry)
 		n, err := io.ReadFull(f, buf[len(carry):cap(buf)])
 		buf = buf[:len(carry)+n]

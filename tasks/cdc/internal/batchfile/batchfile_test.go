@@ -140,3 +140,45 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// TestSplitterRecycles: with buffers handed back as soon as each segment
+// is read, the segments hold the same bytes as without, in both forms, and
+// the buffers are reused.
+func TestSplitterRecycles(t *testing.T) {
+	for _, binary := range []bool{false, true} {
+		data := encode(t, binary, 8000)
+		var plain, recycled [][]byte
+		split := func(sp *Splitter, out *[][]byte) map[*byte]bool {
+			bufs := map[*byte]bool{}
+			emit := func(s *Segment) error {
+				*out = append(*out, bytes.Clone(s.Data))
+				bufs[&s.Data[:1][0]] = true
+				sp.Recycle(s)
+				return nil
+			}
+			var err error
+			if binary {
+				err = sp.Binary(bytes.NewReader(data), emit)
+			} else {
+				err = sp.Text(bytes.NewReader(data), emit)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return bufs
+		}
+		split(nil, &plain)
+		bufs := split(NewSplitter(2), &recycled)
+		if len(plain) < 3 || len(plain) != len(recycled) {
+			t.Fatalf("binary %v: %d and %d segments", binary, len(plain), len(recycled))
+		}
+		for i := range plain {
+			if !bytes.Equal(plain[i], recycled[i]) {
+				t.Fatalf("binary %v: segment %d differs with recycled buffers", binary, i)
+			}
+		}
+		if len(bufs) >= len(recycled) {
+			t.Errorf("binary %v: %d buffers for %d segments: none reused", binary, len(bufs), len(recycled))
+		}
+	}
+}

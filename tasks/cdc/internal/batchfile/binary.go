@@ -100,11 +100,16 @@ func appendN(dst []byte, r io.Reader, n int64) (out []byte, short bool, err erro
 // without markers to cut at returns ErrSequential once a segment would
 // pass MaxBinarySegment.
 func SplitBinary(f io.Reader, emit func(*Segment) error) error {
+	return (*Splitter)(nil).Binary(f, emit)
+}
+
+// Binary is SplitBinary in the Splitter's buffers.
+func (sp *Splitter) Binary(f io.Reader, emit func(*Segment) error) error {
 	br := bufio.NewReaderSize(f, 1<<20)
 	// A segment ends at the first version marker past SegmentSize; Kestra's
 	// records are small, so this capacity is rarely outgrown. What the
 	// reader holds bounds it for a small file.
-	newSeg := func() []byte { return make([]byte, 0, min(SegmentSize+64<<10, br.Buffered()+16<<10)) }
+	newSeg := func() []byte { return sp.buffer(min(SegmentSize+64<<10, br.Buffered()+16<<10)) }
 	var seg []byte
 	var offset int64
 	flush := func(bad *Unframed) error {
