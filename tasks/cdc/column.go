@@ -443,10 +443,14 @@ func decimalValue(s *ionrec.Scalar, t colType) (value, error) {
 		c, e := d.CoEx()
 		coef, exp = c, int64(e)
 	case ion.StructType:
-		if s.Big == nil {
+		switch {
+		case s.VarScale: // read by ionrec
+			coef, exp = twosComplement(s.Bytes), int64(s.Exp)
+		case s.Big != nil: // read by readVariableScale
+			coef, exp = s.Big, int64(s.Exp)
+		default:
 			return value{}, wrongType(t, s.Type)
 		}
-		coef, exp = s.Big, int64(s.Exp)
 	default:
 		return value{}, wrongType(t, s.Type)
 	}
@@ -553,11 +557,16 @@ func readVariableScale(r ion.Reader) (*big.Int, int64, error) {
 	if scale == nil || !haveRaw {
 		return nil, 0, badValue("a struct that is not Debezium's {scale, value} decimal")
 	}
+	return twosComplement(raw), -*scale, nil
+}
+
+// twosComplement reads a big-endian two's-complement integer.
+func twosComplement(raw []byte) *big.Int {
 	n := new(big.Int).SetBytes(raw)
 	if len(raw) > 0 && raw[0]&0x80 != 0 {
 		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(raw))))
 	}
-	return n, -*scale, nil
+	return n
 }
 
 // parseDateTimeString parses the annotated strings Kestra writes for

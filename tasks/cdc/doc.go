@@ -30,8 +30,9 @@
 // read by internal/ionrec, a reader of exactly the shapes Kestra writes
 // (binary: a version marker and a local symbol table before each record,
 // identical tables recognised by their bytes and reused; text: one struct
-// per line), without reflection or per-value allocation. Whatever it does
-// not recognise (a nested value in a column, a repeated field, a top-level
+// per line), without reflection or per-value allocation, Debezium's
+// {scale, value} struct of an unconstrained numeric included. Whatever it
+// does not recognise (another nested value in a column, a repeated field, a top-level
 // annotation, a symbol table with imports, comments, numbers beyond 64
 // bits, ...) goes to ion-go for that chunk or line, so the accepted
 // language stays exactly Ion's as ion-go reads it; FuzzDecode holds the two

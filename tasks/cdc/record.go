@@ -536,11 +536,11 @@ func intern(b []byte) string {
 }
 
 // needsIon reports a record the fast reader cannot finish: a Decimal
-// column holding Debezium's {scale, value} struct, whose fields ionrec does
-// not keep.
+// column holding a struct that is not exactly Debezium's {scale, value}
+// (ionrec keeps only that one), whose refusal readVariableScale words.
 func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.cols {
-		if s := r.col(i); s.Type == ion.StructType && !s.Null && d.m.cols[i].typ.kind == kindDecimal {
+		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].typ.kind == kindDecimal {
 			return true
 		}
 	}

@@ -282,6 +282,7 @@ func (r *Reader) binStruct(b []byte, p, end, level int, rec *Record, depth int) 
 			if err := r.binStruct(b, s, e, level+1, rec, depth+1); err != nil {
 				return err
 			}
+		case level == 0 && t == 0xD && l != 0x0F && l != 1 && r.binVarScale(b, s, e, &rec.Fields[level][slot]):
 		default:
 			if err := r.binScalar(b, t, l, s, e, &rec.Fields[level][slot], depth+1); err != nil {
 				return err
@@ -290,6 +291,48 @@ func (r *Reader) binStruct(b []byte, p, end, level int, rec *Record, depth int) 
 		p = e
 	}
 	return nil
+}
+
+// binVarScale reads the struct b[s:e] into f when it is exactly Debezium's
+// {scale: int, value: blob}, in either order, within bounds.
+func (r *Reader) binVarScale(b []byte, s, e int, f *Scalar) bool {
+	var scale Scalar
+	var value []byte
+	seenScale, seenValue := false, false
+	for p := s; p < e; {
+		sid, q, ok := varUint(b, p, e)
+		if !ok || sid >= len(r.table.text) {
+			return false
+		}
+		t, l, vs, ve, ok := header(b, q, e)
+		if !ok || l == 0x0F {
+			return false
+		}
+		switch string(r.table.text[sid]) {
+		case "scale":
+			if seenScale || (t != 0x2 && t != 0x3) || r.binScalar(b, t, l, vs, ve, &scale, 0) != nil {
+				return false
+			}
+			seenScale = true
+		case "value":
+			if seenValue || t != 0xA || ve-vs > maxVarScaleBytes {
+				return false
+			}
+			seenValue, value = true, b[vs:ve]
+		default:
+			return false
+		}
+		p = ve
+	}
+	if !seenScale || !seenValue || scale.Mag > maxVarScale {
+		return false
+	}
+	exp := -int32(scale.Mag)
+	if scale.Neg {
+		exp = -exp
+	}
+	*f = Scalar{Type: ion.StructType, VarScale: true, Exp: exp, Bytes: value}
+	return true
 }
 
 // binValue reads the header of the value at b[p] inside a container ending

@@ -423,3 +423,40 @@ func padValue(t testing.TB, v []byte) []byte {
 	}
 	return append([]byte{tt<<4 | 0x0E, byte(len(body) >> 7), 0x80 | byte(len(body)&0x7F)}, body...)
 }
+
+// TestVarScale: Debezium's {scale, value} struct in a column (an
+// unconstrained numeric) is read with its scale and value in both forms;
+// any other struct stays a plain struct for the caller's reader.
+func TestVarScale(t *testing.T) {
+	src := iongen.TriggerMetadata("UPDATE", iongen.TriggerSource("shop", "public", "orders", 5, 1, "false"))
+	tests := []struct {
+		name  string
+		value any
+		exp   int32
+		bytes string
+		ok    bool
+	}{
+		{"scale 2", iongen.Struct{{"scale", int64(2)}, {"value", iongen.Blob{0xFB, 0x1E}}}, -2, "\xfb\x1e", true},
+		{"value first", iongen.Struct{{"value", iongen.Blob{0x01}}, {"scale", int64(0)}}, 0, "\x01", true},
+		{"negative scale", iongen.Struct{{"scale", int64(-3)}, {"value", iongen.Blob{0x2A}}}, 3, "*", true},
+		{"scale out of bounds", iongen.Struct{{"scale", int64(1001)}, {"value", iongen.Blob{0x01}}}, 0, "", false},
+		{"an extra field", iongen.Struct{{"scale", int64(1)}, {"value", iongen.Blob{0x01}}, {"x", int64(1)}}, 0, "", false},
+		{"no value", iongen.Struct{{"scale", int64(1)}}, 0, "", false},
+		{"value not a blob", iongen.Struct{{"scale", int64(1)}, {"value", "01"}}, 0, "", false},
+	}
+	for _, form := range []string{"text", "binary"} {
+		for _, tt := range tests {
+			t.Run(form+"/"+tt.name, func(t *testing.T) {
+				ev := iongen.TriggerEvent(iongen.Struct{{"id", int64(1)}, {"customer_id", tt.value}}, false, src)
+				recs, err := readFast(form == "binary", encodeEach(t, form == "binary", []iongen.Struct{ev})[0])
+				if err != nil || len(recs) != 1 {
+					t.Fatalf("%d records, %v", len(recs), err)
+				}
+				s := recs[0].Fields[0][1]
+				if s.Type != ion.StructType || s.VarScale != tt.ok || (tt.ok && (s.Exp != tt.exp || string(s.Bytes) != tt.bytes)) {
+					t.Errorf("got %+v, want VarScale %v exp %d bytes %q", s, tt.ok, tt.exp, tt.bytes)
+				}
+			})
+		}
+	}
+}

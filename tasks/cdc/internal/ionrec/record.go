@@ -5,7 +5,8 @@
 // writes it (one struct per line). It reads a record of a known Shape —
 // top-level fields, the fields of one struct among them, and of one struct
 // inside that — into scalars by slot, without reflection and without
-// allocating per value.
+// allocating per value. A top-level field holding exactly Debezium's
+// {scale, value} struct (an unconstrained numeric) is read as one scalar.
 //
 // It reads a subset of Ion on purpose: whatever falls outside the shapes it
 // recognises (a nested value where a scalar is expected, a repeated field,
@@ -56,6 +57,11 @@ type Scalar struct {
 	Bytes []byte
 	// NoText marks a symbol known only by its ID (never set here).
 	NoText bool
+	// VarScale marks Debezium's VariableScaleDecimal, a top-level struct
+	// of exactly {scale: int, value: blob} (an unconstrained numeric): Exp
+	// is minus the scale, Bytes the value's big-endian two's complement.
+	// Type stays StructType.
+	VarScale bool
 	// Sec and Nsec are a timestamp's instant (Unix seconds and
 	// nanoseconds), Prec its precision; a timestamp of day precision or less
 	// is midnight UTC of its date.
@@ -136,3 +142,10 @@ func (r *Reader) nest(level, slot int) bool { return level < 2 && r.shape.Nest[l
 
 // maxDepth bounds the nesting of values this package walks.
 const maxDepth = 32
+
+// Bounds of a VarScale struct this package reads; others are left to the
+// caller's reader as plain structs.
+const (
+	maxVarScale      = 1000
+	maxVarScaleBytes = 64
+)

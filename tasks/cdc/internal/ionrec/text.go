@@ -136,7 +136,15 @@ func (r *Reader) txtStruct(b []byte, p, level int, rec *Record, depth int) (int,
 			case r.nest(level, slot):
 				p, err = r.txtNested(b, p, level, slot, rec, depth+1)
 			default:
-				p, err = r.txtValue(b, p, &rec.Fields[level][slot], depth+1)
+				q, ok := -1, false
+				if level == 0 {
+					q, ok = r.txtVarScale(b, p, &rec.Fields[level][slot])
+				}
+				if ok {
+					p = q
+				} else {
+					p, err = r.txtValue(b, p, &rec.Fields[level][slot], depth+1)
+				}
 			}
 		} else {
 			p, err = r.txtValue(b, p, nil, depth+1)
@@ -190,6 +198,64 @@ const maxOrder = 64
 type namedSlot struct {
 	name []byte
 	slot int
+}
+
+// txtVarScale reads, at b[p], Debezium's {scale: int, value: blob} when it
+// is exactly that, in either order and within bounds, into f.
+func (r *Reader) txtVarScale(b []byte, p int, f *Scalar) (int, bool) {
+	if p+1 >= len(b) || b[p] != '{' || b[p+1] == '{' {
+		return 0, false
+	}
+	var scale, value Scalar
+	p = skipSpace(b, p+1)
+	for i := range 2 {
+		name, q, ok := ident(b, p)
+		if !ok {
+			return 0, false
+		}
+		q = skipSpace(b, q)
+		if q+1 >= len(b) || b[q] != ':' || b[q+1] == ':' {
+			return 0, false
+		}
+		q = skipSpace(b, q+1)
+		var err error
+		switch string(name) {
+		case "scale":
+			if scale.Type != ion.NoType || q >= len(b) || !(b[q] == '-' || b[q] >= '0' && b[q] <= '9') {
+				return 0, false
+			}
+			q, err = txtNumber(b, q, &scale)
+			if err != nil || scale.Type != ion.IntType {
+				return 0, false
+			}
+		case "value":
+			if value.Type != ion.NoType || q+1 >= len(b) || b[q] != '{' || b[q+1] != '{' {
+				return 0, false
+			}
+			q, err = r.txtBlob(b, q, &value)
+			if err != nil {
+				return 0, false
+			}
+		default:
+			return 0, false
+		}
+		p = skipSpace(b, q)
+		if i == 0 {
+			if p >= len(b) || b[p] != ',' {
+				return 0, false
+			}
+			p = skipSpace(b, p+1)
+		}
+	}
+	if p >= len(b) || b[p] != '}' || scale.Mag > maxVarScale || len(value.Bytes) > maxVarScaleBytes {
+		return 0, false
+	}
+	exp := -int32(scale.Mag)
+	if scale.Neg {
+		exp = -exp
+	}
+	*f = Scalar{Type: ion.StructType, VarScale: true, Exp: exp, Bytes: value.Bytes}
+	return p + 1, true
 }
 
 // txtNested reads the value of a field that holds the next level: a struct
