@@ -132,7 +132,8 @@
 //     float32 are refused.
 //   - NaN equals NaN when payloads are compared (Python's == says it does
 //     not, which would turn a replay of a NaN row into a conflict).
-//   - The whole batch is validated before any ClickHouse call; the keys are
+//   - The whole batch is validated before the target table is read or
+//     written (the connection and the schema check run meanwhile); the keys are
 //     sent as an external table (the seed pastes them into the SQL, which
 //     ClickHouse 18.16 refuses from 50,000 keys, max_ast_elements, or sooner
 //     when the list passes max_query_size, 256 KiB); the output files and
