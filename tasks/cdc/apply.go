@@ -117,7 +117,7 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 		// a missing column would otherwise fail the view with ClickHouse's
 		// "Unknown identifier" instead of ErrTargetMismatch naming it.
 		if s == table {
-			if err := t.checkSchema(ctx); err != nil {
+			if _, err := t.checkSchema(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -195,31 +195,49 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{View: m.Target.Database + "." + m.Target.LiveView}
 
+	// The connection and the schema check run while the batch decodes (they
+	// wait on the network, decoding on the CPUs); a refusal of the batch
+	// still wins over a connection or schema error, as when they ran after.
+	cctx, stopConnect := context.WithCancel(ctx)
+	defer stopConnect()
+	connected := make(chan connection, 1)
+	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
+	if err == nil && b.len() == 0 {
+		err = outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
+	}
 	if err != nil {
+		stopConnect()
+		if c := <-connected; c.target != nil {
+			c.target.close()
+		}
 		return nil, markInput(err)
 	}
-	if len(b.rows) == 0 {
-		return nil, outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
-	}
-	res.Events, res.Keys = b.events, int64(len(b.rows))
+	res.Events, res.Keys = b.events, int64(b.len())
 	expected := b.sorted()
 	res.Decode = time.Since(start)
 
-	t, err := connect(ctx, cfg.ClickHouse, m)
-	if err != nil {
-		return nil, err
+	c := <-connected
+	if c.target != nil {
+		defer c.target.close()
 	}
-	defer t.close()
-	if err := t.checkSupported(); err != nil {
-		return nil, err
+	if c.err != nil {
+		return nil, c.err
 	}
-	if err := t.checkSchema(ctx); err != nil {
-		return nil, err
-	}
+	tbl := c.table
 
+	// expected.jsonl is written while the target is read.
 	step := time.Now()
-	current, err := t.read(ctx, expected)
+	written := make(chan writtenFile, 1)
+	go func() {
+		f, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
+		written <- writtenFile{f, err}
+	}()
+	current, err := tbl.current(ctx, expected)
+	exp := <-written
+	if exp.f != nil {
+		defer exp.f.Abort()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +249,10 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
-	expFile, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
-	if err != nil {
-		return nil, err
+	if exp.err != nil {
+		return nil, exp.err
 	}
-	defer expFile.Abort()
+	expFile := exp.f
 	pendFile, err := writeRows(cfg.OutDir, PendingFile, m, pending)
 	if err != nil {
 		return nil, err
@@ -249,7 +266,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if len(pending) > 0 {
-		if err := t.insert(ctx, pending); err != nil {
+		if err := tbl.insert(ctx, pending); err != nil {
 			return nil, err
 		}
 	}
@@ -261,7 +278,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Insert = time.Since(step)
 
 	step = time.Now()
-	if res.Verified, err = verify(ctx, t, expected); err != nil {
+	if res.Verified, err = verify(ctx, tbl, expected); err != nil {
 		return nil, err
 	}
 	res.Verify = time.Since(step)
@@ -274,6 +291,32 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// connection is the target as open found it, or why it could not.
+type connection struct {
+	target *target // nil when the connection failed
+	table  *table
+	err    error
+}
+
+// open connects to the target and checks it: the server supports the
+// mapping and the table matches it.
+func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
+	t, err := connect(ctx, cfg, m)
+	if err != nil {
+		return connection{err: err}
+	}
+	if err := t.checkSupported(); err != nil {
+		return connection{target: t, err: err}
+	}
+	tbl, err := t.checkSchema(ctx)
+	return connection{target: t, table: tbl, err: err}
+}
+
+type writtenFile struct {
+	f   *kestra.File
+	err error
 }
 
 // selectPending implements the seed's select_changes: a key is pending when
@@ -314,7 +357,7 @@ func markInput(err error) error {
 
 // verify reads every captured key back (seed task verify_batch): each must
 // hold this exact version, or a newer one.
-func verify(ctx context.Context, t *target, expected []*row) (int64, error) {
+func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 	actual, err := t.read(ctx, expected)
 	if err != nil {
 		return 0, err

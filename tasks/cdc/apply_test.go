@@ -9,6 +9,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 )
 
 func TestApplyOrders(t *testing.T) {
@@ -202,7 +203,7 @@ func TestApplyWithoutSetup(t *testing.T) {
 }
 
 func TestApplyEmptyBatch(t *testing.T) {
-	for _, data := range [][]byte{nil, []byte("\n\n"), ivm} {
+	for _, data := range [][]byte{nil, []byte("\n\n"), batchfile.IVM} {
 		cfg := Config{Mapping: loadMapping(t, ordersMapping), ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"},
 			BatchFile: writeFile(t, "changes.ion", data), OutDir: kestra.Dir{Path: t.TempDir()}}
 		_, err := Apply(context.Background(), cfg)
@@ -316,10 +317,11 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tg.checkSchema(context.Background()); err != nil {
+	tbl, err := tg.checkSchema(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tg.insert(context.Background(), b.sorted()); err != nil {
+	if err := tbl.insert(context.Background(), b.sorted()); err != nil {
 		t.Fatal(err)
 	}
 	tg.close()

@@ -1,15 +1,124 @@
 package cdc
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/amazon-ion/ion-go/ion"
+
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 )
+
+// benchEvents is the size of the in-memory batches of the micro-benchmarks.
+const benchEvents = 20000
+
+// BenchmarkDecodeSegment decodes a trigger-shaped batch of the orders
+// table held in memory as one segment on one goroutine: ionrec (the
+// default) against ion-go alone, and ion-go's bare Reader walking the same
+// bytes (every value read, nothing checked). Compare with benchstat; the
+// events/s metric is per core.
+func BenchmarkDecodeSegment(b *testing.B) {
+	m := loadMapping(b, ordersMapping)
+	for _, f := range forms() {
+		data := encode(b, f.binary, triggerBatch(benchEvents)...)
+		seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
+		for _, dec := range []struct {
+			name string
+			new  func(*Mapping) *recordDecoder
+		}{{"ionrec", newRecordDecoder}, {"ion-go", newIonDecoder}} {
+			b.Run(f.name+"/"+dec.name, func(b *testing.B) {
+				d := dec.new(m)
+				b.SetBytes(int64(len(data)))
+				cpu := cpuTime()
+				for b.Loop() {
+					if res := decodeSegment(d, seg, f.binary); res.err != nil || res.n != benchEvents {
+						b.Fatal(res.n, res.err)
+					}
+				}
+				reportEvents(b, cpu)
+			})
+		}
+		b.Run(f.name+"/walk", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			cpu := cpuTime()
+			for b.Loop() {
+				if n, err := walkIon(ion.NewReaderBytes(data)); err != nil || n == 0 {
+					b.Fatal(n, err)
+				}
+			}
+			reportEvents(b, cpu)
+		})
+	}
+}
+
+// reportEvents reports events/s of wall time and the process's CPU time
+// per event since start (user and system, garbage collection included):
+// on a machine shared with other work the second is the steadier one.
+func reportEvents(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(benchEvents*b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(cpuTime()-start)/float64(benchEvents*b.N), "cpu-ns/event")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// walkIon visits every value once (scalars read, containers entered).
+func walkIon(r ion.Reader) (int, error) {
+	n := 0
+	for r.Next() {
+		n++
+		if r.IsNull() {
+			continue
+		}
+		var err error
+		switch r.Type() {
+		case ion.StructType, ion.ListType, ion.SexpType:
+			if err = r.StepIn(); err == nil {
+				var m int
+				m, err = walkIon(r)
+				n += m
+				if err == nil {
+					err = r.StepOut()
+				}
+			}
+		case ion.BoolType:
+			_, err = r.BoolValue()
+		case ion.IntType:
+			_, err = r.BigIntValue()
+		case ion.FloatType:
+			_, err = r.FloatValue()
+		case ion.DecimalType:
+			_, err = r.DecimalValue()
+		case ion.TimestampType:
+			_, err = r.TimestampValue()
+		case ion.StringType:
+			_, err = r.StringValue()
+		case ion.SymbolType:
+			_, err = r.SymbolValue()
+		case ion.BlobType, ion.ClobType:
+			_, err = r.ByteValue()
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, r.Err()
+}
 
 // BenchmarkDecode decodes the batch .ci/bench-cdc generates (set
 // CDC_BENCH_BATCH to its path) with CDC_BENCH_WORKERS workers (default one
-// per CPU).
+// per CPU); CDC_BENCH_ION=1 reads it with ion-go alone.
 func BenchmarkDecode(b *testing.B) {
 	path := os.Getenv("CDC_BENCH_BATCH")
 	if path == "" {
@@ -17,9 +126,34 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	m := loadMapping(b, ordersMapping)
 	workers, _ := strconv.Atoi(os.Getenv("CDC_BENCH_WORKERS")) // 0: one per CPU
+	opts := decodeOptions{workers: workers, ionOnly: os.Getenv("CDC_BENCH_ION") == "1"}
+	cpu := cpuTime()
 	for b.Loop() {
-		if _, err := decodeFile(context.Background(), path, m, workers); err != nil {
+		if _, err := decodeFileWith(context.Background(), path, m, opts); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+}
+
+// BenchmarkApply applies the batch .ci/bench-cdc generates (CDC_BENCH_BATCH)
+// to a fresh table on the test ClickHouse, from the file to verified rows;
+// each iteration applies it to a table holding the previous iteration's
+// rows (a replay: every key read, none written, all verified) after the
+// first.
+func BenchmarkApply(b *testing.B) {
+	path := os.Getenv("CDC_BENCH_BATCH")
+	if path == "" {
+		b.Skip("SKIPPED: set CDC_BENCH_BATCH to a batch file (.ci/bench-cdc writes .scratch/bench/cdc/changes.ion)")
+	}
+	e := newEnv(b, ordersMapping)
+	e.setup()
+	cfg := e.config(path)
+	cpu := cpuTime()
+	for b.Loop() {
+		if _, err := Apply(context.Background(), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 }

@@ -220,8 +220,8 @@ func TestBreakerInvalidPortIsConfig(t *testing.T) {
 // on 18.16 setup failed with the server's "Wrong precision" as an internal
 // error (exit 4). Like DateTime64 it is ErrUnsupportedServer (exit 2).
 func TestBreakerSetupDecimal256(t *testing.T) {
-	if !capsFor(21, 6).decimal256 || capsFor(21, 5).decimal256 || !currentCaps.decimal256 {
-		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", capsFor(21, 5).decimal256, capsFor(21, 6).decimal256, currentCaps.decimal256)
+	if !capsFor(21, 6).decimal256 || capsFor(21, 5).decimal256 || !latestCaps().decimal256 {
+		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", capsFor(21, 5).decimal256, capsFor(21, 6).decimal256, latestCaps().decimal256)
 	}
 	e := newEnv(t, ordersMapping)
 	m, err := ParseMapping("wide.yaml", []byte("source: {database: shop, schema: public, table: t}\n"+

@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"os"
 	"os/exec"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,7 +211,7 @@ func insertStep(m *Mapping, rows []*row) chdbStep {
 func keysStep(m *Mapping, rows []*row) chdbStep {
 	var cols [][]string
 	for n, i := range m.keyIdx {
-		cols = append(cols, []string{keysColumn(n), m.cols[i].typ.ddl(currentCaps)})
+		cols = append(cols, []string{keysColumn(n), m.cols[i].typ.ddl(latestCaps())})
 	}
 	var objs []map[string]any
 	for _, r := range rows {
@@ -229,7 +231,7 @@ func oneRow(t *testing.T, m *Mapping, event iongen.Struct) *row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &b.rows[0]
+	return b.at(0)
 }
 
 // TestCurrentServerSQLInChdb runs the statements changesink generates for a
@@ -250,9 +252,9 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			db, tbl := m.Target.Database, m.Target.Table
 			steps := []chdbStep{
 				{"sql": createDatabaseSQL(m)},
-				{"sql": createTableSQL(m, currentCaps)},
+				{"sql": createTableSQL(m, latestCaps())},
 				{"sql": createViewSQL(m)},
-				{"sql": createTableSQL(m, currentCaps)}, // setup is idempotent
+				{"sql": createTableSQL(m, latestCaps())}, // setup is idempotent
 				{"sql": createViewSQL(m)},
 				insertStep(m, []*row{a1, b1, c1}),
 				insertStep(m, []*row{a2, bDel, a2}), // a retried insert: a2 twice
@@ -261,9 +263,26 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 				{"sql": "SELECT count() AS n FROM " + qualified(db, m.Target.LiveView), "format": "JSONEachRow"},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + tbl + "'", "format": "JSONEachRow"},
 				{"sql": "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = '" + db + "' AND name = '" + tbl + "'", "format": "JSONEachRow"},
+				{"sql": versionsSQL(m), "format": "JSONEachRow"},
 			}
 			version, results := runChdb(t, py, steps)
 			t.Logf("chdb runs ClickHouse %s", version)
+
+			// The versions read: the winning LSN of each of the two keys.
+			var lsns []string
+			dec := json.NewDecoder(strings.NewReader(results[4]))
+			dec.UseNumber()
+			for dec.More() {
+				var obj map[string]any
+				if err := dec.Decode(&obj); err != nil {
+					t.Fatal(err)
+				}
+				lsns = append(lsns, fmt.Sprint(obj[m.Target.VersionColumn]))
+			}
+			sort.Strings(lsns)
+			if want := []string{fmt.Sprint(min(a2.lsn, bDel.lsn)), fmt.Sprint(max(a2.lsn, bDel.lsn))}; !slices.Equal(lsns, want) {
+				t.Errorf("versions read %v, want %v:\n%s", lsns, want, results[4])
+			}
 
 			got := chRows(t, m, results[0])
 			if len(got) != 2 {
@@ -280,7 +299,7 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			}
 
 			types := map[string]string{}
-			dec := json.NewDecoder(strings.NewReader(results[2]))
+			dec = json.NewDecoder(strings.NewReader(results[2]))
 			for dec.More() {
 				var c struct{ Name, Type string }
 				if err := dec.Decode(&c); err != nil {

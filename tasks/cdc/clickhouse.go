@@ -45,7 +45,22 @@ type target struct {
 	caps    serverCaps
 	version string
 	timeout time.Duration
-	codecs  []codec
+}
+
+// table is the target table as checkSchema found it: the connection and,
+// for each mapped column (in mapping order), how it is stored.
+type table struct {
+	*target
+	cols []storedColumn
+}
+
+// storedColumn is a mapped column as the target table stores it.
+type storedColumn struct {
+	// typ is the stored type in ClickHouse's spelling (a Bool column made
+	// on a server before 21.12 is UInt8).
+	typ string
+	// codec moves values between the canonical form and clickhouse-go.
+	codec codec
 }
 
 // connect opens and pings the server and learns its version. Connection
@@ -220,11 +235,11 @@ func (t *target) checkSupported() error {
 		c := &t.m.cols[i]
 		if c.typ.kind == kindDateTime64 && !t.caps.dateTime64 {
 			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
-				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
+				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 		if c.typ.kind == kindDecimal && c.typ.prec > 38 && !t.caps.decimal256 {
 			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
-				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ.ddl(currentCaps), t.version))
+				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 	}
 	return nil
@@ -249,33 +264,33 @@ func firstLine(s string) string {
 
 // checkSchema compares the target table with the mapping: a
 // ReplacingMergeTree holding every mapped column with its type, the UInt64
-// version and the UInt8 delete marker. It also picks each column's codec
-// (a Bool column may be stored as UInt8).
-func (t *target) checkSchema(ctx context.Context) error {
+// version and the UInt8 delete marker. It returns the table as stored: each
+// column's stored type and codec (a Bool column may be stored as UInt8).
+func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	m := t.m
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	name := qualified(m.Target.Database, m.Target.Table)
 	info, found, err := t.describe(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	engine, engineFull, sortingKey := info.engine, info.engineFull, info.sortingKey
 	if !found {
-		return outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
+		return nil, outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
-		return outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
+		return nil, outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
 	}
 	if v := engineVersion(engineFull); v != m.Target.VersionColumn {
-		return outcome.Configure(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
+		return nil, outcome.Configure(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
 	}
 	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
-		return outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
+		return nil, outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
 	}
 	cols, err := t.columns(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	types := make(map[string]string, len(cols))
 	for _, c := range cols {
@@ -287,27 +302,27 @@ func (t *target) checkSchema(ctx context.Context) error {
 		}
 		return outcome.Configure(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", ErrTargetMismatch, name, col, got, want))
 	}
-	t.codecs = make([]codec, len(m.cols))
+	tbl := &table{target: t, cols: make([]storedColumn, len(m.cols))}
 	for i := range m.cols {
 		c := &m.cols[i]
 		got := types[c.name]
 		if !c.typ.sameType(got) {
-			return mismatch(c.name, c.typ.ddl(t.caps), got)
+			return nil, mismatch(c.name, c.typ.ddl(t.caps), got)
 		}
-		c.storedUInt8 = c.typ.kind == kindBool && strings.Contains(got, "UInt8")
-		cd, err := codecFor(c)
+		asUInt8 := c.typ.kind == kindBool && strings.Contains(got, "UInt8")
+		cd, err := codecFor(c, asUInt8)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		t.codecs[i] = cd
+		tbl.cols[i] = storedColumn{typ: c.typ.ddl(serverCaps{boolType: !asUInt8}), codec: cd}
 	}
 	if got := types[m.Target.VersionColumn]; got != "UInt64" {
-		return mismatch(m.Target.VersionColumn, "UInt64", got)
+		return nil, mismatch(m.Target.VersionColumn, "UInt64", got)
 	}
 	if got := types[m.Target.DeletedColumn]; got != "UInt8" {
-		return mismatch(m.Target.DeletedColumn, "UInt8", got)
+		return nil, mismatch(m.Target.DeletedColumn, "UInt8", got)
 	}
-	return nil
+	return tbl, nil
 }
 
 // checkView checks that the live view is a view showing the mapped
@@ -432,11 +447,11 @@ func normKey(s string) string {
 }
 
 // keysTableFor builds the external table holding the keys of rows.
-func (t *target) keysTableFor(rows []*row) (*ext.Table, error) {
+func (t *table) keysTableFor(rows []*row) (*ext.Table, error) {
 	m := t.m
 	cols := make([]func(*ext.Table) error, len(m.keyIdx))
 	for n, i := range m.keyIdx {
-		cols[n] = ext.Column(keysColumn(n), column.Type(m.cols[i].typ.ddl(storedCaps(&m.cols[i]))))
+		cols[n] = ext.Column(keysColumn(n), column.Type(t.cols[i].typ))
 	}
 	tbl, err := ext.NewTable(keysTable, cols...)
 	if err != nil {
@@ -447,24 +462,58 @@ func (t *target) keysTableFor(rows []*row) (*ext.Table, error) {
 		for r := range rows {
 			vals[r] = rows[r].vals[i]
 		}
-		if _, err := tbl.Block().Columns[n].Append(t.codecs[i].slice(vals)); err != nil {
+		if _, err := tbl.Block().Columns[n].Append(t.cols[i].codec.slice(vals)); err != nil {
 			return nil, fmt.Errorf("fill the keys table column %q: %w", m.cols[i].name, err)
 		}
 	}
 	return tbl, nil
 }
 
-// storedCaps renders a column's type as stored (Bool as UInt8 on old tables).
-func storedCaps(c *colSpec) serverCaps {
-	if c.typ.kind == kindBool && !c.storedUInt8 {
-		return currentCaps
-	}
-	return serverCaps{}
-}
-
 // read returns the winning version (FINAL) of each key of rows, by key
 // bytes; keys travel in an external table, never in the SQL text.
-func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error) {
+func (t *table) read(ctx context.Context, rows []*row) (map[string]*row, error) {
+	return t.query(ctx, rows, readSQL(t.m), false)
+}
+
+// versions is read without the payload: each key's winning LSN only (vals
+// nil, the delete marker unread).
+func (t *table) versions(ctx context.Context, rows []*row) (map[string]*row, error) {
+	return t.query(ctx, rows, versionsSQL(t.m), true)
+}
+
+// current reads the target's winning version of each key of rows, as the
+// seed's read_current: the versions first, then the payloads of the keys
+// the target holds at the batch's own LSN (the only ones selectPending
+// compares). A key whose version moved between the two reads keeps what
+// the second read found.
+func (t *table) current(ctx context.Context, rows []*row) (map[string]*row, error) {
+	cur, err := t.versions(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	var same []*row
+	for _, r := range rows {
+		if c := cur[r.key]; c != nil && c.lsn == r.lsn {
+			same = append(same, r)
+			delete(cur, r.key)
+		}
+	}
+	if len(same) == 0 {
+		return cur, nil
+	}
+	full, err := t.read(ctx, same)
+	if err != nil {
+		return nil, err
+	}
+	for k, r := range full {
+		cur[k] = r
+	}
+	return cur, nil
+}
+
+// query runs a read of rows' keys: every mapped column, the version and
+// the delete marker, or (keysOnly) the key columns and the version.
+func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly bool) (map[string]*row, error) {
 	m := t.m
 	out := make(map[string]*row, len(rows))
 	if len(rows) == 0 {
@@ -477,37 +526,53 @@ func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error)
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	cctx = clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl))
-	res, err := t.conn.Query(cctx, readSQL(m))
+	res, err := t.conn.Query(cctx, sql)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
 	}
 	defer res.Close()
-	dests := make([]any, len(m.cols)+2)
-	for i := range m.cols {
-		dests[i] = t.codecs[i].dest()
+	cols := m.keyIdx
+	if !keysOnly {
+		cols = make([]int, len(m.cols))
+		for i := range cols {
+			cols[i] = i
+		}
+	}
+	dests := make([]any, 0, len(cols)+2)
+	for _, i := range cols {
+		dests = append(dests, t.cols[i].codec.dest())
 	}
 	var lsn uint64
 	var deleted uint8
-	dests[len(m.cols)], dests[len(m.cols)+1] = &lsn, &deleted
+	dests = append(dests, &lsn)
+	if !keysOnly {
+		dests = append(dests, &deleted)
+	}
+	vals := make([]value, len(m.cols))
 	var keyBuf []byte
 	for res.Next() {
 		if err := res.Scan(dests...); err != nil {
 			return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
 		}
-		r := &row{lsn: lsn, deleted: deleted != 0, vals: make([]value, len(m.cols))}
-		for i := range m.cols {
-			v, err := t.codecs[i].value(dests[i])
+		if !keysOnly {
+			vals = make([]value, len(m.cols))
+		}
+		for n, i := range cols {
+			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
 				return nil, outcome.Refuse(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
 			}
-			r.vals[i] = v
+			vals[i] = v
 		}
 		if deleted > 1 {
 			return nil, outcome.Refuse(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
-				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, r.vals)))
+				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, vals)))
 		}
-		keyBuf = encodeKey(keyBuf[:0], m, r.vals)
-		r.key = string(keyBuf)
+		keyBuf = encodeKey(keyBuf[:0], m, vals)
+		r := &row{key: string(keyBuf), lsn: lsn, deleted: deleted != 0}
+		if !keysOnly {
+			r.vals = vals
+		}
 		if prev, dup := out[r.key]; dup && prev.lsn >= r.lsn {
 			continue // a table ordered by more than the key; the highest version wins
 		}
@@ -522,7 +587,7 @@ func (t *target) read(ctx context.Context, rows []*row) (map[string]*row, error)
 // insert writes rows with native INSERT blocks of up to insertChunk rows,
 // one columnar append per column. A retry after a partial insert writes
 // the same (key, version) rows again; FINAL collapses them.
-func (t *target) insert(ctx context.Context, rows []*row) error {
+func (t *table) insert(ctx context.Context, rows []*row) error {
 	m := t.m
 	vals := make([]value, 0, min(len(rows), insertChunk))
 	for start := 0; start < len(rows); start += insertChunk {
@@ -534,7 +599,7 @@ func (t *target) insert(ctx context.Context, rows []*row) error {
 	return nil
 }
 
-func (t *target) insertChunk(ctx context.Context, rows []*row, vals []value) error {
+func (t *table) insertChunk(ctx context.Context, rows []*row, vals []value) error {
 	m := t.m
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -548,7 +613,7 @@ func (t *target) insertChunk(ctx context.Context, rows []*row, vals []value) err
 		for r := range rows {
 			vals[r] = rows[r].vals[i]
 		}
-		if err := b.Column(i).Append(t.codecs[i].slice(vals)); err != nil {
+		if err := b.Column(i).Append(t.cols[i].codec.slice(vals)); err != nil {
 			return fmt.Errorf("column %q: %w", m.cols[i].name, err)
 		}
 	}

@@ -71,8 +71,9 @@ func uintCodec[T uint8 | uint16 | uint32 | uint64](nullable bool) codec {
 		func(x T) (value, error) { return value{n: uint64(x)}, nil })
 }
 
-// codecFor returns the codec of a mapped column as the target stores it.
-func codecFor(c *colSpec) (codec, error) {
+// codecFor returns the codec of a mapped column as the target stores it;
+// asUInt8 says a Bool column is stored as UInt8 (made before 21.12).
+func codecFor(c *colSpec, asUInt8 bool) (codec, error) {
 	t := c.typ
 	nb := t.nullable
 	switch t.kind {
@@ -127,7 +128,7 @@ func codecFor(c *colSpec) (codec, error) {
 			func(v value) string { return v.s },
 			func(x string) (value, error) { return value{s: x}, nil }), nil
 	case kindBool:
-		if c.storedUInt8 {
+		if asUInt8 {
 			return makeCodec(nb,
 				func(v value) uint8 { return uint8(v.n) },
 				func(x uint8) (value, error) {

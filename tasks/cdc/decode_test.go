@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -48,8 +53,8 @@ func TestDecodeOrders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.events != 7 || len(b.rows) != 4 {
-				t.Errorf("events=%d keys=%d, want 7 and 4", b.events, len(b.rows))
+			if b.events != 7 || b.len() != 4 {
+				t.Errorf("events=%d keys=%d, want 7 and 4", b.events, b.len())
 			}
 			if got := jsonLines(b); got != want {
 				t.Errorf("expected.jsonl\n got %s\nwant %s", got, want)
@@ -229,7 +234,7 @@ func TestDecodeMalformed(t *testing.T) {
 	// The third row's struct: after its chunk's version marker and symbol table.
 	chunk := encode(t, true, good(3))
 	br := bufio.NewReader(bytes.NewReader(chunk[4:]))
-	lst, _, _, _ := frameHeader(br)
+	lst, _, _, _ := batchfile.FrameHeader(br)
 	third := len(bin) - len(chunk) + 4 + int(lst)
 	thirdSize := len(chunk) - 4 - int(lst)
 	tests := []struct {
@@ -282,7 +287,7 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			data := encode(t, f.binary, events...)
-			if len(data) < 3*segmentSize {
+			if len(data) < 3*batchfile.SegmentSize {
 				t.Fatalf("batch of %d bytes is too small to span segments", len(data))
 			}
 			path := writeFile(t, "changes.ion", data)
@@ -298,8 +303,8 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			if err := decodeStream(context.Background(), path, m, stream.add); err != nil {
 				t.Fatal(err)
 			}
-			if one.events != 12000 || len(one.rows) != 5000 {
-				t.Errorf("events=%d keys=%d", one.events, len(one.rows))
+			if one.events != 12000 || one.len() != 5000 {
+				t.Errorf("events=%d keys=%d", one.events, one.len())
 			}
 			a, b, c := jsonLines(one), jsonLines(many), jsonLines(stream)
 			if a != b || a != c {
@@ -365,5 +370,159 @@ func TestOutOfOrderVersions(t *testing.T) {
 				t.Errorf("err = %v, want %s", err, want)
 			}
 		})
+	}
+}
+
+// TestDecodeSegmentsStopsItsGoroutines: when the merge stops at a refusal
+// in the first segment, decodeSegments returns only after the splitter and
+// every worker have stopped, so that the one-stream fallback (or the next
+// pass) never reads the file beside them.
+func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	var events []any
+	for i := range 12000 {
+		events = append(events, orderEvent(int64(i+1), int64(i), int64(i*3), "x", int64(1000+i), false))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			path := writeFile(t, "changes.ion", encode(t, f.binary, events...))
+			before := runtime.NumGoroutine()
+			refuse := errors.New("stop at the first row")
+			err := decodeSegments(context.Background(), path, m, decodeOptions{workers: 4}, f.binary, func(row) error { return refuse })
+			if !errors.Is(err, refuse) {
+				t.Fatalf("err = %v", err)
+			}
+			if after := runtime.NumGoroutine(); after > before {
+				t.Errorf("%d goroutines still running after decodeSegments returned (%d before)", after-before, before)
+			}
+		})
+	}
+}
+
+// TestDecodeMatchesIonGo decodes the committed batches, the Debezium
+// harness's real batches when present, and trigger-shaped batches of a few
+// segments with the default decoder and with ion-go alone: the batches,
+// rows and the kept metadata are the same.
+func TestDecodeMatchesIonGo(t *testing.T) {
+	type input struct {
+		name, path string
+		m          *Mapping
+	}
+	var inputs []input
+	for _, c := range committedBatches {
+		for _, f := range forms() {
+			inputs = append(inputs, input{c.name + "/" + f.name, batchPath(c.name, f.binary), loadMapping(t, c.mapping)})
+		}
+	}
+	for _, p := range seedFiles(t) {
+		if filepath.Dir(p) != "testdata" {
+			m := ordersMapping
+			if mp := filepath.Join(filepath.Dir(p), "mapping.yaml"); fileExists(mp) {
+				m = mp
+			}
+			inputs = append(inputs, input{p, p, loadMapping(t, m)})
+		}
+	}
+	for _, f := range forms() {
+		inputs = append(inputs, input{"trigger/" + f.name, writeFile(t, "changes.ion", encode(t, f.binary, triggerBatch(6000)...)), loadMapping(t, ordersMapping)})
+	}
+	for _, in := range inputs {
+		t.Run(in.name, func(t *testing.T) {
+			got, gerr := decodeFileWith(context.Background(), in.path, in.m, decodeOptions{workers: 2})
+			want, werr := decodeFileWith(context.Background(), in.path, in.m, decodeOptions{workers: 2, ionOnly: true})
+			sameErrors(t, gerr, werr)
+			if gerr == nil {
+				sameBatches(t, got, want)
+			}
+		})
+	}
+}
+
+// TestTriggerShapesDecodeFast: the records Kestra writes never reach
+// ion-go, in either form (a fallback would cost ion-go's speed, not
+// correctness).
+func TestTriggerShapesDecodeFast(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			data := encode(t, f.binary, triggerBatch(3000)...)
+			d := newRecordDecoder(m)
+			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
+			res := decodeSegment(d, seg, f.binary)
+			if res.err != nil || res.n != 3000 {
+				t.Fatalf("%d records, %v", res.n, res.err)
+			}
+			if d.fallbacks != 0 {
+				t.Errorf("%d records went to ion-go", d.fallbacks)
+			}
+			last := res.rows[len(res.rows)-1].change
+			if want := (change{operation: "UPDATE", snapshot: "false", sequence: fmt.Sprintf(`["%d","%d"]`, 24023128+56*2999-56, 24023128+56*2999),
+				txID: 770 + 2999/4, txIDSet: true, deletedSet: true}); last != want {
+				t.Errorf("change of the last record %+v, want %+v", last, want)
+			}
+		})
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// TestRealBatchesDecodeFast decodes every real Debezium batch (testdata/
+// debezium, captured by harness/debezium) in both forms with the default
+// decoder: the records keep the manifest's operation, LSN, txId, snapshot
+// and sequence as read, and none reaches ion-go.
+func TestRealBatchesDecodeFast(t *testing.T) {
+	manifests, err := filepath.Glob("testdata/debezium/*/manifest.json")
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("no real batches under testdata/debezium: %v", err)
+	}
+	letter := map[string]string{"CREATE": "c", "UPDATE": "u", "DELETE": "d", "READ": "r", "TRUNCATE": "t"}
+	for _, mf := range manifests {
+		dir := filepath.Dir(mf)
+		var manifest struct {
+			Evaluations []struct {
+				Batch   string   `json:"batch"`
+				Changes []string `json:"changes"`
+			} `json:"evaluations"`
+		}
+		raw, err := os.ReadFile(mf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &manifest); err != nil {
+			t.Fatal(err)
+		}
+		m := loadMapping(t, filepath.Join(dir, "mapping.yaml"))
+		for _, ev := range manifest.Evaluations {
+			if ev.Batch == "" {
+				continue
+			}
+			for _, f := range forms() {
+				name := filepath.Join(dir, ev.Batch+"."+f.name+".ion")
+				t.Run(name, func(t *testing.T) {
+					data, err := os.ReadFile(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					d := newRecordDecoder(m)
+					res := decodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
+					if res.err == nil && len(res.rows) != len(ev.Changes) {
+						t.Fatalf("%d records, the manifest lists %d changes", len(res.rows), len(ev.Changes))
+					}
+					for i, r := range res.rows {
+						c := r.change
+						got := fmt.Sprintf("op=%s lsn=%d txId=%d snapshot=%s sequence=%s", letter[c.operation], r.lsn, c.txID, c.snapshot, c.sequence)
+						if !c.txIDSet || !c.deletedSet || got != ev.Changes[i] {
+							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.txIDSet, c.deletedSet, ev.Changes[i])
+						}
+					}
+					if d.fallbacks > 0 {
+						t.Errorf("%d records went to ion-go", d.fallbacks)
+					}
+				})
+			}
+		}
 	}
 }

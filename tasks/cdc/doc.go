@@ -15,12 +15,30 @@
 // are read, told apart by the first bytes: text Ion with one value per line
 // (Kestra 1.x) and binary Ion with a version marker before each row (Kestra
 // 2.x). Decoding streams: the file is cut into segments of whole lines (or
-// of whole version-marked chunks) that workers decode with ion-go's Reader
+// of whole version-marked chunks; internal/batchfile) that workers decode
 // in parallel, merged in file order, so memory holds the latest row of each
 // key, not the batch. (A key whose events arrive out of LSN order, which a
 // trigger batch does not produce, costs a second pass over the file that
-// hashes that key's versions.) Binary values are framed before ion-go reads
-// them, so a garbled length cannot make it allocate gigabytes.
+// hashes that key's versions.) Binary values are framed before anything
+// decodes them, so a garbled length cannot make a decoder allocate
+// gigabytes.
+//
+// A record's path reads one way: its bytes are read into a record
+// (record.go) of scalars by field, the record is checked in the seed's
+// order (finish), each column's scalar is read, checked and encoded by its
+// column type (convert, column.go), and the result is a row. The bytes are
+// read by internal/ionrec, a reader of exactly the shapes Kestra writes
+// (binary: a version marker and a local symbol table before each record,
+// identical tables recognised by their bytes and reused; text: one struct
+// per line), without reflection or per-value allocation, Debezium's
+// {scale, value} struct of an unconstrained numeric included. Whatever it
+// does not recognise (another nested value in a column, a repeated field, a top-level
+// annotation, a symbol table with imports, comments, numbers beyond 64
+// bits, ...) goes to ion-go for that chunk or line, so the accepted
+// language stays exactly Ion's as ion-go reads it; FuzzDecode holds the two
+// paths to the same rows and the same refusals. A record keeps, besides
+// the columns, metadata.operation, metadata.source.{snapshot, sequence,
+// txId} and whether it carried the delete marker, as read (row.change).
 //
 // Value shapes (see convert): Ion ints, decimals (12.50), floats, bools,
 // strings and symbols, blobs, millisecond timestamps, day timestamps for
@@ -67,7 +85,10 @@
 //
 // The latest event per key by LSN is kept; two events with one key and LSN
 // must be identical (ErrConflict). The target's winning version of only this
-// batch's keys is read with FINAL, the keys sent as an external table.
+// batch's keys is read with FINAL, the keys sent as an external table and
+// used as a PREWHERE (they are the sorting key, so FINAL merges only the
+// batch's rows): first the versions alone, then the payloads of the keys
+// the target holds at the batch's own LSN.
 // Pending keys are those absent from the target or older there; an equal
 // LSN with a different payload in the target is refused (ErrTargetConflict),
 // an equal one is a replay and skipped. Pending rows are inserted with
@@ -111,7 +132,8 @@
 //     float32 are refused.
 //   - NaN equals NaN when payloads are compared (Python's == says it does
 //     not, which would turn a replay of a NaN row into a conflict).
-//   - The whole batch is validated before any ClickHouse call; the keys are
+//   - The whole batch is validated before the target table is read or
+//     written (the connection and the schema check run meanwhile); the keys are
 //     sent as an external table (the seed pastes them into the SQL, which
 //     ClickHouse 18.16 refuses from 50,000 keys, max_ast_elements, or sooner
 //     when the list passes max_query_size, 256 KiB); the output files and

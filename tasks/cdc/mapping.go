@@ -86,9 +86,6 @@ type colSpec struct {
 	typ    colType
 	maxLen int
 	isKey  bool
-	// storedUInt8 is set when a Bool column is stored as UInt8 in the target
-	// table (created on a server before 21.12); filled by the schema check.
-	storedUInt8 bool
 }
 
 // LoadMapping reads and checks the mapping file at path. Errors are

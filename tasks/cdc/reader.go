@@ -11,49 +11,18 @@ import (
 	"runtime"
 
 	"github.com/amazon-ion/ion-go/ion"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
-
-// ivm is the binary Ion version marker that starts every binary stream;
-// Kestra 2.x writes one before each row.
-var ivm = []byte{0xE0, 0x01, 0x00, 0xEA}
-
-const (
-	// segmentSize is the size at which the splitter cuts a segment.
-	segmentSize = 1 << 20
-	// maxBinarySegment bounds a binary segment that has no version marker to
-	// cut at (a single-stream file not written by Kestra); beyond it the file
-	// is decoded as one stream instead.
-	maxBinarySegment = 64 << 20
-)
-
-// errSequential asks for the one-stream decode.
-var errSequential = errors.New("decode the file as one stream")
-
-// segment is a run of whole top-level values of the batch file. A text
-// segment is whole lines; a binary segment starts with a version marker.
-type segment struct {
-	data      []byte
-	offset    int64     // byte offset of data in the file
-	firstLine int64     // text: 1-based line number of the first line
-	lines     int64     // text: number of lines
-	bad       *unframed // binary: the value after data that could not be framed
-}
-
-// lineOf returns the text line of the segment's local record rec when the
-// segment holds one record per line, else 0.
-func (s *segment) lineOf(rec, records int64) int64 {
-	if s.firstLine == 0 || records != s.lines || rec < 1 {
-		return 0
-	}
-	return s.firstLine + rec - 1
-}
 
 type segResult struct {
-	rows []row // local record numbers (1-based within the segment)
-	n    int64 // records decoded, including the failing one
-	err  error // *RecordError with local record numbers, or nil
+	rows  []row // local record numbers (1-based within the segment)
+	n     int64 // records decoded, including the failing one
+	err   error // *RecordError with local record numbers, or nil
+	lined bool  // decoded line by line (a refusal names its line)
 }
 
 // decodeFile decodes and validates the batch file at path into the latest
@@ -71,16 +40,36 @@ type segResult struct {
 // whose events arrive out of order is only marked, and a second pass over
 // the file checks those keys' versions (see history).
 func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*batch, error) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	return decodeFileWith(ctx, path, m, decodeOptions{workers: workers})
+}
+
+// decodeOptions say how decodeFileWith reads a batch.
+type decodeOptions struct {
+	// workers decode segments concurrently; 0 = GOMAXPROCS.
+	workers int
+	// ionOnly reads every record with ion-go, never with ionrec: the
+	// oracle the differential tests hold the default against.
+	ionOnly bool
+}
+
+func (o decodeOptions) decoder(m *Mapping) *recordDecoder {
+	if o.ionOnly {
+		return newIonDecoder(m)
+	}
+	return newRecordDecoder(m)
+}
+
+func decodeFileWith(ctx context.Context, path string, m *Mapping, opts decodeOptions) (*batch, error) {
+	if opts.workers <= 0 {
+		opts.workers = runtime.GOMAXPROCS(0)
 	}
 	b := newBatch(m)
-	if err := scanFile(ctx, path, m, workers, b.reset, b.add); err != nil {
+	if err := scanFile(ctx, path, m, opts, b.reset, b.add); err != nil {
 		return nil, err
 	}
 	if len(b.outOfOrder) > 0 {
 		h := newHistory(b)
-		if err := scanFile(ctx, path, m, workers, h.reset, h.check); err != nil {
+		if err := scanFile(ctx, path, m, opts, h.reset, h.check); err != nil {
 			return nil, err
 		}
 	}
@@ -90,7 +79,7 @@ func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*bat
 // scanFile decodes the file and hands every valid row to sink, in file
 // order; reset is called before a fallback to the one-stream decode
 // starts again from the first record.
-func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset func(), sink func(row) error) error {
+func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, reset func(), sink func(row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return outcome.Configure(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
@@ -98,13 +87,13 @@ func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset f
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
 	f.Close()
-	binary := n == 4 && bytes.Equal(head, ivm)
+	binary := batchfile.IsBinary(head[:n])
 
-	perr := decodeSegments(ctx, path, m, workers, binary, sink)
+	perr := decodeSegments(ctx, path, m, opts, binary, sink)
 	if perr == nil {
 		return nil
 	}
-	fallback := errors.Is(perr, errSequential)
+	fallback := errors.Is(perr, batchfile.ErrSequential)
 	if !fallback && !(errors.Is(perr, ErrMalformed) && !binary) {
 		return perr
 	}
@@ -118,9 +107,12 @@ func scanFile(ctx context.Context, path string, m *Mapping, workers int, reset f
 	return perr // both failed to parse: the line-located error reads better
 }
 
-// decodeSegments runs the splitter, the workers and the in-order merge.
-func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, binary bool, sink func(row) error) error {
-	ctx, cancel := context.WithCancel(ctx)
+// decodeSegments runs the splitter, the workers and the in-order merge. It
+// returns only once the splitter and every worker have stopped, so a
+// fallback that decodes the file again never runs beside them.
+func decodeSegments(parent context.Context, path string, m *Mapping, opts decodeOptions, binary bool, sink func(row) error) error {
+	workers := max(opts.workers, 1)
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	f, err := os.Open(path)
 	if err != nil {
@@ -128,51 +120,68 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 	}
 	defer f.Close()
 
-	type job struct {
-		seg *segment
-		out chan segResult
-	}
-	jobs := make(chan job)
-	order := make(chan job, 2*workers)
-	splitErr := make(chan error, 1)
-	go func() {
+	jobs := make(chan segJob)
+	order := make(chan segJob, 2*workers)
+	// Segment buffers come back once merged: a batch allocates a few
+	// segments, not its size.
+	split := batchfile.NewSplitter(2*workers + 2)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
 		defer close(order)
 		defer close(jobs)
-		emit := func(s *segment) error {
-			j := job{seg: s, out: make(chan segResult, 1)}
+		emit := func(s *batchfile.Segment) error {
+			j := segJob{seg: s, out: make(chan segResult, 1)}
 			select {
 			case order <- j:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 			select {
 			case jobs <- j:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 			return nil
 		}
 		if binary {
-			splitErr <- splitBinary(f, emit)
-		} else {
-			splitErr <- splitText(f, emit)
+			return split.Binary(f, emit)
 		}
-	}()
+		return split.Text(f, emit)
+	})
 	for range workers {
-		go func() {
-			d := newRecordDecoder(m)
+		g.Go(func() error {
+			d := opts.decoder(m)
 			for j := range jobs {
 				j.out <- decodeSegment(d, j.seg, binary)
 			}
-		}()
+			return nil
+		})
 	}
-	defer func() {
-		cancel()
-		for j := range order { // unblock and drain the splitter
-			_ = j
-		}
-	}()
+	merr := mergeSegments(ctx, opts.decoder, m, order, binary, sink, split.Recycle)
+	cancel()
+	for range order { // unblock the splitter
+	}
+	serr := g.Wait()
+	switch {
+	case merr != nil:
+		return merr
+	case serr != nil:
+		return serr
+	}
+	return parent.Err()
+}
 
+// segJob is one segment on its way through a worker; out receives its result.
+type segJob struct {
+	seg *batchfile.Segment
+	out chan segResult
+}
+
+// mergeSegments hands the rows of each segment to sink in file order,
+// numbering records across segments, until order closes or a refusal.
+// Each merged segment goes to done (no row refers to its bytes).
+func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder, m *Mapping, order <-chan segJob, binary bool,
+	sink func(row) error, done func(*batchfile.Segment)) error {
 	var base int64
 	for j := range order {
 		var res segResult
@@ -181,9 +190,9 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if res.err != nil && !binary {
+		if res.err != nil && !binary && !res.lined {
 			// Locate the failure by line: decode the segment line by line.
-			res = decodeLines(newRecordDecoder(m), j.seg)
+			res = decodeLines(newDecoder(m), j.seg)
 		}
 		for i := range res.rows {
 			r := res.rows[i]
@@ -192,7 +201,7 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 			if err := sink(r); err != nil {
 				var re *RecordError
 				if errors.As(err, &re) && !binary {
-					re.Line = j.seg.lineOf(local, res.n)
+					re.Line = j.seg.LineOf(local, res.n)
 				}
 				return err
 			}
@@ -205,35 +214,106 @@ func decodeSegments(ctx context.Context, path string, m *Mapping, workers int, b
 			return res.err
 		}
 		base += res.n
+		done(j.seg)
 	}
-	if err := <-splitErr; err != nil {
-		return err
-	}
-	return ctx.Err()
+	return nil
 }
 
-// decodeSegment decodes a segment as one stream; binary says which form
-// the file is in (a text segment is never read as binary).
-func decodeSegment(d *recordDecoder, s *segment, binary bool) segResult {
-	r := ion.NewReaderBytes(s.data)
-	if !binary {
-		r = textReader(s.data)
+// decodeSegment decodes a segment: record by record with the fast reader
+// (ionrec) where the records have the shapes Kestra writes, with ion-go
+// for the rest; binary says which form the file is in (a text segment is
+// never read as binary). Binary Ion goes chunk by chunk (a version marker
+// and what follows it up to the next); a chunk ionrec cannot read is read
+// by ion-go from its version marker on. Text goes line by line (as
+// decodeLines); when a line may depend on its neighbours, the segment is
+// read as one ion-go stream instead.
+func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResult {
+	switch {
+	case d.fast != nil && binary && batchfile.IsBinary(s.Data):
+		return d.binarySegment(s)
+	case d.fast != nil && !binary:
+		if res, odd := d.lines(s, true); !odd {
+			return res
+		}
 	}
 	var res segResult
-	if err := res.decodeAll(d, r); err != nil {
-		res.err = locate(err, s.offset)
+	if err := res.decodeIon(d, s.Data, s.Offset, binary); err != nil {
+		res.err = err
 		return res
+	}
+	if s.Bad != nil {
+		res.n++
+		res.err = badRecord(res.n, s.Bad)
+	}
+	return res
+}
+
+// binarySegment decodes a binary segment chunk by chunk with the fast
+// reader, handing a chunk it cannot read to ion-go.
+func (d *recordDecoder) binarySegment(s *batchfile.Segment) segResult {
+	// Kestra writes a version marker before each record.
+	res := segResult{rows: make([]row, 0, bytes.Count(s.Data, batchfile.IVM))}
+	for off := 0; off < len(s.Data); {
+		n := ionrec.NextChunk(s.Data[off:])
+		chunk := s.Data[off : off+n]
+		rows, recs := len(res.rows), res.n
+		err := d.fast.Binary(chunk, &d.rec.Record, func(*ionrec.Record) error {
+			row, err := d.finishFast(res.n + 1)
+			if err != nil {
+				return err
+			}
+			res.n++
+			res.rows = append(res.rows, row)
+			return nil
+		})
+		switch {
+		case errors.Is(err, ionrec.ErrFallback):
+			d.fallbacks++
+			res.rows, res.n = res.rows[:rows], recs
+			if err := res.decodeIon(d, chunk, s.Offset+int64(off), true); err != nil {
+				res.err = err
+				return res
+			}
+		case err != nil:
+			res.n++
+			res.err = err
+			return res
+		}
+		off += n
+	}
+	if s.Bad != nil {
+		res.n++
+		res.err = badRecord(res.n, s.Bad)
+	}
+	return res
+}
+
+// finishFast checks the record the fast reader just read, unless ion-go
+// must read it (ErrFallback).
+func (d *recordDecoder) finishFast(rec int64) (row, error) {
+	d.rec.dup = ""
+	clear(d.rec.errs)
+	if d.needsIon(d.rec) {
+		return row{}, ionrec.ErrFallback
+	}
+	return d.finish(d.rec, rec)
+}
+
+// decodeIon decodes data, at offset base in the file, as one ion-go
+// stream, appending to res; it returns the first refusal, located.
+func (res *segResult) decodeIon(d *recordDecoder, data []byte, base int64, binary bool) error {
+	r := ion.NewReaderBytes(data)
+	if !binary {
+		r = textReader(data)
+	}
+	if err := res.decodeAll(d, r); err != nil {
+		return locate(err, base)
 	}
 	if err := r.Err(); err != nil {
 		res.n++
-		res.err = &RecordError{Record: res.n, Offset: ionOffset(err, s.offset), Err: malformedValue(adjustOffset(err, s.offset))}
-		return res
+		return &RecordError{Record: res.n, Offset: ionOffset(err, base), Err: malformedValue(adjustOffset(err, base))}
 	}
-	if s.bad != nil {
-		res.n++
-		res.err = badRecord(res.n, s.bad)
-	}
-	return res
+	return nil
 }
 
 // decodeAll decodes every value r yields (version markers skipped) and
@@ -267,11 +347,22 @@ func textReader(data []byte) ion.Reader {
 // decodeLines decodes a text segment line by line, which pins a truncated
 // or garbled record to its line (a stream parse reads a truncated line into
 // the next ones).
-func decodeLines(d *recordDecoder, s *segment) segResult {
-	var res segResult
-	data := s.data
+func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
+	res, _ := d.lines(s, false)
+	return res
+}
+
+// lines decodes a text segment line by line: with the fast reader, or
+// with ion-go for the line alone. odd reports a line whose meaning may
+// depend on its neighbours (a long string, a block comment, a symbol table
+// or version marker, or a line ion-go cannot read alone, such as part of a
+// value spanning lines); with stopAtOdd, lines stops there.
+func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResult, odd bool) {
+	res.lined = true
+	res.rows = make([]row, 0, s.Lines)
+	data := s.Data
 	var off int64
-	line := s.firstLine
+	line := s.FirstLine
 	for len(data) > 0 {
 		end := bytes.IndexByte(data, '\n')
 		var text []byte
@@ -287,23 +378,57 @@ func decodeLines(d *recordDecoder, s *segment) segResult {
 		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
+		if d.fast != nil {
+			err := d.fast.Text(text, &d.rec.Record)
+			if err == nil {
+				var r row
+				if r, err = d.finishFast(res.n + 1); err == nil {
+					res.n++
+					res.rows = append(res.rows, r)
+					continue
+				}
+			}
+			if !errors.Is(err, ionrec.ErrFallback) {
+				res.n++
+				var re *RecordError
+				if errors.As(err, &re) {
+					re.Line = lineNo
+				}
+				res.err = err
+				return res, odd
+			}
+			d.fallbacks++
+			if hazard(text) {
+				odd = true
+				if stopAtOdd {
+					return res, odd
+				}
+			}
+		}
 		r := textReader(text)
 		if err := res.decodeAll(d, r); err != nil {
 			var re *RecordError
 			if errors.As(err, &re) {
 				re.Line = lineNo
 			}
-			res.err = locate(err, s.offset+start)
-			return res
+			res.err = locate(err, s.Offset+start)
+			return res, odd
 		}
 		if err := r.Err(); err != nil {
 			res.n++
-			abs := s.offset + start
+			abs := s.Offset + start
 			res.err = &RecordError{Record: res.n, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
-			return res
+			return res, odd || d.fast != nil
 		}
 	}
-	return res
+	return res, odd
+}
+
+// hazard reports text that may change how the next lines read: a long
+// string (it concatenates with the next), a block comment, a symbol table
+// or version marker.
+func hazard(text []byte) bool {
+	return bytes.Contains(text, []byte("'''")) || bytes.Contains(text, []byte("/*")) || bytes.Contains(text, []byte("$ion"))
 }
 
 // decodeStream decodes the whole file as one Ion stream, sequentially.
@@ -314,15 +439,15 @@ func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) e
 	}
 	defer f.Close()
 	var in io.Reader = f
-	var bad *unframed
+	var bad *batchfile.Unframed
 	head := make([]byte, 4)
-	if n, _ := io.ReadFull(f, head); n == 4 && bytes.Equal(head, ivm) {
+	if n, _ := io.ReadFull(f, head); batchfile.IsBinary(head[:n]) {
 		// Never let ion-go read a value whose length runs past the file:
 		// it allocates the declared length first.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("read batch file: %w", err)
 		}
-		limit, b, err := scanBinary(f)
+		limit, b, err := batchfile.ScanBinary(f)
 		if err != nil {
 			return err
 		}
@@ -464,45 +589,7 @@ func adjustOffset(err error, base int64) error {
 	return err
 }
 
-// splitText cuts the file into segments of whole lines of about segmentSize.
-func splitText(f io.Reader, emit func(*segment) error) error {
-	var carry []byte
-	var offset int64
-	line := int64(1)
-	for {
-		// A line longer than a segment doubles the buffer, so its bytes
-		// are copied a logarithmic number of times, not once per segment.
-		buf := make([]byte, len(carry), len(carry)+max(segmentSize, len(carry)))
-		copy(buf, carry)
-		n, err := io.ReadFull(f, buf[len(carry):cap(buf)])
-		buf = buf[:len(carry)+n]
-		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-		if err != nil && !eof {
-			return fmt.Errorf("read batch file: %w", err)
-		}
-		cut := len(buf)
-		if !eof {
-			cut = bytes.LastIndexByte(buf, '\n') + 1
-			if cut == 0 { // one line longer than the buffer: read on
-				carry = buf
-				continue
-			}
-		}
-		if cut > 0 {
-			s := &segment{data: buf[:cut], offset: offset, firstLine: line}
-			s.lines = int64(bytes.Count(s.data, []byte{'\n'}))
-			if s.data[len(s.data)-1] != '\n' {
-				s.lines++
-			}
-			line += s.lines
-			offset += int64(cut)
-			if err := emit(s); err != nil {
-				return err
-			}
-		}
-		if eof {
-			return nil
-		}
-		carry = append([]byte(nil), buf[cut:]...)
-	}
+// badRecord is the refusal of a value the framer refused.
+func badRecord(rec int64, b *batchfile.Unframed) error {
+	return &RecordError{Record: rec, Offset: b.Offset, Err: fmt.Errorf("%w: %s", ErrMalformed, b.Reason)}
 }

@@ -53,8 +53,9 @@ func capsFor(major, minor uint64) serverCaps {
 	return serverCaps{dateTime64: atLeast(20, 1), boolType: atLeast(21, 12), decimal256: atLeast(21, 6)}
 }
 
-// currentCaps are the capabilities of a current ClickHouse release.
-var currentCaps = serverCaps{dateTime64: true, boolType: true, decimal256: true}
+// latestCaps are the capabilities of a current ClickHouse release (the
+// newest the SQL is written for; the chdb tests run it).
+func latestCaps() serverCaps { return serverCaps{dateTime64: true, boolType: true, decimal256: true} }
 
 // minDate and maxDate bound ClickHouse Date (UInt16 days since 1970-01-01).
 const maxDateDays = 65535
@@ -226,13 +227,17 @@ func (t colType) ddl(caps serverCaps) string {
 	return s
 }
 
+// String renders the type as the mapping names it (Bool as Bool), for
+// messages.
+func (t colType) String() string { return t.ddl(latestCaps()) }
+
 // sameType reports whether a type name read from system.columns is the type
 // the mapping asks for. Spaces are ignored; a Bool column may be stored as
 // UInt8 (created on a server before 21.12) or as Bool.
 func (t colType) sameType(actual string) bool {
 	norm := func(s string) string { return strings.ReplaceAll(s, " ", "") }
 	a := norm(actual)
-	if a == norm(t.ddl(serverCaps{})) || a == norm(t.ddl(currentCaps)) {
+	if a == norm(t.ddl(serverCaps{})) || a == norm(t.String()) {
 		return true
 	}
 	return false

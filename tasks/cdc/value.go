@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/changesink/changesink/tasks/cdc/internal/pyjson"
 )
 
 // value is one canonical column value: the form the batch, the target read
@@ -43,6 +44,20 @@ type row struct {
 	deleted bool
 	vals    []value // one per mapped column, in mapping order
 	rec     int64   // 1-based record number in the batch; 0 for rows read from ClickHouse
+	change  change  // what the event said of its place in the history; zero for rows read from ClickHouse
+}
+
+// change is what an event says about its place in the source's history,
+// as read and not checked: the operation, the snapshot marker, the
+// transaction and the commit position (sequence holds the last commit's
+// and the event's LSNs). samePayload ignores it.
+type change struct {
+	operation  string // metadata.operation; "" when absent or not text
+	snapshot   string // metadata.source.snapshot ("false", "true", "first", "last", ...)
+	sequence   string // metadata.source.sequence, a JSON array such as ["24023072","24023128"]
+	txID       int64  // metadata.source.txId, when txIDSet
+	txIDSet    bool
+	deletedSet bool // the event carried the delete marker (absent reads as false)
 }
 
 // samePayload reports whether two rows are the same version: the seed
@@ -159,16 +174,16 @@ func renderKey(m *Mapping, vals []value) string {
 func appendJSONRow(dst []byte, m *Mapping, r *row) []byte {
 	dst = append(dst, '{')
 	for i := range m.cols {
-		dst = appendPyString(dst, m.cols[i].name)
+		dst = pyjson.AppendString(dst, m.cols[i].name)
 		dst = append(dst, ": "...)
 		dst = appendJSONValue(dst, m.cols[i].typ, r.vals[i])
 		dst = append(dst, ", "...)
 	}
-	dst = appendPyString(dst, m.Target.VersionColumn)
+	dst = pyjson.AppendString(dst, m.Target.VersionColumn)
 	dst = append(dst, ": "...)
 	dst = strconv.AppendUint(dst, r.lsn, 10)
 	dst = append(dst, ", "...)
-	dst = appendPyString(dst, m.Target.DeletedColumn)
+	dst = pyjson.AppendString(dst, m.Target.DeletedColumn)
 	if r.deleted {
 		dst = append(dst, ": 1}"...)
 	} else {
@@ -192,11 +207,11 @@ func appendJSONValue(dst []byte, t colType, v value) []byte {
 	case kindUint:
 		return strconv.AppendUint(dst, v.n, 10)
 	case kindFloat32, kindFloat64:
-		return appendPyFloat(dst, math.Float64frombits(v.n))
+		return pyjson.AppendFloat(dst, math.Float64frombits(v.n))
 	case kindDecimal:
 		return appendDecimal(dst, v.s, t.scale)
 	case kindString:
-		return appendPyString(dst, v.s)
+		return pyjson.AppendString(dst, v.s)
 	case kindBool:
 		if v.n != 0 {
 			return append(dst, "true"...)
@@ -270,117 +285,4 @@ func appendDecimal(dst []byte, unscaled string, scale int) []byte {
 	dst = append(dst, digits[:len(digits)-scale]...)
 	dst = append(dst, '.')
 	return append(dst, digits[len(digits)-scale:]...)
-}
-
-// appendPyString appends s as Python's json.dumps(s, ensure_ascii=False):
-// '"', '\\', \n, \r, \t, \b, \f escaped by name, other C0 controls as
-// \u00XX, everything else (DEL, U+2028 included) as UTF-8. Bytes that are
-// not UTF-8 become U+FFFD (Python strings cannot hold them).
-func appendPyString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"':
-				dst = append(dst, '\\', '"')
-			case '\\':
-				dst = append(dst, '\\', '\\')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				if c < 0x20 {
-					dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-				} else {
-					dst = append(dst, c)
-				}
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, "\uFFFD"...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
-}
-
-// appendPyFloat appends f as Python's json.dumps does (float.__repr__):
-// the shortest round-trip digits, fixed notation for exponents -4..15 with
-// ".0" for whole numbers, else d.ddde+XX; NaN, Infinity and -Infinity.
-func appendPyFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, "NaN"...)
-	case math.IsInf(f, 1):
-		return append(dst, "Infinity"...)
-	case math.IsInf(f, -1):
-		return append(dst, "-Infinity"...)
-	}
-	if f == 0 {
-		if math.Signbit(f) {
-			return append(dst, "-0.0"...)
-		}
-		return append(dst, "0.0"...)
-	}
-	// Shortest digits and decimal exponent.
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
-	neg := e[0] == '-'
-	if neg {
-		e = e[1:]
-	}
-	mant, expStr, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expStr)
-	digits := strings.Replace(mant, ".", "", 1)
-	if neg {
-		dst = append(dst, '-')
-	}
-	if exp >= -4 && exp < 16 {
-		if exp >= 0 {
-			if len(digits) <= exp+1 {
-				dst = append(dst, digits...)
-				for range exp + 1 - len(digits) {
-					dst = append(dst, '0')
-				}
-				return append(dst, ".0"...)
-			}
-			dst = append(dst, digits[:exp+1]...)
-			dst = append(dst, '.')
-			return append(dst, digits[exp+1:]...)
-		}
-		dst = append(dst, "0."...)
-		for range -exp - 1 {
-			dst = append(dst, '0')
-		}
-		return append(dst, digits...)
-	}
-	dst = append(dst, digits[0])
-	if len(digits) > 1 {
-		dst = append(dst, '.')
-		dst = append(dst, digits[1:]...)
-	}
-	dst = append(dst, 'e')
-	if exp < 0 {
-		dst = append(dst, '-')
-		exp = -exp
-	} else {
-		dst = append(dst, '+')
-	}
-	if exp < 10 {
-		dst = append(dst, '0')
-	}
-	return strconv.AppendInt(dst, int64(exp), 10)
 }

@@ -16,6 +16,11 @@
 //
 // It prints events/s for each and the ratios, checks that every table
 // ends with the same rows, and exits non-zero only when a contender fails.
+//
+// With -steady it then measures the cost growth (steady.go): batches of
+// the same shape, updating existing keys, applied to tables already holding
+// the given numbers of rows, against the physical references measured the
+// same way.
 package main
 
 import (
@@ -57,6 +62,8 @@ type config struct {
 	deletes                        float64
 	reps                           int
 	skipSeed                       bool
+	steady                         []int64
+	batches                        int
 }
 
 func run() error {
@@ -68,7 +75,17 @@ func run() error {
 	flag.Float64Var(&c.deletes, "deletes", 0.10, "share of delete events")
 	flag.IntVar(&c.reps, "reps", 1, "repetitions of each timing (the best is reported)")
 	flag.BoolVar(&c.skipSeed, "skip-seed", false, "do not run the seed pipeline")
+	steady := flag.String("steady", "", "steady-state mode: rows already in the target, as a list (10M,50M); empty: off")
+	flag.IntVar(&c.batches, "batches", 3, "steady-state batches per table size")
+	steadyOnly := flag.Bool("steady-only", false, "skip the empty-table comparison with the seed")
 	flag.Parse()
+	for _, f := range strings.FieldsFunc(*steady, func(r rune) bool { return r == ',' }) {
+		n, err := parseCount(f)
+		if err != nil {
+			return fmt.Errorf("-steady: %w", err)
+		}
+		c.steady = append(c.steady, n)
+	}
 	c.chURL = os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
 	c.client = strings.Fields(os.Getenv("CHANGESINK_TEST_CLICKHOUSE_CLIENT"))
 	c.python = os.Getenv("CHANGESINK_TEST_PYTHON")
@@ -88,8 +105,22 @@ func run() error {
 	}
 	c.dir = dir
 
-	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d\n",
-		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps)
+	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; %s\n",
+		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, loadAverage())
+	if *steadyOnly {
+		return c.steadyState()
+	}
+	if err := c.emptyTable(); err != nil {
+		return err
+	}
+	if len(c.steady) > 0 {
+		return c.steadyState()
+	}
+	return nil
+}
+
+// emptyTable is the comparison with the seed: one batch into fresh tables.
+func (c config) emptyTable() error {
 	start := time.Now()
 	files, err := generate(c)
 	if err != nil {
@@ -110,24 +141,30 @@ func run() error {
 		fmt.Printf("  %-44s %8.3f s %10.0f events/s  %s\n", r.name, r.seconds, float64(c.events)/r.seconds, r.note)
 	}
 
-	// changesink, from the Ion file to verified rows.
-	var decodeText, decodeBinary float64
+	// changesink, from the Ion file to verified rows; then with one
+	// decoding worker, for the decoding time per core.
+	var decodeText, decodeBinary, decodeText1, decodeBinary1 float64
 	for _, form := range []struct {
 		name, file string
+		workers    int
 		decode     *float64
-	}{{"text", files.text, &decodeText}, {"binary", files.binary, &decodeBinary}} {
+	}{{"text", files.text, 0, &decodeText}, {"binary", files.binary, 0, &decodeBinary},
+		{"text", files.text, 1, &decodeText1}, {"binary", files.binary, 1, &decodeBinary1}} {
 		best := result{seconds: 1e9}
 		for rep := range c.reps {
-			table := fmt.Sprintf("cs_%s_%d", form.name, rep)
-			r, dec, err := c.changesink(db, table, form.file)
+			table := fmt.Sprintf("cs_%s_w%d_%d", form.name, form.workers, rep)
+			r, err := c.changesink(db, table, form.file, form.workers)
 			if err != nil {
 				return fmt.Errorf("changesink (%s): %w", form.name, err)
 			}
 			if r.seconds < best.seconds {
-				best, *form.decode = r, dec
+				best, *form.decode = r, r.timers["decode"]
 			}
 		}
 		best.name = "changesink cdc apply (" + form.name + " Ion)"
+		if form.workers == 1 {
+			best.name = "  the same, one decoding worker (" + form.name + ")"
+		}
 		add(best)
 	}
 
@@ -162,9 +199,11 @@ func run() error {
 			walkBinary = min(walkBinary, s)
 		}
 	}
-	add(result{name: "changesink decode+validate (text), its timer", seconds: decodeText})
+	add(result{name: "changesink decode+validate (text), its timer", seconds: decodeText, note: "one worker per CPU"})
+	add(result{name: "  the same, one worker", seconds: decodeText1})
 	add(result{name: "ion-go bare Reader walk (text)", seconds: walkText, note: "one goroutine"})
-	add(result{name: "changesink decode+validate (binary), its timer", seconds: decodeBinary})
+	add(result{name: "changesink decode+validate (binary), its timer", seconds: decodeBinary, note: "one worker per CPU"})
+	add(result{name: "  the same, one worker", seconds: decodeBinary1})
 	add(result{name: "ion-go bare Reader walk (binary)", seconds: walkBinary, note: "one goroutine"})
 
 	// The insert limit.
@@ -207,14 +246,44 @@ func run() error {
 	cs := results[0]
 	fmt.Println("ratios:")
 	if !c.skipSeed {
-		fmt.Printf("  changesink (text) vs seed pipeline:    %5.1fx   (target >= 5x)\n", seed.seconds/cs.seconds)
-		fmt.Printf("  changesink (binary) vs seed pipeline:  %5.1fx\n", seed.seconds/results[1].seconds)
+		fmt.Printf("  changesink (text) vs seed pipeline:             %5.1fx   (target >= 10x)\n", seed.seconds/cs.seconds)
+		fmt.Printf("  changesink (binary) vs seed pipeline:           %5.1fx   (target >= 10x)\n", seed.seconds/results[1].seconds)
 	}
-	fmt.Printf("  decoding (text) vs bare ion-go walk:   %5.2f    (target >= 0.8)\n", walkText/decodeText)
-	fmt.Printf("  decoding (binary) vs bare ion-go walk: %5.2f\n", walkBinary/decodeBinary)
-	fmt.Printf("  changesink (text) vs raw insert:       %5.2f    (the insert limit; changesink also decodes, reads and verifies)\n", raw.seconds/cs.seconds)
+	fmt.Printf("  decoding per core (text) vs bare ion-go walk:   %5.1fx   (target >= 5x; one worker against one goroutine)\n", walkText/decodeText1)
+	fmt.Printf("  decoding per core (binary) vs bare ion-go walk: %5.1fx   (target >= 5x)\n", walkBinary/decodeBinary1)
+	fmt.Printf("  decoding, one worker per CPU (text, binary):    %5.1fx, %.1fx the walk\n", walkText/decodeText, walkBinary/decodeBinary)
+	fmt.Printf("  changesink (text) vs raw insert:                %5.2f    (the insert limit; changesink also decodes, reads and verifies)\n", raw.seconds/cs.seconds)
 	fmt.Printf("  peak RSS of changesink: text %s, binary %s\n", cs.rss, results[1].rss)
 	return nil
+}
+
+// loadAverage reads /proc/loadavg for the report ("load 1.20 0.90 0.70").
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "load unknown"
+	}
+	return "load " + strings.Join(f[:3], " ")
+}
+
+// parseCount reads 50000000, 50M or 10k.
+func parseCount(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1_000_000, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1_000, strings.TrimSuffix(s, "k")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a row count such as 10M", s)
+	}
+	return n * mult, nil
 }
 
 type result struct {
@@ -222,10 +291,12 @@ type result struct {
 	seconds float64
 	note    string
 	rss     string
+	timers  map[string]float64 // changesink's step timers (decode, read_current, insert, verify)
 }
 
 type files struct {
 	text, binary, jsonl, tsv string
+	keys                     string // the batch's distinct keys, one a line
 	finalRows                int
 }
 
@@ -241,9 +312,33 @@ var statuses = []string{"new", "paid", "shipped", "cancelled", "refunded", "en p
 
 // generate writes the batch in every form and the final rows.
 func generate(c config) (files, error) {
+	return generateBatch(c, batchSpec{dir: c.dir, keyID: func(k int64) int64 { return k + 1 }, lsnBase: 30_000_000, firstOp: "CREATE", seed: 42})
+}
+
+// batchSpec shapes a generated batch: c.events events over c.keys keys.
+type batchSpec struct {
+	dir string
+	// keyID maps the key index 0..keys-1 to its id.
+	keyID func(k int64) int64
+	// lsnBase is the first event's LSN; the LSNs grow by 17.
+	lsnBase int64
+	// firstOp is the operation of each key's first event (CREATE, or
+	// UPDATE for keys the target holds).
+	firstOp string
+	seed    uint64
+	// binaryOnly leaves out the text Ion and the JSON lines.
+	binaryOnly bool
+}
+
+// generateBatch writes the batch spec describes and its final rows.
+func generateBatch(c config, spec batchSpec) (files, error) {
 	f := files{
-		text: filepath.Join(c.dir, "changes.ion"), binary: filepath.Join(c.dir, "changes.binary.ion"),
-		jsonl: filepath.Join(c.dir, "changes.jsonl"), tsv: filepath.Join(c.dir, "final.tsv"),
+		text: filepath.Join(spec.dir, "changes.ion"), binary: filepath.Join(spec.dir, "changes.binary.ion"),
+		jsonl: filepath.Join(spec.dir, "changes.jsonl"), tsv: filepath.Join(spec.dir, "final.tsv"),
+		keys: filepath.Join(spec.dir, "keys.tsv"),
+	}
+	if spec.binaryOnly {
+		f.text, f.jsonl = os.DevNull, os.DevNull
 	}
 	type final struct {
 		customer, amount int64
@@ -252,7 +347,7 @@ func generate(c config) (files, error) {
 		deleted          bool
 	}
 	latest := map[int64]final{}
-	rng := rand.New(rand.NewPCG(42, 7))
+	rng := rand.New(rand.NewPCG(spec.seed, 7))
 	outs := []*os.File{}
 	open := func(p string) (*bufio.Writer, error) {
 		fh, err := os.Create(p)
@@ -277,11 +372,12 @@ func generate(c config) (files, error) {
 	text, bin := iongen.NewWriter(tw, false), iongen.NewWriter(bw, true)
 	var line []byte
 	for i := range c.events {
-		id := int64(i + 1)
+		k := int64(i)
 		if i >= c.keys {
-			id = rng.Int64N(int64(c.keys)) + 1
+			k = rng.Int64N(int64(c.keys))
 		}
-		lsn := int64(30_000_000 + 17*i)
+		id := spec.keyID(k)
+		lsn := spec.lsnBase + int64(17*i)
 		// Every key is created first; the deletes fall among the later
 		// events, so that they are the asked share of all events.
 		deleted := i >= c.keys && rng.Float64() < c.deletes*float64(c.events)/float64(max(c.events-c.keys, 1))
@@ -290,7 +386,7 @@ func generate(c config) (files, error) {
 		case deleted:
 			op = "DELETE"
 		case i < c.keys:
-			op = "CREATE"
+			op = spec.firstOp
 		}
 		var row iongen.Struct
 		fin := final{lsn: lsn, deleted: deleted}
@@ -303,10 +399,13 @@ func generate(c config) (files, error) {
 		latest[id] = fin
 		src := iongen.Source("shop", "public", "orders", lsn, int64(900+i/3), "false")
 		ev := iongen.Event(row, deleted, iongen.Metadata(op, src))
-		if err := text.Write(ev); err != nil {
+		if err := bin.Write(ev); err != nil {
 			return f, err
 		}
-		if err := bin.Write(ev); err != nil {
+		if spec.binaryOnly {
+			continue
+		}
+		if err := text.Write(ev); err != nil {
 			return f, err
 		}
 		line = appendJSON(line[:0], ev)
@@ -328,7 +427,7 @@ func generate(c config) (files, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	var tsv bytes.Buffer
+	var tsv, keys bytes.Buffer
 	for _, id := range ids {
 		r := latest[id]
 		del := 0
@@ -336,8 +435,12 @@ func generate(c config) (files, error) {
 			del = 1
 		}
 		fmt.Fprintf(&tsv, "%d\t%d\t%d\t%s\t%d\t%d\n", id, r.customer, r.amount, r.status, r.lsn, del)
+		fmt.Fprintf(&keys, "%d\n", id)
 	}
 	f.finalRows = len(ids)
+	if err := os.WriteFile(f.keys, keys.Bytes(), 0o644); err != nil {
+		return f, err
+	}
 	return f, os.WriteFile(f.tsv, tsv.Bytes(), 0o644)
 }
 
@@ -405,39 +508,49 @@ func (c config) mapping(dir, db, table string) (string, error) {
 	return p, os.WriteFile(p, []byte(m), 0o644)
 }
 
-var decodeTimer = regexp.MustCompile(`"name":"decode","type":"timer","value":([0-9.e-]+)`)
+var timerMetric = regexp.MustCompile(`"name":"([a-z_]+)","type":"timer","value":([0-9.e-]+)`)
 
-// changesink runs setup (untimed), then times apply on the batch file.
-func (c config) changesink(db, table, batch string) (result, float64, error) {
+// changesink runs setup (untimed), then times apply on the batch file with
+// the given decoding workers (0: one per CPU).
+func (c config) changesink(db, table, batch string, workers int) (result, error) {
 	dir, err := os.MkdirTemp(c.dir, "cs-")
 	if err != nil {
-		return result{}, 0, err
+		return result{}, err
 	}
 	defer os.RemoveAll(dir)
 	mapping, err := c.mapping(dir, db, table)
 	if err != nil {
-		return result{}, 0, err
+		return result{}, err
 	}
-	env := append(os.Environ(), "WORKING_DIR="+dir, "CDC_MAPPING="+mapping, "CLICKHOUSE_URL="+c.chURL, "CDC_BATCH_FILE="+batch)
+	env := append(os.Environ(), "WORKING_DIR="+dir, "CDC_MAPPING="+mapping, "CLICKHOUSE_URL="+c.chURL, "CDC_BATCH_FILE="+batch,
+		"CDC_WORKERS="+strconv.Itoa(workers))
 	if out, err := execIn(dir, env, nil, c.bin, "cdc", "setup"); err != nil {
-		return result{}, 0, fmt.Errorf("setup: %v\n%s", err, out)
+		return result{}, fmt.Errorf("setup: %v\n%s", err, out)
 	}
+	return c.apply(dir, env)
+}
+
+// apply times one cdc apply in dir with env.
+func (c config) apply(dir string, env []string) (result, error) {
 	start := time.Now()
 	cmd := exec.Command(c.bin, "cdc", "apply")
 	cmd.Dir, cmd.Env = dir, env
 	out, err := cmd.CombinedOutput()
 	secs := time.Since(start).Seconds()
 	if err != nil {
-		return result{}, 0, fmt.Errorf("apply: %v\n%s", err, out)
+		return result{}, fmt.Errorf("apply: %v\n%s", err, out)
 	}
-	if !bytes.Contains(out, []byte(fmt.Sprintf(`"events":%d`, 0))) && !bytes.Contains(out, []byte(`"verified":`)) {
-		return result{}, 0, fmt.Errorf("apply printed no outputs:\n%s", out)
+	if !bytes.Contains(out, []byte(`"verified":`)) {
+		return result{}, fmt.Errorf("apply printed no outputs:\n%s", out)
 	}
-	m := decodeTimer.FindSubmatch(out)
-	if m == nil {
-		return result{}, 0, fmt.Errorf("no decode timer in:\n%s", out)
+	timers := map[string]float64{}
+	for _, m := range timerMetric.FindAllSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(string(m[2]), 64)
+		timers[string(m[1])] = v
 	}
-	dec, _ := strconv.ParseFloat(string(m[1]), 64)
+	if _, ok := timers["decode"]; !ok {
+		return result{}, fmt.Errorf("no decode timer in:\n%s", out)
+	}
 	rss := "?"
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = fmt.Sprintf("%.0f MB", float64(ru.Maxrss)/1024)
@@ -447,7 +560,7 @@ func (c config) changesink(db, table, batch string) (result, float64, error) {
 	if outputs != nil {
 		note = string(outputs[1])
 	}
-	return result{seconds: secs, note: "peak RSS " + rss + " " + note, rss: rss}, dec, nil
+	return result{seconds: secs, note: "peak RSS " + rss + " " + note, rss: rss, timers: timers}, nil
 }
 
 func execIn(dir string, env []string, stdin io.Reader, name string, args ...string) ([]byte, error) {

@@ -211,3 +211,43 @@ func Event(row Struct, deleted bool, metadata Struct) Struct {
 	out := append(Struct{}, row...)
 	return append(out, Field{"deleted", deleted}, Field{"metadata", metadata})
 }
+
+// TriggerSource is metadata.source as the Kestra 2.0 trigger writes it with
+// Debezium 3.6.1 (shared/research/kestra-engine.md §5): version,
+// connector, name, timestamp, snapshot, db, table, row, source, schema,
+// sequence (a JSON array of LSN strings), lsn, ts_us, txId, ts_ns; xmin and
+// origin are left out (NULL, NON_NULL inclusion).
+func TriggerSource(db, schema, table string, lsn, txID int64, snapshot string) Struct {
+	return Struct{
+		{"version", "3.6.1.Final"}, {"connector", "postgresql"}, {"name", "kestra_5f3a9c21"},
+		{"timestamp", Millis(time.Date(2026, 12, 1, 8, 11, 12, 0, time.UTC))},
+		{"snapshot", snapshot}, {"db", db}, {"table", table}, {"row", nil}, {"source", nil},
+		{"schema", schema}, {"sequence", fmt.Sprintf(`["%d","%d"]`, lsn-56, lsn)}, {"lsn", lsn},
+		{"ts_us", int64(1796112672345678)}, {"txId", txID}, {"ts_ns", int64(1796112672345678000)},
+	}
+}
+
+// TriggerMetadata is the metadata struct in the order the Kestra 2.0
+// trigger writes it: source, ts_ns, operation, ts_us, timestamp.
+func TriggerMetadata(operation string, source Struct) Struct {
+	return Struct{
+		{"source", source},
+		{"ts_ns", int64(1796112672401000000)},
+		{"operation", operation},
+		{"ts_us", int64(1796112672401000)},
+		{"timestamp", Millis(time.Date(2026, 12, 1, 8, 11, 12, 401_000_000, time.UTC))},
+	}
+}
+
+// TriggerEvent is an INLINE event as the Kestra 2.0 trigger writes it: the
+// row's columns with NULL ones left out (NON_NULL inclusion), deleted,
+// metadata.
+func TriggerEvent(row Struct, deleted bool, metadata Struct) Struct {
+	out := Struct{}
+	for _, f := range row {
+		if f.Value != nil {
+			out = append(out, f)
+		}
+	}
+	return append(out, Field{"deleted", deleted}, Field{"metadata", metadata})
+}

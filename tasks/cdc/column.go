@@ -12,6 +12,8 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
+
+	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
 // toastPlaceholder is Debezium's default unavailable.value.placeholder: the
@@ -26,9 +28,9 @@ func badValue(format string, args ...any) error {
 func wrongType(t colType, got ion.Type) error {
 	if got == ion.StructType {
 		return badValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
-			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t.ddl(currentCaps))
+			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t)
 	}
-	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t.ddl(currentCaps), got)
+	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
 }
 
 func expectedIon(t colType) string {
@@ -53,213 +55,223 @@ func expectedIon(t colType) string {
 	return "a value"
 }
 
-// convert reads the value the reader is on as column c's canonical value.
-// It implements the seed's value checks, generalised: integers in range and
-// never booleans (Ion keeps the types apart), strings within max_length
-// counted in code points like Python's len(), the TOAST placeholder refused
-// in any column, null only in Nullable columns; and refuses every lossy
-// conversion (more decimal digits than the scale, more sub-second digits
-// than the precision, a double that is not a float32) instead of rounding.
-func convert(r ion.Reader, c *colSpec) (value, error) {
+// convert reads a column's scalar as the column's canonical value: the
+// one place each column type reads, checks and encodes what the batch
+// holds. It implements the seed's value checks, generalised: integers in
+// range and never booleans (Ion keeps the types apart), strings within
+// max_length counted in code points like Python's len(), the TOAST
+// placeholder refused in any column, null only in Nullable columns; and
+// refuses every lossy conversion (more decimal digits than the scale, more
+// sub-second digits than the precision, a double that is not a float32)
+// instead of rounding.
+func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
 	t := c.typ
-	typ := r.Type()
-	if r.IsNull() {
+	if s.Null {
 		if t.nullable {
 			return value{null: true}, nil
 		}
-		return value{}, badValue("null in a column that is not Nullable (%s)", t.ddl(currentCaps))
+		return value{}, badValue("null in a column that is not Nullable (%s)", t)
 	}
 	// The TOAST placeholder is refused whatever the column's type.
-	var str string
-	var haveStr bool
-	switch typ {
+	switch s.Type {
 	case ion.StringType:
-		s, err := r.StringValue()
-		if err != nil || s == nil {
-			return value{}, malformedValue(err)
-		}
-		str, haveStr = *s, true
-		if !utf8.ValidString(str) {
+		if !utf8.Valid(s.Bytes) {
 			return value{}, errNotUTF8
 		}
-		if str == toastPlaceholder {
+		if string(s.Bytes) == toastPlaceholder {
 			return value{}, ErrToast
 		}
 	case ion.BlobType, ion.ClobType:
-		if t.kind != kindString {
-			break
+		if t.kind == kindString {
+			return blobValue(s, c)
 		}
-		b, err := r.ByteValue()
-		if err != nil {
-			return value{}, malformedValue(err)
-		}
-		if string(b) == toastPlaceholder {
-			return value{}, ErrToast
-		}
-		if c.maxLen > 0 && len(b) > c.maxLen {
-			return value{}, badValue("%d bytes exceed max_length %d", len(b), c.maxLen)
-		}
-		return value{s: string(b)}, nil
 	}
-
 	switch t.kind {
 	case kindInt:
-		if typ == ion.DecimalType {
-			b, err := integralDecimal(r, t)
-			if err != nil {
-				return value{}, err
-			}
-			if !b.IsInt64() {
-				return value{}, badValue("%s is out of range for Int%d", shortNumber(b.String()), t.bits)
-			}
-			return checkInt(b.Int64(), t)
+		return intValue(s, t)
+	case kindUint:
+		return uintValue(s, t)
+	case kindFloat32, kindFloat64:
+		return floatColumnValue(s, t)
+	case kindDecimal:
+		return decimalValue(s, t)
+	case kindString:
+		return stringValue(s, c)
+	case kindBool:
+		return boolValue(s, t)
+	case kindDate:
+		return dateValue(s, t)
+	case kindDateTime, kindDateTime64:
+		return dateTimeValue(s, t)
+	case kindUUID:
+		return uuidValue(s, t)
+	}
+	return value{}, badValue("unsupported column kind")
+}
+
+// Int8..Int64: an Ion int, or a decimal written without fraction digits.
+func intValue(s *ionrec.Scalar, t colType) (value, error) {
+	var n number
+	switch s.Type {
+	case ion.DecimalType:
+		var err error
+		if n, err = integralDecimal(s, t); err != nil {
+			return value{}, err
 		}
-		if typ != ion.IntType {
-			return value{}, wrongType(t, typ)
-		}
-		n, err := readInt64(r, t)
+	case ion.IntType:
+		n = intOf(s)
+	default:
+		return value{}, wrongType(t, s.Type)
+	}
+	v, ok := n.int64()
+	if !ok {
+		return value{}, badValue("%s is out of range for Int%d", shortNumber(n.String()), t.bits)
+	}
+	return checkInt(v, t)
+}
+
+// UInt8..UInt64: an Ion int, or a decimal written without fraction digits.
+func uintValue(s *ionrec.Scalar, t colType) (value, error) {
+	var u uint64
+	switch s.Type {
+	case ion.DecimalType:
+		n, err := integralDecimal(s, t)
 		if err != nil {
 			return value{}, err
 		}
-		return checkInt(n, t)
-
-	case kindUint:
-		var n uint64
-		switch typ {
-		case ion.DecimalType:
-			b, err := integralDecimal(r, t)
-			if err != nil {
-				return value{}, err
+		var ok bool
+		if u, ok = n.uint64(); !ok {
+			return value{}, badValue("%s is out of range for UInt%d", shortNumber(n.String()), t.bits)
+		}
+	case ion.IntType:
+		n := intOf(s)
+		var ok bool
+		if u, ok = n.uint64(); !ok {
+			if v, small := n.int64(); small {
+				return value{}, badValue("%d is negative for an unsigned column", v)
 			}
-			if b.Sign() < 0 || b.Cmp(maxUint64) > 0 {
-				return value{}, badValue("%s is out of range for UInt%d", shortNumber(b.String()), t.bits)
-			}
-			n = b.Uint64()
-		case ion.IntType:
-			var err error
-			if n, err = readUint64(r); err != nil {
-				return value{}, err
-			}
-		default:
-			return value{}, wrongType(t, typ)
+			return value{}, badValue("%s is out of range for UInt64", shortNumber(n.String()))
 		}
-		if t.bits < 64 && n >= uint64(1)<<t.bits {
-			return value{}, badValue("%d is out of range for UInt%d", n, t.bits)
-		}
-		return value{n: n}, nil
-
-	case kindFloat32, kindFloat64:
-		if typ != ion.FloatType {
-			return value{}, wrongType(t, typ)
-		}
-		f, err := r.FloatValue()
-		if err != nil || f == nil {
-			return value{}, malformedValue(err)
-		}
-		if t.kind == kindFloat32 && !math.IsNaN(*f) && float64(float32(*f)) != *f {
-			return value{}, badValue("%v is not exactly a Float32 (a PostgreSQL real arrives widened exactly; map a double precision column to Float64)", *f)
-		}
-		return floatValue(*f), nil
-
-	case kindDecimal:
-		return convertDecimal(r, t, typ, str, haveStr)
-
-	case kindString:
-		switch typ {
-		case ion.StringType:
-		case ion.SymbolType:
-			sym, err := r.SymbolValue()
-			if err != nil || sym == nil || sym.Text == nil {
-				return value{}, badValue("a symbol without text")
-			}
-			str = *sym.Text
-			if str == toastPlaceholder {
-				return value{}, ErrToast
-			}
-		default:
-			return value{}, wrongType(t, typ)
-		}
-		if c.maxLen > 0 && len(str) > c.maxLen {
-			if n := utf8.RuneCountInString(str); n > c.maxLen {
-				return value{}, badValue("%d characters exceed max_length %d", n, c.maxLen)
-			}
-		}
-		return value{s: str}, nil
-
-	case kindBool:
-		if typ != ion.BoolType {
-			return value{}, wrongType(t, typ)
-		}
-		b, err := r.BoolValue()
-		if err != nil || b == nil {
-			return value{}, malformedValue(err)
-		}
-		if *b {
-			return value{n: 1}, nil
-		}
-		return value{n: 0}, nil
-
-	case kindDate:
-		var day time.Time
-		switch typ {
-		case ion.TimestampType:
-			ts, err := r.TimestampValue()
-			if err != nil || ts == nil {
-				return value{}, malformedValue(err)
-			}
-			if ts.GetPrecision() != ion.TimestampPrecisionDay {
-				return value{}, badValue("a timestamp with precision %v for a Date column; a date arrives as a day timestamp such as 2024-01-15", ts.GetPrecision())
-			}
-			day = ts.GetDateTime()
-		case ion.StringType:
-			d, err := time.Parse("2006-01-02", str)
-			if err != nil {
-				return value{}, badValue("the string is not a date YYYY-MM-DD")
-			}
-			day = d
-		default:
-			return value{}, wrongType(t, typ)
-		}
-		days := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
-		if days < 0 || days > maxDateDays {
-			return value{}, badValue("%s is outside the Date range 1970-01-01..2149-06-06", day.Format("2006-01-02"))
-		}
-		return value{n: uint64(days)}, nil
-
-	case kindDateTime, kindDateTime64:
-		var tm time.Time
-		switch typ {
-		case ion.TimestampType:
-			ts, err := r.TimestampValue()
-			if err != nil || ts == nil {
-				return value{}, malformedValue(err)
-			}
-			if ts.GetPrecision() < ion.TimestampPrecisionMinute {
-				return value{}, badValue("a date without a time (%v precision) for %s", ts.GetPrecision(), t.ddl(currentCaps))
-			}
-			tm = ts.GetDateTime()
-		case ion.StringType:
-			parsed, err := parseDateTimeString(str, t.loc)
-			if err != nil {
-				return value{}, err
-			}
-			tm = parsed
-		default:
-			return value{}, wrongType(t, typ)
-		}
-		return timeValue(tm, t)
-
-	case kindUUID:
-		if typ != ion.StringType {
-			return value{}, wrongType(t, typ)
-		}
-		u, err := uuid.Parse(str)
-		if err != nil {
-			return value{}, badValue("the string is not a UUID")
-		}
-		return value{s: string(u[:])}, nil
+	default:
+		return value{}, wrongType(t, s.Type)
 	}
-	return value{}, badValue("unsupported column kind")
+	if t.bits < 64 && u >= uint64(1)<<t.bits {
+		return value{}, badValue("%d is out of range for UInt%d", u, t.bits)
+	}
+	return value{n: u}, nil
+}
+
+// Float32, Float64: an Ion float; a Float32 only when exactly a float32.
+func floatColumnValue(s *ionrec.Scalar, t colType) (value, error) {
+	if s.Type != ion.FloatType {
+		return value{}, wrongType(t, s.Type)
+	}
+	f := s.Float
+	if t.kind == kindFloat32 && !math.IsNaN(f) && float64(float32(f)) != f {
+		return value{}, badValue("%v is not exactly a Float32 (a PostgreSQL real arrives widened exactly; map a double precision column to Float64)", f)
+	}
+	return floatValue(f), nil
+}
+
+// String: an Ion string, symbol, blob or clob, within max_length.
+func stringValue(s *ionrec.Scalar, c *colSpec) (value, error) {
+	switch s.Type {
+	case ion.StringType:
+	case ion.SymbolType:
+		if s.NoText {
+			return value{}, badValue("a symbol without text")
+		}
+		if string(s.Bytes) == toastPlaceholder {
+			return value{}, ErrToast
+		}
+	default:
+		return value{}, wrongType(c.typ, s.Type)
+	}
+	if c.maxLen > 0 && len(s.Bytes) > c.maxLen {
+		if n := utf8.RuneCount(s.Bytes); n > c.maxLen {
+			return value{}, badValue("%d characters exceed max_length %d", n, c.maxLen)
+		}
+	}
+	return value{s: string(s.Bytes)}, nil
+}
+
+func blobValue(s *ionrec.Scalar, c *colSpec) (value, error) {
+	if string(s.Bytes) == toastPlaceholder {
+		return value{}, ErrToast
+	}
+	if c.maxLen > 0 && len(s.Bytes) > c.maxLen {
+		return value{}, badValue("%d bytes exceed max_length %d", len(s.Bytes), c.maxLen)
+	}
+	return value{s: string(s.Bytes)}, nil
+}
+
+// Bool: an Ion bool.
+func boolValue(s *ionrec.Scalar, t colType) (value, error) {
+	if s.Type != ion.BoolType {
+		return value{}, wrongType(t, s.Type)
+	}
+	if s.Bool {
+		return value{n: 1}, nil
+	}
+	return value{n: 0}, nil
+}
+
+// Date: a day timestamp, or a LocalDate string.
+func dateValue(s *ionrec.Scalar, t colType) (value, error) {
+	var day time.Time
+	switch s.Type {
+	case ion.TimestampType:
+		if s.Prec != ion.TimestampPrecisionDay {
+			return value{}, badValue("a timestamp with precision %v for a Date column; a date arrives as a day timestamp such as 2024-01-15", s.Prec)
+		}
+		day = s.Time()
+	case ion.StringType:
+		d, err := time.Parse("2006-01-02", string(s.Bytes))
+		if err != nil {
+			return value{}, badValue("the string is not a date YYYY-MM-DD")
+		}
+		day = d
+	default:
+		return value{}, wrongType(t, s.Type)
+	}
+	days := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
+	if days < 0 || days > maxDateDays {
+		return value{}, badValue("%s is outside the Date range 1970-01-01..2149-06-06", day.Format("2006-01-02"))
+	}
+	return value{n: uint64(days)}, nil
+}
+
+// DateTime, DateTime64: a timestamp with a time, or a java.time string.
+func dateTimeValue(s *ionrec.Scalar, t colType) (value, error) {
+	var tm time.Time
+	switch s.Type {
+	case ion.TimestampType:
+		if s.Prec < ion.TimestampPrecisionMinute {
+			return value{}, badValue("a date without a time (%v precision) for %s", s.Prec, t)
+		}
+		tm = s.Time()
+	case ion.StringType:
+		parsed, err := parseDateTimeString(string(s.Bytes), t.loc)
+		if err != nil {
+			return value{}, err
+		}
+		tm = parsed
+	default:
+		return value{}, wrongType(t, s.Type)
+	}
+	return timeValue(tm, t)
+}
+
+// UUID: a string holding a UUID.
+func uuidValue(s *ionrec.Scalar, t colType) (value, error) {
+	if s.Type != ion.StringType {
+		return value{}, wrongType(t, s.Type)
+	}
+	u, err := uuid.ParseBytes(s.Bytes)
+	if err != nil {
+		return value{}, badValue("the string is not a UUID")
+	}
+	return value{s: string(u[:])}, nil
 }
 
 func checkInt(n int64, t colType) (value, error) {
@@ -273,16 +285,67 @@ func checkInt(n int64, t colType) (value, error) {
 // integralDecimal reads an Ion decimal written without fraction digits
 // (5.) as an integer. The seed accepts exactly these: IonToJson writes them
 // as JSON integers, while 5.0 becomes the float 5.0, which it refuses.
-func integralDecimal(r ion.Reader, t colType) (*big.Int, error) {
-	d, err := r.DecimalValue()
-	if err != nil || d == nil {
-		return nil, malformedValue(err)
+func integralDecimal(s *ionrec.Scalar, t colType) (number, error) {
+	if s.Exp != 0 {
+		return number{}, badValue("expected an Ion int for %s, got the decimal %s", t, shortNumber(decimalString(s)))
 	}
-	coef, exp := d.CoEx()
-	if exp != 0 {
-		return nil, badValue("expected an Ion int for %s, got the decimal %s", t.ddl(currentCaps), shortNumber(d.String()))
+	return number{neg: s.Neg, mag: s.Mag, big: s.Big}, nil
+}
+
+// decimalString renders a decimal scalar as ion-go prints it.
+func decimalString(s *ionrec.Scalar) string {
+	return ion.NewDecimal(number{neg: s.Neg, mag: s.Mag, big: s.Big}.bigInt(), s.Exp, s.NegZero).String()
+}
+
+// number is an integer as read: a sign and a 64-bit magnitude, or big.
+type number struct {
+	neg bool
+	mag uint64
+	big *big.Int
+}
+
+func intOf(s *ionrec.Scalar) number { return number{neg: s.Neg, mag: s.Mag, big: s.Big} }
+
+func (n number) int64() (int64, bool) {
+	switch {
+	case n.big != nil:
+		return n.big.Int64(), n.big.IsInt64()
+	case n.neg:
+		// -2^63 is the one magnitude beyond MaxInt64 that fits.
+		return -int64(n.mag), n.mag <= 1<<63
 	}
-	return coef, nil
+	return int64(n.mag), n.mag <= math.MaxInt64
+}
+
+func (n number) uint64() (uint64, bool) {
+	switch {
+	case n.big != nil:
+		return n.big.Uint64(), n.big.IsUint64()
+	case n.neg && n.mag != 0:
+		return 0, false
+	}
+	return n.mag, true
+}
+
+func (n number) bigInt() *big.Int {
+	if n.big != nil {
+		return n.big
+	}
+	b := new(big.Int).SetUint64(n.mag)
+	if n.neg {
+		b.Neg(b)
+	}
+	return b
+}
+
+func (n number) String() string {
+	if n.big != nil {
+		return n.big.String()
+	}
+	if n.neg && n.mag != 0 {
+		return "-" + strconv.FormatUint(n.mag, 10)
+	}
+	return strconv.FormatUint(n.mag, 10)
 }
 
 // errNotUTF8 refuses a text Ion string whose bytes are not UTF-8 (ion-go's
@@ -334,82 +397,26 @@ func readIonInt(r ion.Reader) (small int64, b *big.Int, ok bool, err error) {
 	return *n, nil, true, nil
 }
 
-func readInt64(r ion.Reader, t colType) (int64, error) {
-	n, b, ok, err := readIonInt(r)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, badValue("%s is out of range for Int%d", shortNumber(b.String()), t.bits)
-	}
-	return n, nil
-}
-
-var maxUint64 = new(big.Int).SetUint64(math.MaxUint64)
-
-// uint64Of returns the unsigned value of an int read by readIonInt, or
-// false when it is outside 0..2^64-1.
-func uint64Of(n int64, b *big.Int, small bool) (uint64, bool) {
-	if small {
-		return uint64(n), n >= 0
-	}
-	if b.Sign() < 0 || b.Cmp(maxUint64) > 0 {
-		return 0, false
-	}
-	return b.Uint64(), true
-}
-
-func readUint64(r ion.Reader) (uint64, error) {
-	n, b, small, err := readIonInt(r)
-	if err != nil {
-		return 0, err
-	}
-	u, ok := uint64Of(n, b, small)
-	switch {
-	case ok:
-		return u, nil
-	case small:
-		return 0, badValue("%d is negative for an unsigned column", n)
-	default:
-		return 0, badValue("%s is out of range for UInt64", shortNumber(b.String()))
-	}
-}
-
 // readLSN reads metadata.source.lsn: an Ion int in 1..2^64-1 (seed:
-// integer(source_info["lsn"], "source LSN", 1, 2**64 - 1)).
-func readLSN(r ion.Reader) (uint64, error) {
-	if r.Type() == ion.DecimalType && !r.IsNull() {
-		b, err := integralDecimal(r, colType{kind: kindUint, bits: 64})
-		if err != nil {
-			return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(r))
+// integer(source_info["lsn"], "source LSN", 1, 2**64 - 1)); a decimal
+// without fraction digits passes, as IonToJson makes an integer of it.
+func readLSN(s *ionrec.Scalar) (uint64, error) {
+	var n number
+	switch {
+	case s.Type == ion.DecimalType && !s.Null:
+		if s.Exp != 0 {
+			return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(s))
 		}
-		if b.Sign() <= 0 || b.Cmp(maxUint64) > 0 {
-			return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, shortNumber(b.String()))
-		}
-		return b.Uint64(), nil
+		n = intOf(s)
+	case s.Type == ion.IntType && !s.Null:
+		n = intOf(s)
+	default:
+		return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(s))
 	}
-	if r.Type() != ion.IntType || r.IsNull() {
-		return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(r))
-	}
-	n, b, small, err := readIonInt(r)
-	if err != nil {
-		return 0, err
-	}
-	if u, ok := uint64Of(n, b, small); ok && u >= 1 {
+	if u, ok := n.uint64(); ok && u >= 1 {
 		return u, nil
 	}
-	v := strconv.FormatInt(n, 10)
-	if !small {
-		v = shortNumber(b.String())
-	}
-	return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, v)
-}
-
-func describe(r ion.Reader) string {
-	if r.IsNull() {
-		return "null"
-	}
-	return "an Ion " + r.Type().String()
+	return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, shortNumber(n.String()))
 }
 
 var (
@@ -418,45 +425,34 @@ var (
 
 func pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil) }
 
-// convertDecimal reads an Ion decimal, int, decimal string
+// decimalValue reads an Ion decimal, int, decimal string
 // (decimal.handling.mode=string) or Debezium's VariableScaleDecimal struct
-// {scale: int, value: blob} (an unconstrained numeric) into Decimal(P, S)
-// without rounding.
-func convertDecimal(r ion.Reader, t colType, typ ion.Type, str string, haveStr bool) (value, error) {
+// {scale: int, value: blob} (an unconstrained numeric, read by
+// readVariableScale) into Decimal(P, S) without rounding.
+func decimalValue(s *ionrec.Scalar, t colType) (value, error) {
 	var coef *big.Int
 	var exp int64
-	switch typ {
-	case ion.DecimalType:
-		d, err := r.DecimalValue()
-		if err != nil || d == nil {
-			return value{}, malformedValue(err)
-		}
-		c, e := d.CoEx()
-		coef, exp = c, int64(e)
-	case ion.IntType:
-		b, err := r.BigIntValue()
-		if err != nil || b == nil {
-			return value{}, malformedValue(err)
-		}
-		coef = b
+	switch s.Type {
+	case ion.DecimalType, ion.IntType:
+		coef, exp = intOf(s).bigInt(), int64(s.Exp)
 	case ion.StringType:
-		if !haveStr {
-			return value{}, wrongType(t, typ)
-		}
-		d, err := ion.ParseDecimal(strings.Replace(strings.TrimSpace(str), "E", "d", 1))
+		d, err := ion.ParseDecimal(strings.Replace(strings.TrimSpace(string(s.Bytes)), "E", "d", 1))
 		if err != nil {
 			return value{}, badValue("the string is not a decimal number")
 		}
 		c, e := d.CoEx()
 		coef, exp = c, int64(e)
 	case ion.StructType:
-		c, e, err := readVariableScale(r)
-		if err != nil {
-			return value{}, err
+		switch {
+		case s.VarScale: // read by ionrec
+			coef, exp = twosComplement(s.Bytes), int64(s.Exp)
+		case s.Big != nil: // read by readVariableScale
+			coef, exp = s.Big, int64(s.Exp)
+		default:
+			return value{}, wrongType(t, s.Type)
 		}
-		coef, exp = c, e
 	default:
-		return value{}, wrongType(t, typ)
+		return value{}, wrongType(t, s.Type)
 	}
 	unscaled, err := rescale(coef, exp, t)
 	if err != nil {
@@ -561,11 +557,16 @@ func readVariableScale(r ion.Reader) (*big.Int, int64, error) {
 	if scale == nil || !haveRaw {
 		return nil, 0, badValue("a struct that is not Debezium's {scale, value} decimal")
 	}
+	return twosComplement(raw), -*scale, nil
+}
+
+// twosComplement reads a big-endian two's-complement integer.
+func twosComplement(raw []byte) *big.Int {
 	n := new(big.Int).SetBytes(raw)
 	if len(raw) > 0 && raw[0]&0x80 != 0 {
 		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(raw))))
 	}
-	return n, -*scale, nil
+	return n
 }
 
 // parseDateTimeString parses the annotated strings Kestra writes for

@@ -1,4 +1,4 @@
-package cdc
+package batchfile
 
 import (
 	"bufio"
@@ -8,23 +8,23 @@ import (
 	"io"
 )
 
-// maxValueSize bounds one top-level binary value. ion-go allocates a value's
+// MaxValueSize bounds one top-level binary value. ion-go allocates a value's
 // declared length before reading it, so a garbled length could ask for
 // gigabytes; the framer refuses such values itself, before ion-go sees them.
-const maxValueSize = 1 << 30
+const MaxValueSize = 1 << 30
 
-// unframed is a top-level binary value the framer refused: its offset in
-// the file and why. ion-go never decodes it.
-type unframed struct {
-	offset int64
-	reason string
+// Unframed is a top-level binary value the framer refused: its offset in
+// the file and why. Nothing decodes it.
+type Unframed struct {
+	Offset int64
+	Reason string
 }
 
-// frameHeader reads the header of the top-level binary value (or version
+// FrameHeader reads the header of the top-level binary value (or version
 // marker) at br without consuming it, and returns its total length in
 // bytes. bad explains a value that cannot be framed; err is io.EOF at a
 // clean end of input.
-func frameHeader(br *bufio.Reader) (total int64, isIVM bool, bad string, err error) {
+func FrameHeader(br *bufio.Reader) (total int64, isIVM bool, bad string, err error) {
 	head, err := br.Peek(1)
 	if len(head) == 0 {
 		if err == nil || errors.Is(err, io.EOF) {
@@ -35,7 +35,7 @@ func frameHeader(br *bufio.Reader) (total int64, isIVM bool, bad string, err err
 	head, _ = br.Peek(6)
 	c := head[0]
 	if c == 0xE0 {
-		if len(head) >= 4 && bytes.Equal(head[:4], ivm) {
+		if len(head) >= 4 && bytes.Equal(head[:4], IVM) {
 			return 4, true, "", nil
 		}
 		return 0, false, fmt.Sprintf("an unsupported or truncated version marker % x", head[:min(4, len(head))]), nil
@@ -55,8 +55,8 @@ func frameHeader(br *bufio.Reader) (total int64, isIVM bool, bad string, err err
 		hdr, length = 1+int64(n), v
 	}
 	total = hdr + length
-	if total > maxValueSize {
-		return 0, false, fmt.Sprintf("a value of %d bytes (garbled length; at most %d)", total, maxValueSize), nil
+	if total > MaxValueSize {
+		return 0, false, fmt.Sprintf("a value of %d bytes (garbled length; at most %d)", total, MaxValueSize), nil
 	}
 	return total, false, "", nil
 }
@@ -93,40 +93,54 @@ func appendN(dst []byte, r io.Reader, n int64) (out []byte, short bool, err erro
 	return dst, false, nil
 }
 
-// splitBinary cuts a binary Ion file into segments that each start with a
+// SplitBinary cuts a binary Ion file into segments that each start with a
 // version marker, so every segment carries its own symbol tables (Kestra
 // 2.x writes one before each row). A value that cannot be framed, or runs
-// past the end of the file, ends the last segment as its bad value.
-func splitBinary(f io.Reader, emit func(*segment) error) error {
+// past the end of the file, ends the last segment as its Bad value. A file
+// without markers to cut at returns ErrSequential once a segment would
+// pass MaxBinarySegment.
+func SplitBinary(f io.Reader, emit func(*Segment) error) error {
+	return (*Splitter)(nil).Binary(f, emit)
+}
+
+// Binary is SplitBinary in the Splitter's buffers.
+func (sp *Splitter) Binary(f io.Reader, emit func(*Segment) error) error {
 	br := bufio.NewReaderSize(f, 1<<20)
+	// A segment ends at the first version marker past SegmentSize; Kestra's
+	// records are small, so this capacity is rarely outgrown. What the
+	// reader holds bounds it for a small file.
+	newSeg := func() []byte { return sp.buffer(min(SegmentSize+64<<10, br.Buffered()+16<<10)) }
 	var seg []byte
 	var offset int64
-	flush := func(bad *unframed) error {
+	flush := func(bad *Unframed) error {
 		if len(seg) == 0 && bad == nil {
 			return nil
 		}
-		s := &segment{data: seg, offset: offset, bad: bad}
+		s := &Segment{Data: seg, Offset: offset, Bad: bad}
 		offset += int64(len(seg))
 		seg = nil
 		return emit(s)
 	}
 	for {
-		total, isIVM, bad, err := frameHeader(br)
+		total, isIVM, bad, err := FrameHeader(br)
 		switch {
 		case errors.Is(err, io.EOF):
 			return flush(nil)
 		case err != nil:
 			return fmt.Errorf("read batch file: %w", err)
 		case bad != "":
-			return flush(&unframed{offset: offset + int64(len(seg)), reason: bad})
+			return flush(&Unframed{Offset: offset + int64(len(seg)), Reason: bad})
 		}
-		if isIVM && len(seg) >= segmentSize {
+		if isIVM && len(seg) >= SegmentSize {
 			if err := flush(nil); err != nil {
 				return err
 			}
 		}
-		if !isIVM && len(seg) >= maxBinarySegment {
-			return errSequential
+		if !isIVM && len(seg) >= MaxBinarySegment {
+			return ErrSequential
+		}
+		if seg == nil {
+			seg = newSeg()
 		}
 		start := len(seg)
 		var short bool
@@ -136,40 +150,35 @@ func splitBinary(f io.Reader, emit func(*segment) error) error {
 		}
 		if short {
 			seg = seg[:start]
-			return flush(&unframed{offset: offset + int64(start),
-				reason: fmt.Sprintf("a value of %d bytes runs past the end of the file (truncated)", total)})
+			return flush(&Unframed{Offset: offset + int64(start),
+				Reason: fmt.Sprintf("a value of %d bytes runs past the end of the file (truncated)", total)})
 		}
 	}
 }
 
-// scanBinary frames a whole binary file without keeping it, for the
+// ScanBinary frames a whole binary file without keeping it, for the
 // one-stream decode: it returns the offset of the first bad value (and the
 // value), or the file's length and nil.
-func scanBinary(f io.Reader) (int64, *unframed, error) {
+func ScanBinary(f io.Reader) (int64, *Unframed, error) {
 	br := bufio.NewReaderSize(f, 1<<20)
 	var pos int64
 	for {
-		total, _, bad, err := frameHeader(br)
+		total, _, bad, err := FrameHeader(br)
 		switch {
 		case errors.Is(err, io.EOF):
 			return pos, nil, nil
 		case err != nil:
 			return 0, nil, fmt.Errorf("read batch file: %w", err)
 		case bad != "":
-			return pos, &unframed{offset: pos, reason: bad}, nil
+			return pos, &Unframed{Offset: pos, Reason: bad}, nil
 		}
 		n, err := br.Discard(int(total))
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return pos, &unframed{offset: pos, reason: fmt.Sprintf("a value of %d bytes runs past the end of the file (truncated)", total)}, nil
+				return pos, &Unframed{Offset: pos, Reason: fmt.Sprintf("a value of %d bytes runs past the end of the file (truncated)", total)}, nil
 			}
 			return 0, nil, fmt.Errorf("read batch file: %w", err)
 		}
 		pos += int64(n)
 	}
-}
-
-// badRecord is the refusal of a value the framer refused.
-func badRecord(rec int64, b *unframed) error {
-	return &RecordError{Record: rec, Offset: b.offset, Err: fmt.Errorf("%w: %s", ErrMalformed, b.reason)}
 }

@@ -1,0 +1,548 @@
+package cdc
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+
+	"github.com/amazon-ion/ion-go/ion"
+
+	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
+)
+
+// A change event's path: the batch's bytes are read into a record (by
+// ionrec for the shapes Kestra writes, by ion-go for anything else), the
+// record is checked in the seed's order (finish), each column's scalar is
+// read, checked and encoded by its column type (convert, column.go), and
+// the result is a row.
+
+// The fields of metadata and metadata.source a record keeps, by slot.
+const (
+	metaOperation = iota
+	metaSource
+)
+
+const (
+	srcDB = iota
+	srcSchema
+	srcTable
+	srcLSN
+	srcSnapshot
+	srcSequence
+	srcTxID
+)
+
+var (
+	metaFields   = []string{metaOperation: "operation", metaSource: "source"}
+	sourceFields = []string{srcDB: "db", srcSchema: "schema", srcTable: "table", srcLSN: "lsn",
+		srcSnapshot: "snapshot", srcSequence: "sequence", srcTxID: "txId"}
+)
+
+// shapeOf is the record shape of m's events: the mapped columns, then the
+// delete marker and the metadata struct, whose operation and source
+// {db, schema, table, lsn, snapshot, sequence, txId} are kept.
+func shapeOf(m *Mapping) ionrec.Shape {
+	top := make([]string, 0, len(m.cols)+2)
+	for i := range m.cols {
+		top = append(top, m.cols[i].name)
+	}
+	top = append(top, m.Source.DeletedField, m.Source.MetadataField)
+	return ionrec.Shape{Fields: [3][]string{top, metaFields, sourceFields}, Nest: [2]int{len(m.cols) + 1, metaSource}}
+}
+
+// record is one change event as read, before any check: each mapped
+// column, the delete marker and the kept metadata fields as a scalar
+// (absent: ion.NoType).
+type record struct {
+	ionrec.Record
+	// dup is the first field that appears twice (ion-go's path; ionrec
+	// hands such records to it).
+	dup string
+	// errs holds, per column, why a value ion-go read cannot be taken by
+	// its column before any check ran (a bad {scale, value} struct).
+	errs []error
+}
+
+func newRecord(m *Mapping, shape *ionrec.Shape) *record {
+	return &record{Record: *ionrec.NewRecord(shape), errs: make([]error, len(m.cols))}
+}
+
+func (r *record) reset() {
+	r.Reset()
+	r.dup = ""
+	clear(r.errs)
+}
+
+func (r *record) col(i int) *ionrec.Scalar          { return &r.Fields[0][i] }
+func (r *record) deleted(m *Mapping) *ionrec.Scalar { return &r.Fields[0][len(m.cols)] }
+func (r *record) meta(m *Mapping) *ionrec.Scalar    { return &r.Fields[0][len(m.cols)+1] }
+func (r *record) metaField(i int) *ionrec.Scalar    { return &r.Fields[1][i] }
+func (r *record) source(i int) *ionrec.Scalar       { return &r.Fields[2][i] }
+
+// recordDecoder turns change events into canonical rows, applying the
+// seed's prepare_batch checks generalised by the mapping. It is not safe
+// for concurrent use; each worker has its own.
+type recordDecoder struct {
+	m     *Mapping
+	shape ionrec.Shape
+	// fast reads the shapes Kestra writes; nil reads every record with
+	// ion-go (the oracle the differential tests compare against).
+	fast   *ionrec.Reader
+	rec    *record
+	keyBuf []byte
+	// fallbacks counts the runs of records the fast reader left to ion-go.
+	fallbacks int
+	// slab is where rows' values come from, a thousand rows at a time (a
+	// batch keeps a copy of the rows it keeps).
+	slab []value
+}
+
+// newVals returns a zeroed slice of one row's values.
+func (d *recordDecoder) newVals() []value {
+	n := len(d.m.cols)
+	if len(d.slab) < n {
+		d.slab = make([]value, 1024*n)
+	}
+	vals := d.slab[:n:n]
+	d.slab = d.slab[n:]
+	return vals
+}
+
+func newRecordDecoder(m *Mapping) *recordDecoder {
+	d := newIonDecoder(m)
+	d.fast = ionrec.NewReader(d.shape)
+	return d
+}
+
+// newIonDecoder returns a decoder that reads every record with ion-go.
+func newIonDecoder(m *Mapping) *recordDecoder {
+	d := &recordDecoder{m: m, shape: shapeOf(m)}
+	d.rec = newRecord(m, &d.shape)
+	return d
+}
+
+// decode reads the event the ion-go reader is positioned on and checks it.
+// rec is its 1-based record number. A refusal is a *RecordError wrapping a
+// sentinel; it carries the key and LSN whenever they could be read.
+func (d *recordDecoder) decode(r ion.Reader, rec int64) (row, error) {
+	if col, err := d.readIon(r, d.rec); err != nil {
+		return row{}, &RecordError{Record: rec, Offset: -1, Column: col, Err: err}
+	}
+	return d.finish(d.rec, rec)
+}
+
+// readIon reads the event the reader is on into rec: the mapped columns,
+// the delete marker and metadata (readMetadata). Malformed input stops it
+// at once (with the field at fault); other problems are left to finish.
+func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
+	m := d.m
+	if r.Type() != ion.StructType || r.IsNull() {
+		return "", fmt.Errorf("%w: got %s", ErrNotStruct, describeIon(r))
+	}
+	rec.reset()
+	if err := r.StepIn(); err != nil {
+		return "", malformedValue(err)
+	}
+	for r.Next() {
+		f, err := r.FieldName()
+		if err != nil || f == nil || f.Text == nil {
+			if err == nil {
+				err = errors.New("a struct field without a name")
+			}
+			return "", malformedValue(err)
+		}
+		name := *f.Text
+		var slot *ionrec.Scalar
+		i, isCol := m.byName[name]
+		switch {
+		case name == m.Source.DeletedField:
+			slot = rec.deleted(m)
+		case name == m.Source.MetadataField:
+			slot = rec.meta(m)
+		case isCol:
+			slot = rec.col(i)
+		default:
+			if rec.Unknown == "" {
+				rec.Unknown = name
+			}
+			continue
+		}
+		if slot.Type != ion.NoType {
+			if rec.dup == "" {
+				rec.dup = name
+			}
+			continue
+		}
+		switch {
+		case name == m.Source.MetadataField && r.Type() == ion.StructType && !r.IsNull():
+			slot.Type = ion.StructType
+			if err := readMetadata(r, rec); err != nil {
+				return name, err
+			}
+		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].typ.kind == kindDecimal:
+			coef, exp, err := readVariableScale(r)
+			switch {
+			case errors.Is(err, ErrMalformed):
+				return name, err
+			case err != nil:
+				slot.Type, rec.errs[i] = ion.StructType, err
+			default:
+				slot.Type, slot.Big, slot.Exp = ion.StructType, coef, int32(exp)
+			}
+		default:
+			if err := readScalar(r, slot); err != nil {
+				return name, err
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return "", malformedValue(err)
+	}
+	if err := r.StepOut(); err != nil {
+		return "", malformedValue(err)
+	}
+	return "", nil
+}
+
+// readMetadata walks the metadata struct for operation and source, and
+// source for the fields the record keeps; it stops at the last one it
+// needs (ion-go skips the rest of a struct on StepOut without parsing it).
+func readMetadata(r ion.Reader, rec *record) error {
+	if err := r.StepIn(); err != nil {
+		return malformedValue(err)
+	}
+	op, src := rec.metaField(metaOperation), rec.metaField(metaSource)
+	for !(src.Type == ion.StructType && isText(op)) && r.Next() {
+		f, err := r.FieldName()
+		if err != nil || f == nil || f.Text == nil {
+			return malformedValue(err)
+		}
+		switch *f.Text {
+		case "operation":
+			*op = ionrec.Scalar{}
+			if err := readScalar(r, op); err != nil {
+				return err
+			}
+		case "source":
+			if r.Type() != ion.StructType || r.IsNull() {
+				continue
+			}
+			src.Type = ion.StructType
+			if err := readSource(r, rec); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return malformedValue(err)
+	}
+	if err := r.StepOut(); err != nil {
+		return malformedValue(err)
+	}
+	return nil
+}
+
+func readSource(r ion.Reader, rec *record) error {
+	if err := r.StepIn(); err != nil {
+		return malformedValue(err)
+	}
+	done := func() bool {
+		for i := range sourceFields {
+			s := rec.source(i)
+			if s.Type == ion.NoType || ((i == srcDB || i == srcSchema || i == srcTable) && !isText(s)) {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() && r.Next() {
+		f, err := r.FieldName()
+		if err != nil || f == nil || f.Text == nil {
+			return malformedValue(err)
+		}
+		for i, name := range sourceFields {
+			if *f.Text == name {
+				s := rec.source(i)
+				*s = ionrec.Scalar{}
+				if err := readScalar(r, s); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return malformedValue(err)
+	}
+	if err := r.StepOut(); err != nil {
+		return malformedValue(err)
+	}
+	return nil
+}
+
+// readScalar reads the value the reader is on into s as ionrec would: a
+// scalar in full, a container by its type.
+func readScalar(r ion.Reader, s *ionrec.Scalar) error {
+	s.Type = r.Type()
+	if r.IsNull() {
+		s.Null = true
+		return nil
+	}
+	switch s.Type {
+	case ion.BoolType:
+		b, err := r.BoolValue()
+		if err != nil || b == nil {
+			return malformedValue(err)
+		}
+		s.Bool = *b
+	case ion.IntType:
+		n, b, small, err := readIonInt(r)
+		if err != nil {
+			return err
+		}
+		if small {
+			s.Neg, s.Mag = n < 0, absInt64(n)
+		} else if b.IsUint64() {
+			s.Mag = b.Uint64()
+		} else if nb := new(big.Int).Neg(b); b.Sign() < 0 && nb.IsUint64() {
+			s.Neg, s.Mag = true, nb.Uint64()
+		} else {
+			s.Big = b
+		}
+	case ion.FloatType:
+		f, err := r.FloatValue()
+		if err != nil || f == nil {
+			return malformedValue(err)
+		}
+		s.Float = *f
+	case ion.DecimalType:
+		dec, err := r.DecimalValue()
+		if err != nil || dec == nil {
+			return malformedValue(err)
+		}
+		coef, exp := dec.CoEx()
+		s.Exp, s.NegZero = exp, coef.Sign() == 0 && strings.HasPrefix(dec.String(), "-")
+		if a := new(big.Int).Abs(coef); a.IsUint64() {
+			s.Neg, s.Mag = coef.Sign() < 0, a.Uint64()
+		} else {
+			s.Big = coef
+		}
+	case ion.TimestampType:
+		ts, err := r.TimestampValue()
+		if err != nil || ts == nil {
+			return malformedValue(err)
+		}
+		s.Sec, s.Nsec, s.Prec = ts.GetDateTime().Unix(), int32(ts.GetDateTime().Nanosecond()), ts.GetPrecision()
+	case ion.StringType:
+		v, err := r.StringValue()
+		if err != nil || v == nil {
+			return malformedValue(err)
+		}
+		s.Bytes = []byte(*v)
+	case ion.SymbolType:
+		v, err := r.SymbolValue()
+		if err != nil || v == nil {
+			return malformedValue(err)
+		}
+		if v.Text == nil {
+			s.NoText = true
+		} else {
+			s.Bytes = []byte(*v.Text)
+		}
+	case ion.BlobType, ion.ClobType:
+		v, err := r.ByteValue()
+		if err != nil {
+			return malformedValue(err)
+		}
+		s.Bytes = v
+	}
+	return nil
+}
+
+func absInt64(n int64) uint64 {
+	if n < 0 {
+		return uint64(-(n + 1)) + 1
+	}
+	return uint64(n)
+}
+
+// isText reports a string or a symbol with text.
+func isText(s *ionrec.Scalar) bool {
+	return !s.Null && !s.NoText && (s.Type == ion.StringType || s.Type == ion.SymbolType)
+}
+
+// textIs reports whether s is text equal to want.
+func textIs(s *ionrec.Scalar, want string) bool { return isText(s) && string(s.Bytes) == want }
+
+// finish checks the record in the seed's order (a repeated field, unknown
+// columns, metadata, the source table, the LSN, a truncate, the key, the
+// delete marker, then the values) and returns its row. rec is the record's
+// 1-based number.
+func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
+	m := d.m
+	vals := d.newVals()
+	errs := r.errs
+	keyOK := true
+	for _, i := range m.keyIdx {
+		s := r.col(i)
+		if s.Type != ion.NoType && errs[i] == nil {
+			vals[i], errs[i] = convert(s, &m.cols[i])
+		}
+		if s.Type == ion.NoType || errs[i] != nil {
+			keyOK = false
+		}
+	}
+	lsnSet, lsn, lsnErr := false, uint64(0), error(nil)
+	meta := r.meta(m)
+	metaOK := meta.Type == ion.StructType && !meta.Null
+	src := r.metaField(metaSource)
+	sourceOK := metaOK && src.Type == ion.StructType && !src.Null
+	if s := r.source(srcLSN); sourceOK && s.Type != ion.NoType {
+		lsn, lsnErr = readLSN(s)
+		lsnSet = lsnErr == nil
+	}
+	refuse := func(col string, err error) (row, error) {
+		e := &RecordError{Record: rec, Offset: -1, Column: col, Err: err}
+		if lsnSet {
+			e.LSN = lsn
+		}
+		if keyOK {
+			e.Key = renderKey(m, vals)
+		}
+		return row{}, e
+	}
+	db, schema, table := r.source(srcDB), r.source(srcSchema), r.source(srcTable)
+	switch {
+	case r.dup != "":
+		return refuse(r.dup, fmt.Errorf("%w: field %q appears twice in one event", ErrMalformed, r.dup))
+	case r.Unknown != "":
+		return refuse(r.Unknown, fmt.Errorf("%w: column %q is not in the mapping %s", ErrSourceChanged, r.Unknown, m.File))
+	case meta.Type == ion.NoType:
+		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field (set metadata: ADD_FIELD on the trigger)", ErrMissingField, m.Source.MetadataField))
+	case !metaOK:
+		return refuse(m.Source.MetadataField, fmt.Errorf("%w: metadata is %s, not a struct", ErrMissingField, describe(meta)))
+	case !sourceOK:
+		return refuse(m.Source.MetadataField+".source", fmt.Errorf("%w: no metadata.source struct", ErrMissingField))
+	case !textIs(db, m.Source.Database) || !textIs(schema, m.Source.Schema) || !textIs(table, m.Source.Table):
+		return refuse("", fmt.Errorf("%w: expected changes from %s.%s in database %s, got %s.%s in database %s", ErrWrongSource,
+			m.Source.Schema, m.Source.Table, m.Source.Database, shown(schema), shown(table), shown(db)))
+	case lsnErr != nil:
+		return refuse(m.Source.MetadataField+".source.lsn", lsnErr)
+	case !lsnSet:
+		return refuse(m.Source.MetadataField+".source.lsn", fmt.Errorf("%w: no metadata.source.lsn", ErrMissingField))
+	case textIs(r.metaField(metaOperation), "TRUNCATE"):
+		return refuse("", ErrTruncate)
+	}
+	for _, i := range m.keyIdx {
+		switch {
+		case r.col(i).Type == ion.NoType:
+			return refuse(m.cols[i].name, fmt.Errorf("%w: key column %q is absent", ErrMissingField, m.cols[i].name))
+		case errs[i] != nil:
+			return refuse(m.cols[i].name, errs[i])
+		}
+	}
+	del := r.deleted(m)
+	deleted := del.Type == ion.BoolType && !del.Null && del.Bool
+	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null) {
+		return refuse(m.Source.DeletedField, fmt.Errorf("%w: expected true or false, got %s", ErrBadDeleteMarker, describe(del)))
+	}
+	for i := range m.cols {
+		c := &m.cols[i]
+		s := r.col(i)
+		switch {
+		case c.isKey:
+		case deleted:
+			// A delete's before image may hold nulls or nothing but the key
+			// (REPLICA IDENTITY DEFAULT); the seed writes zeros and "".
+			vals[i] = zeroValue(c.typ)
+		case s.Type == ion.NoType && c.typ.nullable:
+			// Kestra's trigger serializes events with NON_NULL inclusion:
+			// a NULL column is left out of the record, not written as null.
+			vals[i] = value{null: true}
+		case s.Type == ion.NoType:
+			return refuse(c.name, fmt.Errorf("%w: column %q is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but %s is not Nullable; make it Nullable(%s) in the mapping and the target table, or fix the source", ErrMissingField, c.name, m.Columns[i].Type, m.Columns[i].Type))
+		case errs[i] != nil:
+			return refuse(c.name, errs[i])
+		default:
+			v, err := convert(s, c)
+			if err != nil {
+				return refuse(c.name, err)
+			}
+			vals[i] = v
+		}
+	}
+	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: changeOf(r, del)}
+	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
+	out.key = string(d.keyBuf)
+	return out, nil
+}
+
+// shown renders a metadata.source name for a refusal: its text, or (none).
+func shown(s *ionrec.Scalar) string {
+	if !isText(s) {
+		return "(none)"
+	}
+	return string(s.Bytes)
+}
+
+func describe(s *ionrec.Scalar) string {
+	if s.Null {
+		return "null"
+	}
+	return "an Ion " + s.Type.String()
+}
+
+func describeIon(r ion.Reader) string {
+	if r.IsNull() {
+		return "null"
+	}
+	return "an Ion " + r.Type().String()
+}
+
+// changeOf keeps what the event says about its place in the source's
+// history, as read: metadata.operation, metadata.source.{snapshot,
+// sequence, txId} and whether it carried the delete marker.
+func changeOf(r *record, del *ionrec.Scalar) change {
+	c := change{deletedSet: del.Type != ion.NoType}
+	if s := r.metaField(metaOperation); isText(s) {
+		c.operation = intern(s.Bytes)
+	}
+	if s := r.source(srcSnapshot); isText(s) {
+		c.snapshot = intern(s.Bytes)
+	}
+	if s := r.source(srcSequence); isText(s) {
+		c.sequence = string(s.Bytes)
+	}
+	if s := r.source(srcTxID); s.Type == ion.IntType && !s.Null && s.Big == nil &&
+		(s.Mag <= 1<<63-1 || (s.Neg && s.Mag == 1<<63)) {
+		c.txID, c.txIDSet = int64(s.Mag), true
+		if s.Neg {
+			c.txID = -c.txID
+		}
+	}
+	return c
+}
+
+// intern returns the common operation and snapshot words without
+// allocating.
+func intern(b []byte) string {
+	for _, w := range [...]string{"CREATE", "UPDATE", "DELETE", "READ", "TRUNCATE", "false", "true", "first", "last",
+		"first_in_data_collection", "last_in_data_collection", "incremental"} {
+		if string(b) == w {
+			return w
+		}
+	}
+	return string(b)
+}
+
+// needsIon reports a record the fast reader cannot finish: a Decimal
+// column holding a struct that is not exactly Debezium's {scale, value}
+// (ionrec keeps only that one), whose refusal readVariableScale words.
+func (d *recordDecoder) needsIon(r *record) bool {
+	for i := range d.m.cols {
+		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].typ.kind == kindDecimal {
+			return true
+		}
+	}
+	return false
+}
