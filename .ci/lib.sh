@@ -112,3 +112,29 @@ ci_kafka_apiversions() {
 		head -c 10 <&3 | od -An -tx1 | tr -d " \n"' "$1" "$2" 2>/dev/null) || return 1
 	[[ ${hex:8:12} == 000000070000 ]]
 }
+
+# ci_apt_install LOG PKG...: installs Debian packages (apt-get update, then install without recommends), appending
+# apt's output to LOG. Another package run (unattended-upgrades, a second checkout's install) may hold the dpkg or the
+# package-list lock: apt waits for it (DPkg::Lock::Timeout), and a run that still meets a held lock is retried, up to
+# CI_APT_LOCK_WAIT seconds in all (default 600), saying so in LOG. Returns apt-get's status.
+ci_apt_install() {
+	local log=$1
+	shift
+	local deadline=$(($(ci_us) + ${CI_APT_LOCK_WAIT:-600} * 1000000)) rc
+	local apt=(apt-get -q -o DPkg::Lock::Timeout=60)
+	while true; do
+		rc=0
+		{
+			"${apt[@]}" update || echo "apt-get update failed; installing from the current package lists"
+			DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "$@"
+		} >>"$log" 2>&1 9>&- || rc=$?
+		((rc == 0)) && return 0
+		if tail -n 20 "$log" | grep -qE 'Could not get lock|Unable to acquire the dpkg|is held by process' &&
+			(($(ci_us) < deadline)); then
+			ci_note "$log" "another package run holds the dpkg lock; trying again in 5 s"
+			sleep 5
+			continue
+		fi
+		return "$rc"
+	done
+}
