@@ -268,8 +268,8 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 
 // TestTwoMaterializersAtOnce: while one materializer holds the topic (it is
 // paused before its end-of-batch check), a second one, the built binary,
-// exits 1 with the lock message and changes nothing; the first then
-// commits.
+// waits LockWait, then exits 3 (transient) with the lock message naming the
+// first one's backend and changes nothing; the first then commits.
 func TestTwoMaterializersAtOnce(t *testing.T) {
 	e := newEnv(t)
 	bin := buildBinary(t)
@@ -299,9 +299,10 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first materializer failed: %v", err)
 	}
-	if exitCode != 1 || !strings.Contains(second.String(), "another materializer holds this topic lock") ||
-		!strings.Contains(second.String(), `"error_class":"refused"`) {
-		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 1 with the lock message", exitCode, second.String())
+	if exitCode != 3 || !strings.Contains(second.String(), "another materializer holds this topic lock") ||
+		!strings.Contains(second.String(), `application \"changesink kafka-state\"`) ||
+		!strings.Contains(second.String(), `"error_class":"transient"`) {
+		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 3 with the lock message naming the holder", exitCode, second.String())
 	}
 	if res.Consumed != 2 || len(e.records(t)) != 2 {
 		t.Errorf("first materializer: %+v", res)

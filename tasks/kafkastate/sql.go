@@ -61,10 +61,11 @@ const sqlLock = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`
 
 // sqlLockHolder names the session holding the topic lock ($1 as in sqlLock):
 // an int8 advisory key is stored as classid (high 32 bits) and objid (low),
-// objsubid 1. Empty when the holder let go meanwhile.
+// objsubid 1. Empty when the holder let go meanwhile. clock_timestamp(), not
+// now(): the asking transaction began before its wait.
 const sqlLockHolder = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
        coalesce(host(a.client_addr), 'local socket'),
-       coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8
+       coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
   AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended($1, 0)
