@@ -8,6 +8,7 @@ require (
 	github.com/amazon-ion/ion-go v1.5.0
 	github.com/compose-spec/compose-go/v2 v2.9.0
 	github.com/google/uuid v1.6.0
+	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/segmentio/kafka-go v0.4.51

@@ -20,6 +20,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -90,11 +91,10 @@ func Transiently(err error) error { return mark(Transient, err) }
 
 // Classify returns the Kind of err: the outermost explicit mark wins;
 // otherwise a TLS handshake that cannot succeed as configured (TLSFailure)
-// is Config; network errors, deadlines, unexpected EOFs, and PostgreSQL errors
-// that are transient by SQLSTATE (class 08 connection exceptions, 57P01
-// admin_shutdown as sent by pg_terminate_backend, 57P03, 40001, 40P01,
-// 53300) are Transient; a cancelled context is Transient too (the run was
-// stopped, nothing was committed). Everything else is Internal.
+// is Config; network errors, deadlines, unexpected EOFs and PostgreSQL errors
+// whose SQLSTATE is transient (pgTransient) are Transient, and so is a
+// cancelled context (the run was stopped, nothing was committed); a
+// file-system error is Internal. Everything else is Internal.
 func Classify(err error) Kind {
 	if err == nil {
 		return OK
@@ -126,10 +126,7 @@ func Classify(err error) Kind {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch {
-		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08",
-			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
-			pgErr.Code == "40001", pgErr.Code == "40P01", pgErr.Code == "53300":
+		if pgTransient(pgErr.Code) {
 			return Transient
 		}
 		return Internal
@@ -152,6 +149,22 @@ func Classify(err error) Kind {
 		return Transient
 	}
 	return Internal
+}
+
+// pgTransient reports whether a PostgreSQL error with this SQLSTATE may
+// succeed when the run is retried: a connection exception (class 08), the
+// server shutting down or the backend terminated (57P01 admin_shutdown, as
+// pg_terminate_backend sends it; 57P02; 57P03 cannot_connect_now), a
+// serialization failure or deadlock (40001, 40P01), too many connections
+// (53300). The tasks decide the SQLSTATEs that are configuration errors
+// themselves, because each names what to fix.
+func pgTransient(code string) bool {
+	switch code {
+	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
+		pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.TooManyConnections:
+		return true
+	}
+	return pgerrcode.IsConnectionException(code)
 }
 
 // TLSFailure reports a TLS handshake that cannot succeed as configured: the

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -33,10 +34,17 @@ func TestClassify(t *testing.T) {
 		{"canceled", context.Canceled, Transient},
 		{"unexpected eof", io.ErrUnexpectedEOF, Transient},
 		{"connection refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), Transient},
-		{"pg terminated", &pgconn.PgError{Code: "57P01"}, Transient},
-		{"pg connection class", &pgconn.PgError{Code: "08006"}, Transient},
-		{"pg serialization", &pgconn.PgError{Code: "40001"}, Transient},
-		{"pg syntax", &pgconn.PgError{Code: "42601"}, Internal},
+		{"pg terminated (pg_terminate_backend)", &pgconn.PgError{Code: pgerrcode.AdminShutdown}, Transient},
+		{"pg crash shutdown", &pgconn.PgError{Code: pgerrcode.CrashShutdown}, Transient},
+		{"pg starting up", &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, Transient},
+		{"pg connection failure", &pgconn.PgError{Code: pgerrcode.ConnectionFailure}, Transient},
+		{"pg serialization", fmt.Errorf("commit: %w", &pgconn.PgError{Code: pgerrcode.SerializationFailure}), Transient},
+		{"pg deadlock", &pgconn.PgError{Code: pgerrcode.DeadlockDetected}, Transient},
+		{"pg too many connections", &pgconn.PgError{Code: pgerrcode.TooManyConnections}, Transient},
+		{"pg syntax", &pgconn.PgError{Code: pgerrcode.SyntaxError}, Internal},
+		{"pg statement timeout (the task decides)", &pgconn.PgError{Code: pgerrcode.QueryCanceled}, Internal},
+		{"pg password refused (the task decides)", &pgconn.PgError{Code: pgerrcode.InvalidPassword}, Internal},
+		{"pg class 80 is not class 08", &pgconn.PgError{Code: "80000"}, Internal},
 		{"plain", errSentinel, Internal},
 		{"file permission", fmt.Errorf("publish: %w", &fs.PathError{Op: "rename", Path: "x", Err: syscall.EACCES}), Internal},
 		{"bare errno that is not a network fault", fmt.Errorf("x: %w", syscall.EISDIR), Internal},

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -528,9 +529,9 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		return nil
 	case err == nil:
 		return nil
-	case errors.As(err, &pe) && pe.Code == "54000": // program_limit_exceeded: an index row too large
+	case errors.As(err, &pe) && pe.Code == pgerrcode.ProgramLimitExceeded: // an index row too large
 		return keyTooLong(topic, partitions, states, pe)
-	case useMerge && errors.As(err, &pe) && pe.Code == "23502" && pe.ColumnName == "record_key":
+	case useMerge && errors.As(err, &pe) && pe.Code == pgerrcode.NotNullViolation && pe.ColumnName == "record_key":
 		rctx, cancel := context.WithTimeout(ctx, pgTimeout)
 		rerr := db.Rollback(rctx) // ROLLBACK TO SAVEPOINT
 		cancel()
