@@ -1,12 +1,12 @@
 // Package outcome classifies a failed run into the kinds an operator acts on,
 // and maps each kind to changesink's documented exit code.
 //
-// Tasks mark their errors with Refused, Config or Transient; Classify also
-// recognises driver errors that are transient by nature (network errors,
-// timeouts, PostgreSQL connection-class SQLSTATEs, a terminated backend,
-// serialization failures). Anything else is Internal: the run failed for a
-// reason changesink did not foresee, which is a bug to report. In every case
-// nothing was committed.
+// Tasks mark their errors with the kind: Refused.Mark(err), Config.Mark(err),
+// Transient.Mark(err). Classify also recognises driver errors that are
+// transient by nature (network errors, timeouts, PostgreSQL connection-class
+// SQLSTATEs, a terminated backend, serialization failures). Anything else is
+// Internal: the run failed for a reason changesink did not foresee, which is
+// a bug to report. In every case nothing was committed.
 package outcome
 
 import (
@@ -73,21 +73,33 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func mark(k Kind, err error) error {
+// Mark returns err marked with k, so Classify returns k for it and for any
+// error that wraps it: outcome.Refused.Mark(err). A nil err stays nil.
+// Marking with OK would call a failure a success, so OK marks Internal.
+func (k Kind) Mark(err error) error {
 	if err == nil {
 		return nil
+	}
+	if k == OK {
+		k = Internal
 	}
 	return &Error{Kind: k, Err: err}
 }
 
-// Refuse marks err as a refusal (exit 1).
-func Refuse(err error) error { return mark(Refused, err) }
+// Refuse is Refused.Mark.
+//
+// Deprecated: use Refused.Mark; kept until tasks/cdc moves to it.
+func Refuse(err error) error { return Refused.Mark(err) }
 
-// Configure marks err as a configuration error (exit 2).
-func Configure(err error) error { return mark(Config, err) }
+// Configure is Config.Mark.
+//
+// Deprecated: use Config.Mark; kept until tasks/cdc moves to it.
+func Configure(err error) error { return Config.Mark(err) }
 
-// Transiently marks err as transient (exit 3).
-func Transiently(err error) error { return mark(Transient, err) }
+// Transiently is Transient.Mark.
+//
+// Deprecated: use Transient.Mark; kept until tasks/cdc moves to it.
+func Transiently(err error) error { return Transient.Mark(err) }
 
 // Classify returns the Kind of err: the outermost explicit mark wins;
 // otherwise a TLS handshake that cannot succeed as configured (TLSFailure)

@@ -25,11 +25,11 @@ func TestClassify(t *testing.T) {
 		want Kind
 	}{
 		{"nil", nil, OK},
-		{"refused", Refuse(errSentinel), Refused},
-		{"config", Configure(errSentinel), Config},
-		{"transient", Transiently(errSentinel), Transient},
-		{"marked deep inside wrap", fmt.Errorf("outer: %w", Refuse(errSentinel)), Refused},
-		{"outermost mark wins", Configure(fmt.Errorf("x: %w", Transiently(errSentinel))), Config},
+		{"refused", Refused.Mark(errSentinel), Refused},
+		{"config", Config.Mark(errSentinel), Config},
+		{"transient", Transient.Mark(errSentinel), Transient},
+		{"marked deep inside wrap", fmt.Errorf("outer: %w", Refused.Mark(errSentinel)), Refused},
+		{"outermost mark wins", Config.Mark(fmt.Errorf("x: %w", Transient.Mark(errSentinel))), Config},
 		{"deadline", fmt.Errorf("fetch: %w", context.DeadlineExceeded), Transient},
 		{"canceled", context.Canceled, Transient},
 		{"unexpected eof", io.ErrUnexpectedEOF, Transient},
@@ -68,12 +68,21 @@ func TestClassify(t *testing.T) {
 }
 
 func TestMarkKeepsChain(t *testing.T) {
-	err := Refuse(fmt.Errorf("lock: %w", errSentinel))
+	err := Refused.Mark(fmt.Errorf("lock: %w", errSentinel))
 	if !errors.Is(err, errSentinel) {
 		t.Fatalf("errors.Is lost the sentinel through the mark")
 	}
 	if got, want := err.Error(), "lock: sentinel"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestMarkOKIsInternal(t *testing.T) {
+	if got := Classify(OK.Mark(errSentinel)); got != Internal {
+		t.Errorf("Classify(OK.Mark(err)) = %v, want internal: a failure is never OK", got)
+	}
+	if err := Refused.Mark(nil); err != nil {
+		t.Errorf("Refused.Mark(nil) = %v, want nil", err)
 	}
 }
 

@@ -73,7 +73,7 @@ type Config struct {
 }
 
 func configErr(format string, args ...any) error {
-	return outcome.Configure(fmt.Errorf(format, args...))
+	return outcome.Config.Mark(fmt.Errorf(format, args...))
 }
 
 // Validate checks every field (the seed's 'Invalid topic or batch bounds',

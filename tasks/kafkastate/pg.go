@@ -35,10 +35,10 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 func connectErr(ctx context.Context, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) || pe.Code == pgerrcode.InvalidCatalogName) {
-		return outcome.Configure(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
 	}
 	if outcome.TLSFailure(err) {
-		return outcome.Configure(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
 			"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
 			"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
 			"certificate holds)", err))
@@ -113,14 +113,14 @@ func pgErr(ctx context.Context, err error, what string) error {
 	switch pe.Code {
 	case pgerrcode.QueryCanceled:
 		if ctx.Err() == nil { // statement_timeout, not a stop
-			return outcome.Transiently(wrapped)
+			return outcome.Transient.Mark(wrapped)
 		}
 	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
-		return outcome.Configure(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
+		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
 	case pgerrcode.ReadOnlySQLTransaction:
-		return outcome.Configure(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
+		return outcome.Config.Mark(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
 	case pgerrcode.InsufficientPrivilege:
-		return outcome.Configure(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
+		return outcome.Config.Mark(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
 			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
 	}
 	return wrapped

@@ -96,7 +96,7 @@ var sslProperties = []string{
 }
 
 func propErr(format string, args ...any) error {
-	return outcome.Configure(fmt.Errorf("KAFKA_PROPERTIES: "+format, args...))
+	return outcome.Config.Mark(fmt.Errorf("KAFKA_PROPERTIES: "+format, args...))
 }
 
 // ParseProperties parses KAFKA_PROPERTIES, a JSON object of string values
