@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/tasks/cdc"
