@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"testing"
+
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // TestBreakerBatchBoundsParseLikeTheSeed: MAX_RECORDS and POLL_SECONDS are
@@ -32,12 +34,12 @@ func TestBreakerBatchBoundsParseLikeTheSeed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, env := range []string{"MAX_RECORDS", "POLL_SECONDS"} {
-				t.Setenv("TOPIC", "t") // the required settings
-				t.Setenv("KAFKA_PROPERTIES", "{}")
-				t.Setenv("PG_DSN", "x")
-				t.Setenv("MAX_RECORDS", "7")
-				t.Setenv("POLL_SECONDS", "7")
+			for _, env := range []string{kafkastate.EnvMaxRecords, kafkastate.EnvPollSeconds} {
+				t.Setenv(kafkastate.EnvTopic, "t") // the required settings
+				t.Setenv(kafkastate.EnvKafkaProperties, "{}")
+				t.Setenv(kafkastate.EnvPGDSN, "x")
+				t.Setenv(kafkastate.EnvMaxRecords, "7")
+				t.Setenv(kafkastate.EnvPollSeconds, "7")
 				t.Setenv(env, tt.value)
 				var cli CLI
 				var out bytes.Buffer
@@ -48,7 +50,7 @@ func TestBreakerBatchBoundsParseLikeTheSeed(t *testing.T) {
 				}
 				_, err = parser.Parse([]string{"kafka-state", "materialize"})
 				got := cli.KafkaState.Materialize.MaxRecords
-				if env == "POLL_SECONDS" {
+				if env == kafkastate.EnvPollSeconds {
 					got = cli.KafkaState.Materialize.PollSeconds
 				}
 				switch {

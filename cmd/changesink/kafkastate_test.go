@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // TestKafkaStateHelp: --help of each kafka-state command lists every env
@@ -54,29 +55,29 @@ func TestKafkaStateBadSettings(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"max records not a number", map[string]string{"MAX_RECORDS": "many"}, "MAX_RECORDS"},
-		{"max records out of range", map[string]string{"MAX_RECORDS": "100001"}, "MAX_RECORDS must be 1..100000"},
-		{"poll seconds out of range", map[string]string{"POLL_SECONDS": "0"}, "POLL_SECONDS must be 1..60"},
-		{"unknown kafka property", map[string]string{"KAFKA_PROPERTIES": `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
-		{"no topic", map[string]string{"TOPIC": ""}, "missing required settings: TOPIC (flag --topic)"},
-		{"no dsn", map[string]string{"PG_DSN": ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
-		{"no properties", map[string]string{"KAFKA_PROPERTIES": " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
+		{"max records not a number", map[string]string{kafkastate.EnvMaxRecords: "many"}, "MAX_RECORDS"},
+		{"max records out of range", map[string]string{kafkastate.EnvMaxRecords: "100001"}, "MAX_RECORDS must be 1..100000"},
+		{"poll seconds out of range", map[string]string{kafkastate.EnvPollSeconds: "0"}, "POLL_SECONDS must be 1..60"},
+		{"unknown kafka property", map[string]string{kafkastate.EnvKafkaProperties: `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
+		{"no topic", map[string]string{kafkastate.EnvTopic: ""}, "missing required settings: TOPIC (flag --topic)"},
+		{"no dsn", map[string]string{kafkastate.EnvPGDSN: ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
+		{"no properties", map[string]string{kafkastate.EnvKafkaProperties: " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("TOPIC", "customers")
-			t.Setenv("KAFKA_PROPERTIES", `{"bootstrap.servers":"127.0.0.1:1"}`)
-			t.Setenv("PG_DSN", "postgres://u@127.0.0.1:1/db")
-			t.Setenv("MAX_RECORDS", "")
-			t.Setenv("POLL_SECONDS", "")
+			t.Setenv(kafkastate.EnvTopic, "customers")
+			t.Setenv(kafkastate.EnvKafkaProperties, `{"bootstrap.servers":"127.0.0.1:1"}`)
+			t.Setenv(kafkastate.EnvPGDSN, "postgres://u@127.0.0.1:1/db")
+			t.Setenv(kafkastate.EnvMaxRecords, "")
+			t.Setenv(kafkastate.EnvPollSeconds, "")
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			if tt.env["MAX_RECORDS"] == "" {
-				os.Unsetenv("MAX_RECORDS")
+			if tt.env[kafkastate.EnvMaxRecords] == "" {
+				os.Unsetenv(kafkastate.EnvMaxRecords)
 			}
-			if tt.env["POLL_SECONDS"] == "" {
-				os.Unsetenv("POLL_SECONDS")
+			if tt.env[kafkastate.EnvPollSeconds] == "" {
+				os.Unsetenv(kafkastate.EnvPollSeconds)
 			}
 			var out bytes.Buffer
 			code := run(context.Background(), []string{"--work-dir", t.TempDir(), "kafka-state", "materialize"}, &out)
@@ -221,13 +222,13 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 			vars["CHANGESINK_TEST_KAFKA_SCRAM"], vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], password)
 	}
 	dsn := fmt.Sprintf("postgres://%s@127.0.0.1:5432/%s?sslmode=disable", role, db)
-	t.Setenv("PG_DSN", dsn)
-	t.Setenv("PGUSER", role)
-	t.Setenv("PGPASSWORD", pgSecret)
-	t.Setenv("TOPIC", topic)
-	t.Setenv("KAFKA_PROPERTIES", scramProps(scramSecret))
-	os.Unsetenv("MAX_RECORDS")
-	os.Unsetenv("POLL_SECONDS")
+	t.Setenv(kafkastate.EnvPGDSN, dsn)
+	t.Setenv(kafkastate.EnvPGUser, role)
+	t.Setenv(kafkastate.EnvPGPassword, pgSecret)
+	t.Setenv(kafkastate.EnvTopic, topic)
+	t.Setenv(kafkastate.EnvKafkaProperties, scramProps(scramSecret))
+	os.Unsetenv(kafkastate.EnvMaxRecords)
+	os.Unsetenv(kafkastate.EnvPollSeconds)
 
 	var all bytes.Buffer
 	step := func(name string, wantCode int, wantOut string, env map[string]string, args ...string) {
@@ -245,17 +246,17 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("setup", 0, `"schema":"kafka_state"`, nil, "kafka-state", "setup")
 	step("materialize over SCRAM", 0, `"consumed":2`, nil, "kafka-state", "materialize")
 	step("verify", 0, `"valid":true`, nil, "kafka-state", "verify")
-	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{"KAFKA_PROPERTIES": scramProps(wrongScram)}, "kafka-state", "materialize")
+	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{kafkastate.EnvKafkaProperties: scramProps(wrongScram)}, "kafka-state", "materialize")
 	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
-		map[string]string{"KAFKA_PROPERTIES": `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
+		map[string]string{kafkastate.EnvKafkaProperties: `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
 	step("wrong password in PG_DSN", 2, "check PG_DSN",
-		map[string]string{"KAFKA_PROPERTIES": scramProps(scramSecret), "PG_DSN": fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
+		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
 		"kafka-state", "materialize")
 	step("refused batch (topic missing)", 1, "topic metadata is unavailable",
-		map[string]string{"PG_DSN": dsn, "TOPIC": topic + "_missing"}, "kafka-state", "materialize")
-	step("flags override env", 0, `"consumed":0`, map[string]string{"TOPIC": "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
+		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
+	step("flags override env", 0, `"consumed":0`, map[string]string{kafkastate.EnvTopic: "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
 
-	for name, secret := range map[string]string{"PGPASSWORD": pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram} {
+	for name, secret := range map[string]string{kafkastate.EnvPGPassword: pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram} {
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("stdout contains the %s", name)
 		}
@@ -296,10 +297,10 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Database = db
-	t.Setenv("PG_DSN", fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
-	t.Setenv("PGUSER", cfg.User)
-	t.Setenv("PGPASSWORD", cfg.Password)
-	t.Setenv("TOPIC", "orders")
+	t.Setenv(kafkastate.EnvPGDSN, fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
+	t.Setenv(kafkastate.EnvPGUser, cfg.User)
+	t.Setenv(kafkastate.EnvPGPassword, cfg.Password)
+	t.Setenv(kafkastate.EnvTopic, "orders")
 	os.Unsetenv("REPORT_ONLY")
 	runCLI := func(env map[string]string, args ...string) (int, string) {
 		t.Helper()

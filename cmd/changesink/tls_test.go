@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // The tests below run the built binary the way a Kestra flow does: only the
@@ -244,7 +245,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	dsn := func(rootCert string) string {
 		return fmt.Sprintf("postgres://%s/%s?sslmode=verify-full&sslrootcert=%s", vars["CHANGESINK_TEST_PG_TLS_HOSTPORT"], db, rootCert)
 	}
-	base := map[string]string{"PG_DSN": dsn(caFile), "PGUSER": role, "PGPASSWORD": pgSecret, "TOPIC": topic, "KAFKA_PROPERTIES": confluent(plainSecret)}
+	base := map[string]string{kafkastate.EnvPGDSN: dsn(caFile), kafkastate.EnvPGUser: role, kafkastate.EnvPGPassword: pgSecret, kafkastate.EnvTopic: topic, kafkastate.EnvKafkaProperties: confluent(plainSecret)}
 	with := func(extra ...string) map[string]string {
 		env := map[string]string{}
 		for k, v := range base {
@@ -297,36 +298,36 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	} {
 		produceOne()
 		step("materialize: "+s.name, 0, []string{`"consumed":1`},
-			with(append([]string{"KAFKA_PROPERTIES", s.props}, s.env...)...), "kafka-state", "materialize")
+			with(append([]string{kafkastate.EnvKafkaProperties, s.props}, s.env...)...), "kafka-state", "materialize")
 	}
 	step("verify (PostgreSQL verify-full)", 0, []string{`"valid":true`}, base, "kafka-state", "verify")
 
 	// Failures a user meets: each a configuration error naming the host.
 	produceOne()
 	step("Kafka: wrong CA", 2, []string{`"error_class":"config"`, saslSSL, "ssl.ca.location", "certificate signed by unknown authority"},
-		with("KAFKA_PROPERTIES", aivenSASL(otherCAFile)), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, aivenSASL(otherCAFile)), "kafka-state", "materialize")
 	step("Kafka: no CA given, the system trust store lacks it", 2, []string{`"error_class":"config"`, saslSSL, "system trust store"},
 		with("SSL_CERT_FILE", filepath.Join(work, otherCAFile)), "kafka-state", "materialize")
 	step("Kafka: wrong SASL password", 2, []string{`"error_class":"config"`, saslSSL, "sasl.password"},
-		with("KAFKA_PROPERTIES", confluent(wrongKafka), "SSL_CERT_FILE", systemCAValue), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, confluent(wrongKafka), "SSL_CERT_FILE", systemCAValue), "kafka-state", "materialize")
 	step("Kafka: mutual-TLS listener, no client certificate", 2, []string{`"error_class":"config"`, mtls, "ssl.certificate.location"},
-		with("KAFKA_PROPERTIES", noClientCert), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, noClientCert), "kafka-state", "materialize")
 	step("Kafka: TLS against the plaintext listener", 2, []string{`"error_class":"config"`, vars["CHANGESINK_TEST_KAFKA"], "security.protocol"},
-		with("KAFKA_PROPERTIES", tlsOnPlaintext), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, tlsOnPlaintext), "kafka-state", "materialize")
 	// franz-go reports this one as an untyped error (its text guesses the
 	// cause), so changesink cannot tell it from a garbled answer: transient,
 	// with franz-go's guess in the message.
 	step("Kafka: plaintext against a TLS listener", 3, []string{`"error_class":"transient"`, sslAddr, "plaintext connection speaking to a tls endpoint"},
-		with("KAFKA_PROPERTIES", jsonObject(t, map[string]string{"bootstrap.servers": sslAddr})), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, jsonObject(t, map[string]string{"bootstrap.servers": sslAddr})), "kafka-state", "materialize")
 	step("PostgreSQL: wrong CA", 2, []string{`"error_class":"config"`, "localhost", "sslrootcert", "certificate signed by unknown authority"},
-		with("PG_DSN", dsn(otherCAFile)), "kafka-state", "setup")
+		with(kafkastate.EnvPGDSN, dsn(otherCAFile)), "kafka-state", "setup")
 	step("PostgreSQL: wrong CA (materialize)", 2, []string{`"error_class":"config"`, "sslrootcert"},
-		with("PG_DSN", dsn(otherCAFile), "KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
+		with(kafkastate.EnvPGDSN, dsn(otherCAFile), kafkastate.EnvKafkaProperties, sslCAPEM), "kafka-state", "materialize")
 	step("PostgreSQL: wrong password over TLS", 2, []string{`"error_class":"config"`, "localhost", "check PG_DSN"},
-		with("PGPASSWORD", wrongPG), "kafka-state", "verify")
+		with(kafkastate.EnvPGPassword, wrongPG), "kafka-state", "verify")
 	// Nothing of the failed runs was committed: the record produced before
 	// them is read now, once.
-	step("materialize after the failures", 0, []string{`"consumed":1`}, with("KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
+	step("materialize after the failures", 0, []string{`"consumed":1`}, with(kafkastate.EnvKafkaProperties, sslCAPEM), "kafka-state", "materialize")
 	check.verify(t)
 }
 

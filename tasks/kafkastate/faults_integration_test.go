@@ -67,19 +67,19 @@ func buildBinary(t testing.TB) string {
 func (e *env) binaryEnv(cfg Config, workDir string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "KAFKA_") || strings.HasPrefix(kv, "TOPIC=") {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "KAFKA_") || strings.HasPrefix(kv, EnvTopic+"=") {
 			continue
 		}
 		out = append(out, kv)
 	}
 	return append(out,
-		"TOPIC="+cfg.Topic,
-		fmt.Sprintf("MAX_RECORDS=%d", cfg.MaxRecords),
-		fmt.Sprintf("POLL_SECONDS=%d", cfg.PollSeconds),
-		"KAFKA_PROPERTIES="+cfg.KafkaProperties,
-		"PG_DSN="+cfg.Postgres.DSN,
-		"PGUSER="+cfg.Postgres.User,
-		"PGPASSWORD="+cfg.Postgres.Password,
+		EnvTopic+"="+cfg.Topic,
+		fmt.Sprintf("%s=%d", EnvMaxRecords, cfg.MaxRecords),
+		fmt.Sprintf("%s=%d", EnvPollSeconds, cfg.PollSeconds),
+		EnvKafkaProperties+"="+cfg.KafkaProperties,
+		EnvPGDSN+"="+cfg.Postgres.DSN,
+		EnvPGUser+"="+cfg.Postgres.User,
+		EnvPGPassword+"="+cfg.Postgres.Password,
 		"WORKING_DIR="+workDir,
 	)
 }
