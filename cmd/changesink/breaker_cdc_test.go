@@ -48,7 +48,7 @@ func TestBreakerCDCFaultExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	secret := "brk-Secret-" + randomHex(6)
+	secret := "brk-Secret-" + testenv.RandomHex(6)
 	u, _ := url.Parse(chURL)
 	tlsURL := *u
 	tlsURL.User = url.UserPassword("default", secret)

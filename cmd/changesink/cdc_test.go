@@ -74,7 +74,7 @@ func cdcWorkspace(ctx context.Context, t *testing.T, chURL, prefix string) (admi
 	// Closed after the drop below (cleanups run last first; a deferred Close
 	// once ran first and leaked one database per run).
 	t.Cleanup(func() { admin.Close() })
-	db = prefix + randomHex(4)
+	db = prefix + testenv.RandomHex(4)
 	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +106,8 @@ func TestCDCCommands(t *testing.T) {
 	cdcBatch(t, filepath.Join(work, "binary.ion"), true, "new ✓")
 	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
 
-	secret := "cdc-Secret-" + randomHex(6)
-	dsnSecret := "dsn-Secret-" + randomHex(6)
+	secret := "cdc-Secret-" + testenv.RandomHex(6)
+	dsnSecret := "dsn-Secret-" + testenv.RandomHex(6)
 	u, _ := url.Parse(chURL)
 	withUser := *u
 	withUser.User = url.UserPassword("default", dsnSecret)

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -88,19 +86,13 @@ func TestKafkaStateBadSettings(t *testing.T) {
 	}
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // kafkaTopic creates a compacted topic of its own on the test broker (prefix
 // and a random suffix) with the given partitions, deleted when the test ends,
 // waits until every partition answers, and returns it with a client that
 // produces to the partition each record names (open until the test ends).
 func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
 	t.Helper()
-	topic := prefix + randomHex(4)
+	topic := prefix + testenv.RandomHex(4)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -136,28 +128,8 @@ func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, parti
 // and returns its name and a connection to it (open until the test ends).
 func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (string, *pgx.Conn) {
 	t.Helper()
-	db := prefix + randomHex(4)
-	admin, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-	})
-	cfg, err := pgx.ParseConfig(adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = db
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	db := prefix + testenv.RandomHex(4)
+	conn, err := pgx.Connect(ctx, testenv.CreateDatabase(t, adminDSN, db, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,38 +148,15 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		"CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	suffix := randomHex(4)
+	suffix := testenv.RandomHex(4)
 	role, db := "ks_role_"+suffix, "ks_secret_"+suffix
-	pgSecret := "pg-Secret-" + randomHex(6)
-	wrongPG := "wrong-PG-" + randomHex(6)
-	wrongScram := "wrong-Scram-" + randomHex(6)
+	pgSecret := "pg-Secret-" + testenv.RandomHex(6)
+	wrongPG := "wrong-PG-" + testenv.RandomHex(6)
+	wrongScram := "wrong-Scram-" + testenv.RandomHex(6)
 	scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
 
-	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A cleanup, not a defer: the drop below runs after the test function
-	// returns, and needs the connection open (cleanups run last-in first-out).
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
-		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db)); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
-			t.Errorf("drop the test role %s: %v", role, err)
-		}
-	})
+	testenv.CreateRole(t, vars["CHANGESINK_TEST_PG"], role, pgSecret)
+	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
 	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
 	if err := kcl.ProduceSync(ctx,
@@ -276,7 +225,7 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db := "ks_report_" + randomHex(4)
+	db := "ks_report_" + testenv.RandomHex(4)
 	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/testenv"
@@ -145,51 +143,14 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	tlsDir := vars["CHANGESINK_TEST_TLS_DIR"]
 
 	// PostgreSQL: a role with a password of its own and its database.
-	suffix := randomHex(4)
+	suffix := testenv.RandomHex(4)
 	role, db := "ks_tls_"+suffix, "ks_tls_"+suffix
-	pgSecret := "pg-Tls-" + randomHex(6)
-	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
-		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db)); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
-			t.Errorf("drop the test role %s: %v", role, err)
-		}
-	})
+	pgSecret := "pg-Tls-" + testenv.RandomHex(6)
+	testenv.CreateRole(t, vars["CHANGESINK_TEST_PG"], role, pgSecret)
+	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
 	// Kafka: a compacted topic, written over the plaintext listener.
-	topic := "ks_tls_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
-	for {
-		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_tls_", 2)
 	seq := 0
 	produceOne := func() {
 		t.Helper()
@@ -212,8 +173,8 @@ func TestKafkaStateOverTLS(t *testing.T) {
 
 	plainUser, plainSecret := vars["CHANGESINK_TEST_KAFKA_PLAIN_USER"], vars["CHANGESINK_TEST_KAFKA_PLAIN_PASSWORD"]
 	scramUser, scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
-	wrongKafka := "wrong-Kafka-" + randomHex(6)
-	wrongPG := "wrong-PG-" + randomHex(6)
+	wrongKafka := "wrong-Kafka-" + testenv.RandomHex(6)
+	wrongPG := "wrong-PG-" + testenv.RandomHex(6)
 	saslSSL, sslAddr, mtls := vars["CHANGESINK_TEST_KAFKA_SASL_SSL"], vars["CHANGESINK_TEST_KAFKA_SSL"], vars["CHANGESINK_TEST_KAFKA_MTLS"]
 
 	// KAFKA_STATE_PROPERTIES as each provider's documentation has users
@@ -351,7 +312,7 @@ func TestCDCOverTLS(t *testing.T) {
 	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "clickhouse-ca.pem")
 	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
 	secure, password := vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]
-	wrong := "wrong-CH-" + randomHex(6)
+	wrong := "wrong-CH-" + testenv.RandomHex(6)
 	host := strings.SplitN(secure, "/", 4)[2] // localhost:19440
 
 	base := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": secure, "CLICKHOUSE_CA_FILE": caFile,
