@@ -228,19 +228,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	}
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
 		t.Helper()
-		r := runAsFlow(ctx, t, bin, work, env, args...)
-		check.add(r)
-		if r.code != wantCode {
-			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
-		}
-		for _, w := range wants {
-			if !strings.Contains(r.stdout, w) {
-				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
-			}
-		}
-		if r.stderr != "" {
-			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
-		}
+		flowStep(ctx, t, bin, work, check, name, wantCode, wants, env, args...)
 	}
 	systemCAValue := vars["CHANGESINK_TEST_TLS_CA"]
 
@@ -334,19 +322,7 @@ func TestCDCOverTLS(t *testing.T) {
 	check := &tlsSecretCheck{secrets: map[string]string{"ClickHouse password": password, "wrong ClickHouse password": wrong}}
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
 		t.Helper()
-		r := runAsFlow(ctx, t, bin, work, env, args...)
-		check.add(r)
-		if r.code != wantCode {
-			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
-		}
-		for _, w := range wants {
-			if !strings.Contains(r.stdout, w) {
-				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
-			}
-		}
-		if r.stderr != "" {
-			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
-		}
+		flowStep(ctx, t, bin, work, check, name, wantCode, wants, env, args...)
 	}
 
 	step("setup over TLS, CLICKHOUSE_CA_FILE", 0, []string{`"table":"` + db + `.orders_cdc"`}, base, "cdc", "setup")
@@ -365,4 +341,25 @@ func TestCDCOverTLS(t *testing.T) {
 	step("CLICKHOUSE_CA_FILE missing", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "no-such-ca.pem"},
 		with("CLICKHOUSE_CA_FILE", "no-such-ca.pem"), "cdc", "setup")
 	check.verify(t)
+}
+
+// flowStep runs one command as a flow would (runAsFlow), adds its output to
+// check, and asserts its exit code, that stdout holds each of wants, and
+// that stderr is empty (Kestra shows stderr as ERROR).
+func flowStep(ctx context.Context, t *testing.T, bin, work string, check *tlsSecretCheck, name string, wantCode int, wants []string,
+	env map[string]string, args ...string) {
+	t.Helper()
+	r := runAsFlow(ctx, t, bin, work, env, args...)
+	check.add(r)
+	if r.code != wantCode {
+		t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
+	}
+	for _, w := range wants {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
+		}
+	}
+	if r.stderr != "" {
+		t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
+	}
 }
