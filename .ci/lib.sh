@@ -39,6 +39,7 @@ ci_lock() {
 }
 
 # ci_tcp_open HOST PORT: true when something accepts TCP connections there.
+# shellcheck disable=SC2016 # $0 and $1 expand in the child shell
 ci_tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
 
 # ci_pid_alive PIDFILE MARKER: true when the pid in PIDFILE runs and its command line contains MARKER
@@ -60,8 +61,8 @@ ci_start_bg() {
 	rm -f "$pidfile"
 	# shellcheck disable=SC2016 # $$ and $@ expand in the child shell
 	setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 9>&- &
-	local i
-	for i in $(seq 50); do
+	local _
+	for _ in $(seq 50); do
 		[[ -s $pidfile ]] && return 0
 		sleep 0.02
 	done

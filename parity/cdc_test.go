@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -75,7 +75,7 @@ func TestCDCParity(t *testing.T) {
 	for _, name := range sortedKeys(scenarios) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			base := uniqueName("parity_" + strings.ReplaceAll(name, "-", "_"))
+			base := "parity_" + strings.ReplaceAll(name, "-", "_") + "_" + testenv.RandomHex(4)
 			p := &cdcParity{name: name, sc: scenarios[name], python: env["CHANGESINK_TEST_PYTHON"], bin: bin, ch: ch,
 				chURL: env["CHANGESINK_TEST_CLICKHOUSE"], scripts: scripts, conv: conv,
 				a: base + "_seed", b: base + "_text", c: base + "_bin"}

@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/tasks/cdc"
@@ -81,12 +81,12 @@ var shippedFlows = []shippedFlow{
 // shipped flow must use the same secret for the same variable, so a Kestra
 // instance configured for the seed needs no new secret.
 var seedSecretEnv = map[string]string{
-	"KAFKA_PROPERTIES":    "KAFKA_STATE_PROPERTIES",
-	"PG_DSN":              "KAFKA_STATE_DSN",
-	"PGUSER":              "KAFKA_STATE_USER",
-	"PGPASSWORD":          "KAFKA_STATE_PASSWORD",
-	"CLICKHOUSE_USERNAME": "CLICKHOUSE_USERNAME",
-	"CLICKHOUSE_PASSWORD": "CLICKHOUSE_PASSWORD",
+	kafkastate.EnvKafkaProperties: "KAFKA_STATE_PROPERTIES",
+	kafkastate.EnvPGDSN:           "KAFKA_STATE_DSN",
+	kafkastate.EnvPGUser:          "KAFKA_STATE_USER",
+	kafkastate.EnvPGPassword:      "KAFKA_STATE_PASSWORD",
+	"CLICKHOUSE_USERNAME":         "CLICKHOUSE_USERNAME",
+	"CLICKHOUSE_PASSWORD":         "CLICKHOUSE_PASSWORD",
 }
 
 // commandOutputs ties each command to the result type its Run reports

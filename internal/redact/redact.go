@@ -49,9 +49,12 @@ func (m *Masker) Add(values ...string) {
 }
 
 // AddDSN registers the password found in a DSN (URL or key=value form),
-// and its sslpassword (the passphrase of a client key, libpq's name).
+// and its sslpassword (the passphrase of a client key, libpq's name). The
+// password of scheme://user:password@host is found even when the URL does
+// not parse, so a mistyped URL cannot carry it into an error message.
 func (m *Masker) AddDSN(dsn string) {
 	m.Add(dsnSecrets(dsn)...)
+	m.Add(urlPassword(dsn))
 }
 
 // Mask returns s with every registered secret replaced by Placeholder.
@@ -110,4 +113,25 @@ func dsnSecrets(dsn string) []string {
 		out = append(out, p)
 	}
 	return out
+}
+
+// urlPassword finds the password of scheme://user:password@host/... by its
+// punctuation alone, for URLs that url.Parse refuses.
+func urlPassword(dsn string) string {
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	userinfo, _, ok := strings.Cut(rest, "@")
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		userinfo, ok = rest[:i], true
+	}
+	if !ok {
+		return ""
+	}
+	_, password, _ := strings.Cut(userinfo, ":")
+	return password
 }

@@ -33,9 +33,11 @@ func TestMasker(t *testing.T) {
 	m.AddDSN("host=h password='kv secret'")
 	m.AddDSN("postgres://u@h/db?sslpassword=url-keypass")
 	m.AddDSN("host=h sslpassword=kv-keypass password=kv2secret")
-	in := "a pa ss/word b pa+ss%2Fword c pa%20ss%2Fword d dsnsecret e kv secret f url-keypass g kv-keypass h kv2secret x"
+	m.AddDSN("clickhouse://u:bad%zzsecret@h:9000/db") // url.Parse refuses the escape
+	m.AddDSN("clickhouse://u:p@ss@h:9000/db?x=%zz")   // an @ in the password, and no parse
+	in := "a pa ss/word b pa+ss%2Fword c pa%20ss%2Fword d dsnsecret e kv secret f url-keypass g kv-keypass h kv2secret i bad%zzsecret j p@ss x"
 	got := m.Mask(in)
-	for _, s := range []string{"pa ss/word", "pa+ss%2Fword", "pa%20ss%2Fword", "dsnsecret", "kv secret", "url-keypass", "kv-keypass", "kv2secret"} {
+	for _, s := range []string{"pa ss/word", "pa+ss%2Fword", "pa%20ss%2Fword", "dsnsecret", "kv secret", "url-keypass", "kv-keypass", "kv2secret", "bad%zzsecret", "p@ss"} {
 		if strings.Contains(got, s) {
 			t.Errorf("Mask left %q in %q", s, got)
 		}

@@ -11,7 +11,8 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// The seed's env contract: cmd/changesink reads these variables (flags
+// The seed's env contract, declared here because Validate's errors name the
+// variables: cmd/changesink reads them (its flags take these names, and
 // override them) and fills a Config. This package never reads the
 // environment.
 const (
@@ -73,7 +74,7 @@ type Config struct {
 }
 
 func configErr(format string, args ...any) error {
-	return outcome.Configure(fmt.Errorf(format, args...))
+	return outcome.Config.Mark(fmt.Errorf(format, args...))
 }
 
 // Validate checks every field (the seed's 'Invalid topic or batch bounds',

@@ -8,7 +8,7 @@ import (
 
 // Sentinels for every refusal of the seed flow (and a few changesink adds).
 // Materialize and Verify wrap them (directly or through a typed error whose
-// Unwrap returns one of them) and mark the result with outcome.Refuse, so
+// Unwrap returns one of them) and mark the result with outcome.Refused.Mark, so
 // callers test errors.Is(err, ErrX) and outcome.Classify(err) ==
 // outcome.Refused. A refused run has changed no table.
 var (

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -113,7 +114,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// anything changes, whether the working directory takes it.
 	report, err := dir.Create(ReportFile)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("WORKING_DIR: %w; use a writable working directory (nothing was done)", err))
+		return nil, outcome.Config.Mark(fmt.Errorf("WORKING_DIR: %w; use a writable working directory (nothing was done)", err))
 	}
 	defer report.Abort()
 	started := time.Now()
@@ -206,7 +207,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			start = saved[p]
 		}
 		if start < w.logStart || start > w.lso {
-			return nil, outcome.Refuse(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
+			return nil, outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
 		}
 		starts[p] = start
 		states[p] = &partState{partition: p, next: start, done: start >= w.lso, atEnd: start >= w.lso, end: w.lso}
@@ -216,7 +217,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		}
 	}
 	if err := rule.beforeRead(lagging); err != nil {
-		return nil, outcome.Refuse(err)
+		return nil, outcome.Refused.Mark(err)
 	}
 
 	ph.mark("offsets")
@@ -278,7 +279,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		h.afterFetch()
 	}
 	if err := rule.afterRead(advanced, lagged); err != nil {
-		return nil, outcome.Refuse(err)
+		return nil, outcome.Refused.Mark(err)
 	}
 
 	// 5. Moved keys, then the merge.
@@ -353,7 +354,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// rename is left: a full disk fails the run before anything is committed.
 	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live}
 	if err := res.stageReport(report); err != nil {
-		return nil, outcome.Transiently(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in WORKING_DIR and re-run: %w", topic, ReportFile, err))
+		return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in WORKING_DIR and re-run: %w", topic, ReportFile, err))
 	}
 	if h.beforeCommit != nil {
 		h.beforeCommit()
@@ -419,20 +420,20 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 		if err != nil {
 			return nil, err
 		}
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions; restore both together (from one backup) or delete the topic's records to rebuild",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions; restore both together (from one backup) or delete the topic's records to rebuild",
 			topic, ErrValuesWithoutPositions))
 	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "read kafka_state.positions")
 	}
 	if clusterID != meta.clusterID || topicID != meta.topicIDText() {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q; "+
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q; "+
 			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions)",
 			topic, ErrIDsChanged, clusterID, topicID, meta.clusterID, meta.topicIDText()))
 	}
 	saved, err := parsePositions(raw)
 	if err != nil {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
 	}
 	savedKeys := make([]string, 0, len(saved))
 	for k := range saved {
@@ -445,7 +446,7 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 	slices.Sort(savedKeys)
 	slices.Sort(want)
 	if !slices.Equal(savedKeys, want) {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]; rebuild into an empty destination",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]; rebuild into an empty destination",
 			topic, ErrPartitionsChanged, strings.Join(savedKeys, " "), strings.Join(want, " ")))
 	}
 	out := make(Offsets, len(saved))
@@ -496,7 +497,7 @@ func keyTooLong(topic string, partitions []int32, states map[int32]*partState, p
 			at = st
 		}
 	}
-	return outcome.Refuse(&RecordError{Topic: topic, Partition: at.partition, Offset: at.longestKeyAt, Key: []byte(at.longestKey), Err: ErrKeyTooLong,
+	return outcome.Refused.Mark(&RecordError{Topic: topic, Partition: at.partition, Offset: at.longestKeyAt, Key: []byte(at.longestKey), Err: ErrKeyTooLong,
 		Detail: fmt.Sprintf("%d bytes, the longest key of the batch; PostgreSQL: %s", len(at.longestKey), pe.Message)})
 }
 
@@ -528,9 +529,9 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		return nil
 	case err == nil:
 		return nil
-	case errors.As(err, &pe) && pe.Code == "54000": // program_limit_exceeded: an index row too large
+	case errors.As(err, &pe) && pe.Code == pgerrcode.ProgramLimitExceeded: // an index row too large
 		return keyTooLong(topic, partitions, states, pe)
-	case useMerge && errors.As(err, &pe) && pe.Code == "23502" && pe.ColumnName == "record_key":
+	case useMerge && errors.As(err, &pe) && pe.Code == pgerrcode.NotNullViolation && pe.ColumnName == "record_key":
 		rctx, cancel := context.WithTimeout(ctx, pgTimeout)
 		rerr := db.Rollback(rctx) // ROLLBACK TO SAVEPOINT
 		cancel()
@@ -559,7 +560,7 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 	if err != nil {
 		return pgErr(ctx, err, "check for keys that moved partitions")
 	}
-	return outcome.Refuse(&e)
+	return outcome.Refused.Mark(&e)
 }
 
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id
@@ -567,17 +568,17 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topicMeta) error {
 	now, err := describeTopic(ctx, cl, topic)
 	if errors.Is(err, ErrTopicUnavailable) || errors.Is(err, ErrNoIDs) {
-		return outcome.Refuse(fmt.Errorf("topic %q: %w: %v; no state was committed", topic, ErrTopicChanged, err))
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; no state was committed", topic, ErrTopicChanged, err))
 	}
 	if err != nil {
 		return err
 	}
 	if now.topicID != before.topicID {
-		return outcome.Refuse(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed; rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed; rebuild into an empty destination",
 			topic, ErrTopicChanged, before.topicIDText(), now.topicIDText()))
 	}
 	if !slices.Equal(now.partitions, before.partitions) {
-		return outcome.Refuse(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed; rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed; rebuild into an empty destination",
 			topic, ErrTopicChanged, len(before.partitions), len(now.partitions)))
 	}
 	return nil

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,23 +23,27 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cc)
 	if err != nil {
-		// pgconn's connect errors name host, port, user and database, never
-		// the password. Authentication failures (SQLSTATE class 28), a
-		// missing database (3D000) and a refused certificate are
-		// configuration errors.
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
-			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
-		}
-		if outcome.TLSFailure(err) {
-			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
-				"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
-				"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
-				"certificate holds)", err))
-		}
-		return nil, pgErr(ctx, err, "connect")
+		return nil, connectErr(ctx, err)
 	}
 	return conn, nil
+}
+
+// connectErr classifies a failed connect. pgconn's connect errors name host,
+// port, user and database, never the password. Authentication failures
+// (SQLSTATE class 28), a missing database and a refused certificate are
+// configuration errors; the rest is as pgErr says.
+func connectErr(ctx context.Context, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) || pe.Code == pgerrcode.InvalidCatalogName) {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+	}
+	if outcome.TLSFailure(err) {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
+			"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
+			"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
+			"certificate holds)", err))
+	}
+	return pgErr(ctx, err, "connect")
 }
 
 // open parses p (PG_DSN with PGUSER and PGPASSWORD) and connects, for the
@@ -96,26 +100,27 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 }
 
 // pgErr wraps a PostgreSQL error with what was being done. A statement
-// timeout (57014 after statement_timeout) is transient like a lost
-// connection; a missing schema or table (42P01, 3F000: setup never ran in
-// this database), missing privileges (42501) and a read-only server or
-// database (25006) are configuration errors;
-// outcome.Classify handles the rest by SQLSTATE.
+// timeout (query_canceled after statement_timeout) is transient like a lost
+// connection; a missing schema or table (setup never ran in this database),
+// missing privileges and a read-only server or database are configuration
+// errors; outcome.Classify handles the rest by SQLSTATE.
 func pgErr(ctx context.Context, err error, what string) error {
 	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return wrapped
 	}
-	switch {
-	case pe.Code == "57014" && ctx.Err() == nil:
-		return outcome.Transiently(wrapped)
-	case pe.Code == "42P01" || pe.Code == "3F000":
-		return outcome.Configure(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
-	case pe.Code == "25006":
-		return outcome.Configure(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
-	case pe.Code == "42501":
-		return outcome.Configure(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
+	switch pe.Code {
+	case pgerrcode.QueryCanceled:
+		if ctx.Err() == nil { // statement_timeout, not a stop
+			return outcome.Transient.Mark(wrapped)
+		}
+	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
+		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
+	case pgerrcode.ReadOnlySQLTransaction:
+		return outcome.Config.Mark(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
+	case pgerrcode.InsufficientPrivilege:
+		return outcome.Config.Mark(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
 			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
 	}
 	return wrapped

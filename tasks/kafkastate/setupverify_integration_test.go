@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -65,11 +65,7 @@ func TestDDLIsTheSeeds(t *testing.T) {
 // working: Setup changes nothing in it and materialize continues from the
 // seed's rows; Setup run twice is a no-op.
 func TestSetupOnSeedDatabase(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
-	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
-	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
-	e.kcl = newProducer(t, e.brokers)
-	e.adm = newAdmin(e.kcl)
+	e := newBareEnv(t)
 	e.exec(t, seedDDL(t)) // the seed's Queries task, as one multi-statement string
 	createTopic(t, e.adm, e.topic, 1, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
@@ -98,7 +94,7 @@ func TestSetupConcurrent(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seed := seedDDL(t)
 	for round := 0; round < 3; round++ {
-		dsn := createDatabase(t, vars["CHANGESINK_TEST_PG"], uniqueName(t))
+		dsn := testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], testenv.UniqueName(t, "ks_"), "")
 		ctx := testCtx(t, time.Minute)
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
@@ -178,4 +174,20 @@ func TestVerify(t *testing.T) {
 	e.exec(t, `DELETE FROM kafka_state.positions WHERE topic = $1`, e.topic)
 	_, err = Verify(ctx, e.pg, e.topic)
 	assertRefused(t, err, ErrAheadOfPositions, "partition 0 offset 0", "no saved position", "(3 such records)")
+}
+
+// TestVerifyMalformedPositions: verify over a positions row whose
+// next offset is not an integer failed with PostgreSQL's cast error as an
+// internal error (exit 4) naming no topic; materialize refuses the same row
+// with ErrBadPositions. verify must refuse it the same way.
+func TestVerifyMalformedPositions(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	e.mustRun(t)
+	for _, bad := range []string{`{"0": "abc"}`, `{"0": 1e30}`, `{"0": 1.5}`} {
+		e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $1::jsonb WHERE topic = $2`, bad, e.topic)
+		_, err := Verify(testCtx(t, time.Minute), e.pg, e.topic)
+		assertRefused(t, err, ErrBadPositions, e.topic, "kafka_state.positions")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -67,10 +68,10 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 		return res, nil
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "22P02" || pe.Code == "22003") {
+	if errors.As(err, &pe) && (pe.Code == pgerrcode.InvalidTextRepresentation || pe.Code == pgerrcode.NumericValueOutOfRange) {
 		// The cast of a next offset to bigint failed: materialize refuses
 		// the same row with ErrBadPositions.
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",
 			topic, ErrBadPositions, pe.Message))
 	}
 	if err != nil {
@@ -80,5 +81,5 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	if next != nil {
 		e.Next = *next
 	}
-	return nil, outcome.Refuse(fmt.Errorf("%w (%d such records)", &e, count))
+	return nil, outcome.Refused.Mark(fmt.Errorf("%w (%d such records)", &e, count))
 }

@@ -1,0 +1,62 @@
+package kafkastate
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// TestPGErrorClasses: the SQLSTATEs kafka-state decides itself, with the
+// hint each configuration error carries; the rest is left to
+// outcome.Classify.
+func TestPGErrorClasses(t *testing.T) {
+	live := context.Background()
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		connect bool // through connectErr (the connect path), else pgErr
+		err     error
+		want    outcome.Kind
+		hint    string
+	}{
+		{"statement timeout", live, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Transient, ""},
+		{"cancelled by a stop", stopped, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Internal, ""},
+		{"no table: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.UndefinedTable}, outcome.Config, "kafka-state setup"},
+		{"no schema: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.InvalidSchemaName}, outcome.Config, "kafka-state setup"},
+		{"read-only server", live, false, &pgconn.PgError{Code: pgerrcode.ReadOnlySQLTransaction}, outcome.Config, "point it at the primary"},
+		{"missing privileges", live, false, &pgconn.PgError{Code: pgerrcode.InsufficientPrivilege}, outcome.Config, "grant the PG_DSN role"},
+		{"terminated backend", live, false, &pgconn.PgError{Code: pgerrcode.AdminShutdown}, outcome.Transient, ""},
+		{"syntax error", live, false, &pgconn.PgError{Code: pgerrcode.SyntaxError}, outcome.Internal, ""},
+		{"not a pg error", live, false, fmt.Errorf("x"), outcome.Internal, ""},
+		{"connect: wrong password", live, true, &pgconn.PgError{Code: pgerrcode.InvalidPassword}, outcome.Config, "check PG_DSN, PGUSER and PGPASSWORD"},
+		{"connect: no such role", live, true, &pgconn.PgError{Code: pgerrcode.InvalidAuthorizationSpecification}, outcome.Config, "check PG_DSN"},
+		{"connect: no such database", live, true, &pgconn.PgError{Code: pgerrcode.InvalidCatalogName}, outcome.Config, "check PG_DSN"},
+		{"connect: untrusted certificate", live, true, fmt.Errorf("tls: %w", x509.UnknownAuthorityError{}), outcome.Config, "sslrootcert"},
+		{"connect: server starting up", live, true, &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, outcome.Transient, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got error
+			if tt.connect {
+				got = connectErr(tt.ctx, tt.err)
+			} else {
+				got = pgErr(tt.ctx, tt.err, "test")
+			}
+			if k := outcome.Classify(got); k != tt.want {
+				t.Errorf("class %v, want %v: %v", k, tt.want, got)
+			}
+			if !strings.Contains(got.Error(), tt.hint) {
+				t.Errorf("error %q does not say %q", got, tt.hint)
+			}
+		})
+	}
+}
