@@ -40,14 +40,30 @@
 // the columns, metadata.operation, metadata.source.{snapshot, sequence,
 // txId} and whether it carried the delete marker, as read (row.change).
 //
-// Value shapes (see convert): Ion ints, decimals (12.50), floats, bools,
-// strings and symbols, blobs, millisecond timestamps, day timestamps for
-// dates, annotated strings ZonedDateTime::"…", OffsetDateTime::"…" and
-// LocalDateTime::"…" (read in the column's time zone), nulls, and the
-// {scale, value} struct of an unconstrained numeric, accepted by Decimal
-// columns only. A value that does not fit its column is refused, never
-// rounded: more decimal places than the scale, more sub-second digits than
-// the precision, a double that is not a float32.
+// Value shapes (see convert), as the real trigger writes them
+// (harness/debezium/FINDINGS.md §2): Ion ints (smallint, integer, bigint),
+// decimals with the column's scale (numeric(p,s): 12.50), Debezium's
+// {scale, value} struct (unconstrained numeric; accepted by Decimal
+// columns and by String columns with source_type numeric), floats (real
+// widened from float32, double precision), bools, strings (text, varchar,
+// jsonb, uuid in lower case, date as YYYY-MM-DD, timestamp as UTC with Z and
+// six fraction digits from Kestra 2.x or as few as needed from 1.x,
+// timestamptz likewise in the worker JVM's zone, Z or +01:00), blobs
+// (bytea). Read too, for other producers: symbols, day timestamps for
+// dates, millisecond timestamps, annotated strings ZonedDateTime::"…",
+// OffsetDateTime::"…" and LocalDateTime::"…" (read in the column's time
+// zone), explicit nulls. A value that does not fit its column is refused,
+// never rounded: more decimal places than the scale, more sub-second
+// digits than the precision (a timestamp with microseconds into DateTime),
+// a double that is not a float32.
+//
+// A column's optional source_type (the PostgreSQL type, pgType) restricts
+// the ClickHouse types it may be mapped to (a mapping error names what to
+// map it to), and makes a String column hold the value in one exact text:
+// a timestamp or timestamptz as YYYY-MM-DD hh:mm:ss.ffffff in UTC (what
+// ClickHouse 18.16, which has no DateTime64, can hold to the microsecond;
+// the same text whatever form the trigger wrote), a date as YYYY-MM-DD, a
+// numeric as its exact decimal text, a uuid in lower case.
 //
 // # The checks, and the seed rule each implements
 //
@@ -115,8 +131,10 @@
 // parameters, only int and bool settings). On a server of 21.12 or newer a
 // Bool column is created as Bool (UInt8 before); DateTime64 columns need
 // 20.1 or newer and are refused by setup and apply on older servers
-// (ErrUnsupportedServer; use DateTime for whole seconds), and so are
-// Decimal columns of more than 38 digits (Decimal256) before 21.6.
+// (ErrUnsupportedServer; use DateTime for whole seconds, or String with
+// source_type timestamp for microseconds), and so are Decimal columns of
+// more than 38 digits (Decimal256) before 21.6 (String with source_type
+// numeric holds any numeric).
 //
 // # Deliberate differences from the seed
 //

@@ -180,7 +180,7 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 			if err := readMetadata(r, rec); err != nil {
 				return name, err
 			}
-		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].typ.kind == kindDecimal:
+		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].takesVarScale():
 			coef, exp, err := readVariableScale(r)
 			switch {
 			case errors.Is(err, ErrMalformed):
@@ -536,11 +536,11 @@ func intern(b []byte) string {
 }
 
 // needsIon reports a record the fast reader cannot finish: a Decimal
-// column holding a struct that is not exactly Debezium's {scale, value}
+// column (or a numeric one held as text) holding a struct that is not exactly Debezium's {scale, value}
 // (ionrec keeps only that one), whose refusal readVariableScale words.
 func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.cols {
-		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].typ.kind == kindDecimal {
+		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].takesVarScale() {
 			return true
 		}
 	}
