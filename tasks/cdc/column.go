@@ -62,9 +62,10 @@ func expectedIon(t colType) string {
 // max_length counted in code points like Python's len(), null only in
 // Nullable columns; and refuses every lossy conversion (more decimal digits
 // than the scale, more sub-second digits than the precision, a double that
-// is not a float32) instead of rounding. Debezium's TOAST placeholder is
-// refused in any form (a string, a symbol, or a blob for a bytea) and any
-// column.
+// is not a float32) instead of rounding. Debezium's TOAST placeholder, in
+// any form (a string, a symbol, or a blob for a bytea) and any column, is
+// read as value.toast: the value the row held before (finish and the batch
+// decide whether it can be known).
 func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
 	t := c.typ
 	if s.Null {
@@ -77,7 +78,7 @@ func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
 		return value{}, errNotUTF8
 	}
 	if isToastPlaceholder(s) {
-		return value{}, ErrToast
+		return value{toast: true}, nil
 	}
 	if t.kind == kindString {
 		switch c.src {

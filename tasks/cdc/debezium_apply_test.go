@@ -111,9 +111,7 @@ var noBatch = map[string]string{
 
 // expectRefused lists batches a scenario's run must refuse, by scenario,
 // form and batch file: the words the refusal must hold.
-var expectRefused = map[string]map[string]string{
-	"toast_default": {"changes-02.binary.ion": "incomplete TOAST value", "changes-02.text.ion": "incomplete TOAST value"},
-}
+var expectRefused = map[string]map[string]string{}
 
 // expectSetupRefused lists scenarios whose mapping cdc setup refuses on
 // this server: the words the refusal must hold.

@@ -89,8 +89,12 @@
 //     seed accepts what IonToJson makes of it): ErrBadValue;
 //   - strings longer than max_length in code points (Python's len):
 //     ErrBadValue (seed: len(status) > 32);
-//   - the TOAST placeholder __debezium_unavailable_value in any column of a
-//     create, update or read event: ErrToast (seed: status only);
+//   - the TOAST placeholder __debezium_unavailable_value (a string, a
+//     symbol, or a blob for a bytea) in any column: in an update it means
+//     the value did not change, and is taken from the key's previous event
+//     in the batch or else the target's current row (toast.go); ErrToast in
+//     a create or read event, in a key, and when neither holds the previous
+//     version (seed: status only, always refused);
 //   - an empty batch: ErrEmptyBatch; a TRUNCATE event: ErrTruncate.
 //
 // Deletes carry the key; their other columns are not read and are written
@@ -100,7 +104,9 @@
 // # What it writes
 //
 // The latest event per key by LSN is kept; two events with one key and LSN
-// must be identical (ErrConflict). The target's winning version of only this
+// must be identical (ErrConflict). Before the target is compared, the
+// unchanged TOAST values the batch could not fill are read from the
+// target's rows of those keys (fillFromTarget). The target's winning version of only this
 // batch's keys is read with FINAL, the keys sent as an external table and
 // used as a PREWHERE (they are the sorting key, so FINAL merges only the
 // batch's rows): first the versions alone, then the payloads of the keys
@@ -140,8 +146,9 @@
 //
 //   - Any table: columns, types, limits and names come from the mapping, not
 //     from a script edited per table.
-//   - Every column of a create/update/read event is checked for the TOAST
-//     placeholder, not only status; deletes still ignore their image.
+//   - Every column is checked for the TOAST placeholder, not only status,
+//     in every form; an update's placeholder is filled with the previous
+//     value instead of refused (toast.go); deletes still ignore their image.
 //   - A TRUNCATE event is refused with its own error (the seed fails on the
 //     missing id); an unknown field, a repeated field or a value of the wrong
 //     Ion type is refused with the record number, key, LSN and column.
