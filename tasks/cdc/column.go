@@ -26,9 +26,16 @@ func badValue(format string, args ...any) error {
 }
 
 func wrongType(t colType, got ion.Type) error {
-	if got == ion.StructType {
+	switch got {
+	case ion.StructType:
 		return badValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
 			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t)
+	case ion.DecimalType:
+		return badValue("expected %s for %s, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) as a decimal: "+
+			"map the column as Decimal(p, s), or String with source_type: numeric)", expectedIon(t), t)
+	case ion.BlobType:
+		return badValue("expected %s for %s, got an Ion blob (Debezium writes a PostgreSQL bytea as a blob: map the column as String)",
+			expectedIon(t), t)
 	}
 	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
 }

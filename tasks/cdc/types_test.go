@@ -120,6 +120,10 @@ func TestTypeRefusals(t *testing.T) {
 		{"uid", "not-a-uuid", "the string is not a UUID"},
 		{"uid", nil, "null in a column that is not Nullable (UUID)"},
 		{"qty", "5", "expected an Ion int (or a decimal without fraction digits, 5.) for Nullable(Int32), got an Ion string"},
+		{"f64", iongen.Decimal("12.50"), "expected an Ion float for Float64, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) " +
+			"as a decimal: map the column as Decimal(p, s), or String with source_type: numeric)"},
+		{"uid", iongen.Blob{0xde, 0xad}, "expected an Ion string holding a UUID for UUID, got an Ion blob (Debezium writes a PostgreSQL " +
+			"bytea as a blob: map the column as String)"},
 		// The TOAST placeholder, in a create (an update's is filled from
 		// the row's previous version), in every form it arrives in.
 		{"note", toastPlaceholder, ""},
