@@ -552,8 +552,9 @@ func intern(b []byte) string {
 }
 
 // needsIon reports a record the fast reader cannot finish: a Decimal
-// column (or a numeric one held as text) holding a struct that is not exactly Debezium's {scale, value}
-// (ionrec keeps only that one), whose refusal readVariableScale words.
+// column (or a numeric held as text) holding a struct that is not exactly
+// Debezium's {scale, value} (ionrec keeps only that one), whose refusal
+// readVariableScale words.
 func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.cols {
 		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].takesVarScale() {
