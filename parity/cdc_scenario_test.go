@@ -97,6 +97,9 @@ func (sc *cdcScenario) validate() error {
 			if _, ok := cdcDifferences[d]; !ok {
 				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(sortedKeys(cdcDifferences), ", "))
 			}
+			if cdcOutcomeDifferences[d] && (b.Expect == "ok" || len(b.Differs) != 1 || i != len(sc.Batches)-1) {
+				return fmt.Errorf("batch %d: outcome difference %q must be the only one named, by the last batch, with the seed's failing expect", i+1, d)
+			}
 		}
 		if _, _, err := encodeBatch(b, i); err != nil {
 			return fmt.Errorf("batch %d: %w", i+1, err)

@@ -44,4 +44,20 @@ var kafkaDifferences = map[string]difference{
 var outcomeDifferences = map[string]bool{"nesting_988_to_1000_accepted": true}
 
 // cdcDifferences are the cdc differences a scenario may name.
-var cdcDifferences = map[string]difference{}
+var cdcDifferences = map[string]difference{
+	"unchanged_toast_filled": {
+		What: "An update carrying Debezium's placeholder __debezium_unavailable_value (an unchanged TOASTed column " +
+			"under REPLICA IDENTITY DEFAULT) is applied with the column's previous value: from the key's previous " +
+			"event in the batch, else from the target's current row when it is older and not a delete; the seed " +
+			"refuses the batch (\"incomplete TOAST value\").",
+		Why: "The placeholder means the value did not change since the row's previous version, so refusing makes " +
+			"every such update unappliable (a replay holds the same placeholder). Bound checked: the seed refused " +
+			"with its TOAST message and wrote nothing; changesink's rows are the rows before the batch with the " +
+			"batch's events applied, each placeholder replaced by the key's previous value.",
+	},
+}
+
+// cdcOutcomeDifferences are cdc differences in the outcome itself (the seed
+// fails, changesink succeeds): a batch naming one must be its scenario's
+// last, with the seed's failing expect.
+var cdcOutcomeDifferences = map[string]bool{"unchanged_toast_filled": true}

@@ -179,7 +179,7 @@ func TestCDCCommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(work, "broken.mapping.yaml"), []byte(strings.Replace(string(mapping), "max_length: 32", "max_len: 32", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	step("mapping with a mistake", 2, []string{`"error_class":"config"`, `broken.mapping.yaml:26:5: unknown key \"max_len\" in a column (known keys: name, type, max_length)`},
+	step("mapping with a mistake", 2, []string{`"error_class":"config"`, `broken.mapping.yaml:26:5: unknown key \"max_len\" in a column (known keys: name, type, max_length, source_type)`},
 		map[string]string{"CDC_MAPPING": "broken.mapping.yaml"}, "cdc", "apply")
 	step("missing batch file", 2, []string{`"error_class":"config"`, "no-such.ion"},
 		map[string]string{"CDC_BATCH_FILE": "no-such.ion"}, "cdc", "apply")

@@ -225,6 +225,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, c.err
 	}
 	tbl := c.table
+	if _, err := fillFromTarget(ctx, tbl, expected); err != nil {
+		return nil, err
+	}
 
 	// expected.jsonl is written while the target is read.
 	step := time.Now()
@@ -243,6 +246,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	pending, deletes, err := selectPending(m, expected, current)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFilled(m, pending); err != nil {
 		return nil, err
 	}
 	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), deletes

@@ -32,11 +32,13 @@ func (b *batch) reset() {
 func (b *batch) len() int        { return b.rows.n }
 func (b *batch) at(i int32) *row { return b.rows.at(i) }
 
-// add merges one event: it becomes its key's row when its LSN is higher;
-// an event at the key's latest LSN must carry the same payload (seed:
-// "Conflicting changes share an id and LSN"), else add refuses it. An
-// event below the latest LSN is left to the history pass. add copies what
-// it keeps: r (and its values) stay the caller's.
+// add merges one event: it becomes its key's row when its LSN is higher
+// (its unchanged TOAST values taken from the row it replaces:
+// keepUnchanged); an event at the key's latest LSN must carry the same
+// payload (seed: "Conflicting changes share an id and LSN"), else add
+// refuses it. An event below the latest LSN is left to the history pass.
+// add copies what it keeps: r stays the caller's (its placeholders may be
+// filled in place).
 func (b *batch) add(r row) error {
 	b.events++
 	i, ok := b.index[r.key]
@@ -47,10 +49,15 @@ func (b *batch) add(r row) error {
 	cur := b.rows.at(i)
 	switch {
 	case r.lsn == cur.lsn:
-		if !samePayload(&r, cur) {
+		if !sameEvent(&r, cur) {
 			return b.conflict(&r, cur.rec)
 		}
 	case r.lsn > cur.lsn:
+		if r.unchanged {
+			if err := keepUnchanged(b.m, &r, cur); err != nil {
+				return err
+			}
+		}
 		vals := cur.vals
 		copy(vals, r.vals)
 		*cur = r

@@ -180,7 +180,7 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 			if err := readMetadata(r, rec); err != nil {
 				return name, err
 			}
-		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].typ.kind == kindDecimal:
+		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].takesVarScale():
 			coef, exp, err := readVariableScale(r)
 			switch {
 			case errors.Is(err, ErrMalformed):
@@ -387,6 +387,9 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 		s := r.col(i)
 		if s.Type != ion.NoType && errs[i] == nil {
 			vals[i], errs[i] = convert(s, &m.cols[i])
+			if errs[i] == nil && vals[i].toast {
+				errs[i] = fmt.Errorf("%w: a key column cannot be left unchanged", ErrToast)
+			}
 		}
 		if s.Type == ion.NoType || errs[i] != nil {
 			keyOK = false
@@ -471,7 +474,20 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 			vals[i] = v
 		}
 	}
-	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: changeOf(r, del)}
+	// An update that leaves a TOASTed column unchanged carries Debezium's
+	// placeholder; the value is the row's previous version's, which the
+	// batch (batch.add) or the target (fillFromTarget) holds. A create or a
+	// snapshot read has no previous version: refused, as the seed refuses.
+	unchanged := false
+	for i := range vals {
+		if vals[i].toast {
+			if !textIs(r.metaField(metaOperation), "UPDATE") {
+				return refuse(m.cols[i].name, ErrToast)
+			}
+			unchanged = true
+		}
+	}
+	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: changeOf(r, del), unchanged: unchanged}
 	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
 	out.key = string(d.keyBuf)
 	return out, nil
@@ -536,11 +552,12 @@ func intern(b []byte) string {
 }
 
 // needsIon reports a record the fast reader cannot finish: a Decimal
-// column holding a struct that is not exactly Debezium's {scale, value}
-// (ionrec keeps only that one), whose refusal readVariableScale words.
+// column (or a numeric held as text) holding a struct that is not exactly
+// Debezium's {scale, value} (ionrec keeps only that one), whose refusal
+// readVariableScale words.
 func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.cols {
-		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].typ.kind == kindDecimal {
+		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].takesVarScale() {
 			return true
 		}
 	}

@@ -488,6 +488,9 @@ final class Run implements AutoCloseable {
             if (c.maxLength() > 0) {
                 y.append(", max_length: ").append(c.maxLength());
             }
+            if (c.sourceType() != null) {
+                y.append(", source_type: ").append(c.sourceType());
+            }
             y.append("}  # ").append(c.pgType()).append('\n');
         }
         return y.toString();
