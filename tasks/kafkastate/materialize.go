@@ -149,6 +149,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := requireUTF8(conn); err != nil {
+		return nil, err
+	}
 	tx, err := begin(ctx, conn)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,22 @@ func (p Postgres) open(ctx context.Context) (*pgx.Conn, error) {
 	return connect(ctx, cc)
 }
 
+// requireUTF8 refuses a database whose encoding is not UTF8, as a
+// configuration error: keys reach it through a binary COPY, which
+// PostgreSQL stores without converting them (in a LATIN1 database "café"
+// would become "cafÃ©", another key than the seed's), and values holding
+// text the encoding lacks fail. setup and materialize check it; verify
+// compares offsets only.
+func requireUTF8(conn *pgx.Conn) error {
+	enc := conn.PgConn().ParameterStatus("server_encoding")
+	if enc == "UTF8" {
+		return nil
+	}
+	db := conn.Config().Database
+	return outcome.Config.Mark(fmt.Errorf("postgresql: database %q has encoding %s; kafka-state stores UTF-8 keys and values and needs a UTF8 database: "+
+		"point PG_DSN at one (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0); nothing was changed", db, enc))
+}
+
 func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
