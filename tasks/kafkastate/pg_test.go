@@ -60,3 +60,28 @@ func TestPGErrorClasses(t *testing.T) {
 		})
 	}
 }
+
+// TestValueTooLargeDecision: which COPY errors refuse a value as too large
+// for jsonb (TestValueTooLargeForJSONB hits the XX000 one on the real
+// server; a 54000 needs a string over 256 MB).
+func TestValueTooLargeDecision(t *testing.T) {
+	where := "COPY " + stagingTable + ", line 3, column payload"
+	for _, tc := range []struct {
+		name string
+		err  error
+		line int // 0: not this refusal
+	}{
+		{"string too long", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded, Message: "string too long to represent as jsonb string", Where: where}, 3},
+		{"allocation limit", &pgconn.PgError{Code: pgerrcode.InternalError, Message: "invalid memory alloc request size 1073741824", Where: where}, 3},
+		{"wrapped", fmt.Errorf("x: %w", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded, Where: "COPY " + stagingTable + ", line 12, column payload: \"[0,0\""}), 12},
+		{"another internal error", &pgconn.PgError{Code: pgerrcode.InternalError, Message: "tuple concurrently updated", Where: where}, 0},
+		{"not on the payload", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded, Where: "COPY " + stagingTable + ", line 3, column record_key"}, 0},
+		{"not in the COPY", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded}, 0},
+		{"not a pg error", fmt.Errorf("x"), 0},
+	} {
+		_, line, ok := valueTooLarge(tc.err)
+		if ok != (tc.line > 0) || line != tc.line {
+			t.Errorf("%s: valueTooLarge = line %d, %v; want line %d", tc.name, line, ok, tc.line)
+		}
+	}
+}

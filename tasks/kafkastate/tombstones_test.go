@@ -137,7 +137,7 @@ func TestRunbookNamesEveryRefusal(t *testing.T) {
 	}
 	for _, sentinel := range []error{ErrTopicUnavailable, ErrNoIDs, ErrLocked, ErrIDsChanged, ErrPartitionsChanged,
 		ErrValuesWithoutPositions, ErrBadPositions, ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey, ErrKeyNotUTF8,
-		ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
+		ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
 		ErrAheadOfPositions} {
 		if !strings.Contains(firstCells.String(), "`"+sentinel.Error()+"`") {
 			t.Errorf("the README's kafka-state runbook has no row for %q", sentinel)
