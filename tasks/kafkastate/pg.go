@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -36,6 +37,14 @@ func connectErr(ctx context.Context, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) || pe.Code == pgerrcode.InvalidCatalogName) {
 		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+	}
+	// pgx's untyped error for a server that answered the TLS request with
+	// 'N' (ssl = off) under sslmode=require, verify-ca or verify-full:
+	// no retry makes it offer TLS.
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the server does not offer TLS, and the sslmode in PG_DSN "+
+			"(require, verify-ca or verify-full) requires it: enable ssl on the server, or point PG_DSN at one that offers TLS; "+
+			"sslmode=disable or prefer only on a network you trust)", err))
 	}
 	if outcome.TLSFailure(err) {
 		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+

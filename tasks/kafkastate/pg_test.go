@@ -3,6 +3,7 @@ package kafkastate
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,6 +42,7 @@ func TestPGErrorClasses(t *testing.T) {
 		{"connect: no such role", live, true, &pgconn.PgError{Code: pgerrcode.InvalidAuthorizationSpecification}, outcome.Config, "check PG_DSN"},
 		{"connect: no such database", live, true, &pgconn.PgError{Code: pgerrcode.InvalidCatalogName}, outcome.Config, "check PG_DSN"},
 		{"connect: untrusted certificate", live, true, fmt.Errorf("tls: %w", x509.UnknownAuthorityError{}), outcome.Config, "sslrootcert"},
+		{"connect: server without TLS", live, true, fmt.Errorf("failed to connect: tls error: %w", errors.New("server refused TLS connection")), outcome.Config, "does not offer TLS"},
 		{"connect: server starting up", live, true, &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, outcome.Transient, ""},
 	}
 	for _, tt := range tests {

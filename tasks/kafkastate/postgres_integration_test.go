@@ -7,7 +7,11 @@ package kafkastate
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +137,55 @@ func TestNonUTF8Database(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM kafka_state.records`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("records after a refused run: %d (%v), want 0", n, err)
+	}
+}
+
+// refuseTLS carries one connection to PostgreSQL the way a server with
+// ssl = off answers it: an SSLRequest gets 'N', everything else passes.
+func refuseTLS(_ *testenv.Proxy, client, server net.Conn) {
+	defer client.Close()
+	defer server.Close()
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(client, head); err != nil {
+		return
+	}
+	if binary.BigEndian.Uint32(head[0:4]) == 8 && binary.BigEndian.Uint32(head[4:8]) == 80877103 {
+		if _, err := client.Write([]byte{'N'}); err != nil {
+			return
+		}
+	} else if _, err := server.Write(head); err != nil {
+		return
+	}
+	go func() { _, _ = io.Copy(server, client); server.Close() }()
+	_, _ = io.Copy(client, server)
+}
+
+// TestTLSRequiredByTheDSNButNotServed: PG_DSN asks for TLS (sslmode=require,
+// verify-ca, verify-full) of a server that does not offer it (ssl = off,
+// stood in for by a proxy in front of the real server that answers the TLS
+// request with 'N', as such a server does). pgx reports "server refused TLS
+// connection", which was transient (exit 3: retry), and no retry helps. It
+// is a configuration error naming sslmode. With sslmode=prefer the same
+// server is used without TLS.
+func TestTLSRequiredByTheDSNButNotServed(t *testing.T) {
+	e := newEnv(t)
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), testenv.ProxyOptions{Conn: refuseTLS})
+	through := func(mode string) Postgres {
+		return Postgres{DSN: testenv.WithParams(t, strings.Replace(e.pg.DSN, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), proxy.Addr(), 1),
+			map[string]string{"sslmode": mode})}
+	}
+	if _, err := Setup(testCtx(t, time.Minute), through("prefer")); err != nil {
+		t.Fatalf("setup with sslmode=prefer through the proxy: %v", err)
+	}
+	for _, mode := range []string{"require", "verify-ca", "verify-full"} {
+		_, err := Setup(testCtx(t, time.Minute), through(mode))
+		if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), "does not offer TLS") {
+			t.Errorf("sslmode=%s against a server without TLS: err = %v (class %v), want a configuration error saying the server does not offer TLS and naming sslmode",
+				mode, err, outcome.Classify(err))
+		}
 	}
 }
