@@ -140,6 +140,9 @@ func pgErr(ctx context.Context, err error, what string) error {
 		if ctx.Err() == nil { // statement_timeout, not a stop
 			return outcome.Transient.Mark(wrapped)
 		}
+	case pgerrcode.IdleInTransactionSessionTimeout:
+		return outcome.Transient.Mark(fmt.Errorf("%w (the server ended the session while the batch waited for Kafka; nothing was committed: "+
+			"retry, and if it recurs raise idle_in_transaction_session_timeout for the PG_DSN role above 30 s)", wrapped))
 	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
 		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
 	case pgerrcode.ReadOnlySQLTransaction:

@@ -35,6 +35,7 @@ func TestPGErrorClasses(t *testing.T) {
 		{"no schema: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.InvalidSchemaName}, outcome.Config, "kafka-state setup"},
 		{"read-only server", live, false, &pgconn.PgError{Code: pgerrcode.ReadOnlySQLTransaction}, outcome.Config, "point it at the primary"},
 		{"missing privileges", live, false, &pgconn.PgError{Code: pgerrcode.InsufficientPrivilege}, outcome.Config, "grant the PG_DSN role"},
+		{"idle in transaction too long", live, false, &pgconn.PgError{Code: pgerrcode.IdleInTransactionSessionTimeout}, outcome.Transient, "idle_in_transaction_session_timeout"},
 		{"terminated backend", live, false, &pgconn.PgError{Code: pgerrcode.AdminShutdown}, outcome.Transient, ""},
 		{"syntax error", live, false, &pgconn.PgError{Code: pgerrcode.SyntaxError}, outcome.Internal, ""},
 		{"not a pg error", live, false, fmt.Errorf("x"), outcome.Internal, ""},
