@@ -201,11 +201,17 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("wrong password in PG_DSN", 2, "check PG_DSN",
 		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
 		"kafka-state", "materialize")
+	// An unescaped '@' in the DSN's password: libpq's rule makes its tail
+	// the host, which the connect error printed (and called transient).
+	atSecret := "at-Secret-" + testenv.RandomHex(6)
+	step("'@' in the DSN's password", 2, "%40",
+		map[string]string{kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, atSecret, db)},
+		"kafka-state", "setup")
 	step("refused batch (topic missing)", 1, "topic metadata is unavailable",
 		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
 	step("flags override env", 0, `"consumed":0`, map[string]string{kafkastate.EnvTopic: "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
 
-	for name, secret := range map[string]string{kafkastate.EnvPGPassword: pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram} {
+	for name, secret := range map[string]string{kafkastate.EnvPGPassword: pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram, "tail of a password with '@'": atSecret} {
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("stdout contains the %s", name)
 		}

@@ -190,7 +190,11 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 	}
 	if kctx.Command() == "help" || kctx.Command() == "help <command>" {
 		helpArgs := append(append([]string{}, cli.Help.Command...), "--help")
-		_, _ = parser.Parse(helpArgs)
+		exited = -1
+		if _, err := parser.Parse(helpArgs); exited < 0 && err != nil {
+			// No such command: kong stops at it before --help.
+			return fail(em, outcome.Config, fmt.Errorf("help %s: %w; `changesink help` lists the commands", strings.Join(cli.Help.Command, " "), err))
+		}
 		return 0
 	}
 	logger := slog.New(kestra.NewLogHandler(em, cli.LogLevel))

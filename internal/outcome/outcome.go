@@ -168,12 +168,14 @@ func Classify(err error) Kind {
 // server shutting down or the backend terminated (57P01 admin_shutdown, as
 // pg_terminate_backend sends it; 57P02; 57P03 cannot_connect_now), a
 // serialization failure or deadlock (40001, 40P01), too many connections
-// (53300). The tasks decide the SQLSTATEs that are configuration errors
+// (53300), a session the server ended for idling (25P03
+// idle_in_transaction_session_timeout, 57P05 idle_session_timeout). The tasks decide the SQLSTATEs that are configuration errors
 // themselves, because each names what to fix.
 func pgTransient(code string) bool {
 	switch code {
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
-		pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.TooManyConnections:
+		pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.TooManyConnections,
+		pgerrcode.IdleInTransactionSessionTimeout, pgerrcode.IdleSessionTimeout:
 		return true
 	}
 	return pgerrcode.IsConnectionException(code)

@@ -41,6 +41,8 @@ func TestClassify(t *testing.T) {
 		{"pg serialization", fmt.Errorf("commit: %w", &pgconn.PgError{Code: pgerrcode.SerializationFailure}), Transient},
 		{"pg deadlock", &pgconn.PgError{Code: pgerrcode.DeadlockDetected}, Transient},
 		{"pg too many connections", &pgconn.PgError{Code: pgerrcode.TooManyConnections}, Transient},
+		{"pg idle in transaction too long", &pgconn.PgError{Code: pgerrcode.IdleInTransactionSessionTimeout}, Transient},
+		{"pg idle session too long", &pgconn.PgError{Code: pgerrcode.IdleSessionTimeout}, Transient},
 		{"pg syntax", &pgconn.PgError{Code: pgerrcode.SyntaxError}, Internal},
 		{"pg statement timeout (the task decides)", &pgconn.PgError{Code: pgerrcode.QueryCanceled}, Internal},
 		{"pg password refused (the task decides)", &pgconn.PgError{Code: pgerrcode.InvalidPassword}, Internal},

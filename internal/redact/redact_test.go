@@ -50,3 +50,32 @@ func TestMasker(t *testing.T) {
 		t.Error("zero Masker must not change text")
 	}
 }
+
+// TestMaskerURLPasswordWithReservedCharacters: a URL password holding an
+// unescaped '@', '?' or '#'. libpq and pgx end the userinfo at the first '@'
+// ("hunter2"), so the rest of the password becomes the host and reaches the
+// connect error ("lookup secret42@127.0.0.1: no such host"); Go's url.Parse
+// ends it at the last '@' or refuses the URL. Every reading is masked.
+func TestMaskerURLPasswordWithReservedCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		dsn     string
+		printed string
+		secrets []string
+	}{
+		{"postgres://changesink:hunter2@secret42@127.0.0.1:5432/db?sslmode=disable",
+			"hostname resolving error: lookup secret42@127.0.0.1: no such host", []string{"hunter2", "secret42"}},
+		{"postgres://changesink:hunter2@secret42@127.0.0.1:5432/db?sslmode=disable",
+			"password hunter2@secret42", []string{"hunter2@secret42", "secret42"}},
+		{"postgres://changesink:hunter2?secret42@127.0.0.1/db", "password hunter2?secret42", []string{"hunter2?secret42"}},
+		{"postgres://changesink:hunter2#secret42@127.0.0.1/db", "password hunter2#secret42", []string{"hunter2#secret42"}},
+	} {
+		var m Masker
+		m.AddDSN(tc.dsn)
+		got := m.Mask(tc.printed)
+		for _, s := range tc.secrets {
+			if strings.Contains(got, s) {
+				t.Errorf("AddDSN(%q): Mask(%q) = %q, still shows %q", tc.dsn, tc.printed, got, s)
+			}
+		}
+	}
+}

@@ -144,7 +144,7 @@
 // ErrNoIDs, ErrIDsChanged, ErrPartitionsChanged, ErrValuesWithoutPositions,
 // ErrBadPositions, ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey,
 // ErrKeyNotUTF8, ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8,
-// ErrValueNotJSON, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
+// ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
 // ErrAheadOfPositions), marked outcome.Refused (exit 1); it names the
 // topic, and the partition, offset and key where they apply, and what to
 // do. A held lock (ErrLocked) and lost connections and timeouts are

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kestra"
@@ -413,5 +414,37 @@ func TestStopBeforeCommit(t *testing.T) {
 	}
 	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
 		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
+	}
+}
+
+// TestIdleInTransactionTimeout: the server ends a session idle in its
+// transaction longer than idle_in_transaction_session_timeout; a batch is
+// idle in its transaction while it asks Kafka (the offsets, the end-of-batch
+// topic check: up to 15 s against a slow broker; the hook stands for that).
+// PostgreSQL's FATAL 25P03 was an internal error (exit 4, "please report
+// it"); the session is gone and nothing was committed, so it is transient
+// (exit 3), and the re-run converges.
+func TestIdleInTransactionTimeout(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET idle_in_transaction_session_timeout = '200ms'`)
+	before := e.snapshot(t)
+	_, err = e.run(t, e.config(), hooks{beforeRecheck: func(context.Context) error {
+		time.Sleep(time.Second) // idle in the transaction, as during a slow Kafka request
+		return nil
+	}})
+	if err == nil || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("err = %v (class %v), want transient", err, outcome.Classify(err))
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatal("a run whose session the server ended committed something")
+	}
+	if res := e.mustRun(t); res.Consumed != 2 {
+		t.Errorf("re-run consumed %d, want 2", res.Consumed)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +150,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := requireUTF8(conn); err != nil {
+		return nil, err
+	}
 	tx, err := begin(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -256,6 +260,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, fetchErr
 	}
 	if copyErr != nil {
+		if err := src.tooLarge(topic, copyErr); err != nil {
+			return nil, err
+		}
 		return nil, pgErr(ctx, copyErr, "copy the batch into the staging table")
 	}
 	if fetchErr != nil { // cancelled from outside
@@ -585,7 +592,9 @@ func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topi
 }
 
 // rowSource feeds COPY from the fetcher's channel; COPY ends when the
-// fetcher closes it, and fails with the fetcher's error if it has one.
+// fetcher closes it, and fails with the fetcher's error if it has one. It
+// notes where each large value went (see largeValue), so that a value
+// PostgreSQL cannot store as jsonb is refused naming its record.
 type rowSource struct {
 	ctx      context.Context
 	ch       <-chan []row
@@ -595,6 +604,68 @@ type rowSource struct {
 	fetchErr func() error
 	hook     func(context.Context)
 	rows     int
+	large    []largeRow
+}
+
+// largeValue is the value size from which rowSource notes a row. jsonb
+// refuses only far larger values (a string over 256 MB; a container whose
+// jsonb form passes 256 MB, or whose parse passes PostgreSQL's 1 GB
+// allocation limit: an array of 30 million zeros, 60 MB, does), so the
+// notes stay few.
+const largeValue = 1 << 20
+
+// largeRow is a noted row: its COPY line (1-based) and its record.
+type largeRow struct {
+	line      int
+	partition int32
+	offset    int64
+	key       []byte // at most maxQuotedKey bytes (what a message shows)
+	keyLen    int
+	size      int
+}
+
+// copyLine matches the COPY's line in a PostgreSQL error's context.
+var copyLine = regexp.MustCompile(`^COPY ` + stagingTable + `, line ([0-9]+), column payload`)
+
+// valueTooLarge reports a COPY error that says a value cannot be held by
+// jsonb: program_limit_exceeded (54000: "string too long to represent as
+// jsonb string", "total size of jsonb ... exceeds the maximum"), or an
+// allocation past PostgreSQL's 1 GB limit while parsing it (XX000 "invalid
+// memory alloc request size"), and the COPY line it happened on.
+func valueTooLarge(err error) (pe *pgconn.PgError, line int, ok bool) {
+	if !errors.As(err, &pe) {
+		return nil, 0, false
+	}
+	if pe.Code != pgerrcode.ProgramLimitExceeded &&
+		(pe.Code != pgerrcode.InternalError || !strings.HasPrefix(pe.Message, "invalid memory alloc request size")) {
+		return nil, 0, false
+	}
+	m := copyLine.FindStringSubmatch(pe.Where)
+	if m == nil {
+		return nil, 0, false
+	}
+	line, err = strconv.Atoi(m[1])
+	return pe, line, err == nil
+}
+
+// tooLarge returns the refusal for a COPY error that says a noted value
+// is too large for jsonb (ErrValueTooLarge, naming the record), or nil.
+func (s *rowSource) tooLarge(topic string, copyErr error) error {
+	pe, line, ok := valueTooLarge(copyErr)
+	if !ok {
+		return nil
+	}
+	for _, r := range s.large {
+		if r.line != line {
+			continue
+		}
+		detail := fmt.Sprintf("%d bytes; PostgreSQL: %s", r.size, pe.Message)
+		if r.keyLen > len(r.key) {
+			detail += fmt.Sprintf("; the key is %d bytes long", r.keyLen)
+		}
+		return outcome.Refused.Mark(&RecordError{Topic: topic, Partition: r.partition, Offset: r.offset, Key: r.key, Err: ErrValueTooLarge, Detail: detail})
+	}
+	return nil
 }
 
 func (s *rowSource) Next() bool {
@@ -611,6 +682,10 @@ func (s *rowSource) Next() bool {
 	}
 	s.i++
 	s.rows++
+	if r := &s.cur[s.i-1]; len(r.value) >= largeValue {
+		key := []byte(r.key[:min(len(r.key), maxQuotedKey)])
+		s.large = append(s.large, largeRow{line: s.rows, partition: r.partition, offset: r.offset, key: key, keyLen: len(r.key), size: len(r.value)})
+	}
 	return true
 }
 

@@ -135,3 +135,25 @@ func TestUnwritableWorkingDir(t *testing.T) {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// TestReportNameTakenByADirectory: a directory named batch-report.json in
+// the working directory. The early check only created the temporary file,
+// so the batch committed and then the rename failed: exit 4 for a
+// committed batch. It is a configuration error before anything changes.
+func TestReportNameTakenByADirectory(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	before := e.snapshot(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ReportFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: dir}, nil, hooks{})
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "WORKING_DIR") || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("err = %v (class %v), want a configuration error naming WORKING_DIR and the directory", err, outcome.Classify(err))
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -37,6 +38,14 @@ func connectErr(ctx context.Context, err error) error {
 	if errors.As(err, &pe) && (pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) || pe.Code == pgerrcode.InvalidCatalogName) {
 		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
 	}
+	// pgx's untyped error for a server that answered the TLS request with
+	// 'N' (ssl = off) under sslmode=require, verify-ca or verify-full:
+	// no retry makes it offer TLS.
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the server does not offer TLS, and the sslmode in PG_DSN "+
+			"(require, verify-ca or verify-full) requires it: enable ssl on the server, or point PG_DSN at one that offers TLS; "+
+			"sslmode=disable or prefer only on a network you trust)", err))
+	}
 	if outcome.TLSFailure(err) {
 		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
 			"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
@@ -55,6 +64,22 @@ func (p Postgres) open(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	return connect(ctx, cc)
+}
+
+// requireUTF8 refuses a database whose encoding is not UTF8, as a
+// configuration error: keys reach it through a binary COPY, which
+// PostgreSQL stores without converting them (in a LATIN1 database "café"
+// would become "cafÃ©", another key than the seed's), and values holding
+// text the encoding lacks fail. setup and materialize check it; verify
+// compares offsets only.
+func requireUTF8(conn *pgx.Conn) error {
+	enc := conn.PgConn().ParameterStatus("server_encoding")
+	if enc == "UTF8" {
+		return nil
+	}
+	db := conn.Config().Database
+	return outcome.Config.Mark(fmt.Errorf("postgresql: database %q has encoding %s; kafka-state stores UTF-8 keys and values and needs a UTF8 database: "+
+		"point PG_DSN at one (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0); nothing was changed", db, enc))
 }
 
 func closeConn(conn *pgx.Conn) {
@@ -115,6 +140,9 @@ func pgErr(ctx context.Context, err error, what string) error {
 		if ctx.Err() == nil { // statement_timeout, not a stop
 			return outcome.Transient.Mark(wrapped)
 		}
+	case pgerrcode.IdleInTransactionSessionTimeout:
+		return outcome.Transient.Mark(fmt.Errorf("%w (the server ended the session while the batch waited for Kafka; nothing was committed: "+
+			"retry, and if it recurs raise idle_in_transaction_session_timeout for the PG_DSN role above 30 s)", wrapped))
 	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
 		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
 	case pgerrcode.ReadOnlySQLTransaction:

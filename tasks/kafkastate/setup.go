@@ -40,6 +40,9 @@ func Setup(ctx context.Context, pg Postgres) (*SetupResult, error) {
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := requireUTF8(conn); err != nil {
+		return nil, err
+	}
 	for attempt := 1; ; attempt++ {
 		err := setupOnce(ctx, conn)
 		if err == nil {

@@ -185,7 +185,11 @@ func TestVerifyMalformedPositions(t *testing.T) {
 	createTopic(t, e.adm, e.topic, 1, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	e.mustRun(t)
-	for _, bad := range []string{`{"0": "abc"}`, `{"0": 1e30}`, `{"0": 1.5}`} {
+	// A null offset, a next_offsets that is not an object (the cast in the
+	// seed's query sees NULL, or no entry) and a key that is not a
+	// partition number passed verify (valid=true, or "no saved position")
+	// where materialize refuses the same row as malformed.
+	for _, bad := range []string{`{"0": "abc"}`, `{"0": 1e30}`, `{"0": 1.5}`, `{"0": null}`, `["0"]`, `null`, `"0"`, `{"0": 1, "x": 5}`, `{"0": 1, "-1": 5}`} {
 		e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $1::jsonb WHERE topic = $2`, bad, e.topic)
 		_, err := Verify(testCtx(t, time.Minute), e.pg, e.topic)
 		assertRefused(t, err, ErrBadPositions, e.topic, "kafka_state.positions")

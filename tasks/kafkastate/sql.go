@@ -252,5 +252,9 @@ WHERE r.topic = $1 AND (p.topic IS NULL
 ORDER BY r.kafka_partition, r.kafka_offset
 LIMIT 1`
 
+// sqlSavedOffsets reads a topic's next_offsets for verify's check of its
+// form ($1 topic).
+const sqlSavedOffsets = `SELECT next_offsets FROM kafka_state.positions WHERE topic = $1`
+
 // sqlHasPositions tells whether a topic has a positions row ($1 topic).
 const sqlHasPositions = `SELECT EXISTS (SELECT 1 FROM kafka_state.positions WHERE topic = $1)`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -42,8 +43,10 @@ func (r *VerifyResult) Metrics() []kestra.Metric { return nil }
 // record, and how many there are) when a stored record of topic has no
 // positions row, no entry for its partition, or an offset at or past its
 // partition's saved next offset. A next offset that is not an integer is
-// refused with ErrBadPositions, as Materialize does. It reads only; it takes
-// no lock.
+// refused with ErrBadPositions, as Materialize does, and so is a positions
+// row that is not {"<partition>": <next offset>} (a null offset, an array, a
+// key that is not a partition number), which the seed's query lets pass.
+// It reads only; it takes no lock.
 func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
@@ -53,6 +56,9 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := checkSavedPositions(ctx, conn, topic); err != nil {
+		return nil, err
+	}
 	var (
 		e     AheadError
 		next  *int64
@@ -82,4 +88,33 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 		e.Next = *next
 	}
 	return nil, outcome.Refused.Mark(fmt.Errorf("%w (%d such records)", &e, count))
+}
+
+// checkSavedPositions refuses (ErrBadPositions) a positions row of topic
+// that Materialize could not read: next_offsets must be an object from
+// partition numbers to integer offsets (parsePositions). Without it the
+// seed's query passes such a row: a null offset or a non-object casts to
+// NULL, which no comparison fails.
+func checkSavedPositions(ctx context.Context, conn *pgx.Conn, topic string) error {
+	var raw []byte
+	err := queryRow(ctx, conn, "read kafka_state.positions", sqlSavedOffsets, []any{topic}, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	saved, err := parsePositions(raw)
+	if err == nil {
+		for k := range saved {
+			if n, perr := strconv.ParseInt(k, 10, 32); perr != nil || n < 0 || strconv.FormatInt(n, 10) != k {
+				err = fmt.Errorf("next_offsets key %q is not a partition number", k)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+	}
+	return nil
 }
