@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/amazon-ion/ion-go/ion"
-	"go.yaml.in/yaml/v3"
+	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
+	"gopkg.in/yaml.v3"
 )
 
 // kafkaScenario is one file under testdata/kafka: a topic, what is

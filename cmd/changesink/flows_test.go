@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
-	"go.yaml.in/yaml/v3"
+	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/tasks/cdc"

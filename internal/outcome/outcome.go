@@ -86,21 +86,6 @@ func (k Kind) Mark(err error) error {
 	return &Error{Kind: k, Err: err}
 }
 
-// Refuse is Refused.Mark.
-//
-// Deprecated: use Refused.Mark; kept until tasks/cdc moves to it.
-func Refuse(err error) error { return Refused.Mark(err) }
-
-// Configure is Config.Mark.
-//
-// Deprecated: use Config.Mark; kept until tasks/cdc moves to it.
-func Configure(err error) error { return Config.Mark(err) }
-
-// Transiently is Transient.Mark.
-//
-// Deprecated: use Transient.Mark; kept until tasks/cdc moves to it.
-func Transiently(err error) error { return Transient.Mark(err) }
-
 // Classify returns the Kind of err: the outermost explicit mark wins;
 // otherwise a TLS handshake that cannot succeed as configured (TLSFailure)
 // is Config; network errors, deadlines, unexpected EOFs and PostgreSQL errors

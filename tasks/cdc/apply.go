@@ -47,15 +47,15 @@ type hooks struct {
 func (c Config) Validate(apply bool) error {
 	switch {
 	case c.Mapping == nil:
-		return outcome.Configure(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
 	case c.ClickHouse.URL == "":
-		return outcome.Configure(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
 	case c.ClickHouse.Timeout < 0:
-		return outcome.Configure(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
 	case c.Workers < 0 || c.Workers > 64:
-		return outcome.Configure(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
+		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
 	case apply && c.BatchFile == "":
-		return outcome.Configure(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
 	}
 	return nil
 }
@@ -180,8 +180,8 @@ func (r *Result) Summary() string {
 // when a record is refused), keep the latest event per key, read the
 // target's winning version of these keys, insert the newer ones, read every
 // key back and verify it, then commit expected.jsonl and pending.jsonl.
-// Refusals are *RecordError or sentinels marked outcome.Refuse; a lost or
-// unreachable server is marked outcome.Transiently; in every failure no
+// Refusals are *RecordError or sentinels marked outcome.Refused; a lost or
+// unreachable server is marked outcome.Transient; in every failure no
 // output file is left behind.
 func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
@@ -204,7 +204,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
 	if err == nil && b.len() == 0 {
-		err = outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
+		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
 	if err != nil {
 		stopConnect()
@@ -334,7 +334,7 @@ func selectPending(m *Mapping, expected []*row, current map[string]*row) ([]*row
 	for _, r := range expected {
 		cur := current[r.key]
 		if cur != nil && cur.lsn == r.lsn && !samePayload(cur, r) {
-			return nil, 0, outcome.Refuse(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Err: ErrTargetConflict})
+			return nil, 0, outcome.Refused.Mark(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Err: ErrTargetConflict})
 		}
 		if cur == nil || cur.lsn < r.lsn {
 			pending = append(pending, r)
@@ -356,9 +356,9 @@ func markInput(err error) error {
 	// Not outcome.Classify: it calls every errno (EISDIR, EACCES) transient.
 	var re *RecordError
 	if errors.As(err, &re) {
-		return outcome.Refuse(err)
+		return outcome.Refused.Mark(err)
 	}
-	return outcome.Configure(fmt.Errorf("%w: %w", ErrConfig, err))
+	return outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))
 }
 
 // verify reads every captured key back (seed task verify_batch): each must
@@ -381,7 +381,7 @@ func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 			why = "ClickHouse holds a different payload at this LSN"
 		}
 		if why != "" {
-			return verified, outcome.Refuse(&RecordError{Record: want.rec, Offset: -1, Key: renderKey(t.m, want.vals), LSN: want.lsn,
+			return verified, outcome.Refused.Mark(&RecordError{Record: want.rec, Offset: -1, Key: renderKey(t.m, want.vals), LSN: want.lsn,
 				Err: fmt.Errorf("%w: %s", ErrVerify, why)})
 		}
 		verified++
@@ -393,7 +393,7 @@ func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 func writeRows(dir kestra.Dir, name string, m *Mapping, rows []*row) (*kestra.File, error) {
 	f, err := dir.Create(name)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("%w: %w", ErrConfig, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	var line []byte

@@ -354,14 +354,14 @@ func (sc *realScenario) expectedRows(t *testing.T, m *Mapping) [][]string {
 	var out [][]string
 	for n, src := range sc.rows {
 		r := make([]string, len(m.cols))
-		key := string(src[m.cols[m.keyIdx[0]].name])
+		key := src[m.cols[m.keyIdx[0]].name]
 		for i := range m.cols {
 			c := &m.cols[i]
 			raw, ok := src[c.name]
 			if !ok {
 				t.Fatalf("rows.jsonl row %d has no column %q", n+1, c.name)
 			}
-			if v, ok := says.rows[key][c.name]; ok {
+			if v, ok := says.rows[string(key)][c.name]; ok {
 				raw = json.RawMessage(v)
 			}
 			s, err := canonPG(sc.pgTypes[i], c.typ, raw)

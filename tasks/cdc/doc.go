@@ -126,9 +126,9 @@
 // At least once, idempotent: a re-run of the same batch, of an older batch,
 // or of a batch whose insert landed but whose verify did not run converges,
 // because rows are versioned by LSN and duplicate (key, LSN) rows collapse
-// under FINAL. Refusals are marked outcome.Refuse, mapping and target
-// mismatches outcome.Configure, lost or unreachable servers
-// outcome.Transiently.
+// under FINAL. Refusals are marked outcome.Refused, mapping and target
+// mismatches outcome.Config, lost or unreachable servers
+// outcome.Transient.
 //
 // # ClickHouse versions
 //

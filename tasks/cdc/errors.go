@@ -7,7 +7,7 @@ import (
 )
 
 // Refusals of a batch. Apply returns them wrapped in a *RecordError (when a
-// record is to blame) and marked with outcome.Refuse, so callers test them
+// record is to blame) and marked with outcome.Refused, so callers test them
 // with errors.Is and the process exits 1. Nothing is written to ClickHouse
 // when one of the input refusals (everything but ErrTargetConflict and
 // ErrVerify) is returned.
@@ -55,7 +55,7 @@ var (
 	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
 )
 
-// Configuration errors, marked with outcome.Configure (exit 2).
+// Configuration errors, marked with outcome.Config (exit 2).
 var (
 	// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
 	ErrMapping = errors.New("invalid mapping")

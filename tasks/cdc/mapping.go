@@ -103,11 +103,11 @@ func (c *colSpec) takesVarScale() bool { return c.typ.kind == kindDecimal || c.s
 
 // LoadMapping reads and checks the mapping file at path. Errors are
 // *MappingError (line and column of the mistake) matching ErrMapping,
-// marked outcome.Configure.
+// marked outcome.Config.
 func LoadMapping(path string) (*Mapping, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, outcome.Configure(&MappingError{File: path, Msg: fmt.Sprintf("cannot read the mapping file: %v", err)})
+		return nil, outcome.Config.Mark(&MappingError{File: path, Msg: fmt.Sprintf("cannot read the mapping file: %v", err)})
 	}
 	return ParseMapping(path, data)
 }
@@ -119,9 +119,9 @@ func ParseMapping(file string, data []byte) (*Mapping, error) {
 		var me *MappingError
 		if errors.As(err, &me) {
 			me.File = file
-			return nil, outcome.Configure(me)
+			return nil, outcome.Config.Mark(me)
 		}
-		return nil, outcome.Configure(&MappingError{File: file, Msg: err.Error()})
+		return nil, outcome.Config.Mark(&MappingError{File: file, Msg: err.Error()})
 	}
 	m.File = file
 	return m, nil
@@ -308,6 +308,7 @@ func (r *rawTarget) UnmarshalYAML(n *yaml.Node) error {
 	return n.Decode((*plain)(r))
 }
 
+//lint:ignore U1000 used through plist[rawColumn, *rawColumn] (staticcheck does not follow type parameters)
 type rawColumn struct {
 	Name       pstr `yaml:"name"`
 	Type       pstr `yaml:"type"`
@@ -316,6 +317,7 @@ type rawColumn struct {
 	p          pos
 }
 
+//lint:ignore U1000 used through plist[rawColumn, *rawColumn]
 func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
 	if err := checkMap(n, "a column", "name", "type", "max_length", "source_type"); err != nil {
 		return err

@@ -112,7 +112,7 @@ func fillFromTarget(ctx context.Context, t *table, rows []*row) (int, error) {
 			why = fmt.Sprintf("the target holds the key deleted (LSN %d)", c.lsn)
 		}
 		if why != "" {
-			return 0, outcome.Refuse(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Column: firstUnchanged(m, r),
+			return 0, outcome.Refused.Mark(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Column: firstUnchanged(m, r),
 				Err: fmt.Errorf("%w: the update leaves the column unchanged since the row's previous version, but neither this batch "+
 					"nor the target holds that version (%s); apply the trigger's earlier batches first, in order, then replay this one "+
 					"(see the runbook)", ErrToast, why)})

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -108,7 +109,7 @@ func parseType(s string) (colType, error) {
 	if args, ok := unwrap(s, "Decimal"); ok {
 		parts := splitArgs(args)
 		if len(parts) != 2 {
-			return colType{}, fmt.Errorf("Decimal needs a precision and a scale, as in Decimal(18, 2)")
+			return colType{}, errors.New("a Decimal needs a precision and a scale, as in Decimal(18, 2)")
 		}
 		p, err1 := strconv.Atoi(parts[0])
 		sc, err2 := strconv.Atoi(parts[1])
