@@ -3,6 +3,7 @@ package parity
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,7 +74,7 @@ func TestCDCParity(t *testing.T) {
 	}
 	ch := chClient{argv: strings.Fields(env["CHANGESINK_TEST_CLICKHOUSE_CLIENT"])}
 	scenarios := loadCDCScenarios(t)
-	for _, name := range sortedKeys(scenarios) {
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			base := "parity_" + strings.ReplaceAll(name, "-", "_") + "_" + testenv.RandomHex(4)

@@ -3,6 +3,7 @@ package parity
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -53,7 +54,7 @@ func TestKafkaStateParity(t *testing.T) {
 	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
 	check := seedTaskField(t, seeds, seedKafkaFlow, "check_saved_positions", "sql")
 	scenarios := loadKafkaScenarios(t)
-	for _, name := range sortedKeys(scenarios) {
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			p := &kafkaParity{name: name, sc: scenarios[name], brokers: env["CHANGESINK_TEST_KAFKA"], python: env["CHANGESINK_TEST_PYTHON"],
@@ -453,7 +454,7 @@ func sameUpToFloat64(rowA, rowB string) bool {
 func (p *kafkaParity) reconcileOffsets(t *testing.T, seed, cs map[string]int64, observed map[string]bool) []string {
 	t.Helper()
 	var diffs []string
-	for _, k := range sortedKeys(mergeKeys(seed, cs)) {
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(seed, cs))) {
 		so, sok := seed[k]
 		co, cok := cs[k]
 		switch {

@@ -95,7 +95,7 @@ func runLikeKestra(ctx context.Context, t *testing.T, image, work string, env ma
 	args := []string{"run", "--rm", "--entrypoint", "", "-u", "0", "--network", "host",
 		"-v", work + ":/wd", "-w", "/wd", "-e", "WORKING_DIR=/wd"}
 	cmdEnv := append(os.Environ(), "DOCKER_HOST="+dockerSocket)
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		args = append(args, "-e", k)
 		cmdEnv = append(cmdEnv, k+"="+env[k])
 	}
