@@ -12,8 +12,9 @@
 // services: names no other test, process or checkout uses (UniqueName,
 // RandomHex), PostgreSQL databases and roles dropped when the test ends
 // (CreateDatabase, CreateRole) and DSNs derived from the admin one
-// (WithDatabase, WithParams), and a TCP proxy on a port of its own that
-// stands for a service going away or hanging (StartProxy).
+// (WithDatabase, WithParams), a TCP proxy on a port of its own that
+// stands for a service going away or hanging (StartProxy), and the
+// changesink binary built for tests that run it (BuildChangesink, Build).
 package testenv
 
 import (

@@ -53,17 +53,6 @@ func produceMany(t testing.TB, cl *kgo.Client, topic string, partitions int32, n
 	}
 }
 
-// buildBinary builds cmd/changesink into a temporary directory.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "changesink")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/changesink/changesink/cmd/changesink")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // binaryEnv is the environment of a changesink run for e (the seed's env
 // contract), without the parent's PG*/KAFKA* variables.
 func (e *env) binaryEnv(cfg Config, workDir string) []string {
@@ -93,7 +82,7 @@ func (e *env) binaryEnv(cfg Config, workDir string) []string {
 // the tables of an uninterrupted run into another database.
 func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 	e := newEnv(t)
-	bin := buildBinary(t)
+	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 6, nil)
 	produceMany(t, e.kcl, e.topic, 6, 60000)
 	cfg := e.config()
@@ -273,7 +262,7 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 // first one's backend and changes nothing; the first then commits.
 func TestTwoMaterializersAtOnce(t *testing.T) {
 	e := newEnv(t)
-	bin := buildBinary(t)
+	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 2, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
 	var (
