@@ -248,7 +248,7 @@ func TestImageKafkaState(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_KAFKA")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "img_ks_", 2)
+	kcl, topic := kafkaTopic(t, vars["CHANGESINK_TEST_KAFKA"], "img_ks_", 2)
 	rec := func(p int32, key, value string) *kgo.Record {
 		r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(key)}
 		if value != "" {

@@ -139,7 +139,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
 	// Kafka: a compacted topic, written over the plaintext listener.
-	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_tls_", 2)
+	kcl, topic := kafkaTopic(t, vars["CHANGESINK_TEST_KAFKA"], "ks_tls_", 2)
 	seq := 0
 	produceOne := func() {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // refusalCase prepares a topic and the database, then expects the next run
@@ -356,7 +357,7 @@ func repartition(t testing.TB, e *env, n int) {
 	if err != nil {
 		t.Fatalf("repartition %s to %d: %v", e.topic, n, err)
 	}
-	waitForLeaders(t, e.adm, e.topic, n)
+	testenv.WaitForLeaders(t, e.adm, e.topic, n)
 }
 
 func deleteTopic(t testing.TB, e *env) {
