@@ -62,7 +62,7 @@ func TestCDCParity(t *testing.T) {
 		bin = changesinkBinary(t)
 		mapping = shippedOrdersMapping(t)
 	}
-	ddl := seedTaskField(t, seeds, seedCDCFlow, "create_target", "sql")
+	ddl := testenv.SeedTask(t, seeds, seedCDCFlow, "create_target", "sql")
 	conv, err := filepath.Abs(filepath.Join("testdata", "ion_to_jsonl.py"))
 	if err != nil {
 		t.Fatal(err)

@@ -51,8 +51,8 @@ func TestKafkaStateParity(t *testing.T) {
 	if !seedOnly() {
 		bin = changesinkBinary(t)
 	}
-	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
-	check := seedTaskField(t, seeds, seedKafkaFlow, "check_saved_positions", "sql")
+	ddl := testenv.SeedTask(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
+	check := testenv.SeedTask(t, seeds, seedKafkaFlow, "check_saved_positions", "sql")
 	scenarios := loadKafkaScenarios(t)
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
@@ -563,7 +563,7 @@ func TestKafkaStateSchemaParity(t *testing.T) {
 	env := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seeds := seedsDir(t)
 	bin := changesinkBinary(t)
-	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
+	ddl := testenv.SeedTask(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
 	base := "parity_schema_" + testenv.RandomHex(4)
 	a := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_seed")
 	b := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_cs")

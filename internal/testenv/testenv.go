@@ -15,8 +15,9 @@
 // (WithDatabase, WithParams), Kafka topics deleted when the test ends
 // (CreateTopic, WaitForLeaders), a TCP proxy on a port of its own that
 // stands for a service going away or hanging (StartProxy), a test server's
-// accept loop (Serve), and the changesink binary built for tests that run
-// it (BuildChangesink, Build).
+// accept loop (Serve), the changesink binary built for tests that run it
+// (BuildChangesink, Build), and the seed flows' task SQL and scripts
+// (SeedTask).
 package testenv
 
 import (

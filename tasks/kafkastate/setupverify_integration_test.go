@@ -2,15 +2,12 @@ package kafkastate
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -19,26 +16,7 @@ import (
 func seedDDL(t *testing.T) string {
 	t.Helper()
 	dir := testenv.Lookup(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
-	raw, err := os.ReadFile(filepath.Join(dir, "kafka-compacted-postgres-state.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flow struct {
-		Tasks []struct {
-			ID  string `yaml:"id"`
-			SQL string `yaml:"sql"`
-		} `yaml:"tasks"`
-	}
-	if err := yaml.Unmarshal(raw, &flow); err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range flow.Tasks {
-		if task.ID == "create_state_tables" {
-			return task.SQL
-		}
-	}
-	t.Fatal("the seed has no create_state_tables task")
-	return ""
+	return testenv.SeedTask(t, dir, "kafka-compacted-postgres-state.yaml", "create_state_tables", "sql")
 }
 
 // TestDDLIsTheSeeds: Setup's statements are the seed's create_state_tables
