@@ -136,39 +136,35 @@ func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 // waitForCopy waits until a session of e's database runs the batch's COPY.
 func waitForCopy(t testing.TB, e *env, timeout time.Duration) {
 	t.Helper()
-	ctx := testCtx(t, timeout)
-	conn := e.conn(t)
-	for {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'active' AND query ILIKE 'copy%`+stagingTable+`%'`).Scan(&n)
-		if err != nil {
-			t.Fatalf("waiting for the COPY: %v", err)
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitForSessions(t, e, timeout, 2*time.Millisecond, "the COPY", func(n int) bool { return n > 0 },
+		`state = 'active' AND query ILIKE 'copy%`+stagingTable+`%'`)
 }
 
 // waitForNoSession waits until no changesink session is left in e's
 // database.
 func waitForNoSession(t testing.TB, e *env, timeout time.Duration) {
 	t.Helper()
+	waitForSessions(t, e, timeout, 20*time.Millisecond, "the killed run's session to end", func(n int) bool { return n == 0 },
+		`application_name = $1`, applicationName)
+}
+
+// waitForSessions counts the sessions of e's database that match where (a
+// condition on pg_stat_activity, with args) every poll until done accepts
+// the count; waiting names what it waits for when the query fails.
+func waitForSessions(t testing.TB, e *env, timeout, poll time.Duration, waiting string, done func(n int) bool, where string, args ...any) {
+	t.Helper()
 	ctx := testCtx(t, timeout)
 	conn := e.conn(t)
 	for {
 		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
-			applicationName).Scan(&n)
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND `+where, args...).Scan(&n)
 		if err != nil {
-			t.Fatalf("waiting for the killed run's session to end: %v", err)
+			t.Fatalf("waiting for %s: %v", waiting, err)
 		}
-		if n == 0 {
+		if done(n) {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(poll)
 	}
 }
 
