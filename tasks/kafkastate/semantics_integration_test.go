@@ -155,43 +155,51 @@ func TestNoIDsRefused(t *testing.T) {
 	}
 }
 
+// eachMergeStatement runs test once with each merge statement, as subtests
+// named after them: PostgreSQL 15's MERGE, then the INSERT ... ON CONFLICT
+// used before 15 (hooks.onConflict).
+func eachMergeStatement(t *testing.T, test func(t *testing.T, h hooks)) {
+	for _, onConflict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
+			test(t, hooks{onConflict: onConflict})
+		})
+	}
+}
+
 // TestMergeStatements: both merge statements (PostgreSQL 15's MERGE, and
 // the INSERT ... ON CONFLICT used before 15), each with and without the
 // per-key dedupe, give the same tables: the highest offset per key, only
 // where higher than the stored row.
 func TestMergeStatements(t *testing.T) {
-	for _, onConflict := range []bool{false, true} {
-		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
-			e := newEnv(t)
-			createTopic(t, e.adm, e.topic, 2, nil)
-			cluster, topicID := e.ids(t)
-			e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0, "1": 0}')`,
-				e.topic, cluster, topicID)
-			e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'kept', '"stored"', false, 1, 1000)`, e.topic)
-			h := hooks{onConflict: onConflict}
-			// Batch 1: every key once (no dedupe).
-			produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `1`), kv(1, "kept", `"batch"`))
-			if _, err := e.run(t, e.config(), h); err != nil {
-				t.Fatal(err)
-			}
-			// Batch 2: keys repeated (dedupe), a tombstone and a revival.
-			produce(t, e.kcl, e.topic, kv(0, "a", `2`), kv(0, "a", `3`), tomb(1, "b"), kv(0, "c", `1`), tomb(0, "c"), kv(0, "c", `2`))
-			res, err := e.run(t, e.config(), h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			three, two, storedV := `3`, `2`, `"stored"`
-			assertRecords(t, e.records(t), map[string]stored{
-				"a":    {Payload: &three, Partition: 0, Offset: 2},
-				"b":    {Deleted: true, Partition: 1, Offset: 2},
-				"c":    {Payload: &two, Partition: 0, Offset: 5},
-				"kept": {Payload: &storedV, Partition: 1, Offset: 1000},
-			})
-			if res.Consumed != 6 || res.Tombstones != 2 || res.LiveKeys != 3 {
-				t.Errorf("result %+v", res)
-			}
+	eachMergeStatement(t, func(t *testing.T, h hooks) {
+		e := newEnv(t)
+		createTopic(t, e.adm, e.topic, 2, nil)
+		cluster, topicID := e.ids(t)
+		e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0, "1": 0}')`,
+			e.topic, cluster, topicID)
+		e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'kept', '"stored"', false, 1, 1000)`, e.topic)
+		// Batch 1: every key once (no dedupe).
+		produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `1`), kv(1, "kept", `"batch"`))
+		if _, err := e.run(t, e.config(), h); err != nil {
+			t.Fatal(err)
+		}
+		// Batch 2: keys repeated (dedupe), a tombstone and a revival.
+		produce(t, e.kcl, e.topic, kv(0, "a", `2`), kv(0, "a", `3`), tomb(1, "b"), kv(0, "c", `1`), tomb(0, "c"), kv(0, "c", `2`))
+		res, err := e.run(t, e.config(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		three, two, storedV := `3`, `2`, `"stored"`
+		assertRecords(t, e.records(t), map[string]stored{
+			"a":    {Payload: &three, Partition: 0, Offset: 2},
+			"b":    {Deleted: true, Partition: 1, Offset: 2},
+			"c":    {Payload: &two, Partition: 0, Offset: 5},
+			"kept": {Payload: &storedV, Partition: 1, Offset: 1000},
 		})
-	}
+		if res.Consumed != 6 || res.Tombstones != 2 || res.LiveKeys != 3 {
+			t.Errorf("result %+v", res)
+		}
+	})
 }
 
 // runSeed runs the seed's script (parity/seeds/reference) for one batch of e's
@@ -273,45 +281,42 @@ func TestSeedAndChangesinkTakeTurns(t *testing.T) {
 // that nothing was committed, and changes nothing, also when the moved key
 // is repeated in the batch (the dedupe source) or among many others.
 func TestMovedKeyBothStatements(t *testing.T) {
-	for _, onConflict := range []bool{false, true} {
-		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
-			e := newEnv(t)
-			createTopic(t, e.adm, e.topic, 3, nil)
-			var first []rec
-			for i := range 300 {
-				first = append(first, kv(int32(i%3), fmt.Sprintf("k%03d", i), `1`))
-			}
-			produce(t, e.kcl, e.topic, first...) // k000 at partition 0 offset 0, k001 at 1, ...
-			e.mustRun(t)
-			h := hooks{onConflict: onConflict}
-			for _, tc := range []struct {
-				name  string
-				recs  []rec
-				parts []string
-			}{
-				{"stored at another partition, among many", append(append([]rec{}, first[1:150]...), kv(1, "k000", `2`)),
-					[]string{`key "k000"`, "stored in kafka_state.records at partition 0 offset 0", "read at partition 1 offset"}},
-				{"stored at another partition, repeated in the batch", []rec{kv(2, "k001", `2`), kv(2, "k001", `3`), kv(0, "new", `1`)},
-					[]string{`key "k001"`, "stored in kafka_state.records at partition 1 offset 0", "read at partition 2 offset"}},
-				{"two partitions of this batch", []rec{kv(0, "fresh", `1`), kv(2, "fresh", `2`)},
-					[]string{`key "fresh"`, "in this batch at partition 0"}},
-			} {
-				t.Run(tc.name, func(t *testing.T) {
-					// Each case starts from the state after the first batch: the
-					// records produced here stay in the topic, so the positions
-					// are put back at its end first.
-					e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $2::jsonb WHERE topic = $1`, e.topic, endJSON(e.endOffsets(t)))
-					at := e.snapshot(t)
-					produce(t, e.kcl, e.topic, tc.recs...)
-					_, err := e.run(t, e.config(), h)
-					assertRefused(t, err, ErrKeyMovedPartitions, append(tc.parts, "nothing was committed")...)
-					if after := e.snapshot(t); after != at {
-						t.Errorf("a refused run changed the tables:\n%s\n%s", at, after)
-					}
-				})
-			}
-		})
-	}
+	eachMergeStatement(t, func(t *testing.T, h hooks) {
+		e := newEnv(t)
+		createTopic(t, e.adm, e.topic, 3, nil)
+		var first []rec
+		for i := range 300 {
+			first = append(first, kv(int32(i%3), fmt.Sprintf("k%03d", i), `1`))
+		}
+		produce(t, e.kcl, e.topic, first...) // k000 at partition 0 offset 0, k001 at 1, ...
+		e.mustRun(t)
+		for _, tc := range []struct {
+			name  string
+			recs  []rec
+			parts []string
+		}{
+			{"stored at another partition, among many", append(append([]rec{}, first[1:150]...), kv(1, "k000", `2`)),
+				[]string{`key "k000"`, "stored in kafka_state.records at partition 0 offset 0", "read at partition 1 offset"}},
+			{"stored at another partition, repeated in the batch", []rec{kv(2, "k001", `2`), kv(2, "k001", `3`), kv(0, "new", `1`)},
+				[]string{`key "k001"`, "stored in kafka_state.records at partition 1 offset 0", "read at partition 2 offset"}},
+			{"two partitions of this batch", []rec{kv(0, "fresh", `1`), kv(2, "fresh", `2`)},
+				[]string{`key "fresh"`, "in this batch at partition 0"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				// Each case starts from the state after the first batch: the
+				// records produced here stay in the topic, so the positions
+				// are put back at its end first.
+				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $2::jsonb WHERE topic = $1`, e.topic, endJSON(e.endOffsets(t)))
+				at := e.snapshot(t)
+				produce(t, e.kcl, e.topic, tc.recs...)
+				_, err := e.run(t, e.config(), h)
+				assertRefused(t, err, ErrKeyMovedPartitions, append(tc.parts, "nothing was committed")...)
+				if after := e.snapshot(t); after != at {
+					t.Errorf("a refused run changed the tables:\n%s\n%s", at, after)
+				}
+			})
+		}
+	})
 }
 
 // endJSON renders end offsets as next_offsets.
