@@ -172,8 +172,7 @@ func waitForSessions(t testing.TB, e *env, timeout, poll time.Duration, waiting 
 // materializer's session during the COPY: a clear transient error, nothing
 // committed, and a re-run converges.
 func TestPGBackendTerminatedMidBatch(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 3, nil)
+	e := newTopicEnv(t, 3)
 	produceMany(t, e.kcl, e.topic, 3, 20000)
 	before := e.snapshot(t)
 	killed := false
@@ -215,8 +214,7 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 // black hole): the run fails with a clear transient error within
 // POLL_SECONDS plus a bounded timeout, and nothing is committed.
 func TestBrokerStoppedMidBatch(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 3, nil)
+	e := newTopicEnv(t, 3)
 	produceMany(t, e.kcl, e.topic, 3, 30000)
 	for _, stall := range []bool{false, true} {
 		t.Run(map[bool]string{false: "connections closed", true: "connections hang"}[stall], func(t *testing.T) {
@@ -300,8 +298,7 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 // show the password.
 func TestSCRAM(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_SCRAM", "CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
 	props := func(mech, password string) string {
 		return fmt.Sprintf(`{"bootstrap.servers":%q,"security.protocol":"SASL_PLAINTEXT","sasl.mechanisms":%q,"sasl.username":%q,"sasl.password":%q,"client.id":"changesink-test"}`,
@@ -346,8 +343,7 @@ func TestSCRAM(t *testing.T) {
 // reports a failure must have committed nothing, and one that committed
 // must report it: once COMMIT is sent, the run waits for its answer.
 func TestStopDuringCommit(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
 	// A deferred constraint trigger makes COMMIT take a second, and lets
 	// a cancel request only cut it short, as when the COMMIT finishes on
@@ -388,8 +384,7 @@ func TestStopDuringCommit(t *testing.T) {
 // TestStopBeforeCommit: a stop that arrives before COMMIT is sent
 // ends the run with nothing committed.
 func TestStopBeforeCommit(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
@@ -410,8 +405,7 @@ func TestStopBeforeCommit(t *testing.T) {
 // it"); the session is gone and nothing was committed, so it is transient
 // (exit 3), and the re-run converges.
 func TestIdleInTransactionTimeout(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
 	cc, err := pgx.ParseConfig(e.pg.DSN)
 	if err != nil {

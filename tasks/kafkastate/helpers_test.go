@@ -54,6 +54,15 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// newTopicEnv is newEnv with its topic created over partitions partitions
+// (compacted, without fast cleaning): the start of most tests.
+func newTopicEnv(t *testing.T, partitions int32) *env {
+	t.Helper()
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, partitions, nil)
+	return e
+}
+
 // newBareEnv is newEnv without Setup: the database is empty.
 func newBareEnv(t *testing.T) *env {
 	t.Helper()

@@ -20,8 +20,7 @@ import (
 // NULL (also for a key never seen before) and removes the key from
 // current_values and live_keys; a later value revives it.
 func TestTombstonesAndRevival(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":1}`))
 	if res := e.mustRun(t); res.LiveKeys != 2 {
 		t.Fatalf("live_keys = %d, want 2", res.LiveKeys)
@@ -74,8 +73,7 @@ func (e *env) liveValues(t *testing.T) map[string]string {
 // a higher offset: a row stored with an offset above the batch's (as after a
 // restore of records newer than the positions) is kept.
 func TestOnlyHigherOffsetsReplace(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic,
 		kv(0, "a", `1`), kv(0, "a", `2`), kv(0, "a", `3`), // a ends at 3
 		kv(0, "b", `1`), tomb(0, "b"), // b ends deleted
@@ -102,8 +100,7 @@ func TestOnlyHigherOffsetsReplace(t *testing.T) {
 // written in that form by the seed are accepted (the run continues from
 // them), and the ones changesink writes are the same string.
 func TestSeedFormTopicIDs(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	ctx := testCtx(t, time.Minute)
 	m, err := e.adm.Metadata(ctx, e.topic)
 	if err != nil {
@@ -141,8 +138,7 @@ func TestSeedFormTopicIDs(t *testing.T) {
 // v10, like Kafka before 2.8) is refused. The real broker is reached through
 // a proxy that caps the Metadata version it advertises at 9.
 func TestNoIDsRefused(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 	p := startProxy(t, e.brokers, proxyOpts{capMetadata: 9})
 	defer p.Close()
@@ -172,8 +168,7 @@ func eachMergeStatement(t *testing.T, test func(t *testing.T, h hooks)) {
 // where higher than the stored row.
 func TestMergeStatements(t *testing.T) {
 	eachMergeStatement(t, func(t *testing.T, h hooks) {
-		e := newEnv(t)
-		createTopic(t, e.adm, e.topic, 2, nil)
+		e := newTopicEnv(t, 2)
 		cluster, topicID := e.ids(t)
 		e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0, "1": 0}')`,
 			e.topic, cluster, topicID)
@@ -235,8 +230,7 @@ func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 // positions the other wrote (same lock, same tables, same id forms), and the
 // final tables hold every key's latest value.
 func TestSeedAndChangesinkTakeTurns(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(1, "b", `{"v":1}`), kv(0, "c", `{"v":1}`), kv(1, "d", `{"v":1}`))
 	if r := runSeed(t, e, 2); r["consumed"] != 2.0 {
 		t.Fatalf("seed batch 1: %v", r)
@@ -282,8 +276,7 @@ func TestSeedAndChangesinkTakeTurns(t *testing.T) {
 // is repeated in the batch (the dedupe source) or among many others.
 func TestMovedKeyBothStatements(t *testing.T) {
 	eachMergeStatement(t, func(t *testing.T, h hooks) {
-		e := newEnv(t)
-		createTopic(t, e.adm, e.topic, 3, nil)
+		e := newTopicEnv(t, 3)
 		var first []rec
 		for i := range 300 {
 			first = append(first, kv(int32(i%3), fmt.Sprintf("k%03d", i), `1`))

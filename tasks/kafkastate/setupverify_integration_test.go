@@ -115,8 +115,7 @@ func TestSetupConcurrent(t *testing.T) {
 // record whose partition has no saved offset, and records without a
 // positions row are refused, naming topic, key, partition and offset.
 func TestVerify(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `1`), kv(1, "c", `1`))
 	e.mustRun(t)
 	ctx := testCtx(t, time.Minute)
@@ -159,8 +158,7 @@ func TestVerify(t *testing.T) {
 // internal error (exit 4) naming no topic; materialize refuses the same row
 // with ErrBadPositions. verify must refuse it the same way.
 func TestVerifyMalformedPositions(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	e.mustRun(t)
 	// A null offset, a next_offsets that is not an object (the cast in the
