@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,7 +97,7 @@ func (sc *cdcScenario) validate() error {
 		}
 		for _, d := range b.Differs {
 			if _, ok := cdcDifferences[d]; !ok {
-				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(sortedKeys(cdcDifferences), ", "))
+				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(slices.Sorted(maps.Keys(cdcDifferences)), ", "))
 			}
 			if cdcOutcomeDifferences[d] && (b.Expect == "ok" || len(b.Differs) != 1 || i != len(sc.Batches)-1) {
 				return fmt.Errorf("batch %d: outcome difference %q must be the only one named, by the last batch, with the seed's failing expect", i+1, d)

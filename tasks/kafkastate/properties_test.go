@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 const testSecret = "s3cr3t-Pw!"
@@ -346,20 +347,11 @@ func serveTLS(t *testing.T, cert tls.Certificate, clients *x509.CertPool) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				_ = c.(*tls.Conn).Handshake()
-				c.Close()
-			}()
-		}
-	}()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.(*tls.Conn).Handshake()
+		c.Close()
+	})
 	return ln.Addr().String()
 }
 
