@@ -129,8 +129,14 @@ func ordersRefusals() []refusal {
 			ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got an Ion string`},
 		{"deleted null", []any{append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"deleted", iongen.Null(0x1)}, iongen.Field{"metadata", src("shop", "public", "orders", int64(9))})},
 			ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got null`},
-		{"truncate", []any{iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
-			ErrTruncate, `record 1 (LSN 9): TRUNCATE event; truncate the target table by hand, then re-run`},
+		{"truncate with a column", []any{iongen.Event(iongen.Struct{{"id", int64(3)}}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
+			ErrContradiction, `record 1 (key id=3, LSN 9), column "id": event contradicts itself: a TRUNCATE event with the row column "id" (the trigger writes a TRUNCATE without columns)`},
+		{"delete without the marker", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("DELETE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
+			ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation is DELETE but "deleted" is not true (a delete applied as a live row would resurrect it); replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file`},
+		{"update with the marker", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), true, iongen.Metadata("UPDATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
+			ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation is UPDATE but "deleted" is true (a live row applied as a delete would lose it); replay the batch as the trigger wrote it, or fix the replay file`},
+		{"unknown operation", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("MERGE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
+			ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation "MERGE" is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)`},
 		{"conflict", []any{ok, orderEvent(1, int64(10), int64(501), "new", int64(100), false)},
 			ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
 		{"conflict with an older version", []any{ok, orderEvent(1, int64(10), int64(500), "new", int64(200), false), orderEvent(1, int64(11), int64(500), "new", int64(100), false)},
@@ -456,8 +462,10 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 				t.Errorf("%d records went to ion-go", d.fallbacks)
 			}
 			last := res.rows[len(res.rows)-1].change
-			if want := (change{operation: "UPDATE", snapshot: "false", sequence: fmt.Sprintf(`["%d","%d"]`, 24023128+56*2999-56, 24023128+56*2999),
-				txID: 770 + 2999/4, txIDSet: true, deletedSet: true}); last != want {
+			last.source = nil
+			lsn := uint64(24023128 + 56*2999)
+			if want := (change{operation: "UPDATE", snapshot: "false", sequence: fmt.Sprintf(`["%d","%d"]`, lsn-56, lsn),
+				txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: lsn - 56, commitSet: true, seqLSN: lsn, seqLSNSet: true}); last != want {
 				t.Errorf("change of the last record %+v, want %+v", last, want)
 			}
 		})

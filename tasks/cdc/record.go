@@ -31,12 +31,16 @@ const (
 	srcSnapshot
 	srcSequence
 	srcTxID
+	srcVersion
+	srcConnector
+	srcName
 )
 
 var (
 	metaFields   = []string{metaOperation: "operation", metaSource: "source"}
 	sourceFields = []string{srcDB: "db", srcSchema: "schema", srcTable: "table", srcLSN: "lsn",
-		srcSnapshot: "snapshot", srcSequence: "sequence", srcTxID: "txId"}
+		srcSnapshot: "snapshot", srcSequence: "sequence", srcTxID: "txId",
+		srcVersion: "version", srcConnector: "connector", srcName: "name"}
 )
 
 // shapeOf is the record shape of m's events: the mapped columns, then the
@@ -96,6 +100,8 @@ type recordDecoder struct {
 	// slab is where rows' values come from, a thousand rows at a time (a
 	// batch keeps a copy of the rows it keeps).
 	slab []value
+	// lastID is the source identity of the last event decoded.
+	lastID *sourceID
 }
 
 // newVals returns a zeroed slice of one row's values.
@@ -430,8 +436,8 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 		return refuse(m.Source.MetadataField+".source.lsn", lsnErr)
 	case !lsnSet:
 		return refuse(m.Source.MetadataField+".source.lsn", fmt.Errorf("%w: no metadata.source.lsn", ErrMissingField))
-	case textIs(r.metaField(metaOperation), "TRUNCATE"):
-		return refuse("", ErrTruncate)
+	case textIs(r.metaField(metaOperation), opTruncate):
+		return d.truncateRow(r, rec, lsn, refuse)
 	}
 	for _, i := range m.keyIdx {
 		switch {
@@ -445,6 +451,14 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	deleted := del.Type == ion.BoolType && !del.Null && del.Bool
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null) {
 		return refuse(m.Source.DeletedField, fmt.Errorf("%w: expected true or false, got %s", ErrBadDeleteMarker, describe(del)))
+	}
+	if err := contradiction(m, r.metaField(metaOperation), deleted); err != nil {
+		return refuse(m.Source.MetadataField+".operation", err)
+	}
+	ch := changeOf(r, del)
+	ch.lsn, ch.source = lsn, d.identity(r)
+	if err := checkSequence(&ch); err != nil {
+		return refuse(m.Source.MetadataField+".source.sequence", err)
 	}
 	for i := range m.cols {
 		c := &m.cols[i]
@@ -471,7 +485,10 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 			vals[i] = v
 		}
 	}
-	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: changeOf(r, del)}
+	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch}
+	if deleted {
+		out.before = d.beforeImage(r)
+	}
 	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
 	out.key = string(d.keyBuf)
 	return out, nil
@@ -512,6 +529,9 @@ func changeOf(r *record, del *ionrec.Scalar) change {
 	}
 	if s := r.source(srcSequence); isText(s) {
 		c.sequence = string(s.Bytes)
+		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(c.sequence); ok {
+			c.commit, c.commitSet, c.seqLSN, c.seqLSNSet = commit, commitSet, seqLSN, seqLSNSet
+		}
 	}
 	if s := r.source(srcTxID); s.Type == ion.IntType && !s.Null && s.Big == nil &&
 		(s.Mag <= 1<<63-1 || (s.Neg && s.Mag == 1<<63)) {
@@ -526,7 +546,7 @@ func changeOf(r *record, del *ionrec.Scalar) change {
 // intern returns the common operation and snapshot words without
 // allocating.
 func intern(b []byte) string {
-	for _, w := range [...]string{"CREATE", "UPDATE", "DELETE", "READ", "TRUNCATE", "false", "true", "first", "last",
+	for _, w := range [...]string{opCreate, opUpdate, opDelete, opRead, opTruncate, "false", "true", "first", "last",
 		"first_in_data_collection", "last_in_data_collection", "incremental"} {
 		if string(b) == w {
 			return w
@@ -545,4 +565,128 @@ func (d *recordDecoder) needsIon(r *record) bool {
 		}
 	}
 	return false
+}
+
+// The operations Debezium's PostgreSQL connector sends, as Kestra's trigger
+// names them in metadata.operation.
+const (
+	opRead     = "READ"
+	opCreate   = "CREATE"
+	opUpdate   = "UPDATE"
+	opDelete   = "DELETE"
+	opTruncate = "TRUNCATE"
+)
+
+// contradiction refuses an event whose operation and delete marker
+// disagree, or whose operation Debezium does not send. An absent
+// operation leaves the marker to decide (a hand-made replay file; the seed
+// reads only the marker).
+func contradiction(m *Mapping, op *ionrec.Scalar, deleted bool) error {
+	if op.Type == ion.NoType {
+		return nil
+	}
+	if !isText(op) {
+		return fmt.Errorf("%w: metadata.operation is %s, not a Debezium operation name (READ, CREATE, UPDATE, DELETE, TRUNCATE)", ErrContradiction, describe(op))
+	}
+	marker := m.Source.DeletedField
+	switch name := string(op.Bytes); name {
+	case opDelete:
+		if !deleted {
+			return fmt.Errorf("%w: metadata.operation is DELETE but %q is not true (a delete applied as a live row would resurrect it); "+
+				"replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file", ErrContradiction, marker)
+		}
+	case opCreate, opUpdate, opRead:
+		if deleted {
+			return fmt.Errorf("%w: metadata.operation is %s but %q is true (a live row applied as a delete would lose it); "+
+				"replay the batch as the trigger wrote it, or fix the replay file", ErrContradiction, name, marker)
+		}
+	default:
+		return fmt.Errorf("%w: metadata.operation %q is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)", ErrContradiction, name)
+	}
+	return nil
+}
+
+// truncateRow is a TRUNCATE event: no row columns, deleted true (or
+// absent). Its row has no key; the batch deletes every key older than it
+// (batch.go).
+func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse func(string, error) (row, error)) (row, error) {
+	m := d.m
+	for i := range m.cols {
+		if r.col(i).Type != ion.NoType {
+			return refuse(m.cols[i].name, fmt.Errorf("%w: a TRUNCATE event with the row column %q (the trigger writes a TRUNCATE without columns)", ErrContradiction, m.cols[i].name))
+		}
+	}
+	del := r.deleted(m)
+	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null || !del.Bool) {
+		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", ErrContradiction, m.Source.DeletedField, describe(del)))
+	}
+	ch := changeOf(r, del)
+	ch.lsn, ch.source = lsn, d.identity(r)
+	if err := checkSequence(&ch); err != nil {
+		return refuse(m.Source.MetadataField+".source.sequence", err)
+	}
+	return row{rec: rec, lsn: lsn, deleted: true, change: ch}, nil
+}
+
+// beforeImage converts a delete's before image for telling rows apart: nil
+// when a column does not convert or is absent though not Nullable, and
+// when every column but the key holds its zero value or NULL (what
+// REPLICA IDENTITY DEFAULT sends: nothing but the key is known).
+func (d *recordDecoder) beforeImage(r *record) []value {
+	m := d.m
+	vals := d.newVals()
+	informative := false
+	for i := range m.cols {
+		c := &m.cols[i]
+		s := r.col(i)
+		switch {
+		case c.isKey:
+			continue
+		case s.Type == ion.NoType && c.typ.nullable:
+			vals[i] = value{null: true}
+		case s.Type == ion.NoType || r.errs[i] != nil:
+			return nil
+		default:
+			v, err := convert(s, c)
+			if err != nil {
+				return nil
+			}
+			vals[i] = v
+			if !v.null && !v.equal(zeroValue(c.typ)) {
+				informative = true
+			}
+		}
+	}
+	if !informative {
+		return nil
+	}
+	for _, i := range m.keyIdx {
+		vals[i] = value{} // compared by key already; never read
+	}
+	return vals
+}
+
+// sourceID is the source as a batch shows it (metadata.source): the
+// connector, its name (Kestra derives it from the flow and trigger), the
+// Debezium version and the database. The ledger records it.
+type sourceID struct {
+	connector, name, version, db string
+}
+
+// identity returns the event's sourceID; consecutive events of one source
+// share one value (no allocation per event).
+func (d *recordDecoder) identity(r *record) *sourceID {
+	c, n, v, db := r.source(srcConnector), r.source(srcName), r.source(srcVersion), r.source(srcDB)
+	text := func(s *ionrec.Scalar) []byte {
+		if !isText(s) {
+			return nil
+		}
+		return s.Bytes
+	}
+	if id := d.lastID; id != nil && string(text(c)) == id.connector && string(text(n)) == id.name &&
+		string(text(v)) == id.version && string(text(db)) == id.db {
+		return id
+	}
+	d.lastID = &sourceID{connector: string(text(c)), name: string(text(n)), version: string(text(v)), db: string(text(db))}
+	return d.lastID
 }

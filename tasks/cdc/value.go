@@ -40,24 +40,39 @@ func floatValue(f float64) value {
 // target's current row, or the read-back.
 type row struct {
 	key     string // canonical key bytes (encodeKey)
-	lsn     uint64
+	lsn     uint64 // the version (_cdc_lsn): the commit-order position, order.go; the source LSN or just above it
 	deleted bool
 	vals    []value // one per mapped column, in mapping order
 	rec     int64   // 1-based record number in the batch; 0 for rows read from ClickHouse
 	change  change  // what the event said of its place in the history; zero for rows read from ClickHouse
+	// before is a delete's before image, converted where it could be (nil
+	// when it holds nothing but the key, as under REPLICA IDENTITY DEFAULT,
+	// or a value that does not convert): which physical row a delete
+	// removed, when a key briefly has two (batch.go, key changes).
+	before []value
 }
 
-// change is what an event says about its place in the source's history,
-// as read and not checked: the operation, the snapshot marker, the
-// transaction and the commit position (sequence holds the last commit's
-// and the event's LSNs). samePayload ignores it.
+// change is what an event says about its place in the source's history:
+// the operation, the snapshot marker, the transaction, its LSN and the
+// commit floor (order.go). samePayload ignores it.
 type change struct {
 	operation  string // metadata.operation; "" when absent or not text
 	snapshot   string // metadata.source.snapshot ("false", "true", "first", "last", ...)
 	sequence   string // metadata.source.sequence, a JSON array such as ["24023072","24023128"]
 	txID       int64  // metadata.source.txId, when txIDSet
 	txIDSet    bool
-	deletedSet bool // the event carried the delete marker (absent reads as false)
+	deletedSet bool   // the event carried the delete marker (absent reads as false)
+	lsn        uint64 // metadata.source.lsn
+	// commit is lsn_commit, the sequence's first element, when commitSet;
+	// seqLSN its second, when seqLSNSet (it must be lsn).
+	commit, seqLSN       uint64
+	commitSet, seqLSNSet bool
+	// floor is the commit floor the version was raised to, when floorSet:
+	// commit, or the snapshot LSN for the first transaction after a snapshot.
+	floor    uint64
+	floorSet bool
+	// source is the event's source identity (shared by the events of one source).
+	source *sourceID
 }
 
 // samePayload reports whether two rows are the same version: the seed
