@@ -56,7 +56,9 @@ type cdcBatch struct {
 // !int "123" (an integer given as text, for repeat).
 // !omit on a value leaves the field out.
 type cdcEvent struct {
-	// Op is the Debezium operation name (default CREATE).
+	// Op is the Debezium operation name (default UPDATE: an upsert; a
+	// CREATE is an INSERT, and changesink follows a CREATE of a key the
+	// target holds live as a deferred key change).
 	Op string `yaml:"op"`
 	// LSN is source.lsn.
 	LSN yaml.Node `yaml:"lsn"`
@@ -96,6 +98,12 @@ func (sc *cdcScenario) validate() error {
 		for _, d := range b.Differs {
 			if _, ok := cdcDifferences[d]; !ok {
 				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(sortedKeys(cdcDifferences), ", "))
+			}
+			if len(b.Differs) != 1 {
+				return fmt.Errorf("batch %d: a batch names at most one cdc difference", i+1)
+			}
+			if cdcLastBatch[d] && i != len(sc.Batches)-1 {
+				return fmt.Errorf("batch %d: difference %q must be its scenario's last batch", i+1, d)
 			}
 		}
 		if _, _, err := encodeBatch(b, i); err != nil {
@@ -173,7 +181,7 @@ func expandIndex(s string, i int) string {
 func eventNode(e cdcEvent, k int) (*yaml.Node, error) {
 	op := e.Op
 	if op == "" {
-		op = "CREATE"
+		op = "UPDATE"
 	}
 	switch op {
 	case "CREATE", "UPDATE", "DELETE", "READ", "TRUNCATE":

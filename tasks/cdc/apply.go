@@ -458,12 +458,16 @@ func continuesFloor(r *row, prev *ledgerEntry) bool {
 }
 
 // wentBackwards refuses a batch that was never applied when none of its
-// keys is newer than the target and some are older: the versions of the
-// source no longer follow the target's (a restore, a migration, a failover
-// with other LSNs), or an old batch replayed after newer ones. Skipping
-// such a batch as "older" would lose its changes silently.
+// keys is newer than the target, none is an exact replay of a row the
+// target holds, and some are older: the versions of the source no longer
+// follow the target's (a restore, a migration, a failover with other LSNs),
+// or an old batch replayed after newer ones. Skipping such a batch as
+// "older" would lose its changes silently. A key the target holds at the
+// batch's very version and payload shows the batch belongs to the history
+// the target has (part of an applied batch replayed): its older keys were
+// superseded, and are skipped as before.
 func wentBackwards(t *table, b *batch, sel selection, led ledgerState) error {
-	if sel.newer > 0 || sel.older == 0 {
+	if sel.newer > 0 || sel.same > 0 || sel.older == 0 {
 		return nil
 	}
 	m := t.m
@@ -473,13 +477,13 @@ func wentBackwards(t *table, b *batch, sel selection, led ledgerState) error {
 	if led.last != nil {
 		last = "the ledger's last row is " + describeEntry(ledger, led.last)
 	}
-	e := rowError(m, r, fmt.Errorf("%w The target %s holds version %d for this key; none of this batch's %d keys is newer than the target (%d older, %d unchanged, %d new to it), "+
+	e := rowError(m, r, fmt.Errorf("%w The target %s holds version %d for this key; none of this batch's %d keys is newer than the target or the same as a row it holds (%d older, %d new to it), "+
 		"and this batch (digest %s, from %s) was never applied: %s. "+
 		"If the source database was restored from a backup, migrated to another cluster or failed over, its LSNs no longer follow the target's: "+
 		"rebuild the target (DROP TABLE %s, %s and the view %s, run changesink cdc setup) and have the trigger take a new snapshot "+
 		"(a new slotName and stateName, or drop the replication slot and the trigger's state). "+
 		"If this is an old batch replayed by mistake, do not apply it",
-		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.same+sel.absent, sel.older, sel.same,
+		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
 		sel.absent, b.digest()[:16], b.source.describe(), last,
 		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
 	return outcome.Refuse(e)

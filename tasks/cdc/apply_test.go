@@ -261,7 +261,7 @@ func TestApplyOlderBatchAfterNewer(t *testing.T) {
 	if !errors.Is(err, ErrWentBackwards) || outcome.Classify(err) != outcome.Refused {
 		t.Fatalf("err = %v, want a refused ErrWentBackwards", err)
 	}
-	for _, want := range []string{"record 1 (key id=1, LSN 100)", "holds version 200 for this key", "2 older, 0 unchanged, 1 new to it",
+	for _, want := range []string{"record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
 		"rebuild the target", "do not apply it"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal does not say %q: %v", want, err)
