@@ -302,8 +302,10 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var src sourceID // the ledger's record of the source, for a batch not applied yet
 	if led.replay == nil {
-		if err := wentBackwards(tbl, b, sel, led); err != nil {
+		src = sourceOf(cfg.BatchFile, m)
+		if err := wentBackwards(tbl, b, src, sel, led); err != nil {
 			return nil, err
 		}
 	}
@@ -354,7 +356,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		if err := lk.check(ctx); err != nil {
 			return nil, err
 		}
-		if err := tbl.appendLedger(ctx, led.last, b.entry(lk.id, expected, len(pending), open, led.last)); err != nil {
+		if err := tbl.appendLedger(ctx, led.last, b.entry(lk.id, src, expected, len(pending), open, led.last)); err != nil {
 			return nil, err
 		}
 	}
@@ -466,7 +468,7 @@ func continuesFloor(r *row, prev *ledgerEntry) bool {
 // batch's very version and payload shows the batch belongs to the history
 // the target has (part of an applied batch replayed): its older keys were
 // superseded, and are skipped as before.
-func wentBackwards(t *table, b *batch, sel selection, led ledgerState) error {
+func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerState) error {
 	if sel.newer > 0 || sel.same > 0 || sel.older == 0 {
 		return nil
 	}
@@ -484,7 +486,7 @@ func wentBackwards(t *table, b *batch, sel selection, led ledgerState) error {
 		"(a new slotName and stateName, or drop the replication slot and the trigger's state). "+
 		"If this is an old batch replayed by mistake, do not apply it",
 		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
-		sel.absent, b.digest()[:16], b.source.describe(), last,
+		sel.absent, b.digest()[:16], src.describe(), last,
 		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
 	return outcome.Refuse(e)
 }

@@ -46,8 +46,13 @@ type batch struct {
 	outOfOrder map[int32]bool
 
 	ord orderer
-	sum hash.Hash // the digest: SHA-256 of the decoded events, in file order
-	buf []byte
+	// sum is the digest: SHA-256 of the events' sums (eventSum) in file
+	// order; sums waits for it, written a block at a time.
+	sum  hash.Hash
+	sums []byte
+	// img is the before image of the delete being merged (nil: none, or
+	// one that does not tell rows apart); scratch its storage.
+	img, scratch []value
 
 	// trunc is the latest TRUNCATE event (nil: none): every key older than
 	// it is deleted, in the batch and in the target.
@@ -62,8 +67,6 @@ type batch struct {
 	first, last  txMark
 	lastFloor    uint64
 	lastFloorSet bool
-	// source is the source identity of the first event.
-	source *sourceID
 }
 
 // txMark is an event's transaction, when it carried one.
@@ -130,8 +133,8 @@ func newBatch(m *Mapping) *batch {
 
 func (b *batch) reset() {
 	b.index, b.rows, b.meta, b.events, b.outOfOrder = map[string]int32{}, rowStore{cols: len(b.m.cols)}, nil, 0, map[int32]bool{}
-	b.ord, b.sum, b.trunc, b.duals, b.first, b.last = orderer{}, sha256.New(), nil, map[int32]*dual{}, txMark{}, txMark{}
-	b.lastFloor, b.lastFloorSet, b.source = 0, false, nil
+	b.ord, b.sum, b.sums, b.trunc, b.duals, b.first, b.last = orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, txMark{}, txMark{}
+	b.lastFloor, b.lastFloorSet = 0, false
 	for _, s := range b.seeds {
 		s.met = false
 	}
@@ -141,19 +144,58 @@ func (b *batch) reset() {
 func (b *batch) len() int        { return b.rows.n }
 func (b *batch) at(i int32) *row { return b.rows.at(i) }
 
-// digest is the hex SHA-256 of the batch's decoded events: the same for
-// the text and binary form of one batch, and for a re-delivery that
-// differs only in processing times.
-func (b *batch) digest() string { return hex.EncodeToString(b.sum.Sum(nil)) }
+// digest is the hex SHA-256 of the batch's event sums (eventSum, xxHash64
+// of each decoded event, computed by the decoding workers) in file order:
+// the same for the text and binary form of one batch, and for a
+// re-delivery that differs only in processing times.
+func (b *batch) digest() string {
+	b.flushSums()
+	return hex.EncodeToString(b.sum.Sum(nil))
+}
+
+// fold adds an event's sum to the digest, in order.
+func (b *batch) fold(sum uint64) {
+	b.sums = binary.LittleEndian.AppendUint64(b.sums, sum)
+	if len(b.sums) >= 4096 {
+		b.flushSums()
+	}
+}
+
+func (b *batch) flushSums() {
+	b.sum.Write(b.sums)
+	b.sums = b.sums[:0]
+}
+
+// markerOf turns a delete fresh from the decoder into the seed's marker
+// (zeros but the key) and returns its before image (nil when it does not
+// tell rows apart), valid until the next call.
+func (b *batch) markerOf(r *row) []value {
+	if !r.deleted || len(r.vals) == 0 { // a TRUNCATE has no values
+		return nil
+	}
+	var img []value
+	if r.change.image {
+		b.scratch = append(b.scratch[:0], r.vals...)
+		img = b.scratch
+	}
+	for i := range b.m.cols {
+		if !b.m.cols[i].isKey {
+			r.vals[i] = zeroValue(b.m.cols[i].typ)
+		}
+	}
+	r.change.image = false
+	return img
+}
 
 // add merges one event. add copies what it keeps: r (and its values) stay
 // the caller's.
 func (b *batch) add(r row) error {
 	b.events++
-	b.hashEvent(&r)
+	b.fold(r.change.sum)
+	b.img = b.markerOf(&r)
 	b.ord.stamp(&r)
 	if b.events == 1 {
-		b.first, b.source = markOf(&r.change), r.change.source
+		b.first = markOf(&r.change)
 	}
 	b.last, b.lastFloor, b.lastFloorSet = markOf(&r.change), r.change.floor, r.change.floorSet
 	if r.change.operation == opTruncate {
@@ -211,7 +253,6 @@ func set(cur, r *row) {
 	copy(vals, r.vals)
 	*cur = *r
 	cur.vals = vals
-	cur.before = nil
 }
 
 // accept applies r, a later event than cur, to key i.
@@ -240,7 +281,7 @@ func (b *batch) accept(i int32, cur, r *row) error {
 			b.duals[i] = &dual{tx: r.change.txID, others: []image{{vals: slices.Clone(cur.vals)}}}
 		}
 	case opDelete:
-		if inCreateTx && !cur.deleted && r.before != nil && !sameImage(b.m, r.before, cur.vals) {
+		if inCreateTx && !cur.deleted && b.img != nil && !sameImage(b.m, b.img, cur.vals) {
 			// The key was created in this transaction, and the delete
 			// removes a row other than that one: the key had an older row
 			// (a swapped or shifted deferrable key); the new row stays.
@@ -276,7 +317,7 @@ func (b *batch) dualEvent(i int32, cur, r *row, d *dual) error {
 	if r.change.operation != opDelete {
 		return b.keyChange(r, fmt.Sprintf("a %s while the key has two live rows inside transaction %d: which row it changed is not in the batch", opName(r), d.tx))
 	}
-	if r.before == nil {
+	if b.img == nil {
 		// A delete of nothing but the key (REPLICA IDENTITY DEFAULT): fine
 		// only when every live row is the same.
 		for _, o := range d.others {
@@ -287,14 +328,14 @@ func (b *batch) dualEvent(i int32, cur, r *row, d *dual) error {
 		b.dropOther(i, cur, r, d, 0)
 		return nil
 	}
-	sum := imageSum(b.m, r.before)
+	sum := imageSum(b.m, b.img)
 	for n, o := range d.others {
-		if (o.vals != nil && sameImage(b.m, o.vals, r.before)) || (o.vals == nil && o.sum == sum) {
+		if (o.vals != nil && sameImage(b.m, o.vals, b.img)) || (o.vals == nil && o.sum == sum) {
 			b.dropOther(i, cur, r, d, n)
 			return nil
 		}
 	}
-	if !sameImage(b.m, cur.vals, r.before) {
+	if !sameImage(b.m, cur.vals, b.img) {
 		return b.keyChange(r, "a delete whose before image is none of the key's live rows")
 	}
 	// The delete removed the newest row: the key is back to another one.
@@ -389,51 +430,6 @@ func imageSum(m *Mapping, vals []value) uint64 {
 	return binary.LittleEndian.Uint64(h.Sum(nil))
 }
 
-// hashEvent adds one decoded event to the digest: its key, position in the
-// history, operation, marker and values (before image included).
-func (b *batch) hashEvent(r *row) {
-	c := &r.change
-	p := b.buf[:0]
-	p = binary.AppendUvarint(p, uint64(len(r.key)))
-	p = append(p, r.key...)
-	p = binary.LittleEndian.AppendUint64(p, c.lsn)
-	p = appendOpt(p, c.commit, c.commitSet)
-	p = appendOpt(p, uint64(c.txID), c.txIDSet)
-	p = binary.AppendUvarint(p, uint64(len(c.operation)))
-	p = append(p, c.operation...)
-	p = binary.AppendUvarint(p, uint64(len(c.snapshot)))
-	p = append(p, c.snapshot...)
-	p = append(p, boolByte(r.deleted))
-	p = appendVals(p, r.vals)
-	p = append(p, boolByte(r.before != nil))
-	p = appendVals(p, r.before)
-	b.sum.Write(p)
-	b.buf = p
-}
-
-func appendOpt(p []byte, n uint64, set bool) []byte {
-	p = append(p, boolByte(set))
-	return binary.LittleEndian.AppendUint64(p, n)
-}
-
-func appendVals(p []byte, vals []value) []byte {
-	p = binary.AppendUvarint(p, uint64(len(vals)))
-	for _, v := range vals {
-		p = append(p, boolByte(v.null))
-		p = binary.LittleEndian.AppendUint64(p, v.n)
-		p = binary.AppendUvarint(p, uint64(len(v.s)))
-		p = append(p, v.s...)
-	}
-	return p
-}
-
-func boolByte(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // openDual is a key left with two live rows at the end of the batch, its
 // transaction continuing in the next batch (the ledger carries it).
 type openDual struct {
@@ -507,7 +503,6 @@ func (s *rowStore) add(r *row) int32 {
 	copy(vals, r.vals)
 	s.chunks[c] = append(s.chunks[c], *r)
 	s.chunks[c][k].vals = vals
-	s.chunks[c][k].before = nil
 	s.n++
 	return int32(s.n - 1)
 }
@@ -558,6 +553,7 @@ func newHistory(b *batch) *history { return &history{b: b, seen: map[olderKey]ol
 func (h *history) reset() { h.seen, h.ord = map[olderKey]olderVersion{}, orderer{} }
 
 func (h *history) check(r row) error {
+	h.b.markerOf(&r)
 	h.ord.stamp(&r)
 	if r.change.operation == opTruncate {
 		return nil
@@ -671,13 +667,10 @@ func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[strin
 }
 
 // entry is the ledger row of this batch, applied after prev.
-func (b *batch) entry(holder string, expected []*row, pending int, open []openDual, prev *ledgerEntry) *ledgerEntry {
-	e := &ledgerEntry{kind: ledgerBatch, digest: b.digest(), holder: holder, events: uint64(b.events), keys: uint64(len(expected)),
+func (b *batch) entry(holder string, src sourceID, expected []*row, pending int, open []openDual, prev *ledgerEntry) *ledgerEntry {
+	e := &ledgerEntry{kind: ledgerBatch, digest: b.digest(), holder: holder, source: src, events: uint64(b.events), keys: uint64(len(expected)),
 		pending: uint64(pending), openKeys: open, snapshotLSN: b.ord.snapshot,
 		lastTx: b.last.id, lastTxSet: b.last.set, lastFloor: b.lastFloor}
-	if b.source != nil {
-		e.source = *b.source
-	}
 	for n, r := range expected {
 		if n == 0 || r.lsn < e.minVersion {
 			e.minVersion = r.lsn

@@ -11,9 +11,11 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
@@ -398,7 +400,15 @@ func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
 			if !errors.Is(err, refuse) {
 				t.Fatalf("err = %v", err)
 			}
-			if after := runtime.NumGoroutine(); after > before {
+			// A goroutine that has returned (errgroup's Wait saw it done) is
+			// still counted until the scheduler retires it: give it a moment,
+			// a leaked one stays blocked for good.
+			after := runtime.NumGoroutine()
+			for n := 0; after > before && n < 200; n++ {
+				time.Sleep(5 * time.Millisecond)
+				after = runtime.NumGoroutine()
+			}
+			if after > before {
 				t.Errorf("%d goroutines still running after decodeSegments returned (%d before)", after-before, before)
 			}
 		})
@@ -462,10 +472,9 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 				t.Errorf("%d records went to ion-go", d.fallbacks)
 			}
 			last := res.rows[len(res.rows)-1].change
-			last.source = nil
+			last.sum = 0
 			lsn := uint64(24023128 + 56*2999)
-			if want := (change{operation: "UPDATE", snapshot: "false", sequence: fmt.Sprintf(`["%d","%d"]`, lsn-56, lsn),
-				txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: lsn - 56, commitSet: true, seqLSN: lsn, seqLSNSet: true}); last != want {
+			if want := (change{operation: "UPDATE", txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: lsn - 56, commitSet: true}); last != want {
 				t.Errorf("change of the last record %+v, want %+v", last, want)
 			}
 		})
@@ -521,8 +530,15 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 					}
 					for i, r := range res.rows {
 						c := r.change
-						got := fmt.Sprintf("op=%s lsn=%d txId=%d snapshot=%s sequence=%s", letter[c.operation], r.lsn, c.txID, c.snapshot, c.sequence)
-						if !c.txIDSet || !c.deletedSet || got != ev.Changes[i] {
+						// The snapshot marker is not kept (a READ without lsn_commit is a
+						// snapshot row, order.go); the sequence is kept parsed.
+						commit := "null"
+						if c.commitSet {
+							commit = fmt.Sprintf("%q", fmt.Sprint(c.commit))
+						}
+						want := regexp.MustCompile(` snapshot=\S+`).ReplaceAllString(ev.Changes[i], "")
+						got := fmt.Sprintf("op=%s lsn=%d txId=%d sequence=[%s,%q]", letter[c.operation], c.lsn, c.txID, commit, fmt.Sprint(c.lsn))
+						if !c.txIDSet || !c.deletedSet || got != want {
 							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.txIDSet, c.deletedSet, ev.Changes[i])
 						}
 					}

@@ -1,14 +1,18 @@
 package cdc
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/internal/outcome"
 )
@@ -357,4 +361,68 @@ func keyVals(m *Mapping, key string) []value {
 		}
 	}
 	return vals
+}
+
+// sourceID is the source as a batch shows it (metadata.source): the
+// connector, its name (Kestra derives it from the flow and the trigger), the
+// Debezium version and the database. The ledger records it.
+type sourceID struct {
+	connector, name, version, db string
+}
+
+// sourceOf reads the source identity of the batch's first event (with
+// ion-go: one record; the batch decoded already, so it is well formed).
+// Fields it cannot read stay empty.
+func sourceOf(path string, m *Mapping) sourceID {
+	var id sourceID
+	f, err := os.Open(path)
+	if err != nil {
+		return id
+	}
+	defer f.Close()
+	r := ion.NewReader(bufio.NewReader(f))
+	for r.Next() && isVersionSymbol(r) {
+	}
+	if r.Type() != ion.StructType || r.StepIn() != nil || !stepIntoField(r, m.Source.MetadataField) || !stepIntoField(r, "source") {
+		return id
+	}
+	for r.Next() {
+		name, err := r.FieldName()
+		if err != nil || name == nil || name.Text == nil || r.Type() != ion.StringType {
+			continue
+		}
+		v, err := r.StringValue()
+		if err != nil || v == nil {
+			continue
+		}
+		switch *name.Text {
+		case "connector":
+			id.connector = *v
+		case "name":
+			id.name = *v
+		case "version":
+			id.version = *v
+		case "db":
+			id.db = *v
+		}
+	}
+	return id
+}
+
+// stepIntoField steps into the struct field named field of the struct r
+// is in, reporting whether it found one.
+func stepIntoField(r ion.Reader, field string) bool {
+	for r.Next() {
+		if name, err := r.FieldName(); err == nil && name != nil && name.Text != nil && *name.Text == field {
+			return r.Type() == ion.StructType && r.StepIn() == nil
+		}
+	}
+	return false
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

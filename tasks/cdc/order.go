@@ -1,9 +1,12 @@
 package cdc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // The version of a change: a number that follows PostgreSQL's commit order
@@ -152,13 +155,45 @@ func floorTie(r, earlier *row) bool {
 
 // checkSequence refuses a sequence whose own LSN is not the event's
 // source.lsn (Debezium writes [lsn_commit, lsn]).
-func checkSequence(c *change) error {
-	if c.seqLSNSet && c.seqLSN != c.lsn {
+func checkSequence(seq []byte, lsn, commit uint64, commitSet bool, seqLSN uint64, seqLSNSet bool) error {
+	if seqLSNSet && seqLSN != lsn {
 		return fmt.Errorf("%w: metadata.source.sequence %s names LSN %d, but metadata.source.lsn is %d (Debezium writes [lsn_commit, lsn]); replay the batch the trigger wrote",
-			ErrContradiction, c.sequence, c.seqLSN, c.lsn)
+			ErrContradiction, seq, seqLSN, lsn)
 	}
-	if c.commitSet && c.commit == math.MaxUint64 {
-		return fmt.Errorf("%w: metadata.source.sequence %s: lsn_commit is outside 0..2^64-2", ErrContradiction, c.sequence)
+	if commitSet && commit == math.MaxUint64 {
+		return fmt.Errorf("%w: metadata.source.sequence %s: lsn_commit is outside 0..2^64-2", ErrContradiction, seq)
 	}
 	return nil
+}
+
+// eventSum hashes what identifies an event (its LSN, lsn_commit,
+// transaction, operation, markers and values, the key's and a delete's
+// before image included) with xxHash64, in the decoding workers; buf is
+// the worker's scratch. The batch folds the sums in file order into its
+// digest (batch.digest).
+func eventSum(buf []byte, r *row) (uint64, []byte) {
+	c := &r.change
+	p := binary.LittleEndian.AppendUint64(buf[:0], c.lsn)
+	p = binary.LittleEndian.AppendUint64(p, c.commit)
+	p = binary.LittleEndian.AppendUint64(p, uint64(c.txID))
+	flags := byte(0)
+	for i, b := range []bool{c.commitSet, c.txIDSet, r.deleted, c.deletedSet, c.image} {
+		if b {
+			flags |= 1 << i
+		}
+	}
+	p = append(p, flags)
+	p = binary.AppendUvarint(p, uint64(len(c.operation)))
+	p = append(p, c.operation...)
+	for _, v := range r.vals {
+		p = binary.LittleEndian.AppendUint64(p, v.n)
+		if v.null {
+			p = append(p, 1)
+		} else {
+			p = append(p, 0)
+		}
+		p = binary.AppendUvarint(p, uint64(len(v.s)))
+		p = append(p, v.s...)
+	}
+	return xxhash.Sum64(p), p
 }

@@ -31,16 +31,12 @@ const (
 	srcSnapshot
 	srcSequence
 	srcTxID
-	srcVersion
-	srcConnector
-	srcName
 )
 
 var (
 	metaFields   = []string{metaOperation: "operation", metaSource: "source"}
 	sourceFields = []string{srcDB: "db", srcSchema: "schema", srcTable: "table", srcLSN: "lsn",
-		srcSnapshot: "snapshot", srcSequence: "sequence", srcTxID: "txId",
-		srcVersion: "version", srcConnector: "connector", srcName: "name"}
+		srcSnapshot: "snapshot", srcSequence: "sequence", srcTxID: "txId"}
 )
 
 // shapeOf is the record shape of m's events: the mapped columns, then the
@@ -95,13 +91,12 @@ type recordDecoder struct {
 	fast   *ionrec.Reader
 	rec    *record
 	keyBuf []byte
+	sumBuf []byte // eventSum's scratch
 	// fallbacks counts the runs of records the fast reader left to ion-go.
 	fallbacks int
 	// slab is where rows' values come from, a thousand rows at a time (a
 	// batch keeps a copy of the rows it keeps).
 	slab []value
-	// lastID is the source identity of the last event decoded.
-	lastID *sourceID
 }
 
 // newVals returns a zeroed slice of one row's values.
@@ -455,9 +450,8 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	if err := contradiction(m, r.metaField(metaOperation), deleted); err != nil {
 		return refuse(m.Source.MetadataField+".operation", err)
 	}
-	ch := changeOf(r, del)
-	ch.lsn, ch.source = lsn, d.identity(r)
-	if err := checkSequence(&ch); err != nil {
+	ch, err := changeOf(r, del, lsn)
+	if err != nil {
 		return refuse(m.Source.MetadataField+".source.sequence", err)
 	}
 	for i := range m.cols {
@@ -485,10 +479,14 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 			vals[i] = v
 		}
 	}
-	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch}
 	if deleted {
-		out.before = d.beforeImage(r)
+		// The before image, where it tells rows apart, is kept in vals until
+		// the batch merges the row (markerOf); the row then holds the seed's
+		// zeros.
+		ch.image = d.beforeImage(r, vals)
 	}
+	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch}
+	out.change.sum, d.sumBuf = eventSum(d.sumBuf, &out)
 	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
 	out.key = string(d.keyBuf)
 	return out, nil
@@ -517,20 +515,20 @@ func describeIon(r ion.Reader) string {
 }
 
 // changeOf keeps what the event says about its place in the source's
-// history, as read: metadata.operation, metadata.source.{snapshot,
-// sequence, txId} and whether it carried the delete marker.
-func changeOf(r *record, del *ionrec.Scalar) change {
-	c := change{deletedSet: del.Type != ion.NoType}
+// history: metadata.operation, metadata.source.txId, its LSN and the
+// sequence's lsn_commit, whether it carried the delete marker. A sequence
+// that names another LSN is refused (checkSequence).
+func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (change, error) {
+	c := change{deletedSet: del.Type != ion.NoType, lsn: lsn}
 	if s := r.metaField(metaOperation); isText(s) {
 		c.operation = intern(s.Bytes)
 	}
-	if s := r.source(srcSnapshot); isText(s) {
-		c.snapshot = intern(s.Bytes)
-	}
 	if s := r.source(srcSequence); isText(s) {
-		c.sequence = string(s.Bytes)
-		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(c.sequence); ok {
-			c.commit, c.commitSet, c.seqLSN, c.seqLSNSet = commit, commitSet, seqLSN, seqLSNSet
+		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(string(s.Bytes)); ok {
+			c.commit, c.commitSet = commit, commitSet
+			if err := checkSequence(s.Bytes, lsn, commit, commitSet, seqLSN, seqLSNSet); err != nil {
+				return c, err
+			}
 		}
 	}
 	if s := r.source(srcTxID); s.Type == ion.IntType && !s.Null && s.Big == nil &&
@@ -540,7 +538,7 @@ func changeOf(r *record, del *ionrec.Scalar) change {
 			c.txID = -c.txID
 		}
 	}
-	return c
+	return c, nil
 }
 
 // intern returns the common operation and snapshot words without
@@ -620,73 +618,53 @@ func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse fun
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null || !del.Bool) {
 		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", ErrContradiction, m.Source.DeletedField, describe(del)))
 	}
-	ch := changeOf(r, del)
-	ch.lsn, ch.source = lsn, d.identity(r)
-	if err := checkSequence(&ch); err != nil {
+	ch, err := changeOf(r, del, lsn)
+	if err != nil {
 		return refuse(m.Source.MetadataField+".source.sequence", err)
 	}
 	return row{rec: rec, lsn: lsn, deleted: true, change: ch}, nil
 }
 
-// beforeImage converts a delete's before image for telling rows apart: nil
-// when a column does not convert or is absent though not Nullable, and
-// when every column but the key holds its zero value or NULL (what
-// REPLICA IDENTITY DEFAULT sends: nothing but the key is known).
-func (d *recordDecoder) beforeImage(r *record) []value {
+// beforeImage converts a delete's before image into vals (the key is
+// there already) for telling rows apart, and reports whether it does: not
+// when a column does not convert or is absent though not Nullable, nor
+// when every column but the key holds its zero value or NULL (what REPLICA
+// IDENTITY DEFAULT sends: nothing but the key is known). Columns it could
+// not convert are left zero.
+func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
 	m := d.m
-	vals := d.newVals()
-	informative := false
+	informative, ok := false, true
 	for i := range m.cols {
 		c := &m.cols[i]
 		s := r.col(i)
 		switch {
 		case c.isKey:
-			continue
 		case s.Type == ion.NoType && c.typ.nullable:
 			vals[i] = value{null: true}
-		case s.Type == ion.NoType || r.errs[i] != nil:
-			return nil
+		case s.Type == ion.NoType || r.errs[i] != nil || (s.Null && !c.typ.nullable):
+			ok = false // a null where none may be: not converted (no error built per delete)
 		default:
 			v, err := convert(s, c)
 			if err != nil {
-				return nil
+				ok = false
+				break
 			}
 			vals[i] = v
 			if !v.null && !v.equal(zeroValue(c.typ)) {
 				informative = true
 			}
 		}
-	}
-	if !informative {
-		return nil
-	}
-	for _, i := range m.keyIdx {
-		vals[i] = value{} // compared by key already; never read
-	}
-	return vals
-}
-
-// sourceID is the source as a batch shows it (metadata.source): the
-// connector, its name (Kestra derives it from the flow and trigger), the
-// Debezium version and the database. The ledger records it.
-type sourceID struct {
-	connector, name, version, db string
-}
-
-// identity returns the event's sourceID; consecutive events of one source
-// share one value (no allocation per event).
-func (d *recordDecoder) identity(r *record) *sourceID {
-	c, n, v, db := r.source(srcConnector), r.source(srcName), r.source(srcVersion), r.source(srcDB)
-	text := func(s *ionrec.Scalar) []byte {
-		if !isText(s) {
-			return nil
+		if !ok {
+			break
 		}
-		return s.Bytes
 	}
-	if id := d.lastID; id != nil && string(text(c)) == id.connector && string(text(n)) == id.name &&
-		string(text(v)) == id.version && string(text(db)) == id.db {
-		return id
+	if ok && informative {
+		return true
 	}
-	d.lastID = &sourceID{connector: string(text(c)), name: string(text(n)), version: string(text(v)), db: string(text(db))}
-	return d.lastID
+	for i := range m.cols { // back to the seed's zeros, whichever reader decoded it
+		if !m.cols[i].isKey {
+			vals[i] = zeroValue(m.cols[i].typ)
+		}
+	}
+	return false
 }

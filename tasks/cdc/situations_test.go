@@ -199,7 +199,8 @@ func TestSourceLSNReset(t *testing.T) {
 		t.Fatalf("err = %v, want a refused ErrWentBackwards", err)
 	}
 	for _, want := range []string{"record 1 (key id=1, LSN 2100): versions went backwards: was the source restored or migrated? The target " + e.db + ".orders_cdc holds version 80000000",
-		"was never applied", e.db + ".orders_cdc_ledger row 1 (batch applied", "rebuild the target", "a new slotName and stateName"} {
+		"was never applied", `from connector postgresql "kestra_" (Debezium 3.2.1.Final) on database shop`,
+		e.db + ".orders_cdc_ledger row 1 (batch applied", "rebuild the target", "a new slotName and stateName"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal does not say %q:\n%v", want, err)
 		}
@@ -580,5 +581,28 @@ func TestInsertIsOnePart(t *testing.T) {
 	}
 	if got := e.query("SELECT partition_key FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); got[0] != "" {
 		t.Errorf("setup made a partitioned table: %v", got)
+	}
+}
+
+// TestPKShiftNotContinued: the batch after one that ended with key 3 open
+// (two live rows inside transaction 9) does not continue that transaction:
+// refused, naming key 3, nothing written.
+func TestPKShiftNotContinued(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9)); err != nil {
+		t.Fatal(err)
+	}
+	before := e.physical()
+	_, cfg, err := e.apply(true, swapEvent("CREATE", 5, "five", 1300, 10))
+	if !errors.Is(err, ErrKeyChange) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), "key id=3") ||
+		!strings.Contains(err.Error(), "does not continue that transaction") {
+		t.Fatalf("err = %v, want a refused ErrKeyChange naming key id=3", err)
+	}
+	noOutputs(t, cfg)
+	if e.physical() != before {
+		t.Error("the refused batch changed the target")
 	}
 }
