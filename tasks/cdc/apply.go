@@ -54,15 +54,15 @@ type hooks struct {
 func (c Config) Validate(apply bool) error {
 	switch {
 	case c.Mapping == nil:
-		return outcome.Configure(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
 	case c.ClickHouse.URL == "":
-		return outcome.Configure(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
 	case c.ClickHouse.Timeout < 0:
-		return outcome.Configure(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
 	case c.Workers < 0 || c.Workers > 64:
-		return outcome.Configure(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
+		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
 	case apply && c.BatchFile == "":
-		return outcome.Configure(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
 	}
 	return nil
 }
@@ -192,9 +192,9 @@ func (r *Result) Summary() string {
 // winning version of these keys, refuse a batch that went backwards, insert
 // the newer rows in one block, read every key back and verify it, record
 // the batch in the ledger, then commit expected.jsonl and pending.jsonl.
-// Refusals are *RecordError or sentinels marked outcome.Refuse; a lost or
+// Refusals are *RecordError or sentinels marked outcome.Refused; a lost or
 // unreachable server and a lock held too long are marked
-// outcome.Transiently; in every failure no output file is left behind.
+// outcome.Transient; in every failure no output file is left behind.
 func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
 	if err := cfg.Validate(true); err != nil {
@@ -216,7 +216,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
 	if err == nil && b.events == 0 {
-		err = outcome.Refuse(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
+		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
 	if err != nil {
 		stopConnect()
@@ -435,7 +435,7 @@ func selectPending(m *Mapping, expected []*row, current map[string]*row, prev *l
 		case cur.lsn == r.lsn && continuesFloor(r, prev):
 			sel.newer++
 		case cur.lsn == r.lsn:
-			return sel, outcome.Refuse(rowError(m, r, ErrTargetConflict))
+			return sel, outcome.Refused.Mark(rowError(m, r, ErrTargetConflict))
 		default:
 			sel.older++
 			if sel.firstOlder == nil {
@@ -488,7 +488,7 @@ func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerSt
 		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
 		sel.absent, b.digest()[:16], src.describe(), last,
 		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
-	return outcome.Refuse(e)
+	return outcome.Refused.Mark(e)
 }
 
 // markInput marks decode errors: refusals of the input, or a file that
@@ -501,9 +501,9 @@ func markInput(err error) error {
 	// Not outcome.Classify: it calls every errno (EISDIR, EACCES) transient.
 	var re *RecordError
 	if errors.As(err, &re) {
-		return outcome.Refuse(err)
+		return outcome.Refused.Mark(err)
 	}
-	return outcome.Configure(fmt.Errorf("%w: %w", ErrConfig, err))
+	return outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))
 }
 
 // verify reads every captured key back (seed task verify_batch): each must
@@ -526,7 +526,7 @@ func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 			why = "ClickHouse holds a different payload at this version"
 		}
 		if why != "" {
-			return verified, outcome.Refuse(rowError(t.m, want, fmt.Errorf("%w: %s", ErrVerify, why)))
+			return verified, outcome.Refused.Mark(rowError(t.m, want, fmt.Errorf("%w: %s", ErrVerify, why)))
 		}
 		verified++
 	}
@@ -537,7 +537,7 @@ func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 func writeRows(dir kestra.Dir, name string, m *Mapping, rows []*row) (*kestra.File, error) {
 	f, err := dir.Create(name)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("%w: %w", ErrConfig, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	var line []byte

@@ -465,7 +465,7 @@ func (b *batch) finishKeys() ([]openDual, error) {
 			continue
 		}
 		if !b.first.set || b.first.id != s.tx || !b.last.set || b.last.id != s.tx {
-			return nil, outcome.Refuse(&RecordError{Offset: -1, Key: s.shown, Err: fmt.Errorf(
+			return nil, outcome.Refused.Mark(&RecordError{Offset: -1, Key: s.shown, Err: fmt.Errorf(
 				"%w: key %s: the previous batch ended inside transaction %d with two live rows of this key, and this batch does not continue that transaction to its end with a delete of one of them",
 				ErrKeyChange, s.shown, s.tx)})
 		}
@@ -638,7 +638,7 @@ func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[strin
 			carried = append(carried, r)
 			carriedTx = append(carriedTx, km.createTx)
 		case km.flags&(flagCreateOpen|flagAmbiguous) != 0:
-			return nil, outcome.Refuse(b.keyChange(r, fmt.Sprintf(
+			return nil, outcome.Refused.Mark(b.keyChange(r, fmt.Sprintf(
 				"the target holds this key live (version %d) and this batch creates it again in transaction %d; that is a deferred key change (a swap or shift of a DEFERRABLE primary key) only if a delete in the same transaction removes the old row, and here the batch holds no such delete (it deletes the new row, holds only the key in its before image, or updates one of the two rows), "+
 					"or a TRUNCATE that the trigger did not pass (Debezium's default skipped.operations=t drops it). Set REPLICA IDENTITY FULL on the source table and skipped.operations: none on the trigger, then rebuild the target (a new snapshot)",
 				cur.lsn, km.createTx)))
@@ -646,7 +646,7 @@ func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[strin
 	}
 	open, err := b.finishKeys()
 	if err != nil {
-		return nil, outcome.Refuse(err)
+		return nil, outcome.Refused.Mark(err)
 	}
 	if len(carried) > 0 {
 		old, err := t.read(ctx, carried)
@@ -656,7 +656,7 @@ func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[strin
 		for n, r := range carried {
 			o := old[r.key]
 			if o == nil {
-				return nil, outcome.Refuse(b.keyChange(r, "the target's row of this key vanished while the batch ran (another writer?)"))
+				return nil, outcome.Refused.Mark(b.keyChange(r, "the target's row of this key vanished while the batch ran (another writer?)"))
 			}
 			open = append(open, openDual{Key: hex.EncodeToString([]byte(r.key)), Shown: renderKey(m, r.vals), Tx: carriedTx[n],
 				Others: []string{fmt.Sprintf("%016x", imageSum(m, o.vals))}})

@@ -68,14 +68,14 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		// The URL itself is left out: it may hold a password that a URL
 		// that does not parse keeps from redaction.
 		msg := strings.ReplaceAll(err.Error(), cfg.URL, "<url>")
-		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN: %s", ErrConfig, msg))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN: %s", ErrConfig, msg))
 	}
 	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))
 	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
-			return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE is set but CLICKHOUSE_URL does not ask for TLS; "+
+			return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE is set but CLICKHOUSE_URL does not ask for TLS; "+
 				"add secure=true and use the server's TLS port (9440 by default)", ErrConfig))
 		}
 		pool, err := loadCAFile(cfg.CAFile)
@@ -125,7 +125,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		case <-slow.C:
 			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
-				return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
+				return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
 			}
 		case <-cctx.Done():
 			go func() { <-pinged; conn.Close() }()
@@ -156,11 +156,11 @@ func (t *target) close() { t.conn.Close() }
 func loadCAFile(path string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: %w", ErrConfig, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: %w", ErrConfig, err))
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {
-		return nil, outcome.Configure(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
 	}
 	return pool, nil
 }
@@ -195,33 +195,33 @@ func classify(err error) error {
 	if errors.As(err, &ex) {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
-			return outcome.Configure(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
+			return outcome.Config.Mark(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
 		case chReadonly, chAccessDenied:
-			return outcome.Configure(err)
+			return outcome.Config.Mark(err)
 		case chUnknownTable, chUnknownDatabase:
-			return outcome.Configure(fmt.Errorf("%w (run changesink cdc setup first)", err))
+			return outcome.Config.Mark(fmt.Errorf("%w (run changesink cdc setup first)", err))
 		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,
 			chMemoryLimit, chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
-			return outcome.Transiently(err)
+			return outcome.Transient.Mark(err)
 		}
 		return err
 	}
 	if outcome.TLSFailure(err) {
-		return outcome.Configure(fmt.Errorf("%w (the TLS handshake failed: with secure=true, CLICKHOUSE_URL must name the "+
+		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake failed: with secure=true, CLICKHOUSE_URL must name the "+
 			"server's TLS port, 9440 by default, and a host name the server's certificate holds; the certificate must be "+
 			"signed by a CA in CLICKHOUSE_CA_FILE or, when that is unset, in the system trust store)", err))
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
-		return outcome.Configure(err)
+		return outcome.Config.Mark(err)
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
-		return outcome.Transiently(err)
+		return outcome.Transient.Mark(err)
 	}
 	if outcome.Classify(err) == outcome.Transient {
-		return outcome.Transiently(err)
+		return outcome.Transient.Mark(err)
 	}
 	return err
 }
@@ -231,11 +231,11 @@ func (t *target) checkSupported() error {
 	for i := range t.m.cols {
 		c := &t.m.cols[i]
 		if c.typ.kind == kindDateTime64 && !t.caps.dateTime64 {
-			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
+			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
 				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 		if c.typ.kind == kindDecimal && c.typ.prec > 38 && !t.caps.decimal256 {
-			return outcome.Configure(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
+			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
 				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 	}
@@ -274,16 +274,16 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	}
 	engine, engineFull, sortingKey := info.engine, info.engineFull, info.sortingKey
 	if !found {
-		return nil, outcome.Configure(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
-		return nil, outcome.Configure(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
 	}
 	if v := engineVersion(engineFull); v != m.Target.VersionColumn {
-		return nil, outcome.Configure(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
 	}
 	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
-		return nil, outcome.Configure(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
 	}
 	cols, err := t.columns(cctx, m.Target.Database, m.Target.Table)
 	if err != nil {
@@ -295,9 +295,9 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	}
 	mismatch := func(col, want, got string) error {
 		if got == "" {
-			return outcome.Configure(fmt.Errorf("%w: %s has no column %q (%s)", ErrTargetMismatch, name, col, want))
+			return outcome.Config.Mark(fmt.Errorf("%w: %s has no column %q (%s)", ErrTargetMismatch, name, col, want))
 		}
-		return outcome.Configure(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", ErrTargetMismatch, name, col, got, want))
+		return outcome.Config.Mark(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", ErrTargetMismatch, name, col, got, want))
 	}
 	tbl := &table{target: t, cols: make([]storedColumn, len(m.cols))}
 	for i := range m.cols {
@@ -350,10 +350,10 @@ func (t *target) checkView(ctx context.Context) error {
 	}
 	drop := "drop it (DROP TABLE " + name + ") and re-run changesink cdc setup"
 	if engine != "View" {
-		return outcome.Configure(fmt.Errorf("%w: the live view %s is a %s, not a view; %s", ErrTargetMismatch, name, engine, drop))
+		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s is a %s, not a view; %s", ErrTargetMismatch, name, engine, drop))
 	}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-		return outcome.Configure(fmt.Errorf("%w: the live view %s shows the columns (%s), the mapping has (%s); %s",
+		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s shows the columns (%s), the mapping has (%s); %s",
 			ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
 	}
 	return nil
@@ -555,12 +555,12 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 		for n, i := range cols {
 			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
-				return nil, outcome.Refuse(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
+				return nil, outcome.Refused.Mark(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
 			}
 			vals[i] = v
 		}
 		if deleted > 1 {
-			return nil, outcome.Refuse(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
 				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, vals)))
 		}
 		keyBuf = encodeKey(keyBuf[:0], m, vals)
@@ -656,7 +656,7 @@ func (t *table) truncated(ctx context.Context, b *batch) ([]*row, error) {
 		for n, i := range m.keyIdx {
 			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
-				return nil, outcome.Refuse(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
+				return nil, outcome.Refused.Mark(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
 			}
 			vals[i] = v
 		}

@@ -201,9 +201,9 @@
 // are versioned and duplicate (key, version) rows collapse under FINAL. A
 // run stopped before the insert committed nothing; after it, the whole
 // batch is in the target, not yet in the ledger (the re-run finds every key
-// replayed and records it). Refusals are marked outcome.Refuse, mapping and
-// target mismatches outcome.Configure, lost or unreachable servers and a
-// lock held by another run outcome.Transiently.
+// replayed and records it). Refusals are marked outcome.Refused, mapping and
+// target mismatches outcome.Config, lost or unreachable servers and a
+// lock held by another run outcome.Transient.
 //
 // # ClickHouse versions
 //

@@ -7,7 +7,7 @@ import (
 )
 
 // Refusals of a batch. Apply returns them wrapped in a *RecordError (when a
-// record is to blame) and marked with outcome.Refuse, so callers test them
+// record is to blame) and marked with outcome.Refused, so callers test them
 // with errors.Is and the process exits 1. Nothing is written to ClickHouse
 // when one of them is returned, except ErrVerify (found after the insert).
 var (
@@ -60,7 +60,7 @@ var (
 	// id and LSN"). Nothing was written.
 	ErrTargetConflict = errors.New("target has a different payload for the same key and LSN")
 	// ErrTargetLocked: another cdc apply held the target's lock for the
-	// whole wait (transient: outcome.Transiently).
+	// whole wait (transient: outcome.Transient).
 	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
 	// ErrVerify: the read-back after the insert does not show the captured
 	// version or a newer one (seed: "ClickHouse read-back does not match the
@@ -68,7 +68,7 @@ var (
 	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
 )
 
-// Configuration errors, marked with outcome.Configure (exit 2).
+// Configuration errors, marked with outcome.Config (exit 2).
 var (
 	// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
 	ErrMapping = errors.New("invalid mapping")

@@ -149,7 +149,7 @@ func (t *table) readLedger(ctx context.Context, digest string) (ledgerState, err
 			x.lastTxSet = lastTxSet != 0
 			if open != "" {
 				if err := json.Unmarshal([]byte(open), &x.openKeys); err != nil {
-					return nil, outcome.Refuse(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v); it was written by something else than changesink: restore the ledger or rebuild the target",
+					return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v); it was written by something else than changesink: restore the ledger or rebuild the target",
 						ErrTargetMismatch, name, x.seq, err))
 				}
 			}
@@ -254,7 +254,7 @@ func (t *target) checkLedger(ctx context.Context) error {
 	}
 	for _, c := range ledgerColumns {
 		if got[c[0]] != c[1] {
-			return outcome.Configure(fmt.Errorf("%w: the ledger %s has no column %s %s (it has %q); it is changesink's: drop it and re-run changesink cdc setup only if the target is rebuilt too",
+			return outcome.Config.Mark(fmt.Errorf("%w: the ledger %s has no column %s %s (it has %q); it is changesink's: drop it and re-run changesink cdc setup only if the target is rebuilt too",
 				ErrTargetMismatch, qualified(m.Target.Database, ledgerName(m)), c[0], c[1], got[c[0]]))
 		}
 	}
@@ -268,7 +268,7 @@ func seedsOf(m *Mapping, open []openDual, cur map[string]*row, replay bool) (map
 	for _, o := range open {
 		k, err := hex.DecodeString(o.Key)
 		if err != nil {
-			return nil, outcome.Refuse(fmt.Errorf("%w: the ledger's open key %q is not hex", ErrTargetMismatch, o.Key))
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger's open key %q is not hex", ErrTargetMismatch, o.Key))
 		}
 		r := cur[string(k)]
 		if replay && (r == nil || r.deleted) {
@@ -277,7 +277,7 @@ func seedsOf(m *Mapping, open []openDual, cur map[string]*row, replay bool) (map
 			r = &row{vals: make([]value, len(m.cols))}
 		}
 		if r == nil || r.deleted {
-			return nil, outcome.Refuse(&RecordError{Offset: -1, Key: o.Shown, Err: fmt.Errorf(
+			return nil, outcome.Refused.Mark(&RecordError{Offset: -1, Key: o.Shown, Err: fmt.Errorf(
 				"%w: key %s: the previous batch left this key with two live rows inside transaction %d, but the target no longer holds its newest row; another writer changed the target: rebuild it",
 				ErrKeyChange, o.Shown, o.Tx)})
 		}
@@ -285,7 +285,7 @@ func seedsOf(m *Mapping, open []openDual, cur map[string]*row, replay bool) (map
 		for _, h := range o.Others {
 			n, err := strconv.ParseUint(h, 16, 64)
 			if err != nil {
-				return nil, outcome.Refuse(fmt.Errorf("%w: the ledger's open key %s has a malformed row hash %q", ErrTargetMismatch, o.Shown, h))
+				return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger's open key %s has a malformed row hash %q", ErrTargetMismatch, o.Shown, h))
 			}
 			s.others = append(s.others, n)
 		}
@@ -319,7 +319,7 @@ func (t *table) redecodeWithSeeds(ctx context.Context, path string, workers int,
 	for _, o := range open {
 		k, err := hex.DecodeString(o.Key)
 		if err != nil {
-			return nil, outcome.Refuse(fmt.Errorf("%w: the ledger's open key %q is not hex", ErrTargetMismatch, o.Key))
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger's open key %q is not hex", ErrTargetMismatch, o.Key))
 		}
 		keys = append(keys, &row{key: string(k), vals: keyVals(t.m, string(k))})
 	}

@@ -134,12 +134,12 @@ func (t *table) lock(ctx context.Context, timing lockTiming) (*targetLock, error
 			continue
 		}
 		if time.Now().After(deadline) {
-			return nil, outcome.Transiently(fmt.Errorf("%w %s: %s; waited %s (another run of the flow, or a run killed less than %s ago: retry; "+
+			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (another run of the flow, or a run killed less than %s ago: retry; "+
 				"if no run is alive and it persists, DROP TABLE %s)", ErrTargetLocked, l.name, h, timing.wait, timing.stale, l.name))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, outcome.Transiently(fmt.Errorf("waiting for the lock %s (%s): %w", l.name, h, ctx.Err()))
+			return nil, outcome.Transient.Mark(fmt.Errorf("waiting for the lock %s (%s): %w", l.name, h, ctx.Err()))
 		case <-time.After(timing.poll):
 		}
 	}
@@ -260,7 +260,7 @@ func (l *targetLock) check(ctx context.Context) error {
 		}
 	}
 	if lost != nil {
-		return outcome.Transiently(fmt.Errorf("%w: %w; nothing more is written by this run", ErrTargetLocked, lost))
+		return outcome.Transient.Mark(fmt.Errorf("%w: %w; nothing more is written by this run", ErrTargetLocked, lost))
 	}
 	return nil
 }

@@ -90,11 +90,11 @@ type colSpec struct {
 
 // LoadMapping reads and checks the mapping file at path. Errors are
 // *MappingError (line and column of the mistake) matching ErrMapping,
-// marked outcome.Configure.
+// marked outcome.Config.
 func LoadMapping(path string) (*Mapping, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, outcome.Configure(&MappingError{File: path, Msg: fmt.Sprintf("cannot read the mapping file: %v", err)})
+		return nil, outcome.Config.Mark(&MappingError{File: path, Msg: fmt.Sprintf("cannot read the mapping file: %v", err)})
 	}
 	return ParseMapping(path, data)
 }
@@ -106,9 +106,9 @@ func ParseMapping(file string, data []byte) (*Mapping, error) {
 		var me *MappingError
 		if errors.As(err, &me) {
 			me.File = file
-			return nil, outcome.Configure(me)
+			return nil, outcome.Config.Mark(me)
 		}
-		return nil, outcome.Configure(&MappingError{File: file, Msg: err.Error()})
+		return nil, outcome.Config.Mark(&MappingError{File: file, Msg: err.Error()})
 	}
 	m.File = file
 	return m, nil

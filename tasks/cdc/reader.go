@@ -85,7 +85,7 @@ func decodeFileWith(ctx context.Context, path string, m *Mapping, opts decodeOpt
 func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, reset func(), sink func(row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return outcome.Configure(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
+		return outcome.Config.Mark(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
 	}
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
