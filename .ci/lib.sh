@@ -39,6 +39,7 @@ ci_lock() {
 }
 
 # ci_tcp_open HOST PORT: true when something accepts TCP connections there.
+# shellcheck disable=SC2016 # $0 and $1 expand in the child shell
 ci_tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
 
 # ci_pid_alive PIDFILE MARKER: true when the pid in PIDFILE runs and its command line contains MARKER
@@ -60,8 +61,8 @@ ci_start_bg() {
 	rm -f "$pidfile"
 	# shellcheck disable=SC2016 # $$ and $@ expand in the child shell
 	setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 9>&- &
-	local i
-	for i in $(seq 50); do
+	local _
+	for _ in $(seq 50); do
 		[[ -s $pidfile ]] && return 0
 		sleep 0.02
 	done
@@ -111,4 +112,30 @@ ci_kafka_apiversions() {
 		printf "\x00\x00\x00\x10\x00\x12\x00\x00\x00\x00\x00\x07\x00\x06cprobe" >&3
 		head -c 10 <&3 | od -An -tx1 | tr -d " \n"' "$1" "$2" 2>/dev/null) || return 1
 	[[ ${hex:8:12} == 000000070000 ]]
+}
+
+# ci_apt_install LOG PKG...: installs Debian packages (apt-get update, then install without recommends), appending
+# apt's output to LOG. Another package run (unattended-upgrades, a second checkout's install) may hold the dpkg or the
+# package-list lock: apt waits for it (DPkg::Lock::Timeout), and a run that still meets a held lock is retried, up to
+# CI_APT_LOCK_WAIT seconds in all (default 600), saying so in LOG. Returns apt-get's status.
+ci_apt_install() {
+	local log=$1
+	shift
+	local deadline=$(($(ci_us) + ${CI_APT_LOCK_WAIT:-600} * 1000000)) rc
+	local apt=(apt-get -q -o DPkg::Lock::Timeout=60)
+	while true; do
+		rc=0
+		{
+			"${apt[@]}" update || echo "apt-get update failed; installing from the current package lists"
+			DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "$@"
+		} >>"$log" 2>&1 9>&- || rc=$?
+		((rc == 0)) && return 0
+		if tail -n 20 "$log" | grep -qE 'Could not get lock|Unable to acquire the dpkg|is held by process' &&
+			(($(ci_us) < deadline)); then
+			ci_note "$log" "another package run holds the dpkg lock; trying again in 5 s"
+			sleep 5
+			continue
+		fi
+		return "$rc"
+	done
 }

@@ -105,6 +105,9 @@ func (sc *cdcScenario) validate() error {
 			if cdcLastBatch[d] && i != len(sc.Batches)-1 {
 				return fmt.Errorf("batch %d: difference %q must be its scenario's last batch", i+1, d)
 			}
+			if cdcSeedRefuses[d] && b.Expect == "ok" {
+				return fmt.Errorf("batch %d: difference %q needs the seed's failing expect", i+1, d)
+			}
 		}
 		if _, _, err := encodeBatch(b, i); err != nil {
 			return fmt.Errorf("batch %d: %w", i+1, err)

@@ -44,9 +44,19 @@ var kafkaDifferences = map[string]difference{
 var outcomeDifferences = map[string]bool{"nesting_988_to_1000_accepted": true}
 
 // cdcDifferences are the cdc differences a scenario may name. Each is a
-// difference in the outcome of one batch (issue 9's rules), checked by
-// cdcParity.outcomeDifference.
+// difference in the outcome of one batch (issue 9's rules, unchanged TOAST
+// values), checked by cdcParity.outcomeDifference.
 var cdcDifferences = map[string]difference{
+	"unchanged_toast_filled": {
+		What: "An update carrying Debezium's placeholder __debezium_unavailable_value (an unchanged TOASTed column " +
+			"under REPLICA IDENTITY DEFAULT) is applied with the column's previous value: from the key's previous " +
+			"event in the batch, else from the target's current row when it is older and not a delete; the seed " +
+			"refuses the batch (\"incomplete TOAST value\").",
+		Why: "The placeholder means the value did not change since the row's previous version, so refusing makes " +
+			"every such update unappliable (a replay holds the same placeholder). Bound checked: the seed refused " +
+			"with its TOAST message and wrote nothing; changesink's rows are the rows before the batch with the " +
+			"batch's events applied, each placeholder replaced by the key's previous value.",
+	},
 	"older_batch_refused": {
 		What: "A batch that was never applied (its digest is not in changesink's ledger), none of whose keys is newer than " +
 			"the target or an exact replay of a row it holds, and some older, is refused (versions went backwards); the seed " +
@@ -74,4 +84,8 @@ var cdcDifferences = map[string]difference{
 }
 
 // cdcLastBatch are the differences after which the databases may differ.
-var cdcLastBatch = map[string]bool{"contradiction_refused": true, "truncate_applied": true}
+var cdcLastBatch = map[string]bool{"contradiction_refused": true, "truncate_applied": true, "unchanged_toast_filled": true}
+
+// cdcSeedRefuses are the differences where the seed refuses and changesink
+// succeeds: the batch carries the seed's failing expect.
+var cdcSeedRefuses = map[string]bool{"unchanged_toast_filled": true}

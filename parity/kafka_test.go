@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kafkatest"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // kafkaTopic is a topic one scenario owns, on the broker at brokers.
@@ -98,7 +99,7 @@ func (tp *kafkaTopic) produce(t *testing.T, recs []producedRecord) {
 func (tp *kafkaTopic) produceTxn(t *testing.T, recs []producedRecord, commit bool) {
 	t.Helper()
 	cl := newKafkaClient(t, tp.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.TransactionalID(uniqueName("parity-txn")), kgo.TransactionTimeout(30*time.Second))
+		kgo.TransactionalID("parity-txn_"+testenv.RandomHex(4)), kgo.TransactionTimeout(30*time.Second))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

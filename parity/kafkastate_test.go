@@ -58,7 +58,7 @@ func TestKafkaStateParity(t *testing.T) {
 			start := time.Now()
 			p := &kafkaParity{name: name, sc: scenarios[name], brokers: env["CHANGESINK_TEST_KAFKA"], python: env["CHANGESINK_TEST_PYTHON"],
 				seeds: seeds, bin: bin, checkSQL: check, allowed: map[string]bool{}}
-			base := uniqueName("parity_" + strings.ReplaceAll(name, "-", "_"))
+			base := "parity_" + strings.ReplaceAll(name, "-", "_") + "_" + testenv.RandomHex(4)
 			p.topic = createTopic(t, p.brokers, base, p.sc.Partitions, p.sc.Configs)
 			p.a = createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_seed")
 			p.b = createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_cs")
@@ -563,7 +563,7 @@ func TestKafkaStateSchemaParity(t *testing.T) {
 	seeds := seedsDir(t)
 	bin := changesinkBinary(t)
 	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
-	base := uniqueName("parity_schema")
+	base := "parity_schema_" + testenv.RandomHex(4)
 	a := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_seed")
 	b := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_cs")
 	c := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_both")

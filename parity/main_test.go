@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,14 +175,6 @@ func decodeJSON(b []byte) (any, error) {
 	}
 	return v, nil
 }
-
-// uniqueName returns a lower-case name for topics and databases unique to
-// this test process and call.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s_%d_%d_%d", prefix, os.Getpid(), time.Now().Unix()%100_000, nameSeq.Add(1))
-}
-
-var nameSeq atomic.Int64
 
 // subset reports the keys of want whose values differ from got's, as
 // "key: got X, want Y" lines.

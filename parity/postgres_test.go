@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // pgDatabase is a database one scenario owns.
@@ -26,42 +28,18 @@ type pgDatabase struct {
 // (CHANGESINK_TEST_PG) and drops it in t.Cleanup.
 func createDatabase(t *testing.T, admin, name string) *pgDatabase {
 	t.Helper()
-	u, err := url.Parse(admin)
+	dsn := testenv.CreateDatabase(t, admin, name, "")
+	full, err := url.Parse(dsn)
 	if err != nil {
-		t.Fatalf("CHANGESINK_TEST_PG is not a URL: %v", err)
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to CHANGESINK_TEST_PG: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Logf("drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	full := *u
-	full.Path = "/" + name
-	bare := full
+	bare := *full
 	bare.User = nil
-	password, _ := u.User.Password()
+	password, _ := full.User.Password()
 	return &pgDatabase{
 		name: name,
-		dsn:  full.String(),
-		env:  map[string]string{"PG_DSN": bare.String(), "PGUSER": u.User.Username(), "PGPASSWORD": password},
+		dsn:  dsn,
+		env:  map[string]string{"PG_DSN": bare.String(), "PGUSER": full.User.Username(), "PGPASSWORD": password},
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"time"
 
 	// Time zone data for DateTime64 columns when the image has no zoneinfo.
@@ -31,7 +30,6 @@ type cdcConn struct {
 func (c *cdcConn) config(a *app) (cdc.Config, error) {
 	a.mask.Add(c.Password)
 	a.mask.AddDSN(c.URL)
-	a.mask.Add(urlPassword(c.URL))
 	m, err := cdc.LoadMapping(resolve(a, c.Mapping))
 	if err != nil {
 		return cdc.Config{}, err
@@ -41,28 +39,6 @@ func (c *cdcConn) config(a *app) (cdc.Config, error) {
 		ClickHouse: cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, CAFile: resolve(a, c.CAFile), Timeout: c.Timeout},
 		OutDir:     a.dir,
 	}, nil
-}
-
-// urlPassword finds the password of scheme://user:password@host/... even
-// when the URL does not parse (redact.Masker.AddDSN needs it to parse), so
-// that a mistyped URL cannot carry its password into an error message.
-func urlPassword(dsn string) string {
-	_, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return ""
-	}
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
-	}
-	userinfo, _, ok := strings.Cut(rest, "@")
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		userinfo, ok = rest[:i], true
-	}
-	if !ok {
-		return ""
-	}
-	_, password, _ := strings.Cut(userinfo, ":")
-	return password
 }
 
 // resolve makes a relative path relative to the working directory.

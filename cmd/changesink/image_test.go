@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // dockerSocket is the daemon Kestra's Docker runner talks to (it ignores
@@ -272,8 +273,8 @@ func TestImageKafkaState(t *testing.T) {
 	password, _ := u.User.Password()
 	u.User, u.Path = nil, "/"+db
 	env := map[string]string{
-		"PG_DSN": u.String(), "PGUSER": user, "PGPASSWORD": password, "TOPIC": topic,
-		"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + vars["CHANGESINK_TEST_KAFKA"] + `"}`,
+		kafkastate.EnvPGDSN: u.String(), kafkastate.EnvPGUser: user, kafkastate.EnvPGPassword: password, kafkastate.EnvTopic: topic,
+		kafkastate.EnvKafkaProperties: `{"bootstrap.servers":"` + vars["CHANGESINK_TEST_KAFKA"] + `"}`,
 	}
 	work := t.TempDir()
 	var all strings.Builder
@@ -340,7 +341,7 @@ func TestImageKafkaState(t *testing.T) {
 		t.Errorf("verify outputs %s", got)
 	}
 
-	r = step("materialize with MAX_RECORDS=0", 2, withEnv(env, "MAX_RECORDS", "0"), "changesink kafka-state materialize", "MAX_RECORDS must be 1..100000")
+	r = step("materialize with MAX_RECORDS=0", 2, withEnv(env, kafkastate.EnvMaxRecords, "0"), "changesink kafka-state materialize", "MAX_RECORDS must be 1..100000")
 	if r.outputs["error_class"] != "config" || r.outputs["consumed"] != nil {
 		t.Errorf("failing run outputs %s, want error_class config and no batch outputs", r.outputsJSON(t))
 	}

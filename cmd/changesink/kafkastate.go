@@ -19,12 +19,34 @@ type kafkaStateCmd struct {
 	Verify      kafkaStateVerifyCmd      `cmd:"" help:"Check that every stored record is below its partition's durable next offset; exit 1 naming the first one that is not."`
 }
 
+// kafkaStateVars are the names, defaults and bounds the kafka-state flags
+// take from tasks/kafkastate (the seed's env contract, declared there
+// because its errors name the variables): env:"${EnvTopic}" in a tag.
+func kafkaStateVars() kong.Vars {
+	itoa := strconv.Itoa
+	return kong.Vars{
+		"EnvTopic":           kafkastate.EnvTopic,
+		"EnvMaxRecords":      kafkastate.EnvMaxRecords,
+		"EnvPollSeconds":     kafkastate.EnvPollSeconds,
+		"EnvKafkaProperties": kafkastate.EnvKafkaProperties,
+		"EnvPGDSN":           kafkastate.EnvPGDSN,
+		"EnvPGUser":          kafkastate.EnvPGUser,
+		"EnvPGPassword":      kafkastate.EnvPGPassword,
+		"DefaultMaxRecords":  itoa(kafkastate.DefaultMaxRecords),
+		"MinMaxRecords":      itoa(kafkastate.MinMaxRecords),
+		"MaxMaxRecords":      itoa(kafkastate.MaxMaxRecords),
+		"DefaultPollSeconds": itoa(kafkastate.DefaultPollSeconds),
+		"MinPollSeconds":     itoa(kafkastate.MinPollSeconds),
+		"MaxPollSeconds":     itoa(kafkastate.MaxPollSeconds),
+	}
+}
+
 // kafkaStatePG is the PostgreSQL connection, as the seed's psycopg.connect
 // reads it.
 type kafkaStatePG struct {
-	DSN      string `name:"pg-dsn" env:"PG_DSN" required:"" help:"PostgreSQL connection: URL (postgres://host:5432/db?sslmode=...) or key=value string. Its password is never printed."`
-	User     string `name:"pg-user" env:"PGUSER" help:"PostgreSQL user, used when PG_DSN names none."`
-	Password string `name:"pg-password" env:"PGPASSWORD" help:"PostgreSQL password, used when PG_DSN has none. Never printed."`
+	DSN      string `name:"pg-dsn" env:"${EnvPGDSN}" required:"" help:"PostgreSQL connection: URL (postgres://host:5432/db?sslmode=...) or key=value string. Its password is never printed."`
+	User     string `name:"pg-user" env:"${EnvPGUser}" help:"PostgreSQL user, used when ${EnvPGDSN} names none."`
+	Password string `name:"pg-password" env:"${EnvPGPassword}" help:"PostgreSQL password, used when ${EnvPGDSN} has none. Never printed."`
 }
 
 // postgres registers the secrets with the masker and returns the task's
@@ -50,10 +72,10 @@ func (c *kafkaStateSetupCmd) Run(a *app) error {
 }
 
 type kafkaStateMaterializeCmd struct {
-	Topic           string  `name:"topic" env:"TOPIC" required:"" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count."`
-	MaxRecords      seedInt `name:"max-records" env:"MAX_RECORDS" default:"1000" help:"Most records one batch reads over all partitions: 1..100000 (default ${default})."`
-	PollSeconds     seedInt `name:"poll-seconds" env:"POLL_SECONDS" default:"10" help:"How long the batch may fetch: 1..60 seconds (default ${default}). A fully read topic returns at once."`
-	KafkaProperties string  `name:"kafka-properties" env:"KAFKA_PROPERTIES" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
+	Topic           string  `name:"topic" env:"${EnvTopic}" required:"" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count."`
+	MaxRecords      seedInt `name:"max-records" env:"${EnvMaxRecords}" default:"${DefaultMaxRecords}" help:"Most records one batch reads over all partitions: ${MinMaxRecords}..${MaxMaxRecords} (default ${default})."`
+	PollSeconds     seedInt `name:"poll-seconds" env:"${EnvPollSeconds}" default:"${DefaultPollSeconds}" help:"How long the batch may fetch: ${MinPollSeconds}..${MaxPollSeconds} seconds (default ${default}). A fully read topic returns at once."`
+	KafkaProperties string  `name:"kafka-properties" env:"${EnvKafkaProperties}" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
 
@@ -76,7 +98,7 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 }
 
 type kafkaStateVerifyCmd struct {
-	Topic      string `name:"topic" env:"TOPIC" required:"" help:"The topic whose stored records to check."`
+	Topic      string `name:"topic" env:"${EnvTopic}" required:"" help:"The topic whose stored records to check."`
 	ReportOnly bool   `name:"report-only" env:"REPORT_ONLY" help:"When a record is ahead of its durable position, log the refusal at ERROR, report valid=false and exit 0, so that the flow decides (the seed's If and Fail tasks); without it, verify exits 1."`
 	kafkaStatePG
 }

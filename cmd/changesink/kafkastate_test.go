@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // TestKafkaStateHelp: --help of each kafka-state command lists every env
@@ -54,29 +53,29 @@ func TestKafkaStateBadSettings(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"max records not a number", map[string]string{"MAX_RECORDS": "many"}, "MAX_RECORDS"},
-		{"max records out of range", map[string]string{"MAX_RECORDS": "100001"}, "MAX_RECORDS must be 1..100000"},
-		{"poll seconds out of range", map[string]string{"POLL_SECONDS": "0"}, "POLL_SECONDS must be 1..60"},
-		{"unknown kafka property", map[string]string{"KAFKA_PROPERTIES": `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
-		{"no topic", map[string]string{"TOPIC": ""}, "missing required settings: TOPIC (flag --topic)"},
-		{"no dsn", map[string]string{"PG_DSN": ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
-		{"no properties", map[string]string{"KAFKA_PROPERTIES": " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
+		{"max records not a number", map[string]string{kafkastate.EnvMaxRecords: "many"}, "MAX_RECORDS"},
+		{"max records out of range", map[string]string{kafkastate.EnvMaxRecords: "100001"}, "MAX_RECORDS must be 1..100000"},
+		{"poll seconds out of range", map[string]string{kafkastate.EnvPollSeconds: "0"}, "POLL_SECONDS must be 1..60"},
+		{"unknown kafka property", map[string]string{kafkastate.EnvKafkaProperties: `{"bootstrap.servers":"x:1","acks":"all"}`}, `\"acks\" not supported`},
+		{"no topic", map[string]string{kafkastate.EnvTopic: ""}, "missing required settings: TOPIC (flag --topic)"},
+		{"no dsn", map[string]string{kafkastate.EnvPGDSN: ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
+		{"no properties", map[string]string{kafkastate.EnvKafkaProperties: " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("TOPIC", "customers")
-			t.Setenv("KAFKA_PROPERTIES", `{"bootstrap.servers":"127.0.0.1:1"}`)
-			t.Setenv("PG_DSN", "postgres://u@127.0.0.1:1/db")
-			t.Setenv("MAX_RECORDS", "")
-			t.Setenv("POLL_SECONDS", "")
+			t.Setenv(kafkastate.EnvTopic, "customers")
+			t.Setenv(kafkastate.EnvKafkaProperties, `{"bootstrap.servers":"127.0.0.1:1"}`)
+			t.Setenv(kafkastate.EnvPGDSN, "postgres://u@127.0.0.1:1/db")
+			t.Setenv(kafkastate.EnvMaxRecords, "")
+			t.Setenv(kafkastate.EnvPollSeconds, "")
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			if tt.env["MAX_RECORDS"] == "" {
-				os.Unsetenv("MAX_RECORDS")
+			if tt.env[kafkastate.EnvMaxRecords] == "" {
+				os.Unsetenv(kafkastate.EnvMaxRecords)
 			}
-			if tt.env["POLL_SECONDS"] == "" {
-				os.Unsetenv("POLL_SECONDS")
+			if tt.env[kafkastate.EnvPollSeconds] == "" {
+				os.Unsetenv(kafkastate.EnvPollSeconds)
 			}
 			var out bytes.Buffer
 			code := run(context.Background(), []string{"--work-dir", t.TempDir(), "kafka-state", "materialize"}, &out)
@@ -87,19 +86,13 @@ func TestKafkaStateBadSettings(t *testing.T) {
 	}
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // kafkaTopic creates a compacted topic of its own on the test broker (prefix
 // and a random suffix) with the given partitions, deleted when the test ends,
 // waits until every partition answers, and returns it with a client that
 // produces to the partition each record names (open until the test ends).
 func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
 	t.Helper()
-	topic := prefix + randomHex(4)
+	topic := prefix + testenv.RandomHex(4)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -135,28 +128,8 @@ func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, parti
 // and returns its name and a connection to it (open until the test ends).
 func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (string, *pgx.Conn) {
 	t.Helper()
-	db := prefix + randomHex(4)
-	admin, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-	})
-	cfg, err := pgx.ParseConfig(adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = db
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	db := prefix + testenv.RandomHex(4)
+	conn, err := pgx.Connect(ctx, testenv.CreateDatabase(t, adminDSN, db, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,38 +148,15 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		"CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	suffix := randomHex(4)
+	suffix := testenv.RandomHex(4)
 	role, db := "ks_role_"+suffix, "ks_secret_"+suffix
-	pgSecret := "pg-Secret-" + randomHex(6)
-	wrongPG := "wrong-PG-" + randomHex(6)
-	wrongScram := "wrong-Scram-" + randomHex(6)
+	pgSecret := "pg-Secret-" + testenv.RandomHex(6)
+	wrongPG := "wrong-PG-" + testenv.RandomHex(6)
+	wrongScram := "wrong-Scram-" + testenv.RandomHex(6)
 	scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
 
-	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A cleanup, not a defer: the drop below runs after the test function
-	// returns, and needs the connection open (cleanups run last-in first-out).
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
-		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db)); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
-			t.Errorf("drop the test role %s: %v", role, err)
-		}
-	})
+	testenv.CreateRole(t, vars["CHANGESINK_TEST_PG"], role, pgSecret)
+	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
 	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
 	if err := kcl.ProduceSync(ctx,
@@ -221,13 +171,13 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 			vars["CHANGESINK_TEST_KAFKA_SCRAM"], vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], password)
 	}
 	dsn := fmt.Sprintf("postgres://%s@127.0.0.1:5432/%s?sslmode=disable", role, db)
-	t.Setenv("PG_DSN", dsn)
-	t.Setenv("PGUSER", role)
-	t.Setenv("PGPASSWORD", pgSecret)
-	t.Setenv("TOPIC", topic)
-	t.Setenv("KAFKA_PROPERTIES", scramProps(scramSecret))
-	os.Unsetenv("MAX_RECORDS")
-	os.Unsetenv("POLL_SECONDS")
+	t.Setenv(kafkastate.EnvPGDSN, dsn)
+	t.Setenv(kafkastate.EnvPGUser, role)
+	t.Setenv(kafkastate.EnvPGPassword, pgSecret)
+	t.Setenv(kafkastate.EnvTopic, topic)
+	t.Setenv(kafkastate.EnvKafkaProperties, scramProps(scramSecret))
+	os.Unsetenv(kafkastate.EnvMaxRecords)
+	os.Unsetenv(kafkastate.EnvPollSeconds)
 
 	var all bytes.Buffer
 	step := func(name string, wantCode int, wantOut string, env map[string]string, args ...string) {
@@ -245,17 +195,23 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("setup", 0, `"schema":"kafka_state"`, nil, "kafka-state", "setup")
 	step("materialize over SCRAM", 0, `"consumed":2`, nil, "kafka-state", "materialize")
 	step("verify", 0, `"valid":true`, nil, "kafka-state", "verify")
-	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{"KAFKA_PROPERTIES": scramProps(wrongScram)}, "kafka-state", "materialize")
+	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{kafkastate.EnvKafkaProperties: scramProps(wrongScram)}, "kafka-state", "materialize")
 	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
-		map[string]string{"KAFKA_PROPERTIES": `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
+		map[string]string{kafkastate.EnvKafkaProperties: `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
 	step("wrong password in PG_DSN", 2, "check PG_DSN",
-		map[string]string{"KAFKA_PROPERTIES": scramProps(scramSecret), "PG_DSN": fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
+		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
 		"kafka-state", "materialize")
+	// An unescaped '@' in the DSN's password: libpq's rule makes its tail
+	// the host, which the connect error printed (and called transient).
+	atSecret := "at-Secret-" + testenv.RandomHex(6)
+	step("'@' in the DSN's password", 2, "%40",
+		map[string]string{kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, atSecret, db)},
+		"kafka-state", "setup")
 	step("refused batch (topic missing)", 1, "topic metadata is unavailable",
-		map[string]string{"PG_DSN": dsn, "TOPIC": topic + "_missing"}, "kafka-state", "materialize")
-	step("flags override env", 0, `"consumed":0`, map[string]string{"TOPIC": "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
+		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
+	step("flags override env", 0, `"consumed":0`, map[string]string{kafkastate.EnvTopic: "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
 
-	for name, secret := range map[string]string{"PGPASSWORD": pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram} {
+	for name, secret := range map[string]string{kafkastate.EnvPGPassword: pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram, "tail of a password with '@'": atSecret} {
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("stdout contains the %s", name)
 		}
@@ -275,7 +231,7 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db := "ks_report_" + randomHex(4)
+	db := "ks_report_" + testenv.RandomHex(4)
 	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
 	if err != nil {
 		t.Fatal(err)
@@ -296,10 +252,10 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Database = db
-	t.Setenv("PG_DSN", fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
-	t.Setenv("PGUSER", cfg.User)
-	t.Setenv("PGPASSWORD", cfg.Password)
-	t.Setenv("TOPIC", "orders")
+	t.Setenv(kafkastate.EnvPGDSN, fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
+	t.Setenv(kafkastate.EnvPGUser, cfg.User)
+	t.Setenv(kafkastate.EnvPGPassword, cfg.Password)
+	t.Setenv(kafkastate.EnvTopic, "orders")
 	os.Unsetenv("REPORT_ONLY")
 	runCLI := func(env map[string]string, args ...string) (int, string) {
 		t.Helper()
@@ -348,5 +304,64 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 	exec(`UPDATE kafka_state.positions SET next_offsets = '{"0": "five"}'`)
 	if code, out := runCLI(reportOnly, "kafka-state", "verify"); code != 1 || !strings.Contains(out, "not an integer") {
 		t.Errorf("malformed positions, REPORT_ONLY: exit %d, want 1 (refused):\n%s", code, out)
+	}
+}
+
+// TestBatchBoundsParseLikeTheSeed: MAX_RECORDS and POLL_SECONDS are
+// read by the seed with Python's int(): decimal, surrounding whitespace and
+// digit underscores allowed, no base prefixes. kong's int parser uses base 0
+// instead, so MAX_RECORDS=0b11 ran a batch of 3 records, 0x10 one of 16, and
+// 010 one of 8 where the seed reads 10; " 10" (which the seed reads as 10)
+// was refused.
+func TestBatchBoundsParseLikeTheSeed(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        int // 0: a configuration error
+	}{
+		{"plain", "250", 250},
+		{"leading zero is decimal", "010", 10},
+		{"surrounding whitespace", " 10\n", 10},
+		{"plus sign", "+5", 5},
+		{"digit underscores", "1_000", 1000},
+		{"hex", "0x10", 0},
+		{"binary", "0b11", 0},
+		{"octal prefix", "0o7", 0},
+		{"exponent", "1e3", 0},
+		{"double underscore", "1__000", 0},
+		{"trailing underscore", "1000_", 0},
+		{"empty", "", 0},
+		{"too large for int64", "99999999999999999999", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, env := range []string{kafkastate.EnvMaxRecords, kafkastate.EnvPollSeconds} {
+				t.Setenv(kafkastate.EnvTopic, "t") // the required settings
+				t.Setenv(kafkastate.EnvKafkaProperties, "{}")
+				t.Setenv(kafkastate.EnvPGDSN, "x")
+				t.Setenv(kafkastate.EnvMaxRecords, "7")
+				t.Setenv(kafkastate.EnvPollSeconds, "7")
+				t.Setenv(env, tt.value)
+				var cli CLI
+				var out bytes.Buffer
+				exited := -1
+				parser, err := newParser(&cli, &out, &out, func(code int) { exited = code })
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = parser.Parse([]string{"kafka-state", "materialize"})
+				got := cli.KafkaState.Materialize.MaxRecords
+				if env == kafkastate.EnvPollSeconds {
+					got = cli.KafkaState.Materialize.PollSeconds
+				}
+				switch {
+				case tt.want == 0 && err == nil && exited < 0:
+					t.Errorf("%s=%q parsed as %d, want a configuration error", env, tt.value, got)
+				case tt.want != 0 && err != nil:
+					t.Errorf("%s=%q: %v, want %d", env, tt.value, err, tt.want)
+				case tt.want != 0 && int(got) != tt.want:
+					t.Errorf("%s=%q parsed as %d, want %d", env, tt.value, got, tt.want)
+				}
+			}
+		})
 	}
 }

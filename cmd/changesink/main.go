@@ -48,7 +48,7 @@ type CLI struct {
 	Help       helpCmd       `cmd:"" help:"Show help for a command."`
 
 	LogLevel slog.Level `name:"log-level" env:"CHANGESINK_LOG_LEVEL" default:"INFO" help:"Log level: DEBUG, INFO, WARN or ERROR."`
-	Output   string     `name:"output" env:"CHANGESINK_OUTPUT" enum:"auto,kestra,text" default:"auto" help:"kestra: Kestra protocol lines on stdout (outputs, metrics, leveled logs); text: plain messages, warnings and errors on stderr; auto (default): text when stdout is a terminal, else kestra."`
+	Output   string     `name:"output" env:"${EnvOutput}" enum:"auto,kestra,text" default:"auto" help:"kestra: Kestra protocol lines on stdout (outputs, metrics, leveled logs); text: plain messages, warnings and errors on stderr; auto (default): text when stdout is a terminal, else kestra."`
 	WorkDir  string     `name:"work-dir" env:"WORKING_DIR" default:"." type:"existingdir" help:"Directory for input and output files (Kestra sets WORKING_DIR)."`
 }
 
@@ -81,6 +81,10 @@ func main() {
 	os.Exit(code)
 }
 
+// envOutput chooses text or Kestra lines (--output); it is read before the
+// command line is parsed, so a parse error prints in the chosen form too.
+const envOutput = "CHANGESINK_OUTPUT"
+
 // stdio is where a run prints, and what decides how.
 type stdio struct {
 	out, err io.Writer
@@ -104,7 +108,7 @@ func isTerminal(f *os.File) bool {
 func textOutput(args []string, s stdio) bool {
 	mode := ""
 	if s.getenv != nil {
-		mode = s.getenv("CHANGESINK_OUTPUT")
+		mode = s.getenv(envOutput)
 	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -139,6 +143,8 @@ func newParser(cli *CLI, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, 
 		kong.Exit(exit),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
+		kong.Vars{"EnvOutput": envOutput},
+		kafkaStateVars(),
 	)
 }
 
@@ -184,7 +190,11 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 	}
 	if kctx.Command() == "help" || kctx.Command() == "help <command>" {
 		helpArgs := append(append([]string{}, cli.Help.Command...), "--help")
-		_, _ = parser.Parse(helpArgs)
+		exited = -1
+		if _, err := parser.Parse(helpArgs); exited < 0 && err != nil {
+			// No such command: kong stops at it before --help.
+			return fail(em, outcome.Config, fmt.Errorf("help %s: %w; `changesink help` lists the commands", strings.Join(cli.Help.Command, " "), err))
+		}
 		return 0
 	}
 	logger := slog.New(kestra.NewLogHandler(em, cli.LogLevel))

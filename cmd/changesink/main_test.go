@@ -160,3 +160,46 @@ func TestTextOutput(t *testing.T) {
 		}
 	})
 }
+
+// TestHelpForEveryCommand: `changesink help <command>` shows each command's
+// usage (every command of the tree, from kong's model), and help for a
+// command that does not exist is a usage error (exit 2) naming it: it
+// printed nothing and exited 0, so a typo looked like a command without help.
+func TestHelpForEveryCommand(t *testing.T) {
+	var cli CLI
+	parser, err := newParser(&cli, io.Discard, io.Discard, func(int) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths [][]string
+	var walk func(n *kong.Node, path []string)
+	walk = func(n *kong.Node, path []string) {
+		for _, c := range n.Children {
+			p := append(slices.Clone(path), c.Name)
+			paths = append(paths, p)
+			walk(c, p)
+		}
+	}
+	walk(parser.Model.Node, nil)
+	if len(paths) < 8 {
+		t.Fatalf("found %d commands in the model: %v", len(paths), paths)
+	}
+	for _, p := range paths {
+		var out bytes.Buffer
+		code := run(context.Background(), append([]string{"help"}, p...), &out)
+		if code != 0 || !strings.Contains(out.String(), "Usage: changesink "+strings.Join(p, " ")) {
+			t.Errorf("help %s: exit %d, output:\n%s", strings.Join(p, " "), code, out.String())
+		}
+	}
+	for _, args := range [][]string{{"help", "nonexistent"}, {"help", "kafka-state", "bogus"}, {"help", "cdc", "apply", "extra"}} {
+		for _, text := range []bool{false, true} {
+			var out, errOut bytes.Buffer
+			code := runIO(context.Background(), args, stdio{out: &out, err: &errOut, terminal: text})
+			all := out.String() + errOut.String()
+			if code != 2 || !strings.Contains(all, args[len(args)-1]) || (text && !strings.Contains(errOut.String(), "changesink: config:")) ||
+				(!text && !strings.Contains(all, `"error_class":"config"`)) {
+				t.Errorf("%s (text %v): exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 2 naming %q", strings.Join(args, " "), text, code, out.String(), errOut.String(), args[len(args)-1])
+			}
+		}
+	}
+}

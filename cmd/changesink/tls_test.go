@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // The tests below run the built binary the way a Kestra flow does: only the
@@ -144,51 +143,14 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	tlsDir := vars["CHANGESINK_TEST_TLS_DIR"]
 
 	// PostgreSQL: a role with a password of its own and its database.
-	suffix := randomHex(4)
+	suffix := testenv.RandomHex(4)
 	role, db := "ks_tls_"+suffix, "ks_tls_"+suffix
-	pgSecret := "pg-Tls-" + randomHex(6)
-	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, role, pgSecret),
-		fmt.Sprintf(`CREATE DATABASE %s OWNER %s`, db, role),
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, db)); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`DROP ROLE IF EXISTS %s`, role)); err != nil {
-			t.Errorf("drop the test role %s: %v", role, err)
-		}
-	})
+	pgSecret := "pg-Tls-" + testenv.RandomHex(6)
+	testenv.CreateRole(t, vars["CHANGESINK_TEST_PG"], role, pgSecret)
+	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
 	// Kafka: a compacted topic, written over the plaintext listener.
-	topic := "ks_tls_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(vars["CHANGESINK_TEST_KAFKA"]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopic(context.Background(), topic) })
-	for {
-		if offs, err := adm.ListEndOffsets(ctx, topic); err == nil && offs.Error() == nil && len(offs[topic]) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_tls_", 2)
 	seq := 0
 	produceOne := func() {
 		t.Helper()
@@ -211,8 +173,8 @@ func TestKafkaStateOverTLS(t *testing.T) {
 
 	plainUser, plainSecret := vars["CHANGESINK_TEST_KAFKA_PLAIN_USER"], vars["CHANGESINK_TEST_KAFKA_PLAIN_PASSWORD"]
 	scramUser, scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
-	wrongKafka := "wrong-Kafka-" + randomHex(6)
-	wrongPG := "wrong-PG-" + randomHex(6)
+	wrongKafka := "wrong-Kafka-" + testenv.RandomHex(6)
+	wrongPG := "wrong-PG-" + testenv.RandomHex(6)
 	saslSSL, sslAddr, mtls := vars["CHANGESINK_TEST_KAFKA_SASL_SSL"], vars["CHANGESINK_TEST_KAFKA_SSL"], vars["CHANGESINK_TEST_KAFKA_MTLS"]
 
 	// KAFKA_STATE_PROPERTIES as each provider's documentation has users
@@ -244,7 +206,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	dsn := func(rootCert string) string {
 		return fmt.Sprintf("postgres://%s/%s?sslmode=verify-full&sslrootcert=%s", vars["CHANGESINK_TEST_PG_TLS_HOSTPORT"], db, rootCert)
 	}
-	base := map[string]string{"PG_DSN": dsn(caFile), "PGUSER": role, "PGPASSWORD": pgSecret, "TOPIC": topic, "KAFKA_PROPERTIES": confluent(plainSecret)}
+	base := map[string]string{kafkastate.EnvPGDSN: dsn(caFile), kafkastate.EnvPGUser: role, kafkastate.EnvPGPassword: pgSecret, kafkastate.EnvTopic: topic, kafkastate.EnvKafkaProperties: confluent(plainSecret)}
 	with := func(extra ...string) map[string]string {
 		env := map[string]string{}
 		for k, v := range base {
@@ -266,19 +228,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	}
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
 		t.Helper()
-		r := runAsFlow(ctx, t, bin, work, env, args...)
-		check.add(r)
-		if r.code != wantCode {
-			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
-		}
-		for _, w := range wants {
-			if !strings.Contains(r.stdout, w) {
-				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
-			}
-		}
-		if r.stderr != "" {
-			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
-		}
+		flowStep(ctx, t, bin, work, check, name, wantCode, wants, env, args...)
 	}
 	systemCAValue := vars["CHANGESINK_TEST_TLS_CA"]
 
@@ -297,36 +247,36 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	} {
 		produceOne()
 		step("materialize: "+s.name, 0, []string{`"consumed":1`},
-			with(append([]string{"KAFKA_PROPERTIES", s.props}, s.env...)...), "kafka-state", "materialize")
+			with(append([]string{kafkastate.EnvKafkaProperties, s.props}, s.env...)...), "kafka-state", "materialize")
 	}
 	step("verify (PostgreSQL verify-full)", 0, []string{`"valid":true`}, base, "kafka-state", "verify")
 
 	// Failures a user meets: each a configuration error naming the host.
 	produceOne()
 	step("Kafka: wrong CA", 2, []string{`"error_class":"config"`, saslSSL, "ssl.ca.location", "certificate signed by unknown authority"},
-		with("KAFKA_PROPERTIES", aivenSASL(otherCAFile)), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, aivenSASL(otherCAFile)), "kafka-state", "materialize")
 	step("Kafka: no CA given, the system trust store lacks it", 2, []string{`"error_class":"config"`, saslSSL, "system trust store"},
 		with("SSL_CERT_FILE", filepath.Join(work, otherCAFile)), "kafka-state", "materialize")
 	step("Kafka: wrong SASL password", 2, []string{`"error_class":"config"`, saslSSL, "sasl.password"},
-		with("KAFKA_PROPERTIES", confluent(wrongKafka), "SSL_CERT_FILE", systemCAValue), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, confluent(wrongKafka), "SSL_CERT_FILE", systemCAValue), "kafka-state", "materialize")
 	step("Kafka: mutual-TLS listener, no client certificate", 2, []string{`"error_class":"config"`, mtls, "ssl.certificate.location"},
-		with("KAFKA_PROPERTIES", noClientCert), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, noClientCert), "kafka-state", "materialize")
 	step("Kafka: TLS against the plaintext listener", 2, []string{`"error_class":"config"`, vars["CHANGESINK_TEST_KAFKA"], "security.protocol"},
-		with("KAFKA_PROPERTIES", tlsOnPlaintext), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, tlsOnPlaintext), "kafka-state", "materialize")
 	// franz-go reports this one as an untyped error (its text guesses the
 	// cause), so changesink cannot tell it from a garbled answer: transient,
 	// with franz-go's guess in the message.
 	step("Kafka: plaintext against a TLS listener", 3, []string{`"error_class":"transient"`, sslAddr, "plaintext connection speaking to a tls endpoint"},
-		with("KAFKA_PROPERTIES", jsonObject(t, map[string]string{"bootstrap.servers": sslAddr})), "kafka-state", "materialize")
+		with(kafkastate.EnvKafkaProperties, jsonObject(t, map[string]string{"bootstrap.servers": sslAddr})), "kafka-state", "materialize")
 	step("PostgreSQL: wrong CA", 2, []string{`"error_class":"config"`, "localhost", "sslrootcert", "certificate signed by unknown authority"},
-		with("PG_DSN", dsn(otherCAFile)), "kafka-state", "setup")
+		with(kafkastate.EnvPGDSN, dsn(otherCAFile)), "kafka-state", "setup")
 	step("PostgreSQL: wrong CA (materialize)", 2, []string{`"error_class":"config"`, "sslrootcert"},
-		with("PG_DSN", dsn(otherCAFile), "KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
+		with(kafkastate.EnvPGDSN, dsn(otherCAFile), kafkastate.EnvKafkaProperties, sslCAPEM), "kafka-state", "materialize")
 	step("PostgreSQL: wrong password over TLS", 2, []string{`"error_class":"config"`, "localhost", "check PG_DSN"},
-		with("PGPASSWORD", wrongPG), "kafka-state", "verify")
+		with(kafkastate.EnvPGPassword, wrongPG), "kafka-state", "verify")
 	// Nothing of the failed runs was committed: the record produced before
 	// them is read now, once.
-	step("materialize after the failures", 0, []string{`"consumed":1`}, with("KAFKA_PROPERTIES", sslCAPEM), "kafka-state", "materialize")
+	step("materialize after the failures", 0, []string{`"consumed":1`}, with(kafkastate.EnvKafkaProperties, sslCAPEM), "kafka-state", "materialize")
 	check.verify(t)
 }
 
@@ -350,7 +300,7 @@ func TestCDCOverTLS(t *testing.T) {
 	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "clickhouse-ca.pem")
 	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
 	secure, password := vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]
-	wrong := "wrong-CH-" + randomHex(6)
+	wrong := "wrong-CH-" + testenv.RandomHex(6)
 	host := strings.SplitN(secure, "/", 4)[2] // localhost:19440
 
 	base := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": secure, "CLICKHOUSE_CA_FILE": caFile,
@@ -372,19 +322,7 @@ func TestCDCOverTLS(t *testing.T) {
 	check := &tlsSecretCheck{secrets: map[string]string{"ClickHouse password": password, "wrong ClickHouse password": wrong}}
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
 		t.Helper()
-		r := runAsFlow(ctx, t, bin, work, env, args...)
-		check.add(r)
-		if r.code != wantCode {
-			t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
-		}
-		for _, w := range wants {
-			if !strings.Contains(r.stdout, w) {
-				t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
-			}
-		}
-		if r.stderr != "" {
-			t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
-		}
+		flowStep(ctx, t, bin, work, check, name, wantCode, wants, env, args...)
 	}
 
 	step("setup over TLS, CLICKHOUSE_CA_FILE", 0, []string{`"table":"` + db + `.orders_cdc"`}, base, "cdc", "setup")
@@ -403,4 +341,25 @@ func TestCDCOverTLS(t *testing.T) {
 	step("CLICKHOUSE_CA_FILE missing", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "no-such-ca.pem"},
 		with("CLICKHOUSE_CA_FILE", "no-such-ca.pem"), "cdc", "setup")
 	check.verify(t)
+}
+
+// flowStep runs one command as a flow would (runAsFlow), adds its output to
+// check, and asserts its exit code, that stdout holds each of wants, and
+// that stderr is empty (Kestra shows stderr as ERROR).
+func flowStep(ctx context.Context, t *testing.T, bin, work string, check *tlsSecretCheck, name string, wantCode int, wants []string,
+	env map[string]string, args ...string) {
+	t.Helper()
+	r := runAsFlow(ctx, t, bin, work, env, args...)
+	check.add(r)
+	if r.code != wantCode {
+		t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
+	}
+	for _, w := range wants {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
+		}
+	}
+	if r.stderr != "" {
+		t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
+	}
 }

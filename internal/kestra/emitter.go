@@ -110,20 +110,28 @@ func (e *Emitter) Outputs(outputs map[string]any) error {
 }
 
 // Metrics prints `::{"metrics":[...]}::`; as text, "metrics: name=value ..."
-// with timers in seconds ("1.5s").
+// with timers as durations ("1.5s", "520µs") and the tags once when every
+// metric has the same ones (else after each metric).
 func (e *Emitter) Metrics(metrics []Metric) error {
 	if e.text {
+		same := true
+		for _, m := range metrics {
+			same = same && maps.Equal(m.Tags, metrics[0].Tags)
+		}
 		var b strings.Builder
 		b.WriteString("metrics:")
 		for _, m := range metrics {
-			unit := ""
+			v := strconv.FormatFloat(m.Value, 'g', -1, 64)
 			if m.Type == "timer" {
-				unit = "s"
+				v = time.Duration(m.Value * float64(time.Second)).Round(time.Microsecond).String()
 			}
-			fmt.Fprintf(&b, " %s=%s%s", m.Name, strconv.FormatFloat(m.Value, 'g', -1, 64), unit)
-			if len(m.Tags) > 0 {
-				fmt.Fprintf(&b, "%s", textJSON(m.Tags))
+			fmt.Fprintf(&b, " %s=%s", m.Name, v)
+			if !same && len(m.Tags) > 0 {
+				b.WriteString(textJSON(m.Tags))
 			}
+		}
+		if same && len(metrics) > 0 && len(metrics[0].Tags) > 0 {
+			b.WriteString(" " + textJSON(metrics[0].Tags))
 		}
 		return e.plain(e.w, b.String())
 	}

@@ -168,12 +168,16 @@ func TestTextEmitter(t *testing.T) {
 	if err := em.Metrics([]Metric{Counter("records", 5, map[string]string{"topic": "t"}), Timer("batch", 1500*time.Millisecond, nil)}); err != nil {
 		t.Fatal(err)
 	}
+	if err := em.Metrics([]Metric{Counter("events", 3, map[string]string{"view": "v"}), Timer("decode", 521400*time.Nanosecond, map[string]string{"view": "v"})}); err != nil {
+		t.Fatal(err)
+	}
 	if err := em.Fail("refused", "bad <record> hunter2"); err != nil {
 		t.Fatal(err)
 	}
 	wantOut := "batch done pw=xxxxx\n" +
 		`outputs: consumed=3 next_offsets={"0":5} topic="tópico"` + "\n" +
-		`metrics: records=5{"topic":"t"} batch=1.5s` + "\n"
+		`metrics: records=5{"topic":"t"} batch=1.5s` + "\n" +
+		`metrics: events=3 decode=521µs {"view":"v"}` + "\n"
 	wantErr := "WARN: careful\nchangesink: refused: bad <record> xxxxx\n"
 	if out.String() != wantOut {
 		t.Errorf("stdout\n got %q\nwant %q", out.String(), wantOut)

@@ -24,7 +24,8 @@ type File struct {
 }
 
 // Create starts writing the output file name (a plain file name, no
-// directories) in d.
+// directories) in d. It fails when the name is taken by a directory, which
+// Commit could not replace.
 func (d Dir) Create(name string) (*File, error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
 		return nil, fmt.Errorf("kestra: output file name %q must be a plain file name", name)
@@ -32,6 +33,12 @@ func (d Dir) Create(name string) (*File, error) {
 	dir := d.Path
 	if dir == "" {
 		dir = "."
+	}
+	final := filepath.Join(dir, name)
+	// Commit renames onto the name, which fails where a directory has it:
+	// say so now, before the task changes anything.
+	if fi, err := os.Lstat(final); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("kestra: output file %s: %s is a directory; remove it or use another working directory", name, final)
 	}
 	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {
@@ -43,7 +50,7 @@ func (d Dir) Create(name string) (*File, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("kestra: create output file %s in %s: %w", name, dir, err)
 	}
-	return &File{File: f, final: filepath.Join(dir, name)}, nil
+	return &File{File: f, final: final}, nil
 }
 
 // Commit syncs, closes and renames the file to its final name.

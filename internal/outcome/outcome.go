@@ -1,12 +1,12 @@
 // Package outcome classifies a failed run into the kinds an operator acts on,
 // and maps each kind to changesink's documented exit code.
 //
-// Tasks mark their errors with Refused, Config or Transient; Classify also
-// recognises driver errors that are transient by nature (network errors,
-// timeouts, PostgreSQL connection-class SQLSTATEs, a terminated backend,
-// serialization failures). Anything else is Internal: the run failed for a
-// reason changesink did not foresee, which is a bug to report. In every case
-// nothing was committed.
+// Tasks mark their errors with the kind: Refused.Mark(err), Config.Mark(err),
+// Transient.Mark(err). Classify also recognises driver errors that are
+// transient by nature (network errors, timeouts, PostgreSQL connection-class
+// SQLSTATEs, a terminated backend, serialization failures). Anything else is
+// Internal: the run failed for a reason changesink did not foresee, which is
+// a bug to report. In every case nothing was committed.
 package outcome
 
 import (
@@ -20,6 +20,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -72,29 +73,25 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func mark(k Kind, err error) error {
+// Mark returns err marked with k, so Classify returns k for it and for any
+// error that wraps it: outcome.Refused.Mark(err). A nil err stays nil.
+// Marking with OK would call a failure a success, so OK marks Internal.
+func (k Kind) Mark(err error) error {
 	if err == nil {
 		return nil
+	}
+	if k == OK {
+		k = Internal
 	}
 	return &Error{Kind: k, Err: err}
 }
 
-// Refuse marks err as a refusal (exit 1).
-func Refuse(err error) error { return mark(Refused, err) }
-
-// Configure marks err as a configuration error (exit 2).
-func Configure(err error) error { return mark(Config, err) }
-
-// Transiently marks err as transient (exit 3).
-func Transiently(err error) error { return mark(Transient, err) }
-
 // Classify returns the Kind of err: the outermost explicit mark wins;
 // otherwise a TLS handshake that cannot succeed as configured (TLSFailure)
-// is Config; network errors, deadlines, unexpected EOFs, and PostgreSQL errors
-// that are transient by SQLSTATE (class 08 connection exceptions, 57P01
-// admin_shutdown as sent by pg_terminate_backend, 57P03, 40001, 40P01,
-// 53300) are Transient; a cancelled context is Transient too (the run was
-// stopped, nothing was committed). Everything else is Internal.
+// is Config; network errors, deadlines, unexpected EOFs and PostgreSQL errors
+// whose SQLSTATE is transient (pgTransient) are Transient, and so is a
+// cancelled context (the run was stopped, nothing was committed); a
+// file-system error is Internal. Everything else is Internal.
 func Classify(err error) Kind {
 	if err == nil {
 		return OK
@@ -126,10 +123,7 @@ func Classify(err error) Kind {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch {
-		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08",
-			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
-			pgErr.Code == "40001", pgErr.Code == "40P01", pgErr.Code == "53300":
+		if pgTransient(pgErr.Code) {
 			return Transient
 		}
 		return Internal
@@ -152,6 +146,24 @@ func Classify(err error) Kind {
 		return Transient
 	}
 	return Internal
+}
+
+// pgTransient reports whether a PostgreSQL error with this SQLSTATE may
+// succeed when the run is retried: a connection exception (class 08), the
+// server shutting down or the backend terminated (57P01 admin_shutdown, as
+// pg_terminate_backend sends it; 57P02; 57P03 cannot_connect_now), a
+// serialization failure or deadlock (40001, 40P01), too many connections
+// (53300), a session the server ended for idling (25P03
+// idle_in_transaction_session_timeout, 57P05 idle_session_timeout). The tasks decide the SQLSTATEs that are configuration errors
+// themselves, because each names what to fix.
+func pgTransient(code string) bool {
+	switch code {
+	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
+		pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.TooManyConnections,
+		pgerrcode.IdleInTransactionSessionTimeout, pgerrcode.IdleSessionTimeout:
+		return true
+	}
+	return pgerrcode.IsConnectionException(code)
 }
 
 // TLSFailure reports a TLS handshake that cannot succeed as configured: the

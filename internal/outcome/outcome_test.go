@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -24,19 +25,28 @@ func TestClassify(t *testing.T) {
 		want Kind
 	}{
 		{"nil", nil, OK},
-		{"refused", Refuse(errSentinel), Refused},
-		{"config", Configure(errSentinel), Config},
-		{"transient", Transiently(errSentinel), Transient},
-		{"marked deep inside wrap", fmt.Errorf("outer: %w", Refuse(errSentinel)), Refused},
-		{"outermost mark wins", Configure(fmt.Errorf("x: %w", Transiently(errSentinel))), Config},
+		{"refused", Refused.Mark(errSentinel), Refused},
+		{"config", Config.Mark(errSentinel), Config},
+		{"transient", Transient.Mark(errSentinel), Transient},
+		{"marked deep inside wrap", fmt.Errorf("outer: %w", Refused.Mark(errSentinel)), Refused},
+		{"outermost mark wins", Config.Mark(fmt.Errorf("x: %w", Transient.Mark(errSentinel))), Config},
 		{"deadline", fmt.Errorf("fetch: %w", context.DeadlineExceeded), Transient},
 		{"canceled", context.Canceled, Transient},
 		{"unexpected eof", io.ErrUnexpectedEOF, Transient},
 		{"connection refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), Transient},
-		{"pg terminated", &pgconn.PgError{Code: "57P01"}, Transient},
-		{"pg connection class", &pgconn.PgError{Code: "08006"}, Transient},
-		{"pg serialization", &pgconn.PgError{Code: "40001"}, Transient},
-		{"pg syntax", &pgconn.PgError{Code: "42601"}, Internal},
+		{"pg terminated (pg_terminate_backend)", &pgconn.PgError{Code: pgerrcode.AdminShutdown}, Transient},
+		{"pg crash shutdown", &pgconn.PgError{Code: pgerrcode.CrashShutdown}, Transient},
+		{"pg starting up", &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, Transient},
+		{"pg connection failure", &pgconn.PgError{Code: pgerrcode.ConnectionFailure}, Transient},
+		{"pg serialization", fmt.Errorf("commit: %w", &pgconn.PgError{Code: pgerrcode.SerializationFailure}), Transient},
+		{"pg deadlock", &pgconn.PgError{Code: pgerrcode.DeadlockDetected}, Transient},
+		{"pg too many connections", &pgconn.PgError{Code: pgerrcode.TooManyConnections}, Transient},
+		{"pg idle in transaction too long", &pgconn.PgError{Code: pgerrcode.IdleInTransactionSessionTimeout}, Transient},
+		{"pg idle session too long", &pgconn.PgError{Code: pgerrcode.IdleSessionTimeout}, Transient},
+		{"pg syntax", &pgconn.PgError{Code: pgerrcode.SyntaxError}, Internal},
+		{"pg statement timeout (the task decides)", &pgconn.PgError{Code: pgerrcode.QueryCanceled}, Internal},
+		{"pg password refused (the task decides)", &pgconn.PgError{Code: pgerrcode.InvalidPassword}, Internal},
+		{"pg class 80 is not class 08", &pgconn.PgError{Code: "80000"}, Internal},
 		{"plain", errSentinel, Internal},
 		{"file permission", fmt.Errorf("publish: %w", &fs.PathError{Op: "rename", Path: "x", Err: syscall.EACCES}), Internal},
 		{"bare errno that is not a network fault", fmt.Errorf("x: %w", syscall.EISDIR), Internal},
@@ -60,12 +70,21 @@ func TestClassify(t *testing.T) {
 }
 
 func TestMarkKeepsChain(t *testing.T) {
-	err := Refuse(fmt.Errorf("lock: %w", errSentinel))
+	err := Refused.Mark(fmt.Errorf("lock: %w", errSentinel))
 	if !errors.Is(err, errSentinel) {
 		t.Fatalf("errors.Is lost the sentinel through the mark")
 	}
 	if got, want := err.Error(), "lock: sentinel"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestMarkOKIsInternal(t *testing.T) {
+	if got := Classify(OK.Mark(errSentinel)); got != Internal {
+		t.Errorf("Classify(OK.Mark(err)) = %v, want internal: a failure is never OK", got)
+	}
+	if err := Refused.Mark(nil); err != nil {
+		t.Errorf("Refused.Mark(nil) = %v, want nil", err)
 	}
 }
 

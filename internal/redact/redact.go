@@ -49,9 +49,14 @@ func (m *Masker) Add(values ...string) {
 }
 
 // AddDSN registers the password found in a DSN (URL or key=value form),
-// and its sslpassword (the passphrase of a client key, libpq's name).
+// and its sslpassword (the passphrase of a client key, libpq's name). The
+// password of scheme://user:password@host is found even when the URL does
+// not parse, so a mistyped URL cannot carry it into an error message; one
+// holding an unescaped '@', '?' or '#' is registered in every reading (see
+// urlPasswords).
 func (m *Masker) AddDSN(dsn string) {
 	m.Add(dsnSecrets(dsn)...)
+	m.Add(urlPasswords(dsn)...)
 }
 
 // Mask returns s with every registered secret replaced by Placeholder.
@@ -108,6 +113,36 @@ func dsnSecrets(dsn string) []string {
 			p = strings.ReplaceAll(p[1:len(p)-1], `\'`, `'`)
 		}
 		out = append(out, p)
+	}
+	return out
+}
+
+// urlPasswords finds the password of scheme://user:password@host/... by its
+// punctuation alone, for URLs that url.Parse refuses, in every reading of a
+// password that holds an unescaped '@', '?' or '#': the userinfo runs to the
+// last '@' before the first '/' (a '?' or '#' before that '@' is part of the
+// password: libpq, pgx); libpq and pgx end it at the first '@', which makes
+// the rest of the password the host (printed by a connect error); so the
+// password to the last '@' and each of its '@'-separated parts are returned.
+func urlPasswords(dsn string) []string {
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return nil
+	}
+	_, password, ok := strings.Cut(rest[:at], ":")
+	if !ok || password == "" {
+		return nil
+	}
+	out := []string{password}
+	if parts := strings.Split(password, "@"); len(parts) > 1 {
+		out = append(out, parts...)
 	}
 	return out
 }

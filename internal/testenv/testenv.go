@@ -7,6 +7,13 @@
 // developer without the services still gets the unit tests; .ci/run sets
 // CHANGESINK_REQUIRE_SERVICES=1, which turns every such skip into a
 // failure, so in CI nothing skips.
+//
+// It also holds what the integration tests of every package share on those
+// services: names no other test, process or checkout uses (UniqueName,
+// RandomHex), PostgreSQL databases and roles dropped when the test ends
+// (CreateDatabase, CreateRole) and DSNs derived from the admin one
+// (WithDatabase, WithParams), and a TCP proxy on a port of its own that
+// stands for a service going away or hanging (StartProxy).
 package testenv
 
 import (

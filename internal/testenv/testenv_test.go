@@ -1,7 +1,12 @@
 package testenv
 
 import (
+	"io"
+	"net"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestLookup(t *testing.T) {
@@ -35,3 +40,94 @@ type recorder struct {
 func (r *recorder) Helper()           {}
 func (r *recorder) Skip(args ...any)  { r.skipped = true; panic("skip") }
 func (r *recorder) Fatal(args ...any) { r.failed = true; panic("fatal") }
+
+func TestUniqueName(t *testing.T) {
+	a, b := UniqueName(t, "ks_"), UniqueName(t, "ks_")
+	if a == b {
+		t.Fatalf("two calls gave %q", a)
+	}
+	if !regexp.MustCompile(`^ks_testuniquename_[0-9a-f]{8}$`).MatchString(a) {
+		t.Errorf("UniqueName = %q, want ks_testuniquename_<8 hex>", a)
+	}
+	t.Run("a/Long Sub-test name with spaces that goes on and on and on", func(t *testing.T) {
+		if n := UniqueName(t, "p_"); len(n) > len("p_")+50 || strings.ContainsAny(n, " /-") {
+			t.Errorf("UniqueName = %q: too long or not a plain identifier", n)
+		}
+	})
+}
+
+func TestDSNs(t *testing.T) {
+	admin := "postgres://u:p%40w@127.0.0.1:5432/admin?sslmode=disable"
+	if got, want := WithDatabase(t, admin, "other"), "postgres://u:p%40w@127.0.0.1:5432/other?sslmode=disable"; got != want {
+		t.Errorf("WithDatabase = %q, want %q", got, want)
+	}
+	got := WithParams(t, admin, map[string]string{"sslmode": "verify-full", "sslrootcert": "/ca.pem"})
+	if want := "postgres://u:p%40w@127.0.0.1:5432/admin?sslmode=verify-full&sslrootcert=%2Fca.pem"; got != want {
+		t.Errorf("WithParams = %q, want %q", got, want)
+	}
+}
+
+// TestProxy: bytes pass both ways; CutOn closes the proxy before the bytes
+// reach the server, and no new connection is accepted after it.
+func TestProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					got <- string(buf[:n])
+					_, _ = c.Write(buf[:n]) // echo
+				}
+			}()
+		}
+	}()
+	p := StartProxy(t, ln.Addr().String(), ProxyOptions{})
+	if p.Addr() == ln.Addr().String() {
+		t.Fatal("the proxy has the server's address")
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	echo := make([]byte, 5)
+	if _, err := io.ReadFull(c, echo); err != nil || string(echo) != "hello" || <-got != "hello" {
+		t.Fatalf("echo %q (%v)", echo, err)
+	}
+	p.CutOn([]byte("INSERT"))
+	if _, err := c.Write([]byte("INSERT INTO t")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(echo); err == nil {
+		t.Error("the connection stayed open after CutOn's bytes")
+	}
+	<-p.Done()
+	select {
+	case s := <-got:
+		t.Errorf("the server received %q after the cut", s)
+	default:
+	}
+	if c2, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		c2.Close()
+		t.Error("the closed proxy accepted a connection")
+	}
+}

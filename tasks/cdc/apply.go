@@ -189,7 +189,8 @@ func (r *Result) Summary() string {
 // Apply applies one batch: decode and validate it all (nothing is written
 // when a record is refused), merge it by version (order.go, batch.go), take
 // the target's lock (lock.go), read the ledger (ledger.go) and the target's
-// winning version of these keys, refuse a batch that went backwards, insert
+// winning version of these keys (and the previous values of unchanged TOAST
+// columns the batch lacks: toast.go), refuse a batch that went backwards, insert
 // the newer rows in one block, read every key back and verify it, record
 // the batch in the ledger, then commit expected.jsonl and pending.jsonl.
 // Refusals are *RecordError or sentinels marked outcome.Refused; a lost or
@@ -279,6 +280,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		b.floorAt(prev.snapshotLSN)
 	}
 	expected := b.sorted()
+	if _, err := fillFromTarget(ctx, tbl, expected, b.trunc); err != nil {
+		return nil, err
+	}
 	current, err := tbl.current(ctx, expected)
 	if err != nil {
 		return nil, err
@@ -310,6 +314,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	pending := sel.pending
+	if err := checkFilled(m, pending); err != nil {
+		return nil, err
+	}
 	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), sel.deletes
 	res.Read = time.Since(step)
 
@@ -396,11 +403,6 @@ func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
 	}
 	tbl, err := t.checkSchema(ctx)
 	return connection{target: t, table: tbl, err: err}
-}
-
-type writtenFile struct {
-	f   *kestra.File
-	err error
 }
 
 // selection is what selectPending decided.

@@ -51,8 +51,9 @@ type batch struct {
 	sum  hash.Hash
 	sums []byte
 	// img is the before image of the delete being merged (nil: none, or
-	// one that does not tell rows apart); scratch its storage.
-	img, scratch []value
+	// one that does not tell rows apart); scratch its storage, marker the
+	// delete's own values (markerOf).
+	img, scratch, marker []value
 
 	// trunc is the latest TRUNCATE event (nil: none): every key older than
 	// it is deleted, in the batch and in the target.
@@ -168,7 +169,8 @@ func (b *batch) flushSums() {
 
 // markerOf turns a delete fresh from the decoder into the seed's marker
 // (zeros but the key) and returns its before image (nil when it does not
-// tell rows apart), valid until the next call.
+// tell rows apart). The caller's values are left as they are: r's values
+// become the batch's marker buffer; both are valid until the next call.
 func (b *batch) markerOf(r *row) []value {
 	if !r.deleted || len(r.vals) == 0 { // a TRUNCATE has no values
 		return nil
@@ -178,17 +180,25 @@ func (b *batch) markerOf(r *row) []value {
 		b.scratch = append(b.scratch[:0], r.vals...)
 		img = b.scratch
 	}
+	b.marker = append(b.marker[:0], r.vals...)
 	for i := range b.m.cols {
 		if !b.m.cols[i].isKey {
-			r.vals[i] = zeroValue(b.m.cols[i].typ)
+			b.marker[i] = zeroValue(b.m.cols[i].typ)
 		}
 	}
+	r.vals = b.marker
 	r.change.image = false
 	return img
 }
 
-// add merges one event. add copies what it keeps: r (and its values) stay
-// the caller's.
+// add merges one event, in file order (commit order, then change order:
+// order.go stamps its version). A later event becomes its key's row (its
+// unchanged TOAST values taken from the row it replaces: keepUnchanged),
+// through accept, which follows key changes; an event at the key's latest
+// version must carry the same payload (seed: "Conflicting changes share an
+// id and LSN"), else add refuses it. An event below the latest version is
+// left to the history pass. add copies what it keeps: r (and its values)
+// stay the caller's (its placeholders may be filled in place).
 func (b *batch) add(r row) error {
 	b.events++
 	b.fold(r.change.sum)
@@ -226,7 +236,7 @@ func (b *batch) add(r row) error {
 	}
 	cur := b.rows.at(i)
 	switch {
-	case r.lsn == cur.lsn && samePayload(&r, cur):
+	case r.lsn == cur.lsn && sameEvent(&r, cur):
 		return nil // an exact repeat
 	case r.lsn == cur.lsn && !floorTie(&r, cur):
 		return b.conflict(&r, cur.rec)
@@ -236,6 +246,11 @@ func (b *batch) add(r row) error {
 		}
 		b.outOfOrder[i] = true
 		return nil
+	}
+	if r.unchanged && b.duals[i] == nil { // with two live rows, accept refuses all but a delete
+		if err := keepUnchanged(b.m, &r, cur); err != nil {
+			return err
+		}
 	}
 	return b.accept(i, cur, &r)
 }

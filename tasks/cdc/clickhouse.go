@@ -232,11 +232,13 @@ func (t *target) checkSupported() error {
 		c := &t.m.cols[i]
 		if c.typ.kind == kindDateTime64 && !t.caps.dateTime64 {
 			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
-				"use DateTime (whole seconds) or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
+				"use DateTime (whole seconds), String with source_type: timestamp or timestamptz (microseconds, as "+
+				"YYYY-MM-DD hh:mm:ss.ffffff in UTC), or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 		if c.typ.kind == kindDecimal && c.typ.prec > 38 && !t.caps.decimal256 {
 			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
-				"use a precision of at most 38 or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
+				"use a precision of at most 38, String with source_type: numeric (the exact decimal text), or upgrade the server",
+				ErrUnsupportedServer, c.name, c.typ, t.version))
 		}
 	}
 	return nil

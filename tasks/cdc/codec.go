@@ -133,7 +133,7 @@ func codecFor(c *colSpec, asUInt8 bool) (codec, error) {
 				func(v value) uint8 { return uint8(v.n) },
 				func(x uint8) (value, error) {
 					if x > 1 {
-						return value{}, fmt.Errorf("Bool column stored as UInt8 holds %d", x)
+						return value{}, fmt.Errorf("a Bool column stored as UInt8 holds %d", x)
 					}
 					return value{n: uint64(x)}, nil
 				}), nil

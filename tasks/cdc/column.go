@@ -26,9 +26,16 @@ func badValue(format string, args ...any) error {
 }
 
 func wrongType(t colType, got ion.Type) error {
-	if got == ion.StructType {
+	switch got {
+	case ion.StructType:
 		return badValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
 			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t)
+	case ion.DecimalType:
+		return badValue("expected %s for %s, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) as a decimal: "+
+			"map the column as Decimal(p, s), or String with source_type: numeric)", expectedIon(t), t)
+	case ion.BlobType:
+		return badValue("expected %s for %s, got an Ion blob (Debezium writes a PostgreSQL bytea as a blob: map the column as String)",
+			expectedIon(t), t)
 	}
 	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
 }
@@ -59,11 +66,13 @@ func expectedIon(t colType) string {
 // one place each column type reads, checks and encodes what the batch
 // holds. It implements the seed's value checks, generalised: integers in
 // range and never booleans (Ion keeps the types apart), strings within
-// max_length counted in code points like Python's len(), the TOAST
-// placeholder refused in any column, null only in Nullable columns; and
-// refuses every lossy conversion (more decimal digits than the scale, more
-// sub-second digits than the precision, a double that is not a float32)
-// instead of rounding.
+// max_length counted in code points like Python's len(), null only in
+// Nullable columns; and refuses every lossy conversion (more decimal digits
+// than the scale, more sub-second digits than the precision, a double that
+// is not a float32) instead of rounding. Debezium's TOAST placeholder, in
+// any form (a string, a symbol, or a blob for a bytea) and any column, is
+// read as value.toast: the value the row held before (finish and the batch
+// decide whether it can be known).
 func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
 	t := c.typ
 	if s.Null {
@@ -72,17 +81,24 @@ func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
 		}
 		return value{}, badValue("null in a column that is not Nullable (%s)", t)
 	}
-	// The TOAST placeholder is refused whatever the column's type.
-	switch s.Type {
-	case ion.StringType:
-		if !utf8.Valid(s.Bytes) {
-			return value{}, errNotUTF8
+	if s.Type == ion.StringType && !utf8.Valid(s.Bytes) {
+		return value{}, errNotUTF8
+	}
+	if isToastPlaceholder(s) {
+		return value{toast: true}, nil
+	}
+	if t.kind == kindString {
+		switch c.src {
+		case pgTimestamp, pgTimestamptz:
+			return timestampText(s, c)
+		case pgDate:
+			return dateText(s, c)
+		case pgNumeric:
+			return numericText(s, c)
+		case pgUUID:
+			return uuidText(s, c)
 		}
-		if string(s.Bytes) == toastPlaceholder {
-			return value{}, ErrToast
-		}
-	case ion.BlobType, ion.ClobType:
-		if t.kind == kindString {
+		if s.Type == ion.BlobType || s.Type == ion.ClobType {
 			return blobValue(s, c)
 		}
 	}
@@ -107,6 +123,22 @@ func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
 		return uuidValue(s, t)
 	}
 	return value{}, badValue("unsupported column kind")
+}
+
+// isToastPlaceholder reports Debezium's placeholder in any of the forms it
+// arrives in: a string (text, varchar, jsonb), a blob of its bytes (bytea),
+// or a symbol or clob.
+func isToastPlaceholder(s *ionrec.Scalar) bool {
+	switch s.Type {
+	case ion.StringType, ion.BlobType, ion.ClobType:
+	case ion.SymbolType:
+		if s.NoText {
+			return false
+		}
+	default:
+		return false
+	}
+	return string(s.Bytes) == toastPlaceholder
 }
 
 // Int8..Int64: an Ion int, or a decimal written without fraction digits.
@@ -181,9 +213,6 @@ func stringValue(s *ionrec.Scalar, c *colSpec) (value, error) {
 		if s.NoText {
 			return value{}, badValue("a symbol without text")
 		}
-		if string(s.Bytes) == toastPlaceholder {
-			return value{}, ErrToast
-		}
 	default:
 		return value{}, wrongType(c.typ, s.Type)
 	}
@@ -196,9 +225,6 @@ func stringValue(s *ionrec.Scalar, c *colSpec) (value, error) {
 }
 
 func blobValue(s *ionrec.Scalar, c *colSpec) (value, error) {
-	if string(s.Bytes) == toastPlaceholder {
-		return value{}, ErrToast
-	}
 	if c.maxLen > 0 && len(s.Bytes) > c.maxLen {
 		return value{}, badValue("%d bytes exceed max_length %d", len(s.Bytes), c.maxLen)
 	}
@@ -430,35 +456,145 @@ func pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)
 // {scale: int, value: blob} (an unconstrained numeric, read by
 // readVariableScale) into Decimal(P, S) without rounding.
 func decimalValue(s *ionrec.Scalar, t colType) (value, error) {
-	var coef *big.Int
-	var exp int64
-	switch s.Type {
-	case ion.DecimalType, ion.IntType:
-		coef, exp = intOf(s).bigInt(), int64(s.Exp)
-	case ion.StringType:
-		d, err := ion.ParseDecimal(strings.Replace(strings.TrimSpace(string(s.Bytes)), "E", "d", 1))
-		if err != nil {
-			return value{}, badValue("the string is not a decimal number")
-		}
-		c, e := d.CoEx()
-		coef, exp = c, int64(e)
-	case ion.StructType:
-		switch {
-		case s.VarScale: // read by ionrec
-			coef, exp = twosComplement(s.Bytes), int64(s.Exp)
-		case s.Big != nil: // read by readVariableScale
-			coef, exp = s.Big, int64(s.Exp)
-		default:
-			return value{}, wrongType(t, s.Type)
-		}
-	default:
-		return value{}, wrongType(t, s.Type)
+	coef, exp, err := decimalParts(s, t)
+	if err != nil {
+		return value{}, err
 	}
 	unscaled, err := rescale(coef, exp, t)
 	if err != nil {
 		return value{}, err
 	}
 	return value{s: unscaled.String()}, nil
+}
+
+// decimalParts reads the shapes decimalValue takes as coef × 10^exp.
+func decimalParts(s *ionrec.Scalar, t colType) (*big.Int, int64, error) {
+	switch s.Type {
+	case ion.DecimalType, ion.IntType:
+		return intOf(s).bigInt(), int64(s.Exp), nil
+	case ion.StringType:
+		d, err := ion.ParseDecimal(strings.Replace(strings.TrimSpace(string(s.Bytes)), "E", "d", 1))
+		if err != nil {
+			return nil, 0, badValue("the string is not a decimal number")
+		}
+		c, e := d.CoEx()
+		return c, int64(e), nil
+	case ion.StructType:
+		switch {
+		case s.VarScale: // read by ionrec
+			return twosComplement(s.Bytes), int64(s.Exp), nil
+		case s.Big != nil: // read by readVariableScale
+			return s.Big, int64(s.Exp), nil
+		}
+	}
+	return nil, 0, wrongType(t, s.Type)
+}
+
+// The String renderings a source_type asks for: one exact text per value,
+// whichever form the trigger wrote it in.
+
+// timeTextLayout is how a String column holds a timestamp or timestamptz:
+// ClickHouse's own text of DateTime64(6, 'UTC'), in UTC, so that it sorts
+// and compares as time, and ALTER TABLE … MODIFY COLUMN … DateTime64(6,
+// 'UTC') on a newer server converts it exactly.
+const timeTextLayout = "2006-01-02 15:04:05.000000"
+
+// timestampText reads a timestamp or timestamptz (Kestra 2.x writes six
+// fraction digits and 1.x as few as needed; a timestamptz carries the
+// worker JVM's offset) as its UTC instant in timeTextLayout.
+func timestampText(s *ionrec.Scalar, c *colSpec) (value, error) {
+	var tm time.Time
+	switch s.Type {
+	case ion.StringType:
+		parsed, err := parseDateTimeString(string(s.Bytes), time.UTC)
+		if err != nil {
+			return value{}, err
+		}
+		tm = parsed
+	case ion.TimestampType:
+		if s.Prec < ion.TimestampPrecisionMinute {
+			return value{}, badValue("a date without a time (%v precision) for a PostgreSQL %s", s.Prec, c.src)
+		}
+		tm = s.Time()
+	default:
+		return value{}, badValue("expected a string holding an ISO 8601 date-time for a PostgreSQL %s in %s, got an Ion %s", c.src, c.typ, s.Type)
+	}
+	tm = tm.UTC()
+	if tm.Nanosecond()%1000 != 0 {
+		return value{}, badValue("%s has more sub-second digits than a PostgreSQL %s's microseconds", tm.Format(time.RFC3339Nano), c.src)
+	}
+	if y := tm.Year(); y < 1 || y > 9999 {
+		return value{}, badValue("%s is outside the years 0001..9999 that %s holds as YYYY-MM-DD hh:mm:ss.ffffff", tm.Format(time.RFC3339Nano), c.typ)
+	}
+	return checkedText(tm.Format(timeTextLayout), c)
+}
+
+// dateText reads a date (Debezium writes YYYY-MM-DD) as YYYY-MM-DD.
+func dateText(s *ionrec.Scalar, c *colSpec) (value, error) {
+	var day time.Time
+	switch s.Type {
+	case ion.StringType:
+		d, err := time.Parse("2006-01-02", string(s.Bytes))
+		if err != nil {
+			return value{}, badValue("the string is not a date YYYY-MM-DD")
+		}
+		day = d
+	case ion.TimestampType:
+		if s.Prec != ion.TimestampPrecisionDay {
+			return value{}, badValue("a timestamp with precision %v for a PostgreSQL date", s.Prec)
+		}
+		day = s.Time()
+	default:
+		return value{}, badValue("expected a string YYYY-MM-DD for a PostgreSQL date in %s, got an Ion %s", c.typ, s.Type)
+	}
+	return checkedText(day.Format("2006-01-02"), c)
+}
+
+// numericText reads a numeric (a decimal with the column's scale, or the
+// {scale, value} struct of an unconstrained one) as its exact decimal text,
+// with the digits Debezium sent: 12.50, 0.00000000000000000001, -1000.
+func numericText(s *ionrec.Scalar, c *colSpec) (value, error) {
+	switch s.Type {
+	case ion.DecimalType, ion.IntType, ion.StringType, ion.StructType:
+	default:
+		return value{}, badValue("expected an Ion decimal, int or {scale, value} struct for a PostgreSQL numeric in %s, got an Ion %s", c.typ, s.Type)
+	}
+	coef, exp, err := decimalParts(s, c.typ)
+	if err != nil {
+		return value{}, err
+	}
+	if exp > 1000 || exp < -1000 {
+		return value{}, badValue("the decimal's exponent %d is outside ±1000", exp)
+	}
+	var text string
+	if exp >= 0 {
+		text = coef.String()
+		if coef.Sign() != 0 {
+			text += strings.Repeat("0", int(exp))
+		}
+	} else {
+		text = string(appendDecimal(nil, coef.String(), int(-exp)))
+	}
+	return checkedText(text, c)
+}
+
+// uuidText reads a uuid as its canonical lower-case text.
+func uuidText(s *ionrec.Scalar, c *colSpec) (value, error) {
+	if s.Type != ion.StringType {
+		return value{}, badValue("expected a string holding a UUID for a PostgreSQL uuid in %s, got an Ion %s", c.typ, s.Type)
+	}
+	u, err := uuid.ParseBytes(s.Bytes)
+	if err != nil {
+		return value{}, badValue("the string is not a UUID")
+	}
+	return checkedText(u.String(), c)
+}
+
+func checkedText(text string, c *colSpec) (value, error) {
+	if c.maxLen > 0 && utf8.RuneCountInString(text) > c.maxLen {
+		return value{}, badValue("%d characters exceed max_length %d", utf8.RuneCountInString(text), c.maxLen)
+	}
+	return value{s: text}, nil
 }
 
 // rescale returns coef × 10^exp as an unscaled integer at t.scale, refusing
@@ -602,7 +738,9 @@ func timeValue(tm time.Time, t colType) (value, error) {
 	sec, nsec := tm.Unix(), int64(tm.Nanosecond())
 	if t.kind == kindDateTime {
 		if nsec != 0 {
-			return value{}, badValue("%s has fractions of a second; DateTime stores whole seconds (use DateTime64)", tm.UTC().Format(time.RFC3339Nano))
+			return value{}, badValue("%s has fractions of a second; DateTime stores whole seconds, and %s would round it: map the column to "+
+				"DateTime64(6, 'UTC') on ClickHouse 20.1 or newer, or to String with source_type: timestamp (or timestamptz) on older servers",
+				tm.UTC().Format(time.RFC3339Nano), t)
 		}
 		if sec < 0 || sec > math.MaxUint32 {
 			return value{}, badValue("%s is outside the DateTime range 1970-01-01..2106-02-07", tm.UTC().Format(time.RFC3339))

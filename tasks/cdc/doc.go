@@ -42,14 +42,30 @@
 // ledger records) and whether it carried the delete marker, as read
 // (row.change).
 //
-// Value shapes (see convert): Ion ints, decimals (12.50), floats, bools,
-// strings and symbols, blobs, millisecond timestamps, day timestamps for
-// dates, annotated strings ZonedDateTime::"…", OffsetDateTime::"…" and
-// LocalDateTime::"…" (read in the column's time zone), nulls, and the
-// {scale, value} struct of an unconstrained numeric, accepted by Decimal
-// columns only. A value that does not fit its column is refused, never
-// rounded: more decimal places than the scale, more sub-second digits than
-// the precision, a double that is not a float32.
+// Value shapes (see convert), as the real trigger writes them
+// (harness/debezium/FINDINGS.md §2): Ion ints (smallint, integer, bigint),
+// decimals with the column's scale (numeric(p,s): 12.50), Debezium's
+// {scale, value} struct (unconstrained numeric; accepted by Decimal
+// columns and by String columns with source_type numeric), floats (real
+// widened from float32, double precision), bools, strings (text, varchar,
+// jsonb, uuid in lower case, date as YYYY-MM-DD, timestamp as UTC with Z and
+// six fraction digits from Kestra 2.x or as few as needed from 1.x,
+// timestamptz likewise in the worker JVM's zone, Z or +01:00), blobs
+// (bytea). Read too, for other producers: symbols, day timestamps for
+// dates, millisecond timestamps, annotated strings ZonedDateTime::"…",
+// OffsetDateTime::"…" and LocalDateTime::"…" (read in the column's time
+// zone), explicit nulls. A value that does not fit its column is refused,
+// never rounded: more decimal places than the scale, more sub-second
+// digits than the precision (a timestamp with microseconds into DateTime),
+// a double that is not a float32.
+//
+// A column's optional source_type (the PostgreSQL type, pgType) restricts
+// the ClickHouse types it may be mapped to (a mapping error names what to
+// map it to), and makes a String column hold the value in one exact text:
+// a timestamp or timestamptz as YYYY-MM-DD hh:mm:ss.ffffff in UTC (what
+// ClickHouse 18.16, which has no DateTime64, can hold to the microsecond;
+// the same text whatever form the trigger wrote), a date as YYYY-MM-DD, a
+// numeric as its exact decimal text, a uuid in lower case.
 //
 // # The checks, and the seed rule each implements
 //
@@ -75,8 +91,12 @@
 //     seed accepts what IonToJson makes of it): ErrBadValue;
 //   - strings longer than max_length in code points (Python's len):
 //     ErrBadValue (seed: len(status) > 32);
-//   - the TOAST placeholder __debezium_unavailable_value in any column of a
-//     create, update or read event: ErrToast (seed: status only);
+//   - the TOAST placeholder __debezium_unavailable_value (a string, a
+//     symbol, or a blob for a bytea) in any column: in an update it means
+//     the value did not change, and is taken from the key's previous event
+//     in the batch or else the target's current row (toast.go); ErrToast in
+//     a create or read event, in a key, and when neither holds the previous
+//     version (seed: status only, always refused);
 //   - an event that contradicts itself: metadata.operation DELETE with
 //     deleted false or absent, CREATE/UPDATE/READ with deleted true, an
 //     operation Debezium does not send, a TRUNCATE with row columns, a
@@ -171,12 +191,14 @@
 //
 // The events are merged by version (above); two events with one key and
 // version must be identical (ErrConflict), except a floor tie. Under the
-// target's lock (lock.go) the ledger is read (ledger.go), then the target's
-// winning version of only this batch's keys, with FINAL, the keys sent as
-// an external table and used as a PREWHERE (they are the sorting key, so
-// FINAL merges only the batch's rows): first the versions and delete
-// markers alone, then the payloads of the keys the target holds at the
-// batch's own version.
+// target's lock (lock.go) the ledger is read (ledger.go); the unchanged
+// TOAST values the batch could not fill are read from the target's rows of
+// those keys (fillFromTarget); then the target's winning version of only
+// this batch's keys is read, with FINAL, the keys sent as an external
+// table and used as a PREWHERE (they are the sorting key, so FINAL merges
+// only the batch's rows): first the versions and delete markers alone,
+// then the payloads of the keys the target holds at the batch's own
+// version.
 // Pending keys are those absent from the target or older there; an equal
 // version with a different payload in the target is refused
 // (ErrTargetConflict), an equal one is a replay and skipped. A batch that
@@ -212,15 +234,19 @@
 // parameters, only int and bool settings). On a server of 21.12 or newer a
 // Bool column is created as Bool (UInt8 before); DateTime64 columns need
 // 20.1 or newer and are refused by setup and apply on older servers
-// (ErrUnsupportedServer; use DateTime for whole seconds), and so are
-// Decimal columns of more than 38 digits (Decimal256) before 21.6.
+// (ErrUnsupportedServer; use DateTime for whole seconds, or String with
+// source_type timestamp for microseconds), and so are Decimal columns of
+// more than 38 digits (Decimal256) before 21.6 (String with source_type
+// numeric holds any numeric).
 //
 // # Deliberate differences from the seed
 //
 //   - Any table: columns, types, limits and names come from the mapping, not
 //     from a script edited per table.
-//   - Every column of a create/update/read event is checked for the TOAST
-//     placeholder, not only status; deletes still ignore their image.
+//   - Every column is checked for the TOAST placeholder, not only status,
+//     in every form; an update's placeholder is filled with the previous
+//     value instead of refused (toast.go); deletes still ignore their image
+//     but to tell a key's two rows apart.
 //   - The version follows commit order (above): the snapshot overlap and key
 //     swaps come out right; _cdc_lsn is the LSN or just above a commit floor.
 //   - A TRUNCATE event deletes every older key (the seed fails on the

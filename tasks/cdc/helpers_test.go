@@ -37,6 +37,11 @@ func orderEvent(id int64, customer, amount, status any, lsn any, deleted bool) i
 		iongen.Metadata(op, iongen.Source("shop", "public", "orders", lsn, 700, "false")))
 }
 
+// createEvent is a CREATE event of row in shop.public.orders.
+func createEvent(row iongen.Struct, lsn int64) iongen.Struct {
+	return iongen.Event(row, false, iongen.Metadata("CREATE", iongen.Source("shop", "public", "orders", lsn, 700, "false")))
+}
+
 // encode writes events in text (binary=false) or binary Ion.
 func encode(t testing.TB, binary bool, events ...any) []byte {
 	t.Helper()

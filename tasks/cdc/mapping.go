@@ -40,6 +40,10 @@ import (
 //	  - name: status
 //	    type: String
 //	    max_length: 32          # code points, as Python's len() counts (seed rule)
+//	  - name: created_at
+//	    type: String
+//	    source_type: timestamp  # [none] the PostgreSQL type (pgType): checks the
+//	                            # ClickHouse type, and says how a String holds it
 //
 // Column names are both the Debezium field names and the ClickHouse column
 // names. Types are listed at parseType.
@@ -78,6 +82,9 @@ type Column struct {
 	Type string
 	// MaxLength limits a String column's length in code points; 0 = no limit.
 	MaxLength int
+	// SourceType is the PostgreSQL type as written in the mapping; "" when
+	// not given.
+	SourceType string
 }
 
 // colSpec is a compiled column.
@@ -86,7 +93,13 @@ type colSpec struct {
 	typ    colType
 	maxLen int
 	isKey  bool
+	src    pgType // pgNone: source_type not given
 }
+
+// takesVarScale reports a column that reads Debezium's {scale, value}
+// struct of an unconstrained numeric: a Decimal, or a String holding a
+// numeric's text.
+func (c *colSpec) takesVarScale() bool { return c.typ.kind == kindDecimal || c.src == pgNumeric }
 
 // LoadMapping reads and checks the mapping file at path. Errors are
 // *MappingError (line and column of the mistake) matching ErrMapping,
@@ -295,15 +308,18 @@ func (r *rawTarget) UnmarshalYAML(n *yaml.Node) error {
 	return n.Decode((*plain)(r))
 }
 
+//lint:ignore U1000 used through plist[rawColumn, *rawColumn] (staticcheck does not follow type parameters)
 type rawColumn struct {
-	Name      pstr `yaml:"name"`
-	Type      pstr `yaml:"type"`
-	MaxLength pint `yaml:"max_length"`
-	p         pos
+	Name       pstr `yaml:"name"`
+	Type       pstr `yaml:"type"`
+	MaxLength  pint `yaml:"max_length"`
+	SourceType pstr `yaml:"source_type"`
+	p          pos
 }
 
+//lint:ignore U1000 used through plist[rawColumn, *rawColumn]
 func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
-	if err := checkMap(n, "a column", "name", "type", "max_length"); err != nil {
+	if err := checkMap(n, "a column", "name", "type", "max_length", "source_type"); err != nil {
 		return err
 	}
 	type plain rawColumn
@@ -315,7 +331,7 @@ func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
 type rawColumns struct{ plist[rawColumn, *rawColumn] }
 
 func (s *rawColumns) UnmarshalYAML(n *yaml.Node) error {
-	return s.decode(n, "columns must be a list of {name, type, max_length}")
+	return s.decode(n, "columns must be a list of {name, type, max_length, source_type}")
 }
 
 type rawMapping struct {
@@ -467,9 +483,19 @@ func (r *rawMapping) compile() (*Mapping, error) {
 			}
 			spec.maxLen = rc.MaxLength.v
 		}
+		if rc.SourceType.set {
+			src, err := parsePGType(rc.SourceType.v)
+			if err != nil {
+				return nil, rc.SourceType.p.errorf("column %q: %v", name, err)
+			}
+			if !src.allows(t) {
+				return nil, rc.Type.p.errorf("column %q: a PostgreSQL %s cannot be mapped to %s; map it to %s", name, src, t, src.mapsTo())
+			}
+			spec.src = src
+		}
 		m.byName[name] = len(m.cols)
 		m.cols = append(m.cols, spec)
-		m.Columns = append(m.Columns, Column{Name: name, Type: rc.Type.v, MaxLength: spec.maxLen})
+		m.Columns = append(m.Columns, Column{Name: name, Type: rc.Type.v, MaxLength: spec.maxLen, SourceType: rc.SourceType.v})
 	}
 	if !r.Key.set || len(r.Key.v) == 0 {
 		p := r.Key.p

@@ -59,7 +59,7 @@ func TestMappingErrors(t *testing.T) {
 		{"unknown source key", "source: {database: d, schema: s, table: t, tabel: u}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
 			`m.yaml:1:44: unknown key "tabel" in source (known keys: database, schema, table, deleted_field, metadata_field)`},
 		{"unknown column key", head + "key: [k]\ncolumns:\n  - name: k\n    type: Int64\n    nullable: true\n",
-			`m.yaml:7:5: unknown key "nullable" in a column (known keys: name, type, max_length)`},
+			`m.yaml:7:5: unknown key "nullable" in a column (known keys: name, type, max_length, source_type)`},
 		{"repeated key", head + "key: [k]\ncolumns: [{name: k, type: Int64, type: String}]\n",
 			`m.yaml:4:34: key "type" repeated in a column`},
 		{"yaml syntax", "source: {database: d\n", "m.yaml: yaml: line 1: did not find expected ',' or '}'"},
@@ -73,7 +73,7 @@ func TestMappingErrors(t *testing.T) {
 		{"key not in columns", head + "key: [id]\ncolumns: [{name: k, type: Int64}]\n", `m.yaml:3:7: key column "id" is not in columns`},
 		{"nullable key", head + "key: [k]\ncolumns: [{name: k, type: Nullable(Int64)}]\n", `m.yaml:3:7: key column "k" must not be Nullable (ClickHouse cannot ORDER BY it)`},
 		{"float key", head + "key: [k]\ncolumns: [{name: k, type: Float64}]\n", `m.yaml:3:7: key column "k" must not be a Float (equality on floats is not a key)`},
-		{"columns not a list", head + "key: [k]\ncolumns: {name: k, type: Int64}\n", "m.yaml:4:10: columns must be a list of {name, type, max_length}"},
+		{"columns not a list", head + "key: [k]\ncolumns: {name: k, type: Int64}\n", "m.yaml:4:10: columns must be a list of {name, type, max_length, source_type}"},
 		{"no columns", head + "key: [k]\ncolumns: []\n", "m.yaml:4:10: columns is required: a list of {name, type} with at least the key columns"},
 		{"bad type", head + "key: [k]\ncolumns: [{name: k, type: Int128}]\n",
 			`m.yaml:4:27: column "k": unsupported type "Int128" (supported: Int8..Int64, UInt8..UInt64, Float32, Float64, Decimal(P, S), String, Bool, Date, DateTime, DateTime('tz'), DateTime64(p, 'tz'), UUID, Nullable(T))`},
@@ -170,5 +170,99 @@ func TestParseType(t *testing.T) {
 	}
 	if caps := capsFor(19, 17); caps.dateTime64 {
 		t.Errorf("capsFor(19.17) = %+v", caps)
+	}
+}
+
+// TestSourceTypeRules: source_type names the PostgreSQL type and refuses,
+// naming what to map it to, a ClickHouse type that cannot hold it.
+func TestSourceTypeRules(t *testing.T) {
+	const head = "source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [k]\ncolumns:\n  - {name: k, type: Int64}\n"
+	for _, ok := range []string{
+		"{name: c, type: Int16, source_type: smallint}", "{name: c, type: Int64, source_type: int2}",
+		"{name: c, type: Int32, source_type: integer}", "{name: c, type: Int64, source_type: bigint}",
+		"{name: c, type: 'Decimal(12, 2)', source_type: 'numeric(12,2)'}", "{name: c, type: String, source_type: numeric}",
+		"{name: c, type: Float32, source_type: real}", "{name: c, type: Float64, source_type: real}",
+		"{name: c, type: Float64, source_type: double precision}", "{name: c, type: Bool, source_type: boolean}",
+		"{name: c, type: String, source_type: text}", "{name: c, type: String, max_length: 8, source_type: varchar(8)}",
+		"{name: c, type: String, source_type: character varying(8)}", "{name: c, type: UUID, source_type: uuid}",
+		"{name: c, type: String, source_type: uuid}", "{name: c, type: Date, source_type: date}",
+		"{name: c, type: \"DateTime('UTC')\", source_type: timestamp}", "{name: c, type: \"DateTime64(6, 'UTC')\", source_type: timestamp(6)}",
+		"{name: c, type: String, source_type: timestamp without time zone}", "{name: c, type: DateTime, source_type: timestamptz}",
+		"{name: c, type: \"DateTime64(3, 'Europe/Paris')\", source_type: timestamp(3) with time zone}",
+		"{name: c, type: Nullable(String), source_type: jsonb}", "{name: c, type: String, source_type: bytea}",
+	} {
+		if _, err := ParseMapping("m.yaml", []byte(head+"  - "+ok+"\n")); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, tt := range []struct{ col, want string }{
+		{"{name: c, type: Int16, source_type: integer}",
+			`m.yaml:6:21: column "c": a PostgreSQL integer cannot be mapped to Int16; map it to Int32 or Int64`},
+		{"{name: c, type: Float32, source_type: double precision}",
+			`m.yaml:6:21: column "c": a PostgreSQL double precision cannot be mapped to Float32; map it to Float64`},
+		{"{name: c, type: DateTime, source_type: timestamp}",
+			`m.yaml:6:21: column "c": a PostgreSQL timestamp cannot be mapped to DateTime; map it to DateTime('UTC') (whole seconds), ` +
+				`DateTime64(6, 'UTC') (ClickHouse 20.1 or newer) or String (YYYY-MM-DD hh:mm:ss.ffffff; a timestamp has no time zone ` +
+				`and Debezium sends its wall-clock time as UTC, so only 'UTC' shows it unchanged)`},
+		{"{name: c, type: Int64, source_type: timestamptz}",
+			`m.yaml:6:21: column "c": a PostgreSQL timestamptz cannot be mapped to Int64; map it to DateTime or DateTime('tz') (whole seconds), ` +
+				`DateTime64(6, 'UTC') (ClickHouse 20.1 or newer; any time zone) or String (YYYY-MM-DD hh:mm:ss.ffffff in UTC)`},
+		{"{name: c, type: UUID, source_type: text}", `m.yaml:6:21: column "c": a PostgreSQL text cannot be mapped to UUID; map it to String`},
+		{"{name: c, type: String, source_type: interval}",
+			`m.yaml:6:42: column "c": source_type "interval" is not a PostgreSQL type changesink reads (supported: smallint, integer, bigint, ` +
+				`numeric, numeric(p, s), real, double precision, boolean, text, varchar(n), uuid, date, timestamp, timestamptz, json, jsonb, bytea)`},
+		{"{name: c, type: String, source_type: text(5)}",
+			`m.yaml:6:42: column "c": source_type "text(5)" is not a PostgreSQL type changesink reads (supported: smallint, integer, bigint, ` +
+				`numeric, numeric(p, s), real, double precision, boolean, text, varchar(n), uuid, date, timestamp, timestamptz, json, jsonb, bytea)`},
+	} {
+		_, err := ParseMapping("m.yaml", []byte(head+"  - "+tt.col+"\n"))
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrMapping) {
+			t.Errorf("%s:\n got %v\nwant %s", tt.col, err, tt.want)
+		}
+	}
+}
+
+// TestMappingAliases: YAML anchors and aliases are plain YAML (a
+// name or type written once and reused). Aliases resolved everywhere but
+// in the key and columns lists, which refused them with a wrong message
+// ("expected a string", "a column must be a mapping").
+func TestMappingAliases(t *testing.T) {
+	m, err := ParseMapping("m.yaml", []byte(`source: {database: &db shop, schema: public, table: t}
+target: {table: x, database: *db}
+columns:
+  - {name: &id id, type: &money "Decimal(12, 2)"}
+  - {name: price, type: *money}
+  - {name: &code code, type: String, max_length: 8}
+key: [*id, *code]
+`))
+	if err != nil {
+		t.Fatalf("ParseMapping: %v", err)
+	}
+	if m.Target.Database != "shop" || len(m.cols) != 3 || m.cols[1].typ.kind != kindDecimal || m.keyNames() != "(id, code)" {
+		t.Errorf("mapping %+v %+v %v", m.Target, m.Columns, m.Key)
+	}
+	_, err = ParseMapping("m.yaml", []byte(`source: {database: d, schema: s, table: t}
+target: {table: x}
+key: [id]
+columns:
+  - &idcol {name: id, type: Int64}
+  - *idcol
+`))
+	if err == nil || !strings.Contains(err.Error(), `column "id" is listed twice`) {
+		t.Errorf("a column repeated through an alias: %v, want listed twice", err)
+	}
+}
+
+// TestMappingLocalTimeZone: Go's time.LoadLocation("Local") is the
+// process's own zone, not an IANA name; the mapping accepted
+// DateTime('Local') and setup failed on the server's "Cannot load time zone
+// Local" as an internal error. It is a mapping mistake, located.
+func TestMappingLocalTimeZone(t *testing.T) {
+	for _, typ := range []string{"DateTime('Local')", "DateTime64(3, 'Local')", "Nullable(DateTime('Local'))"} {
+		_, err := ParseMapping("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [id]\n"+
+			"columns:\n  - {name: id, type: Int64}\n  - {name: at, type: \""+typ+"\"}\n"))
+		if err == nil || !strings.Contains(err.Error(), "m.yaml:6:") || !strings.Contains(err.Error(), "Local") {
+			t.Errorf("%s: %v, want a mapping error on line 6", typ, err)
+		}
 	}
 }

@@ -102,7 +102,7 @@ type orderer struct {
 // batch's snapshot point. A streamed row is raised to its floor: its
 // lsn_commit, or else the snapshot earlier in the batch; without either it
 // keeps its LSN and stays unfloored (the target's ledger may know the
-// snapshot it follows: stampLedger).
+// snapshot it follows: batch.floorAt).
 func (o *orderer) stamp(r *row) {
 	c := &r.change
 	r.lsn = c.lsn
@@ -128,15 +128,6 @@ func (c *change) snapshotRow() bool { return c.operation == opRead && !c.commitS
 // batch: the first transaction after a snapshot in an earlier batch, or a
 // batch without sequences.
 func (c *change) unfloored() bool { return !c.floorSet && !c.snapshotRow() }
-
-// stampLedger places an unfloored row after the snapshot the target's
-// ledger last recorded (0: none, the row keeps its LSN).
-func stampLedger(v, lsn, snapshot uint64) uint64 {
-	if snapshot == 0 {
-		return v
-	}
-	return max(v, raise(lsn, snapshot))
-}
 
 // isFloor reports a row placed at its transaction's floor (its change was
 // written before the commit floor): such rows of one transaction share a
@@ -187,11 +178,14 @@ func eventSum(buf []byte, r *row) (uint64, []byte) {
 	p = append(p, c.operation...)
 	for _, v := range r.vals {
 		p = binary.LittleEndian.AppendUint64(p, v.n)
+		var f byte
 		if v.null {
-			p = append(p, 1)
-		} else {
-			p = append(p, 0)
+			f |= 1
 		}
+		if v.toast {
+			f |= 2
+		}
+		p = append(p, f)
 		p = binary.AppendUvarint(p, uint64(len(v.s)))
 		p = append(p, v.s...)
 	}

@@ -1,107 +1,14 @@
 package cdc
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
-
-// proxy is a TCP proxy in front of the test ClickHouse; stop closes the
-// listener and every open connection, as a server that goes away would.
-type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	done  bool
-	// cutOn, when set, stops the proxy as soon as the client sends these
-	// bytes (the query text of a statement), before they reach the server.
-	cutOn []byte
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			go func() { p.pump(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.stop)
-	return p
-}
-
-// pump copies client bytes to the server, cutting the line on cutOn.
-func (p *proxy) pump(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			cut := p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
-			p.mu.Unlock()
-			if cut {
-				p.stop()
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	p.conns = append(p.conns, cs...)
-	return true
-}
-
-func (p *proxy) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done {
-		return
-	}
-	p.done = true
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-}
 
 // TestApplyClickHouseGoesAway stops the server (a proxy in front of it)
 // before the insert and before the verify: each run fails with a transient
@@ -115,22 +22,20 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := startProxy(t, u.Host)
+			p := testenv.StartProxy(t, u.Host, testenv.ProxyOptions{})
 			viaProxy := *u
-			viaProxy.Host = p.ln.Addr().String()
+			viaProxy.Host = p.Addr()
 			path := writeFile(t, "changes.ion", encode(t, false,
 				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 				orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
 			cfg := e.config(path)
 			cfg.ClickHouse.URL = viaProxy.String()
-			stop := func(context.Context) error { p.stop(); return nil }
+			stop := func(context.Context) error { p.Close(); return nil }
 			switch when {
 			case "before the insert":
 				cfg.hooks.beforeInsert = stop
 			case "during the insert":
-				p.mu.Lock()
-				p.cutOn = []byte(insertSQL(e.m)) // the batch's insert, not the lock's or the ledger's
-				p.mu.Unlock()
+				p.CutOn([]byte(insertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
 			default:
 				cfg.hooks.afterInsert = stop
 			}

@@ -181,7 +181,7 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 			if err := readMetadata(r, rec); err != nil {
 				return name, err
 			}
-		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].typ.kind == kindDecimal:
+		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].takesVarScale():
 			coef, exp, err := readVariableScale(r)
 			switch {
 			case errors.Is(err, ErrMalformed):
@@ -388,6 +388,9 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 		s := r.col(i)
 		if s.Type != ion.NoType && errs[i] == nil {
 			vals[i], errs[i] = convert(s, &m.cols[i])
+			if errs[i] == nil && vals[i].toast {
+				errs[i] = fmt.Errorf("%w: a key column cannot be left unchanged", ErrToast)
+			}
 		}
 		if s.Type == ion.NoType || errs[i] != nil {
 			keyOK = false
@@ -479,13 +482,26 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 			vals[i] = v
 		}
 	}
+	// An update that leaves a TOASTed column unchanged carries Debezium's
+	// placeholder; the value is the row's previous version's, which the
+	// batch (batch.add) or the target (fillFromTarget) holds. A create or a
+	// snapshot read has no previous version: refused, as the seed refuses.
+	unchanged := false
+	for i := range vals {
+		if vals[i].toast {
+			if !textIs(r.metaField(metaOperation), "UPDATE") {
+				return refuse(m.cols[i].name, ErrToast)
+			}
+			unchanged = true
+		}
+	}
 	if deleted {
 		// The before image, where it tells rows apart, is kept in vals until
 		// the batch merges the row (markerOf); the row then holds the seed's
 		// zeros.
 		ch.image = d.beforeImage(r, vals)
 	}
-	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch}
+	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch, unchanged: unchanged}
 	out.change.sum, d.sumBuf = eventSum(d.sumBuf, &out)
 	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
 	out.key = string(d.keyBuf)
@@ -554,11 +570,12 @@ func intern(b []byte) string {
 }
 
 // needsIon reports a record the fast reader cannot finish: a Decimal
-// column holding a struct that is not exactly Debezium's {scale, value}
-// (ionrec keeps only that one), whose refusal readVariableScale words.
+// column (or a numeric held as text) holding a struct that is not exactly
+// Debezium's {scale, value} (ionrec keeps only that one), whose refusal
+// readVariableScale words.
 func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.cols {
-		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].typ.kind == kindDecimal {
+		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].takesVarScale() {
 			return true
 		}
 	}
@@ -647,6 +664,10 @@ func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
 			v, err := convert(s, c)
 			if err != nil {
 				ok = false
+				break
+			}
+			if v.toast {
+				ok = false // Debezium's placeholder: the value is not in the image
 				break
 			}
 			vals[i] = v

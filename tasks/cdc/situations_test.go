@@ -55,8 +55,8 @@ func form(binary bool) string {
 	return "text"
 }
 
-// liveRows renders the live view as the scenario's rows.jsonl does.
-func (e *env) liveRows() string {
+// liveJSON renders the live view as the scenario's rows.jsonl does.
+func (e *env) liveJSON() string {
 	e.t.Helper()
 	var cols []string
 	for i := range e.m.cols {
@@ -127,7 +127,7 @@ func TestOverlapInOneBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := e.liveRows(); got != `{"id":1,"v":"after"}`+"\n" {
+			if got := e.liveJSON(); got != `{"id":1,"v":"after"}`+"\n" {
 				t.Errorf("live rows %s", got)
 			}
 			if res.Pending != 1 || res.Verified != 1 {
@@ -152,14 +152,14 @@ func TestOverlapAcrossBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.liveRows(); got != `{"id":1,"v":"after"}`+"\n" || res.Pending != 1 {
+	if got := e.liveJSON(); got != `{"id":1,"v":"after"}`+"\n" || res.Pending != 1 {
 		t.Errorf("live rows %s, outputs %v", got, res.Outputs())
 	}
 	// A later transaction carries lsn_commit: ordered by it, not by the snapshot.
 	if _, _, err := e.apply(false, overlapEvent("UPDATE", 1, "later", 1200, "false", `["1100","1200"]`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.liveRows(); got != `{"id":1,"v":"later"}`+"\n" {
+	if got := e.liveJSON(); got != `{"id":1,"v":"later"}`+"\n" {
 		t.Errorf("live rows %s", got)
 	}
 }
@@ -173,7 +173,7 @@ func TestRealOverlapStream(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			e := scenarioEnv(t, "overlap_stream")
 			e.applyScenario("overlap_stream", f.binary)
-			if got, want := e.liveRows(), sourceRows(t, "overlap_stream"); got != want {
+			if got, want := e.liveJSON(), sourceRows(t, "overlap_stream"); got != want {
 				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
 			}
 			res := e.applyScenario("overlap_stream", !f.binary)
@@ -345,7 +345,7 @@ func TestRealPKSwap(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			e := scenarioEnv(t, "pkswap")
 			e.applyScenario("pkswap", f.binary)
-			if got, want := e.liveRows(), sourceRows(t, "pkswap"); got != want {
+			if got, want := e.liveJSON(), sourceRows(t, "pkswap"); got != want {
 				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
 			}
 			res := e.applyScenario("pkswap", !f.binary)
@@ -391,7 +391,7 @@ func TestPKRotation(t *testing.T) {
 		swapEvent("DELETE", 3, "c", 1200, 9), swapEvent("CREATE", 1, "c", 1200, 9)); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.liveRows(); got != `{"id":1,"v":"c"}`+"\n"+`{"id":2,"v":"a"}`+"\n"+`{"id":3,"v":"b"}`+"\n" {
+	if got := e.liveJSON(); got != `{"id":1,"v":"c"}`+"\n"+`{"id":2,"v":"a"}`+"\n"+`{"id":3,"v":"b"}`+"\n" {
 		t.Errorf("live rows\n%s", got)
 	}
 }
@@ -417,7 +417,7 @@ func TestPKShiftAcrossBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"id":2,"v":"a"}` + "\n" + `{"id":3,"v":"b"}` + "\n" + `{"id":4,"v":"c"}` + "\n"
-	if got := e.liveRows(); got != want {
+	if got := e.liveJSON(); got != want {
 		t.Errorf("live rows\n%s\nwant\n%s", got, want)
 	}
 	// A replay of the second batch starts from what the first left, again.
@@ -425,7 +425,7 @@ func TestPKShiftAcrossBatches(t *testing.T) {
 	if err != nil || res.Pending != 0 || res.Verified != 2 {
 		t.Fatalf("replay: %v, %v", res, err)
 	}
-	if got := e.liveRows(); got != want {
+	if got := e.liveJSON(); got != want {
 		t.Errorf("after the replay\n%s", got)
 	}
 }
@@ -450,7 +450,7 @@ func TestRealTruncatePassed(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			e := scenarioEnv(t, "truncate_passed")
 			res := e.applyScenario("truncate_passed", f.binary)
-			if got, want := e.liveRows(), sourceRows(t, "truncate_passed"); got != want {
+			if got, want := e.liveJSON(), sourceRows(t, "truncate_passed"); got != want {
 				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
 			}
 			if res.Events != 3 || res.Keys != 4 || res.Pending != 4 || res.Deletes != 3 {
@@ -470,7 +470,7 @@ func TestRealTruncatePassed(t *testing.T) {
 func TestRealTruncateDroppedByTheTrigger(t *testing.T) {
 	e := scenarioEnv(t, "truncate")
 	e.applyScenario("truncate", true)
-	if got := e.liveRows(); got != `{"id":1,"v":"one"}`+"\n"+`{"id":2,"v":"two"}`+"\n"+`{"id":3,"v":"three"}`+"\n"+`{"id":4,"v":"four"}`+"\n" {
+	if got := e.liveJSON(); got != `{"id":1,"v":"one"}`+"\n"+`{"id":2,"v":"two"}`+"\n"+`{"id":3,"v":"three"}`+"\n"+`{"id":4,"v":"four"}`+"\n" {
 		t.Errorf("live rows\n%s", got)
 	}
 	if sourceRows(t, "truncate") != `{"id":4,"v":"four"}`+"\n" {

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -108,7 +109,7 @@ func parseType(s string) (colType, error) {
 	if args, ok := unwrap(s, "Decimal"); ok {
 		parts := splitArgs(args)
 		if len(parts) != 2 {
-			return colType{}, fmt.Errorf("Decimal needs a precision and a scale, as in Decimal(18, 2)")
+			return colType{}, errors.New("a Decimal needs a precision and a scale, as in Decimal(18, 2)")
 		}
 		p, err1 := strconv.Atoi(parts[0])
 		sc, err2 := strconv.Atoi(parts[1])
@@ -250,4 +251,141 @@ func (t colType) ticksPerSecond() int64 {
 		n *= 10
 	}
 	return n
+}
+
+// pgType is the PostgreSQL type a mapping names for a column (source_type):
+// it restricts the ClickHouse types the column may be mapped to, and for a
+// String column it says how the value is written (a timestamp in one exact
+// text form, whatever form the trigger wrote it in).
+type pgType uint8
+
+const (
+	pgNone pgType = iota // source_type not given: the value's shape decides
+	pgSmallint
+	pgInteger
+	pgBigint
+	pgNumeric
+	pgReal
+	pgDouble
+	pgBoolean
+	pgText
+	pgUUID
+	pgDate
+	pgTimestamp
+	pgTimestamptz
+	pgJSON
+	pgBytea
+)
+
+// pgTypeNames are the canonical source_type names, by pgType.
+var pgTypeNames = [...]string{pgNone: "", pgSmallint: "smallint", pgInteger: "integer", pgBigint: "bigint",
+	pgNumeric: "numeric", pgReal: "real", pgDouble: "double precision", pgBoolean: "boolean", pgText: "text",
+	pgUUID: "uuid", pgDate: "date", pgTimestamp: "timestamp", pgTimestamptz: "timestamptz", pgJSON: "jsonb",
+	pgBytea: "bytea"}
+
+func (p pgType) String() string { return pgTypeNames[p] }
+
+// supportedPGTypes lists what source_type accepts, for messages.
+const supportedPGTypes = "smallint, integer, bigint, numeric, numeric(p, s), real, double precision, boolean, " +
+	"text, varchar(n), uuid, date, timestamp, timestamptz, json, jsonb, bytea"
+
+// parsePGType reads a source_type as PostgreSQL spells it (format_type's
+// names and the usual aliases; a type modifier such as (12, 2) or (6) is
+// allowed where PostgreSQL has one, and does not change the rules).
+func parsePGType(s string) (pgType, error) {
+	name := strings.Join(strings.Fields(strings.ToLower(s)), " ")
+	base, mod := name, ""
+	if i := strings.IndexByte(name, '('); i >= 0 {
+		j := strings.IndexByte(name, ')')
+		if j < i {
+			return pgNone, fmt.Errorf("source_type %q: unbalanced parentheses", s)
+		}
+		base, mod = strings.TrimSpace(name[:i]+name[j+1:]), name[i:j+1]
+	}
+	byName := map[string]pgType{
+		"smallint": pgSmallint, "int2": pgSmallint,
+		"integer": pgInteger, "int": pgInteger, "int4": pgInteger,
+		"bigint": pgBigint, "int8": pgBigint,
+		"numeric": pgNumeric, "decimal": pgNumeric,
+		"real": pgReal, "float4": pgReal,
+		"double precision": pgDouble, "float8": pgDouble,
+		"boolean": pgBoolean, "bool": pgBoolean,
+		"text": pgText, "varchar": pgText, "character varying": pgText, "char": pgText, "character": pgText, "bpchar": pgText,
+		"uuid": pgUUID, "date": pgDate,
+		"timestamp": pgTimestamp, "timestamp without time zone": pgTimestamp,
+		"timestamptz": pgTimestamptz, "timestamp with time zone": pgTimestamptz,
+		"json": pgJSON, "jsonb": pgJSON, "bytea": pgBytea,
+	}
+	p, ok := byName[base]
+	takesMod := p == pgNumeric || p == pgText || p == pgTimestamp || p == pgTimestamptz
+	if !ok || (mod != "" && (!takesMod || base == "text")) {
+		return pgNone, fmt.Errorf("source_type %q is not a PostgreSQL type changesink reads (supported: %s)", s, supportedPGTypes)
+	}
+	return p, nil
+}
+
+// mapsTo names the ClickHouse types a column of PostgreSQL type p may be
+// mapped to, for messages; allows reports whether t is one of them.
+func (p pgType) mapsTo() string {
+	switch p {
+	case pgSmallint:
+		return "Int16, Int32 or Int64"
+	case pgInteger:
+		return "Int32 or Int64"
+	case pgBigint:
+		return "Int64"
+	case pgNumeric:
+		return "Decimal(P, S), or String (the exact decimal text, for values no Decimal of the server holds)"
+	case pgReal:
+		return "Float32 or Float64"
+	case pgDouble:
+		return "Float64"
+	case pgBoolean:
+		return "Bool"
+	case pgText, pgJSON, pgBytea:
+		return "String"
+	case pgUUID:
+		return "UUID or String"
+	case pgDate:
+		return "Date (1970-01-01..2149-06-06) or String (YYYY-MM-DD, any date)"
+	case pgTimestamp:
+		return "DateTime('UTC') (whole seconds), DateTime64(6, 'UTC') (ClickHouse 20.1 or newer) or String " +
+			"(YYYY-MM-DD hh:mm:ss.ffffff; a timestamp has no time zone and Debezium sends its wall-clock time as UTC, so only 'UTC' shows it unchanged)"
+	case pgTimestamptz:
+		return "DateTime or DateTime('tz') (whole seconds), DateTime64(6, 'UTC') (ClickHouse 20.1 or newer; any time zone) or String (YYYY-MM-DD hh:mm:ss.ffffff in UTC)"
+	}
+	return "any type"
+}
+
+func (p pgType) allows(t colType) bool {
+	utc := t.tz == "UTC"
+	switch p {
+	case pgNone:
+		return true
+	case pgSmallint:
+		return t.kind == kindInt && t.bits >= 16
+	case pgInteger:
+		return t.kind == kindInt && t.bits >= 32
+	case pgBigint:
+		return t.kind == kindInt && t.bits == 64
+	case pgNumeric:
+		return t.kind == kindDecimal || t.kind == kindString
+	case pgReal:
+		return t.kind == kindFloat32 || t.kind == kindFloat64
+	case pgDouble:
+		return t.kind == kindFloat64
+	case pgBoolean:
+		return t.kind == kindBool
+	case pgText, pgJSON, pgBytea:
+		return t.kind == kindString
+	case pgUUID:
+		return t.kind == kindUUID || t.kind == kindString
+	case pgDate:
+		return t.kind == kindDate || t.kind == kindString
+	case pgTimestamp:
+		return t.kind == kindString || ((t.kind == kindDateTime || t.kind == kindDateTime64) && utc)
+	case pgTimestamptz:
+		return t.kind == kindString || t.kind == kindDateTime || t.kind == kindDateTime64
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/big"
@@ -119,8 +120,16 @@ func TestTypeRefusals(t *testing.T) {
 		{"uid", "not-a-uuid", "the string is not a UUID"},
 		{"uid", nil, "null in a column that is not Nullable (UUID)"},
 		{"qty", "5", "expected an Ion int (or a decimal without fraction digits, 5.) for Nullable(Int32), got an Ion string"},
+		{"f64", iongen.Decimal("12.50"), "expected an Ion float for Float64, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) " +
+			"as a decimal: map the column as Decimal(p, s), or String with source_type: numeric)"},
+		{"uid", iongen.Blob{0xde, 0xad}, "expected an Ion string holding a UUID for UUID, got an Ion blob (Debezium writes a PostgreSQL " +
+			"bytea as a blob: map the column as String)"},
+		// The TOAST placeholder, in a create (an update's is filled from
+		// the row's previous version), in every form it arrives in.
 		{"note", toastPlaceholder, ""},
 		{"payload", iongen.Blob(toastPlaceholder), ""},
+		{"uid", iongen.Blob(toastPlaceholder), ""},
+		{"qty", iongen.Symbol(toastPlaceholder), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.column, func(t *testing.T) {
@@ -134,7 +143,11 @@ func TestTypeRefusals(t *testing.T) {
 			if !found {
 				t.Fatalf("no column %s", tt.column)
 			}
-			_, err := decodeBytes(t, m, encode(t, true, everythingEvent(row, 42)), 1)
+			ev := everythingEvent(row, 42)
+			if tt.want == "" {
+				ev = iongen.Event(row, false, iongen.Metadata("CREATE", iongen.Source("shop", "public", "everything", int64(42), 9, "false")))
+			}
+			_, err := decodeBytes(t, m, encode(t, true, ev), 1)
 			var re *RecordError
 			if !errors.As(err, &re) {
 				t.Fatalf("err = %v, want a RecordError", err)
@@ -218,6 +231,86 @@ func TestOmittedNullableColumnsAreNull(t *testing.T) {
 			}
 			if g, w := jsonLines(got), jsonLines(want); g != w || !strings.Contains(g, `"note": null, "qty": null`) {
 				t.Errorf("omitted nullable columns\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestSourceTypeText: a String column with a source_type holds one exact
+// text per value, whatever form the trigger wrote it in: Kestra 2.x's six
+// fraction digits and 1.x's fewest, a timestamptz in the worker JVM's zone
+// (Z or +01:00), Debezium's {scale, value} numeric, an upper-case UUID.
+func TestSourceTypeText(t *testing.T) {
+	m, err := ParseMapping("m.yaml", []byte(`source: {database: shop, schema: public, table: everything}
+target: {table: x}
+key: [id]
+columns:
+  - {name: id, type: Int64}
+  - {name: at, type: String, source_type: timestamp}
+  - {name: at_tz, type: Nullable(String), source_type: timestamp with time zone}
+  - {name: day, type: String, source_type: date}
+  - {name: num, type: String, source_type: numeric}
+  - {name: uid, type: String, source_type: uuid}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(at, atTZ, day, num, uid any) iongen.Struct {
+		return iongen.Struct{{"id", int64(1)}, {"at", at}, {"at_tz", atTZ}, {"day", day}, {"num", num}, {"uid", uid}}
+	}
+	const want = `{"id": 1, "at": "2024-01-02 03:04:05.000000", "at_tz": "2024-02-29 07:04:56.123456", "day": "1900-01-01", "num": "0.00000000000000000001", "uid": "ffffffff-0000-0000-0000-00000000000f", "_cdc_lsn": 5, "_cdc_deleted": 0}`
+	for _, tt := range []struct {
+		name string
+		row  iongen.Struct
+		want string
+	}{
+		{"Kestra 2.x", row("2024-01-02T03:04:05.000000Z", "2024-02-29T07:04:56.123456Z", "1900-01-01",
+			iongen.Struct{{"scale", int64(20)}, {"value", iongen.Blob{0x01}}}, "ffffffff-0000-0000-0000-00000000000f"), want},
+		{"Kestra 1.x, Europe/Paris worker", row("2024-01-02T03:04:05Z", "2024-02-29T08:04:56.123456+01:00", iongen.Day(1900, 1, 1),
+			iongen.Decimal("1d-20"), "FFFFFFFF-0000-0000-0000-00000000000F"), want},
+		{"numeric text", row("1969-12-31T23:59:59.999999Z", nil, "2149-06-07", iongen.Struct{{"scale", int64(0)}, {"value", iongen.Blob{0xF3, 0x60, 0xD3, 0x63, 0x2F, 0xB9, 0x8B, 0x12, 0x15, 0xC0, 0x00, 0x00, 0x00}}}, "00000000-0000-0000-0000-000000000001"),
+			`{"id": 1, "at": "1969-12-31 23:59:59.999999", "at_tz": null, "day": "2149-06-07", "num": "-1000000000000000000000000000000", "uid": "00000000-0000-0000-0000-000000000001", "_cdc_lsn": 5, "_cdc_deleted": 0}`},
+		{"numeric with a scale", row("2024-01-02T03:04:05Z", nil, "2024-01-02", iongen.Decimal("-12.50"), "00000000-0000-0000-0000-000000000001"),
+			`{"id": 1, "at": "2024-01-02 03:04:05.000000", "at_tz": null, "day": "2024-01-02", "num": "-12.50", "uid": "00000000-0000-0000-0000-000000000001", "_cdc_lsn": 5, "_cdc_deleted": 0}`},
+	} {
+		for _, f := range forms() {
+			t.Run(tt.name+"/"+f.name, func(t *testing.T) {
+				for _, ionOnly := range []bool{false, true} {
+					path := writeFile(t, "changes.ion", encode(t, f.binary, everythingEvent(tt.row, 5)))
+					b, err := decodeFileWith(context.Background(), path, m, decodeOptions{workers: 1, ionOnly: ionOnly})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := strings.TrimSuffix(jsonLines(b), "\n"); got != tt.want {
+						t.Errorf("ionOnly=%v\n got %s\nwant %s", ionOnly, got, tt.want)
+					}
+				}
+			})
+		}
+	}
+	for _, tt := range []struct {
+		column string
+		value  any
+		want   string
+	}{
+		{"at", "2024-01-02T03:04:05.1234567Z", "2024-01-02T03:04:05.1234567Z has more sub-second digits than a PostgreSQL timestamp's microseconds"},
+		{"at", "10000-01-01T00:00:00Z", "the string is not an ISO 8601 date-time"},
+		{"at", int64(5), "expected a string holding an ISO 8601 date-time for a PostgreSQL timestamp in String, got an Ion int"},
+		{"day", "+10000-01-01", "the string is not a date YYYY-MM-DD"},
+		{"num", 1.5, "expected an Ion decimal, int or {scale, value} struct for a PostgreSQL numeric in String, got an Ion float"},
+		{"uid", "", "the string is not a UUID"},
+	} {
+		t.Run("refused "+tt.column, func(t *testing.T) {
+			r := row("2024-01-02T03:04:05Z", nil, "2024-01-02", int64(1), "00000000-0000-0000-0000-000000000001")
+			for i := range r {
+				if r[i].Name == tt.column {
+					r[i].Value = tt.value
+				}
+			}
+			_, err := decodeBytes(t, m, encode(t, true, everythingEvent(r, 5)), 1)
+			var re *RecordError
+			if !errors.As(err, &re) || re.Column != tt.column || !errors.Is(err, ErrBadValue) || !strings.HasSuffix(err.Error(), ": "+tt.want) {
+				t.Errorf("error\n got %v\nwant column %q: …: %s", err, tt.column, tt.want)
 			}
 		})
 	}

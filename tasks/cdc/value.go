@@ -21,9 +21,18 @@ type value struct {
 	n    uint64
 	s    string
 	null bool
+	// toast marks Debezium's placeholder for an unchanged TOASTed value of
+	// an update: the value is the one the row held before, not yet known.
+	toast bool
+	// filled marks a value taken from the row's previous version because
+	// the event carried the placeholder (keepUnchanged, fillFromTarget).
+	filled bool
 }
 
-func (v value) equal(o value) bool { return v.null == o.null && v.n == o.n && v.s == o.s }
+// equal compares two values; how a value was learnt (filled) does not count.
+func (v value) equal(o value) bool {
+	return v.null == o.null && v.n == o.n && v.s == o.s && v.toast == o.toast
+}
 
 // canonicalNaN is the one NaN bit pattern values carry, so that a NaN
 // compares equal to itself (Python's == says NaN != NaN; see doc.go).
@@ -48,6 +57,9 @@ type row struct {
 	vals   []value
 	rec    int64  // 1-based record number in the batch; 0 for rows read from ClickHouse
 	change change // what the event said of its place in the history; zero for rows read from ClickHouse
+	// unchanged: some value is still Debezium's placeholder (value.toast),
+	// to be taken from the row's previous version.
+	unchanged bool
 }
 
 // change is what an event says about its place in the source's history:
@@ -101,6 +113,9 @@ func hashRow(seed maphash.Seed, r *row) uint64 {
 		b[8] = 0
 		if v.null {
 			b[8] = 1
+		}
+		if v.toast {
+			b[8] |= 2
 		}
 		h.Write(b[:])
 		binary.LittleEndian.PutUint64(b[:8], uint64(len(v.s)))
@@ -207,8 +222,13 @@ func appendJSONRow(dst []byte, m *Mapping, r *row) []byte {
 // Python's repr (NaN, Infinity), decimals as numbers with the column's scale
 // (12.50), strings as JSON strings, Bool as true/false, Date as
 // "2024-01-15", DateTime/DateTime64 as RFC 3339 in UTC with the column's
-// precision, UUID as its canonical string, null as null.
+// precision, UUID as its canonical string, null as null, and an unchanged
+// TOAST value that was not learnt (its key is newer in the target, so the
+// row is skipped) as the placeholder the batch holds.
 func appendJSONValue(dst []byte, t colType, v value) []byte {
+	if v.toast { // only in a key the target holds newer: never written
+		return pyjson.AppendString(dst, toastPlaceholder)
+	}
 	if v.null {
 		return append(dst, "null"...)
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// The seed's env contract: cmd/changesink reads these variables (flags
+// The seed's env contract, declared here because Validate's errors name the
+// variables: cmd/changesink reads them (its flags take these names, and
 // override them) and fills a Config. This package never reads the
 // environment.
 const (
@@ -73,7 +74,7 @@ type Config struct {
 }
 
 func configErr(format string, args ...any) error {
-	return outcome.Configure(fmt.Errorf(format, args...))
+	return outcome.Config.Mark(fmt.Errorf(format, args...))
 }
 
 // Validate checks every field (the seed's 'Invalid topic or batch bounds',
@@ -127,6 +128,15 @@ func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, configErr("%s cannot be parsed: %s", EnvPGDSN, innermost(err))
 	}
+	for _, h := range hosts(cc) {
+		if strings.Contains(h, "@") {
+			// libpq's rule: the userinfo ends at the first '@', so an
+			// unescaped '@' in the password made its tail the host name.
+			// The host is not printed: it holds part of the password.
+			return nil, configErr("%s: a host name holds an '@', so the user or password in the URL holds an unescaped '@': "+
+				"percent-encode it as %%40 (and '/' as %%2F, ':' in the user as %%3A)", EnvPGDSN)
+		}
+	}
 	hasUser, hasPassword := dsnSets(p.DSN)
 	if !hasUser && p.User != "" {
 		cc.User = p.User
@@ -156,19 +166,39 @@ func innermost(err error) string {
 	}
 }
 
-// dsnSets reports whether a DSN names a user and a password itself.
+// hosts returns every host cc connects to (multi-host DSNs give fallbacks).
+func hosts(cc *pgx.ConnConfig) []string {
+	out := []string{cc.Host}
+	for _, f := range cc.Fallbacks {
+		out = append(out, f.Host)
+	}
+	return out
+}
+
+// dsnSets reports whether a DSN names a user and a password itself. A URL is
+// read as libpq and pgx read it (not as net/url does): the userinfo runs to
+// the first '@' before any '/', so a '#' or '?' in the password is part of
+// it; user and password query parameters count too.
 func dsnSets(dsn string) (user, password bool) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return false, false
+	rest, ok := strings.CutPrefix(dsn, "postgresql://")
+	if !ok {
+		rest, ok = strings.CutPrefix(dsn, "postgres://")
+	}
+	if ok {
+		if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+			u, pw, hasPW := strings.Cut(rest[:i], ":")
+			user, password = u != "", hasPW && pw != ""
+			rest = rest[i+1:]
 		}
-		q := u.Query()
-		if u.User != nil {
-			user = u.User.Username() != ""
-			_, password = u.User.Password()
+		if i := strings.IndexByte(rest, '?'); i >= 0 {
+			for _, kv := range strings.Split(rest[i+1:], "&") {
+				k, v, _ := strings.Cut(kv, "=")
+				k, _ = url.QueryUnescape(k)
+				user = user || (k == "user" && v != "")
+				password = password || (k == "password" && v != "")
+			}
 		}
-		return user || q.Get("user") != "", password || q.Get("password") != ""
+		return user, password
 	}
 	for _, k := range dsnKeywords(dsn) {
 		switch k {

@@ -90,6 +90,11 @@ func TestPostgresConnConfig(t *testing.T) {
 		{"keyword form", Postgres{DSN: "host=h dbname=db user=k password='x y'", User: "b", Password: "pb"}, "k", "x y"},
 		{"keyword form without user", Postgres{DSN: "host=h dbname=db", User: "b", Password: "pb"}, "b", "pb"},
 		{"keyword form with spaces around =", Postgres{DSN: "host = h user = k", User: "b"}, "k", ""},
+		// libpq and pgx read a URL's userinfo up to its first '@' (a '#' or
+		// '?' in the password is part of it), where Go's url.Parse refuses
+		// the URL: PGUSER and PGPASSWORD replaced the DSN's own.
+		{"url password with '#' wins", Postgres{DSN: "postgres://a:pa#x@h/db", User: "b", Password: "pb"}, "a", "pa#x"},
+		{"url password with '?' wins", Postgres{DSN: "postgres://a:pa?x@h/db?sslmode=disable", User: "b", Password: "pb"}, "a", "pa?x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +106,25 @@ func TestPostgresConnConfig(t *testing.T) {
 				t.Errorf("user/password = %q/%q, want %q/%q", cc.User, cc.Password, tt.wantUser, tt.wantPass)
 			}
 		})
+	}
+}
+
+// TestDSNPasswordWithAt: a URL whose password holds an unescaped '@'. libpq
+// and pgx end the userinfo at the first '@', so the rest of the password
+// became the host name: the run failed as transient (exit 3, "retry") with
+// "lookup secret42@127.0.0.1: no such host", the password's tail printed.
+// It is a configuration error that says to percent-encode it, and names no
+// part of the host.
+func TestDSNPasswordWithAt(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:hunter2@secret42@127.0.0.1:5432/db?sslmode=disable",
+		"postgresql://u:hunter2@secret42@127.0.0.1/db",
+		"postgres://u:hunter2@secret42@h1,h2/db",
+	} {
+		err := Postgres{DSN: dsn}.Validate()
+		if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "%40") || strings.Contains(err.Error(), "secret42") {
+			t.Errorf("Validate(%q) = %v (class %v), want a configuration error saying %%40 without the password", dsn, err, outcome.Classify(err))
+		}
 	}
 }
 

@@ -138,29 +138,18 @@
 //     POLL_SECONDS cut before some partition's end (the seed sets now() on
 //     every batch).
 //
-// # Checks, and the seed rule each implements
+// # Refusals
 //
-//	ErrTopicUnavailable        'Topic metadata is unavailable'
-//	ErrNoIDs                   'Broker must expose cluster and topic IDs' (no cluster id, all-zero topic id)
-//	ErrLocked                  'Another materializer holds this topic lock' (after waiting LockWait; transient, see below)
-//	ErrIDsChanged              'Cluster or topic ID changed; rebuild into an empty destination'
-//	ErrPartitionsChanged       'Partition set changed; rebuild into an empty destination'
-//	ErrValuesWithoutPositions  'Values exist without read positions; restore both together'
-//	ErrOffsetOutOfRange        'Partition p: saved offset is outside the retained log' (log start <= saved <= last stable offset)
-//	ErrTombstonesMayBeLost     changesink addition: delete.retention.ms passed with records unread (see above)
-//	ErrNullKey                 'Null Kafka key; the entire batch will roll back'
-//	ErrKeyNotUTF8, ErrKeyNUL   key.decode('utf-8'); psycopg refusing NUL in text
-//	ErrKeyTooLong              the seed's INSERT failing on a key the primary key index cannot hold
-//	ErrValueNotUTF8            value.decode('utf-8')
-//	ErrValueNotJSON            json.loads, and what jsonb refuses after it (see ValidateValue)
-//	ErrNonFinite               parse_constant=invalid_constant (NaN, Infinity), and numbers json.loads turns into inf
-//	ErrKeyMovedPartitions      'A key moved partitions; there is no cross-partition offset order'
-//	ErrTopicChanged            'Topic changed during this batch; no state was committed'
-//	ErrAheadOfPositions        check_saved_positions + stop_on_inconsistent_state (Verify)
-//
-// Every refusal is marked outcome.Refused (exit 1) and names the topic, and
-// the partition, offset and key where they apply, and what to do; bounds and
-// KAFKA_PROPERTIES errors are outcome.Config (exit 2); lost connections and
-// timeouts are outcome.Transient (exit 3). In every failure case nothing is
-// committed.
+// Every refusal is a sentinel in errors.go (ErrTopicUnavailable,
+// ErrNoIDs, ErrIDsChanged, ErrPartitionsChanged, ErrValuesWithoutPositions,
+// ErrBadPositions, ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey,
+// ErrKeyNotUTF8, ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8,
+// ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
+// ErrAheadOfPositions), marked outcome.Refused (exit 1); it names the
+// topic, and the partition, offset and key where they apply, and what to
+// do. A held lock (ErrLocked) and lost connections and timeouts are
+// outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES and PostgreSQL
+// set-up errors are outcome.Config (exit 2). In every failure case nothing
+// is committed. The seed rule each check keeps, and the tests that hold it,
+// are listed in docs/seed-rules.md.
 package kafkastate

@@ -8,7 +8,7 @@ import (
 
 // Sentinels for every refusal of the seed flow (and a few changesink adds).
 // Materialize and Verify wrap them (directly or through a typed error whose
-// Unwrap returns one of them) and mark the result with outcome.Refuse, so
+// Unwrap returns one of them) and mark the result with outcome.Refused.Mark, so
 // callers test errors.Is(err, ErrX) and outcome.Classify(err) ==
 // outcome.Refused. A refused run has changed no table.
 var (
@@ -72,6 +72,11 @@ var (
 	// PostgreSQL's jsonb or the seed's json.loads refuses (see
 	// ValidateValue). Seed: json.loads.
 	ErrValueNotJSON = errors.New("value is not valid json")
+	// ErrValueTooLarge: a value is valid JSON but too large for PostgreSQL
+	// jsonb (a string over 256 MB, a container whose jsonb form passes
+	// 256 MB or PostgreSQL's 1 GB allocation limit): the COPY of the batch
+	// refused it (the seed fails inside psycopg).
+	ErrValueTooLarge = errors.New("value is too large for postgresql jsonb")
 	// ErrNonFinite: a value holds NaN, Infinity or -Infinity, or a number
 	// too large for a float64 (which the seed's json.loads turns into
 	// inf). Seed: parse_constant=invalid_constant.
@@ -92,7 +97,7 @@ var (
 
 // RecordError is a refusal of one Kafka record: where it is and which rule it
 // breaks. It unwraps to one of ErrNullKey, ErrKeyNotUTF8, ErrKeyNUL, ErrKeyTooLong,
-// ErrValueNotUTF8, ErrValueNotJSON or ErrNonFinite.
+// ErrValueNotUTF8, ErrValueNotJSON, ErrValueTooLarge or ErrNonFinite.
 type RecordError struct {
 	Topic     string
 	Partition int32

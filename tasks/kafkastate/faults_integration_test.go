@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -67,19 +69,19 @@ func buildBinary(t testing.TB) string {
 func (e *env) binaryEnv(cfg Config, workDir string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "KAFKA_") || strings.HasPrefix(kv, "TOPIC=") {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "KAFKA_") || strings.HasPrefix(kv, EnvTopic+"=") {
 			continue
 		}
 		out = append(out, kv)
 	}
 	return append(out,
-		"TOPIC="+cfg.Topic,
-		fmt.Sprintf("MAX_RECORDS=%d", cfg.MaxRecords),
-		fmt.Sprintf("POLL_SECONDS=%d", cfg.PollSeconds),
-		"KAFKA_PROPERTIES="+cfg.KafkaProperties,
-		"PG_DSN="+cfg.Postgres.DSN,
-		"PGUSER="+cfg.Postgres.User,
-		"PGPASSWORD="+cfg.Postgres.Password,
+		EnvTopic+"="+cfg.Topic,
+		fmt.Sprintf("%s=%d", EnvMaxRecords, cfg.MaxRecords),
+		fmt.Sprintf("%s=%d", EnvPollSeconds, cfg.PollSeconds),
+		EnvKafkaProperties+"="+cfg.KafkaProperties,
+		EnvPGDSN+"="+cfg.Postgres.DSN,
+		EnvPGUser+"="+cfg.Postgres.User,
+		EnvPGPassword+"="+cfg.Postgres.Password,
 		"WORKING_DIR="+workDir,
 	)
 }
@@ -125,7 +127,7 @@ func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 	}
 	// An uninterrupted run into another database.
 	other := *e
-	other.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
+	other.pg = Postgres{DSN: testenv.CreateDatabase(t, e.adminPG, testenv.UniqueName(t, "ks_"), "")}
 	if _, err := Setup(testCtx(t, time.Minute), other.pg); err != nil {
 		t.Fatal(err)
 	}
@@ -222,23 +224,22 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 }
 
 // TestBrokerStoppedMidBatch: the broker becomes unreachable in the middle of
-// a fetch, through a proxy in front of its PROXIED listener that stops
+// a fetch, through a proxy in front of it that stops
 // after 256 KiB of responses, either closing every connection (a broker
 // that exits) or keeping them open and silent (a hung broker or a network
 // black hole): the run fails with a clear transient error within
 // POLL_SECONDS plus a bounded timeout, and nothing is committed.
 func TestBrokerStoppedMidBatch(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 3, nil)
 	produceMany(t, e.kcl, e.topic, 3, 30000)
 	for _, stall := range []bool{false, true} {
 		t.Run(map[bool]string{false: "connections closed", true: "connections hang"}[stall], func(t *testing.T) {
-			p := startProxy(t, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"], vars["CHANGESINK_TEST_KAFKA_PROXY_TARGET"], proxyOpts{cutAfter: 256 << 10, stall: stall})
+			p := startProxy(t, e.brokers, proxyOpts{cutAfter: 256 << 10, stall: stall})
 			defer p.Close()
 			cfg := e.config()
 			cfg.PollSeconds = 5
-			cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"])
+			cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, p.Addr())
 			_, err := e.run(t, cfg, hooks{})
 			end := time.Now()
 			cut := p.cutAt.Load()
@@ -268,8 +269,8 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 
 // TestTwoMaterializersAtOnce: while one materializer holds the topic (it is
 // paused before its end-of-batch check), a second one, the built binary,
-// exits 1 with the lock message and changes nothing; the first then
-// commits.
+// waits LockWait, then exits 3 (transient) with the lock message naming the
+// first one's backend and changes nothing; the first then commits.
 func TestTwoMaterializersAtOnce(t *testing.T) {
 	e := newEnv(t)
 	bin := buildBinary(t)
@@ -299,9 +300,10 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first materializer failed: %v", err)
 	}
-	if exitCode != 1 || !strings.Contains(second.String(), "another materializer holds this topic lock") ||
-		!strings.Contains(second.String(), `"error_class":"refused"`) {
-		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 1 with the lock message", exitCode, second.String())
+	if exitCode != 3 || !strings.Contains(second.String(), "another materializer holds this topic lock") ||
+		!strings.Contains(second.String(), `application \"changesink kafka-state\"`) ||
+		!strings.Contains(second.String(), `"error_class":"transient"`) {
+		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 3 with the lock message naming the holder", exitCode, second.String())
 	}
 	if res.Consumed != 2 || len(e.records(t)) != 2 {
 		t.Errorf("first materializer: %+v", res)
@@ -350,4 +352,99 @@ func TestSCRAM(t *testing.T) {
 			t.Error("tables changed")
 		}
 	})
+}
+
+// TestStopDuringCommit: Kestra's task timeout sends SIGTERM, which
+// cancels the run's context. Arriving while COMMIT was in flight, it made
+// the run report "postgresql: commit: context canceled" (transient: "nothing
+// was committed") while PostgreSQL had committed the batch. A run that
+// reports a failure must have committed nothing, and one that committed
+// must report it: once COMMIT is sent, the run waits for its answer.
+func TestStopDuringCommit(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
+	// A deferred constraint trigger makes COMMIT take a second, and lets
+	// a cancel request only cut it short, as when the COMMIT finishes on
+	// the server before pgx's cancel request (sent when the context ends)
+	// arrives.
+	e.exec(t, `CREATE FUNCTION kafka_state.breaker_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			BEGIN PERFORM pg_sleep(1); EXCEPTION WHEN query_canceled THEN NULL; END;
+			RETURN NULL;
+		END$$`)
+	e.exec(t, `CREATE CONSTRAINT TRIGGER breaker_slow AFTER INSERT OR UPDATE ON kafka_state.positions
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kafka_state.breaker_slow()`)
+	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	defer cancel()
+	h := hooks{beforeCommit: func() { time.AfterFunc(300*time.Millisecond, cancel) }}
+	dir := t.TempDir()
+	res, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, h)
+	waitForNoSession(t, e, 10*time.Second) // the server may still be committing
+	next, _, _ := e.positions(t)
+	committed := next != nil
+	switch {
+	case err != nil && committed:
+		t.Fatalf("the run failed (%v, class %v) but PostgreSQL committed the batch: positions %v, %d records",
+			err, outcome.Classify(err), next, len(e.records(t)))
+	case err == nil && !committed:
+		t.Fatalf("the run succeeded (%+v) but nothing was committed", res)
+	case err != nil:
+		t.Fatalf("the stop came after COMMIT was sent; the run must wait for it and succeed, got %v", err)
+	}
+	if res.Consumed != 2 || next["0"] != 2 {
+		t.Fatalf("result %+v, positions %v; want 2 records, next offset 2", res, next)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err != nil {
+		t.Fatalf("committed batch without %s: %v", ReportFile, err)
+	}
+}
+
+// TestStopBeforeCommit: a stop that arrives before COMMIT is sent
+// ends the run with nothing committed.
+func TestStopBeforeCommit(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	defer cancel()
+	_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, hooks{beforeCommit: cancel})
+	if err == nil || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("err = %v (class %v), want a transient error", err, outcome.Classify(err))
+	}
+	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
+		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
+	}
+}
+
+// TestIdleInTransactionTimeout: the server ends a session idle in its
+// transaction longer than idle_in_transaction_session_timeout; a batch is
+// idle in its transaction while it asks Kafka (the offsets, the end-of-batch
+// topic check: up to 15 s against a slow broker; the hook stands for that).
+// PostgreSQL's FATAL 25P03 was an internal error (exit 4, "please report
+// it"); the session is gone and nothing was committed, so it is transient
+// (exit 3), and the re-run converges.
+func TestIdleInTransactionTimeout(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET idle_in_transaction_session_timeout = '200ms'`)
+	before := e.snapshot(t)
+	_, err = e.run(t, e.config(), hooks{beforeRecheck: func(context.Context) error {
+		time.Sleep(time.Second) // idle in the transaction, as during a slow Kafka request
+		return nil
+	}})
+	if err == nil || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("err = %v (class %v), want transient", err, outcome.Classify(err))
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatal("a run whose session the server ended committed something")
+	}
+	if res := e.mustRun(t); res.Consumed != 2 {
+		t.Errorf("re-run consumed %d, want 2", res.Consumed)
+	}
 }

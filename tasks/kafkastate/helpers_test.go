@@ -7,11 +7,8 @@ package kafkastate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,23 +32,6 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
-
-// uniqueName makes a topic or database name from the test name.
-func uniqueName(t testing.TB) string {
-	base := unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "_")
-	if len(base) > 40 {
-		base = base[len(base)-40:]
-	}
-	return strings.Trim("ks_"+base+"_"+randomHex(4), "_")
-}
-
 // env is one test's services: a broker, a fresh database with schema
 // kafka_state, and a topic name.
 type env struct {
@@ -67,52 +47,25 @@ type env struct {
 // clients; the topic is created by createTopic.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
-	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
-	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
-	ctx := testCtx(t, time.Minute)
-	if _, err := Setup(ctx, e.pg); err != nil {
+	e := newBareEnv(t)
+	if _, err := Setup(testCtx(t, time.Minute), e.pg); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
+	return e
+}
+
+// newBareEnv is newEnv without Setup: the database is empty.
+func newBareEnv(t *testing.T) *env {
+	t.Helper()
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
+	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: testenv.UniqueName(t, "ks_")}
+	e.pg = Postgres{DSN: testenv.CreateDatabase(t, e.adminPG, testenv.UniqueName(t, "ks_"), "")}
 	e.kcl = newProducer(t, e.brokers)
 	e.adm = newAdmin(e.kcl)
 	return e
 }
 
 func newAdmin(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
-
-// createDatabase creates database name from the admin DSN and returns its
-// DSN; the database is dropped when the test ends.
-func createDatabase(t testing.TB, adminDSN, name string) string {
-	t.Helper()
-	ctx := testCtx(t, time.Minute)
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		t.Fatalf("connect %s: %v", adminDSN, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, adminDSN)
-		if err != nil {
-			t.Logf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	cfg, err := pgx.ParseConfig(adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Replace(adminDSN, "/"+cfg.Database+"?", "/"+name+"?", 1)
-}
 
 func newProducer(t testing.TB, brokers string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
@@ -215,7 +168,7 @@ func produce(t testing.TB, cl *kgo.Client, topic string, recs ...rec) []int64 {
 func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) []int64 {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
-	cl := newProducer(t, brokers, kgo.TransactionalID("tx-"+randomHex(6)))
+	cl := newProducer(t, brokers, kgo.TransactionalID("tx-"+testenv.RandomHex(6)))
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func newClient(props Properties) (*kgo.Client, error) {
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("kafka client: %w", err))
+		return nil, outcome.Config.Mark(fmt.Errorf("kafka client: %w", err))
 	}
 	return cl, nil
 }
@@ -64,10 +64,10 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 	var handshakeEOF *tlsHandshakeEOF
 	switch {
 	case errors.As(err, &handshakeEOF):
-		return outcome.Configure(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
+		return outcome.Config.Mark(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
 			"KAFKA_PROPERTIES, SSL or SASL_SSL only for a TLS listener, and the port in bootstrap.servers)", wrapped))
 	case outcome.TLSFailure(err):
-		return outcome.Configure(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
+		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
 			"security.protocol is SSL or SASL_SSL only for a TLS listener (and the port is that listener's); that "+
 			"ssl.ca.location or ssl.ca.pem holds the CA that signed the broker's certificate, or, when neither is set, that "+
 			"the system trust store does; that the broker's certificate names the host in bootstrap.servers; and, "+
@@ -75,9 +75,9 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
 		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outcome.Configure(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
+		return outcome.Config.Mark(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
 	}
-	return outcome.Transiently(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
+	return outcome.Transient.Mark(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
 }
 
 // describeTopic sends a Metadata request for the topic straight to a broker
@@ -107,24 +107,24 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		}
 	}
 	if t == nil {
-		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: the broker did not describe it; check TOPIC", topic, ErrTopicUnavailable))
+		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: the broker did not describe it; check TOPIC", topic, ErrTopicUnavailable))
 	}
 	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
 		hint := "check TOPIC and the client's ACLs"
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
 			hint = "the topic does not exist; create it (cleanup.policy=compact) or fix TOPIC"
 		}
-		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; %s", topic, ErrTopicUnavailable, err, hint))
+		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; %s", topic, ErrTopicUnavailable, err, hint))
 	}
 	if len(t.Partitions) == 0 {
-		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w: it has no partitions; check TOPIC and the topic's state on the broker", topic, ErrTopicUnavailable))
+		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: it has no partitions; check TOPIC and the topic's state on the broker", topic, ErrTopicUnavailable))
 	}
 	m := topicMeta{topicID: t.TopicID, leaders: map[int32]int32{}}
 	if resp.ClusterID != nil {
 		m.clusterID = *resp.ClusterID
 	}
 	if m.clusterID == "" || m.topicIDText() == zeroTopicID {
-		return topicMeta{}, outcome.Refuse(fmt.Errorf("topic %q: %w (cluster id %q, topic id %s): use Kafka 2.8 or newer",
+		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w (cluster id %q, topic id %s): use Kafka 2.8 or newer",
 			topic, ErrNoIDs, m.clusterID, m.topicIDText()))
 	}
 	for _, p := range t.Partitions {
@@ -167,19 +167,19 @@ func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (reten
 		return retention{}, kafkaRequestErr(err, "kafka describe configs of topic %q", topic)
 	}
 	if len(resp.Resources) != 1 {
-		return retention{}, outcome.Transiently(fmt.Errorf("kafka describe configs of topic %q: %d resources in the answer, want 1; retry", topic, len(resp.Resources)))
+		return retention{}, outcome.Transient.Mark(fmt.Errorf("kafka describe configs of topic %q: %d resources in the answer, want 1; retry", topic, len(resp.Resources)))
 	}
 	r := resp.Resources[0]
 	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 		switch {
 		case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-			return retention{}, outcome.Configure(fmt.Errorf("topic %q: kafka describe configs: %w; grant the client DESCRIBE_CONFIGS on the topic "+
+			return retention{}, outcome.Config.Mark(fmt.Errorf("topic %q: kafka describe configs: %w; grant the client DESCRIBE_CONFIGS on the topic "+
 				"(changesink reads cleanup.policy and delete.retention.ms to know how long tombstones stay)", topic, err))
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			return retention{}, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; check TOPIC", topic, ErrTopicUnavailable, err))
+			return retention{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; check TOPIC", topic, ErrTopicUnavailable, err))
 		}
 		if kerr.IsRetriable(err) {
-			return retention{}, outcome.Transiently(fmt.Errorf("topic %q: kafka describe configs: %w; retry", topic, err))
+			return retention{}, outcome.Transient.Mark(fmt.Errorf("topic %q: kafka describe configs: %w; retry", topic, err))
 		}
 		return retention{}, fmt.Errorf("topic %q: kafka describe configs: %w", topic, err)
 	}
@@ -228,7 +228,7 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 	for _, p := range m.partitions {
 		leader := m.leaders[p]
 		if leader < 0 {
-			return nil, outcome.Transiently(fmt.Errorf("topic %q partition %d has no leader; retry when the cluster has elected one", topic, p))
+			return nil, outcome.Transient.Mark(fmt.Errorf("topic %q partition %d has no leader; retry when the cluster has elected one", topic, p))
 		}
 		byLeader[leader] = append(byLeader[leader], p)
 	}
@@ -268,7 +268,7 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 	}
 	for _, p := range m.partitions {
 		if _, ok := out[p]; !ok {
-			return nil, outcome.Transiently(fmt.Errorf("kafka list offsets: no answer for topic %q partition %d", topic, p))
+			return nil, outcome.Transient.Mark(fmt.Errorf("kafka list offsets: no answer for topic %q partition %d", topic, p))
 		}
 	}
 	return out, nil
@@ -281,14 +281,14 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 func partitionErr(topic string, p int32, offset int64, err error) error {
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID), errors.Is(err, kerr.InconsistentTopicID):
-		return outcome.Refuse(fmt.Errorf("topic %q partition %d: %w: %v; nothing was committed; if the topic was recreated, rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q partition %d: %w: %v; nothing was committed; if the topic was recreated, rebuild into an empty destination",
 			topic, p, ErrTopicChanged, err))
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		return outcome.Refuse(&OffsetError{Topic: topic, Partition: p, Saved: offset, LogStart: -1, End: -1})
+		return outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: offset, LogStart: -1, End: -1})
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outcome.Configure(fmt.Errorf("topic %q partition %d: %w; grant READ and DESCRIBE on the topic", topic, p, err))
+		return outcome.Config.Mark(fmt.Errorf("topic %q partition %d: %w; grant READ and DESCRIBE on the topic", topic, p, err))
 	case kerr.IsRetriable(err):
-		return outcome.Transiently(fmt.Errorf("topic %q partition %d: %w; retry", topic, p, err))
+		return outcome.Transient.Mark(fmt.Errorf("topic %q partition %d: %w; retry", topic, p, err))
 	}
 	return fmt.Errorf("topic %q partition %d: %w", topic, p, err)
 }

@@ -41,7 +41,7 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return outcome.Transiently(fmt.Errorf("topic %q: stopped while waiting for the topic lock: %w", topic, ctx.Err()))
+			return outcome.Transient.Mark(fmt.Errorf("topic %q: stopped while waiting for the topic lock: %w", topic, ctx.Err()))
 		case <-time.After(lockPoll):
 		}
 	}
@@ -60,7 +60,7 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
-	return outcome.Transiently(fmt.Errorf("topic %q: %w (advisory lock %q) after waiting %s: held by %s; "+
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w (advisory lock %q) after waiting %s: held by %s; "+
 		"another run of this topic is in progress (changesink or the seed flow's script), or a killed run whose session "+
 		"PostgreSQL has not closed yet; nothing was changed: retry (a Kestra retry on error_class transient does it)%s",
 		topic, ErrLocked, key, LockWait, holder, remedy))

@@ -9,11 +9,13 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -113,7 +115,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// anything changes, whether the working directory takes it.
 	report, err := dir.Create(ReportFile)
 	if err != nil {
-		return nil, outcome.Configure(fmt.Errorf("WORKING_DIR: %w; use a writable working directory (nothing was done)", err))
+		return nil, outcome.Config.Mark(fmt.Errorf("WORKING_DIR: %w; use a writable working directory (nothing was done)", err))
 	}
 	defer report.Abort()
 	started := time.Now()
@@ -148,6 +150,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := requireUTF8(conn); err != nil {
+		return nil, err
+	}
 	tx, err := begin(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -206,7 +211,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			start = saved[p]
 		}
 		if start < w.logStart || start > w.lso {
-			return nil, outcome.Refuse(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
+			return nil, outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
 		}
 		starts[p] = start
 		states[p] = &partState{partition: p, next: start, done: start >= w.lso, atEnd: start >= w.lso, end: w.lso}
@@ -216,7 +221,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		}
 	}
 	if err := rule.beforeRead(lagging); err != nil {
-		return nil, outcome.Refuse(err)
+		return nil, outcome.Refused.Mark(err)
 	}
 
 	ph.mark("offsets")
@@ -255,6 +260,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, fetchErr
 	}
 	if copyErr != nil {
+		if err := src.tooLarge(topic, copyErr); err != nil {
+			return nil, err
+		}
 		return nil, pgErr(ctx, copyErr, "copy the batch into the staging table")
 	}
 	if fetchErr != nil { // cancelled from outside
@@ -278,7 +286,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		h.afterFetch()
 	}
 	if err := rule.afterRead(advanced, lagged); err != nil {
-		return nil, outcome.Refuse(err)
+		return nil, outcome.Refused.Mark(err)
 	}
 
 	// 5. Moved keys, then the merge.
@@ -353,7 +361,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// rename is left: a full disk fails the run before anything is committed.
 	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live}
 	if err := res.stageReport(report); err != nil {
-		return nil, outcome.Transiently(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in WORKING_DIR and re-run: %w", topic, ReportFile, err))
+		return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in WORKING_DIR and re-run: %w", topic, ReportFile, err))
 	}
 	if h.beforeCommit != nil {
 		h.beforeCommit()
@@ -419,20 +427,20 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 		if err != nil {
 			return nil, err
 		}
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions; restore both together (from one backup) or delete the topic's records to rebuild",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions; restore both together (from one backup) or delete the topic's records to rebuild",
 			topic, ErrValuesWithoutPositions))
 	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "read kafka_state.positions")
 	}
 	if clusterID != meta.clusterID || topicID != meta.topicIDText() {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q; "+
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q; "+
 			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions)",
 			topic, ErrIDsChanged, clusterID, topicID, meta.clusterID, meta.topicIDText()))
 	}
 	saved, err := parsePositions(raw)
 	if err != nil {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
 	}
 	savedKeys := make([]string, 0, len(saved))
 	for k := range saved {
@@ -445,7 +453,7 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 	slices.Sort(savedKeys)
 	slices.Sort(want)
 	if !slices.Equal(savedKeys, want) {
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]; rebuild into an empty destination",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]; rebuild into an empty destination",
 			topic, ErrPartitionsChanged, strings.Join(savedKeys, " "), strings.Join(want, " ")))
 	}
 	out := make(Offsets, len(saved))
@@ -496,7 +504,7 @@ func keyTooLong(topic string, partitions []int32, states map[int32]*partState, p
 			at = st
 		}
 	}
-	return outcome.Refuse(&RecordError{Topic: topic, Partition: at.partition, Offset: at.longestKeyAt, Key: []byte(at.longestKey), Err: ErrKeyTooLong,
+	return outcome.Refused.Mark(&RecordError{Topic: topic, Partition: at.partition, Offset: at.longestKeyAt, Key: []byte(at.longestKey), Err: ErrKeyTooLong,
 		Detail: fmt.Sprintf("%d bytes, the longest key of the batch; PostgreSQL: %s", len(at.longestKey), pe.Message)})
 }
 
@@ -528,9 +536,9 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		return nil
 	case err == nil:
 		return nil
-	case errors.As(err, &pe) && pe.Code == "54000": // program_limit_exceeded: an index row too large
+	case errors.As(err, &pe) && pe.Code == pgerrcode.ProgramLimitExceeded: // an index row too large
 		return keyTooLong(topic, partitions, states, pe)
-	case useMerge && errors.As(err, &pe) && pe.Code == "23502" && pe.ColumnName == "record_key":
+	case useMerge && errors.As(err, &pe) && pe.Code == pgerrcode.NotNullViolation && pe.ColumnName == "record_key":
 		rctx, cancel := context.WithTimeout(ctx, pgTimeout)
 		rerr := db.Rollback(rctx) // ROLLBACK TO SAVEPOINT
 		cancel()
@@ -559,7 +567,7 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 	if err != nil {
 		return pgErr(ctx, err, "check for keys that moved partitions")
 	}
-	return outcome.Refuse(&e)
+	return outcome.Refused.Mark(&e)
 }
 
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id
@@ -567,24 +575,26 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topicMeta) error {
 	now, err := describeTopic(ctx, cl, topic)
 	if errors.Is(err, ErrTopicUnavailable) || errors.Is(err, ErrNoIDs) {
-		return outcome.Refuse(fmt.Errorf("topic %q: %w: %v; no state was committed", topic, ErrTopicChanged, err))
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; no state was committed", topic, ErrTopicChanged, err))
 	}
 	if err != nil {
 		return err
 	}
 	if now.topicID != before.topicID {
-		return outcome.Refuse(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed; rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed; rebuild into an empty destination",
 			topic, ErrTopicChanged, before.topicIDText(), now.topicIDText()))
 	}
 	if !slices.Equal(now.partitions, before.partitions) {
-		return outcome.Refuse(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed; rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed; rebuild into an empty destination",
 			topic, ErrTopicChanged, len(before.partitions), len(now.partitions)))
 	}
 	return nil
 }
 
 // rowSource feeds COPY from the fetcher's channel; COPY ends when the
-// fetcher closes it, and fails with the fetcher's error if it has one.
+// fetcher closes it, and fails with the fetcher's error if it has one. It
+// notes where each large value went (see largeValue), so that a value
+// PostgreSQL cannot store as jsonb is refused naming its record.
 type rowSource struct {
 	ctx      context.Context
 	ch       <-chan []row
@@ -594,6 +604,68 @@ type rowSource struct {
 	fetchErr func() error
 	hook     func(context.Context)
 	rows     int
+	large    []largeRow
+}
+
+// largeValue is the value size from which rowSource notes a row. jsonb
+// refuses only far larger values (a string over 256 MB; a container whose
+// jsonb form passes 256 MB, or whose parse passes PostgreSQL's 1 GB
+// allocation limit: an array of 30 million zeros, 60 MB, does), so the
+// notes stay few.
+const largeValue = 1 << 20
+
+// largeRow is a noted row: its COPY line (1-based) and its record.
+type largeRow struct {
+	line      int
+	partition int32
+	offset    int64
+	key       []byte // at most maxQuotedKey bytes (what a message shows)
+	keyLen    int
+	size      int
+}
+
+// copyLine matches the COPY's line in a PostgreSQL error's context.
+var copyLine = regexp.MustCompile(`^COPY ` + stagingTable + `, line ([0-9]+), column payload`)
+
+// valueTooLarge reports a COPY error that says a value cannot be held by
+// jsonb: program_limit_exceeded (54000: "string too long to represent as
+// jsonb string", "total size of jsonb ... exceeds the maximum"), or an
+// allocation past PostgreSQL's 1 GB limit while parsing it (XX000 "invalid
+// memory alloc request size"), and the COPY line it happened on.
+func valueTooLarge(err error) (pe *pgconn.PgError, line int, ok bool) {
+	if !errors.As(err, &pe) {
+		return nil, 0, false
+	}
+	if pe.Code != pgerrcode.ProgramLimitExceeded &&
+		(pe.Code != pgerrcode.InternalError || !strings.HasPrefix(pe.Message, "invalid memory alloc request size")) {
+		return nil, 0, false
+	}
+	m := copyLine.FindStringSubmatch(pe.Where)
+	if m == nil {
+		return nil, 0, false
+	}
+	line, err = strconv.Atoi(m[1])
+	return pe, line, err == nil
+}
+
+// tooLarge returns the refusal for a COPY error that says a noted value
+// is too large for jsonb (ErrValueTooLarge, naming the record), or nil.
+func (s *rowSource) tooLarge(topic string, copyErr error) error {
+	pe, line, ok := valueTooLarge(copyErr)
+	if !ok {
+		return nil
+	}
+	for _, r := range s.large {
+		if r.line != line {
+			continue
+		}
+		detail := fmt.Sprintf("%d bytes; PostgreSQL: %s", r.size, pe.Message)
+		if r.keyLen > len(r.key) {
+			detail += fmt.Sprintf("; the key is %d bytes long", r.keyLen)
+		}
+		return outcome.Refused.Mark(&RecordError{Topic: topic, Partition: r.partition, Offset: r.offset, Key: r.key, Err: ErrValueTooLarge, Detail: detail})
+	}
+	return nil
 }
 
 func (s *rowSource) Next() bool {
@@ -610,6 +682,10 @@ func (s *rowSource) Next() bool {
 	}
 	s.i++
 	s.rows++
+	if r := &s.cur[s.i-1]; len(r.value) >= largeValue {
+		key := []byte(r.key[:min(len(r.key), maxQuotedKey)])
+		s.large = append(s.large, largeRow{line: s.rows, partition: r.partition, offset: r.offset, key: key, keyLen: len(r.key), size: len(r.value)})
+	}
 	return true
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
 )
 
 // TestMaterializeBatch: a first batch over three partitions stores every
@@ -114,3 +115,45 @@ func describeStored(m map[string]stored) string {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestUnwritableWorkingDir: with a working directory the report
+// cannot be written into, the run committed the batch and then failed as
+// transient ("nothing was committed", exit 3), losing the batch's outputs.
+// It must find out before it changes anything: a configuration error
+// naming WORKING_DIR, and nothing committed.
+func TestUnwritableWorkingDir(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	before := e.snapshot(t)
+	missing := filepath.Join(t.TempDir(), "gone")
+	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: missing}, nil, hooks{})
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "WORKING_DIR") {
+		t.Fatalf("err = %v (class %v), want a configuration error naming WORKING_DIR", err, outcome.Classify(err))
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestReportNameTakenByADirectory: a directory named batch-report.json in
+// the working directory. The early check only created the temporary file,
+// so the batch committed and then the rename failed: exit 4 for a
+// committed batch. It is a configuration error before anything changes.
+func TestReportNameTakenByADirectory(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	before := e.snapshot(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ReportFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: dir}, nil, hooks{})
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "WORKING_DIR") || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("err = %v (class %v), want a configuration error naming WORKING_DIR and the directory", err, outcome.Classify(err))
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,23 +24,35 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cc)
 	if err != nil {
-		// pgconn's connect errors name host, port, user and database, never
-		// the password. Authentication failures (SQLSTATE class 28), a
-		// missing database (3D000) and a refused certificate are
-		// configuration errors.
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
-			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
-		}
-		if outcome.TLSFailure(err) {
-			return nil, outcome.Configure(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
-				"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
-				"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
-				"certificate holds)", err))
-		}
-		return nil, pgErr(ctx, err, "connect")
+		return nil, connectErr(ctx, err)
 	}
 	return conn, nil
+}
+
+// connectErr classifies a failed connect. pgconn's connect errors name host,
+// port, user and database, never the password. Authentication failures
+// (SQLSTATE class 28), a missing database and a refused certificate are
+// configuration errors; the rest is as pgErr says.
+func connectErr(ctx context.Context, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) || pe.Code == pgerrcode.InvalidCatalogName) {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+	}
+	// pgx's untyped error for a server that answered the TLS request with
+	// 'N' (ssl = off) under sslmode=require, verify-ca or verify-full:
+	// no retry makes it offer TLS.
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the server does not offer TLS, and the sslmode in PG_DSN "+
+			"(require, verify-ca or verify-full) requires it: enable ssl on the server, or point PG_DSN at one that offers TLS; "+
+			"sslmode=disable or prefer only on a network you trust)", err))
+	}
+	if outcome.TLSFailure(err) {
+		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
+			"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
+			"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
+			"certificate holds)", err))
+	}
+	return pgErr(ctx, err, "connect")
 }
 
 // open parses p (PG_DSN with PGUSER and PGPASSWORD) and connects, for the
@@ -51,6 +64,22 @@ func (p Postgres) open(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	return connect(ctx, cc)
+}
+
+// requireUTF8 refuses a database whose encoding is not UTF8, as a
+// configuration error: keys reach it through a binary COPY, which
+// PostgreSQL stores without converting them (in a LATIN1 database "café"
+// would become "cafÃ©", another key than the seed's), and values holding
+// text the encoding lacks fail. setup and materialize check it; verify
+// compares offsets only.
+func requireUTF8(conn *pgx.Conn) error {
+	enc := conn.PgConn().ParameterStatus("server_encoding")
+	if enc == "UTF8" {
+		return nil
+	}
+	db := conn.Config().Database
+	return outcome.Config.Mark(fmt.Errorf("postgresql: database %q has encoding %s; kafka-state stores UTF-8 keys and values and needs a UTF8 database: "+
+		"point PG_DSN at one (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0); nothing was changed", db, enc))
 }
 
 func closeConn(conn *pgx.Conn) {
@@ -96,26 +125,30 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 }
 
 // pgErr wraps a PostgreSQL error with what was being done. A statement
-// timeout (57014 after statement_timeout) is transient like a lost
-// connection; a missing schema or table (42P01, 3F000: setup never ran in
-// this database), missing privileges (42501) and a read-only server or
-// database (25006) are configuration errors;
-// outcome.Classify handles the rest by SQLSTATE.
+// timeout (query_canceled after statement_timeout) is transient like a lost
+// connection; a missing schema or table (setup never ran in this database),
+// missing privileges and a read-only server or database are configuration
+// errors; outcome.Classify handles the rest by SQLSTATE.
 func pgErr(ctx context.Context, err error, what string) error {
 	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return wrapped
 	}
-	switch {
-	case pe.Code == "57014" && ctx.Err() == nil:
-		return outcome.Transiently(wrapped)
-	case pe.Code == "42P01" || pe.Code == "3F000":
-		return outcome.Configure(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
-	case pe.Code == "25006":
-		return outcome.Configure(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
-	case pe.Code == "42501":
-		return outcome.Configure(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
+	switch pe.Code {
+	case pgerrcode.QueryCanceled:
+		if ctx.Err() == nil { // statement_timeout, not a stop
+			return outcome.Transient.Mark(wrapped)
+		}
+	case pgerrcode.IdleInTransactionSessionTimeout:
+		return outcome.Transient.Mark(fmt.Errorf("%w (the server ended the session while the batch waited for Kafka; nothing was committed: "+
+			"retry, and if it recurs raise idle_in_transaction_session_timeout for the PG_DSN role above 30 s)", wrapped))
+	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
+		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
+	case pgerrcode.ReadOnlySQLTransaction:
+		return outcome.Config.Mark(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
+	case pgerrcode.InsufficientPrivilege:
+		return outcome.Config.Mark(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
 			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
 	}
 	return wrapped

@@ -96,7 +96,7 @@ var sslProperties = []string{
 }
 
 func propErr(format string, args ...any) error {
-	return outcome.Configure(fmt.Errorf("KAFKA_PROPERTIES: "+format, args...))
+	return outcome.Config.Mark(fmt.Errorf("KAFKA_PROPERTIES: "+format, args...))
 }
 
 // ParseProperties parses KAFKA_PROPERTIES, a JSON object of string values
@@ -520,11 +520,12 @@ func (p Properties) loadKeyPair() (tls.Certificate, error) {
 		return tls.Certificate{}, propErr("%s: an encrypted PKCS#8 key, which changesink cannot decrypt; "+
 			"store it decrypted (openssl pkcs8 -in key.pem -out plain.pem) in a secret, or re-encrypt it as legacy PEM (openssl ec|rsa -aes256)", keyName)
 	//lint:ignore SA1019 legacy encrypted PEM is what librdkafka's ssl.key.password decrypts; the weakness is the format's.
-	case x509.IsEncryptedPEMBlock(block): //nolint:staticcheck
+	case x509.IsEncryptedPEMBlock(block):
 		if p.KeyPassword == "" {
 			return tls.Certificate{}, propErr("%s: the key is encrypted; set ssl.key.password", keyName)
 		}
-		der, err := x509.DecryptPEMBlock(block, []byte(p.KeyPassword)) //nolint:staticcheck // see above
+		//lint:ignore SA1019 as above: the operator chose the legacy format, and the seed's librdkafka reads it too.
+		der, err := x509.DecryptPEMBlock(block, []byte(p.KeyPassword))
 		if err != nil {
 			return tls.Certificate{}, propErr("%s: cannot decrypt the key with ssl.key.password (wrong password?)", keyName)
 		}

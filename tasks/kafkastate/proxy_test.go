@@ -4,12 +4,15 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // proxyOpts shape a kafkaProxy.
@@ -27,93 +30,38 @@ type proxyOpts struct {
 	stall bool
 }
 
-// kafkaProxy is a TCP proxy between changesink and the broker's PROXIED
-// listener (which advertises the proxy's address, so every connection goes
-// through it). It parses Kafka frames only to apply opts.
+// kafkaProxy is a testenv.Proxy in front of the test broker that speaks
+// enough Kafka to stay in the path: every Metadata response names the
+// proxy as the broker, so the client's every connection goes through it.
+// It parses frames only for that and to apply opts.
 type kafkaProxy struct {
-	t      testing.TB
-	ln     net.Listener
-	target string
+	*testenv.Proxy
 	opts   proxyOpts
-
-	mu     sync.Mutex
-	conns  []net.Conn
-	closed bool
-	done   chan struct{} // closed by Close
 	served atomic.Int64
 	cutAt  atomic.Int64 // unix nanos when cutAfter closed the proxy
 }
 
-func startProxy(t testing.TB, listen, target string, opts proxyOpts) *kafkaProxy {
+// startProxy starts a kafkaProxy to the broker at broker (host:port); give
+// the client its Addr as bootstrap.servers.
+func startProxy(t testing.TB, broker string, opts proxyOpts) *kafkaProxy {
 	t.Helper()
-	var ln net.Listener
-	var err error
-	for i := 0; i < 50; i++ { // the previous test's proxy may still be releasing the port
-		if ln, err = net.Listen("tcp", listen); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("proxy listen %s: %v", listen, err)
-	}
-	p := &kafkaProxy{t: t, ln: ln, target: target, opts: opts, done: make(chan struct{})}
-	t.Cleanup(p.Close)
-	go p.accept()
-	return p
+	kp := &kafkaProxy{opts: opts}
+	kp.Proxy = testenv.StartProxy(t, broker, testenv.ProxyOptions{Conn: kp.conn})
+	return kp
 }
 
-func (p *kafkaProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		if !p.track(c, s) {
-			return
-		}
-		versions := &sync.Map{} // correlation id → ApiVersions request version
-		go p.pipe(c, s, versions, true)
-		go p.pipe(s, c, versions, false)
-	}
-}
+// request is what a response's rewrite needs to know of its request.
+type request struct{ key, version int16 }
 
-func (p *kafkaProxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range conns {
-			c.Close()
-		}
-		return false
-	}
-	p.conns = append(p.conns, conns...)
-	return true
-}
-
-// Close stops the proxy: listener and every connection.
-func (p *kafkaProxy) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.closed = true
-	close(p.done)
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
+func (p *kafkaProxy) conn(px *testenv.Proxy, client, broker net.Conn) {
+	requests := &sync.Map{} // correlation id → request
+	go p.pipe(px, client, broker, requests, true)
+	go p.pipe(px, broker, client, requests, false)
 }
 
 // pipe copies frames from src to dst. toBroker frames are requests (their
-// ApiVersions correlation ids are noted); the others are responses.
-func (p *kafkaProxy) pipe(src, dst net.Conn, versions *sync.Map, toBroker bool) {
+// correlation ids are noted); the others are responses.
+func (p *kafkaProxy) pipe(px *testenv.Proxy, src, dst net.Conn, requests *sync.Map, toBroker bool) {
 	defer src.Close()
 	defer dst.Close()
 	var size [4]byte
@@ -125,13 +73,13 @@ func (p *kafkaProxy) pipe(src, dst net.Conn, versions *sync.Map, toBroker bool) 
 		if _, err := io.ReadFull(src, frame); err != nil {
 			return
 		}
-		if toBroker && len(frame) >= 8 && int16(binary.BigEndian.Uint16(frame)) == 18 { // ApiVersions
-			versions.Store(int32(binary.BigEndian.Uint32(frame[4:])), int16(binary.BigEndian.Uint16(frame[2:])))
+		if toBroker && len(frame) >= 8 {
+			requests.Store(int32(binary.BigEndian.Uint32(frame[4:])),
+				request{key: int16(binary.BigEndian.Uint16(frame)), version: int16(binary.BigEndian.Uint16(frame[2:]))})
 		}
-		if !toBroker && p.opts.capMetadata > 0 && len(frame) >= 4 {
-			corr := int32(binary.BigEndian.Uint32(frame))
-			if v, ok := versions.LoadAndDelete(corr); ok {
-				frame = capMetadata(frame, v.(int16), p.opts.capMetadata)
+		if !toBroker && len(frame) >= 4 {
+			if r, ok := requests.LoadAndDelete(int32(binary.BigEndian.Uint32(frame))); ok {
+				frame = p.rewrite(px, frame, r.(request))
 			}
 		}
 		binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
@@ -142,11 +90,11 @@ func (p *kafkaProxy) pipe(src, dst net.Conn, versions *sync.Map, toBroker bool) 
 				_, _ = dst.Write(out[:max(left, 0)])
 				p.cutAt.CompareAndSwap(0, time.Now().UnixNano())
 				if p.opts.stall {
-					p.ln.Close() // no new connections either
-					<-p.done     // this connection stays open and silent until Close
+					px.StopAccepting() // no new connections either
+					<-px.Done()        // this connection stays open and silent until Close
 					return
 				}
-				p.Close()
+				px.Close()
 				return
 			}
 		}
@@ -154,6 +102,18 @@ func (p *kafkaProxy) pipe(src, dst net.Conn, versions *sync.Map, toBroker bool) 
 			return
 		}
 	}
+}
+
+// rewrite applies capMetadata to an ApiVersions response and puts the
+// proxy's address into a Metadata response.
+func (p *kafkaProxy) rewrite(px *testenv.Proxy, frame []byte, r request) []byte {
+	switch {
+	case r.key == 18 && p.opts.capMetadata > 0: // ApiVersions
+		return capMetadata(frame, r.version, p.opts.capMetadata)
+	case r.key == 3: // Metadata
+		return advertise(frame, r.version, px.Addr())
+	}
+	return frame
 }
 
 // capMetadata rewrites an ApiVersions response frame (correlation id, then
@@ -170,4 +130,58 @@ func capMetadata(frame []byte, version, max int16) []byte {
 		}
 	}
 	return resp.AppendTo(append([]byte(nil), frame[:4]...))
+}
+
+// advertise rewrites a Metadata response frame so that every broker is at
+// addr (the proxy). A flexible version's response header has tagged fields
+// after the correlation id. Frames it cannot decode pass unchanged.
+func advertise(frame []byte, version int16, addr string) []byte {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return frame
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return frame
+	}
+	resp := kmsg.MetadataResponse{Version: version}
+	body := frame[4:]
+	if resp.IsFlexible() {
+		if body = skipTags(body); body == nil {
+			return frame
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return frame
+	}
+	for i := range resp.Brokers {
+		resp.Brokers[i].Host, resp.Brokers[i].Port = host, int32(port)
+	}
+	out := append([]byte(nil), frame[:4]...)
+	if resp.IsFlexible() {
+		out = append(out, 0) // no header tags
+	}
+	return resp.AppendTo(out)
+}
+
+// skipTags returns b after a tagged-field section (a count, then tag,
+// size and data per field), or nil when it is malformed.
+func skipTags(b []byte) []byte {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil
+	}
+	b = b[w:]
+	for ; n > 0; n-- {
+		if _, w = binary.Uvarint(b); w <= 0 {
+			return nil
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < size {
+			return nil
+		}
+		b = b[w+int(size):]
+	}
+	return b
 }

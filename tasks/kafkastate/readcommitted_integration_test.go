@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/changesink/changesink/internal/kafkatest"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // produceAbortedMix writes, on partitions 0 and 1: a committed transaction,
@@ -362,7 +363,7 @@ func TestFullyReadTopicReturnsAtOnce(t *testing.T) {
 
 	// An open transaction on partition 1: its end (LSO) stays before it.
 	ctx := testCtx(t, time.Minute)
-	txc := newProducer(t, e.brokers, kgo.TransactionalID("open-"+randomHex(6)))
+	txc := newProducer(t, e.brokers, kgo.TransactionalID("open-"+testenv.RandomHex(6)))
 	if err := txc.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}

@@ -479,5 +479,5 @@ func checkRecord(topic string, partition int32, offset int64, key, value []byte,
 	if p == nil {
 		return nil
 	}
-	return outcome.Refuse(&RecordError{Topic: topic, Partition: partition, Offset: offset, Key: key, Err: p.rule, Detail: p.detail})
+	return outcome.Refused.Mark(&RecordError{Topic: topic, Partition: partition, Offset: offset, Key: key, Err: p.rule, Detail: p.detail})
 }

@@ -258,3 +258,23 @@ func BenchmarkJSONValid(b *testing.B) {
 		}
 	}
 }
+
+// TestZeroWithHugeExponent: a value holding 0e1073741823 passed the
+// validator, then PostgreSQL refused it inside COPY ("value overflows
+// numeric format"), so the run failed as an internal error naming no
+// record. The seed stores it (json.loads reads 0.0). changesink stores
+// numbers as written, so it must refuse the record up front, like the other
+// numbers beyond PostgreSQL numeric.
+func TestZeroWithHugeExponent(t *testing.T) {
+	for _, v := range []string{`{"n":0e1073741823}`, `[0.0E+99999999999]`, `-0e1073741824`} {
+		err := ValidateValue([]byte(v))
+		if !errors.Is(err, ErrValueNotJSON) {
+			t.Errorf("ValidateValue(%s) = %v, want ErrValueNotJSON", v, err)
+		}
+	}
+	for _, v := range []string{`0e1073741822`, `{"n":0.0e1073741822}`} {
+		if err := ValidateValue([]byte(v)); err != nil {
+			t.Errorf("ValidateValue(%s) = %v, want nil (jsonb accepts it)", v, err)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package kafkastate
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/outcome"
@@ -394,5 +397,67 @@ func deleteRecordsBefore(t testing.TB, e *env, partition int32, offset int64) {
 	t.Helper()
 	if err := kafkatest.DeleteRecords(testCtx(t, time.Minute), e.adm, e.topic, partition, offset); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKeyTooLongForIndex: a key whose index entry exceeds what a
+// PostgreSQL btree holds (kafka_state.records' primary key: about 2700
+// bytes after compression) failed the merge as an internal error (exit 4)
+// naming neither the record nor what to do. It must be a refusal naming
+// the topic, partition, offset and key, with nothing committed. A long but
+// compressible key (which PostgreSQL stores) still goes through.
+func TestKeyTooLongForIndex(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	raw := make([]byte, 7500)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	long := base64.StdEncoding.EncodeToString(raw) // 10,000 bytes that do not compress
+	produce(t, e.kcl, e.topic, kv(0, strings.Repeat("k", 10000), `{"v":0}`), kv(1, "a", `{"v":1}`))
+	e.mustRun(t)
+	before := e.snapshot(t)
+	produce(t, e.kcl, e.topic, kv(1, "b", `{"v":2}`), kv(1, long, `{"v":3}`))
+	for _, h := range []hooks{{}, {onConflict: true}} {
+		_, err := e.run(t, e.config(), h)
+		assertRefused(t, err, ErrKeyTooLong, e.topic, "partition 1 offset 2", long[:50], "10000 bytes")
+		if after := e.snapshot(t); after != before {
+			t.Fatalf("a refused run changed the tables")
+		}
+	}
+}
+
+// TestValueTooLargeForJSONB: a value that is valid JSON (so the validator
+// passes it) but that PostgreSQL's jsonb cannot hold: here an array of 30
+// million zeros (60 MB; jsonb's in-memory form of it passes the 1 GB
+// allocation limit, SQLSTATE XX000 "invalid memory alloc request size"; a
+// string over 256 MB is 54000 "string too long to represent as jsonb
+// string"). The COPY failed as an internal error (exit 4, "please report
+// it") naming no record, and every retry failed the same way. It is a
+// refusal naming the record, and nothing changes.
+func TestValueTooLargeForJSONB(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	e.mustRun(t)
+	before := e.snapshot(t)
+	big := make([]byte, 0, 60_000_002)
+	big = append(big, '[')
+	for i := range 30_000_000 {
+		if i > 0 {
+			big = append(big, ',')
+		}
+		big = append(big, '0')
+	}
+	big = append(big, ']')
+	if err := ValidateValue(big); err != nil {
+		t.Fatalf("the test value must pass the validator: %v", err)
+	}
+	producer := newProducer(t, e.brokers, kgo.ProducerBatchMaxBytes(64<<20), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	produce(t, producer, e.topic, kv(1, "b", `{"v":2}`), rec{Partition: 1, Key: []byte("huge"), Value: big}, kv(1, "c", `{"v":3}`))
+	_, err := e.run(t, e.config(), hooks{})
+	assertRefused(t, err, ErrValueTooLarge, e.topic, "partition 1 offset 1", `key "huge"`, "60000001 bytes")
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("a refused run changed the tables")
 	}
 }

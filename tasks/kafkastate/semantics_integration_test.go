@@ -141,14 +141,13 @@ func TestSeedFormTopicIDs(t *testing.T) {
 // v10, like Kafka before 2.8) is refused. The real broker is reached through
 // a proxy that caps the Metadata version it advertises at 9.
 func TestNoIDsRefused(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_PROXY_LISTEN", "CHANGESINK_TEST_KAFKA_PROXY_TARGET")
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 1, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
-	p := startProxy(t, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"], vars["CHANGESINK_TEST_KAFKA_PROXY_TARGET"], proxyOpts{capMetadata: 9})
+	p := startProxy(t, e.brokers, proxyOpts{capMetadata: 9})
 	defer p.Close()
 	cfg := e.config()
-	cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, vars["CHANGESINK_TEST_KAFKA_PROXY_LISTEN"])
+	cfg.KafkaProperties = fmt.Sprintf(`{"bootstrap.servers":%q}`, p.Addr())
 	_, err := e.run(t, cfg, hooks{})
 	assertRefused(t, err, ErrNoIDs, e.topic, "AAAAAAAAAAAAAAAAAAAAAA", "Kafka 2.8")
 	if s := e.snapshot(t); s != "--\n--\n" {

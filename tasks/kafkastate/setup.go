@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -39,6 +40,9 @@ func Setup(ctx context.Context, pg Postgres) (*SetupResult, error) {
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := requireUTF8(conn); err != nil {
+		return nil, err
+	}
 	for attempt := 1; ; attempt++ {
 		err := setupOnce(ctx, conn)
 		if err == nil {
@@ -87,11 +91,11 @@ func isCatalogRace(err error) bool {
 		return false
 	}
 	switch pe.Code {
-	case "23505", // unique_violation on pg_namespace_nspname_index, pg_type_typname_nsp_index
-		"42P06", // duplicate_schema
-		"42P07", // duplicate_table
-		"42710", // duplicate_object
-		"XX000": // "tuple concurrently updated" (CREATE OR REPLACE VIEW)
+	case pgerrcode.UniqueViolation, // on pg_namespace_nspname_index, pg_type_typname_nsp_index
+		pgerrcode.DuplicateSchema,
+		pgerrcode.DuplicateTable,
+		pgerrcode.DuplicateObject,
+		pgerrcode.InternalError: // "tuple concurrently updated" (CREATE OR REPLACE VIEW)
 		return true
 	}
 	return false

@@ -65,11 +65,7 @@ func TestDDLIsTheSeeds(t *testing.T) {
 // working: Setup changes nothing in it and materialize continues from the
 // seed's rows; Setup run twice is a no-op.
 func TestSetupOnSeedDatabase(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
-	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: uniqueName(t)}
-	e.pg = Postgres{DSN: createDatabase(t, e.adminPG, uniqueName(t))}
-	e.kcl = newProducer(t, e.brokers)
-	e.adm = newAdmin(e.kcl)
+	e := newBareEnv(t)
 	e.exec(t, seedDDL(t)) // the seed's Queries task, as one multi-statement string
 	createTopic(t, e.adm, e.topic, 1, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
@@ -98,7 +94,7 @@ func TestSetupConcurrent(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seed := seedDDL(t)
 	for round := 0; round < 3; round++ {
-		dsn := createDatabase(t, vars["CHANGESINK_TEST_PG"], uniqueName(t))
+		dsn := testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], testenv.UniqueName(t, "ks_"), "")
 		ctx := testCtx(t, time.Minute)
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
@@ -178,4 +174,24 @@ func TestVerify(t *testing.T) {
 	e.exec(t, `DELETE FROM kafka_state.positions WHERE topic = $1`, e.topic)
 	_, err = Verify(ctx, e.pg, e.topic)
 	assertRefused(t, err, ErrAheadOfPositions, "partition 0 offset 0", "no saved position", "(3 such records)")
+}
+
+// TestVerifyMalformedPositions: verify over a positions row whose
+// next offset is not an integer failed with PostgreSQL's cast error as an
+// internal error (exit 4) naming no topic; materialize refuses the same row
+// with ErrBadPositions. verify must refuse it the same way.
+func TestVerifyMalformedPositions(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	e.mustRun(t)
+	// A null offset, a next_offsets that is not an object (the cast in the
+	// seed's query sees NULL, or no entry) and a key that is not a
+	// partition number passed verify (valid=true, or "no saved position")
+	// where materialize refuses the same row as malformed.
+	for _, bad := range []string{`{"0": "abc"}`, `{"0": 1e30}`, `{"0": 1.5}`, `{"0": null}`, `["0"]`, `null`, `"0"`, `{"0": 1, "x": 5}`, `{"0": 1, "-1": 5}`} {
+		e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $1::jsonb WHERE topic = $2`, bad, e.topic)
+		_, err := Verify(testCtx(t, time.Minute), e.pg, e.topic)
+		assertRefused(t, err, ErrBadPositions, e.topic, "kafka_state.positions")
+	}
 }

@@ -61,10 +61,11 @@ const sqlLock = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`
 
 // sqlLockHolder names the session holding the topic lock ($1 as in sqlLock):
 // an int8 advisory key is stored as classid (high 32 bits) and objid (low),
-// objsubid 1. Empty when the holder let go meanwhile.
+// objsubid 1. Empty when the holder let go meanwhile. clock_timestamp(), not
+// now(): the asking transaction began before its wait.
 const sqlLockHolder = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
        coalesce(host(a.client_addr), 'local socket'),
-       coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8
+       coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
   AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended($1, 0)
@@ -250,6 +251,10 @@ WHERE r.topic = $1 AND (p.topic IS NULL
   OR CAST(p.next_offsets ->> CAST(r.kafka_partition AS text) AS bigint) <= r.kafka_offset)
 ORDER BY r.kafka_partition, r.kafka_offset
 LIMIT 1`
+
+// sqlSavedOffsets reads a topic's next_offsets for verify's check of its
+// form ($1 topic).
+const sqlSavedOffsets = `SELECT next_offsets FROM kafka_state.positions WHERE topic = $1`
 
 // sqlHasPositions tells whether a topic has a positions row ($1 topic).
 const sqlHasPositions = `SELECT EXISTS (SELECT 1 FROM kafka_state.positions WHERE topic = $1)`

@@ -45,7 +45,7 @@ func TestTLS(t *testing.T) {
 	// PostgreSQL over TLS: verify-ca checks the chain, not the host name.
 	pgTLS := func(mode, rootCert string) Postgres {
 		p := e.pg
-		p.DSN = strings.Replace(p.DSN, "sslmode=disable", "sslmode="+mode+"&sslrootcert="+rootCert, 1)
+		p.DSN = testenv.WithParams(t, p.DSN, map[string]string{"sslmode": mode, "sslrootcert": rootCert})
 		return p
 	}
 

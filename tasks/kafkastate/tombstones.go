@@ -92,8 +92,20 @@ type partRange struct {
 // beforeRead refuses when a partition has unread records and more than the
 // allowed time has passed since updatedAt. lagging are the partitions whose
 // saved offset is below their last stable offset.
+//
+// An updatedAt ahead of PostgreSQL's clock by more than the margin (the
+// positions restored from a server whose clock ran ahead, edited by hand,
+// or the clock set back) says nothing about when the partitions were last
+// caught up, so lagging partitions are refused too: without it the elapsed
+// time is negative and the rule would be off until that future time.
 func (r tombstoneRule) beforeRead(lagging []partRange) error {
-	if !r.ret.compact || !r.hasPositions || len(lagging) == 0 || r.sinceUpdated <= r.ret.allowed() {
+	if !r.ret.compact || !r.hasPositions || len(lagging) == 0 {
+		return nil
+	}
+	if r.sinceUpdated < -r.ret.margin() {
+		return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, Retention: r.ret, Future: true}
+	}
+	if r.sinceUpdated <= r.ret.allowed() {
 		return nil
 	}
 	return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, Retention: r.ret}
@@ -144,6 +156,8 @@ type TombstoneError struct {
 	// AfterRead: found after the batch's reads, which took Read.
 	AfterRead bool
 	Read      time.Duration
+	// Future: UpdatedAt is ahead of PostgreSQL's clock by -Elapsed.
+	Future bool
 }
 
 // maxNamedPartitions bounds how many partitions a TombstoneError names.
@@ -170,6 +184,15 @@ func (e *TombstoneError) Error() string {
 		} else {
 			fmt.Fprintf(&b, "%d (unread from saved offset %d to %d)", p.partition, p.from, p.end)
 		}
+	}
+	if e.Future {
+		fmt.Fprintf(&b, ": kafka_state.positions.updated_at %s is %s ahead of PostgreSQL's clock (more than the margin of %s): "+
+			"the positions were restored from another server or edited, or PostgreSQL's clock was set back, so when every partition "+
+			"was last read to its end is unknown, and delete.retention.ms=%d may have passed since; nothing was changed; "+
+			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions, "+
+			"then re-run until caught up, within delete.retention.ms)",
+			e.UpdatedAt.UTC().Format(time.RFC3339Nano), roundDuration(-e.Elapsed), roundDuration(e.Retention.margin()), e.Retention.deleteRetentionMs)
+		return b.String()
 	}
 	anchor := "the start of this batch"
 	if !e.UpdatedAt.IsZero() {

@@ -297,3 +297,24 @@ func logRecords(t *testing.T, e *env, p int32) map[int64]*kgo.Record {
 		next = n
 	}
 }
+
+// TestTombstoneRuleFutureUpdatedAt: positions whose updated_at is ahead of
+// PostgreSQL's clock (restored from a server whose clock ran ahead, or
+// edited) switched the rule off until that time: a lagging batch committed
+// however long ago the last catch-up really was. It is refused, naming the future
+// time.
+func TestTombstoneRuleFutureUpdatedAt(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	e.mustRun(t)
+	e.exec(t, `UPDATE kafka_state.positions SET updated_at = now() + interval '30 days' WHERE topic = $1`, e.topic)
+	setRetention(t, e, "60000") // allows 54 s: the reads pass, only updated_at decides
+	produce(t, e.kcl, e.topic, kv(0, "b", `2`))
+	before := e.snapshot(t)
+	_, err := e.run(t, e.config(), hooks{})
+	assertRefused(t, err, ErrTombstonesMayBeLost, "partition 0 (unread from saved offset 1 to 2)", "ahead of PostgreSQL's clock")
+	if after := e.snapshot(t); after != before {
+		t.Errorf("a refused run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

@@ -60,6 +60,15 @@ func TestTombstoneRuleDecisions(t *testing.T) {
 			checked: time.Now().Add(-5 * time.Second)}, lagging: []partRange{p0}, advanced: []partRange{p0}, lagged: map[int32]bool{0: true}, after: true},
 		{name: "reads of one batch longer than allowed", rule: tombstoneRule{ret: minute, checked: time.Now().Add(-time.Minute)},
 			advanced: []partRange{p1}, after: true},
+		// An updated_at ahead of PostgreSQL's clock (positions restored from
+		// a server whose clock was ahead, edited by hand, or the clock set
+		// back) gave a negative elapsed time, which passed every check
+		// until that future time: the rule was off.
+		{name: "updated_at far in the future, lagging", rule: tombstoneRule{ret: minute, hasPositions: true, sinceUpdated: -48 * time.Hour},
+			lagging: []partRange{p0}, before: true},
+		{name: "updated_at within the margin ahead (a clock step)", rule: tombstoneRule{ret: minute, hasPositions: true, sinceUpdated: -5 * time.Second},
+			lagging: []partRange{p0}, advanced: []partRange{p0}, lagged: map[int32]bool{0: true}},
+		{name: "updated_at far in the future, nothing new", rule: tombstoneRule{ret: minute, hasPositions: true, sinceUpdated: -48 * time.Hour}},
 		{name: "delete.retention.ms=0: any reads", rule: tombstoneRule{ret: retention{compact: true}, checked: time.Now().Add(-time.Millisecond)},
 			advanced: []partRange{p1}, after: true},
 	} {
@@ -104,6 +113,10 @@ func TestTombstoneErrorMessage(t *testing.T) {
 				"raise delete.retention.ms"}},
 		{"many partitions", &TombstoneError{Topic: "t", Partitions: many, Elapsed: time.Second, UpdatedAt: at},
 			[]string{"partitions 0 (unread from saved offset 1 to 7), 1 (", "7 (unread from saved offset 1 to 7) and 2 more:"}},
+		{"updated_at in the future", &TombstoneError{Topic: "t", Partitions: many[:1], Elapsed: -30 * time.Hour, UpdatedAt: at, Future: true,
+			Retention: retention{compact: true, deleteRetentionMs: 86400000}},
+			[]string{"partition 0 (unread from saved offset 1 to 7): kafka_state.positions.updated_at 2026-12-01T08:00:00Z is 30h0m0s ahead of PostgreSQL's clock",
+				"nothing was changed", "rebuild into an empty destination"}},
 		{"after a first run's reads", &TombstoneError{Topic: "t", Partitions: []partRange{{partition: 3, from: 0, end: 4, reached: 4}},
 			Elapsed: 1500 * time.Millisecond, AfterRead: true, Read: 1500 * time.Millisecond, Retention: retention{compact: true, deleteRetentionMs: 1000}},
 			[]string{"partition 3 (read from saved offset 0 to 4): 1.5s had passed by the end of this batch's reads (which took 1.5s) since the start of this batch",
@@ -137,7 +150,7 @@ func TestRunbookNamesEveryRefusal(t *testing.T) {
 	}
 	for _, sentinel := range []error{ErrTopicUnavailable, ErrNoIDs, ErrLocked, ErrIDsChanged, ErrPartitionsChanged,
 		ErrValuesWithoutPositions, ErrBadPositions, ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey, ErrKeyNotUTF8,
-		ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
+		ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
 		ErrAheadOfPositions} {
 		if !strings.Contains(firstCells.String(), "`"+sentinel.Error()+"`") {
 			t.Errorf("the README's kafka-state runbook has no row for %q", sentinel)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -41,8 +43,10 @@ func (r *VerifyResult) Metrics() []kestra.Metric { return nil }
 // record, and how many there are) when a stored record of topic has no
 // positions row, no entry for its partition, or an offset at or past its
 // partition's saved next offset. A next offset that is not an integer is
-// refused with ErrBadPositions, as Materialize does. It reads only; it takes
-// no lock.
+// refused with ErrBadPositions, as Materialize does, and so is a positions
+// row that is not {"<partition>": <next offset>} (a null offset, an array, a
+// key that is not a partition number), which the seed's query lets pass.
+// It reads only; it takes no lock.
 func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
@@ -52,6 +56,9 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 		return nil, err
 	}
 	defer closeConn(conn)
+	if err := checkSavedPositions(ctx, conn, topic); err != nil {
+		return nil, err
+	}
 	var (
 		e     AheadError
 		next  *int64
@@ -67,10 +74,10 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 		return res, nil
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "22P02" || pe.Code == "22003") {
+	if errors.As(err, &pe) && (pe.Code == pgerrcode.InvalidTextRepresentation || pe.Code == pgerrcode.NumericValueOutOfRange) {
 		// The cast of a next offset to bigint failed: materialize refuses
 		// the same row with ErrBadPositions.
-		return nil, outcome.Refuse(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",
 			topic, ErrBadPositions, pe.Message))
 	}
 	if err != nil {
@@ -80,5 +87,34 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	if next != nil {
 		e.Next = *next
 	}
-	return nil, outcome.Refuse(fmt.Errorf("%w (%d such records)", &e, count))
+	return nil, outcome.Refused.Mark(fmt.Errorf("%w (%d such records)", &e, count))
+}
+
+// checkSavedPositions refuses (ErrBadPositions) a positions row of topic
+// that Materialize could not read: next_offsets must be an object from
+// partition numbers to integer offsets (parsePositions). Without it the
+// seed's query passes such a row: a null offset or a non-object casts to
+// NULL, which no comparison fails.
+func checkSavedPositions(ctx context.Context, conn *pgx.Conn, topic string) error {
+	var raw []byte
+	err := queryRow(ctx, conn, "read kafka_state.positions", sqlSavedOffsets, []any{topic}, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	saved, err := parsePositions(raw)
+	if err == nil {
+		for k := range saved {
+			if n, perr := strconv.ParseInt(k, 10, 32); perr != nil || n < 0 || strconv.FormatInt(n, 10) != k {
+				err = fmt.Errorf("next_offsets key %q is not a partition number", k)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+	}
+	return nil
 }

@@ -36,6 +36,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // verbose prints the timed processes' output.
@@ -335,12 +337,12 @@ func seedDDL(path string) (string, error) {
 func batchEnv(topic string, n, poll int, props, dsn string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "KAFKA_") && !strings.HasPrefix(kv, "TOPIC=") {
+		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "KAFKA_") && !strings.HasPrefix(kv, kafkastate.EnvTopic+"=") {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "TOPIC="+topic, fmt.Sprintf("MAX_RECORDS=%d", n), fmt.Sprintf("POLL_SECONDS=%d", poll),
-		"KAFKA_PROPERTIES="+props, "PG_DSN="+dsn)
+	return append(out, kafkastate.EnvTopic+"="+topic, fmt.Sprintf("%s=%d", kafkastate.EnvMaxRecords, n),
+		fmt.Sprintf("%s=%d", kafkastate.EnvPollSeconds, poll), kafkastate.EnvKafkaProperties+"="+props, kafkastate.EnvPGDSN+"="+dsn)
 }
 
 type batch struct {

@@ -26,7 +26,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.function.BooleanSupplier;
 
 /**
- * One scenario's run: its database, the SQL log (scenario.sql), the trigger evaluations and their batches, the
+ * One scenario's run: its database, the SQL log (run.log: the statements run, with the evaluations as comments; a record, not a script to run again), the trigger evaluations and their batches, the
  * manifest, and the clean-up (slot, publication, database) that always runs.
  */
 final class Run implements AutoCloseable {
@@ -150,7 +150,7 @@ final class Run implements AutoCloseable {
         }
     }
 
-    /** A comment in scenario.sql (what happens between statements: evaluations, waits). */
+    /** A comment in run.log (what happens between statements: evaluations, waits). */
     void note(String text) {
         log("-- " + text);
     }
@@ -452,7 +452,7 @@ final class Run implements AutoCloseable {
     // ---- outputs -------------------------------------------------------------------------------------------
 
     void writeOutputs() throws Exception {
-        Files.writeString(dir.resolve("scenario.sql"), sqlLog.toString());
+        Files.writeString(dir.resolve("run.log"), sqlLog.toString());
         StringBuilder rows = new StringBuilder();
         try (Statement st = main.createStatement();
              ResultSet rs = st.executeQuery("SELECT row_to_json(t)::text FROM public." + scenario.table() + " t ORDER BY "
@@ -487,6 +487,9 @@ final class Run implements AutoCloseable {
             y.append("  - {name: ").append(c.name()).append(", type: ").append(quote(c.chType()));
             if (c.maxLength() > 0) {
                 y.append(", max_length: ").append(c.maxLength());
+            }
+            if (c.sourceType() != null) {
+                y.append(", source_type: ").append(c.sourceType());
             }
             y.append("}  # ").append(c.pgType()).append('\n');
         }

@@ -11,39 +11,19 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 )
 
-// breakerNumbers are JSON numbers at the edges of PostgreSQL's numeric
+// edgeNumbers are JSON numbers at the edges of PostgreSQL's numeric
 // input: a zero mantissa lets an exponent grow far past what a float64
 // overflows at, up to numeric_in's limit (|exponent| < INT_MAX/2).
-var breakerNumbers = []string{
+var edgeNumbers = []string{
 	"0e1073741822", "0e1073741823", "0e1073741824", "0e99999999999", "-0E+1073741823",
 	"0.0e1073741822", "0.000e1073741823", "0e-1073741822", "0e00000000000000000001",
 	"1e-16383", "0.0e-16383", "0.5e-16383", "9e131071", "1e308", "1e309",
 }
 
-// TestBreakerZeroWithHugeExponent: a value holding 0e1073741823 passed the
-// validator, then PostgreSQL refused it inside COPY ("value overflows
-// numeric format"), so the run failed as an internal error naming no
-// record. The seed stores it (json.loads reads 0.0). changesink stores
-// numbers as written, so it must refuse the record up front, like the other
-// numbers beyond PostgreSQL numeric.
-func TestBreakerZeroWithHugeExponent(t *testing.T) {
-	for _, v := range []string{`{"n":0e1073741823}`, `[0.0E+99999999999]`, `-0e1073741824`} {
-		err := ValidateValue([]byte(v))
-		if !errors.Is(err, ErrValueNotJSON) {
-			t.Errorf("ValidateValue(%s) = %v, want ErrValueNotJSON", v, err)
-		}
-	}
-	for _, v := range []string{`0e1073741822`, `{"n":0.0e1073741822}`} {
-		if err := ValidateValue([]byte(v)); err != nil {
-			t.Errorf("ValidateValue(%s) = %v, want nil (jsonb accepts it)", v, err)
-		}
-	}
-}
-
-// TestBreakerNumbersAgreeWithJSONB: for every edge number, the validator
+// TestNumbersAgreeWithJSONB: for every edge number, the validator
 // accepts exactly what PostgreSQL's jsonb input accepts, except where the
 // seed's float refuses first (overflow to inf: ErrNonFinite).
-func TestBreakerNumbersAgreeWithJSONB(t *testing.T) {
+func TestNumbersAgreeWithJSONB(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	ctx := testCtx(t, time.Minute)
 	conn, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
@@ -51,7 +31,7 @@ func TestBreakerNumbersAgreeWithJSONB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, n := range breakerNumbers {
+	for _, n := range edgeNumbers {
 		var ignored string
 		pgErr := conn.QueryRow(ctx, `SELECT CAST($1 AS text)::jsonb::text`, n).Scan(&ignored)
 		var pe *pgconn.PgError

@@ -1,9 +1,15 @@
 package cdc
 
+// Tests of batch files that cannot be read as they are: a directory, text
+// that is not UTF-8, a huge number.
+
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,12 +17,30 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
-// TestBreakerInvalidUTF8Refused: an Ion string (or symbol) is Unicode text;
+// TestBatchFileIsADirectory: CDC_BATCH_FILE naming a directory was
+// reported as transient (exit 3: "retry"), because outcome.Classify calls
+// every errno a network error. No retry helps: it is a configuration error.
+func TestBatchFileIsADirectory(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	dir := filepath.Join(t.TempDir(), "changes.ion")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Apply(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"}, BatchFile: dir})
+	if err == nil {
+		t.Fatal("Apply succeeded")
+	}
+	if k := outcome.Classify(err); k != outcome.Config || !errors.Is(err, ErrConfig) {
+		t.Errorf("class %v, want a config ErrConfig: %v", k, err)
+	}
+}
+
+// TestInvalidUTF8Refused: an Ion string (or symbol) is Unicode text;
 // bytes that are not UTF-8 mean a corrupt file. They were accepted, written
 // to ClickHouse as raw bytes, and rendered as U+FFFD in expected.jsonl, so
 // the output file no longer described what was stored. Both forms: ion-go's
 // text and binary readers pass the bytes through unchecked.
-func TestBreakerInvalidUTF8Refused(t *testing.T) {
+func TestInvalidUTF8Refused(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
 	for _, f := range forms() {
 		for _, where := range []string{"string", "symbol"} {
@@ -59,12 +83,12 @@ func TestBreakerInvalidUTF8Refused(t *testing.T) {
 	}
 }
 
-// TestBreakerHugeNumberMessage: a number of 100,000 digits (no PostgreSQL
+// TestHugeNumberMessage: a number of 100,000 digits (no PostgreSQL
 // column the mapping allows carries one, but a batch can) was printed whole
 // in the refusal: one log line and one output of 100 KB or more (a
 // 2,000,000-digit integer made a 2 MB line, and 14 s of printing). A
 // refusal names the number by its first digits and its size.
-func TestBreakerHugeNumberMessage(t *testing.T) {
+func TestHugeNumberMessage(t *testing.T) {
 	orders := loadMapping(t, ordersMapping)
 	types := loadMapping(t, "testdata/types.mapping.yaml")
 	digits := strings.Repeat("7", 100_000)

@@ -1,0 +1,120 @@
+package cdc
+
+// Tests of cdc setup against targets that are not what the mapping
+// describes.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// TestSetupExistingTableMissingColumn: setup against an existing
+// table that lacks a mapped column (or a view where the table should be)
+// ran CREATE VIEW before checking the table, and ClickHouse's "Unknown
+// identifier" came out as an internal error (exit 4). It must be the
+// schema check's ErrTargetMismatch naming the column (exit 2), and create
+// no view.
+func TestSetupExistingTableMissingColumn(t *testing.T) {
+	for name, ddl := range map[string]string{
+		"missing column": "CREATE TABLE %s.orders_cdc (id Int64, customer_id Int64, amount_cents Int64, _cdc_lsn UInt64, _cdc_deleted UInt8) " +
+			"ENGINE = ReplacingMergeTree(_cdc_lsn) ORDER BY id",
+		"a view": "CREATE VIEW %s.orders_cdc AS SELECT 1 AS id",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			if err := e.conn.Exec(context.Background(), strings.ReplaceAll(ddl, "%s", e.db)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Setup(context.Background(), e.config(""))
+			if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config {
+				t.Fatalf("err = %v (class %v), want a config ErrTargetMismatch", err, outcome.Classify(err))
+			}
+			if name == "missing column" && !strings.Contains(err.Error(), `"status"`) {
+				t.Errorf("error does not name the missing column: %v", err)
+			}
+			if got := e.query("SELECT count() FROM system.tables WHERE database = ? AND name = 'orders_live'", e.db); got[0] != "0" {
+				t.Errorf("the live view was created over a mismatched table")
+			}
+		})
+	}
+}
+
+// TestSetupDecimal256: a Decimal with more than 38 digits is
+// Decimal256, which ClickHouse accepts from 21.6 (20.8 behind a setting);
+// on 18.16 setup failed with the server's "Wrong precision" as an internal
+// error (exit 4). Like DateTime64 it is ErrUnsupportedServer (exit 2).
+func TestSetupDecimal256(t *testing.T) {
+	if !capsFor(21, 6).decimal256 || capsFor(21, 5).decimal256 || !latestCaps().decimal256 {
+		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", capsFor(21, 5).decimal256, capsFor(21, 6).decimal256, latestCaps().decimal256)
+	}
+	e := newEnv(t, ordersMapping)
+	m, err := ParseMapping("wide.yaml", []byte("source: {database: shop, schema: public, table: t}\n"+
+		"target: {database: "+e.db+", table: wide}\nkey: [id]\n"+
+		"columns: [{name: id, type: Int64}, {name: amount, type: \"Decimal(76, 2)\"}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	caps := e.caps()
+	_, err = Setup(context.Background(), e.config(""))
+	if caps.decimal256 {
+		if err != nil {
+			t.Fatalf("Setup on a server with Decimal256: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrUnsupportedServer) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), `column "amount"`) {
+		t.Fatalf("err = %v (class %v), want a config ErrUnsupportedServer naming the column", err, outcome.Classify(err))
+	}
+}
+
+// TestSetupStaleLiveView: after a column is added (to the mapping and
+// the table, as the runbook says for "source columns changed"), setup kept
+// the old live view (CREATE VIEW IF NOT EXISTS) and reported it "in place"
+// without the new column; a table squatting the view's name passed too.
+// Setup checks that the live view is a view over the mapping's columns.
+func TestSetupStaleLiveView(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if err := e.conn.Exec(context.Background(), "ALTER TABLE "+e.db+".orders_cdc ADD COLUMN note Nullable(String) AFTER status"); err != nil {
+		t.Fatal(err)
+	}
+	wider, err := ParseMapping("wider.yaml", []byte("source: {database: shop, schema: public, table: orders}\n"+
+		"target: {database: "+e.db+", table: orders_cdc, live_view: orders_live}\nkey: [id]\ncolumns:\n"+
+		"  - {name: id, type: Int64}\n  - {name: customer_id, type: Int64}\n  - {name: amount_cents, type: Int64}\n"+
+		"  - {name: status, type: String, max_length: 32}\n  - {name: note, type: Nullable(String)}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config("")
+	cfg.Mapping = wider
+	_, err = Setup(context.Background(), cfg)
+	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "orders_live") {
+		t.Fatalf("err = %v, want a config ErrTargetMismatch naming the view", err)
+	}
+	t.Log(err)
+	// Dropping the view, as the message says, lets setup make the new one.
+	if err := e.conn.Exec(context.Background(), "DROP TABLE "+e.db+".orders_live"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Setup(context.Background(), cfg); err != nil {
+		t.Fatalf("Setup after dropping the view: %v", err)
+	}
+	if got := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'orders_live'", e.db); strings.Join(got, ",") != "id,customer_id,amount_cents,status,note" {
+		t.Errorf("view columns %v", got)
+	}
+
+	// A table where the view should be.
+	e2 := newEnv(t, ordersMapping)
+	if err := e2.conn.Exec(context.Background(), "CREATE TABLE "+e2.db+".orders_live (id Int64, customer_id Int64, amount_cents Int64, status String) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Setup(context.Background(), e2.config(""))
+	if !errors.Is(err, ErrTargetMismatch) || !strings.Contains(err.Error(), "orders_live") {
+		t.Fatalf("a Memory table as the live view: %v, want ErrTargetMismatch", err)
+	}
+}

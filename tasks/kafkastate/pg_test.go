@@ -1,0 +1,90 @@
+package kafkastate
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// TestPGErrorClasses: the SQLSTATEs kafka-state decides itself, with the
+// hint each configuration error carries; the rest is left to
+// outcome.Classify.
+func TestPGErrorClasses(t *testing.T) {
+	live := context.Background()
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		connect bool // through connectErr (the connect path), else pgErr
+		err     error
+		want    outcome.Kind
+		hint    string
+	}{
+		{"statement timeout", live, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Transient, ""},
+		{"cancelled by a stop", stopped, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Internal, ""},
+		{"no table: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.UndefinedTable}, outcome.Config, "kafka-state setup"},
+		{"no schema: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.InvalidSchemaName}, outcome.Config, "kafka-state setup"},
+		{"read-only server", live, false, &pgconn.PgError{Code: pgerrcode.ReadOnlySQLTransaction}, outcome.Config, "point it at the primary"},
+		{"missing privileges", live, false, &pgconn.PgError{Code: pgerrcode.InsufficientPrivilege}, outcome.Config, "grant the PG_DSN role"},
+		{"idle in transaction too long", live, false, &pgconn.PgError{Code: pgerrcode.IdleInTransactionSessionTimeout}, outcome.Transient, "idle_in_transaction_session_timeout"},
+		{"terminated backend", live, false, &pgconn.PgError{Code: pgerrcode.AdminShutdown}, outcome.Transient, ""},
+		{"syntax error", live, false, &pgconn.PgError{Code: pgerrcode.SyntaxError}, outcome.Internal, ""},
+		{"not a pg error", live, false, fmt.Errorf("x"), outcome.Internal, ""},
+		{"connect: wrong password", live, true, &pgconn.PgError{Code: pgerrcode.InvalidPassword}, outcome.Config, "check PG_DSN, PGUSER and PGPASSWORD"},
+		{"connect: no such role", live, true, &pgconn.PgError{Code: pgerrcode.InvalidAuthorizationSpecification}, outcome.Config, "check PG_DSN"},
+		{"connect: no such database", live, true, &pgconn.PgError{Code: pgerrcode.InvalidCatalogName}, outcome.Config, "check PG_DSN"},
+		{"connect: untrusted certificate", live, true, fmt.Errorf("tls: %w", x509.UnknownAuthorityError{}), outcome.Config, "sslrootcert"},
+		{"connect: server without TLS", live, true, fmt.Errorf("failed to connect: tls error: %w", errors.New("server refused TLS connection")), outcome.Config, "does not offer TLS"},
+		{"connect: server starting up", live, true, &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, outcome.Transient, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got error
+			if tt.connect {
+				got = connectErr(tt.ctx, tt.err)
+			} else {
+				got = pgErr(tt.ctx, tt.err, "test")
+			}
+			if k := outcome.Classify(got); k != tt.want {
+				t.Errorf("class %v, want %v: %v", k, tt.want, got)
+			}
+			if !strings.Contains(got.Error(), tt.hint) {
+				t.Errorf("error %q does not say %q", got, tt.hint)
+			}
+		})
+	}
+}
+
+// TestValueTooLargeDecision: which COPY errors refuse a value as too large
+// for jsonb (TestValueTooLargeForJSONB hits the XX000 one on the real
+// server; a 54000 needs a string over 256 MB).
+func TestValueTooLargeDecision(t *testing.T) {
+	where := "COPY " + stagingTable + ", line 3, column payload"
+	for _, tc := range []struct {
+		name string
+		err  error
+		line int // 0: not this refusal
+	}{
+		{"string too long", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded, Message: "string too long to represent as jsonb string", Where: where}, 3},
+		{"allocation limit", &pgconn.PgError{Code: pgerrcode.InternalError, Message: "invalid memory alloc request size 1073741824", Where: where}, 3},
+		{"wrapped", fmt.Errorf("x: %w", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded, Where: "COPY " + stagingTable + ", line 12, column payload: \"[0,0\""}), 12},
+		{"another internal error", &pgconn.PgError{Code: pgerrcode.InternalError, Message: "tuple concurrently updated", Where: where}, 0},
+		{"not on the payload", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded, Where: "COPY " + stagingTable + ", line 3, column record_key"}, 0},
+		{"not in the COPY", &pgconn.PgError{Code: pgerrcode.ProgramLimitExceeded}, 0},
+		{"not a pg error", fmt.Errorf("x"), 0},
+	} {
+		_, line, ok := valueTooLarge(tc.err)
+		if ok != (tc.line > 0) || line != tc.line {
+			t.Errorf("%s: valueTooLarge = line %d, %v; want line %d", tc.name, line, ok, tc.line)
+		}
+	}
+}

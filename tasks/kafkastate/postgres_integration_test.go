@@ -1,0 +1,191 @@
+package kafkastate
+
+// PostgreSQL targets that are configuration errors (exit 2, saying what to
+// fix), not internal ones: a database where setup never ran, a role without
+// the privileges, a read-only server or database. pg_test.go holds the
+// SQLSTATE decisions behind them without a server.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
+)
+
+// TestNoSchemaOrNoPrivileges: materialize and verify against a
+// database where setup never ran (a PG_DSN naming the wrong database), or
+// as a role without privileges on schema kafka_state, failed with
+// PostgreSQL's error as an internal error (exit 4, "please report it").
+// Both are configuration errors (exit 2) that say what to do.
+func TestNoSchemaOrNoPrivileges(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	check := func(name string, err error, want string) {
+		t.Helper()
+		if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v (class %v), want a configuration error saying %q", name, err, outcome.Classify(err), want)
+		}
+	}
+
+	bare := Postgres{DSN: testenv.CreateDatabase(t, e.adminPG, testenv.UniqueName(t, "ks_"), "")}
+	cfg := e.config()
+	cfg.Postgres = bare
+	_, err := e.run(t, cfg, hooks{})
+	check("materialize without setup", err, "kafka-state setup")
+	_, err = Verify(testCtx(t, time.Minute), bare, e.topic)
+	check("verify without setup", err, "kafka-state setup")
+
+	role := testenv.UniqueName(t, "ks_")
+	testenv.CreateRole(t, e.adminPG, role, "breaker-pw")
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unprivileged := Postgres{DSN: fmt.Sprintf("host=%s port=%d dbname=%s sslmode=disable", cc.Host, cc.Port, cc.Database), User: role, Password: "breaker-pw"}
+	cfg.Postgres = unprivileged
+	_, err = e.run(t, cfg, hooks{})
+	check("materialize without privileges", err, "privileges")
+	_, err = Verify(testCtx(t, time.Minute), unprivileged, e.topic)
+	check("verify without privileges", err, "privileges")
+}
+
+// TestReadOnlyDatabase: a PG_DSN pointing at a read-only server (a
+// standby) or database failed setup and materialize as internal errors
+// (exit 4). Both are configuration errors saying so.
+func TestReadOnlyDatabase(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET default_transaction_read_only = on`)
+	_, err = Setup(testCtx(t, time.Minute), e.pg)
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("setup: err = %v (class %v), want a configuration error saying read-only", err, outcome.Classify(err))
+	}
+	_, err = e.run(t, e.config(), hooks{})
+	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("materialize: err = %v (class %v), want a configuration error saying read-only", err, outcome.Classify(err))
+	}
+}
+
+// TestNonUTF8Database: a database whose encoding is not UTF8. The batch's
+// COPY sends keys in binary, which PostgreSQL stores without converting:
+// in a LATIN1 database the key "café" became the five characters "cafÃ©"
+// (a different key from the seed's, so its updates and tombstones went to
+// another row), the run exited 0; a value holding "€" failed the COPY as an
+// internal error (exit 4) naming no record. setup and materialize refuse
+// such a database up front, as a configuration error naming its encoding.
+func TestNonUTF8Database(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, nil)
+	produce(t, e.kcl, e.topic, kv(0, "café", `{"v":"café"}`))
+
+	name := testenv.UniqueName(t, "ks_latin1_")
+	admin := e.conn(t)
+	ctx := testCtx(t, time.Minute)
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, e.adminPG); err == nil {
+			_, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+			conn.Close(ctx)
+		}
+	})
+	latin1 := Postgres{DSN: testenv.WithDatabase(t, e.adminPG, name)}
+
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "LATIN1") || !strings.Contains(err.Error(), "UTF8") {
+			t.Errorf("%s: err = %v (class %v), want a configuration error naming LATIN1 and UTF8", what, err, outcome.Classify(err))
+		}
+	}
+	_, err := Setup(ctx, latin1)
+	check("setup", err)
+
+	// A database the seed's DDL made (the seed ran on it).
+	conn, err := pgx.Connect(ctx, latin1.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, stmt := range ddl {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := e.config()
+	cfg.Postgres = latin1
+	_, err = e.run(t, cfg, hooks{})
+	check("materialize", err)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM kafka_state.records`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("records after a refused run: %d (%v), want 0", n, err)
+	}
+}
+
+// refuseTLS carries one connection to PostgreSQL the way a server with
+// ssl = off answers it: an SSLRequest gets 'N', everything else passes.
+func refuseTLS(_ *testenv.Proxy, client, server net.Conn) {
+	defer client.Close()
+	defer server.Close()
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(client, head); err != nil {
+		return
+	}
+	if binary.BigEndian.Uint32(head[0:4]) == 8 && binary.BigEndian.Uint32(head[4:8]) == 80877103 {
+		if _, err := client.Write([]byte{'N'}); err != nil {
+			return
+		}
+	} else if _, err := server.Write(head); err != nil {
+		return
+	}
+	go func() { _, _ = io.Copy(server, client); server.Close() }()
+	_, _ = io.Copy(client, server)
+}
+
+// TestTLSRequiredByTheDSNButNotServed: PG_DSN asks for TLS (sslmode=require,
+// verify-ca, verify-full) of a server that does not offer it (ssl = off,
+// stood in for by a proxy in front of the real server that answers the TLS
+// request with 'N', as such a server does). pgx reports "server refused TLS
+// connection", which was transient (exit 3: retry), and no retry helps. It
+// is a configuration error naming sslmode. With sslmode=prefer the same
+// server is used without TLS.
+func TestTLSRequiredByTheDSNButNotServed(t *testing.T) {
+	e := newEnv(t)
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), testenv.ProxyOptions{Conn: refuseTLS})
+	through := func(mode string) Postgres {
+		return Postgres{DSN: testenv.WithParams(t, strings.Replace(e.pg.DSN, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), proxy.Addr(), 1),
+			map[string]string{"sslmode": mode})}
+	}
+	if _, err := Setup(testCtx(t, time.Minute), through("prefer")); err != nil {
+		t.Fatalf("setup with sslmode=prefer through the proxy: %v", err)
+	}
+	for _, mode := range []string{"require", "verify-ca", "verify-full"} {
+		_, err := Setup(testCtx(t, time.Minute), through(mode))
+		if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), "does not offer TLS") {
+			t.Errorf("sslmode=%s against a server without TLS: err = %v (class %v), want a configuration error saying the server does not offer TLS and naming sslmode",
+				mode, err, outcome.Classify(err))
+		}
+	}
+}
