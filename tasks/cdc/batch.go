@@ -38,7 +38,6 @@ type batch struct {
 	seed   maphash.Seed
 	index  map[string]int32 // key bytes → index into rows
 	rows   rowStore         // the latest event of each key, in first-seen order
-	meta   []keyMeta        // per key, parallel to rows
 	events int64
 	// outOfOrder marks keys that got an event with a version below their
 	// latest one (a batch not in commit order, hand-made): their versions
@@ -133,7 +132,7 @@ func newBatch(m *Mapping) *batch {
 }
 
 func (b *batch) reset() {
-	b.index, b.rows, b.meta, b.events, b.outOfOrder = map[string]int32{}, rowStore{cols: len(b.m.cols)}, nil, 0, map[int32]bool{}
+	b.index, b.rows, b.events, b.outOfOrder = map[string]int32{}, rowStore{cols: len(b.m.cols)}, 0, map[int32]bool{}
 	b.ord, b.sum, b.sums, b.trunc, b.duals, b.first, b.last = orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, txMark{}, txMark{}
 	b.lastFloor, b.lastFloorSet = 0, false
 	for _, s := range b.seeds {
@@ -256,9 +255,8 @@ func (b *batch) add(r row) error {
 }
 
 func (b *batch) newKey(r *row, flags uint8) int32 {
-	i := b.rows.add(r)
+	i := b.rows.add(r, keyMeta{firstVer: r.lsn, createTx: r.change.txID, flags: flags})
 	b.index[r.key] = i
-	b.meta = append(b.meta, keyMeta{firstVer: r.lsn, createTx: r.change.txID, flags: flags})
 	return i
 }
 
@@ -275,7 +273,7 @@ func (b *batch) accept(i int32, cur, r *row) error {
 	if d := b.duals[i]; d != nil {
 		return b.dualEvent(i, cur, r, d)
 	}
-	km := &b.meta[i]
+	km := b.rows.metaAt(i)
 	open := km.flags&flagCreateOpen != 0
 	inCreateTx := open && r.change.txIDSet && r.change.txID == km.createTx
 	if open {
@@ -398,7 +396,7 @@ func (b *batch) truncate(r *row) {
 				}
 			}
 		}
-		b.meta[i].flags &^= flagCreate | flagCreateOpen | flagAmbiguous
+		b.rows.metaAt(i).flags &^= flagCreate | flagCreateOpen | flagAmbiguous
 		delete(b.duals, i)
 	}
 	for _, s := range b.seeds {
@@ -502,15 +500,18 @@ const chunkRows = 1024
 type rowStore struct {
 	cols   int // values per row
 	chunks [][]row
-	vals   [][]value // one slab per chunk, cols values per row
+	vals   [][]value   // one slab per chunk, cols values per row
+	meta   [][]keyMeta // per chunk, the batch's bookkeeping of each row's key
 	n      int
 }
 
-// add copies r, values included, and returns its index.
-func (s *rowStore) add(r *row) int32 {
+// add copies r, values included, and returns its index; km is its key's
+// bookkeeping (metaAt).
+func (s *rowStore) add(r *row, km keyMeta) int32 {
 	if s.n%chunkRows == 0 {
 		s.chunks = append(s.chunks, make([]row, 0, chunkRows))
 		s.vals = append(s.vals, make([]value, chunkRows*s.cols))
+		s.meta = append(s.meta, make([]keyMeta, 0, chunkRows))
 	}
 	c := len(s.chunks) - 1
 	k := s.n % chunkRows
@@ -518,11 +519,13 @@ func (s *rowStore) add(r *row) int32 {
 	copy(vals, r.vals)
 	s.chunks[c] = append(s.chunks[c], *r)
 	s.chunks[c][k].vals = vals
+	s.meta[c] = append(s.meta[c], km)
 	s.n++
 	return int32(s.n - 1)
 }
 
-func (s *rowStore) at(i int32) *row { return &s.chunks[i/chunkRows][i%chunkRows] }
+func (s *rowStore) at(i int32) *row         { return &s.chunks[i/chunkRows][i%chunkRows] }
+func (s *rowStore) metaAt(i int32) *keyMeta { return &s.meta[i/chunkRows][i%chunkRows] }
 
 func (b *batch) conflict(r *row, other int64) error {
 	e := rowError(b.m, r, ErrConflict)
@@ -615,7 +618,7 @@ func (b *batch) floorAt(snapshot uint64) {
 	}
 	for i := range int32(b.rows.n) {
 		up(b.rows.at(i))
-		if km := &b.meta[i]; km.flags&flagFirstUnfloored != 0 {
+		if km := b.rows.metaAt(i); km.flags&flagFirstUnfloored != 0 {
 			km.firstVer = max(km.firstVer, raise(km.firstVer, snapshot))
 		}
 	}
@@ -639,7 +642,7 @@ func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[strin
 	var carried []*row
 	var carriedTx []int64
 	for i := range int32(b.rows.n) {
-		km := b.meta[i]
+		km := *b.rows.metaAt(i)
 		if km.flags&flagCreate == 0 {
 			continue
 		}
