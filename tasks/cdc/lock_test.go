@@ -83,6 +83,23 @@ func TestConcurrentCDCWriters(t *testing.T) {
 	}
 }
 
+// mustLock takes tbl's lock or fails the test.
+func mustLock(t *testing.T, tbl *table, timing lockTiming) *targetLock {
+	t.Helper()
+	l, err := tbl.lock(context.Background(), timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// lockTarget sets a target up and returns its table, for the lock's tests.
+func lockTarget(t *testing.T) *table {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	return e.lockedTable()
+}
+
 // lockedTable opens the env's target as apply does.
 func (e *env) lockedTable() *table {
 	e.t.Helper()
@@ -109,17 +126,12 @@ func (l *targetLock) abandon() {
 // TestLockWaitsThenTimesOut: a live holder keeps the lock: a second run
 // waits its whole wait and fails transient, naming the holder.
 func TestLockWaitsThenTimesOut(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	tbl := e.lockedTable()
+	tbl := lockTarget(t)
 	timing := testLockTiming
-	a, err := tbl.lock(context.Background(), timing)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustLock(t, tbl, timing)
 	defer a.release(context.Background())
 	timing.wait = 2 * time.Second
-	_, err = tbl.lock(context.Background(), timing)
+	_, err := tbl.lock(context.Background(), timing)
 	if !errors.Is(err, ErrTargetLocked) || outcome.Classify(err) != outcome.Transient {
 		t.Fatalf("err = %v, want a transient ErrTargetLocked", err)
 	}
@@ -136,21 +148,13 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 // broken once its newest heartbeat is older than stale, by the server's
 // clock; the zombie finds out at its next check and writes nothing more.
 func TestLockBreaksStale(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	tbl := e.lockedTable()
+	tbl := lockTarget(t)
 	timing := testLockTiming
 	timing.stale = 2 * time.Second
-	a, err := tbl.lock(context.Background(), timing)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustLock(t, tbl, timing)
 	a.abandon()
 	start := time.Now()
-	b, err := tbl.lock(context.Background(), timing)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustLock(t, tbl, timing)
 	defer b.release(context.Background())
 	waited := time.Since(start)
 	if waited < time.Second {
@@ -175,14 +179,9 @@ func TestLockBreaksStale(t *testing.T) {
 // lock it renames aside turns out to be a fresh one (A's was broken and
 // taken again meanwhile), gives it back: the fresh holder keeps it.
 func TestLockBreakIsABASafe(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	tbl := e.lockedTable()
+	tbl := lockTarget(t)
 	timing := testLockTiming
-	c, err := tbl.lock(context.Background(), timing)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustLock(t, tbl, timing)
 	defer c.release(context.Background())
 	w := &targetLock{t: tbl, id: newHolderID(), timing: timing, name: c.name}
 	stale := holderInfo{id: "a-holder-long-gone", age: time.Hour}

@@ -168,16 +168,21 @@ func TestOverlapAcrossBatches(t *testing.T) {
 // reproduced overlap (harness/debezium FINDINGS §3): key 1's snapshot READ
 // (LSN 51884232048) and transaction B's UPDATE at 51884231336, below it.
 // The target ends as the source did; a replay changes nothing.
-func TestRealOverlapStream(t *testing.T) {
+func TestRealOverlapStream(t *testing.T) { endsAsTheSourceThenReplays(t, "overlap_stream", 4) }
+
+// endsAsTheSourceThenReplays applies a real scenario's batches in one form:
+// the live view holds the source's rows; the batches again in the other
+// form are replays (nothing pending, verified keys).
+func endsAsTheSourceThenReplays(t *testing.T, scenario string, verified int64) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
-			e := scenarioEnv(t, "overlap_stream")
-			e.applyScenario("overlap_stream", f.binary)
-			if got, want := e.liveJSON(), sourceRows(t, "overlap_stream"); got != want {
+			e := scenarioEnv(t, scenario)
+			e.applyScenario(scenario, f.binary)
+			if got, want := e.liveJSON(), sourceRows(t, scenario); got != want {
 				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
 			}
-			res := e.applyScenario("overlap_stream", !f.binary)
-			if res.Pending != 0 || res.Verified != 4 {
+			res := e.applyScenario(scenario, !f.binary)
+			if res.Pending != 0 || res.Verified != verified {
 				t.Errorf("replay: %v", res.Outputs())
 			}
 		})
@@ -340,21 +345,7 @@ func (e *env) seedSwap(rows map[int64]string) {
 // and DELETE 7 / CREATE 6; by LSN alone key 7 ends deleted. Key 7's delete
 // carries the row "seven", not the "six" just created: it removed the old
 // row, and 7 keeps "six".
-func TestRealPKSwap(t *testing.T) {
-	for _, f := range forms() {
-		t.Run(f.name, func(t *testing.T) {
-			e := scenarioEnv(t, "pkswap")
-			e.applyScenario("pkswap", f.binary)
-			if got, want := e.liveJSON(), sourceRows(t, "pkswap"); got != want {
-				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
-			}
-			res := e.applyScenario("pkswap", !f.binary)
-			if res.Pending != 0 || res.Verified != 2 {
-				t.Errorf("replay: %v", res.Outputs())
-			}
-		})
-	}
-}
+func TestRealPKSwap(t *testing.T) { endsAsTheSourceThenReplays(t, "pkswap", 2) }
 
 // TestPKSwapDefaultIdentityRefused: the same swap under REPLICA IDENTITY
 // DEFAULT (deletes carry only the key) does not say which row key 7's
