@@ -139,3 +139,7 @@ ci_apt_install() {
 		return "$rc"
 	done
 }
+
+# ci_checkout_image: the image tag of this checkout's own build (changesink:ci-<12 hex of its path>); .ci/env
+# computes the same name for CHANGESINK_TEST_IMAGE.
+ci_checkout_image() { printf 'changesink:ci-%s\n' "$(printf %s "$CI_ROOT" | sha256sum | cut -c1-12)"; }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,7 +99,7 @@ func (sc *cdcScenario) validate() error {
 		}
 		for _, d := range b.Differs {
 			if _, ok := cdcDifferences[d]; !ok {
-				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(sortedKeys(cdcDifferences), ", "))
+				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(slices.Sorted(maps.Keys(cdcDifferences)), ", "))
 			}
 			if len(b.Differs) != 1 {
 				return fmt.Errorf("batch %d: a batch names at most one cdc difference", i+1)

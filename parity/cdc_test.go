@@ -3,6 +3,7 @@ package parity
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,7 +65,7 @@ func TestCDCParity(t *testing.T) {
 		bin = changesinkBinary(t)
 		mapping = shippedOrdersMapping(t)
 	}
-	ddl := seedTaskField(t, seeds, seedCDCFlow, "create_target", "sql")
+	ddl := testenv.SeedTask(t, seeds, seedCDCFlow, "create_target", "sql")
 	conv, err := filepath.Abs(filepath.Join("testdata", "ion_to_jsonl.py"))
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestCDCParity(t *testing.T) {
 	}
 	ch := chClient{argv: strings.Fields(env["CHANGESINK_TEST_CLICKHOUSE_CLIENT"])}
 	scenarios := loadCDCScenarios(t)
-	for _, name := range sortedKeys(scenarios) {
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			base := "parity_" + strings.ReplaceAll(name, "-", "_") + "_" + testenv.RandomHex(4)

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -206,7 +207,7 @@ func (sc *kafkaScenario) validate() error {
 			}
 			for _, d := range b.Differs {
 				if _, ok := kafkaDifferences[d]; !ok {
-					return fmt.Errorf("step %d: unknown difference %q (known: %s)", i+1, d, strings.Join(sortedKeys(kafkaDifferences), ", "))
+					return fmt.Errorf("step %d: unknown difference %q (known: %s)", i+1, d, strings.Join(slices.Sorted(maps.Keys(kafkaDifferences)), ", "))
 				}
 				if outcomeDifferences[d] && (b.Expect == "ok" || len(b.Differs) != 1 || i != len(sc.Steps)-1) {
 					return fmt.Errorf("step %d: outcome difference %q must be the only one named, by the last step, with the seed's failing expect", i+1, d)
@@ -273,15 +274,6 @@ func (r kafkaRecord) expand() ([]producedRecord, error) {
 		out = append(out, producedRecord{Partition: int32(r.Partition), Key: sub(key), Value: sub(value)})
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // TestKafkaScenarioFiles checks every kafka scenario file parses and is

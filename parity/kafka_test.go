@@ -36,42 +36,15 @@ func newKafkaClient(t *testing.T, brokers string, opts ...kgo.Opt) *kgo.Client {
 func createTopic(t *testing.T, brokers, name string, partitions int, configs map[string]string) *kafkaTopic {
 	t.Helper()
 	cl := newKafkaClient(t, brokers)
+	// Cleanups run last first: the topic is deleted while the client is open.
+	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
 	cfg := map[string]*string{}
 	for k, v := range configs {
 		cfg[k] = &v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, cfg, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		cl.Close()
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := adm.DeleteTopics(ctx, name); err != nil {
-			t.Logf("delete topic %s: %v", name, err)
-		}
-		cl.Close()
-	})
-	tp := &kafkaTopic{brokers: brokers, name: name, partitions: partitions, adm: adm}
-	// Metadata can lag topic creation; wait until every partition has a leader.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ends, err := adm.ListEndOffsets(ctx, name)
-		if err == nil && ends.Error() == nil && len(ends[name]) == partitions {
-			return tp
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not ready: %v", name, errors.Join(err, ends.Error()))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.CreateTopic(t, adm, name, int32(partitions), cfg)
+	return &kafkaTopic{brokers: brokers, name: name, partitions: partitions, adm: adm}
 }
 
 func (tp *kafkaTopic) records(recs []producedRecord) []*kgo.Record {

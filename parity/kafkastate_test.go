@@ -3,6 +3,7 @@ package parity
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,10 +51,10 @@ func TestKafkaStateParity(t *testing.T) {
 	if !seedOnly() {
 		bin = changesinkBinary(t)
 	}
-	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
-	check := seedTaskField(t, seeds, seedKafkaFlow, "check_saved_positions", "sql")
+	ddl := testenv.SeedTask(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
+	check := testenv.SeedTask(t, seeds, seedKafkaFlow, "check_saved_positions", "sql")
 	scenarios := loadKafkaScenarios(t)
-	for _, name := range sortedKeys(scenarios) {
+	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			p := &kafkaParity{name: name, sc: scenarios[name], brokers: env["CHANGESINK_TEST_KAFKA"], python: env["CHANGESINK_TEST_PYTHON"],
@@ -77,17 +78,11 @@ func TestKafkaStateParity(t *testing.T) {
 }
 
 func (p *kafkaParity) run(t *testing.T) {
-	batch := 0
-	for i, st := range p.sc.Steps {
-		switch {
-		case p.topicStep(t, st):
-		case st.Batch != nil:
-			batch++
-			if !p.batch(t, batch, st.Batch) {
-				t.Fatalf("step %d (batch %d) diverged; later batches would only repeat it", i+1, batch)
-			}
+	p.steps(t, func(i, batch int, b *kafkaBatch) {
+		if !p.batch(t, batch, b) {
+			t.Fatalf("step %d (batch %d) diverged; later batches would only repeat it", i+1, batch)
 		}
-	}
+	})
 	if p.outcomeDiverged {
 		t.Logf("final state not compared: the last batch's outcome differs by design")
 		return
@@ -129,45 +124,53 @@ func (p *kafkaParity) topicStep(t *testing.T, st kafkaStep) bool {
 // runSeedOnly runs the scenario's batches through the seed alone and checks
 // them against the scenario's expect and want (CHANGESINK_PARITY_SEED_ONLY=1).
 func (p *kafkaParity) runSeedOnly(t *testing.T) {
-	batch := 0
-	for _, st := range p.sc.Steps {
+	p.steps(t, func(_, batch int, b *kafkaBatch) {
+		env := merge(map[string]string{
+			"TOPIC": p.batchTopic(b), "MAX_RECORDS": strconv.Itoa(b.MaxRecords), "POLL_SECONDS": strconv.Itoa(b.PollSeconds),
+			"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + p.brokers + `"}`,
+		}, p.a.env)
+		var release func()
+		if b.HoldLock {
+			release = holdTopicLock(t, p.a, p.topic.name)
+		}
+		before := snapshotKafkaState(t, p.a, p.topic.name)
+		seed := runProc(t, time.Duration(b.PollSeconds)*time.Second+2*time.Minute, t.TempDir(), baseEnv(env), nil, p.python,
+			filepath.Join(p.seeds, "reference", "kafka_state_materialize.py"))
+		if release != nil {
+			release()
+		}
+		after := snapshotKafkaState(t, p.a, p.topic.name)
+		t.Logf("batch %d: seed exit %d in %s, outputs %s, error %s", batch, seed.Code, seed.Elapsed.Round(time.Millisecond),
+			canonical(seed.Outputs), lastLine(seed.Stderr))
+		switch {
+		case b.Expect == "ok" && seed.Code != 0:
+			t.Errorf("batch %d: seed failed, scenario expects ok: %s", batch, seed)
+		case b.Expect != "ok" && seed.Code == 0:
+			t.Errorf("batch %d: seed succeeded, scenario expects %s", batch, b.Expect)
+		case b.Expect != "ok" && after.Raw != before.Raw:
+			t.Errorf("batch %d: the seed's failed run changed the database", batch)
+		case b.Expect == "ok":
+			for _, d := range subset(seed.Outputs, b.Want) {
+				t.Errorf("batch %d: seed outputs differ from want: %s", batch, d)
+			}
+		}
+	})
+	t.Logf("final state (seed):\n%s", snapshotKafkaState(t, p.a, p.topic.name))
+}
+
+// steps carries out the scenario's steps in order: a step on the topic
+// itself (topicStep), a batch step through batch, with the step's index and
+// the batch's number (from 1).
+func (p *kafkaParity) steps(t *testing.T, batch func(i, n int, b *kafkaBatch)) {
+	n := 0
+	for i, st := range p.sc.Steps {
 		switch {
 		case p.topicStep(t, st):
 		case st.Batch != nil:
-			batch++
-			b := st.Batch
-			env := merge(map[string]string{
-				"TOPIC": p.batchTopic(b), "MAX_RECORDS": strconv.Itoa(b.MaxRecords), "POLL_SECONDS": strconv.Itoa(b.PollSeconds),
-				"KAFKA_PROPERTIES": `{"bootstrap.servers":"` + p.brokers + `"}`,
-			}, p.a.env)
-			var release func()
-			if b.HoldLock {
-				release = holdTopicLock(t, p.a, p.topic.name)
-			}
-			before := snapshotKafkaState(t, p.a, p.topic.name)
-			seed := runProc(t, time.Duration(b.PollSeconds)*time.Second+2*time.Minute, t.TempDir(), baseEnv(env), nil, p.python,
-				filepath.Join(p.seeds, "reference", "kafka_state_materialize.py"))
-			if release != nil {
-				release()
-			}
-			after := snapshotKafkaState(t, p.a, p.topic.name)
-			t.Logf("batch %d: seed exit %d in %s, outputs %s, error %s", batch, seed.Code, seed.Elapsed.Round(time.Millisecond),
-				canonical(seed.Outputs), lastLine(seed.Stderr))
-			switch {
-			case b.Expect == "ok" && seed.Code != 0:
-				t.Errorf("batch %d: seed failed, scenario expects ok: %s", batch, seed)
-			case b.Expect != "ok" && seed.Code == 0:
-				t.Errorf("batch %d: seed succeeded, scenario expects %s", batch, b.Expect)
-			case b.Expect != "ok" && after.Raw != before.Raw:
-				t.Errorf("batch %d: the seed's failed run changed the database", batch)
-			case b.Expect == "ok":
-				for _, d := range subset(seed.Outputs, b.Want) {
-					t.Errorf("batch %d: seed outputs differ from want: %s", batch, d)
-				}
-			}
+			n++
+			batch(i, n, st.Batch)
 		}
 	}
-	t.Logf("final state (seed):\n%s", snapshotKafkaState(t, p.a, p.topic.name))
 }
 
 // batchTopic is the TOPIC a batch runs with.
@@ -453,7 +456,7 @@ func sameUpToFloat64(rowA, rowB string) bool {
 func (p *kafkaParity) reconcileOffsets(t *testing.T, seed, cs map[string]int64, observed map[string]bool) []string {
 	t.Helper()
 	var diffs []string
-	for _, k := range sortedKeys(mergeKeys(seed, cs)) {
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(seed, cs))) {
 		so, sok := seed[k]
 		co, cok := cs[k]
 		switch {
@@ -562,7 +565,7 @@ func TestKafkaStateSchemaParity(t *testing.T) {
 	env := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seeds := seedsDir(t)
 	bin := changesinkBinary(t)
-	ddl := seedTaskField(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
+	ddl := testenv.SeedTask(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
 	base := "parity_schema_" + testenv.RandomHex(4)
 	a := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_seed")
 	b := createDatabase(t, env["CHANGESINK_TEST_PG"], base+"_cs")

@@ -32,10 +32,7 @@ func TestMain(m *testing.M) {
 	}
 	binPath = filepath.Join(dir, "changesink")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "github.com/changesink/changesink/cmd/changesink")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("go build ./cmd/changesink: %w\n%s", err, out)
-	}
+	buildErr = testenv.Build(ctx, binPath)
 	cancel()
 	code := m.Run()
 	_ = os.RemoveAll(dir)

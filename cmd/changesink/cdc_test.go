@@ -96,6 +96,21 @@ func cdcWorkspace(ctx context.Context, t *testing.T, chURL, prefix string) (admi
 	return admin, db, work
 }
 
+// setCDCEnv sets the env of a cdc command run in the workspace work (the
+// orders mapping) against the test ClickHouse at chURL without a user or
+// password, then env's settings over it.
+func setCDCEnv(t *testing.T, work, chURL string, env map[string]string) {
+	t.Helper()
+	t.Setenv("WORKING_DIR", work)
+	t.Setenv("CDC_MAPPING", "orders.mapping.yaml")
+	t.Setenv("CLICKHOUSE_URL", chURL)
+	t.Setenv("CLICKHOUSE_USERNAME", "")
+	t.Setenv("CLICKHOUSE_PASSWORD", "")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
 // TestCDCCommands runs cdc setup and apply through the command line against
 // the test ClickHouse, then the failing runs an operator meets (a refused
 // batch, a mapping with a mistake, a wrong password, a password in the DSN,
@@ -122,16 +137,9 @@ func TestCDCCommands(t *testing.T) {
 	var all bytes.Buffer
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) string {
 		t.Helper()
-		t.Setenv("WORKING_DIR", work)
-		t.Setenv("CDC_MAPPING", "orders.mapping.yaml")
-		t.Setenv("CLICKHOUSE_URL", chURL)
-		t.Setenv("CLICKHOUSE_USERNAME", "")
-		t.Setenv("CLICKHOUSE_PASSWORD", "")
 		t.Setenv("CDC_BATCH_FILE", "")
 		os.Unsetenv("CDC_BATCH_FILE")
-		for k, v := range env {
-			t.Setenv(k, v)
-		}
+		setCDCEnv(t, work, chURL, env)
 		var out bytes.Buffer
 		code := run(ctx, args, &out)
 		all.Write(out.Bytes())
@@ -277,16 +285,9 @@ func TestCDCFaultExitCodes(t *testing.T) {
 			map[string]string{"CDC_BATCH_FILE": "not-utf8.ion"}, []string{"cdc", "apply"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("WORKING_DIR", work)
-			t.Setenv("CDC_MAPPING", "orders.mapping.yaml")
-			t.Setenv("CLICKHOUSE_URL", chURL)
-			t.Setenv("CLICKHOUSE_USERNAME", "")
-			t.Setenv("CLICKHOUSE_PASSWORD", "")
 			t.Setenv("CDC_CLICKHOUSE_TIMEOUT", "20s")
 			t.Setenv("CDC_BATCH_FILE", "changes.ion")
-			for k, v := range c.env {
-				t.Setenv(k, v)
-			}
+			setCDCEnv(t, work, chURL, c.env)
 			var out bytes.Buffer
 			code := run(ctx, c.args, &out)
 			all.Write(out.Bytes())

@@ -9,12 +9,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -110,7 +110,7 @@ func outputNames(cmd string) []string {
 	if !ok || o.result == nil {
 		return nil
 	}
-	return sortedKeys(o.result.Outputs())
+	return slices.Sorted(maps.Keys(o.result.Outputs()))
 }
 
 // failureOutputs are emitted by main.fail on every failed command.
@@ -398,13 +398,13 @@ func TestFlowsRunRealCommands(t *testing.T) {
 				}
 				cmd, ok := commands[got]
 				if !ok {
-					t.Errorf("task %s: `changesink %s` is not a command of this binary (have %v)", s.task, got, sortedKeys(commands))
+					t.Errorf("task %s: `changesink %s` is not a command of this binary (have %v)", s.task, got, slices.Sorted(maps.Keys(commands)))
 					continue
 				}
 				env := stringMap(t, task["env"], s.task+".env")
 				for k, v := range env {
 					if !cmd.envs[k] && !globals[k] {
-						t.Errorf("task %s sets %s, which `changesink %s` does not read (it reads %v)", s.task, k, got, sortedKeys(cmd.envs))
+						t.Errorf("task %s sets %s, which `changesink %s` does not read (it reads %v)", s.task, k, got, slices.Sorted(maps.Keys(cmd.envs)))
 					}
 					if secret, ok := seedSecretEnv[k]; ok {
 						if wantV := "{{ secret('" + secret + "') }}"; v != wantV {
@@ -599,7 +599,7 @@ func TestFlowCDCFiles(t *testing.T) {
 		}
 		content, ok := files[mappingFile]
 		if !ok {
-			t.Errorf("task %s: CDC_MAPPING=%s is not among its inputFiles %v", id, mappingFile, sortedKeys(files))
+			t.Errorf("task %s: CDC_MAPPING=%s is not among its inputFiles %v", id, mappingFile, slices.Sorted(maps.Keys(files)))
 			continue
 		}
 		m := regexp.MustCompile(`^\{\{\s*vars\.([A-Za-z0-9_]+)\s*\}\}$`).FindStringSubmatch(content)
@@ -650,13 +650,4 @@ func checkInlineMapping(t *testing.T, text, database string) {
 	if m.Source.Database != database {
 		t.Errorf("the inline mapping's source database is %q, want variables.postgres_database %q (the seed's prepare_batch check)", m.Source.Database, database)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

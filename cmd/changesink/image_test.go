@@ -95,7 +95,7 @@ func runLikeKestra(ctx context.Context, t *testing.T, image, work string, env ma
 	args := []string{"run", "--rm", "--entrypoint", "", "-u", "0", "--network", "host",
 		"-v", work + ":/wd", "-w", "/wd", "-e", "WORKING_DIR=/wd"}
 	cmdEnv := append(os.Environ(), "DOCKER_HOST="+dockerSocket)
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		args = append(args, "-e", k)
 		cmdEnv = append(cmdEnv, k+"="+env[k])
 	}
@@ -248,7 +248,7 @@ func TestImageKafkaState(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_KAFKA")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "img_ks_", 2)
+	kcl, topic := kafkaTopic(t, vars["CHANGESINK_TEST_KAFKA"], "img_ks_", 2)
 	rec := func(p int32, key, value string) *kgo.Record {
 		r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(key)}
 		if value != "" {

@@ -90,7 +90,7 @@ func TestKafkaStateBadSettings(t *testing.T) {
 // and a random suffix) with the given partitions, deleted when the test ends,
 // waits until every partition answers, and returns it with a client that
 // produces to the partition each record names (open until the test ends).
-func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
+func kafkaTopic(t *testing.T, brokers, prefix string, partitions int32) (*kgo.Client, string) {
 	t.Helper()
 	topic := prefix + testenv.RandomHex(4)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -99,28 +99,8 @@ func kafkaTopic(ctx context.Context, t *testing.T, brokers, prefix string, parti
 	}
 	// Cleanups run last first: the topic is deleted while the client is open.
 	t.Cleanup(kcl.Close)
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := adm.DeleteTopic(ctx, topic); err != nil {
-			t.Errorf("delete the test topic %s: %v", topic, err)
-		}
-	})
-	for {
-		offs, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil && offs.Error() == nil && len(offs[topic]) == int(partitions) {
-			return kcl, topic
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("topic %s: %d partitions not all answering: %v (%v)", topic, partitions, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testenv.CreateTopic(t, kadm.NewClient(kcl), topic, partitions, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+	return kcl, topic
 }
 
 // pgDatabase creates a database of its own on the test PostgreSQL server
@@ -158,7 +138,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	testenv.CreateRole(t, vars["CHANGESINK_TEST_PG"], role, pgSecret)
 	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
-	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
+	kcl, topic := kafkaTopic(t, vars["CHANGESINK_TEST_KAFKA"], "ks_secret_", 2)
 	if err := kcl.ProduceSync(ctx,
 		&kgo.Record{Topic: topic, Partition: 0, Key: []byte("a"), Value: []byte(`{"v":1}`)},
 		&kgo.Record{Topic: topic, Partition: 1, Key: []byte("b"), Value: []byte(`{"v":2}`)},

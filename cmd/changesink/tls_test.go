@@ -26,17 +26,6 @@ import (
 // apart. They use the TLS listeners .ci/services starts with the
 // certificates of .ci/tls.
 
-// buildChangesink builds this command into a temporary directory.
-func buildChangesink(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "changesink")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // flowRun is one run of the binary: its exit code and what it printed.
 type flowRun struct {
 	code           int
@@ -139,7 +128,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 		"CHANGESINK_TEST_TLS_DIR", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin := buildChangesink(t)
+	bin := testenv.BuildChangesink(t)
 	tlsDir := vars["CHANGESINK_TEST_TLS_DIR"]
 
 	// PostgreSQL: a role with a password of its own and its database.
@@ -150,7 +139,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	testenv.CreateDatabase(t, vars["CHANGESINK_TEST_PG"], db, role)
 
 	// Kafka: a compacted topic, written over the plaintext listener.
-	kcl, topic := kafkaTopic(ctx, t, vars["CHANGESINK_TEST_KAFKA"], "ks_tls_", 2)
+	kcl, topic := kafkaTopic(t, vars["CHANGESINK_TEST_KAFKA"], "ks_tls_", 2)
 	seq := 0
 	produceOne := func() {
 		t.Helper()
@@ -294,7 +283,7 @@ func TestCDCOverTLS(t *testing.T) {
 		"CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildChangesink(t)
+	bin := testenv.BuildChangesink(t)
 	_, db, work := cdcWorkspace(ctx, t, vars["CHANGESINK_TEST_CLICKHOUSE"], "cdc_tls_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "paid")
 	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "clickhouse-ca.pem")

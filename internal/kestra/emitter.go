@@ -259,22 +259,26 @@ func maskStrings(v any, m Masker) (any, bool) {
 	case []any:
 		changed := false
 		for i := range t {
-			var c bool
-			t[i], c = maskStrings(t[i], m)
-			changed = changed || c
+			t[i] = maskChild(t[i], m, &changed)
 		}
 		return t, changed
 	case map[string]any:
 		changed := false
 		for k := range t {
-			var c bool
-			t[k], c = maskStrings(t[k], m)
-			changed = changed || c
+			t[k] = maskChild(t[k], m, &changed)
 		}
 		return t, changed
 	default: // json.Number, bool, nil
 		return v, false
 	}
+}
+
+// maskChild masks an element of an array or object, setting *changed when
+// anything in it changed.
+func maskChild(v any, m Masker, changed *bool) any {
+	v, c := maskStrings(v, m)
+	*changed = *changed || c
+	return v
 }
 
 // appendASCII appends JSON text s with every non-ASCII rune escaped as \uXXXX

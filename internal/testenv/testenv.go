@@ -12,8 +12,12 @@
 // services: names no other test, process or checkout uses (UniqueName,
 // RandomHex), PostgreSQL databases and roles dropped when the test ends
 // (CreateDatabase, CreateRole) and DSNs derived from the admin one
-// (WithDatabase, WithParams), and a TCP proxy on a port of its own that
-// stands for a service going away or hanging (StartProxy).
+// (WithDatabase, WithParams), Kafka topics deleted when the test ends
+// (CreateTopic, WaitForLeaders), a TCP proxy on a port of its own that
+// stands for a service going away or hanging (StartProxy), a test server's
+// accept loop (Serve), the changesink binary built for tests that run it
+// (BuildChangesink, Build), and the seed flows' task SQL and scripts
+// (SeedTask).
 package testenv
 
 import (

@@ -74,28 +74,19 @@ func TestProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	got := make(chan string, 4)
-	go func() {
+	Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 64)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(buf)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64)
-				for {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					got <- string(buf[:n])
-					_, _ = c.Write(buf[:n]) // echo
-				}
-			}()
+			got <- string(buf[:n])
+			_, _ = c.Write(buf[:n]) // echo
 		}
-	}()
+	})
 	p := StartProxy(t, ln.Addr().String(), ProxyOptions{})
 	if p.Addr() == ln.Addr().String() {
 		t.Fatal("the proxy has the server's address")

@@ -5,13 +5,7 @@ package cdc
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -61,40 +55,13 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 	}
 }
 
-// tlsServer listens with a self-signed certificate and completes TLS
-// handshakes only (the client refuses the certificate before any
-// ClickHouse bytes); it returns its address.
+// tlsServer completes TLS handshakes only, with a certificate of a CA the
+// client does not trust (it refuses the certificate before any ClickHouse
+// bytes); it returns its address.
 func tlsServer(t *testing.T) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				_ = c.(*tls.Conn).Handshake()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	cert := testenv.NewCA(t).Issue(t, "127.0.0.1", false)
+	return testenv.ServeTLSHandshakes(t, &tls.Config{Certificates: []tls.Certificate{cert}})
 }
 
 // TestStopWhileConnecting: a run stopped (SIGTERM cancels the

@@ -87,7 +87,7 @@
 // Kafka's cleaner keeps a tombstone at least delete.retention.ms after the
 // pass that first compacted it, and never cleans past the last stable
 // offset; a batch that reads a tombstone's offset only after it was removed
-// would leave the key live for ever (issue 9 §3). positions.updated_at is
+// would leave the key live for ever. positions.updated_at is
 // therefore the start of the last batch that read every partition to its
 // end (or of the first batch): a batch is refused (ErrTombstonesMayBeLost,
 // *TombstoneError) before reading when a partition has records past its

@@ -53,17 +53,6 @@ func produceMany(t testing.TB, cl *kgo.Client, topic string, partitions int32, n
 	}
 }
 
-// buildBinary builds cmd/changesink into a temporary directory.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "changesink")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/changesink/changesink/cmd/changesink")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // binaryEnv is the environment of a changesink run for e (the seed's env
 // contract), without the parent's PG*/KAFKA* variables.
 func (e *env) binaryEnv(cfg Config, workDir string) []string {
@@ -93,7 +82,7 @@ func (e *env) binaryEnv(cfg Config, workDir string) []string {
 // the tables of an uninterrupted run into another database.
 func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 	e := newEnv(t)
-	bin := buildBinary(t)
+	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 6, nil)
 	produceMany(t, e.kcl, e.topic, 6, 60000)
 	cfg := e.config()
@@ -147,39 +136,35 @@ func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 // waitForCopy waits until a session of e's database runs the batch's COPY.
 func waitForCopy(t testing.TB, e *env, timeout time.Duration) {
 	t.Helper()
-	ctx := testCtx(t, timeout)
-	conn := e.conn(t)
-	for {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'active' AND query ILIKE 'copy%`+stagingTable+`%'`).Scan(&n)
-		if err != nil {
-			t.Fatalf("waiting for the COPY: %v", err)
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitForSessions(t, e, timeout, 2*time.Millisecond, "the COPY", func(n int) bool { return n > 0 },
+		`state = 'active' AND query ILIKE 'copy%`+stagingTable+`%'`)
 }
 
 // waitForNoSession waits until no changesink session is left in e's
 // database.
 func waitForNoSession(t testing.TB, e *env, timeout time.Duration) {
 	t.Helper()
+	waitForSessions(t, e, timeout, 20*time.Millisecond, "the killed run's session to end", func(n int) bool { return n == 0 },
+		`application_name = $1`, applicationName)
+}
+
+// waitForSessions counts the sessions of e's database that match where (a
+// condition on pg_stat_activity, with args) every poll until done accepts
+// the count; waiting names what it waits for when the query fails.
+func waitForSessions(t testing.TB, e *env, timeout, poll time.Duration, waiting string, done func(n int) bool, where string, args ...any) {
+	t.Helper()
 	ctx := testCtx(t, timeout)
 	conn := e.conn(t)
 	for {
 		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
-			applicationName).Scan(&n)
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND `+where, args...).Scan(&n)
 		if err != nil {
-			t.Fatalf("waiting for the killed run's session to end: %v", err)
+			t.Fatalf("waiting for %s: %v", waiting, err)
 		}
-		if n == 0 {
+		if done(n) {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(poll)
 	}
 }
 
@@ -187,8 +172,7 @@ func waitForNoSession(t testing.TB, e *env, timeout time.Duration) {
 // materializer's session during the COPY: a clear transient error, nothing
 // committed, and a re-run converges.
 func TestPGBackendTerminatedMidBatch(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 3, nil)
+	e := newTopicEnv(t, 3)
 	produceMany(t, e.kcl, e.topic, 3, 20000)
 	before := e.snapshot(t)
 	killed := false
@@ -230,8 +214,7 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 // black hole): the run fails with a clear transient error within
 // POLL_SECONDS plus a bounded timeout, and nothing is committed.
 func TestBrokerStoppedMidBatch(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 3, nil)
+	e := newTopicEnv(t, 3)
 	produceMany(t, e.kcl, e.topic, 3, 30000)
 	for _, stall := range []bool{false, true} {
 		t.Run(map[bool]string{false: "connections closed", true: "connections hang"}[stall], func(t *testing.T) {
@@ -273,7 +256,7 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 // first one's backend and changes nothing; the first then commits.
 func TestTwoMaterializersAtOnce(t *testing.T) {
 	e := newEnv(t)
-	bin := buildBinary(t)
+	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 2, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
 	var (
@@ -315,8 +298,7 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 // show the password.
 func TestSCRAM(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA_SCRAM", "CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD")
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
 	props := func(mech, password string) string {
 		return fmt.Sprintf(`{"bootstrap.servers":%q,"security.protocol":"SASL_PLAINTEXT","sasl.mechanisms":%q,"sasl.username":%q,"sasl.password":%q,"client.id":"changesink-test"}`,
@@ -361,8 +343,7 @@ func TestSCRAM(t *testing.T) {
 // reports a failure must have committed nothing, and one that committed
 // must report it: once COMMIT is sent, the run waits for its answer.
 func TestStopDuringCommit(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
 	// A deferred constraint trigger makes COMMIT take a second, and lets
 	// a cancel request only cut it short, as when the COMMIT finishes on
@@ -403,8 +384,7 @@ func TestStopDuringCommit(t *testing.T) {
 // TestStopBeforeCommit: a stop that arrives before COMMIT is sent
 // ends the run with nothing committed.
 func TestStopBeforeCommit(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
@@ -425,8 +405,7 @@ func TestStopBeforeCommit(t *testing.T) {
 // it"); the session is gone and nothing was committed, so it is transient
 // (exit 3), and the re-run converges.
 func TestIdleInTransactionTimeout(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":2}`))
 	cc, err := pgx.ParseConfig(e.pg.DSN)
 	if err != nil {

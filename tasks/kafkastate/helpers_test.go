@@ -54,6 +54,15 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// newTopicEnv is newEnv with its topic created over partitions partitions
+// (compacted, without fast cleaning): the start of most tests.
+func newTopicEnv(t *testing.T, partitions int32) *env {
+	t.Helper()
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, partitions, nil)
+	return e
+}
+
 // newBareEnv is newEnv without Setup: the database is empty.
 func newBareEnv(t *testing.T) *env {
 	t.Helper()
@@ -98,34 +107,10 @@ func compacted() map[string]*string {
 // leader, and deletes it when the test ends.
 func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
-	ctx := testCtx(t, time.Minute)
 	if configs == nil {
 		configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, configs, name); err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopic(ctx, name)
-	})
-	waitForLeaders(t, adm, name, int(partitions))
-}
-
-func waitForLeaders(t testing.TB, adm *kadm.Client, name string, partitions int) {
-	t.Helper()
-	ctx := testCtx(t, time.Minute)
-	for {
-		offs, err := adm.ListEndOffsets(ctx, name)
-		if err == nil && offs.Error() == nil && len(offs[name]) == partitions {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("topic %s: partitions have no leader: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.CreateTopic(t, adm, name, partitions, configs)
 }
 
 // rec is a test record. A nil Value is a tombstone; a nil Key is a null key.

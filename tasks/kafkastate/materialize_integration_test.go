@@ -19,8 +19,7 @@ import (
 // seed's outputs and writes the same batch-report.json; a second run over
 // the fully read topic commits nothing new and keeps the positions.
 func TestMaterializeBatch(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 3, nil)
+	e := newTopicEnv(t, 3)
 	produce(t, e.kcl, e.topic,
 		kv(0, "a", `{"v":1}`), kv(1, "b", `{"v":1}`), kv(2, "c", `[1,2]`),
 		kv(0, "a", `{"v":2}`), kv(1, "d", `"text"`), tomb(2, "c"))
@@ -122,8 +121,7 @@ func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // It must find out before it changes anything: a configuration error
 // naming WORKING_DIR, and nothing committed.
 func TestUnwritableWorkingDir(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	before := e.snapshot(t)
 	missing := filepath.Join(t.TempDir(), "gone")
@@ -141,8 +139,7 @@ func TestUnwritableWorkingDir(t *testing.T) {
 // so the batch committed and then the rename failed: exit 4 for a
 // committed batch. It is a configuration error before anything changes.
 func TestReportNameTakenByADirectory(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	before := e.snapshot(t)
 	dir := t.TempDir()

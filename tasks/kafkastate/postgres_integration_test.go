@@ -28,8 +28,7 @@ import (
 // PostgreSQL's error as an internal error (exit 4, "please report it").
 // Both are configuration errors (exit 2) that say what to do.
 func TestNoSchemaOrNoPrivileges(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	check := func(name string, err error, want string) {
 		t.Helper()
@@ -64,8 +63,7 @@ func TestNoSchemaOrNoPrivileges(t *testing.T) {
 // standby) or database failed setup and materialize as internal errors
 // (exit 4). Both are configuration errors saying so.
 func TestReadOnlyDatabase(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	cc, err := pgx.ParseConfig(e.pg.DSN)
 	if err != nil {
@@ -90,8 +88,7 @@ func TestReadOnlyDatabase(t *testing.T) {
 // internal error (exit 4) naming no record. setup and materialize refuse
 // such a database up front, as a configuration error naming its encoding.
 func TestNonUTF8Database(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "café", `{"v":"café"}`))
 
 	name := testenv.UniqueName(t, "ks_latin1_")

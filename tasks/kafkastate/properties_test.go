@@ -2,13 +2,10 @@ package kafkastate
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 const testSecret = "s3cr3t-Pw!"
@@ -159,10 +157,10 @@ func TestPropertySecrets(t *testing.T) {
 // keys are clear configuration errors.
 func TestTLSConfig(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t)
-	serverCert := ca.issue(t, "broker.example.invalid", false)
-	clientCert := ca.issue(t, "client", true)
-	caPath := writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.cert.Raw)
+	ca := testenv.NewCA(t)
+	serverCert := ca.Issue(t, "broker.example.invalid", false)
+	clientCert := ca.Issue(t, "client", true)
+	caPath := writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Cert.Raw)
 	certPath := writePEM(t, dir, "client.pem", "CERTIFICATE", clientCert.Certificate[0])
 	keyDER, err := x509.MarshalPKCS8PrivateKey(clientCert.PrivateKey)
 	if err != nil {
@@ -200,7 +198,11 @@ func TestTLSConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := serveTLS(t, serverCert, ca.pool())
+	addr := testenv.ServeTLSHandshakes(t, &tls.Config{
+		Certificates: []tls.Certificate{serverCert},
+		ClientAuth:   tls.RequireAndVerifyClientCert, // a client certificate signed by the CA
+		ClientCAs:    ca.Pool(),
+	})
 
 	tests := []struct {
 		name    string
@@ -262,69 +264,6 @@ func TestTLSConfig(t *testing.T) {
 	}
 }
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "changesink test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key}
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-func (ca *testCA) issue(t *testing.T, name string, client bool) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -332,35 +271,6 @@ func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// serveTLS accepts TLS connections that must present a client certificate
-// signed by clients, completes the handshake and closes.
-func serveTLS(t *testing.T, cert tls.Certificate, clients *x509.CertPool) string {
-	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    clients,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				_ = c.(*tls.Conn).Handshake()
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // FuzzParseProperties: the parser never panics, and no error it returns

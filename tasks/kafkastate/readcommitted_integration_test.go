@@ -40,8 +40,7 @@ func produceAbortedMix(t *testing.T, e *env) (a, eOff, b int64) {
 // counted, and the next offsets step past the trailing markers to the end
 // of each partition (Java/franz-go positions).
 func TestAbortedTransactionsNeverReachPostgres(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	aOff, eOff, bOff := produceAbortedMix(t, e)
 
 	res := e.mustRun(t)
@@ -71,8 +70,7 @@ func TestAbortedTransactionsNeverReachPostgres(t *testing.T) {
 // Client.Fetch with IsolationLevel ReadCommitted returns the records of
 // aborted transactions (it drops the response's aborted-transaction list).
 func TestKafkaGoFetchReturnsAbortedRecords(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produceAbortedMix(t, e)
 	ctx := testCtx(t, time.Minute)
 	addr, err := net.ResolveTCPAddr("tcp", e.brokers)
@@ -336,8 +334,7 @@ func countRecords(t *testing.T, e *env) int {
 // POLL_SECONDS, also when a partition's end is an open transaction (the last
 // stable offset), whose records are not read until it commits.
 func TestFullyReadTopicReturnsAtOnce(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 3, nil)
+	e := newTopicEnv(t, 3)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `1`), kv(2, "c", `1`))
 	cfg := e.config()
 	cfg.PollSeconds = 30

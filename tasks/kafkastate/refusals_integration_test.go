@@ -17,6 +17,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // refusalCase prepares a topic and the database, then expects the next run
@@ -175,8 +176,7 @@ func TestStateRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			createTopic(t, e.adm, e.topic, 2, nil)
+			e := newTopicEnv(t, 2)
 			produce(t, e.kcl, e.topic, kv(0, "a", `{"n":1}`), tomb(1, "b"))
 			e.mustRun(t)
 			cfg, h := tc.prepare(t, e)
@@ -195,8 +195,7 @@ func TestStateRefusals(t *testing.T) {
 // ends), naming the lock and the holding backend, and changes nothing; a lock
 // released while the batch waits lets it proceed.
 func TestLockHeld(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"n":1}`), tomb(1, "b"))
 	e.mustRun(t)
 	produce(t, e.kcl, e.topic, kv(1, "c", `{"n":2}`))
@@ -234,8 +233,7 @@ func TestLockHeld(t *testing.T) {
 // errors (exit 2) naming the variable and range, raised before any I/O, so
 // nothing changes.
 func TestBoundsOutOfRange(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 	before := e.snapshot(t)
 	for _, tc := range []struct {
@@ -293,8 +291,7 @@ func TestRecordRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			createTopic(t, e.adm, e.topic, 2, nil)
+			e := newTopicEnv(t, 2)
 			produce(t, e.kcl, e.topic, kv(1, "a", `1`))
 			e.mustRun(t)
 			before := e.snapshot(t)
@@ -356,7 +353,7 @@ func repartition(t testing.TB, e *env, n int) {
 	if err != nil {
 		t.Fatalf("repartition %s to %d: %v", e.topic, n, err)
 	}
-	waitForLeaders(t, e.adm, e.topic, n)
+	testenv.WaitForLeaders(t, e.adm, e.topic, n)
 }
 
 func deleteTopic(t testing.TB, e *env) {
@@ -407,8 +404,7 @@ func deleteRecordsBefore(t testing.TB, e *env, partition int32, offset int64) {
 // the topic, partition, offset and key, with nothing committed. A long but
 // compressible key (which PostgreSQL stores) still goes through.
 func TestKeyTooLongForIndex(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	raw := make([]byte, 7500)
 	if _, err := rand.Read(raw); err != nil {
 		t.Fatal(err)
@@ -436,8 +432,7 @@ func TestKeyTooLongForIndex(t *testing.T) {
 // it") naming no record, and every retry failed the same way. It is a
 // refusal naming the record, and nothing changes.
 func TestValueTooLargeForJSONB(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	e.mustRun(t)
 	before := e.snapshot(t)

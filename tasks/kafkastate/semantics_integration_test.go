@@ -20,8 +20,7 @@ import (
 // NULL (also for a key never seen before) and removes the key from
 // current_values and live_keys; a later value revives it.
 func TestTombstonesAndRevival(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(0, "b", `{"v":1}`))
 	if res := e.mustRun(t); res.LiveKeys != 2 {
 		t.Fatalf("live_keys = %d, want 2", res.LiveKeys)
@@ -74,8 +73,7 @@ func (e *env) liveValues(t *testing.T) map[string]string {
 // a higher offset: a row stored with an offset above the batch's (as after a
 // restore of records newer than the positions) is kept.
 func TestOnlyHigherOffsetsReplace(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic,
 		kv(0, "a", `1`), kv(0, "a", `2`), kv(0, "a", `3`), // a ends at 3
 		kv(0, "b", `1`), tomb(0, "b"), // b ends deleted
@@ -102,8 +100,7 @@ func TestOnlyHigherOffsetsReplace(t *testing.T) {
 // written in that form by the seed are accepted (the run continues from
 // them), and the ones changesink writes are the same string.
 func TestSeedFormTopicIDs(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	ctx := testCtx(t, time.Minute)
 	m, err := e.adm.Metadata(ctx, e.topic)
 	if err != nil {
@@ -141,8 +138,7 @@ func TestSeedFormTopicIDs(t *testing.T) {
 // v10, like Kafka before 2.8) is refused. The real broker is reached through
 // a proxy that caps the Metadata version it advertises at 9.
 func TestNoIDsRefused(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 	p := startProxy(t, e.brokers, proxyOpts{capMetadata: 9})
 	defer p.Close()
@@ -155,43 +151,50 @@ func TestNoIDsRefused(t *testing.T) {
 	}
 }
 
+// eachMergeStatement runs test once with each merge statement, as subtests
+// named after them: PostgreSQL 15's MERGE, then the INSERT ... ON CONFLICT
+// used before 15 (hooks.onConflict).
+func eachMergeStatement(t *testing.T, test func(t *testing.T, h hooks)) {
+	for _, onConflict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
+			test(t, hooks{onConflict: onConflict})
+		})
+	}
+}
+
 // TestMergeStatements: both merge statements (PostgreSQL 15's MERGE, and
 // the INSERT ... ON CONFLICT used before 15), each with and without the
 // per-key dedupe, give the same tables: the highest offset per key, only
 // where higher than the stored row.
 func TestMergeStatements(t *testing.T) {
-	for _, onConflict := range []bool{false, true} {
-		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
-			e := newEnv(t)
-			createTopic(t, e.adm, e.topic, 2, nil)
-			cluster, topicID := e.ids(t)
-			e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0, "1": 0}')`,
-				e.topic, cluster, topicID)
-			e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'kept', '"stored"', false, 1, 1000)`, e.topic)
-			h := hooks{onConflict: onConflict}
-			// Batch 1: every key once (no dedupe).
-			produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `1`), kv(1, "kept", `"batch"`))
-			if _, err := e.run(t, e.config(), h); err != nil {
-				t.Fatal(err)
-			}
-			// Batch 2: keys repeated (dedupe), a tombstone and a revival.
-			produce(t, e.kcl, e.topic, kv(0, "a", `2`), kv(0, "a", `3`), tomb(1, "b"), kv(0, "c", `1`), tomb(0, "c"), kv(0, "c", `2`))
-			res, err := e.run(t, e.config(), h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			three, two, storedV := `3`, `2`, `"stored"`
-			assertRecords(t, e.records(t), map[string]stored{
-				"a":    {Payload: &three, Partition: 0, Offset: 2},
-				"b":    {Deleted: true, Partition: 1, Offset: 2},
-				"c":    {Payload: &two, Partition: 0, Offset: 5},
-				"kept": {Payload: &storedV, Partition: 1, Offset: 1000},
-			})
-			if res.Consumed != 6 || res.Tombstones != 2 || res.LiveKeys != 3 {
-				t.Errorf("result %+v", res)
-			}
+	eachMergeStatement(t, func(t *testing.T, h hooks) {
+		e := newTopicEnv(t, 2)
+		cluster, topicID := e.ids(t)
+		e.exec(t, `INSERT INTO kafka_state.positions (topic, cluster_id, topic_id, next_offsets) VALUES ($1, $2, $3, '{"0": 0, "1": 0}')`,
+			e.topic, cluster, topicID)
+		e.exec(t, `INSERT INTO kafka_state.records VALUES ($1, 'kept', '"stored"', false, 1, 1000)`, e.topic)
+		// Batch 1: every key once (no dedupe).
+		produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `1`), kv(1, "kept", `"batch"`))
+		if _, err := e.run(t, e.config(), h); err != nil {
+			t.Fatal(err)
+		}
+		// Batch 2: keys repeated (dedupe), a tombstone and a revival.
+		produce(t, e.kcl, e.topic, kv(0, "a", `2`), kv(0, "a", `3`), tomb(1, "b"), kv(0, "c", `1`), tomb(0, "c"), kv(0, "c", `2`))
+		res, err := e.run(t, e.config(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		three, two, storedV := `3`, `2`, `"stored"`
+		assertRecords(t, e.records(t), map[string]stored{
+			"a":    {Payload: &three, Partition: 0, Offset: 2},
+			"b":    {Deleted: true, Partition: 1, Offset: 2},
+			"c":    {Payload: &two, Partition: 0, Offset: 5},
+			"kept": {Payload: &storedV, Partition: 1, Offset: 1000},
 		})
-	}
+		if res.Consumed != 6 || res.Tombstones != 2 || res.LiveKeys != 3 {
+			t.Errorf("result %+v", res)
+		}
+	})
 }
 
 // runSeed runs the seed's script (parity/seeds/reference) for one batch of e's
@@ -227,8 +230,7 @@ func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 // positions the other wrote (same lock, same tables, same id forms), and the
 // final tables hold every key's latest value.
 func TestSeedAndChangesinkTakeTurns(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`), kv(1, "b", `{"v":1}`), kv(0, "c", `{"v":1}`), kv(1, "d", `{"v":1}`))
 	if r := runSeed(t, e, 2); r["consumed"] != 2.0 {
 		t.Fatalf("seed batch 1: %v", r)
@@ -273,45 +275,41 @@ func TestSeedAndChangesinkTakeTurns(t *testing.T) {
 // that nothing was committed, and changes nothing, also when the moved key
 // is repeated in the batch (the dedupe source) or among many others.
 func TestMovedKeyBothStatements(t *testing.T) {
-	for _, onConflict := range []bool{false, true} {
-		t.Run(map[bool]string{false: "MERGE", true: "ON CONFLICT"}[onConflict], func(t *testing.T) {
-			e := newEnv(t)
-			createTopic(t, e.adm, e.topic, 3, nil)
-			var first []rec
-			for i := range 300 {
-				first = append(first, kv(int32(i%3), fmt.Sprintf("k%03d", i), `1`))
-			}
-			produce(t, e.kcl, e.topic, first...) // k000 at partition 0 offset 0, k001 at 1, ...
-			e.mustRun(t)
-			h := hooks{onConflict: onConflict}
-			for _, tc := range []struct {
-				name  string
-				recs  []rec
-				parts []string
-			}{
-				{"stored at another partition, among many", append(append([]rec{}, first[1:150]...), kv(1, "k000", `2`)),
-					[]string{`key "k000"`, "stored in kafka_state.records at partition 0 offset 0", "read at partition 1 offset"}},
-				{"stored at another partition, repeated in the batch", []rec{kv(2, "k001", `2`), kv(2, "k001", `3`), kv(0, "new", `1`)},
-					[]string{`key "k001"`, "stored in kafka_state.records at partition 1 offset 0", "read at partition 2 offset"}},
-				{"two partitions of this batch", []rec{kv(0, "fresh", `1`), kv(2, "fresh", `2`)},
-					[]string{`key "fresh"`, "in this batch at partition 0"}},
-			} {
-				t.Run(tc.name, func(t *testing.T) {
-					// Each case starts from the state after the first batch: the
-					// records produced here stay in the topic, so the positions
-					// are put back at its end first.
-					e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $2::jsonb WHERE topic = $1`, e.topic, endJSON(e.endOffsets(t)))
-					at := e.snapshot(t)
-					produce(t, e.kcl, e.topic, tc.recs...)
-					_, err := e.run(t, e.config(), h)
-					assertRefused(t, err, ErrKeyMovedPartitions, append(tc.parts, "nothing was committed")...)
-					if after := e.snapshot(t); after != at {
-						t.Errorf("a refused run changed the tables:\n%s\n%s", at, after)
-					}
-				})
-			}
-		})
-	}
+	eachMergeStatement(t, func(t *testing.T, h hooks) {
+		e := newTopicEnv(t, 3)
+		var first []rec
+		for i := range 300 {
+			first = append(first, kv(int32(i%3), fmt.Sprintf("k%03d", i), `1`))
+		}
+		produce(t, e.kcl, e.topic, first...) // k000 at partition 0 offset 0, k001 at 1, ...
+		e.mustRun(t)
+		for _, tc := range []struct {
+			name  string
+			recs  []rec
+			parts []string
+		}{
+			{"stored at another partition, among many", append(append([]rec{}, first[1:150]...), kv(1, "k000", `2`)),
+				[]string{`key "k000"`, "stored in kafka_state.records at partition 0 offset 0", "read at partition 1 offset"}},
+			{"stored at another partition, repeated in the batch", []rec{kv(2, "k001", `2`), kv(2, "k001", `3`), kv(0, "new", `1`)},
+				[]string{`key "k001"`, "stored in kafka_state.records at partition 1 offset 0", "read at partition 2 offset"}},
+			{"two partitions of this batch", []rec{kv(0, "fresh", `1`), kv(2, "fresh", `2`)},
+				[]string{`key "fresh"`, "in this batch at partition 0"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				// Each case starts from the state after the first batch: the
+				// records produced here stay in the topic, so the positions
+				// are put back at its end first.
+				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = $2::jsonb WHERE topic = $1`, e.topic, endJSON(e.endOffsets(t)))
+				at := e.snapshot(t)
+				produce(t, e.kcl, e.topic, tc.recs...)
+				_, err := e.run(t, e.config(), h)
+				assertRefused(t, err, ErrKeyMovedPartitions, append(tc.parts, "nothing was committed")...)
+				if after := e.snapshot(t); after != at {
+					t.Errorf("a refused run changed the tables:\n%s\n%s", at, after)
+				}
+			})
+		}
+	})
 }
 
 // endJSON renders end offsets as next_offsets.

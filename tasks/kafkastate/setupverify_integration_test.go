@@ -2,15 +2,12 @@ package kafkastate
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -19,26 +16,7 @@ import (
 func seedDDL(t *testing.T) string {
 	t.Helper()
 	dir := testenv.Lookup(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
-	raw, err := os.ReadFile(filepath.Join(dir, "kafka-compacted-postgres-state.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flow struct {
-		Tasks []struct {
-			ID  string `yaml:"id"`
-			SQL string `yaml:"sql"`
-		} `yaml:"tasks"`
-	}
-	if err := yaml.Unmarshal(raw, &flow); err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range flow.Tasks {
-		if task.ID == "create_state_tables" {
-			return task.SQL
-		}
-	}
-	t.Fatal("the seed has no create_state_tables task")
-	return ""
+	return testenv.SeedTask(t, dir, "kafka-compacted-postgres-state.yaml", "create_state_tables", "sql")
 }
 
 // TestDDLIsTheSeeds: Setup's statements are the seed's create_state_tables
@@ -137,8 +115,7 @@ func TestSetupConcurrent(t *testing.T) {
 // record whose partition has no saved offset, and records without a
 // positions row are refused, naming topic, key, partition and offset.
 func TestVerify(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `1`), kv(1, "c", `1`))
 	e.mustRun(t)
 	ctx := testCtx(t, time.Minute)
@@ -181,8 +158,7 @@ func TestVerify(t *testing.T) {
 // internal error (exit 4) naming no topic; materialize refuses the same row
 // with ErrBadPositions. verify must refuse it the same way.
 func TestVerifyMalformedPositions(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	e.mustRun(t)
 	// A null offset, a next_offsets that is not an object (the cast in the

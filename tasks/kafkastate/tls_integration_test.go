@@ -24,8 +24,7 @@ func TestTLS(t *testing.T) {
 		"CHANGESINK_TEST_KAFKA_PLAIN_USER", "CHANGESINK_TEST_KAFKA_PLAIN_PASSWORD",
 		"CHANGESINK_TEST_KAFKA_SCRAM_USER", "CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD",
 		"CHANGESINK_TEST_TLS_DIR", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil)
+	e := newTopicEnv(t, 2)
 	dir := vars["CHANGESINK_TEST_TLS_DIR"]
 	ca, otherCA := vars["CHANGESINK_TEST_TLS_CA"], vars["CHANGESINK_TEST_TLS_OTHER_CA"]
 	props := func(kv map[string]string) string {

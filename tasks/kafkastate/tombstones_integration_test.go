@@ -88,8 +88,7 @@ func TestTombstoneCompactedAwayWhileLagging(t *testing.T) {
 // whatever delete.retention.ms, and a batch with nothing new refreshes
 // updated_at.
 func TestTombstoneRuleAnchor(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 2, nil) // delete.retention.ms: the broker's default, a day
+	e := newTopicEnv(t, 2) // delete.retention.ms: the broker's default, a day
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `1`), kv(0, "c", `1`), kv(1, "d", `1`))
 	cfg := e.config()
 	cfg.MaxRecords = 1
@@ -304,8 +303,7 @@ func logRecords(t *testing.T, e *env, p int32) map[int64]*kgo.Record {
 // however long ago the last catch-up really was. It is refused, naming the future
 // time.
 func TestTombstoneRuleFutureUpdatedAt(t *testing.T) {
-	e := newEnv(t)
-	createTopic(t, e.adm, e.topic, 1, nil)
+	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 	e.mustRun(t)
 	e.exec(t, `UPDATE kafka_state.positions SET updated_at = now() + interval '30 days' WHERE topic = $1`, e.topic)
