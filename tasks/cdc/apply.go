@@ -283,6 +283,21 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	if _, err := fillFromTarget(ctx, tbl, expected, b.trunc); err != nil {
 		return nil, err
 	}
+	// expected.jsonl is written while the target is read, unless a TRUNCATE
+	// adds markers to it (truncated, below); a read error wins over a file
+	// error, as the file would not have been needed.
+	written := make(chan writtenFile, 1)
+	if b.trunc == nil {
+		go func() {
+			f, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
+			written <- writtenFile{f, err}
+		}()
+		defer func() {
+			if exp := <-written; exp.f != nil {
+				exp.f.Abort()
+			}
+		}()
+	}
 	current, err := tbl.current(ctx, expected)
 	if err != nil {
 		return nil, err
@@ -321,11 +336,20 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
-	expFile, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
-	if err != nil {
-		return nil, err
+	var expFile *kestra.File
+	if b.trunc == nil {
+		exp := <-written
+		written <- exp // for the deferred Abort
+		if exp.err != nil {
+			return nil, exp.err
+		}
+		expFile = exp.f
+	} else {
+		if expFile, err = writeRows(cfg.OutDir, ExpectedFile, m, expected); err != nil {
+			return nil, err
+		}
+		defer expFile.Abort()
 	}
-	defer expFile.Abort()
 	pendFile, err := writeRows(cfg.OutDir, PendingFile, m, pending)
 	if err != nil {
 		return nil, err
@@ -382,6 +406,12 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// writtenFile is an output file written in the background, or why not.
+type writtenFile struct {
+	f   *kestra.File
+	err error
 }
 
 // connection is the target as open found it, or why it could not.

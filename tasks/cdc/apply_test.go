@@ -3,13 +3,17 @@ package cdc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 func TestApplyOrders(t *testing.T) {
@@ -385,4 +389,41 @@ func TestApplyVerifyFailure(t *testing.T) {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
 	noOutputs(t, cfg)
+}
+
+// TestOutputFileErrorWritesNothing: expected.jsonl is written while the
+// target is read; when it cannot be (a directory holds its name), the run
+// fails before the insert, in both the plain and the TRUNCATE path: no row,
+// no ledger row, the lock given back, no other output file.
+func TestOutputFileErrorWritesNothing(t *testing.T) {
+	for _, name := range []string{ExpectedFile, PendingFile} {
+		for _, truncate := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/truncate=%v", name, truncate), func(t *testing.T) {
+				e := newEnv(t, ordersMapping)
+				e.setup()
+				events := []any{orderEvent(1, int64(10), int64(500), "new", int64(100), false)}
+				if truncate {
+					events = append(events, iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(200), 5, "false"))))
+				}
+				cfg := e.config(writeFile(t, "changes.ion", encode(t, false, events...)))
+				if err := os.Mkdir(filepath.Join(cfg.OutDir.Path, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				_, err := Apply(context.Background(), cfg)
+				if err == nil || !strings.Contains(err.Error(), "is a directory") {
+					t.Fatalf("err = %v, want the output file's directory named", err)
+				}
+				for _, q := range []string{"SELECT count() FROM " + e.db + ".orders_cdc", "SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'",
+					"SELECT count() FROM system.tables WHERE database = '" + e.db + "' AND name LIKE 'orders_cdc_lock%'"} {
+					if n := e.query(q); n[0] != "0" {
+						t.Errorf("%s: %s", q, n[0])
+					}
+				}
+				entries, _ := os.ReadDir(cfg.OutDir.Path)
+				if len(entries) != 1 {
+					t.Errorf("the failed run left %d entries in the output directory, want only the directory it found", len(entries))
+				}
+			})
+		}
+	}
 }
