@@ -37,10 +37,13 @@
 // bits, ...) goes to ion-go for that chunk or line, so the accepted
 // language stays exactly Ion's as ion-go reads it; FuzzDecode holds the two
 // paths to the same rows and the same refusals. A record keeps, besides
-// the columns, metadata.operation, metadata.source.{snapshot, sequence,
-// txId} (and connector, name, version: the source's identity, which the
-// ledger records) and whether it carried the delete marker, as read
-// (row.change).
+// the columns, metadata.operation, metadata.source.txId and lsn, the
+// sequence's lsn_commit (a sequence naming another LSN is refused),
+// whether it carried the delete marker, and an xxHash64 of all that
+// (row.change); the batch's digest is SHA-256 over those hashes in file
+// order. A snapshot row is a READ without lsn_commit. The source's identity
+// the ledger records (metadata.source connector, name, version, db) is
+// read once, from the batch's first event.
 //
 // Value shapes (see convert), as the real trigger writes them
 // (harness/debezium/FINDINGS.md §2): Ion ints (smallint, integer, bigint),
