@@ -58,7 +58,9 @@ type cdcBatch struct {
 // !int "123" (an integer given as text, for repeat).
 // !omit on a value leaves the field out.
 type cdcEvent struct {
-	// Op is the Debezium operation name (default CREATE).
+	// Op is the Debezium operation name (default UPDATE: an upsert; a
+	// CREATE is an INSERT, and changesink follows a CREATE of a key the
+	// target holds live as a deferred key change).
 	Op string `yaml:"op"`
 	// LSN is source.lsn.
 	LSN yaml.Node `yaml:"lsn"`
@@ -99,8 +101,14 @@ func (sc *cdcScenario) validate() error {
 			if _, ok := cdcDifferences[d]; !ok {
 				return fmt.Errorf("batch %d: unknown difference %q (known: %s)", i+1, d, strings.Join(slices.Sorted(maps.Keys(cdcDifferences)), ", "))
 			}
-			if cdcOutcomeDifferences[d] && (b.Expect == "ok" || len(b.Differs) != 1 || i != len(sc.Batches)-1) {
-				return fmt.Errorf("batch %d: outcome difference %q must be the only one named, by the last batch, with the seed's failing expect", i+1, d)
+			if len(b.Differs) != 1 {
+				return fmt.Errorf("batch %d: a batch names at most one cdc difference", i+1)
+			}
+			if cdcLastBatch[d] && i != len(sc.Batches)-1 {
+				return fmt.Errorf("batch %d: difference %q must be its scenario's last batch", i+1, d)
+			}
+			if cdcSeedRefuses[d] && b.Expect == "ok" {
+				return fmt.Errorf("batch %d: difference %q needs the seed's failing expect", i+1, d)
 			}
 		}
 		if _, _, err := encodeBatch(b, i); err != nil {
@@ -178,7 +186,7 @@ func expandIndex(s string, i int) string {
 func eventNode(e cdcEvent, k int) (*yaml.Node, error) {
 	op := e.Op
 	if op == "" {
-		op = "CREATE"
+		op = "UPDATE"
 	}
 	switch op {
 	case "CREATE", "UPDATE", "DELETE", "READ", "TRUNCATE":

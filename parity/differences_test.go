@@ -43,7 +43,9 @@ var kafkaDifferences = map[string]difference{
 // changesink succeeds): a batch naming one must be its scenario's last.
 var outcomeDifferences = map[string]bool{"nesting_988_to_1000_accepted": true}
 
-// cdcDifferences are the cdc differences a scenario may name.
+// cdcDifferences are the cdc differences a scenario may name. Each is a
+// difference in the outcome of one batch (issue 9's rules, unchanged TOAST
+// values), checked by cdcParity.outcomeDifference.
 var cdcDifferences = map[string]difference{
 	"unchanged_toast_filled": {
 		What: "An update carrying Debezium's placeholder __debezium_unavailable_value (an unchanged TOASTed column " +
@@ -55,9 +57,35 @@ var cdcDifferences = map[string]difference{
 			"with its TOAST message and wrote nothing; changesink's rows are the rows before the batch with the " +
 			"batch's events applied, each placeholder replaced by the key's previous value.",
 	},
+	"older_batch_refused": {
+		What: "A batch that was never applied (its digest is not in changesink's ledger), none of whose keys is newer than " +
+			"the target or an exact replay of a row it holds, and some older, is refused (versions went backwards); the seed " +
+			"skips it (pending 0).",
+		Why: "After a restore, a migration or a failover every change of the source looks older than the target; skipping " +
+			"them loses them silently. Bound checked: the seed succeeded with pending 0 and skipped > 0, so it wrote nothing; " +
+			"changesink refused (exit 1, error_class refused, the message says versions went backwards) in both forms, and no " +
+			"database changed. The scenario continues: the databases still agree.",
+	},
+	"contradiction_refused": {
+		What: "An event whose metadata.operation contradicts its deleted marker (DELETE with deleted false or absent, " +
+			"CREATE/UPDATE/READ with deleted true) is refused; the seed applies what the marker says.",
+		Why: "Applying a delete as a live row resurrects it (and the reverse loses one); which field is right is unknowable. " +
+			"Bound checked: the seed succeeded, changesink refused (exit 1, error_class refused, 'event contradicts itself') " +
+			"in both forms and changed neither of its databases. The seed's database then differs: the batch is its scenario's last.",
+	},
+	"truncate_applied": {
+		What: "A TRUNCATE event (Debezium with skipped.operations: none) deletes every key older than it; the seed fails " +
+			"on it (the missing id).",
+		Why: "A TRUNCATE is a change of every key; refusing it left no remedy that works (a replay meets it again). Bound " +
+			"checked: the seed failed in prepare_batch on the missing id and wrote nothing; changesink succeeded in both forms, " +
+			"and every row of its databases older than the TRUNCATE is a delete marker at the TRUNCATE's version. The batch is " +
+			"its scenario's last.",
+	},
 }
 
-// cdcOutcomeDifferences are cdc differences in the outcome itself (the seed
-// fails, changesink succeeds): a batch naming one must be its scenario's
-// last, with the seed's failing expect.
-var cdcOutcomeDifferences = map[string]bool{"unchanged_toast_filled": true}
+// cdcLastBatch are the differences after which the databases may differ.
+var cdcLastBatch = map[string]bool{"contradiction_refused": true, "truncate_applied": true, "unchanged_toast_filled": true}
+
+// cdcSeedRefuses are the differences where the seed refuses and changesink
+// succeeds: the batch carries the seed's failing expect.
+var cdcSeedRefuses = map[string]bool{"unchanged_toast_filled": true}

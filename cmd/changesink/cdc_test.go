@@ -29,9 +29,13 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 		lsn     int64
 		deleted bool
 	}{{1, 100, false}, {2, 101, false}, {1, 102, false}, {2, 103, true}} {
+		op := "UPDATE"
+		if ev.deleted {
+			op = "DELETE"
+		}
 		fmt.Fprintf(&text, `{id:%d,customer_id:7,amount_cents:%d,status:%q,deleted:%t,`+
-			`metadata:{operation:"UPDATE",timestamp:2024-01-15T10:30:01.001Z,source:{db:"shop",schema:"public",table:"orders",lsn:%d,txId:1,snapshot:"false"}}}`+"\n",
-			ev.id, 100+i, status, ev.deleted, ev.lsn)
+			`metadata:{operation:%q,timestamp:2024-01-15T10:30:01.001Z,source:{db:"shop",schema:"public",table:"orders",lsn:%d,txId:1,snapshot:"false"}}}`+"\n",
+			ev.id, 100+i, status, ev.deleted, op, ev.lsn)
 	}
 	data := text.Bytes()
 	if binary {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/changesink/changesink/internal/kestra"
@@ -35,9 +36,15 @@ type Config struct {
 	// stop a run at a chosen step (a crash after the insert, a server that
 	// goes away mid-batch).
 	hooks hooks
+	// lockTiming overrides defaultLockTiming (tests: a stale lock broken in
+	// seconds).
+	lockTiming lockTiming
 }
 
 type hooks struct {
+	// locked runs once the target's lock is held (a run killed while
+	// holding it).
+	locked       func(context.Context) error
 	beforeInsert func(context.Context) error
 	afterInsert  func(context.Context) error
 }
@@ -83,8 +90,8 @@ func (r *SetupResult) Summary() string {
 // Setup creates (if absent) the target database when the mapping asks and
 // the ReplacingMergeTree table, checks that an existing table matches the
 // mapping (ErrTargetMismatch), then creates the live view and checks that
-// it is a view of the mapped columns (ErrTargetMismatch). It is
-// idempotent. A DateTime64 column on a server older than 20.1 is refused
+// it is a view of the mapped columns (ErrTargetMismatch), and creates the
+// ledger (ledger.go). It is idempotent. A DateTime64 column on a server older than 20.1 is refused
 // (ErrUnsupportedServer).
 func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	if err := cfg.Validate(false); err != nil {
@@ -108,7 +115,7 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 		res.Statements = append(res.Statements, createDatabaseSQL(m))
 	}
 	table := createTableSQL(m, t.caps)
-	res.Statements = append(res.Statements, table, createViewSQL(m))
+	res.Statements = append(res.Statements, table, createViewSQL(m), createLedgerSQL(m))
 	for _, s := range res.Statements {
 		if err := t.exec(ctx, s); err != nil {
 			return nil, err
@@ -123,6 +130,9 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 		}
 	}
 	if err := t.checkView(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.checkLedger(ctx); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -177,12 +187,15 @@ func (r *Result) Summary() string {
 }
 
 // Apply applies one batch: decode and validate it all (nothing is written
-// when a record is refused), keep the latest event per key, read the
-// target's winning version of these keys, insert the newer ones, read every
-// key back and verify it, then commit expected.jsonl and pending.jsonl.
+// when a record is refused), merge it by version (order.go, batch.go), take
+// the target's lock (lock.go), read the ledger (ledger.go) and the target's
+// winning version of these keys (and the previous values of unchanged TOAST
+// columns the batch lacks: toast.go), refuse a batch that went backwards, insert
+// the newer rows in one block, read every key back and verify it, record
+// the batch in the ledger, then commit expected.jsonl and pending.jsonl.
 // Refusals are *RecordError or sentinels marked outcome.Refused; a lost or
-// unreachable server is marked outcome.Transient; in every failure no
-// output file is left behind.
+// unreachable server and a lock held too long are marked
+// outcome.Transient; in every failure no output file is left behind.
 func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
 	if err := cfg.Validate(true); err != nil {
@@ -203,7 +216,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	connected := make(chan connection, 1)
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
-	if err == nil && b.len() == 0 {
+	if err == nil && b.events == 0 {
 		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
 	if err != nil {
@@ -213,8 +226,6 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return nil, markInput(err)
 	}
-	res.Events, res.Keys = b.events, int64(b.len())
-	expected := b.sorted()
 	res.Decode = time.Since(start)
 
 	c := <-connected
@@ -225,40 +236,120 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, c.err
 	}
 	tbl := c.table
-	if _, err := fillFromTarget(ctx, tbl, expected); err != nil {
-		return nil, err
-	}
 
-	// expected.jsonl is written while the target is read.
+	// One writer per target: everything from the reads to the ledger row
+	// happens under the lock.
 	step := time.Now()
-	written := make(chan writtenFile, 1)
-	go func() {
-		f, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
-		written <- writtenFile{f, err}
+	timing := cfg.lockTiming
+	if timing == (lockTiming{}) {
+		timing = defaultLockTiming
+	}
+	lk, err := tbl.lock(ctx, timing)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tbl.timeout)
+		defer cancel()
+		_ = lk.release(rctx)
 	}()
+	if cfg.hooks.locked != nil {
+		if err := cfg.hooks.locked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := tbl.ensureLedger(ctx, lk.id); err != nil {
+		return nil, err
+	}
+	led, err := tbl.readLedger(ctx, b.digest())
+	if err != nil {
+		return nil, err
+	}
+	prev := led.last // the ledger row this batch follows
+	if led.replay != nil {
+		prev = led.beforeReplay
+	}
+	if prev != nil && len(prev.openKeys) > 0 {
+		// The previous batch left keys with two live rows: decode again,
+		// starting those keys from what it left.
+		if b, err = tbl.redecodeWithSeeds(ctx, cfg.BatchFile, workers, prev.openKeys, led.replay != nil); err != nil {
+			return nil, err
+		}
+	}
+	if prev != nil {
+		b.floorAt(prev.snapshotLSN)
+	}
+	expected := b.sorted()
+	if _, err := fillFromTarget(ctx, tbl, expected, b.trunc); err != nil {
+		return nil, err
+	}
+	// expected.jsonl is written while the target is read, unless a TRUNCATE
+	// adds markers to it (truncated, below); a read error wins over a file
+	// error, as the file would not have been needed.
+	written := make(chan writtenFile, 1)
+	if b.trunc == nil {
+		go func() {
+			f, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
+			written <- writtenFile{f, err}
+		}()
+		defer func() {
+			if exp := <-written; exp.f != nil {
+				exp.f.Abort()
+			}
+		}()
+	}
 	current, err := tbl.current(ctx, expected)
-	exp := <-written
-	if exp.f != nil {
-		defer exp.f.Abort()
-	}
 	if err != nil {
 		return nil, err
 	}
-	pending, deletes, err := selectPending(m, expected, current)
+	open, err := b.checkKeyChanges(ctx, tbl, current)
 	if err != nil {
 		return nil, err
 	}
+	if b.trunc != nil {
+		markers, err := tbl.truncated(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if len(markers) > 0 {
+			expected = append(expected, markers...)
+			slices.SortFunc(expected, func(x, y *row) int { return compareKeys(m, x, y) })
+		}
+	}
+	res.Events, res.Keys = b.events, int64(len(expected))
+	sel, err := selectPending(m, expected, current, prev)
+	if err != nil {
+		return nil, err
+	}
+	var src sourceID // the ledger's record of the source, for a batch not applied yet
+	if led.replay == nil {
+		src = sourceOf(cfg.BatchFile, m)
+		if err := wentBackwards(tbl, b, src, sel, led); err != nil {
+			return nil, err
+		}
+	}
+	pending := sel.pending
 	if err := checkFilled(m, pending); err != nil {
 		return nil, err
 	}
-	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), deletes
+	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), sel.deletes
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
-	if exp.err != nil {
-		return nil, exp.err
+	var expFile *kestra.File
+	if b.trunc == nil {
+		exp := <-written
+		written <- exp // for the deferred Abort
+		if exp.err != nil {
+			return nil, exp.err
+		}
+		expFile = exp.f
+	} else {
+		if expFile, err = writeRows(cfg.OutDir, ExpectedFile, m, expected); err != nil {
+			return nil, err
+		}
+		defer expFile.Abort()
 	}
-	expFile := exp.f
 	pendFile, err := writeRows(cfg.OutDir, PendingFile, m, pending)
 	if err != nil {
 		return nil, err
@@ -272,6 +363,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if len(pending) > 0 {
+		if err := lk.check(ctx); err != nil {
+			return nil, err
+		}
 		if err := tbl.insert(ctx, pending); err != nil {
 			return nil, err
 		}
@@ -289,6 +383,21 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Verify = time.Since(step)
 
+	if led.replay == nil {
+		if err := lk.check(ctx); err != nil {
+			return nil, err
+		}
+		if err := tbl.appendLedger(ctx, led.last, b.entry(lk.id, src, expected, len(pending), open, led.last)); err != nil {
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tbl.timeout)
+	err = lk.release(rctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+
 	if err := expFile.Commit(); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", ExpectedFile, err)
 	}
@@ -297,6 +406,12 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// writtenFile is an output file written in the background, or why not.
+type writtenFile struct {
+	f   *kestra.File
+	err error
 }
 
 // connection is the target as open found it, or why it could not.
@@ -320,30 +435,92 @@ func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
 	return connection{target: t, table: tbl, err: err}
 }
 
-type writtenFile struct {
-	f   *kestra.File
-	err error
+// selection is what selectPending decided.
+type selection struct {
+	pending []*row
+	deletes int64
+	// newer counts keys the target holds at a lower version, older keys it
+	// holds at a higher one, same exact replays; keys it lacks count in none.
+	newer, older, same, absent int
+	firstOlder                 *row
+	firstOlderTarget           uint64
 }
 
 // selectPending implements the seed's select_changes: a key is pending when
-// the target lacks it or holds an older LSN; an equal LSN with a different
-// payload is refused (ErrTargetConflict), an equal one is a replay.
-func selectPending(m *Mapping, expected []*row, current map[string]*row) ([]*row, int64, error) {
-	var pending []*row
-	var deletes int64
+// the target lacks it or holds an older version; an equal version with a
+// different payload is refused (ErrTargetConflict), except a later change
+// of the transaction the previous batch ended in, at that transaction's
+// floor (order.go: both share a version, the later insert wins); an equal
+// one is a replay.
+func selectPending(m *Mapping, expected []*row, current map[string]*row, prev *ledgerEntry) (selection, error) {
+	var sel selection
 	for _, r := range expected {
 		cur := current[r.key]
-		if cur != nil && cur.lsn == r.lsn && !samePayload(cur, r) {
-			return nil, 0, outcome.Refused.Mark(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Err: ErrTargetConflict})
-		}
-		if cur == nil || cur.lsn < r.lsn {
-			pending = append(pending, r)
-			if r.deleted {
-				deletes++
+		switch {
+		case cur == nil:
+			sel.absent++
+		case cur.lsn < r.lsn:
+			sel.newer++
+		case cur.lsn == r.lsn && samePayload(cur, r):
+			sel.same++
+			continue
+		case cur.lsn == r.lsn && continuesFloor(r, prev):
+			sel.newer++
+		case cur.lsn == r.lsn:
+			return sel, outcome.Refused.Mark(rowError(m, r, ErrTargetConflict))
+		default:
+			sel.older++
+			if sel.firstOlder == nil {
+				sel.firstOlder, sel.firstOlderTarget = r, cur.lsn
 			}
+			continue
+		}
+		sel.pending = append(sel.pending, r)
+		if r.deleted {
+			sel.deletes++
 		}
 	}
-	return pending, deletes, nil
+	return sel, nil
+}
+
+// continuesFloor reports a row at its transaction's floor in the
+// transaction the previous batch ended in: the target's row at that
+// version is an earlier change of the same transaction.
+func continuesFloor(r *row, prev *ledgerEntry) bool {
+	return prev != nil && prev.lastTxSet && r.change.txIDSet && r.change.txID == prev.lastTx &&
+		isFloor(r) && r.change.floor == prev.lastFloor
+}
+
+// wentBackwards refuses a batch that was never applied when none of its
+// keys is newer than the target, none is an exact replay of a row the
+// target holds, and some are older: the versions of the source no longer
+// follow the target's (a restore, a migration, a failover with other LSNs),
+// or an old batch replayed after newer ones. Skipping such a batch as
+// "older" would lose its changes silently. A key the target holds at the
+// batch's very version and payload shows the batch belongs to the history
+// the target has (part of an applied batch replayed): its older keys were
+// superseded, and are skipped as before.
+func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerState) error {
+	if sel.newer > 0 || sel.same > 0 || sel.older == 0 {
+		return nil
+	}
+	m := t.m
+	r := sel.firstOlder
+	ledger := qualified(m.Target.Database, ledgerName(m))
+	last := "the ledger " + ledger + " is empty"
+	if led.last != nil {
+		last = "the ledger's last row is " + describeEntry(ledger, led.last)
+	}
+	e := rowError(m, r, fmt.Errorf("%w The target %s holds version %d for this key; none of this batch's %d keys is newer than the target or the same as a row it holds (%d older, %d new to it), "+
+		"and this batch (digest %s, from %s) was never applied: %s. "+
+		"If the source database was restored from a backup, migrated to another cluster or failed over, its LSNs no longer follow the target's: "+
+		"rebuild the target (DROP TABLE %s, %s and the view %s, run changesink cdc setup) and have the trigger take a new snapshot "+
+		"(a new slotName and stateName, or drop the replication slot and the trigger's state). "+
+		"If this is an old batch replayed by mistake, do not apply it",
+		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
+		sel.absent, b.digest()[:16], src.describe(), last,
+		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
+	return outcome.Refused.Mark(e)
 }
 
 // markInput marks decode errors: refusals of the input, or a file that
@@ -376,13 +553,12 @@ func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
 		case got == nil:
 			why = "the captured key is missing from ClickHouse"
 		case got.lsn < want.lsn:
-			why = fmt.Sprintf("ClickHouse holds the older LSN %d", got.lsn)
+			why = fmt.Sprintf("ClickHouse holds the older version %d", got.lsn)
 		case got.lsn == want.lsn && !samePayload(got, want):
-			why = "ClickHouse holds a different payload at this LSN"
+			why = "ClickHouse holds a different payload at this version"
 		}
 		if why != "" {
-			return verified, outcome.Refused.Mark(&RecordError{Record: want.rec, Offset: -1, Key: renderKey(t.m, want.vals), LSN: want.lsn,
-				Err: fmt.Errorf("%w: %s", ErrVerify, why)})
+			return verified, outcome.Refused.Mark(rowError(t.m, want, fmt.Errorf("%w: %s", ErrVerify, why)))
 		}
 		verified++
 	}

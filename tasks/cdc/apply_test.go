@@ -3,13 +3,17 @@ package cdc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 func TestApplyOrders(t *testing.T) {
@@ -129,7 +133,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Setup: %v", err)
 		}
-		if res.Table != e.db+".orders_cdc" || res.View != e.db+".orders_live" || len(res.Statements) != 2 {
+		if res.Table != e.db+".orders_cdc" || res.View != e.db+".orders_live" || len(res.Statements) != 3 {
 			t.Errorf("result %+v", res)
 		}
 	}
@@ -163,7 +167,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 	cfg.Mapping = m
 	t.Cleanup(func() { _ = e.conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+m.Target.Database) })
 	res, err := Setup(context.Background(), cfg)
-	if err != nil || len(res.Statements) != 3 || !strings.HasPrefix(res.Statements[0], "CREATE DATABASE IF NOT EXISTS ") {
+	if err != nil || len(res.Statements) != 4 || !strings.HasPrefix(res.Statements[0], "CREATE DATABASE IF NOT EXISTS ") {
 		t.Fatalf("Setup with create_database: %+v, %v", res, err)
 	}
 }
@@ -243,6 +247,10 @@ func TestApplySameBatchTwice(t *testing.T) {
 	}
 }
 
+// TestApplyOlderBatchAfterNewer: a batch that holds keys older than the
+// target and none newer was never applied (not in the ledger): it is
+// refused, not skipped as older, and changes nothing; a batch mixing older
+// and newer keys applies the newer ones.
 func TestApplyOlderBatchAfterNewer(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -250,17 +258,34 @@ func TestApplyOlderBatchAfterNewer(t *testing.T) {
 		orderEvent(2, nil, nil, nil, int64(201), true)); err != nil {
 		t.Fatal(err)
 	}
-	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+	before := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn")
+	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(20), int64(1), "new", int64(150), false),
+		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
+	if !errors.Is(err, ErrWentBackwards) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v, want a refused ErrWentBackwards", err)
+	}
+	for _, want := range []string{"record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
+		"rebuild the target", "do not apply it"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	noOutputs(t, cfg)
+	if after := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn"); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
+	}
+	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(1), "new", int64(250), false),
 		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Pending != 1 || res.Skipped != 2 || res.Verified != 3 {
+	if res.Pending != 2 || res.Skipped != 1 || res.Verified != 3 {
 		t.Errorf("outputs %v", res.Outputs())
 	}
 	rows := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc FINAL ORDER BY id")
-	if got, want := strings.Join(rows, "\n"), "1\t900\tshipped\t200\t0\n2\t0\t\t201\t1\n3\t3\tnew\t160\t0"; got != want {
+	if got, want := strings.Join(rows, "\n"), "1\t900\tshipped\t200\t0\n2\t1\tnew\t250\t0\n3\t3\tnew\t160\t0"; got != want {
 		t.Errorf("table\n got %s\nwant %s", got, want)
 	}
 }
@@ -360,8 +385,45 @@ func TestApplyVerifyFailure(t *testing.T) {
 	if !errors.Is(err, ErrVerify) || outcome.Classify(err) != outcome.Refused {
 		t.Fatalf("err = %v, want a refused ErrVerify", err)
 	}
-	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this LSN"; err.Error() != want {
+	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this version"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
 	noOutputs(t, cfg)
+}
+
+// TestOutputFileErrorWritesNothing: expected.jsonl is written while the
+// target is read; when it cannot be (a directory holds its name), the run
+// fails before the insert, in both the plain and the TRUNCATE path: no row,
+// no ledger row, the lock given back, no other output file.
+func TestOutputFileErrorWritesNothing(t *testing.T) {
+	for _, name := range []string{ExpectedFile, PendingFile} {
+		for _, truncate := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/truncate=%v", name, truncate), func(t *testing.T) {
+				e := newEnv(t, ordersMapping)
+				e.setup()
+				events := []any{orderEvent(1, int64(10), int64(500), "new", int64(100), false)}
+				if truncate {
+					events = append(events, iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(200), 5, "false"))))
+				}
+				cfg := e.config(writeFile(t, "changes.ion", encode(t, false, events...)))
+				if err := os.Mkdir(filepath.Join(cfg.OutDir.Path, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				_, err := Apply(context.Background(), cfg)
+				if err == nil || !strings.Contains(err.Error(), "is a directory") {
+					t.Fatalf("err = %v, want the output file's directory named", err)
+				}
+				for _, q := range []string{"SELECT count() FROM " + e.db + ".orders_cdc", "SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'",
+					"SELECT count() FROM system.tables WHERE database = '" + e.db + "' AND name LIKE 'orders_cdc_lock%'"} {
+					if n := e.query(q); n[0] != "0" {
+						t.Errorf("%s: %s", q, n[0])
+					}
+				}
+				entries, _ := os.ReadDir(cfg.OutDir.Path)
+				if len(entries) != 1 {
+					t.Errorf("the failed run left %d entries in the output directory, want only the directory it found", len(entries))
+				}
+			})
+		}
+	}
 }

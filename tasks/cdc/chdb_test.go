@@ -266,6 +266,14 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + tbl + "'", "format": "JSONEachRow"},
 				{"sql": "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = '" + db + "' AND name = '" + tbl + "'", "format": "JSONEachRow"},
 				{"sql": versionsSQL(m), "format": "JSONEachRow"},
+				// The ledger and the lock (results 5..).
+				{"sql": createLedgerSQL(m)},
+				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + ledgerName(m) + "'", "format": "JSONEachRow"},
+				{"sql": lockCreateSQL(qualified(db, lockName(m)))},
+				{"sql": lockBeatSQL(qualified(db, lockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": renameSQL(qualified(db, lockName(m)), qualified(db, lockName(m)+"_xaside"))},
+				{"sql": lockHolderSQL(qualified(db, lockName(m)+"_xaside")), "format": "JSONEachRow"},
+				{"sql": strings.Replace(truncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
 			}
 			version, results := runChdb(t, py, steps)
 			t.Logf("chdb runs ClickHouse %s", version)
@@ -284,6 +292,20 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			sort.Strings(lsns)
 			if want := []string{fmt.Sprint(min(a2.lsn, bDel.lsn)), fmt.Sprint(max(a2.lsn, bDel.lsn))}; !slices.Equal(lsns, want) {
 				t.Errorf("versions read %v, want %v:\n%s", lsns, want, results[4])
+			}
+
+			// The ledger has its columns; the lock's rows name the holder
+			// after a rename; the TRUNCATE read finds the live keys.
+			for _, c := range ledgerColumns {
+				if !strings.Contains(results[5], `"name":"`+c[0]+`","type":"`+c[1]+`"`) {
+					t.Errorf("ledger column %s %s missing on a current server:\n%s", c[0], c[1], results[5])
+				}
+			}
+			if !strings.Contains(results[6], `"0123456789abcdef","h'ost",7`) && !strings.Contains(results[6], `0123456789abcdef`) {
+				t.Errorf("lock holder read: %s", results[6])
+			}
+			if n := strings.Count(strings.TrimSpace(results[7]), "\n") + 1; strings.TrimSpace(results[7]) == "" || n != 2 {
+				t.Errorf("live keys below any version: %q, want the 2 live keys (a2 and c1)", results[7])
 			}
 
 			got := chRows(t, m, results[0])

@@ -35,9 +35,6 @@ type ClickHouse struct {
 	Timeout time.Duration
 }
 
-// insertChunk is the number of rows per INSERT block.
-const insertChunk = 100_000
-
 // target is a connection to the target table of a mapping.
 type target struct {
 	conn    driver.Conn
@@ -103,7 +100,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	if opts.ReadTimeout == 0 || opts.ReadTimeout > timeout {
 		opts.ReadTimeout = timeout
 	}
-	opts.MaxOpenConns = 2
+	opts.MaxOpenConns = 3 // a query, the insert or a read, and the lock's heartbeat
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, classify(fmt.Errorf("open ClickHouse %s: %w", strings.Join(opts.Addr, ","), err))
@@ -477,8 +474,8 @@ func (t *table) read(ctx context.Context, rows []*row) (map[string]*row, error) 
 	return t.query(ctx, rows, readSQL(t.m), false)
 }
 
-// versions is read without the payload: each key's winning LSN only (vals
-// nil, the delete marker unread).
+// versions is read without the payload: each key's winning version and
+// delete marker only (vals nil).
 func (t *table) versions(ctx context.Context, rows []*row) (map[string]*row, error) {
 	return t.query(ctx, rows, versionsSQL(t.m), true)
 }
@@ -514,7 +511,8 @@ func (t *table) current(ctx context.Context, rows []*row) (map[string]*row, erro
 }
 
 // query runs a read of rows' keys: every mapped column, the version and
-// the delete marker, or (keysOnly) the key columns and the version.
+// the delete marker, or (keysOnly) the key columns, the version and the
+// delete marker.
 func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly bool) (map[string]*row, error) {
 	m := t.m
 	out := make(map[string]*row, len(rows))
@@ -546,10 +544,7 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 	}
 	var lsn uint64
 	var deleted uint8
-	dests = append(dests, &lsn)
-	if !keysOnly {
-		dests = append(dests, &deleted)
-	}
+	dests = append(dests, &lsn, &deleted)
 	vals := make([]value, len(m.cols))
 	var keyBuf []byte
 	for res.Next() {
@@ -586,22 +581,21 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 	return out, nil
 }
 
-// insert writes rows with native INSERT blocks of up to insertChunk rows,
-// one columnar append per column. A retry after a partial insert writes
-// the same (key, version) rows again; FINAL collapses them.
+// insert writes rows in one native INSERT block, one columnar append per
+// column: ClickHouse writes one block into a table without PARTITION BY
+// (as setup makes it) as one part, renamed into place when complete, so a
+// run cut during the insert leaves either none of the batch's rows or all
+// of them. A retry after a cut writes the same (key, version) rows again;
+// FINAL collapses them.
 func (t *table) insert(ctx context.Context, rows []*row) error {
 	m := t.m
-	vals := make([]value, 0, min(len(rows), insertChunk))
-	for start := 0; start < len(rows); start += insertChunk {
-		chunk := rows[start:min(start+insertChunk, len(rows))]
-		if err := t.insertChunk(ctx, chunk, vals); err != nil {
-			return classify(fmt.Errorf("insert into %s: %w", qualified(m.Target.Database, m.Target.Table), err))
-		}
+	if err := t.insertBlock(ctx, rows); err != nil {
+		return classify(fmt.Errorf("insert into %s: %w", qualified(m.Target.Database, m.Target.Table), err))
 	}
 	return nil
 }
 
-func (t *table) insertChunk(ctx context.Context, rows []*row, vals []value) error {
+func (t *table) insertBlock(ctx context.Context, rows []*row) error {
 	m := t.m
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -610,7 +604,7 @@ func (t *table) insertChunk(ctx context.Context, rows []*row, vals []value) erro
 		return err
 	}
 	defer b.Close()
-	vals = vals[:len(rows)]
+	vals := make([]value, len(rows))
 	for i := range m.cols {
 		for r := range rows {
 			vals[r] = rows[r].vals[i]
@@ -634,4 +628,53 @@ func (t *table) insertChunk(ctx context.Context, rows []*row, vals []value) erro
 		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
 	}
 	return b.Send()
+}
+
+// truncated returns a delete marker, at the batch's latest TRUNCATE, for
+// every key the target holds live at an older version and the batch does
+// not hold (the batch's own keys were deleted by the TRUNCATE as it merged).
+func (t *table) truncated(ctx context.Context, b *batch) ([]*row, error) {
+	m := t.m
+	tr := b.trunc
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	name := qualified(m.Target.Database, m.Target.Table)
+	res, err := t.conn.Query(cctx, truncatedSQL(m), tr.lsn)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read the live keys of %s older than the TRUNCATE: %w", name, err))
+	}
+	defer res.Close()
+	dests := make([]any, 0, len(m.keyIdx))
+	for _, i := range m.keyIdx {
+		dests = append(dests, t.cols[i].codec.dest())
+	}
+	var out []*row
+	var keyBuf []byte
+	for res.Next() {
+		if err := res.Scan(dests...); err != nil {
+			return nil, classify(fmt.Errorf("read %s: %w", name, err))
+		}
+		vals := make([]value, len(m.cols))
+		for n, i := range m.keyIdx {
+			v, err := t.cols[i].codec.value(dests[n])
+			if err != nil {
+				return nil, outcome.Refused.Mark(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
+			}
+			vals[i] = v
+		}
+		keyBuf = encodeKey(keyBuf[:0], m, vals)
+		if _, inBatch := b.index[string(keyBuf)]; inBatch {
+			continue
+		}
+		for i := range m.cols {
+			if !m.cols[i].isKey {
+				vals[i] = zeroValue(m.cols[i].typ)
+			}
+		}
+		out = append(out, &row{key: string(keyBuf), lsn: tr.lsn, deleted: true, vals: vals, rec: tr.rec, change: tr.change})
+	}
+	if err := res.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read %s: %w", name, err))
+	}
+	return out, nil
 }

@@ -95,12 +95,17 @@ func newEnv(t testing.TB, mappingPath string) *env {
 	return e
 }
 
+// testLockTiming breaks a stale lock (a run a test cut or killed) within
+// seconds instead of defaultLockTiming's 30 s.
+var testLockTiming = lockTiming{beat: 200 * time.Millisecond, stale: 4 * time.Second, wait: 20 * time.Second, poll: 50 * time.Millisecond}
+
 func (e *env) config(batch string) Config {
 	return Config{
 		Mapping:    e.m,
 		ClickHouse: ClickHouse{URL: e.url, Timeout: time.Minute},
 		BatchFile:  batch,
 		OutDir:     kestra.Dir{Path: e.t.TempDir()},
+		lockTiming: testLockTiming,
 	}
 }
 
@@ -266,7 +271,7 @@ id=3 lsn=50 deleted=false {"id": 3, "customer_id": 30, "amount_cents": 3, "statu
 	}
 	want = `id=1 lsn=200 deleted=false {"id": 1, "customer_id": 10, "amount_cents": 1, "status": "a200", "_cdc_lsn": 200, "_cdc_deleted": 0}
 id=3 lsn=50 deleted=false {"id": 3, "customer_id": 30, "amount_cents": 3, "status": "c50", "_cdc_lsn": 50, "_cdc_deleted": 0}
-version lsn=300 deleted=false`
+version lsn=300 deleted=true`
 	if got := render(cur); got != want {
 		t.Errorf("current (payloads only at the batch's own LSN)\n%s\nwant\n%s", got, want)
 	}

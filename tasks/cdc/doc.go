@@ -17,10 +17,10 @@
 // 2.x). Decoding streams: the file is cut into segments of whole lines (or
 // of whole version-marked chunks; internal/batchfile) that workers decode
 // in parallel, merged in file order, so memory holds the latest row of each
-// key, not the batch. (A key whose events arrive out of LSN order, which a
-// trigger batch does not produce, costs a second pass over the file that
-// hashes that key's versions.) Binary values are framed before anything
-// decodes them, so a garbled length cannot make a decoder allocate
+// key, not the batch. (A key whose events arrive out of version order,
+// which a trigger batch does not produce, costs a second pass over the file
+// that hashes that key's versions.) Binary values are framed before
+// anything decodes them, so a garbled length cannot make a decoder allocate
 // gigabytes.
 //
 // A record's path reads one way: its bytes are read into a record
@@ -37,8 +37,13 @@
 // bits, ...) goes to ion-go for that chunk or line, so the accepted
 // language stays exactly Ion's as ion-go reads it; FuzzDecode holds the two
 // paths to the same rows and the same refusals. A record keeps, besides
-// the columns, metadata.operation, metadata.source.{snapshot, sequence,
-// txId} and whether it carried the delete marker, as read (row.change).
+// the columns, metadata.operation, metadata.source.txId and lsn, the
+// sequence's lsn_commit (a sequence naming another LSN is refused),
+// whether it carried the delete marker, and an xxHash64 of all that
+// (row.change); the batch's digest is SHA-256 over those hashes in file
+// order. A snapshot row is a READ without lsn_commit. The source's identity
+// the ledger records (metadata.source connector, name, version, db) is
+// read once, from the batch's first event.
 //
 // Value shapes (see convert), as the real trigger writes them
 // (harness/debezium/FINDINGS.md §2): Ion ints (smallint, integer, bigint),
@@ -95,40 +100,135 @@
 //     in the batch or else the target's current row (toast.go); ErrToast in
 //     a create or read event, in a key, and when neither holds the previous
 //     version (seed: status only, always refused);
-//   - an empty batch: ErrEmptyBatch; a TRUNCATE event: ErrTruncate.
+//   - an event that contradicts itself: metadata.operation DELETE with
+//     deleted false or absent, CREATE/UPDATE/READ with deleted true, an
+//     operation Debezium does not send, a TRUNCATE with row columns, a
+//     metadata.source.sequence naming another LSN than source.lsn:
+//     ErrContradiction (the seed applies what the marker says);
+//   - an empty batch: ErrEmptyBatch.
 //
-// Deletes carry the key; their other columns are not read and are written
-// as the seed writes them: 0 and "" (and NULL in Nullable columns, the zero
-// date, UUID and decimal otherwise).
+// Deletes carry the key; their other columns are written as the seed
+// writes them: 0 and "" (and NULL in Nullable columns, the zero date, UUID
+// and decimal otherwise). Their before image is read only to tell which
+// row a delete removed when a key has two (key changes, below).
+//
+// # Versions: commit order
+//
+// The seed versions a row by source.lsn, the WAL position of the change
+// record. That is not the order changes committed in (Debezium's
+// maintainers say so, debezium#7764), and the real batches show where it
+// breaks (harness/debezium/FINDINGS.md §3, overlap_stream): a transaction
+// that begins while the slot is being built (snapbuild.c: FULL_SNAPSHOT)
+// and commits after it is consistent is decoded in full but is not in the
+// snapshot; its UPDATE of key 1 streams at LSN 51884231336 after the
+// snapshot's READ of key 1 at 51884232048, so "highest LSN wins" keeps
+// the stale snapshot row. Within a batch the file order is right: pgoutput
+// sends each transaction whole at its commit, in commit order (the
+// reorder buffer), and the snapshot's rows come first.
+//
+// changesink's version (order.go) follows PostgreSQL's commit order:
+//
+//	streamed change of transaction T: max(source.lsn, F + 1)
+//	snapshot READ row:                source.lsn (the snapshot's point S)
+//
+// where F, T's commit floor, is the first element of
+// metadata.source.sequence, Debezium's lsn_commit: the end of the last
+// COMMIT the connector processed before T (FINDINGS §3: the same for all
+// of T's changes, null until the first commit after a snapshot, carried in
+// the trigger's offsets). For the first transaction after a snapshot
+// (lsn_commit null), F is the snapshot's LSN: from the batch's own READ
+// rows, else from the ledger (the snapshot an earlier batch applied). Every
+// version of T then lies in (F, commit(T)), and the next transaction's F is
+// at least commit(T): versions increase with commit order across
+// transactions and with change order inside one, and snapshot rows sit
+// between what they contain and what follows. The number fits the seed's
+// `_cdc_lsn UInt64` and compares correctly with the LSNs the seed wrote (a
+// row's version is never below its LSN, and below its transaction's
+// commit), so a target the seed flow made keeps working without a
+// migration. A batch without sequences (hand-made) is versioned by its
+// LSNs, as the seed did.
+//
+// Changes of one transaction written before its floor (a long transaction
+// that another one overtook) share F + 1. Two of them to one key in a
+// batch: the later in the file wins (a floor tie). The trigger can cut a
+// transaction between batches (maxRecords); the second batch's change then
+// meets the first's in the target at the same version, and replaces it when
+// the ledger's last batch ended in that transaction (ReplacingMergeTree
+// keeps the last insert of a version: `>=` in
+// ReplacingSortedBlockInputStream, checked on 18.16 by
+// TestReplacingKeepsLastInsertOfAVersion). Any other equal version with
+// another payload is refused, as the seed does.
+//
+// Per key, streamed changes of different transactions already come in LSN
+// order (a row lock, or a unique index check, is held to commit), so the
+// version changes the seed's order only where it was wrong: the overlap
+// above, and keys whose two rows coexist inside one transaction.
+//
+// # Key changes
+//
+// A DEFERRABLE primary key swapped or shifted in one transaction (UPDATE …
+// SET id = CASE id WHEN 6 THEN 7 WHEN 7 THEN 6 END) arrives as DELETE 6 /
+// CREATE 7 at one LSN and DELETE 7 / CREATE 6 at the next (FINDINGS §3,
+// pkswap): key 7 is created while its old row is live, and by LSN its
+// delete wins. The batch follows such a key's physical rows (batch.go): a
+// CREATE of a key the batch or the target holds live gives it two rows; a
+// delete in the same transaction removes the one its before image names
+// (REPLICA IDENTITY FULL: "seven", so the new "six" stays). What the batch
+// cannot tell is refused naming the key (ErrKeyChange): a delete with only
+// the key (REPLICA IDENTITY DEFAULT), an update of a key with two rows, a
+// transaction that ends with two, a CREATE of a key the target holds live
+// with no delete of the old row (also what a TRUNCATE the trigger dropped
+// looks like). When the batch ends inside that transaction, the ledger
+// carries the key to the next batch, which must continue the transaction.
+//
+// # TRUNCATE
+//
+// With Debezium's default skipped.operations=t (the seed's trigger) a
+// TRUNCATE never reaches the batch: changesink cannot see it, and the rows
+// it removed stay. With skipped.operations: none it arrives as a record
+// without columns: every key older than it is deleted, those of the batch
+// and those the target holds live (a delete marker at its version each, in
+// the same insert).
 //
 // # What it writes
 //
-// The latest event per key by LSN is kept; two events with one key and LSN
-// must be identical (ErrConflict). Before the target is compared, the
-// unchanged TOAST values the batch could not fill are read from the
-// target's rows of those keys (fillFromTarget). The target's winning version of only this
-// batch's keys is read with FINAL, the keys sent as an external table and
-// used as a PREWHERE (they are the sorting key, so FINAL merges only the
-// batch's rows): first the versions alone, then the payloads of the keys
-// the target holds at the batch's own LSN.
+// The events are merged by version (above); two events with one key and
+// version must be identical (ErrConflict), except a floor tie. Under the
+// target's lock (lock.go) the ledger is read (ledger.go); the unchanged
+// TOAST values the batch could not fill are read from the target's rows of
+// those keys (fillFromTarget); then the target's winning version of only
+// this batch's keys is read, with FINAL, the keys sent as an external
+// table and used as a PREWHERE (they are the sorting key, so FINAL merges
+// only the batch's rows): first the versions and delete markers alone,
+// then the payloads of the keys the target holds at the batch's own
+// version.
 // Pending keys are those absent from the target or older there; an equal
-// LSN with a different payload in the target is refused (ErrTargetConflict),
-// an equal one is a replay and skipped. Pending rows are inserted with
-// native INSERT blocks naming every column, one columnar append per column.
-// Then every captured key is read back (FINAL): it must hold this exact
-// payload at this LSN or a newer version (ErrVerify). Only then are the
+// version with a different payload in the target is refused
+// (ErrTargetConflict), an equal one is a replay and skipped. A batch that
+// was never applied (its digest is not in the ledger), with no key newer
+// than the target and none the same as a row it holds but some older, is
+// refused (ErrWentBackwards): a source restored, migrated or failed over
+// with other LSNs looks exactly so, and skipping it would lose its changes.
+// Pending rows are inserted in one native INSERT block naming every column,
+// one columnar append per column: one part of a table without PARTITION BY,
+// visible all at once. Then every captured key is read back (FINAL): it
+// must hold this exact payload at this version or a newer version
+// (ErrVerify). Then the ledger row is written, the lock released, and the
 // output files published: expected.jsonl (every key's latest row) and
 // pending.jsonl (the rows written), sorted by key, each line exactly what
 // the seed's json.dumps(row, ensure_ascii=False) writes.
 //
 // # Delivery
 //
-// At least once, idempotent: a re-run of the same batch, of an older batch,
-// or of a batch whose insert landed but whose verify did not run converges,
-// because rows are versioned by LSN and duplicate (key, LSN) rows collapse
-// under FINAL. Refusals are marked outcome.Refused, mapping and target
-// mismatches outcome.Config, lost or unreachable servers
-// outcome.Transient.
+// At least once, idempotent: a re-run of the same batch (its digest is in
+// the ledger: a replay, skipped and verified), or of a batch whose insert
+// landed but whose verify or ledger row did not, converges, because rows
+// are versioned and duplicate (key, version) rows collapse under FINAL. A
+// run stopped before the insert committed nothing; after it, the whole
+// batch is in the target, not yet in the ledger (the re-run finds every key
+// replayed and records it). Refusals are marked outcome.Refused, mapping and
+// target mismatches outcome.Config, lost or unreachable servers and a
+// lock held by another run outcome.Transient.
 //
 // # ClickHouse versions
 //
@@ -148,10 +248,18 @@
 //     from a script edited per table.
 //   - Every column is checked for the TOAST placeholder, not only status,
 //     in every form; an update's placeholder is filled with the previous
-//     value instead of refused (toast.go); deletes still ignore their image.
-//   - A TRUNCATE event is refused with its own error (the seed fails on the
-//     missing id); an unknown field, a repeated field or a value of the wrong
-//     Ion type is refused with the record number, key, LSN and column.
+//     value instead of refused (toast.go); deletes still ignore their image
+//     but to tell a key's two rows apart.
+//   - The version follows commit order (above): the snapshot overlap and key
+//     swaps come out right; _cdc_lsn is the LSN or just above a commit floor.
+//   - A TRUNCATE event deletes every older key (the seed fails on the
+//     missing id); a contradicting event is refused (the seed applies the
+//     marker); a never-applied batch that went backwards is refused (the
+//     seed skips it); an unknown field, a repeated field or a value of the
+//     wrong Ion type is refused with the record number, key, LSN and column.
+//   - A ledger table and, while a run holds it, a lock table sit next to the
+//     target (<table>_ledger, <table>_lock); cdc apply needs CREATE, DROP and
+//     RENAME TABLE, INSERT and SELECT in the target's database.
 //   - Values are never rounded: a decimal with more places than the scale, a
 //     time with more digits than the precision, a double that is not a
 //     float32 are refused.

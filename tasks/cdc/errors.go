@@ -9,8 +9,7 @@ import (
 // Refusals of a batch. Apply returns them wrapped in a *RecordError (when a
 // record is to blame) and marked with outcome.Refused, so callers test them
 // with errors.Is and the process exits 1. Nothing is written to ClickHouse
-// when one of the input refusals (everything but ErrTargetConflict and
-// ErrVerify) is returned.
+// when one of them is returned, except ErrVerify (found after the insert).
 var (
 	// ErrEmptyBatch: the batch holds no change events (seed: "Empty CDC batch").
 	ErrEmptyBatch = errors.New("empty CDC batch")
@@ -40,8 +39,19 @@ var (
 	// ErrToast: a column holds Debezium's unavailable-value placeholder for an
 	// unchanged TOAST value (seed: "incomplete TOAST value").
 	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table")
-	// ErrTruncate: a TRUNCATE event; a truncate cannot be applied key by key.
-	ErrTruncate = errors.New("TRUNCATE event; truncate the target table by hand, then re-run")
+	// ErrContradiction: an event contradicts itself: metadata.operation
+	// DELETE without deleted true, CREATE/UPDATE/READ with deleted true, an
+	// operation Debezium does not send, a TRUNCATE with row columns, or a
+	// sequence naming another LSN than source.lsn.
+	ErrContradiction = errors.New("event contradicts itself")
+	// ErrWentBackwards: a batch that was never applied is not newer than
+	// what the target holds (a source restored, migrated or failed over
+	// with other LSNs, or an old batch replayed after newer ones).
+	ErrWentBackwards = errors.New("versions went backwards: was the source restored or migrated?")
+	// ErrKeyChange: a primary-key change (a deferrable key swapped or
+	// shifted in one transaction) whose result the batch does not determine;
+	// the message names the keys.
+	ErrKeyChange = errors.New("a primary-key change cannot be applied key by key")
 	// ErrConflict: two events share a key and an LSN but differ (seed:
 	// "Conflicting changes share an id and LSN").
 	ErrConflict = errors.New("conflicting changes share a key and LSN")
@@ -49,6 +59,9 @@ var (
 	// batch's key and LSN (seed: "Target has a different payload for the same
 	// id and LSN"). Nothing was written.
 	ErrTargetConflict = errors.New("target has a different payload for the same key and LSN")
+	// ErrTargetLocked: another cdc apply held the target's lock for the
+	// whole wait (transient: outcome.Transient).
+	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
 	// ErrVerify: the read-back after the insert does not show the captured
 	// version or a newer one (seed: "ClickHouse read-back does not match the
 	// captured version", "Captured key is missing from ClickHouse").
@@ -85,6 +98,8 @@ type RecordError struct {
 	Key string
 	// LSN is the record's source LSN, 0 when unknown.
 	LSN uint64
+	// Version is the record's version (order.go) when it is not its LSN, else 0.
+	Version uint64
 	// Column is the column or field at fault, "" when none.
 	Column string
 	// Other names a second record involved (equal-LSN conflicts), 0 if none.
@@ -112,6 +127,9 @@ func (e *RecordError) Error() string {
 	}
 	if e.LSN != 0 {
 		where = append(where, fmt.Sprintf("LSN %d", e.LSN))
+	}
+	if e.Version != 0 && e.Version != e.LSN {
+		where = append(where, fmt.Sprintf("version %d", e.Version))
 	}
 	if e.Other > 0 {
 		where = append(where, fmt.Sprintf("same as record %d", e.Other))

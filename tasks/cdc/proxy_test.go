@@ -35,7 +35,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			case "before the insert":
 				cfg.hooks.beforeInsert = stop
 			case "during the insert":
-				p.CutOn([]byte("INSERT INTO"))
+				p.CutOn([]byte(insertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
 			default:
 				cfg.hooks.afterInsert = stop
 			}
@@ -52,6 +52,16 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			}
 			t.Logf("error: %v", err)
 			noOutputs(t, cfg)
+			// Issue 11: the batch is one INSERT block, one part: a cut before
+			// or during the insert leaves none of its rows, after it all; the
+			// ledger records only a verified batch.
+			wantRows := map[string]string{"before the insert": "0", "during the insert": "0", "after the insert": "2"}[when]
+			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != wantRows {
+				t.Errorf("%s rows after a cut %s, want %s", n[0], when, wantRows)
+			}
+			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'"); n[0] != "0" {
+				t.Errorf("the cut run wrote %s ledger rows", n[0])
+			}
 
 			res, err = Apply(context.Background(), e.config(path))
 			if err != nil {
@@ -59,6 +69,12 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			}
 			if res.Verified != 2 {
 				t.Errorf("re-run outputs %v", res.Outputs())
+			}
+			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'"); n[0] != "1" {
+				t.Errorf("%s ledger rows after the re-run, want 1", n[0])
+			}
+			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
+				t.Errorf("lock tables left: %v", got)
 			}
 		})
 	}

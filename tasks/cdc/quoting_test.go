@@ -13,7 +13,11 @@ func TestApplyQuotedNames(t *testing.T) {
 	e := newEnv(t, "testdata/quoting.mapping.yaml")
 	e.setup()
 	src := func(lsn int64, del bool) iongen.Struct {
-		return iongen.Metadata("UPDATE", iongen.Source("app", "public", "order", lsn, 1, "false"))
+		op := "UPDATE"
+		if del {
+			op = "DELETE"
+		}
+		return iongen.Metadata(op, iongen.Source("app", "public", "order", lsn, 1, "false"))
 	}
 	r := func(sel int64, name string, day any) iongen.Struct {
 		return iongen.Struct{{"select", sel}, {"naïve", name}, {"from-to", day}, {"my-key", int64(9)}}

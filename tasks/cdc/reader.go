@@ -50,6 +50,8 @@ type decodeOptions struct {
 	// ionOnly reads every record with ion-go, never with ionrec: the
 	// oracle the differential tests hold the default against.
 	ionOnly bool
+	// seeds are the keys the previous batch left with two live rows (batch.go).
+	seeds map[string]*seedDual
 }
 
 func (o decodeOptions) decoder(m *Mapping) *recordDecoder {
@@ -64,6 +66,7 @@ func decodeFileWith(ctx context.Context, path string, m *Mapping, opts decodeOpt
 		opts.workers = runtime.GOMAXPROCS(0)
 	}
 	b := newBatch(m)
+	b.seeds = opts.seeds
 	if err := scanFile(ctx, path, m, opts, b.reset, b.add); err != nil {
 		return nil, err
 	}

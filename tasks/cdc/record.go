@@ -91,6 +91,7 @@ type recordDecoder struct {
 	fast   *ionrec.Reader
 	rec    *record
 	keyBuf []byte
+	sumBuf []byte // eventSum's scratch
 	// fallbacks counts the runs of records the fast reader left to ion-go.
 	fallbacks int
 	// slab is where rows' values come from, a thousand rows at a time (a
@@ -433,8 +434,8 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 		return refuse(m.Source.MetadataField+".source.lsn", lsnErr)
 	case !lsnSet:
 		return refuse(m.Source.MetadataField+".source.lsn", fmt.Errorf("%w: no metadata.source.lsn", ErrMissingField))
-	case textIs(r.metaField(metaOperation), "TRUNCATE"):
-		return refuse("", ErrTruncate)
+	case textIs(r.metaField(metaOperation), opTruncate):
+		return d.truncateRow(r, rec, lsn, refuse)
 	}
 	for _, i := range m.keyIdx {
 		switch {
@@ -448,6 +449,13 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	deleted := del.Type == ion.BoolType && !del.Null && del.Bool
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null) {
 		return refuse(m.Source.DeletedField, fmt.Errorf("%w: expected true or false, got %s", ErrBadDeleteMarker, describe(del)))
+	}
+	if err := contradiction(m, r.metaField(metaOperation), deleted); err != nil {
+		return refuse(m.Source.MetadataField+".operation", err)
+	}
+	ch, err := changeOf(r, del, lsn)
+	if err != nil {
+		return refuse(m.Source.MetadataField+".source.sequence", err)
 	}
 	for i := range m.cols {
 		c := &m.cols[i]
@@ -487,7 +495,14 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 			unchanged = true
 		}
 	}
-	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: changeOf(r, del), unchanged: unchanged}
+	if deleted {
+		// The before image, where it tells rows apart, is kept in vals until
+		// the batch merges the row (markerOf); the row then holds the seed's
+		// zeros.
+		ch.image = d.beforeImage(r, vals)
+	}
+	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch, unchanged: unchanged}
+	out.change.sum, d.sumBuf = eventSum(d.sumBuf, &out)
 	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
 	out.key = string(d.keyBuf)
 	return out, nil
@@ -516,18 +531,21 @@ func describeIon(r ion.Reader) string {
 }
 
 // changeOf keeps what the event says about its place in the source's
-// history, as read: metadata.operation, metadata.source.{snapshot,
-// sequence, txId} and whether it carried the delete marker.
-func changeOf(r *record, del *ionrec.Scalar) change {
-	c := change{deletedSet: del.Type != ion.NoType}
+// history: metadata.operation, metadata.source.txId, its LSN and the
+// sequence's lsn_commit, whether it carried the delete marker. A sequence
+// that names another LSN is refused (checkSequence).
+func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (change, error) {
+	c := change{deletedSet: del.Type != ion.NoType, lsn: lsn}
 	if s := r.metaField(metaOperation); isText(s) {
 		c.operation = intern(s.Bytes)
 	}
-	if s := r.source(srcSnapshot); isText(s) {
-		c.snapshot = intern(s.Bytes)
-	}
 	if s := r.source(srcSequence); isText(s) {
-		c.sequence = string(s.Bytes)
+		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(string(s.Bytes)); ok {
+			c.commit, c.commitSet = commit, commitSet
+			if err := checkSequence(s.Bytes, lsn, commit, commitSet, seqLSN, seqLSNSet); err != nil {
+				return c, err
+			}
+		}
 	}
 	if s := r.source(srcTxID); s.Type == ion.IntType && !s.Null && s.Big == nil &&
 		(s.Mag <= 1<<63-1 || (s.Neg && s.Mag == 1<<63)) {
@@ -536,13 +554,13 @@ func changeOf(r *record, del *ionrec.Scalar) change {
 			c.txID = -c.txID
 		}
 	}
-	return c
+	return c, nil
 }
 
 // intern returns the common operation and snapshot words without
 // allocating.
 func intern(b []byte) string {
-	for _, w := range [...]string{"CREATE", "UPDATE", "DELETE", "READ", "TRUNCATE", "false", "true", "first", "last",
+	for _, w := range [...]string{opCreate, opUpdate, opDelete, opRead, opTruncate, "false", "true", "first", "last",
 		"first_in_data_collection", "last_in_data_collection", "incremental"} {
 		if string(b) == w {
 			return w
@@ -559,6 +577,114 @@ func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.cols {
 		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].takesVarScale() {
 			return true
+		}
+	}
+	return false
+}
+
+// The operations Debezium's PostgreSQL connector sends, as Kestra's trigger
+// names them in metadata.operation.
+const (
+	opRead     = "READ"
+	opCreate   = "CREATE"
+	opUpdate   = "UPDATE"
+	opDelete   = "DELETE"
+	opTruncate = "TRUNCATE"
+)
+
+// contradiction refuses an event whose operation and delete marker
+// disagree, or whose operation Debezium does not send. An absent
+// operation leaves the marker to decide (a hand-made replay file; the seed
+// reads only the marker).
+func contradiction(m *Mapping, op *ionrec.Scalar, deleted bool) error {
+	if op.Type == ion.NoType {
+		return nil
+	}
+	if !isText(op) {
+		return fmt.Errorf("%w: metadata.operation is %s, not a Debezium operation name (READ, CREATE, UPDATE, DELETE, TRUNCATE)", ErrContradiction, describe(op))
+	}
+	marker := m.Source.DeletedField
+	switch name := string(op.Bytes); name {
+	case opDelete:
+		if !deleted {
+			return fmt.Errorf("%w: metadata.operation is DELETE but %q is not true (a delete applied as a live row would resurrect it); "+
+				"replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file", ErrContradiction, marker)
+		}
+	case opCreate, opUpdate, opRead:
+		if deleted {
+			return fmt.Errorf("%w: metadata.operation is %s but %q is true (a live row applied as a delete would lose it); "+
+				"replay the batch as the trigger wrote it, or fix the replay file", ErrContradiction, name, marker)
+		}
+	default:
+		return fmt.Errorf("%w: metadata.operation %q is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)", ErrContradiction, name)
+	}
+	return nil
+}
+
+// truncateRow is a TRUNCATE event: no row columns, deleted true (or
+// absent). Its row has no key; the batch deletes every key older than it
+// (batch.go).
+func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse func(string, error) (row, error)) (row, error) {
+	m := d.m
+	for i := range m.cols {
+		if r.col(i).Type != ion.NoType {
+			return refuse(m.cols[i].name, fmt.Errorf("%w: a TRUNCATE event with the row column %q (the trigger writes a TRUNCATE without columns)", ErrContradiction, m.cols[i].name))
+		}
+	}
+	del := r.deleted(m)
+	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null || !del.Bool) {
+		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", ErrContradiction, m.Source.DeletedField, describe(del)))
+	}
+	ch, err := changeOf(r, del, lsn)
+	if err != nil {
+		return refuse(m.Source.MetadataField+".source.sequence", err)
+	}
+	return row{rec: rec, lsn: lsn, deleted: true, change: ch}, nil
+}
+
+// beforeImage converts a delete's before image into vals (the key is
+// there already) for telling rows apart, and reports whether it does: not
+// when a column does not convert or is absent though not Nullable, nor
+// when every column but the key holds its zero value or NULL (what REPLICA
+// IDENTITY DEFAULT sends: nothing but the key is known). Columns it could
+// not convert are left zero.
+func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
+	m := d.m
+	informative, ok := false, true
+	for i := range m.cols {
+		c := &m.cols[i]
+		s := r.col(i)
+		switch {
+		case c.isKey:
+		case s.Type == ion.NoType && c.typ.nullable:
+			vals[i] = value{null: true}
+		case s.Type == ion.NoType || r.errs[i] != nil || (s.Null && !c.typ.nullable):
+			ok = false // a null where none may be: not converted (no error built per delete)
+		default:
+			v, err := convert(s, c)
+			if err != nil {
+				ok = false
+				break
+			}
+			if v.toast {
+				ok = false // Debezium's placeholder: the value is not in the image
+				break
+			}
+			vals[i] = v
+			if !v.null && !v.equal(zeroValue(c.typ)) {
+				informative = true
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	if ok && informative {
+		return true
+	}
+	for i := range m.cols { // back to the seed's zeros, whichever reader decoded it
+		if !m.cols[i].isKey {
+			vals[i] = zeroValue(m.cols[i].typ)
 		}
 	}
 	return false

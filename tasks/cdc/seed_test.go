@@ -168,10 +168,11 @@ func TestOutputFilesMatchTheSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, deletes, err := selectPending(m, expected, current)
+	sel, err := selectPending(m, expected, current, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pending, deletes := sel.pending, sel.deletes
 	if len(pending) == 0 || len(pending) == len(expected) {
 		t.Fatalf("%d of %d pending: the case tests nothing", len(pending), len(expected))
 	}

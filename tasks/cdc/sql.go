@@ -146,7 +146,7 @@ func readSQL(m *Mapping) string {
 // holds the batch's own version (a replay, or a conflict), and two columns
 // read in half the time of all (50M rows: 0.6 s).
 func versionsSQL(m *Mapping) string {
-	return "SELECT " + keyList(m) + ", " + quoteIdent(m.Target.VersionColumn) + "\n" +
+	return "SELECT " + keyList(m) + ", " + quoteIdent(m.Target.VersionColumn) + ", " + quoteIdent(m.Target.DeletedColumn) + "\n" +
 		"FROM " + qualified(m.Target.Database, m.Target.Table) + " FINAL\n" +
 		"PREWHERE " + keysIn(m)
 }
@@ -164,3 +164,50 @@ const (
 	columnsSQL = "SELECT name, type FROM system.columns WHERE database = ? AND table = ?"
 	tableSQL   = "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = ? AND name = ?"
 )
+
+// The lock's statements (lock.go); name is the qualified lock table.
+
+func lockCreateSQL(name string) string {
+	return "CREATE TABLE " + name + " (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"
+}
+
+// lockBeatSQL inserts a heartbeat row stamped by the server's clock; id is
+// hex and host a quoted literal (quoteString), pid a number.
+func lockBeatSQL(name, id, host string, pid int) string {
+	return "INSERT INTO " + name + " (holder, host, pid, beat) SELECT '" + id + "', " + quoteString(host) + ", " + strconv.Itoa(pid) + ", now()"
+}
+
+// lockHolderSQL reads the newest heartbeat's holder and its age, in the
+// server's clock (one row, also for an empty table).
+func lockHolderSQL(name string) string {
+	return "SELECT argMax(holder, beat), argMax(host, beat), argMax(pid, beat), max(beat), now(), count() FROM " + name
+}
+
+// lockMineSQL counts the rows of one holder (bound: the holder id).
+func lockMineSQL(name string) string { return "SELECT count() FROM " + name + " WHERE holder = ?" }
+
+// lockMadeSQL reads a lock table's creation time (bound: database, name).
+const lockMadeSQL = "SELECT metadata_modification_time, now() FROM system.tables WHERE database = ? AND name = ?"
+
+func renameSQL(from, to string) string { return "RENAME TABLE " + from + " TO " + to }
+
+// truncatedSQL reads the keys the target holds live below a TRUNCATE's
+// version (bound: that version).
+func truncatedSQL(m *Mapping) string {
+	return "SELECT " + keyList(m) + " FROM " + qualified(m.Target.Database, m.Target.Table) + " FINAL WHERE " +
+		quoteIdent(m.Target.DeletedColumn) + " = 0 AND " + quoteIdent(m.Target.VersionColumn) + " < ?"
+}
+
+// quoteString renders s as a ClickHouse string literal.
+func quoteString(s string) string {
+	b := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '\\':
+			b = append(b, '\\', c)
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '\''))
+}

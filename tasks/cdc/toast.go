@@ -31,7 +31,7 @@ import (
 //   - anything else is refused, naming the key and the column: a create or
 //     snapshot read with a placeholder (finish), an update whose previous
 //     version in the batch is a delete, or whose key the target lacks or
-//     holds deleted.
+//     holds deleted, or that a TRUNCATE earlier in the batch removed.
 
 // keepUnchanged fills next's placeholders from prev, the key's previous
 // event in the batch, which next replaces. A value prev did not know either
@@ -83,8 +83,9 @@ func sameEvent(a, b *row) bool {
 // fillFromTarget fills the placeholders the batch could not (the key's
 // first event in the batch left a column unchanged) from the target's
 // current row of each such key; see the rules above. It reads only those
-// keys, and nothing when the batch has none.
-func fillFromTarget(ctx context.Context, t *table, rows []*row) (int, error) {
+// keys, and nothing when the batch has none. trunc is the batch's latest
+// TRUNCATE (nil: none): a target row older than it is gone.
+func fillFromTarget(ctx context.Context, t *table, rows []*row, trunc *row) (int, error) {
 	var need []*row
 	for _, r := range rows {
 		if r.unchanged {
@@ -110,6 +111,8 @@ func fillFromTarget(ctx context.Context, t *table, rows []*row) (int, error) {
 			continue // skipped: the target holds a newer version
 		case c.deleted:
 			why = fmt.Sprintf("the target holds the key deleted (LSN %d)", c.lsn)
+		case trunc != nil && c.lsn < trunc.lsn:
+			why = fmt.Sprintf("the TRUNCATE at record %d (LSN %d) removed the target's row", trunc.rec, trunc.lsn)
 		}
 		if why != "" {
 			return 0, outcome.Refused.Mark(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Column: firstUnchanged(m, r),

@@ -49,27 +49,38 @@ func floatValue(f float64) value {
 // target's current row, or the read-back.
 type row struct {
 	key     string // canonical key bytes (encodeKey)
-	lsn     uint64
+	lsn     uint64 // the version (_cdc_lsn): the commit-order position, order.go; the source LSN or just above it
 	deleted bool
-	vals    []value // one per mapped column, in mapping order
-	rec     int64   // 1-based record number in the batch; 0 for rows read from ClickHouse
-	change  change  // what the event said of its place in the history; zero for rows read from ClickHouse
+	// vals holds one value per mapped column, in mapping order. A delete
+	// fresh from the decoder holds its before image there (change.image)
+	// until the batch merges it; merged, it holds the seed's zeros.
+	vals   []value
+	rec    int64  // 1-based record number in the batch; 0 for rows read from ClickHouse
+	change change // what the event said of its place in the history; zero for rows read from ClickHouse
 	// unchanged: some value is still Debezium's placeholder (value.toast),
 	// to be taken from the row's previous version.
 	unchanged bool
 }
 
-// change is what an event says about its place in the source's history,
-// as read and not checked: the operation, the snapshot marker, the
-// transaction and the commit position (sequence holds the last commit's
-// and the event's LSNs). samePayload ignores it.
+// change is what an event says about its place in the source's history:
+// the operation, the transaction, its LSN and the commit floor (order.go).
+// samePayload ignores it. It holds no pointer but interned strings: rows
+// are copied by value through the decode.
 type change struct {
-	operation  string // metadata.operation; "" when absent or not text
-	snapshot   string // metadata.source.snapshot ("false", "true", "first", "last", ...)
-	sequence   string // metadata.source.sequence, a JSON array such as ["24023072","24023128"]
+	operation  string // metadata.operation (interned); "" when absent or not text
 	txID       int64  // metadata.source.txId, when txIDSet
 	txIDSet    bool
-	deletedSet bool // the event carried the delete marker (absent reads as false)
+	deletedSet bool   // the event carried the delete marker (absent reads as false)
+	commitSet  bool   // commit is set: the sequence's lsn_commit
+	floorSet   bool   // floor is set
+	image      bool   // a delete's vals hold a before image that tells rows apart
+	lsn        uint64 // metadata.source.lsn
+	commit     uint64 // lsn_commit, the first element of metadata.source.sequence
+	// floor is the commit floor the version was raised to: commit, or the
+	// snapshot LSN for the first transaction after a snapshot.
+	floor uint64
+	// sum is the event's hash (eventSum), folded into the batch's digest.
+	sum uint64
 }
 
 // samePayload reports whether two rows are the same version: the seed

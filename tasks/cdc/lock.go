@@ -1,0 +1,309 @@
+package cdc
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// One writer per target. ClickHouse 18.16 has no transactions and no locks,
+// but CREATE TABLE and RENAME TABLE are atomic per name (a DDL guard per
+// table name: of two concurrent CREATEs of one name, one fails with
+// TABLE_ALREADY_EXISTS, 57; of two RENAMEs of one table, one fails with
+// UNKNOWN_TABLE, 60). The lock is the table <table>_lock (engine Memory):
+//
+//   - acquire: CREATE TABLE <table>_lock; the winner inserts its holder row
+//     (a random id, host, pid) with now() of the server;
+//   - hold: a heartbeat inserts another row every lockTiming.beat, in the
+//     server's clock; before the insert and before the ledger row the
+//     holder checks the lock is still its own and its last heartbeat is
+//     recent (a holder that cannot heartbeat stops, transient);
+//   - release: RENAME it to <table>_lock_x<id>, check the renamed table's
+//     holder is this run, DROP it (a lock that is not its own is renamed
+//     back);
+//   - a waiter retries every lockTiming.poll up to lockTiming.wait, then
+//     fails transient naming the holder; it breaks a lock whose newest
+//     heartbeat is older than lockTiming.stale by the server's clock (a
+//     killed run): RENAME it away, check that the renamed table is the lock
+//     it judged stale (same holder, still stale), DROP it, and compete for
+//     the lock again. A rename that caught a fresh lock instead (the stale
+//     one was broken and re-taken in between) is renamed back; when that
+//     fails, the victim finds its lock gone at its next check and stops
+//     before writing. So two runs never both write, and the name of the
+//     one holding the lock is in every message about it.
+//
+// What no check can close: a holder frozen (SIGSTOP, a paused VM) for longer
+// than lockTiming.stale between its last check and the end of its insert
+// can write beside the run that broke its lock.
+
+// lockTiming is how the lock is held and waited for.
+type lockTiming struct {
+	beat  time.Duration // heartbeat interval
+	stale time.Duration // a lock whose newest heartbeat is older is broken
+	wait  time.Duration // how long a run waits for a held lock
+	poll  time.Duration // how often a waiting run tries again
+}
+
+// defaultLockTiming: a run killed moments ago is broken after 30 s, so a
+// run started right after it waits at most that (and at most 60 s for a
+// live holder, then fails transient: a Kestra retry fits).
+var defaultLockTiming = lockTiming{beat: 2 * time.Second, stale: 30 * time.Second, wait: 60 * time.Second, poll: 250 * time.Millisecond}
+
+// ClickHouse error codes the lock acts on.
+const chTableAlreadyExists = 57
+
+func lockName(m *Mapping) string { return m.Target.Table + "_lock" }
+
+// holderInfo is who holds (or held) the lock, as its rows say.
+type holderInfo struct {
+	id, host string
+	pid      uint32
+	age      time.Duration // now() - newest heartbeat, by the server's clock
+	rows     uint64
+}
+
+func (h holderInfo) String() string {
+	if h.id == "" {
+		return "an unknown holder (the lock table has no rows: a run killed while taking it, or a server restart)"
+	}
+	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.id, h.host, h.pid, h.age.Round(time.Second))
+}
+
+// targetLock is a held lock.
+type targetLock struct {
+	t      *table
+	id     string
+	timing lockTiming
+	name   string // db.<table>_lock, quoted
+
+	mu       sync.Mutex
+	lastBeat time.Time // local monotonic time of the last heartbeat that landed
+	lost     error     // why the lock is no longer ours
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newHolderID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// lock takes the target's lock, waiting for a holder (and breaking a
+// stale one) as above.
+func (t *table) lock(ctx context.Context, timing lockTiming) (*targetLock, error) {
+	m := t.m
+	l := &targetLock{t: t, id: newHolderID(), timing: timing, name: qualified(m.Target.Database, lockName(m))}
+	host, _ := os.Hostname()
+	deadline := time.Now().Add(timing.wait)
+	create := lockCreateSQL(l.name)
+	for {
+		err := t.exec(ctx, create)
+		if err == nil {
+			if err := l.insertBeat(ctx, host); err != nil {
+				// Just made, no heartbeat yet: nobody else can judge it stale.
+				_ = t.exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+l.name)
+				return nil, err
+			}
+			l.lastBeat = time.Now()
+			l.stop, l.done = make(chan struct{}), make(chan struct{})
+			go l.heartbeat(host)
+			return l, nil
+		}
+		if chCode(err) != chTableAlreadyExists {
+			return nil, err
+		}
+		h, found, err := l.holder(ctx, l.name)
+		if err != nil {
+			return nil, err
+		}
+		if found && h.age > timing.stale {
+			if err := l.breakStale(ctx, h); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (another run of the flow, or a run killed less than %s ago: retry; "+
+				"if no run is alive and it persists, DROP TABLE %s)", ErrTargetLocked, l.name, h, timing.wait, timing.stale, l.name))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, outcome.Transient.Mark(fmt.Errorf("waiting for the lock %s (%s): %w", l.name, h, ctx.Err()))
+		case <-time.After(timing.poll):
+		}
+	}
+}
+
+func (l *targetLock) insertBeat(ctx context.Context, host string) error {
+	return l.t.exec(ctx, lockBeatSQL(l.name, l.id, host, os.Getpid()))
+}
+
+// holder reads who holds the lock table name; found is false when it does
+// not exist.
+func (l *targetLock) holder(ctx context.Context, name string) (holderInfo, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+	defer cancel()
+	var h holderInfo
+	var newest, now time.Time
+	err := l.t.conn.QueryRow(cctx, lockHolderSQL(name)).
+		Scan(&h.id, &h.host, &h.pid, &newest, &now, &h.rows)
+	if chCode(err) == chUnknownTable {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, classify(fmt.Errorf("read the lock %s: %w", name, err))
+	}
+	if h.rows == 0 {
+		// No row: measure from the table's creation (metadata_modification_time).
+		var made time.Time
+		err := l.t.conn.QueryRow(cctx, lockMadeSQL, l.t.m.Target.Database, unqualifiedLock(l, name)).Scan(&made, &now)
+		if errors.Is(err, sql.ErrNoRows) || chCode(err) == chUnknownTable {
+			return h, false, nil
+		}
+		if err != nil {
+			return h, false, classify(fmt.Errorf("read the lock %s: %w", name, err))
+		}
+		newest = made
+		h.id = ""
+	}
+	h.age = now.Sub(newest)
+	return h, true, nil
+}
+
+// unqualifiedLock returns the bare table name of a lock table this run names.
+func unqualifiedLock(l *targetLock, name string) string {
+	if name == l.name {
+		return lockName(l.t.m)
+	}
+	return lockName(l.t.m) + "_x" + l.id
+}
+
+// breakStale breaks the lock judged stale (h): rename, check, drop.
+func (l *targetLock) breakStale(ctx context.Context, h holderInfo) error {
+	aside := qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
+	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
+		if c := chCode(err); c == chUnknownTable || c == chTableAlreadyExists {
+			return nil // gone or re-taken meanwhile: compete again
+		}
+		return err
+	}
+	got, found, err := l.holder(ctx, aside)
+	if err != nil {
+		return err
+	}
+	if found && got.id == h.id && got.age > l.timing.stale {
+		return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+	}
+	// Not the lock judged stale: give it back.
+	if err := l.t.exec(ctx, renameSQL(aside, l.name)); err != nil {
+		// The lock was taken again meanwhile: the run it belonged to finds
+		// its lock gone at its next check and stops before writing.
+		return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+	}
+	return nil
+}
+
+func (l *targetLock) heartbeat(host string) {
+	defer close(l.done)
+	tick := time.NewTicker(l.timing.beat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(l.t.timeout, l.timing.stale/2))
+		err := l.insertBeat(ctx, host)
+		cancel()
+		l.mu.Lock()
+		switch {
+		case err == nil:
+			l.lastBeat = time.Now()
+		case chCode(err) == chUnknownTable:
+			l.lost = fmt.Errorf("the lock %s was broken by another run (this run's heartbeats stopped landing for over %s)", l.name, l.timing.stale)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// check confirms the lock is still this run's: its heartbeats land, and
+// the lock table's holder is this run.
+func (l *targetLock) check(ctx context.Context) error {
+	l.mu.Lock()
+	lost, last := l.lost, l.lastBeat
+	l.mu.Unlock()
+	if lost == nil && time.Since(last) > l.timing.stale/2 {
+		lost = fmt.Errorf("the last heartbeat of this run's lock %s landed %s ago; another run may break it", l.name, time.Since(last).Round(time.Second))
+	}
+	if lost == nil {
+		var n uint64
+		cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+		defer cancel()
+		err := l.t.conn.QueryRow(cctx, lockMineSQL(l.name), l.id).Scan(&n)
+		switch {
+		case chCode(err) == chUnknownTable || (err == nil && n == 0):
+			lost = fmt.Errorf("the lock %s is no longer this run's (holder %s): another run broke it", l.name, l.id)
+		case err != nil:
+			return classify(fmt.Errorf("check the lock %s: %w", l.name, err))
+		}
+	}
+	if lost != nil {
+		return outcome.Transient.Mark(fmt.Errorf("%w: %w; nothing more is written by this run", ErrTargetLocked, lost))
+	}
+	return nil
+}
+
+// release gives the lock up: stop the heartbeat, then rename the lock
+// aside, check it is this run's, drop it. A lock that is not this run's is
+// left (renamed back).
+func (l *targetLock) release(ctx context.Context) error {
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+		l.stop = nil
+	}
+	return l.dropOwn(ctx)
+}
+
+func (l *targetLock) dropOwn(ctx context.Context) error {
+	aside := qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
+	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
+		if chCode(err) == chUnknownTable {
+			return nil
+		}
+		return err
+	}
+	var n uint64
+	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+	defer cancel()
+	if err := l.t.conn.QueryRow(cctx, lockMineSQL(aside), l.id).Scan(&n); err != nil {
+		return classify(fmt.Errorf("release the lock %s: %w", l.name, err))
+	}
+	if n == 0 {
+		if err := l.t.exec(ctx, renameSQL(aside, l.name)); err == nil {
+			return nil
+		}
+	}
+	return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+}
+
+// chCode is a ClickHouse exception's code in err's chain, or 0.
+func chCode(err error) int32 {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		return ex.Code
+	}
+	return 0
+}

@@ -1,0 +1,276 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// TestConcurrentCDCWriters: issue 9 §4. Two cdc apply runs on one target
+// at once, with the same key and LSN and different payloads: exactly one
+// applies, the other waits for the lock and then refuses (the target holds
+// the other payload at that version). With the same batch, the second is a
+// replay. The first holds the lock a while (hooks.locked) so the second
+// surely waits.
+func TestConcurrentCDCWriters(t *testing.T) {
+	for _, same := range []bool{false, true} {
+		t.Run(map[bool]string{false: "different payloads", true: "same batch"}[same], func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			batches := []string{
+				writeFile(t, "a.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "from A", int64(100), false))),
+				writeFile(t, "b.ion", encode(t, true, orderEvent(1, int64(10), int64(500), "from B", int64(100), false))),
+			}
+			if same {
+				batches[1] = batches[0]
+			}
+			held := make(chan struct{})
+			var once sync.Once
+			var wg sync.WaitGroup
+			results := make([]*Result, 2)
+			errs := make([]error, 2)
+			for i := range 2 {
+				cfg := e.config(batches[i])
+				cfg.hooks.locked = func(context.Context) error {
+					once.Do(func() { close(held) })
+					time.Sleep(time.Second) // the other run is waiting meanwhile
+					return nil
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if i == 1 {
+						<-held
+					}
+					results[i], errs[i] = Apply(context.Background(), cfg)
+				}()
+			}
+			wg.Wait()
+			if errs[0] != nil {
+				t.Fatalf("the first run: %v", errs[0])
+			}
+			if results[0].Pending != 1 {
+				t.Errorf("the first run: %v", results[0].Outputs())
+			}
+			if same {
+				if errs[1] != nil || results[1].Pending != 0 || results[1].Skipped != 1 || results[1].Verified != 1 {
+					t.Errorf("the second run of the same batch: %v, %v", results[1], errs[1])
+				}
+			} else if !errors.Is(errs[1], ErrTargetConflict) || outcome.Classify(errs[1]) != outcome.Refused {
+				t.Errorf("the second run: %v, want a refused ErrTargetConflict", errs[1])
+			}
+			if got := e.query("SELECT status FROM " + e.db + ".orders_cdc FINAL"); len(got) != 1 || got[0] != "from A" {
+				t.Errorf("target %v, want the first run's row only", got)
+			}
+			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "1" {
+				t.Errorf("%s physical rows, want 1 (one writer)", n[0])
+			}
+			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
+				t.Errorf("lock tables left: %v", got)
+			}
+		})
+	}
+}
+
+// mustLock takes tbl's lock or fails the test.
+func mustLock(t *testing.T, tbl *table, timing lockTiming) *targetLock {
+	t.Helper()
+	l, err := tbl.lock(context.Background(), timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// lockTarget sets a target up and returns its table, for the lock's tests.
+func lockTarget(t *testing.T) *table {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	return e.lockedTable()
+}
+
+// lockedTable opens the env's target as apply does.
+func (e *env) lockedTable() *table {
+	e.t.Helper()
+	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(tg.close)
+	tbl, err := tg.checkSchema(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tbl
+}
+
+// abandon stops a held lock's heartbeat without releasing it: what the
+// server sees of a run killed while holding it.
+func (l *targetLock) abandon() {
+	close(l.stop)
+	<-l.done
+	l.stop = nil
+}
+
+// TestLockWaitsThenTimesOut: a live holder keeps the lock: a second run
+// waits its whole wait and fails transient, naming the holder.
+func TestLockWaitsThenTimesOut(t *testing.T) {
+	tbl := lockTarget(t)
+	timing := testLockTiming
+	a := mustLock(t, tbl, timing)
+	defer a.release(context.Background())
+	timing.wait = 2 * time.Second
+	_, err := tbl.lock(context.Background(), timing)
+	if !errors.Is(err, ErrTargetLocked) || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("err = %v, want a transient ErrTargetLocked", err)
+	}
+	host, _ := os.Hostname()
+	if want := fmt.Sprintf("holder %s on host %s, pid %d", a.id, host, os.Getpid()); !strings.Contains(err.Error(), want) {
+		t.Errorf("message does not name the holder (%s): %v", want, err)
+	}
+	if err := a.check(context.Background()); err != nil {
+		t.Errorf("the holder lost its lock: %v", err)
+	}
+}
+
+// TestLockBreaksStale: a holder that stopped heartbeating (killed) is
+// broken once its newest heartbeat is older than stale, by the server's
+// clock; the zombie finds out at its next check and writes nothing more.
+func TestLockBreaksStale(t *testing.T) {
+	tbl := lockTarget(t)
+	timing := testLockTiming
+	timing.stale = 2 * time.Second
+	a := mustLock(t, tbl, timing)
+	a.abandon()
+	start := time.Now()
+	b := mustLock(t, tbl, timing)
+	defer b.release(context.Background())
+	waited := time.Since(start)
+	if waited < time.Second {
+		t.Errorf("broke a lock whose heartbeat was %s old (stale: %s)", waited, timing.stale)
+	}
+	if err := a.check(context.Background()); !errors.Is(err, ErrTargetLocked) {
+		t.Errorf("the zombie's check: %v, want ErrTargetLocked", err)
+	}
+	if err := b.check(context.Background()); err != nil {
+		t.Errorf("the new holder: %v", err)
+	}
+	// The zombie's release leaves the new holder's lock alone.
+	if err := a.dropOwn(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.check(context.Background()); err != nil {
+		t.Errorf("the new holder after the zombie's release: %v", err)
+	}
+}
+
+// TestLockBreakIsABASafe: a waiter that judged holder A stale, when the
+// lock it renames aside turns out to be a fresh one (A's was broken and
+// taken again meanwhile), gives it back: the fresh holder keeps it.
+func TestLockBreakIsABASafe(t *testing.T) {
+	tbl := lockTarget(t)
+	timing := testLockTiming
+	c := mustLock(t, tbl, timing)
+	defer c.release(context.Background())
+	w := &targetLock{t: tbl, id: newHolderID(), timing: timing, name: c.name}
+	stale := holderInfo{id: "a-holder-long-gone", age: time.Hour}
+	if err := w.breakStale(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.check(context.Background()); err != nil {
+		t.Errorf("the fresh holder lost its lock to a break meant for another: %v", err)
+	}
+}
+
+// TestApplyBreaksAKilledHolder kills (SIGKILL) a real process while it
+// holds the target's lock: the test binary, re-run as a child that applies
+// a batch and stops once locked. The next apply breaks the lock after the
+// stale bound and converges; the killed run left no row and no ledger row.
+func TestApplyBreaksAKilledHolder(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)))
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CDC_TEST_CHILD_HOLD="+ready, "CDC_TEST_CHILD_BATCH="+path, "CDC_TEST_CHILD_DB="+e.db)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the child never held the lock:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if got := e.query("SELECT holder FROM " + e.db + ".orders_cdc_lock LIMIT 1"); len(got) != 1 {
+		t.Fatalf("the killed run's lock is not there: %v", got)
+	}
+	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false))
+	if err != nil {
+		t.Fatalf("the run after the kill: %v", err)
+	}
+	if res.Pending != 1 || res.Verified != 1 {
+		t.Errorf("outputs %v", res.Outputs())
+	}
+	if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'"); got[0] != "1" {
+		t.Errorf("%s ledger rows, want 1 (the killed run wrote none)", got[0])
+	}
+}
+
+// TestMain runs the child of TestApplyBreaksAKilledHolder when asked to.
+func TestMain(m *testing.M) {
+	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
+		holdingChild()
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+// holdingChild applies the batch and, once it holds the lock, says so and
+// waits to be killed.
+func holdingChild() {
+	m, err := LoadMapping(ordersMapping)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	m.Target.Database, m.Target.CreateDatabase = os.Getenv("CDC_TEST_CHILD_DB"), false
+	dir, err := os.MkdirTemp("", "cdc-child")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	cfg := Config{Mapping: m, ClickHouse: ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
+		BatchFile: os.Getenv("CDC_TEST_CHILD_BATCH"), OutDir: kestra.Dir{Path: dir}, lockTiming: testLockTiming}
+	cfg.hooks.locked = func(context.Context) error {
+		if err := os.WriteFile(os.Getenv("CDC_TEST_CHILD_HOLD"), nil, 0o644); err != nil {
+			return err
+		}
+		time.Sleep(time.Hour)
+		return nil
+	}
+	_, err = Apply(context.Background(), cfg)
+	fmt.Fprintln(os.Stderr, "the child was not killed:", err)
+}

@@ -1,0 +1,599 @@
+package cdc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+)
+
+// The situations of issue 9 (and the real Debezium batches behind them):
+// each ends with the right rows, or with a refusal that changed nothing.
+
+// realBatches holds the batches real Debezium wrote (harness/debezium).
+const realBatches = "testdata/debezium"
+
+// scenarioEnv is a target for the real Debezium scenario name (testdata/
+// debezium/<name>), in a database of the test's own.
+func scenarioEnv(t *testing.T, name string) *env {
+	t.Helper()
+	e := newEnv(t, filepath.Join(realBatches, name, "mapping.yaml"))
+	e.setup()
+	return e
+}
+
+// applyScenario applies the scenario's batches in order (binary: Kestra
+// 2.x's form, else 1.x's) and returns the last result.
+func (e *env) applyScenario(name string, binary bool) *Result {
+	e.t.Helper()
+	var res *Result
+	for n := 1; ; n++ {
+		path := filepath.Join(realBatches, name, fmt.Sprintf("changes-%02d.%s.ion", n, form(binary)))
+		if _, err := os.Stat(path); err != nil {
+			break
+		}
+		var err error
+		if res, err = Apply(context.Background(), e.config(path)); err != nil {
+			e.t.Fatalf("%s batch %d: %v", name, n, err)
+		}
+	}
+	return res
+}
+
+func form(binary bool) string {
+	if binary {
+		return "binary"
+	}
+	return "text"
+}
+
+// liveJSON renders the live view as the scenario's rows.jsonl does.
+func (e *env) liveJSON() string {
+	e.t.Helper()
+	var cols []string
+	for i := range e.m.cols {
+		cols = append(cols, quoteIdent(e.m.cols[i].name))
+	}
+	var b strings.Builder
+	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + keyList(e.m)) {
+		parts := strings.Split(line, "\t")
+		obj := "{"
+		for i, p := range parts {
+			if i > 0 {
+				obj += ","
+			}
+			v, _ := json.Marshal(p)
+			if e.m.cols[i].typ.kind == kindInt {
+				v = []byte(p)
+			}
+			obj += fmt.Sprintf("%q:%s", e.m.cols[i].name, v)
+		}
+		b.WriteString(obj + "}\n")
+	}
+	return b.String()
+}
+
+func sourceRows(t *testing.T, name string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(realBatches, name, "rows.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		b.WriteString(s.Text() + "\n")
+	}
+	return b.String()
+}
+
+// physical returns every physical row of the target (for "nothing changed").
+func (e *env) physical() string {
+	e.t.Helper()
+	return strings.Join(e.query("SELECT * FROM "+qualified(e.db, e.m.Target.Table)+" ORDER BY tuple(*)"), "\n")
+}
+
+// overlapRow is a row of the overlap scenario's table (id, v) from a
+// snapshot (READ) or the stream.
+func overlapEvent(op string, id int64, v string, lsn int64, snapshot string, sequence string) iongen.Struct {
+	ev := iongen.Event(iongen.Struct{{"id", id}, {"v", v}}, op == "DELETE",
+		iongen.Metadata(op, iongen.Source("cs_dbz_overlap_stream", "public", "overlap", lsn, 7205, snapshot)))
+	if sequence != "" {
+		ev = withSource(ev, "sequence", sequence)
+	}
+	return ev
+}
+
+// TestOverlapInOneBatch: issue 9 §1 as the issue writes it. A transaction
+// open while the slot's snapshot is taken wrote key 1 at LSN 950, below the
+// snapshot's 1000, and commits after it: its UPDATE follows the snapshot's
+// READ in the batch and must win.
+func TestOverlapInOneBatch(t *testing.T) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := scenarioEnv(t, "overlap_stream")
+			res, _, err := e.apply(f.binary,
+				overlapEvent("READ", 1, "snap", 1000, "last", ""),
+				overlapEvent("UPDATE", 1, "after", 950, "false", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.liveJSON(); got != `{"id":1,"v":"after"}`+"\n" {
+				t.Errorf("live rows %s", got)
+			}
+			if res.Pending != 1 || res.Verified != 1 {
+				t.Errorf("outputs %v", res.Outputs())
+			}
+			// The version is just above the snapshot's LSN (order.go).
+			if got := e.query("SELECT _cdc_lsn FROM " + qualified(e.db, e.m.Target.Table) + " FINAL"); got[0] != "1001" {
+				t.Errorf("version %v, want 1001", got)
+			}
+		})
+	}
+}
+
+// TestOverlapAcrossBatches: the same when the snapshot and the stream are
+// consecutive batches: the ledger keeps the snapshot's LSN.
+func TestOverlapAcrossBatches(t *testing.T) {
+	e := scenarioEnv(t, "overlap_stream")
+	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "last", "")); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := e.apply(false, overlapEvent("UPDATE", 1, "after", 950, "false", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.liveJSON(); got != `{"id":1,"v":"after"}`+"\n" || res.Pending != 1 {
+		t.Errorf("live rows %s, outputs %v", got, res.Outputs())
+	}
+	// A later transaction carries lsn_commit: ordered by it, not by the snapshot.
+	if _, _, err := e.apply(false, overlapEvent("UPDATE", 1, "later", 1200, "false", `["1100","1200"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.liveJSON(); got != `{"id":1,"v":"later"}`+"\n" {
+		t.Errorf("live rows %s", got)
+	}
+}
+
+// TestRealOverlapStream applies the batch real Debezium wrote for the
+// reproduced overlap (harness/debezium FINDINGS §3): key 1's snapshot READ
+// (LSN 51884232048) and transaction B's UPDATE at 51884231336, below it.
+// The target ends as the source did; a replay changes nothing.
+func TestRealOverlapStream(t *testing.T) { endsAsTheSourceThenReplays(t, "overlap_stream", 4) }
+
+// endsAsTheSourceThenReplays applies a real scenario's batches in one form:
+// the live view holds the source's rows; the batches again in the other
+// form are replays (nothing pending, verified keys).
+func endsAsTheSourceThenReplays(t *testing.T, scenario string, verified int64) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := scenarioEnv(t, scenario)
+			e.applyScenario(scenario, f.binary)
+			if got, want := e.liveJSON(), sourceRows(t, scenario); got != want {
+				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
+			}
+			res := e.applyScenario(scenario, !f.binary)
+			if res.Pending != 0 || res.Verified != verified {
+				t.Errorf("replay: %v", res.Outputs())
+			}
+		})
+	}
+}
+
+// TestSourceLSNReset: issue 9 §2. After a restore or a migration every
+// change is "older" than the target: the batch is refused, not skipped,
+// and nothing changes; the refusal says what to do.
+func TestSourceLSNReset(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(100), "old", int64(80000000), false)); err != nil {
+		t.Fatal(err)
+	}
+	before := e.physical()
+	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
+	if !errors.Is(err, ErrWentBackwards) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v, want a refused ErrWentBackwards", err)
+	}
+	for _, want := range []string{"record 1 (key id=1, LSN 2100): versions went backwards: was the source restored or migrated? The target " + e.db + ".orders_cdc holds version 80000000",
+		"was never applied", `from connector postgresql "kestra_" (Debezium 3.2.1.Final) on database shop`,
+		e.db + ".orders_cdc_ledger row 1 (batch applied", "rebuild the target", "a new slotName and stateName"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+	noOutputs(t, cfg)
+	if after := e.physical(); after != before {
+		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
+	}
+	// The applied batch again is a replay: skipped and verified, as before.
+	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(100), "old", int64(80000000), false))
+	if err != nil || res.Skipped != 1 || res.Verified != 1 {
+		t.Fatalf("replay: %v, %v", res, err)
+	}
+}
+
+// TestSourceLSNResetOverSeedRows: the same on a target the seed flow
+// filled before changesink (no ledger rows of its own): the ledger gets a
+// baseline, and the per-key rule holds.
+func TestSourceLSNResetOverSeedRows(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if err := e.conn.Exec(context.Background(), "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 1, 10, 100, 'old', 80000000, 0"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := e.apply(false, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
+	if !errors.Is(err, ErrWentBackwards) || !strings.Contains(err.Error(), "the rows the target held when its ledger was made") {
+		t.Fatalf("err = %v, want ErrWentBackwards naming the baseline", err)
+	}
+	if got := e.query("SELECT kind, high_version FROM " + e.db + ".orders_cdc_ledger"); strings.Join(got, "\n") != "baseline\t80000000" {
+		t.Errorf("ledger %v", got)
+	}
+}
+
+// TestContradictions: issue 9 §5. An event whose operation and delete
+// marker disagree is refused before anything is written.
+func TestContradictions(t *testing.T) {
+	src := func(op string, lsn int64) iongen.Struct {
+		return iongen.Metadata(op, iongen.Source("shop", "public", "orders", lsn, 700, "false"))
+	}
+	row := orderRow(1, int64(10), int64(500), "paid")
+	noMarker := append(append(iongen.Struct{}, row...), iongen.Field{Name: "metadata", Value: src("DELETE", 102)})
+	for _, tc := range []struct {
+		name  string
+		event any
+		want  string
+	}{
+		{"delete with deleted false", iongen.Event(row, false, src("DELETE", 102)), `metadata.operation is DELETE but "deleted" is not true`},
+		{"delete without deleted", noMarker, `metadata.operation is DELETE but "deleted" is not true`},
+		{"create with deleted true", iongen.Event(row, true, src("CREATE", 102)), `metadata.operation is CREATE but "deleted" is true`},
+		{"update with deleted true", iongen.Event(row, true, src("UPDATE", 102)), `metadata.operation is UPDATE but "deleted" is true`},
+		{"read with deleted true", iongen.Event(row, true, src("READ", 102)), `metadata.operation is READ but "deleted" is true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
+				t.Fatal(err)
+			}
+			before := e.physical()
+			_, cfg, err := e.apply(true, orderEvent(2, int64(20), int64(1), "fine", int64(101), false), tc.event)
+			if !errors.Is(err, ErrContradiction) || outcome.Classify(err) != outcome.Refused {
+				t.Fatalf("err = %v, want a refused ErrContradiction", err)
+			}
+			if !strings.HasPrefix(err.Error(), `record 2 (key id=1, LSN 102), column "metadata.operation": event contradicts itself: `) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("message %v", err)
+			}
+			noOutputs(t, cfg)
+			if after := e.physical(); after != before {
+				t.Errorf("the refused batch changed the target:\n%s", after)
+			}
+		})
+	}
+}
+
+// withSource sets metadata.source.<name> of an event built by iongen.
+func withSource(ev iongen.Struct, name string, v any) iongen.Struct {
+	for i := range ev {
+		if ev[i].Name != "metadata" {
+			continue
+		}
+		md := ev[i].Value.(iongen.Struct)
+		for j := range md {
+			if md[j].Name != "source" {
+				continue
+			}
+			src := md[j].Value.(iongen.Struct)
+			for k := range src {
+				if src[k].Name == name {
+					src[k].Value = v
+				}
+			}
+		}
+	}
+	return ev
+}
+
+// TestSequenceContradiction: a sequence naming another LSN than the
+// event's is refused (Debezium writes [lsn_commit, lsn]).
+func TestSequenceContradiction(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := withSource(orderEvent(1, int64(1), int64(1), "x", int64(950), false), "sequence", `["900","951"]`)
+	_, err := decodeBytes(t, m, encode(t, true, ev), 1)
+	if !errors.Is(err, ErrContradiction) || !strings.Contains(err.Error(), `metadata.source.sequence ["900","951"] names LSN 951, but metadata.source.lsn is 950`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// swapEvent is an event of the pkswap scenario's table public.swap (id, v)
+// in transaction tx; a delete carries its before image v ("": only the key,
+// REPLICA IDENTITY DEFAULT).
+func swapEvent(op string, id int64, v string, lsn int64, tx int64) iongen.Struct {
+	row := iongen.Struct{{"id", id}, {"v", v}}
+	if op == "DELETE" && v == "" {
+		row = iongen.Struct{{"id", id}, {"v", ""}}
+	}
+	return iongen.Event(row, op == "DELETE", iongen.Metadata(op, iongen.Source("cs_dbz_pkswap", "public", "swap", lsn, tx, "false")))
+}
+
+// seedSwap fills the pkswap target with the given rows at LSN 100 (a snapshot).
+func (e *env) seedSwap(rows map[int64]string) {
+	e.t.Helper()
+	var evs []any
+	for id := int64(1); id <= 9; id++ {
+		if v, ok := rows[id]; ok {
+			evs = append(evs, iongen.Event(iongen.Struct{{"id", id}, {"v", v}}, false,
+				iongen.Metadata("READ", iongen.Source("cs_dbz_pkswap", "public", "swap", int64(100), 1, "true"))))
+		}
+	}
+	if _, _, err := e.apply(false, evs...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestRealPKSwap: issue 9 §6 with the batches real Debezium wrote: a
+// DEFERRABLE primary key under REPLICA IDENTITY FULL, UPDATE … SET id =
+// CASE id WHEN 6 THEN 7 WHEN 7 THEN 6 END, arrives as DELETE 6 / CREATE 7
+// and DELETE 7 / CREATE 6; by LSN alone key 7 ends deleted. Key 7's delete
+// carries the row "seven", not the "six" just created: it removed the old
+// row, and 7 keeps "six".
+func TestRealPKSwap(t *testing.T) { endsAsTheSourceThenReplays(t, "pkswap", 2) }
+
+// TestPKSwapDefaultIdentityRefused: the same swap under REPLICA IDENTITY
+// DEFAULT (deletes carry only the key) does not say which row key 7's
+// delete removed: refused, naming the key, nothing written.
+func TestPKSwapDefaultIdentityRefused(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{5: "five", 6: "six", 7: "seven", 8: "eight"})
+	before := e.physical()
+	_, cfg, err := e.apply(true,
+		swapEvent("DELETE", 6, "", 1000, 9), swapEvent("CREATE", 7, "six", 1000, 9),
+		swapEvent("DELETE", 7, "", 1100, 9), swapEvent("CREATE", 6, "seven", 1100, 9))
+	if !errors.Is(err, ErrKeyChange) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v, want a refused ErrKeyChange", err)
+	}
+	for _, want := range []string{"key id=7", "the target holds this key live", "REPLICA IDENTITY FULL"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	noOutputs(t, cfg)
+	if e.physical() != before {
+		t.Error("the refused batch changed the target")
+	}
+}
+
+// TestPKRotation: keys 1 → 2 → 3 → 1 in one transaction (FULL): every
+// created key's old row is removed by the next pair's delete.
+func TestPKRotation(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9),
+		swapEvent("DELETE", 3, "c", 1200, 9), swapEvent("CREATE", 1, "c", 1200, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.liveJSON(); got != `{"id":1,"v":"c"}`+"\n"+`{"id":2,"v":"a"}`+"\n"+`{"id":3,"v":"b"}`+"\n" {
+		t.Errorf("live rows\n%s", got)
+	}
+}
+
+// TestPKShiftAcrossBatches: UPDATE … SET id = id + 1 on a DEFERRABLE key
+// (FULL), cut by the trigger's maxRecords inside the transaction: the
+// first batch ends with key 3 created while its old row is live; the
+// ledger carries that, and the next batch's delete of the old row 3 keeps
+// the new one (alone, that delete would remove key 3).
+func TestPKShiftAcrossBatches(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	second := []any{swapEvent("DELETE", 3, "c", 1200, 9), swapEvent("CREATE", 4, "c", 1200, 9)}
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("SELECT open_keys FROM " + e.db + ".pkswap_cdc_ledger ORDER BY seq DESC LIMIT 1"); !strings.Contains(got[0], `"shown":"id=3","tx":9`) {
+		t.Errorf("the ledger does not carry key 3: %v", got)
+	}
+	if _, _, err := e.apply(true, second...); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":2,"v":"a"}` + "\n" + `{"id":3,"v":"b"}` + "\n" + `{"id":4,"v":"c"}` + "\n"
+	if got := e.liveJSON(); got != want {
+		t.Errorf("live rows\n%s\nwant\n%s", got, want)
+	}
+	// A replay of the second batch starts from what the first left, again.
+	res, _, err := e.apply(false, second...)
+	if err != nil || res.Pending != 0 || res.Verified != 2 {
+		t.Fatalf("replay: %v, %v", res, err)
+	}
+	if got := e.liveJSON(); got != want {
+		t.Errorf("after the replay\n%s", got)
+	}
+}
+
+// TestPKDualLeftByACommittedTransaction: a CREATE of a key the target
+// holds live, and the transaction ends without deleting either row (the
+// next event is another transaction's): refused, naming the key.
+func TestPKDualLeftByACommittedTransaction(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{7: "seven"})
+	_, _, err := e.apply(false, swapEvent("CREATE", 7, "again", 1000, 9), swapEvent("CREATE", 8, "eight", 1100, 10))
+	if !errors.Is(err, ErrKeyChange) || !strings.Contains(err.Error(), "key id=7") || !strings.Contains(err.Error(), "skipped.operations") {
+		t.Fatalf("err = %v, want ErrKeyChange for key id=7", err)
+	}
+}
+
+// TestRealTruncatePassed: with skipped.operations: none the trigger passes
+// a TRUNCATE (a record without columns): every key older than it is
+// deleted, in the batch and in the target (the snapshot's rows 1 and 2).
+func TestRealTruncatePassed(t *testing.T) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := scenarioEnv(t, "truncate_passed")
+			res := e.applyScenario("truncate_passed", f.binary)
+			if got, want := e.liveJSON(), sourceRows(t, "truncate_passed"); got != want {
+				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
+			}
+			if res.Events != 3 || res.Keys != 4 || res.Pending != 4 || res.Deletes != 3 {
+				t.Errorf("outputs %v", res.Outputs())
+			}
+			if res = e.applyScenario("truncate_passed", !f.binary); res.Pending != 0 || res.Verified != 2 {
+				t.Errorf("replay: %v", res.Outputs())
+			}
+		})
+	}
+}
+
+// TestRealTruncateDroppedByTheTrigger pins what changesink cannot see:
+// with the seed's trigger settings Debezium drops a TRUNCATE
+// (skipped.operations=t), and the rows it removed stay in the target. The
+// runbook says so and how to make the trigger pass it.
+func TestRealTruncateDroppedByTheTrigger(t *testing.T) {
+	e := scenarioEnv(t, "truncate")
+	e.applyScenario("truncate", true)
+	if got := e.liveJSON(); got != `{"id":1,"v":"one"}`+"\n"+`{"id":2,"v":"two"}`+"\n"+`{"id":3,"v":"three"}`+"\n"+`{"id":4,"v":"four"}`+"\n" {
+		t.Errorf("live rows\n%s", got)
+	}
+	if sourceRows(t, "truncate") != `{"id":4,"v":"four"}`+"\n" {
+		t.Error("the scenario's source changed")
+	}
+}
+
+// TestTruncateOnlyBatch: a batch holding nothing but a TRUNCATE deletes
+// every live key of the target.
+func TestTruncateOnlyBatch(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, orderEvent(1, int64(1), int64(1), "a", int64(100), false),
+		orderEvent(2, int64(2), int64(2), "b", int64(101), false), orderEvent(3, nil, nil, nil, int64(102), true)); err != nil {
+		t.Fatal(err)
+	}
+	res, cfg, err := e.apply(true, iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(200), 5, "false"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Events != 1 || res.Keys != 2 || res.Pending != 2 || res.Deletes != 2 || res.Verified != 2 {
+		t.Errorf("outputs %v", res.Outputs())
+	}
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_live"); n[0] != "0" {
+		t.Errorf("%s live rows after the TRUNCATE", n[0])
+	}
+	if exp, _ := outputFile(t, cfg, ExpectedFile); !strings.Contains(exp, `{"id": 1, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 200, "_cdc_deleted": 1}`) {
+		t.Errorf("expected.jsonl\n%s", exp)
+	}
+}
+
+// TestFloorTieAcrossBatches: two changes of key 1 in one transaction,
+// both written before its commit floor (lsn_commit 1000), share version
+// 1001; the trigger cut the transaction between two batches. The second
+// batch continues the transaction the first ended in: its row replaces
+// the first's (ReplacingMergeTree keeps the last insert of a version,
+// TestReplacingKeepsLastInsertOfAVersion). Another transaction at that
+// version is a conflict, as before.
+func TestFloorTieAcrossBatches(t *testing.T) {
+	ev := func(status string, lsn int64, tx int64) any {
+		e := orderEvent(1, int64(1), int64(1), status, lsn, false)
+		e = withSource(e, "txId", tx)
+		return withSource(e, "sequence", fmt.Sprintf(`["1000","%d"]`, lsn))
+	}
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, ev("a", 900, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.apply(false, ev("other tx", 950, 10)); !errors.Is(err, ErrTargetConflict) {
+		t.Fatalf("another transaction at the same version: %v, want ErrTargetConflict", err)
+	}
+	res, _, err := e.apply(true, ev("b", 950, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("SELECT status, _cdc_lsn FROM " + e.db + ".orders_cdc FINAL"); strings.Join(got, "|") != "b\t1001" || res.Pending != 1 {
+		t.Errorf("target %v, outputs %v", got, res.Outputs())
+	}
+}
+
+// TestReplacingKeepsLastInsertOfAVersion checks on the real server what
+// the floor ties rely on: among rows of one key and one version,
+// ReplacingMergeTree keeps the last inserted, under FINAL and in a merge
+// (ReplacingSortedBlockInputStream selects with >=).
+func TestReplacingKeepsLastInsertOfAVersion(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	name := e.db + ".orders_cdc"
+	for _, s := range []string{"first", "second", "older"} {
+		lsn := map[string]int{"first": 5, "second": 5, "older": 4}[s]
+		if err := e.conn.Exec(context.Background(), fmt.Sprintf("INSERT INTO %s (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 1, 1, 1, '%s', %d, 0", name, s, lsn)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.query("SELECT status FROM " + name + " FINAL"); got[0] != "second" {
+		t.Errorf("FINAL keeps %v", got)
+	}
+	if err := e.conn.Exec(context.Background(), "OPTIMIZE TABLE "+name+" FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("SELECT status FROM " + name); len(got) != 1 || got[0] != "second" {
+		t.Errorf("the merge keeps %v", got)
+	}
+}
+
+// TestInsertIsOnePart: a batch's rows go in one INSERT block, which
+// ClickHouse writes as one part of a table without PARTITION BY: a run cut
+// during the insert leaves none of them or all (issue 11). The batch is
+// larger than the 100,000-row blocks used before.
+func TestInsertIsOnePart(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	const n = 120_000
+	evs := make([]any, n)
+	for i := range evs {
+		evs[i] = orderEvent(int64(i), int64(i), int64(i), "x", int64(1000+i), false)
+	}
+	res, _, err := e.apply(true, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending != n {
+		t.Fatalf("outputs %v", res.Outputs())
+	}
+	if got := e.query("SELECT count(), sum(rows) FROM system.parts WHERE database = ? AND table = 'orders_cdc' AND active", e.db); got[0] != fmt.Sprintf("1\t%d", n) {
+		t.Errorf("parts (count, rows) %v, want one part of %d rows", got, n)
+	}
+	if got := e.query("SELECT partition_key FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); got[0] != "" {
+		t.Errorf("setup made a partitioned table: %v", got)
+	}
+}
+
+// TestPKShiftNotContinued: the batch after one that ended with key 3 open
+// (two live rows inside transaction 9) does not continue that transaction:
+// refused, naming key 3, nothing written.
+func TestPKShiftNotContinued(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9)); err != nil {
+		t.Fatal(err)
+	}
+	before := e.physical()
+	_, cfg, err := e.apply(true, swapEvent("CREATE", 5, "five", 1300, 10))
+	if !errors.Is(err, ErrKeyChange) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), "key id=3") ||
+		!strings.Contains(err.Error(), "does not continue that transaction") {
+		t.Fatalf("err = %v, want a refused ErrKeyChange naming key id=3", err)
+	}
+	noOutputs(t, cfg)
+	if e.physical() != before {
+		t.Error("the refused batch changed the target")
+	}
+}
