@@ -118,6 +118,12 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	res.Statements = append(res.Statements, table, createViewSQL(m), createLedgerSQL(m))
 	for _, s := range res.Statements {
 		if err := t.exec(ctx, s); err != nil {
+			if chCode(err) == chUnknownDatabase {
+				// Not "run cdc setup first": this is setup.
+				return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: create it (CREATE DATABASE %s), or set "+
+					"target.create_database: true in the mapping so that setup creates it", ErrNoDatabase,
+					quoteIdent(m.Target.Database), quoteIdent(m.Target.Database)))
+			}
 			return nil, err
 		}
 		// An existing table is checked before the view is created over it:

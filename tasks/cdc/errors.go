@@ -75,6 +75,9 @@ var (
 	// ErrTargetMismatch: the target table's columns or engine differ from the
 	// mapping (re-run cdc setup on a fresh table, or fix the mapping).
 	ErrTargetMismatch = errors.New("target table does not match the mapping")
+	// ErrNoDatabase: cdc setup found no target database and the mapping does
+	// not ask it to create one (target.create_database).
+	ErrNoDatabase = errors.New("target database does not exist")
 	// ErrUnsupportedServer: the ClickHouse server lacks a type the mapping
 	// uses (DateTime64 needs ClickHouse 20.1 or newer, a Decimal of more
 	// than 38 digits 21.6 or newer).

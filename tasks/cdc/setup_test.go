@@ -118,3 +118,27 @@ func TestSetupStaleLiveView(t *testing.T) {
 		t.Fatalf("a Memory table as the live view: %v, want ErrTargetMismatch", err)
 	}
 }
+
+// TestSetupNoDatabase: setup of a mapping whose database does not exist
+// (and target.create_database is off) said "run changesink cdc setup
+// first" — to setup itself. It is ErrNoDatabase (exit 2), naming the
+// database and both ways out, and creates nothing.
+func TestSetupNoDatabase(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.m.Target.Database = e.db + "_absent"
+	_, err := Setup(context.Background(), e.config(""))
+	if !errors.Is(err, ErrNoDatabase) || outcome.Classify(err) != outcome.Config {
+		t.Fatalf("err = %v (class %v), want a config ErrNoDatabase", err, outcome.Classify(err))
+	}
+	for _, want := range []string{e.db + "_absent", "CREATE DATABASE", "create_database: true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "run changesink cdc setup") {
+		t.Errorf("setup tells the user to run setup: %v", err)
+	}
+	if got := e.query("SELECT count() FROM system.databases WHERE name = ?", e.m.Target.Database); got[0] != "0" {
+		t.Errorf("setup created the database")
+	}
+}
