@@ -12,6 +12,7 @@ import (
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
 )
 
 // benchEvents is the size of the in-memory batches of the micro-benchmarks.
@@ -47,7 +48,7 @@ func BenchmarkDecodeSegment(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			cpu := cpuTime()
 			for b.Loop() {
-				if n, err := walkIon(ion.NewReaderBytes(data)); err != nil || n == 0 {
+				if n, err := ionwalk.Walk(ion.NewReaderBytes(data)); err != nil || n == 0 {
 					b.Fatal(n, err)
 				}
 			}
@@ -71,49 +72,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// walkIon visits every value once (scalars read, containers entered).
-func walkIon(r ion.Reader) (int, error) {
-	n := 0
-	for r.Next() {
-		n++
-		if r.IsNull() {
-			continue
-		}
-		var err error
-		switch r.Type() {
-		case ion.StructType, ion.ListType, ion.SexpType:
-			if err = r.StepIn(); err == nil {
-				var m int
-				m, err = walkIon(r)
-				n += m
-				if err == nil {
-					err = r.StepOut()
-				}
-			}
-		case ion.BoolType:
-			_, err = r.BoolValue()
-		case ion.IntType:
-			_, err = r.BigIntValue()
-		case ion.FloatType:
-			_, err = r.FloatValue()
-		case ion.DecimalType:
-			_, err = r.DecimalValue()
-		case ion.TimestampType:
-			_, err = r.TimestampValue()
-		case ion.StringType:
-			_, err = r.StringValue()
-		case ion.SymbolType:
-			_, err = r.SymbolValue()
-		case ion.BlobType, ion.ClobType:
-			_, err = r.ByteValue()
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, r.Err()
 }
 
 // BenchmarkDecode decodes the batch .ci/bench-cdc generates (set

@@ -46,6 +46,7 @@ import (
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
 )
 
 func main() {
@@ -706,7 +707,7 @@ func walk(path string) (float64, error) {
 	defer f.Close()
 	start := time.Now()
 	r := ion.NewReader(bufio.NewReaderSize(f, 1<<20))
-	n, err := walkValues(r)
+	n, err := ionwalk.Walk(r)
 	if err != nil {
 		return 0, err
 	}
@@ -715,53 +716,4 @@ func walk(path string) (float64, error) {
 		return 0, errors.New("walk read nothing")
 	}
 	return secs, nil
-}
-
-func walkValues(r ion.Reader) (int, error) {
-	n := 0
-	for r.Next() {
-		n++
-		if r.IsNull() {
-			continue
-		}
-		var err error
-		switch r.Type() {
-		case ion.StructType, ion.ListType, ion.SexpType:
-			if err = r.StepIn(); err == nil {
-				var m int
-				m, err = walkValues(r)
-				n += m
-				if err == nil {
-					err = r.StepOut()
-				}
-			}
-		case ion.BoolType:
-			_, err = r.BoolValue()
-		case ion.IntType:
-			var size ion.IntSize
-			if size, err = r.IntSize(); err == nil {
-				if size == ion.BigInt {
-					_, err = r.BigIntValue()
-				} else {
-					_, err = r.Int64Value()
-				}
-			}
-		case ion.FloatType:
-			_, err = r.FloatValue()
-		case ion.DecimalType:
-			_, err = r.DecimalValue()
-		case ion.TimestampType:
-			_, err = r.TimestampValue()
-		case ion.StringType:
-			_, err = r.StringValue()
-		case ion.SymbolType:
-			_, err = r.SymbolValue()
-		case ion.BlobType, ion.ClobType:
-			_, err = r.ByteValue()
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, r.Err()
 }
