@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -67,6 +68,11 @@ type batch struct {
 	first, last  txMark
 	lastFloor    uint64
 	lastFloorSet bool
+	// lastCommit is the last event's lsn_commit (when lastCommitSet), of
+	// record lastRec: every change of one transaction carries the same.
+	lastCommit    uint64
+	lastCommitSet bool
+	lastRec       int64
 }
 
 // txMark is an event's transaction, when it carried one.
@@ -205,8 +211,11 @@ func (b *batch) add(r row) error {
 	b.ord.stamp(&r)
 	if b.events == 1 {
 		b.first = markOf(&r.change)
+	} else if err := b.sameCommit(&r); err != nil {
+		return err
 	}
 	b.last, b.lastFloor, b.lastFloorSet = markOf(&r.change), r.change.floor, r.change.floorSet
+	b.lastCommit, b.lastCommitSet, b.lastRec = r.change.commit, r.change.commitSet, r.rec
 	if r.change.operation == opTruncate {
 		b.truncate(&r)
 		return nil
@@ -252,6 +261,32 @@ func (b *batch) add(r row) error {
 		}
 	}
 	return b.accept(i, cur, &r)
+}
+
+// sameCommit refuses an event of the previous event's transaction with
+// another lsn_commit: Debezium writes one for all of a transaction's
+// changes (a transaction arrives whole, at its commit), and the version of
+// each change is raised to it (order.go), so a second one would reorder
+// the transaction's own changes (an earlier update outranking a later one).
+func (b *batch) sameCommit(r *row) error {
+	c := &r.change
+	if !c.txIDSet || !b.last.set || c.txID != b.last.id || (c.commitSet == b.lastCommitSet && c.commit == b.lastCommit) {
+		return nil
+	}
+	commit := func(n uint64, set bool) string {
+		if !set {
+			return "null"
+		}
+		return strconv.FormatUint(n, 10)
+	}
+	err := fmt.Errorf("%w: transaction %d has lsn_commit %s in metadata.source.sequence, but %s in record %d (Debezium writes one lsn_commit for all of a transaction's changes); "+
+		"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+		ErrContradiction, c.txID, commit(c.commit, c.commitSet), commit(b.lastCommit, b.lastCommitSet), b.lastRec)
+	e := &RecordError{Record: r.rec, Offset: -1, LSN: c.lsn, Column: b.m.Source.MetadataField + ".source.sequence", Err: err}
+	if len(r.vals) > 0 {
+		e.Key = renderKey(b.m, r.vals)
+	}
+	return e
 }
 
 func (b *batch) newKey(r *row, flags uint8) int32 {

@@ -597,3 +597,51 @@ func TestPKShiftNotContinued(t *testing.T) {
 		t.Error("the refused batch changed the target")
 	}
 }
+
+// TestTransactionWithTwoCommitFloors: Debezium writes one lsn_commit (the
+// first element of metadata.source.sequence) for every change of a
+// transaction. A batch whose transaction carried two was applied: the
+// earlier change, raised to the higher floor, outranked the later one, and
+// key 1 ended with the first of its two updates (exit 0, verified). It is
+// refused, naming both records.
+func TestTransactionWithTwoCommitFloors(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(amount, lsn int64, seq string) iongen.Struct {
+		e := orderEvent(1, int64(10), amount, "paid", lsn, false)
+		return withSource(withSource(e, "txId", int64(42)), "sequence", seq)
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then string
+	}{
+		{"a higher floor first", `["5000","1000"]`, `["900","1100"]`},
+		{"a lower floor first", `["900","1000"]`, `["5000","1100"]`},
+		{"null then a floor", `[null,"1000"]`, `["900","1100"]`},
+		{"a floor then null", `["900","1000"]`, `[null,"1100"]`},
+	} {
+		for _, f := range forms() {
+			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
+				_, err := decodeBytes(t, m, encode(t, f.binary, ev(1, 1000, tc.first), ev(2, 1100, tc.then)), 2)
+				if !errors.Is(err, ErrContradiction) {
+					t.Fatalf("err = %v, want ErrContradiction", err)
+				}
+				if k := outcome.Classify(markInput(err)); k != outcome.Refused {
+					t.Errorf("class %v, want refused", k)
+				}
+				for _, want := range []string{"record 2 (", "key id=1", "LSN 1100", "transaction 42", "record 1"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("message lacks %q: %v", want, err)
+					}
+				}
+			})
+		}
+	}
+	// One floor for the whole transaction is applied as before.
+	b, err := decodeBytes(t, m, encode(t, true, ev(1, 1000, `["900","1000"]`), ev(2, 1100, `["900","1100"]`)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.sorted()[0]; r.vals[2].n != 2 {
+		t.Errorf("key 1 holds amount %d, want the later change's 2", r.vals[2].n)
+	}
+}
