@@ -327,6 +327,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		if err := wentBackwards(tbl, b, src, sel, led); err != nil {
 			return nil, err
 		}
+		if err := unplacedAfter(tbl, sel); err != nil {
+			return nil, err
+		}
 	}
 	pending := sel.pending
 	if err := checkFilled(m, pending); err != nil {
@@ -444,6 +447,10 @@ type selection struct {
 	newer, older, same, absent int
 	firstOlder                 *row
 	firstOlderTarget           uint64
+	// unplaced is the first older key whose version could not be placed
+	// after its snapshot (unplacedAfter), and the target's version of it.
+	unplaced       *row
+	unplacedTarget uint64
 }
 
 // selectPending implements the seed's select_changes: a key is pending when
@@ -472,6 +479,9 @@ func selectPending(m *Mapping, expected []*row, current map[string]*row, prev *l
 			sel.older++
 			if sel.firstOlder == nil {
 				sel.firstOlder, sel.firstOlderTarget = r, cur.lsn
+			}
+			if sel.unplaced == nil && prev != nil && prev.kind == ledgerBaseline && r.change.unfloored() {
+				sel.unplaced, sel.unplacedTarget = r, cur.lsn
 			}
 			continue
 		}
@@ -519,6 +529,30 @@ func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerSt
 		"If this is an old batch replayed by mistake, do not apply it",
 		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
 		sel.absent, b.digest()[:16], src.describe(), last,
+		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
+	return outcome.Refused.Mark(e)
+}
+
+// unplacedAfter refuses a batch that was never applied with a key older
+// than the target whose change has no lsn_commit (the first transaction
+// after a snapshot) when neither the batch nor the ledger knows that
+// snapshot: the ledger's last row is a baseline (made over rows already in
+// the target: a target the seed flow filled, or a ledger dropped by hand).
+// Its version may belong after the snapshot's rows (doc.go, the overlap),
+// so skipping it as older could lose it.
+func unplacedAfter(t *table, sel selection) error {
+	if sel.unplaced == nil {
+		return nil
+	}
+	m := t.m
+	ledger := qualified(m.Target.Database, ledgerName(m))
+	e := rowError(m, sel.unplaced, fmt.Errorf("%w The target %s holds version %d for this key, above this change's LSN, "+
+		"but the change has no lsn_commit (metadata.source.sequence [null, …]: the first transaction after a snapshot) and neither this batch nor the ledger %s knows that snapshot's LSN "+
+		"(its last row is a baseline: the ledger was made over rows already in the target, by a target the seed flow filled or after the ledger was dropped), "+
+		"so whether the change follows the snapshot cannot be told, and skipping it as older could lose it. "+
+		"Rebuild the target from a new snapshot (DROP TABLE %s, %s and the view %s, run changesink cdc setup, have the trigger take a new snapshot); "+
+		"do not drop the ledger by hand. Nothing was written",
+		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.unplacedTarget, ledger,
 		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
 	return outcome.Refused.Mark(e)
 }
