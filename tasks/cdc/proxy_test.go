@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -72,6 +73,92 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			}
 			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'"); n[0] != "1" {
 				t.Errorf("%s ledger rows after the re-run, want 1", n[0])
+			}
+			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
+				t.Errorf("lock tables left: %v", got)
+			}
+		})
+	}
+}
+
+// TestApplyCutAtEveryStatement cuts the connection as apply sends each of
+// its statements in turn (the lock, the ledger, the reads, the insert, the
+// verify, the ledger row, the release), on a target that holds an earlier
+// batch: every cut run fails transient (exit 3) and publishes no output
+// file; the target holds the earlier batch or the whole new one; and a
+// re-run (which breaks a lock the cut left) converges to the same rows as
+// an uncut run, with one ledger row per batch and no lock left.
+func TestApplyCutAtEveryStatement(t *testing.T) {
+	first := []any{
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(700), "new", int64(101), false),
+	}
+	second := []any{
+		orderEvent(1, int64(10), int64(550), "paid", int64(200), false),
+		orderEvent(2, int64(20), int64(700), "", int64(201), true),
+		orderEvent(3, int64(30), int64(900), "new", int64(202), false),
+	}
+	const want = `{"id":1,"customer_id":10,"amount_cents":550,"status":"paid"}` + "\n" + `{"id":3,"customer_id":30,"amount_cents":900,"status":"new"}` + "\n"
+	probe := loadMapping(t, ordersMapping)
+	probe.Target.Database = "DB"
+	lock := qualified("DB", lockName(probe))
+	ledger := qualified("DB", ledgerName(probe))
+	cuts := []struct{ name, sql string }{
+		{"lock create", "CREATE TABLE " + lock},
+		{"ledger create", "CREATE TABLE IF NOT EXISTS " + ledger},
+		{"ledger read", "SELECT " + ledgerColumnList(true) + " FROM " + ledger},
+		{"versions read", versionsSQL(probe)},
+		{"insert", insertSQL(probe)},
+		{"verify read", readSQL(probe)},
+		{"lock check", strings.TrimSuffix(lockMineSQL(lock), "?")},
+		{"ledger row", "INSERT INTO " + ledger},
+		{"release", "RENAME TABLE " + lock},
+	}
+	for _, c := range cuts {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(false, first...); err != nil {
+				t.Fatal(err)
+			}
+			before := e.liveJSON()
+			u, err := url.Parse(e.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := testenv.StartProxy(t, u.Host, testenv.ProxyOptions{})
+			viaProxy := *u
+			viaProxy.Host = p.Addr()
+			path := writeFile(t, "changes.ion", encode(t, true, second...))
+			cfg := e.config(path)
+			cfg.ClickHouse.URL = viaProxy.String()
+			p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", quoteIdent(e.db)+".")))
+			res, err := Apply(context.Background(), cfg)
+			select {
+			case <-p.Done():
+			default:
+				t.Fatalf("the statement was never sent (err %v); cut on %q", err, c.sql)
+			}
+			if err == nil {
+				t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
+			}
+			if k := outcome.Classify(err); k != outcome.Transient {
+				t.Errorf("class %v, want transient: %v", k, err)
+			}
+			noOutputs(t, cfg)
+			if got := e.liveJSON(); got != before && got != want {
+				t.Errorf("after the cut the live view holds part of the batch:\n%s", got)
+			}
+			res, _, err = e.apply(false, second...)
+			if err != nil {
+				t.Fatalf("re-run: %v", err)
+			}
+			if got := e.liveJSON(); got != want {
+				t.Errorf("live rows after the re-run\n%s\nwant\n%s", got, want)
+			}
+			if n := e.query("SELECT count() FROM " + qualified(e.db, ledgerName(e.m)) + " WHERE kind = 'batch'"); n[0] != "2" {
+				t.Errorf("%s ledger rows after the re-run, want 2", n[0])
 			}
 			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
 				t.Errorf("lock tables left: %v", got)
