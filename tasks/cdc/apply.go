@@ -196,11 +196,13 @@ func (r *Result) Summary() string {
 // Refusals are *RecordError or sentinels marked outcome.Refused; a lost or
 // unreachable server and a lock held too long are marked
 // outcome.Transient; in every failure no output file is left behind.
-func Apply(ctx context.Context, cfg Config) (*Result, error) {
+func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	start := time.Now()
 	if err := cfg.Validate(true); err != nil {
 		return nil, err
 	}
+	st := stopState{step: "decoding the batch"}
+	defer func() { err = st.wrap(ctx, err) }()
 	m := cfg.Mapping
 	workers := cfg.Workers
 	if workers == 0 {
@@ -253,6 +255,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		defer cancel()
 		_ = lk.release(rctx)
 	}()
+	st.step = "reading the target"
 	if cfg.hooks.locked != nil {
 		if err := cfg.hooks.locked(ctx); err != nil {
 			return nil, err
@@ -360,6 +363,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	defer pendFile.Abort()
 
 	step = time.Now()
+	st.step = "inserting the batch"
 	if cfg.hooks.beforeInsert != nil {
 		if err := cfg.hooks.beforeInsert(ctx); err != nil {
 			return nil, err
@@ -369,6 +373,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		if err := lk.check(ctx); err != nil {
 			return nil, err
 		}
+		st.sent = true
 		if err := tbl.insert(ctx, pending); err != nil {
 			return nil, err
 		}
@@ -381,11 +386,13 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Insert = time.Since(step)
 
 	step = time.Now()
+	st.step = "verifying the batch"
 	if res.Verified, err = verify(ctx, tbl, expected); err != nil {
 		return nil, err
 	}
 	res.Verify = time.Since(step)
 
+	st.step = stepLedger
 	if led.replay == nil {
 		if err := lk.check(ctx); err != nil {
 			return nil, err
@@ -409,6 +416,31 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+const stepLedger = "recording the batch in the ledger"
+
+// stopState is where a run is, for the message of a run stopped there.
+type stopState struct {
+	step string
+	sent bool // the insert was sent: the batch's rows may be in the target
+}
+
+// wrap says what a stop (SIGTERM or Kestra's timeout cancels ctx) left:
+// the step, what the target holds, and that a re-run converges; the
+// error's class (transient) is kept.
+func (s stopState) wrap(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || !(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	held := "nothing was written"
+	switch {
+	case s.step == stepLedger:
+		held = "the target holds the batch, verified; its ledger row may be missing"
+	case s.sent:
+		held = "the target holds none or all of the batch's rows (not yet recorded in the ledger)"
+	}
+	return outcome.Transient.Mark(fmt.Errorf("cdc apply was stopped (SIGTERM, or the task's timeout) while %s; %s; re-run the batch (a re-run converges): %w", s.step, held, err))
 }
 
 // writtenFile is an output file written in the background, or why not.
