@@ -155,6 +155,9 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 			if err != nil {
 				t.Fatalf("re-run: %v", err)
 			}
+			if res.Verified != 3 {
+				t.Errorf("re-run outputs %v, want 3 keys verified", res.Outputs())
+			}
 			if got := e.liveJSON(); got != want {
 				t.Errorf("live rows after the re-run\n%s\nwant\n%s", got, want)
 			}
