@@ -248,6 +248,14 @@ func (b *batch) add(r row) error {
 		return nil // an exact repeat
 	case r.lsn == cur.lsn && !floorTie(&r, cur):
 		return b.conflict(&r, cur.rec)
+	case r.lsn == cur.lsn && r.change.lsn < cur.change.lsn:
+		// A floor tie is won by the later change, which the file order
+		// tells only when the transaction's LSNs go up (WAL order).
+		e := rowError(b.m, &r, fmt.Errorf("%w: this change of transaction %d shares its version with record %d (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN %d: "+
+			"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+			ErrContradiction, r.change.txID, cur.rec, cur.change.lsn))
+		e.Column = b.m.Source.MetadataField + ".source.lsn"
+		return e
 	case r.lsn < cur.lsn:
 		if b.duals[i] != nil {
 			return b.keyChange(&r, "its events are not in commit order")

@@ -680,3 +680,40 @@ func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
 		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// TestTransactionOutOfLSNOrder: pgoutput sends a transaction's changes in
+// WAL order, so their LSNs never decrease. Two updates of key 1 written
+// before their transaction's commit floor share its version (a floor tie:
+// the later in the file wins); with the two records swapped the earlier
+// update won, exit 0 and verified. Such a tie whose LSNs go down is
+// refused, naming both records. (Hand-made batches elsewhere put one
+// transaction's events out of LSN order on purpose; only the tie, where
+// the file order decides, is refused.)
+func TestTransactionOutOfLSNOrder(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(status string, lsn int64) iongen.Struct {
+		e := orderEvent(1, int64(10), int64(5), status, lsn, false)
+		return withSource(withSource(e, "txId", int64(42)), "sequence", fmt.Sprintf(`["5000","%d"]`, lsn))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, encode(t, f.binary, ev("second", 1100), ev("first", 1000)), 2)
+			if !errors.Is(err, ErrContradiction) {
+				t.Fatalf("err = %v, want ErrContradiction", err)
+			}
+			for _, want := range []string{"record 2 (", "key id=1", "LSN 1000", "transaction 42", "record 1", "LSN 1100"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q: %v", want, err)
+				}
+			}
+			// In order, the later change wins the tie.
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000), ev("second", 1100), ev("second", 1100)), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sorted()[0]; r.vals[3].s != "second" || r.lsn != 5001 {
+				t.Errorf("key 1 holds %q at %d, want \"second\" at 5001", r.vals[3].s, r.lsn)
+			}
+		})
+	}
+}
