@@ -398,6 +398,12 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 		if err := tbl.appendLedger(ctx, led.last, b.entry(lk.id, src, expected, len(pending), open, led.last)); err != nil {
+			if chCode(err) == chUnknownTable {
+				// Apply makes the ledger itself (ensureLedger): not a setup
+				// to run, and the batch's rows are in (the exit-3 case).
+				return nil, outcome.Transient.Mark(fmt.Errorf("the ledger %s was dropped during this run: the batch is in the target and verified, not recorded; "+
+					"re-run the batch (the re-run makes the ledger again and records it): %w", qualified(m.Target.Database, ledgerName(m)), err))
+			}
 			return nil, err
 		}
 	}
