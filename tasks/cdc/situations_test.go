@@ -717,3 +717,38 @@ func TestTransactionOutOfLSNOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitFloorGoesDown: transactions arrive in commit order, so the
+// lsn_commit of each is at least the previous one's (it is the end of the
+// last COMMIT before it). A batch whose lsn_commit went down (records of
+// two transactions reordered, or a sequence edited) was applied: key 1's
+// earlier update, raised to its higher floor, outranked the later one,
+// exit 0 and verified. It is refused, naming both records.
+func TestCommitFloorGoesDown(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(status string, lsn, tx int64, commit string) iongen.Struct {
+		e := orderEvent(1, int64(10), int64(5), status, lsn, false)
+		return withSource(withSource(e, "txId", tx), "sequence", fmt.Sprintf(`["%s","%d"]`, commit, lsn))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "999999"), ev("second", 2000, 2, "1500")), 2)
+			if !errors.Is(err, ErrContradiction) {
+				t.Fatalf("err = %v, want ErrContradiction", err)
+			}
+			for _, want := range []string{"record 2 (", "key id=1", "LSN 2000", "lsn_commit 1500", "record 1", "999999"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q: %v", want, err)
+				}
+			}
+			// In commit order the later transaction wins.
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "900"), ev("second", 2000, 2, "1500")), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sorted()[0]; r.vals[3].s != "second" {
+				t.Errorf("key 1 holds %q, want \"second\"", r.vals[3].s)
+			}
+		})
+	}
+}
