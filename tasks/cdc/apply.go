@@ -202,11 +202,13 @@ func (r *Result) Summary() string {
 // Refusals are *RecordError or sentinels marked outcome.Refused; a lost or
 // unreachable server and a lock held too long are marked
 // outcome.Transient; in every failure no output file is left behind.
-func Apply(ctx context.Context, cfg Config) (*Result, error) {
+func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	start := time.Now()
 	if err := cfg.Validate(true); err != nil {
 		return nil, err
 	}
+	st := stopState{step: "decoding the batch"}
+	defer func() { err = st.wrap(ctx, err) }()
 	m := cfg.Mapping
 	workers := cfg.Workers
 	if workers == 0 {
@@ -259,6 +261,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		defer cancel()
 		_ = lk.release(rctx)
 	}()
+	st.step = "reading the target"
 	if cfg.hooks.locked != nil {
 		if err := cfg.hooks.locked(ctx); err != nil {
 			return nil, err
@@ -333,6 +336,9 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		if err := wentBackwards(tbl, b, src, sel, led); err != nil {
 			return nil, err
 		}
+		if err := unplacedAfter(tbl, sel); err != nil {
+			return nil, err
+		}
 	}
 	pending := sel.pending
 	if err := checkFilled(m, pending); err != nil {
@@ -363,6 +369,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	defer pendFile.Abort()
 
 	step = time.Now()
+	st.step = "inserting the batch"
 	if cfg.hooks.beforeInsert != nil {
 		if err := cfg.hooks.beforeInsert(ctx); err != nil {
 			return nil, err
@@ -372,6 +379,7 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 		if err := lk.check(ctx); err != nil {
 			return nil, err
 		}
+		st.sent = true
 		if err := tbl.insert(ctx, pending); err != nil {
 			return nil, err
 		}
@@ -384,16 +392,24 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	res.Insert = time.Since(step)
 
 	step = time.Now()
+	st.step = "verifying the batch"
 	if res.Verified, err = verify(ctx, tbl, expected); err != nil {
 		return nil, err
 	}
 	res.Verify = time.Since(step)
 
+	st.step = stepLedger
 	if led.replay == nil {
 		if err := lk.check(ctx); err != nil {
 			return nil, err
 		}
 		if err := tbl.appendLedger(ctx, led.last, b.entry(lk.id, src, expected, len(pending), open, led.last)); err != nil {
+			if chCode(err) == chUnknownTable {
+				// Apply makes the ledger itself (ensureLedger): not a setup
+				// to run, and the batch's rows are in (the exit-3 case).
+				return nil, outcome.Transient.Mark(fmt.Errorf("the ledger %s was dropped during this run: the batch is in the target and verified, not recorded; "+
+					"re-run the batch (the re-run makes the ledger again and records it): %w", qualified(m.Target.Database, ledgerName(m)), err))
+			}
 			return nil, err
 		}
 	}
@@ -412,6 +428,31 @@ func Apply(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+const stepLedger = "recording the batch in the ledger"
+
+// stopState is where a run is, for the message of a run stopped there.
+type stopState struct {
+	step string
+	sent bool // the insert was sent: the batch's rows may be in the target
+}
+
+// wrap says what a stop (SIGTERM or Kestra's timeout cancels ctx) left:
+// the step, what the target holds, and that a re-run converges; the
+// error's class (transient) is kept.
+func (s stopState) wrap(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || !(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	held := "nothing was written"
+	switch {
+	case s.step == stepLedger:
+		held = "the target holds the batch, verified; its ledger row may be missing"
+	case s.sent:
+		held = "the target holds none or all of the batch's rows (not yet recorded in the ledger)"
+	}
+	return outcome.Transient.Mark(fmt.Errorf("cdc apply was stopped (SIGTERM, or the task's timeout) while %s; %s; re-run the batch (a re-run converges): %w", s.step, held, err))
 }
 
 // writtenFile is an output file written in the background, or why not.
@@ -450,6 +491,10 @@ type selection struct {
 	newer, older, same, absent int
 	firstOlder                 *row
 	firstOlderTarget           uint64
+	// unplaced is the first older key whose version could not be placed
+	// after its snapshot (unplacedAfter), and the target's version of it.
+	unplaced       *row
+	unplacedTarget uint64
 }
 
 // selectPending implements the seed's select_changes: a key is pending when
@@ -478,6 +523,9 @@ func selectPending(m *Mapping, expected []*row, current map[string]*row, prev *l
 			sel.older++
 			if sel.firstOlder == nil {
 				sel.firstOlder, sel.firstOlderTarget = r, cur.lsn
+			}
+			if sel.unplaced == nil && prev != nil && prev.kind == ledgerBaseline && r.change.unfloored() {
+				sel.unplaced, sel.unplacedTarget = r, cur.lsn
 			}
 			continue
 		}
@@ -525,6 +573,30 @@ func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerSt
 		"If this is an old batch replayed by mistake, do not apply it",
 		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
 		sel.absent, b.digest()[:16], src.describe(), last,
+		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
+	return outcome.Refused.Mark(e)
+}
+
+// unplacedAfter refuses a batch that was never applied with a key older
+// than the target whose change has no lsn_commit (the first transaction
+// after a snapshot) when neither the batch nor the ledger knows that
+// snapshot: the ledger's last row is a baseline (made over rows already in
+// the target: a target the seed flow filled, or a ledger dropped by hand).
+// Its version may belong after the snapshot's rows (doc.go, the overlap),
+// so skipping it as older could lose it.
+func unplacedAfter(t *table, sel selection) error {
+	if sel.unplaced == nil {
+		return nil
+	}
+	m := t.m
+	ledger := qualified(m.Target.Database, ledgerName(m))
+	e := rowError(m, sel.unplaced, fmt.Errorf("%w The target %s holds version %d for this key, above this change's LSN, "+
+		"but the change has no lsn_commit (metadata.source.sequence [null, …]: the first transaction after a snapshot) and neither this batch nor the ledger %s knows that snapshot's LSN "+
+		"(its last row is a baseline: the ledger was made over rows already in the target, by a target the seed flow filled or after the ledger was dropped), "+
+		"so whether the change follows the snapshot cannot be told, and skipping it as older could lose it. "+
+		"Rebuild the target from a new snapshot (DROP TABLE %s, %s and the view %s, run changesink cdc setup, have the trigger take a new snapshot); "+
+		"do not drop the ledger by hand. Nothing was written",
+		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.unplacedTarget, ledger,
 		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
 	return outcome.Refused.Mark(e)
 }

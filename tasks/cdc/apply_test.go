@@ -427,3 +427,42 @@ func TestOutputFileErrorWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerDroppedDuringTheRun: the ledger dropped by hand while a run
+// applied its batch: the insert and the verify passed, the ledger row
+// failed. That was a configuration error (exit 2, "run changesink cdc
+// setup first") with the batch's rows committed, which exit 2 does not
+// say; apply makes the ledger itself. It is transient (exit 3: the rows
+// are in, not recorded) and a plain re-run converges.
+func TestLedgerDroppedDuringTheRun(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	path := writeFile(t, "changes.ion", encode(t, false,
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
+	cfg := e.config(path)
+	cfg.hooks.afterInsert = func(ctx context.Context) error {
+		return e.conn.Exec(ctx, "DROP TABLE "+qualified(e.db, ledgerName(e.m)))
+	}
+	_, err := Apply(context.Background(), cfg)
+	if err == nil {
+		t.Fatal("succeeded without its ledger row")
+	}
+	if k := outcome.Classify(err); k != outcome.Transient {
+		t.Errorf("class %v, want transient: %v", k, err)
+	}
+	if !strings.Contains(err.Error(), "was dropped during this run") || !strings.Contains(err.Error(), "re-run") {
+		t.Errorf("message %v", err)
+	}
+	noOutputs(t, cfg)
+	res, err := Apply(context.Background(), e.config(path))
+	if err != nil {
+		t.Fatalf("re-run: %v", err)
+	}
+	if res.Pending != 0 || res.Verified != 2 {
+		t.Errorf("re-run outputs %v", res.Outputs())
+	}
+	if got := e.query("SELECT kind FROM " + qualified(e.db, ledgerName(e.m)) + " ORDER BY seq"); strings.Join(got, ",") != "baseline,batch" {
+		t.Errorf("ledger %v", got)
+	}
+}

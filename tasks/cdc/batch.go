@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -67,6 +68,15 @@ type batch struct {
 	first, last  txMark
 	lastFloor    uint64
 	lastFloorSet bool
+	// lastCommit is the last event's lsn_commit (when lastCommitSet), of
+	// record lastRec: every change of one transaction carries the same.
+	lastCommit    uint64
+	lastCommitSet bool
+	lastRec       int64
+	// maxCommit is the highest lsn_commit so far, of record maxCommitRec
+	// (0: none): transactions arrive in commit order, so it never goes down.
+	maxCommit    uint64
+	maxCommitRec int64
 }
 
 // txMark is an event's transaction, when it carried one.
@@ -135,6 +145,7 @@ func (b *batch) reset() {
 	b.index, b.rows, b.events, b.outOfOrder = map[string]int32{}, rowStore{cols: len(b.m.cols)}, 0, map[int32]bool{}
 	b.ord, b.sum, b.sums, b.trunc, b.duals, b.first, b.last = orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, txMark{}, txMark{}
 	b.lastFloor, b.lastFloorSet = 0, false
+	b.maxCommit, b.maxCommitRec = 0, 0
 	for _, s := range b.seeds {
 		s.met = false
 	}
@@ -205,8 +216,14 @@ func (b *batch) add(r row) error {
 	b.ord.stamp(&r)
 	if b.events == 1 {
 		b.first = markOf(&r.change)
+	} else if err := b.sameCommit(&r); err != nil {
+		return err
 	}
 	b.last, b.lastFloor, b.lastFloorSet = markOf(&r.change), r.change.floor, r.change.floorSet
+	b.lastCommit, b.lastCommitSet, b.lastRec = r.change.commit, r.change.commitSet, r.rec
+	if r.change.commitSet && (b.maxCommitRec == 0 || r.change.commit > b.maxCommit) {
+		b.maxCommit, b.maxCommitRec = r.change.commit, r.rec
+	}
 	if r.change.operation == opTruncate {
 		b.truncate(&r)
 		return nil
@@ -239,6 +256,14 @@ func (b *batch) add(r row) error {
 		return nil // an exact repeat
 	case r.lsn == cur.lsn && !floorTie(&r, cur):
 		return b.conflict(&r, cur.rec)
+	case r.lsn == cur.lsn && r.change.lsn < cur.change.lsn:
+		// A floor tie is won by the later change, which the file order
+		// tells only when the transaction's LSNs go up (WAL order).
+		e := rowError(b.m, &r, fmt.Errorf("%w: this change of transaction %d shares its version with record %d (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN %d: "+
+			"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+			ErrContradiction, r.change.txID, cur.rec, cur.change.lsn))
+		e.Column = b.m.Source.MetadataField + ".source.lsn"
+		return e
 	case r.lsn < cur.lsn:
 		if b.duals[i] != nil {
 			return b.keyChange(&r, "its events are not in commit order")
@@ -252,6 +277,40 @@ func (b *batch) add(r row) error {
 		}
 	}
 	return b.accept(i, cur, &r)
+}
+
+// sameCommit refuses an event of the previous event's transaction with
+// another lsn_commit (Debezium writes one for all of a transaction's
+// changes: a transaction arrives whole, at its commit), and an lsn_commit
+// below an earlier event's (transactions arrive in commit order). The
+// version of each change is raised to its lsn_commit (order.go), so either
+// would reorder changes: an earlier update outranking a later one.
+func (b *batch) sameCommit(r *row) error {
+	c := &r.change
+	commit := func(n uint64, set bool) string {
+		if !set {
+			return "null"
+		}
+		return strconv.FormatUint(n, 10)
+	}
+	var err error
+	switch {
+	case c.txIDSet && b.last.set && c.txID == b.last.id && (c.commitSet != b.lastCommitSet || c.commit != b.lastCommit):
+		err = fmt.Errorf("%w: transaction %d has lsn_commit %s in metadata.source.sequence, but %s in record %d (Debezium writes one lsn_commit for all of a transaction's changes); "+
+			"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+			ErrContradiction, c.txID, commit(c.commit, c.commitSet), commit(b.lastCommit, b.lastCommitSet), b.lastRec)
+	case c.commitSet && b.maxCommitRec != 0 && c.commit < b.maxCommit:
+		err = fmt.Errorf("%w: lsn_commit %d in metadata.source.sequence is below record %d's, %d: transactions arrive in commit order, and each one's lsn_commit is the end of the last COMMIT before it, so it never goes down in a batch (the records were reordered or edited); "+
+			"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+			ErrContradiction, c.commit, b.maxCommitRec, b.maxCommit)
+	default:
+		return nil
+	}
+	e := &RecordError{Record: r.rec, Offset: -1, LSN: c.lsn, Column: b.m.Source.MetadataField + ".source.sequence", Err: err}
+	if len(r.vals) > 0 {
+		e.Key = renderKey(b.m, r.vals)
+	}
+	return e
 }
 
 func (b *batch) newKey(r *row, flags uint8) int32 {

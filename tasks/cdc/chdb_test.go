@@ -269,7 +269,7 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 				// The ledger and the lock (results 5..).
 				{"sql": createLedgerSQL(m)},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + ledgerName(m) + "'", "format": "JSONEachRow"},
-				{"sql": lockCreateSQL(qualified(db, lockName(m)))},
+				{"sql": lockCreateSQL(qualified(db, lockName(m)), "0123456789abcdef", "h'ost", 7)},
 				{"sql": lockBeatSQL(qualified(db, lockName(m)), "0123456789abcdef", "h'ost", 7)},
 				{"sql": renameSQL(qualified(db, lockName(m)), qualified(db, lockName(m)+"_xaside"))},
 				{"sql": lockHolderSQL(qualified(db, lockName(m)+"_xaside")), "format": "JSONEachRow"},

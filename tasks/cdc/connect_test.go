@@ -6,6 +6,7 @@ package cdc
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -185,6 +186,53 @@ func TestClickHouseCAFile(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]) {
 				t.Errorf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+// TestStopSaysWhatToDo: a run stopped (SIGTERM, Kestra's timeout: the
+// context is cancelled) reported only "context canceled" or "read …:
+// context canceled": no word that the run was stopped, what it had
+// written, or that a re-run converges. The message now says it was
+// stopped, at which step, what the target holds, and to re-run.
+func TestStopSaysWhatToDo(t *testing.T) {
+	for _, tc := range []struct {
+		at, want string
+	}{
+		{"locked", "stopped (SIGTERM, or the task's timeout) while reading the target; nothing was written"},
+		{"before insert", "stopped (SIGTERM, or the task's timeout) while inserting the batch; nothing was written"},
+		{"after insert", "stopped (SIGTERM, or the task's timeout) while verifying the batch; the target holds none or all of the batch's rows"},
+	} {
+		t.Run(tc.at, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(1), int64(1), "new", int64(100), false)))
+			cfg := e.config(path)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stop := func(context.Context) error { cancel(); return nil }
+			switch tc.at {
+			case "locked":
+				cfg.hooks.locked = stop
+			case "before insert":
+				cfg.hooks.beforeInsert = stop
+			default:
+				cfg.hooks.afterInsert = stop
+			}
+			_, err := Apply(ctx, cfg)
+			if err == nil {
+				t.Fatal("a stopped run succeeded")
+			}
+			if k := outcome.Classify(err); k != outcome.Transient {
+				t.Errorf("class %v, want transient: %v", k, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "re-run") || !errors.Is(err, context.Canceled) {
+				t.Errorf("message %q, want it to say %q and re-run", err, tc.want)
+			}
+			noOutputs(t, cfg)
+			if _, err := Apply(context.Background(), e.config(path)); err != nil {
+				t.Fatalf("re-run: %v", err)
 			}
 		})
 	}

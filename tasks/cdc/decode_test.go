@@ -481,8 +481,8 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 			}
 			last := res.rows[len(res.rows)-1].change
 			last.sum = 0
-			lsn := uint64(24023128 + 56*2999)
-			if want := (change{operation: "UPDATE", txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: lsn - 56, commitSet: true}); last != want {
+			lsn := uint64(24023128 + 56*2999) // its transaction's lsn_commit is its first event's LSN - 56 (triggerBatch)
+			if want := (change{operation: "UPDATE", txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: uint64(24023128 + 56*(2999/4*4) - 56), commitSet: true}); last != want {
 				t.Errorf("change of the last record %+v, want %+v", last, want)
 			}
 		})

@@ -103,8 +103,13 @@
 //   - an event that contradicts itself: metadata.operation DELETE with
 //     deleted false or absent, CREATE/UPDATE/READ with deleted true, an
 //     operation Debezium does not send, a TRUNCATE with row columns, a
-//     metadata.source.sequence naming another LSN than source.lsn:
-//     ErrContradiction (the seed applies what the marker says);
+//     metadata.source.sequence naming another LSN than source.lsn, a
+//     transaction whose consecutive events carry two lsn_commit values, an
+//     lsn_commit below an earlier event's (transactions arrive in commit
+//     order), two
+//     changes of a transaction tied at its floor whose LSNs go down (the
+//     records reordered): ErrContradiction (the seed applies what the
+//     marker says);
 //   - an empty batch: ErrEmptyBatch.
 //
 // Deletes carry the key; their other columns are written as the seed

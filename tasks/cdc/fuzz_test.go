@@ -191,6 +191,11 @@ func triggerBatch(n int) []any {
 			snapshot = "first"
 		}
 		src := iongen.TriggerSource("shop", "public", "orders", lsn, int64(770+i/4), snapshot)
+		for k := range src { // one lsn_commit for the 4 events of a transaction, as Debezium writes it
+			if src[k].Name == "sequence" {
+				src[k].Value = fmt.Sprintf(`["%d","%d"]`, 24023128+56*(i/4*4)-56, lsn)
+			}
+		}
 		out = append(out, iongen.TriggerEvent(row, deleted, iongen.TriggerMetadata(op, src)))
 	}
 	return out

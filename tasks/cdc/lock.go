@@ -22,8 +22,10 @@ import (
 // TABLE_ALREADY_EXISTS, 57; of two RENAMEs of one table, one fails with
 // UNKNOWN_TABLE, 60). The lock is the table <table>_lock (engine Memory):
 //
-//   - acquire: CREATE TABLE <table>_lock; the winner inserts its holder row
-//     (a random id, host, pid) with now() of the server;
+//   - acquire: CREATE TABLE <table>_lock AS SELECT its holder row (a random
+//     id, host, pid, now() of the server), one statement: a lock without
+//     rows is one a server restart emptied (engine Memory), broken as stale
+//     by its creation time;
 //   - hold: a heartbeat inserts another row every lockTiming.beat, in the
 //     server's clock; before the insert and before the ledger row the
 //     holder checks the lock is still its own and its last heartbeat is
@@ -74,7 +76,7 @@ type holderInfo struct {
 
 func (h holderInfo) String() string {
 	if h.id == "" {
-		return "an unknown holder (the lock table has no rows: a run killed while taking it, or a server restart)"
+		return "an unknown holder (the lock table has no rows: a ClickHouse restart emptied it)"
 	}
 	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.id, h.host, h.pid, h.age.Round(time.Second))
 }
@@ -106,15 +108,10 @@ func (t *table) lock(ctx context.Context, timing lockTiming) (*targetLock, error
 	l := &targetLock{t: t, id: newHolderID(), timing: timing, name: qualified(m.Target.Database, lockName(m))}
 	host, _ := os.Hostname()
 	deadline := time.Now().Add(timing.wait)
-	create := lockCreateSQL(l.name)
+	create := lockCreateSQL(l.name, l.id, host, os.Getpid())
 	for {
 		err := t.exec(ctx, create)
 		if err == nil {
-			if err := l.insertBeat(ctx, host); err != nil {
-				// Just made, no heartbeat yet: nobody else can judge it stale.
-				_ = t.exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+l.name)
-				return nil, err
-			}
 			l.lastBeat = time.Now()
 			l.stop, l.done = make(chan struct{}), make(chan struct{})
 			go l.heartbeat(host)
@@ -202,7 +199,10 @@ func (l *targetLock) breakStale(ctx context.Context, h holderInfo) error {
 	if err != nil {
 		return err
 	}
-	if found && got.id == h.id && got.age > l.timing.stale {
+	// An empty lock (a server restart emptied it: the lock is created with
+	// its holder row) is measured by its creation time, which the rename
+	// reset: still empty, it is the one judged stale.
+	if found && got.id == h.id && (got.age > l.timing.stale || (h.rows == 0 && got.rows == 0)) {
 		return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 	}
 	// Not the lock judged stale: give it back.

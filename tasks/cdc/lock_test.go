@@ -239,6 +239,35 @@ func TestApplyBreaksAKilledHolder(t *testing.T) {
 	}
 }
 
+// TestApplyBreaksAnEmptyLock: a lock table without rows is what a
+// ClickHouse restart leaves of a held lock (engine Memory keeps the table,
+// not its rows), and what a run cut between creating the lock and its
+// first heartbeat left. It was never broken: breaking renames the lock
+// aside and measures it again, and a rename resets the creation time an
+// empty lock is measured by, so the renamed lock always looked fresh and
+// was given back; every run then waited out its wait and failed transient
+// (exit 3) until someone dropped the table. Now it is broken after the
+// stale bound and the run converges; taking the lock creates it with its
+// holder row in one statement, so no run leaves an empty one.
+func TestApplyBreaksAnEmptyLock(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	lock := qualified(e.db, lockName(e.m))
+	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+lock+" (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false))
+	if err != nil {
+		t.Fatalf("the run after the restart: %v", err)
+	}
+	if res.Pending != 1 || res.Verified != 1 {
+		t.Errorf("outputs %v", res.Outputs())
+	}
+	if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
+		t.Errorf("lock tables left: %v", got)
+	}
+}
+
 // TestMain runs the child of TestApplyBreaksAKilledHolder when asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {

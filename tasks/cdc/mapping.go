@@ -438,6 +438,11 @@ func (r *rawMapping) compile() (*Mapping, error) {
 	if liveView.v == tgt.Table.v {
 		return nil, liveView.p.errorf("target.live_view must differ from target.table")
 	}
+	for _, side := range []struct{ name, what string }{{tgt.Table.v + "_ledger", "ledger"}, {tgt.Table.v + "_lock", "lock"}} {
+		if liveView.v == side.name {
+			return nil, liveView.p.errorf("target.live_view %q is the name of the %s table changesink keeps next to %s; choose another name", liveView.v, side.what, tgt.Table.v)
+		}
+	}
 	m := &Mapping{
 		Source: Source{Database: src.Database.v, Schema: src.Schema.v, Table: src.Table.v,
 			DeletedField: deletedField.v, MetadataField: metadataField.v},

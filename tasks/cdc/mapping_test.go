@@ -97,6 +97,14 @@ func TestMappingErrors(t *testing.T) {
 			"m.yaml:4:18: column name \"a,b\" contains one of ` \" \\ , ( ) (not supported)"},
 		{"create_database not bool", "source: {database: d, schema: s, table: t}\ntarget: {table: x, create_database: yes please}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
 			"m.yaml:2:37: expected true or false"},
+		// The live view took the ledger's or the lock's name: setup failed
+		// saying the ledger had no column seq, or succeeded and every apply
+		// then failed as internal (exit 4: "read the lock …: Unknown
+		// identifier: pid").
+		{"live view is the ledger", "source: {database: d, schema: s, table: t}\ntarget: {table: x, live_view: x_ledger}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			`m.yaml:2:31: target.live_view "x_ledger" is the name of the ledger table changesink keeps next to x; choose another name`},
+		{"live view is the lock", "source: {database: d, schema: s, table: t}\ntarget: {table: x, live_view: x_lock}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			`m.yaml:2:31: target.live_view "x_lock" is the name of the lock table changesink keeps next to x; choose another name`},
 		{"two documents", head + "key: [k]\ncolumns: [{name: k, type: Int64}]\n---\na: 1\n", "m.yaml:5:1: a second YAML document; a mapping file holds one"},
 	}
 	for _, tt := range tests {

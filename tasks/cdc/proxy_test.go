@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // TestApplyClickHouseGoesAway stops the server (a proxy in front of it)
@@ -77,5 +79,115 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 				t.Errorf("lock tables left: %v", got)
 			}
 		})
+	}
+}
+
+// TestApplyCutAtEveryStatement cuts the connection as apply sends each of
+// its statements in turn (the lock, the ledger, the reads, the insert, the
+// verify, the ledger row, the release), on a target that holds an earlier
+// batch: every cut run fails transient (exit 3) and publishes no output
+// file; the target holds the earlier batch or the whole new one; and a
+// re-run (which breaks a lock the cut left) converges to the same rows as
+// an uncut run, with one ledger row per batch and no lock left.
+func TestApplyCutAtEveryStatement(t *testing.T) {
+	first := []any{
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(700), "new", int64(101), false),
+	}
+	batches := []struct {
+		name   string
+		second []any
+		want   string
+	}{
+		{"plain", []any{
+			orderEvent(1, int64(10), int64(550), "paid", int64(200), false),
+			orderEvent(2, int64(20), int64(700), "", int64(201), true),
+			orderEvent(3, int64(30), int64(900), "new", int64(202), false),
+		}, `{"id":1,"customer_id":10,"amount_cents":550,"status":"paid"}` + "\n" + `{"id":3,"customer_id":30,"amount_cents":900,"status":"new"}` + "\n"},
+		// A TRUNCATE deletes the target's keys 1 and 2 (markers in the same insert).
+		{"truncate", []any{
+			iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(200), 5, "false"))),
+			createEvent(orderRow(3, int64(30), int64(900), "paid"), 202),
+		}, `{"id":3,"customer_id":30,"amount_cents":900,"status":"paid"}` + "\n"},
+	}
+	probe := loadMapping(t, ordersMapping)
+	probe.Target.Database = "DB"
+	lock := qualified("DB", lockName(probe))
+	ledger := qualified("DB", ledgerName(probe))
+	cuts := []struct{ name, sql string }{
+		{"lock create", "CREATE TABLE " + lock},
+		{"ledger create", "CREATE TABLE IF NOT EXISTS " + ledger},
+		{"ledger read", "SELECT " + ledgerColumnList(true) + " FROM " + ledger},
+		{"versions read", versionsSQL(probe)},
+		{"insert", insertSQL(probe)},
+		{"insert data", "paid"}, // a value of the batch's block: the server got the query, not the whole block
+		{"verify read", readSQL(probe)},
+		{"lock check", strings.TrimSuffix(lockMineSQL(lock), "?")},
+		{"ledger row", "INSERT INTO " + ledger},
+		{"release", "RENAME TABLE " + lock},
+		{"truncated keys read", strings.TrimSuffix(truncatedSQL(probe), "?")},
+	}
+	for _, bt := range batches {
+		for _, c := range cuts {
+			if c.name == "truncated keys read" && bt.name != "truncate" {
+				continue
+			}
+			second, want := bt.second, bt.want
+			t.Run(bt.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, ordersMapping)
+				e.setup()
+				if _, _, err := e.apply(false, first...); err != nil {
+					t.Fatal(err)
+				}
+				before := e.liveJSON()
+				u, err := url.Parse(e.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := testenv.StartProxy(t, u.Host, testenv.ProxyOptions{})
+				viaProxy := *u
+				viaProxy.Host = p.Addr()
+				path := writeFile(t, "changes.ion", encode(t, true, second...))
+				cfg := e.config(path)
+				cfg.ClickHouse.URL = viaProxy.String()
+				p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", quoteIdent(e.db)+".")))
+				res, err := Apply(context.Background(), cfg)
+				select {
+				case <-p.Done():
+				default:
+					t.Fatalf("the statement was never sent (err %v); cut on %q", err, c.sql)
+				}
+				if err == nil {
+					t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
+				}
+				if k := outcome.Classify(err); k != outcome.Transient {
+					t.Errorf("class %v, want transient: %v", k, err)
+				}
+				noOutputs(t, cfg)
+				got0 := e.liveJSON()
+				if got0 != before && got0 != want {
+					t.Errorf("after the cut the live view holds part of the batch:\n%s", got0)
+				}
+				res, _, err = e.apply(false, second...)
+				if err != nil {
+					t.Fatalf("re-run: %v", err)
+				}
+				// 3 keys; after a cut once the insert landed, a TRUNCATE's keys
+				// are no longer live in the target: no markers, only key 3.
+				if res.Verified != 3 && !(bt.name == "truncate" && res.Verified == 1 && got0 == want) {
+					t.Errorf("re-run outputs %v, want 3 keys verified", res.Outputs())
+				}
+				if got := e.liveJSON(); got != want {
+					t.Errorf("live rows after the re-run\n%s\nwant\n%s", got, want)
+				}
+				if n := e.query("SELECT count() FROM " + qualified(e.db, ledgerName(e.m)) + " WHERE kind = 'batch'"); n[0] != "2" {
+					t.Errorf("%s ledger rows after the re-run, want 2", n[0])
+				}
+				if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
+					t.Errorf("lock tables left: %v", got)
+				}
+			})
+		}
 	}
 }

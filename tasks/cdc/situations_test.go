@@ -597,3 +597,158 @@ func TestPKShiftNotContinued(t *testing.T) {
 		t.Error("the refused batch changed the target")
 	}
 }
+
+// TestTransactionWithTwoCommitFloors: Debezium writes one lsn_commit (the
+// first element of metadata.source.sequence) for every change of a
+// transaction. A batch whose transaction carried two was applied: the
+// earlier change, raised to the higher floor, outranked the later one, and
+// key 1 ended with the first of its two updates (exit 0, verified). It is
+// refused, naming both records.
+func TestTransactionWithTwoCommitFloors(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(amount, lsn int64, seq string) iongen.Struct {
+		e := orderEvent(1, int64(10), amount, "paid", lsn, false)
+		return withSource(withSource(e, "txId", int64(42)), "sequence", seq)
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then string
+	}{
+		{"a higher floor first", `["5000","1000"]`, `["900","1100"]`},
+		{"a lower floor first", `["900","1000"]`, `["5000","1100"]`},
+		{"null then a floor", `[null,"1000"]`, `["900","1100"]`},
+		{"a floor then null", `["900","1000"]`, `[null,"1100"]`},
+	} {
+		for _, f := range forms() {
+			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
+				_, err := decodeBytes(t, m, encode(t, f.binary, ev(1, 1000, tc.first), ev(2, 1100, tc.then)), 2)
+				if !errors.Is(err, ErrContradiction) {
+					t.Fatalf("err = %v, want ErrContradiction", err)
+				}
+				if k := outcome.Classify(markInput(err)); k != outcome.Refused {
+					t.Errorf("class %v, want refused", k)
+				}
+				for _, want := range []string{"record 2 (", "key id=1", "LSN 1100", "transaction 42", "record 1"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("message lacks %q: %v", want, err)
+					}
+				}
+			})
+		}
+	}
+	// One floor for the whole transaction is applied as before.
+	b, err := decodeBytes(t, m, encode(t, true, ev(1, 1000, `["900","1000"]`), ev(2, 1100, `["900","1100"]`)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.sorted()[0]; r.vals[2].n != 2 {
+		t.Errorf("key 1 holds amount %d, want the later change's 2", r.vals[2].n)
+	}
+}
+
+// TestOverlapAfterTheLedgerWasDropped: the ledger keeps the snapshot's
+// LSN, the floor of the first transaction after it (TestOverlapAcrossBatches).
+// With the ledger dropped by hand after the snapshot batch, the next run
+// made a baseline without it: the overlapping UPDATE of key 1 (LSN 950,
+// below the snapshot's 1000) was skipped as older while key 2 of the same
+// transaction was applied, exit 0 and verified: key 1's change was lost.
+// Such a row (no lsn_commit, no snapshot in the batch or the ledger, older
+// than the target) is refused, naming the key and what to do.
+func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
+	e := scenarioEnv(t, "overlap_stream")
+	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "first", ""), overlapEvent("READ", 2, "snap2", 1000, "last", "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
+		t.Fatal(err)
+	}
+	before := e.physical()
+	_, cfg, err := e.apply(false, overlapEvent("UPDATE", 1, "after", 950, "false", ""), overlapEvent("UPDATE", 2, "after2", 1010, "false", ""))
+	if err == nil {
+		t.Fatalf("applied; live rows %s", e.liveJSON())
+	}
+	if !errors.Is(err, ErrWentBackwards) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v, want a refused ErrWentBackwards", err)
+	}
+	for _, want := range []string{"record 1 (key id=1, LSN 950)", "no lsn_commit", "snapshot", "holds version 1000"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+	noOutputs(t, cfg)
+	if after := e.physical(); after != before {
+		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// TestTransactionOutOfLSNOrder: pgoutput sends a transaction's changes in
+// WAL order, so their LSNs never decrease. Two updates of key 1 written
+// before their transaction's commit floor share its version (a floor tie:
+// the later in the file wins); with the two records swapped the earlier
+// update won, exit 0 and verified. Such a tie whose LSNs go down is
+// refused, naming both records. (Hand-made batches elsewhere put one
+// transaction's events out of LSN order on purpose; only the tie, where
+// the file order decides, is refused.)
+func TestTransactionOutOfLSNOrder(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(status string, lsn int64) iongen.Struct {
+		e := orderEvent(1, int64(10), int64(5), status, lsn, false)
+		return withSource(withSource(e, "txId", int64(42)), "sequence", fmt.Sprintf(`["5000","%d"]`, lsn))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, encode(t, f.binary, ev("second", 1100), ev("first", 1000)), 2)
+			if !errors.Is(err, ErrContradiction) {
+				t.Fatalf("err = %v, want ErrContradiction", err)
+			}
+			for _, want := range []string{"record 2 (", "key id=1", "LSN 1000", "transaction 42", "record 1", "LSN 1100"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q: %v", want, err)
+				}
+			}
+			// In order, the later change wins the tie.
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000), ev("second", 1100), ev("second", 1100)), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sorted()[0]; r.vals[3].s != "second" || r.lsn != 5001 {
+				t.Errorf("key 1 holds %q at %d, want \"second\" at 5001", r.vals[3].s, r.lsn)
+			}
+		})
+	}
+}
+
+// TestCommitFloorGoesDown: transactions arrive in commit order, so the
+// lsn_commit of each is at least the previous one's (it is the end of the
+// last COMMIT before it). A batch whose lsn_commit went down (records of
+// two transactions reordered, or a sequence edited) was applied: key 1's
+// earlier update, raised to its higher floor, outranked the later one,
+// exit 0 and verified. It is refused, naming both records.
+func TestCommitFloorGoesDown(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(status string, lsn, tx int64, commit string) iongen.Struct {
+		e := orderEvent(1, int64(10), int64(5), status, lsn, false)
+		return withSource(withSource(e, "txId", tx), "sequence", fmt.Sprintf(`["%s","%d"]`, commit, lsn))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "999999"), ev("second", 2000, 2, "1500")), 2)
+			if !errors.Is(err, ErrContradiction) {
+				t.Fatalf("err = %v, want ErrContradiction", err)
+			}
+			for _, want := range []string{"record 2 (", "key id=1", "LSN 2000", "lsn_commit 1500", "record 1", "999999"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q: %v", want, err)
+				}
+			}
+			// In commit order the later transaction wins.
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "900"), ev("second", 2000, 2, "1500")), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sorted()[0]; r.vals[3].s != "second" {
+				t.Errorf("key 1 holds %q, want \"second\"", r.vals[3].s)
+			}
+		})
+	}
+}

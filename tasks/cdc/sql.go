@@ -167,8 +167,11 @@ const (
 
 // The lock's statements (lock.go); name is the qualified lock table.
 
-func lockCreateSQL(name string) string {
-	return "CREATE TABLE " + name + " (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"
+// lockCreateSQL takes the lock: it creates the lock table with its holder
+// row in one statement (holder String, host String, pid UInt32, beat
+// DateTime), so a run cut while taking it leaves no empty lock.
+func lockCreateSQL(name, id, host string, pid int) string {
+	return "CREATE TABLE " + name + " ENGINE = Memory AS SELECT '" + id + "' AS holder, " + quoteString(host) + " AS host, toUInt32(" + strconv.Itoa(pid) + ") AS pid, now() AS beat"
 }
 
 // lockBeatSQL inserts a heartbeat row stamped by the server's clock; id is

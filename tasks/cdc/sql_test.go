@@ -17,7 +17,7 @@ func allStatements(m *Mapping, caps serverCaps) string {
 	lock := qualified(m.Target.Database, lockName(m))
 	aside := qualified(m.Target.Database, lockName(m)+"_x0123456789abcdef")
 	stmts := []string{createDatabaseSQL(m), createTableSQL(m, caps), createViewSQL(m), createLedgerSQL(m), readSQL(m), versionsSQL(m), insertSQL(m),
-		truncatedSQL(m), lockCreateSQL(lock), lockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), lockHolderSQL(lock), lockMineSQL(lock),
+		truncatedSQL(m), lockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), lockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), lockHolderSQL(lock), lockMineSQL(lock),
 		lockMadeSQL, renameSQL(lock, aside), columnsSQL, tableSQL}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }

@@ -216,7 +216,9 @@ func Event(row Struct, deleted bool, metadata Struct) Struct {
 // Debezium 3.6.1 (shared/research/kestra-engine.md §5): version,
 // connector, name, timestamp, snapshot, db, table, row, source, schema,
 // sequence (a JSON array of LSN strings), lsn, ts_us, txId, ts_ns; xmin and
-// origin are left out (NULL, NON_NULL inclusion).
+// origin are left out (NULL, NON_NULL inclusion). Its lsn_commit is
+// lsn-56: a caller writing several events of one transaction gives them one
+// (Debezium does; cdc refuses two in a transaction).
 func TriggerSource(db, schema, table string, lsn, txID int64, snapshot string) Struct {
 	return Struct{
 		{"version", "3.6.1.Final"}, {"connector", "postgresql"}, {"name", "kestra_5f3a9c21"},
