@@ -681,11 +681,8 @@ func readVariableScale(r ion.Reader) (*big.Int, int64, error) {
 			bad = badValue("a struct with field %q; expected Debezium's {scale, value} decimal", *f.Text)
 		}
 	}
-	if err := r.Err(); err != nil {
-		return nil, 0, malformedValue(err)
-	}
-	if err := r.StepOut(); err != nil {
-		return nil, 0, malformedValue(err)
+	if err := endStruct(r); err != nil {
+		return nil, 0, err
 	}
 	if bad != nil {
 		return nil, 0, bad

@@ -197,13 +197,7 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 			}
 		}
 	}
-	if err := r.Err(); err != nil {
-		return "", malformedValue(err)
-	}
-	if err := r.StepOut(); err != nil {
-		return "", malformedValue(err)
-	}
-	return "", nil
+	return "", endStruct(r)
 }
 
 // readMetadata walks the metadata struct for operation and source, and
@@ -235,13 +229,7 @@ func readMetadata(r ion.Reader, rec *record) error {
 			}
 		}
 	}
-	if err := r.Err(); err != nil {
-		return malformedValue(err)
-	}
-	if err := r.StepOut(); err != nil {
-		return malformedValue(err)
-	}
-	return nil
+	return endStruct(r)
 }
 
 func readSource(r ion.Reader, rec *record) error {
@@ -272,13 +260,7 @@ func readSource(r ion.Reader, rec *record) error {
 			}
 		}
 	}
-	if err := r.Err(); err != nil {
-		return malformedValue(err)
-	}
-	if err := r.StepOut(); err != nil {
-		return malformedValue(err)
-	}
-	return nil
+	return endStruct(r)
 }
 
 // readScalar reads the value the reader is on into s as ionrec would: a
@@ -688,4 +670,16 @@ func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
 		}
 	}
 	return false
+}
+
+// endStruct ends a struct the reader stepped into: a reader error, or one
+// stepping out, is malformed input.
+func endStruct(r ion.Reader) error {
+	if err := r.Err(); err != nil {
+		return malformedValue(err)
+	}
+	if err := r.StepOut(); err != nil {
+		return malformedValue(err)
+	}
+	return nil
 }
