@@ -524,7 +524,10 @@ func selectPending(m *Mapping, expected []*row, current map[string]*row, prev *l
 			if sel.firstOlder == nil {
 				sel.firstOlder, sel.firstOlderTarget = r, cur.lsn
 			}
-			if sel.unplaced == nil && prev != nil && prev.kind == ledgerBaseline && r.change.unfloored() {
+			// Only a change that carries a sequence without lsn_commit: a
+			// batch without sequences (hand-made) is versioned by its
+			// LSNs, and an older key is skipped, as the seed does.
+			if sel.unplaced == nil && prev != nil && prev.kind == ledgerBaseline && r.change.unfloored() && r.change.sequenced {
 				sel.unplaced, sel.unplacedTarget = r, cur.lsn
 			}
 			continue

@@ -88,7 +88,7 @@ func ordersRefusals() []refusal {
 		{"wrong database", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, src("shop_test", "public", "orders", int64(101)))},
 			ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.orders in database shop_test`},
 		{"no metadata", []any{orderRow(2, int64(1), int64(2), "x")},
-			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field (set metadata: ADD_FIELD on the trigger)`},
+			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's Debezium trigger)`},
 		{"no source", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Struct{{"operation", "UPDATE"}})},
 			ErrMissingField, `record 1 (key id=2), column "metadata.source": missing field: no metadata.source struct`},
 		{"no lsn", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("UPDATE", iongen.Struct{{"db", "shop"}, {"schema", "public"}, {"table", "orders"}}))},
@@ -154,7 +154,7 @@ func ordersRefusals() []refusal {
 		{"delete conflicts with update", []any{ok, orderEvent(1, nil, nil, nil, int64(100), true)},
 			ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
 		{"not a struct", []any{ok, iongen.List{int64(1)}},
-			ErrNotStruct, `record 2: change event is not an Ion struct: got an Ion list`},
+			ErrNotStruct, `record 2: change event is not an Ion struct: got an Ion list (each record of a Debezium trigger batch is one struct: the row's columns, deleted and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)`},
 		{"repeated field", []any{append(orderEvent(2, int64(1), int64(2), "x", int64(9), false), iongen.Field{"status", "y"})},
 			ErrMalformed, `record 1 (key id=2, LSN 9), column "status": malformed Ion: field "status" appears twice in one event`},
 	}
@@ -482,7 +482,7 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 			last := res.rows[len(res.rows)-1].change
 			last.sum = 0
 			lsn := uint64(24023128 + 56*2999) // its transaction's lsn_commit is its first event's LSN - 56 (triggerBatch)
-			if want := (change{operation: "UPDATE", txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: uint64(24023128 + 56*(2999/4*4) - 56), commitSet: true}); last != want {
+			if want := (change{operation: "UPDATE", txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: uint64(24023128 + 56*(2999/4*4) - 56), commitSet: true, sequenced: true}); last != want {
 				t.Errorf("change of the last record %+v, want %+v", last, want)
 			}
 		})

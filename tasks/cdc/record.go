@@ -139,7 +139,8 @@ func (d *recordDecoder) decode(r ion.Reader, rec int64) (row, error) {
 func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 	m := d.m
 	if r.Type() != ion.StructType || r.IsNull() {
-		return "", fmt.Errorf("%w: got %s", ErrNotStruct, describeIon(r))
+		return "", fmt.Errorf("%w: got %s (each record of a Debezium trigger batch is one struct: the row's columns, deleted "+
+			"and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)", ErrNotStruct, describeIon(r))
 	}
 	rec.reset()
 	if err := r.StepIn(); err != nil {
@@ -404,7 +405,8 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	case r.Unknown != "":
 		return refuse(r.Unknown, fmt.Errorf("%w: column %q is not in the mapping %s", ErrSourceChanged, r.Unknown, m.File))
 	case meta.Type == ion.NoType:
-		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field (set metadata: ADD_FIELD on the trigger)", ErrMissingField, m.Source.MetadataField))
+		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's "+
+			"Debezium trigger)", ErrMissingField, m.Source.MetadataField))
 	case !metaOK:
 		return refuse(m.Source.MetadataField, fmt.Errorf("%w: metadata is %s, not a struct", ErrMissingField, describe(meta)))
 	case !sourceOK:
@@ -523,7 +525,7 @@ func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (change, error) {
 	}
 	if s := r.source(srcSequence); isText(s) {
 		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(string(s.Bytes)); ok {
-			c.commit, c.commitSet = commit, commitSet
+			c.commit, c.commitSet, c.sequenced = commit, commitSet, true
 			if err := checkSequence(s.Bytes, lsn, commit, commitSet, seqLSN, seqLSNSet); err != nil {
 				return c, err
 			}

@@ -72,6 +72,7 @@ type change struct {
 	txIDSet    bool
 	deletedSet bool   // the event carried the delete marker (absent reads as false)
 	commitSet  bool   // commit is set: the sequence's lsn_commit
+	sequenced  bool   // the event carried Debezium's metadata.source.sequence
 	floorSet   bool   // floor is set
 	image      bool   // a delete's vals hold a before image that tells rows apart
 	lsn        uint64 // metadata.source.lsn
