@@ -20,18 +20,12 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 		t.Run(when, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			e.setup()
-			u, err := url.Parse(e.url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := testenv.StartProxy(t, u.Host, testenv.ProxyOptions{})
-			viaProxy := *u
-			viaProxy.Host = p.Addr()
+			p, viaProxy := e.proxied()
 			path := writeFile(t, "changes.ion", encode(t, false,
 				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 				orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
 			cfg := e.config(path)
-			cfg.ClickHouse.URL = viaProxy.String()
+			cfg.ClickHouse.URL = viaProxy
 			stop := func(context.Context) error { p.Close(); return nil }
 			switch when {
 			case "before the insert":
@@ -141,16 +135,10 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := e.liveJSON()
-				u, err := url.Parse(e.url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p := testenv.StartProxy(t, u.Host, testenv.ProxyOptions{})
-				viaProxy := *u
-				viaProxy.Host = p.Addr()
+				p, viaProxy := e.proxied()
 				path := writeFile(t, "changes.ion", encode(t, true, second...))
 				cfg := e.config(path)
-				cfg.ClickHouse.URL = viaProxy.String()
+				cfg.ClickHouse.URL = viaProxy
 				p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", quoteIdent(e.db)+".")))
 				res, err := Apply(context.Background(), cfg)
 				select {
@@ -190,4 +178,18 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 			})
 		}
 	}
+}
+
+// proxied starts a proxy in front of e's ClickHouse and returns it with the
+// URL that goes through it.
+func (e *env) proxied() (*testenv.Proxy, string) {
+	e.t.Helper()
+	u, err := url.Parse(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p := testenv.StartProxy(e.t, u.Host, testenv.ProxyOptions{})
+	via := *u
+	via.Host = p.Addr()
+	return p, via.String()
 }
