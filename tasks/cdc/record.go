@@ -3,8 +3,6 @@ package cdc
 import (
 	"errors"
 	"fmt"
-	"math/big"
-	"strings"
 
 	"github.com/amazon-ion/ion-go/ion"
 
@@ -264,90 +262,13 @@ func readSource(r ion.Reader, rec *record) error {
 	return endStruct(r)
 }
 
-// readScalar reads the value the reader is on into s as ionrec would: a
-// scalar in full, a container by its type.
+// readScalar reads the value the reader is on into s as ionrec would
+// (ionrec.ReadScalar); an ion-go error is malformed input.
 func readScalar(r ion.Reader, s *ionrec.Scalar) error {
-	s.Type = r.Type()
-	if r.IsNull() {
-		s.Null = true
-		return nil
-	}
-	switch s.Type {
-	case ion.BoolType:
-		b, err := r.BoolValue()
-		if err != nil || b == nil {
-			return malformedValue(err)
-		}
-		s.Bool = *b
-	case ion.IntType:
-		n, b, small, err := readIonInt(r)
-		if err != nil {
-			return err
-		}
-		if small {
-			s.Neg, s.Mag = n < 0, absInt64(n)
-		} else if b.IsUint64() {
-			s.Mag = b.Uint64()
-		} else if nb := new(big.Int).Neg(b); b.Sign() < 0 && nb.IsUint64() {
-			s.Neg, s.Mag = true, nb.Uint64()
-		} else {
-			s.Big = b
-		}
-	case ion.FloatType:
-		f, err := r.FloatValue()
-		if err != nil || f == nil {
-			return malformedValue(err)
-		}
-		s.Float = *f
-	case ion.DecimalType:
-		dec, err := r.DecimalValue()
-		if err != nil || dec == nil {
-			return malformedValue(err)
-		}
-		coef, exp := dec.CoEx()
-		s.Exp, s.NegZero = exp, coef.Sign() == 0 && strings.HasPrefix(dec.String(), "-")
-		if a := new(big.Int).Abs(coef); a.IsUint64() {
-			s.Neg, s.Mag = coef.Sign() < 0, a.Uint64()
-		} else {
-			s.Big = coef
-		}
-	case ion.TimestampType:
-		ts, err := r.TimestampValue()
-		if err != nil || ts == nil {
-			return malformedValue(err)
-		}
-		s.Sec, s.Nsec, s.Prec = ts.GetDateTime().Unix(), int32(ts.GetDateTime().Nanosecond()), ts.GetPrecision()
-	case ion.StringType:
-		v, err := r.StringValue()
-		if err != nil || v == nil {
-			return malformedValue(err)
-		}
-		s.Bytes = []byte(*v)
-	case ion.SymbolType:
-		v, err := r.SymbolValue()
-		if err != nil || v == nil {
-			return malformedValue(err)
-		}
-		if v.Text == nil {
-			s.NoText = true
-		} else {
-			s.Bytes = []byte(*v.Text)
-		}
-	case ion.BlobType, ion.ClobType:
-		v, err := r.ByteValue()
-		if err != nil {
-			return malformedValue(err)
-		}
-		s.Bytes = v
+	if err := ionrec.ReadScalar(r, s); err != nil {
+		return malformedValue(err)
 	}
 	return nil
-}
-
-func absInt64(n int64) uint64 {
-	if n < 0 {
-		return uint64(-(n + 1)) + 1
-	}
-	return uint64(n)
 }
 
 // isText reports a string or a symbol with text.

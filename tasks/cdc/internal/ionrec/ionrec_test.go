@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
-	"strings"
 	"testing"
 	"time"
 
@@ -232,7 +230,7 @@ func refStruct(r ion.Reader, level int, rec *Record) error {
 			}
 			continue
 		}
-		if err := refScalar(r, &s); err != nil {
+		if err := ReadScalar(r, &s); err != nil {
 			return err
 		}
 		if slot >= 0 {
@@ -243,81 +241,6 @@ func refStruct(r ion.Reader, level int, rec *Record) error {
 		return err
 	}
 	return r.StepOut()
-}
-
-func refScalar(r ion.Reader, s *Scalar) error {
-	s.Type = r.Type()
-	if r.IsNull() {
-		s.Null = true
-		return nil
-	}
-	switch s.Type {
-	case ion.BoolType:
-		b, err := r.BoolValue()
-		if err != nil {
-			return err
-		}
-		s.Bool = *b
-	case ion.IntType:
-		b, err := r.BigIntValue()
-		if err != nil {
-			return err
-		}
-		if new(big.Int).Abs(b).IsUint64() {
-			s.Mag, s.Neg = new(big.Int).Abs(b).Uint64(), b.Sign() < 0
-		} else {
-			s.Big = b
-		}
-	case ion.FloatType:
-		f, err := r.FloatValue()
-		if err != nil {
-			return err
-		}
-		s.Float = *f
-	case ion.DecimalType:
-		d, err := r.DecimalValue()
-		if err != nil {
-			return err
-		}
-		c, e := d.CoEx()
-		s.Exp, s.NegZero = e, c.Sign() == 0 && strings.HasPrefix(d.String(), "-")
-		if new(big.Int).Abs(c).IsUint64() {
-			s.Mag, s.Neg = new(big.Int).Abs(c).Uint64(), c.Sign() < 0 || s.NegZero
-		} else {
-			s.Big = c
-		}
-	case ion.TimestampType:
-		ts, err := r.TimestampValue()
-		if err != nil {
-			return err
-		}
-		s.Sec, s.Nsec, s.Prec = ts.GetDateTime().Unix(), int32(ts.GetDateTime().Nanosecond()), ts.GetPrecision()
-	case ion.StringType:
-		v, err := r.StringValue()
-		if err != nil {
-			return err
-		}
-		s.Bytes = []byte(*v)
-	case ion.SymbolType:
-		v, err := r.SymbolValue()
-		if err != nil {
-			return err
-		}
-		if v.Text == nil {
-			s.NoText = true
-		} else {
-			s.Bytes = []byte(*v.Text)
-		}
-	case ion.BlobType, ion.ClobType:
-		v, err := r.ByteValue()
-		if err != nil {
-			return err
-		}
-		s.Bytes = v
-	case ion.StructType, ion.ListType, ion.SexpType:
-		// Reported by type; ion-go skips the contents on the next Next.
-	}
-	return nil
 }
 
 // compareRecords returns "" when the fast records equal ion-go's.

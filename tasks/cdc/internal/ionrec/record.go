@@ -42,7 +42,8 @@ type Scalar struct {
 	Neg bool
 	Mag uint64
 	// Big holds an int, or a decimal coefficient, beyond 64 bits (then Mag
-	// and Neg are unused). This package never sets it: it falls back.
+	// and Neg are unused). The fast readers never set it (they fall back);
+	// ReadScalar does.
 	Big *big.Int
 	// Exp is a decimal's exponent: the value is ±Mag × 10^Exp.
 	Exp int32
