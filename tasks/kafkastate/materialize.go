@@ -465,7 +465,8 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 
 // parsePositions reads next_offsets: a JSON object from partition (as a
 // string) to an integer offset, written by the seed or by changesink. Like
-// the seed's int(saved[str(p)]), a string holding an integer is accepted.
+// the seed's int(saved[str(p)]), a string holding an integer is accepted; a
+// key that is not a partition number (decimal, no sign or leading zero) is not.
 func parsePositions(raw []byte) (map[string]int64, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -475,6 +476,9 @@ func parsePositions(raw []byte) (map[string]int64, error) {
 	}
 	out := make(map[string]int64, len(m))
 	for k, v := range m {
+		if n, err := strconv.ParseInt(k, 10, 32); err != nil || n < 0 || strconv.FormatInt(n, 10) != k {
+			return nil, fmt.Errorf("next_offsets key %q is not a partition number", k)
+		}
 		var s string
 		switch v := v.(type) {
 		case json.Number:
