@@ -93,6 +93,7 @@ type targetLock struct {
 	lost     error     // why the lock is no longer ours
 	stop     chan struct{}
 	done     chan struct{}
+	released bool // release succeeded
 }
 
 func newHolderID() string {
@@ -267,14 +268,23 @@ func (l *targetLock) check(ctx context.Context) error {
 
 // release gives the lock up: stop the heartbeat, then rename the lock
 // aside, check it is this run's, drop it. A lock that is not this run's is
-// left (renamed back).
+// left (renamed back). Once it has succeeded, release does nothing: a
+// second rename would move the lock of the run that took it next aside,
+// and that run could find it gone (or lose it to a third).
 func (l *targetLock) release(ctx context.Context) error {
+	if l.released {
+		return nil
+	}
 	if l.stop != nil {
 		close(l.stop)
 		<-l.done
 		l.stop = nil
 	}
-	return l.dropOwn(ctx)
+	if err := l.dropOwn(ctx); err != nil {
+		return err
+	}
+	l.released = true
+	return nil
 }
 
 func (l *targetLock) dropOwn(ctx context.Context) error {

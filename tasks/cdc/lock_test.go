@@ -303,3 +303,41 @@ func holdingChild() {
 	_, err = Apply(context.Background(), cfg)
 	fmt.Fprintln(os.Stderr, "the child was not killed:", err)
 }
+
+// TestReleaseTwiceLeavesTheNextHolder: apply releases its lock on success
+// and again in a deferred call. The second release renamed the lock of the
+// run that had taken it meanwhile aside (and back): that run's heartbeat
+// or check could find it gone, or a third run take it. A released lock's
+// release sends nothing: the first holder talks through a proxy that cuts
+// the connection at a RENAME.
+func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	p, via := e.proxied()
+	tg, err := connect(context.Background(), ClickHouse{URL: via, Timeout: time.Minute}, e.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.close)
+	viaProxy, err := tg.checkSchema(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustLock(t, viaProxy, testLockTiming)
+	if err := a.release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := mustLock(t, e.lockedTable(), testLockTiming)
+	defer b.release(context.Background())
+	p.CutOn([]byte("RENAME"))
+	if err := a.release(context.Background()); err != nil {
+		t.Fatalf("the second release sent a statement: %v", err)
+	}
+	h, found, err := b.holder(context.Background(), b.name)
+	if err != nil || !found || h.id != b.id {
+		t.Fatalf("after the first holder's second release the lock is %+v (found %v, %v), want b's %s", h, found, err, b.id)
+	}
+	if err := b.check(context.Background()); err != nil {
+		t.Errorf("the next holder lost its lock: %v", err)
+	}
+}
