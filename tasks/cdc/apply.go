@@ -267,10 +267,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 	}
-	if err := tbl.ensureLedger(ctx, lk.id); err != nil {
-		return nil, err
-	}
-	led, err := tbl.readLedger(ctx, b.digest())
+	led, err := tbl.ensureLedger(ctx, lk.id, b.digest())
 	if err != nil {
 		return nil, err
 	}

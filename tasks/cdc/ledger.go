@@ -210,35 +210,46 @@ func (t *table) appendLedger(ctx context.Context, prev *ledgerEntry, e *ledgerEn
 	return nil
 }
 
-// ensureLedger creates the ledger when it is missing (a target the seed
-// flow made, or one set up before the ledger existed) and checks its
-// columns; a new ledger over a target that holds rows gets a baseline row:
-// the target's highest version, so that an older batch is still told
-// from a new one. It runs under the lock.
-func (t *table) ensureLedger(ctx context.Context, holder string) error {
-	m := t.m
+// ensureLedger reads the ledger's latest row and the row of digest
+// (readLedger), creating the ledger first when it is missing (a target the
+// seed flow made, or one set up before the ledger existed) and checking
+// its columns when it cannot be read; a new ledger over a target that
+// holds rows gets a baseline row: the target's highest version, so that an
+// older batch is still told from a new one. A ledger with rows is read in
+// one pass. It runs under the lock.
+func (t *table) ensureLedger(ctx context.Context, holder, digest string) (ledgerState, error) {
+	st, err := t.readLedger(ctx, digest)
+	if err == nil && st.last != nil {
+		return st, nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
+	if err != nil && chCode(err) != chUnknownTable {
+		// Say which column is wrong, when that is why it cannot be read.
+		if cerr := t.checkLedger(cctx); cerr != nil {
+			return st, cerr
+		}
+		return st, err
+	}
+	m := t.m
 	if err := t.exec(cctx, createLedgerSQL(m)); err != nil {
-		return err
+		return st, err
 	}
 	if err := t.checkLedger(cctx); err != nil {
-		return err
-	}
-	st, err := t.readLedger(ctx, "")
-	if err != nil || st.last != nil {
-		return err
+		return st, err
 	}
 	var high uint64
 	var n uint64
 	name := qualified(m.Target.Database, m.Target.Table)
 	if err := t.conn.QueryRow(cctx, "SELECT count(), max("+quoteIdent(m.Target.VersionColumn)+") FROM "+name).Scan(&n, &high); err != nil {
-		return classify(fmt.Errorf("read the highest version of %s: %w", name, err))
+		return st, classify(fmt.Errorf("read the highest version of %s: %w", name, err))
 	}
-	if n == 0 {
-		return nil
+	if n > 0 {
+		if err := t.appendLedger(ctx, nil, &ledgerEntry{kind: ledgerBaseline, holder: holder, keys: n, maxVersion: high, highVersion: high}); err != nil {
+			return st, err
+		}
 	}
-	return t.appendLedger(ctx, nil, &ledgerEntry{kind: ledgerBaseline, holder: holder, keys: n, maxVersion: high, highVersion: high})
+	return t.readLedger(ctx, digest)
 }
 
 // checkLedger refuses a ledger table whose columns are not the ledger's.

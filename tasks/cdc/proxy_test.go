@@ -134,6 +134,17 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				if _, _, err := e.apply(false, first...); err != nil {
 					t.Fatal(err)
 				}
+				batchRows := "2"
+				if c.name == "ledger create" {
+					// apply creates the ledger only when it has no row (a
+					// target the seed flow made, one set up before the
+					// ledger): empty it, so the cut run sends the CREATE.
+					// The re-run then starts the ledger with a baseline.
+					if err := e.conn.Exec(context.Background(), "TRUNCATE TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
+						t.Fatal(err)
+					}
+					batchRows = "1"
+				}
 				before := e.liveJSON()
 				p, viaProxy := e.proxied()
 				path := writeFile(t, "changes.ion", encode(t, true, second...))
@@ -169,8 +180,8 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				if got := e.liveJSON(); got != want {
 					t.Errorf("live rows after the re-run\n%s\nwant\n%s", got, want)
 				}
-				if n := e.query("SELECT count() FROM " + qualified(e.db, ledgerName(e.m)) + " WHERE kind = 'batch'"); n[0] != "2" {
-					t.Errorf("%s ledger rows after the re-run, want 2", n[0])
+				if n := e.query("SELECT count() FROM " + qualified(e.db, ledgerName(e.m)) + " WHERE kind = 'batch'"); n[0] != batchRows {
+					t.Errorf("%s ledger rows after the re-run, want %s", n[0], batchRows)
 				}
 				if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
 					t.Errorf("lock tables left: %v", got)
