@@ -202,13 +202,15 @@ func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (reten
 		case "delete.retention.ms":
 			n, err := strconv.ParseInt(strings.TrimSpace(*c.Value), 10, 64)
 			if err != nil || n < 0 {
-				return retention{}, fmt.Errorf("topic %q: the broker reports delete.retention.ms %q, not a non-negative integer", topic, *c.Value)
+				return retention{}, fmt.Errorf("topic %q: the broker reports delete.retention.ms %q, not a non-negative integer; "+
+					"fix the topic's config (kafka-configs --alter), nothing was committed", topic, *c.Value)
 			}
 			out.deleteRetentionMs, hasRetains = n, true
 		}
 	}
 	if !hasPolicy || !hasRetains {
-		return retention{}, fmt.Errorf("topic %q: the broker's describe configs answer lacks cleanup.policy or delete.retention.ms", topic)
+		return retention{}, fmt.Errorf("topic %q: the broker's describe configs answer lacks cleanup.policy or delete.retention.ms "+
+			"(a broker or proxy that does not answer as Kafka does); nothing was committed: report it with the broker's version", topic)
 	}
 	return out, nil
 }

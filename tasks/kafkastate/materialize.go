@@ -174,7 +174,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := execSQL(ctx, tx, "set jit", sqlNoJIT); err != nil {
 		return nil, err
 	}
-	if err := queryRow(ctx, tx, "set client_connection_check_interval", sqlConnectionCheck, nil, new(string)); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err := execSQL(ctx, tx, "set client_connection_check_interval", sqlConnectionCheck); err != nil {
 		return nil, err
 	}
 	if err := takeTopicLock(ctx, tx, topic); err != nil {
