@@ -398,31 +398,6 @@ func malformedValue(err error) error {
 	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
 
-// readIonInt reads the current Ion int: small when it fits an int64
-// (ok), else b. Binary Ion stores a magnitude and a sign, so ion-go calls
-// -2^63 a big integer; it is returned as small all the same.
-func readIonInt(r ion.Reader) (small int64, b *big.Int, ok bool, err error) {
-	size, err := r.IntSize()
-	if err != nil {
-		return 0, nil, false, malformedValue(err)
-	}
-	if size == ion.BigInt {
-		b, err := r.BigIntValue()
-		if err != nil || b == nil {
-			return 0, nil, false, malformedValue(err)
-		}
-		if b.IsInt64() {
-			return b.Int64(), nil, true, nil
-		}
-		return 0, b, false, nil
-	}
-	n, err := r.Int64Value()
-	if err != nil || n == nil {
-		return 0, nil, false, malformedValue(err)
-	}
-	return *n, nil, true, nil
-}
-
 // readLSN reads metadata.source.lsn: an Ion int in 1..2^64-1 (seed:
 // integer(source_info["lsn"], "source LSN", 1, 2**64 - 1)); a decimal
 // without fraction digits passes, as IonToJson makes an integer of it.
