@@ -166,6 +166,12 @@ func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (reten
 	if err != nil {
 		return retention{}, kafkaRequestErr(err, "kafka describe configs of topic %q", topic)
 	}
+	return retentionFrom(topic, resp)
+}
+
+// retentionFrom reads the topic's cleanup.policy and delete.retention.ms
+// from a describe configs answer, refusing an answer Kafka would not give.
+func retentionFrom(topic string, resp *kmsg.DescribeConfigsResponse) (retention, error) {
 	if len(resp.Resources) != 1 {
 		return retention{}, outcome.Transient.Mark(fmt.Errorf("kafka describe configs of topic %q: %d resources in the answer, want 1; retry", topic, len(resp.Resources)))
 	}

@@ -1,0 +1,94 @@
+package kafkastate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// TestRetentionFrom: how a describe configs answer becomes the tombstone
+// rule's retention, and each answer Kafka would not give is refused with
+// its kind and remedy (nothing is committed: materialize reads it first).
+func TestRetentionFrom(t *testing.T) {
+	str := func(s string) *string { return &s }
+	answer := func(code int16, configs map[string]*string) *kmsg.DescribeConfigsResponse {
+		res := kmsg.NewDescribeConfigsResponseResource()
+		res.ErrorCode = code
+		res.ResourceName = "orders"
+		for name, v := range configs {
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value = name, v
+			res.Configs = append(res.Configs, c)
+		}
+		resp := kmsg.NewPtrDescribeConfigsResponse()
+		resp.Resources = append(resp.Resources, res)
+		return resp
+	}
+	both := func(policy, ms string) map[string]*string {
+		return map[string]*string{"cleanup.policy": str(policy), "delete.retention.ms": str(ms)}
+	}
+	for _, tc := range []struct {
+		name string
+		resp *kmsg.DescribeConfigsResponse
+		want retention
+		kind outcome.Kind
+		is   error
+		says []string
+	}{
+		{name: "compact", resp: answer(0, both("compact", "86400000")),
+			want: retention{policy: "compact", compact: true, deleteRetentionMs: 86400000}},
+		{name: "compact and delete, spaced and upper case", resp: answer(0, both("delete, COMPACT", " 0 ")),
+			want: retention{policy: "delete, COMPACT", compact: true, deleteRetentionMs: 0}},
+		{name: "delete only", resp: answer(0, both("delete", "100")),
+			want: retention{policy: "delete", deleteRetentionMs: 100}},
+		{name: "no resources", resp: kmsg.NewPtrDescribeConfigsResponse(),
+			kind: outcome.Transient, says: []string{`topic "orders"`, "0 resources in the answer, want 1", "retry"}},
+		{name: "not authorized", resp: answer(kerr.TopicAuthorizationFailed.Code, nil),
+			kind: outcome.Config, is: kerr.TopicAuthorizationFailed, says: []string{"grant the client DESCRIBE_CONFIGS on the topic"}},
+		{name: "cluster not authorized", resp: answer(kerr.ClusterAuthorizationFailed.Code, nil),
+			kind: outcome.Config, is: kerr.ClusterAuthorizationFailed, says: []string{"DESCRIBE_CONFIGS"}},
+		{name: "unknown topic", resp: answer(kerr.UnknownTopicOrPartition.Code, nil),
+			kind: outcome.Refused, is: ErrTopicUnavailable, says: []string{"check TOPIC"}},
+		{name: "retriable", resp: answer(kerr.NotController.Code, nil),
+			kind: outcome.Transient, is: kerr.NotController, says: []string{"retry"}},
+		{name: "other broker error", resp: answer(kerr.InvalidRequest.Code, nil),
+			kind: outcome.Internal, is: kerr.InvalidRequest, says: []string{"kafka describe configs"}},
+		{name: "retention not a number", resp: answer(0, both("compact", "a day")),
+			kind: outcome.Internal, says: []string{`delete.retention.ms "a day", not a non-negative integer`, "kafka-configs --alter", "nothing was committed"}},
+		{name: "negative retention", resp: answer(0, both("compact", "-1")),
+			kind: outcome.Internal, says: []string{`delete.retention.ms "-1"`}},
+		{name: "policy missing", resp: answer(0, map[string]*string{"delete.retention.ms": str("1")}),
+			kind: outcome.Internal, says: []string{"lacks cleanup.policy or delete.retention.ms", "report it with the broker's version"}},
+		{name: "retention null", resp: answer(0, map[string]*string{"cleanup.policy": str("compact"), "delete.retention.ms": nil}),
+			kind: outcome.Internal, says: []string{"lacks cleanup.policy or delete.retention.ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := retentionFrom("orders", tc.resp)
+			if tc.says == nil {
+				if err != nil || got != tc.want {
+					t.Fatalf("retentionFrom = %+v, %v; want %+v", got, err, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("retentionFrom = %+v, want an error", got)
+			}
+			if k := outcome.Classify(err); k != tc.kind {
+				t.Errorf("kind %s, want %s: %v", k, tc.kind, err)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error does not wrap %v: %v", tc.is, err)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error does not say %q: %v", s, err)
+				}
+			}
+		})
+	}
+}
