@@ -1,0 +1,95 @@
+package cdc
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// TestSeedsOfRefusesALedgerItDidNotWrite: the open keys a batch left in the
+// ledger (open_keys) are read back only as changesink wrote them; a key
+// that is not hex, a row hash that is not hex, or a key whose newest row
+// the target no longer holds is refused, naming the key, before anything is
+// written.
+func TestSeedsOfRefusesALedgerItDidNotWrite(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	vals := make([]value, len(m.cols))
+	vals[m.keyIdx[0]] = value{n: 42}
+	key := string(encodeKey(nil, m, vals))
+	held := map[string]*row{key: {key: key, lsn: 900, vals: make([]value, len(m.cols))}}
+	good := openDual{Key: hex.EncodeToString([]byte(key)), Shown: "id=42", Tx: 7, Others: []string{"1f", "ffffffffffffffff"}}
+	seeds, err := seedsOf(m, []openDual{good}, held, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := seeds[key]; s == nil || s.tx != 7 || s.version != 900 || len(s.others) != 2 || s.others[0] != 0x1f || s.others[1] != 1<<64-1 {
+		t.Fatalf("seeds = %+v, want key id=42 in transaction 7 at version 900 with hashes 1f and ffffffffffffffff", seeds[key])
+	}
+	for _, tc := range []struct {
+		name string
+		open openDual
+		held map[string]*row
+		is   error
+		says string
+	}{
+		{"key not hex", openDual{Key: "zz", Shown: "id=42"}, held, ErrTargetMismatch, `open key "zz" is not hex`},
+		{"hash not hex", openDual{Key: good.Key, Shown: "id=42", Others: []string{"g1"}}, held, ErrTargetMismatch, `open key id=42 has a malformed row hash "g1"`},
+		{"hash too long", openDual{Key: good.Key, Shown: "id=42", Others: []string{"1ffffffffffffffff"}}, held, ErrTargetMismatch, "malformed row hash"},
+		{"newest row gone", good, map[string]*row{}, ErrKeyChange, "no longer holds its newest row"},
+		{"newest row deleted", good, map[string]*row{key: {key: key, deleted: true}}, ErrKeyChange, "another writer changed the target: rebuild it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := seedsOf(m, []openDual{tc.open}, tc.held, false)
+			if !errors.Is(err, tc.is) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v (class %v), want a refused %v saying %q", err, outcome.Classify(err), tc.is, tc.says)
+			}
+		})
+	}
+	// A replay of the batch that met the key accepts whatever the target
+	// holds now, a deleted row or none.
+	if _, err := seedsOf(m, []openDual{good}, map[string]*row{}, true); err != nil {
+		t.Errorf("replay: %v", err)
+	}
+}
+
+// TestApplyRefusesMalformedOpenKeys: a ledger row whose open_keys is not
+// the JSON changesink writes is refused, naming the ledger and the row,
+// and the target is left as it was.
+func TestApplyRefusesMalformedOpenKeys(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
+		t.Fatal(err)
+	}
+	ledger := qualified(e.db, ledgerName(e.m))
+	cols := strings.Split(ledgerColumnList(false), ", ")
+	from := make([]string, len(cols))
+	for i, c := range cols {
+		switch c {
+		case "seq":
+			from[i] = "seq + 1"
+		case "open_keys":
+			from[i] = "'[{\"key\":'"
+		default:
+			from[i] = c
+		}
+	}
+	if err := e.conn.Exec(context.Background(), "INSERT INTO "+ledger+" ("+strings.Join(cols, ", ")+") SELECT "+
+		strings.Join(from, ", ")+" FROM "+ledger+" ORDER BY seq DESC LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	before := e.liveJSON()
+	_, cfg, err := e.apply(false, orderEvent(1, int64(10), int64(600), "paid", int64(101), false))
+	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Refused ||
+		!strings.Contains(err.Error(), "the ledger "+ledger+" row 2 has malformed open_keys") || !strings.Contains(err.Error(), "restore the ledger or rebuild the target") {
+		t.Fatalf("err = %v (class %v), want a refused ErrTargetMismatch naming %s row 2 and the remedy", err, outcome.Classify(err), ledger)
+	}
+	noOutputs(t, cfg)
+	if got := e.liveJSON(); got != before {
+		t.Errorf("the refused run changed the target:\n%s\nwas\n%s", got, before)
+	}
+}
