@@ -555,12 +555,19 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 		if !keysOnly {
 			vals = make([]value, len(m.cols))
 		}
+		bad, badErr := -1, error(nil)
 		for n, i := range cols {
 			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
-				return nil, outcome.Refused.Mark(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
+				if bad < 0 || m.cols[i].isKey {
+					bad, badErr = i, err
+				}
+				continue
 			}
 			vals[i] = v
+		}
+		if bad >= 0 {
+			return nil, t.unreadable(bad, vals, lsn, badErr)
 		}
 		if deleted > 1 {
 			return nil, outcome.Refused.Mark(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
@@ -631,6 +638,26 @@ func (t *table) insertBlock(ctx context.Context, rows []*row) error {
 	return b.Send()
 }
 
+// unreadable refuses a target row holding a value in column i that the
+// mapping's type cannot hold (a Bool stored as UInt8 holding 2): a writer
+// other than changesink changed the target. It names the row by its key,
+// unless a key column is the one at fault, and by its version when known.
+func (t *table) unreadable(i int, vals []value, version uint64, err error) error {
+	m := t.m
+	at := ""
+	if !m.cols[i].isKey {
+		at = " at key " + renderKey(m, vals)
+	}
+	switch {
+	case version != 0 && at != "":
+		at += fmt.Sprintf(", version %d", version)
+	case version != 0:
+		at = fmt.Sprintf(" at version %d", version)
+	}
+	return outcome.Refused.Mark(fmt.Errorf("%w: %s holds a value its column %q cannot hold%s (%w): a writer other than changesink changed the target; repair that row or rebuild the target",
+		ErrTargetMismatch, qualified(m.Target.Database, m.Target.Table), m.cols[i].name, at, err))
+}
+
 // truncated returns a delete marker, at the batch's latest TRUNCATE, for
 // every key the target holds live at an older version and the batch does
 // not hold (the batch's own keys were deleted by the TRUNCATE as it merged).
@@ -659,7 +686,7 @@ func (t *table) truncated(ctx context.Context, b *batch) ([]*row, error) {
 		for n, i := range m.keyIdx {
 			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
-				return nil, outcome.Refused.Mark(fmt.Errorf("%w: column %q: %w", ErrTargetMismatch, m.cols[i].name, err))
+				return nil, t.unreadable(i, vals, 0, err)
 			}
 			vals[i] = v
 		}

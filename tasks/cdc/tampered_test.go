@@ -1,5 +1,8 @@
 package cdc
 
+// Tests of a target or ledger that a writer other than changesink changed:
+// each is refused, named, and left as it was.
+
 import (
 	"context"
 	"encoding/hex"
@@ -92,4 +95,42 @@ func TestApplyRefusesMalformedOpenKeys(t *testing.T) {
 	if got := e.liveJSON(); got != before {
 		t.Errorf("the refused run changed the target:\n%s\nwas\n%s", got, before)
 	}
+}
+
+// TestApplyRefusesAnUnreadableTargetValue: a row another writer put in the
+// target with a value its column's mapped type cannot hold (a Bool stored
+// as UInt8 holding 2, before ClickHouse 21.12) is refused when a batch
+// reads it, naming the table, the column, the key and the version.
+func TestApplyRefusesAnUnreadableTargetValue(t *testing.T) {
+	e := newEnv(t, "testdata/types.mapping.yaml")
+	e.setup()
+	if got := e.query("SELECT type FROM system.columns WHERE database = ? AND table = 'everything_cdc' AND name = 'flag'", e.db); got[0] != "UInt8" {
+		t.Skipf("flag is stored as %s on this server, which cannot hold 2", got[0])
+	}
+	if _, _, err := e.apply(false, everythingEvent(everythingRow(1, false), 5)); err != nil {
+		t.Fatal(err)
+	}
+	target := qualified(e.db, "everything_cdc")
+	cols := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'everything_cdc'", e.db)
+	from := make([]string, len(cols))
+	for i, c := range cols {
+		switch c {
+		case "flag":
+			from[i] = "toUInt8(2)"
+		case e.m.Target.VersionColumn:
+			from[i] = c + " + 1"
+		default:
+			from[i] = c
+		}
+	}
+	if err := e.conn.Exec(context.Background(), "INSERT INTO "+target+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(from, ", ")+" FROM "+target); err != nil {
+		t.Fatal(err)
+	}
+	_, cfg, err := e.apply(false, everythingEvent(everythingRow(1, false), 6)) // same version: its payload is read
+	want := `holds a value its column "flag" cannot hold at key id=1, code="A-1", version 6 (a Bool column stored as UInt8 holds 2)`
+	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), target+" "+want) ||
+		!strings.Contains(err.Error(), "repair that row or rebuild the target") {
+		t.Fatalf("err = %v (class %v), want a refused ErrTargetMismatch saying %s %s", err, outcome.Classify(err), target, want)
+	}
+	noOutputs(t, cfg)
 }
