@@ -1,0 +1,261 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+)
+
+// kcEvent is an event of the pkswap scenario's table public.swap (id, v)
+// in transaction tx, shaped as the trigger writes it (testdata/debezium/
+// pkswap): a delete with v "" is one under REPLICA IDENTITY DEFAULT, which
+// the trigger writes as {id, deleted, metadata}; commit is the lsn_commit
+// of metadata.source.sequence ("": null, the first transaction after a
+// snapshot, as in the real batch).
+func kcEvent(op string, id int64, v string, lsn, tx int64, commit string) iongen.Struct {
+	ev := swapEvent(op, id, v, lsn, tx)
+	if op == "DELETE" && v == "" {
+		ev = slices.DeleteFunc(ev, func(f iongen.Field) bool { return f.Name == "v" })
+	}
+	if commit != "" {
+		ev = withSource(ev, "sequence", fmt.Sprintf(`["%s","%d"]`, commit, lsn))
+	}
+	return ev
+}
+
+// TestKeyChangeRefusals reaches each refusal of batch.go for a primary-key
+// change or a commit order the apply cannot follow, through Apply on a
+// real target: the refusal names the record, key and LSN, says why, is
+// refused (exit 1), and leaves the target, its ledger and the output
+// directory as they were. Every target starts from a snapshot (READ at
+// LSN 100, seedSwap); earlier batches are applied before the refused one.
+//
+// Most shapes are ones Debezium writes for a DEFERRABLE primary key (two
+// live rows of a key inside one transaction, SET CONSTRAINTS ALL DEFERRED)
+// or after a TRUNCATE the trigger dropped (skipped.operations=t, a CREATE
+// of a key whose row the batch holds live); a case says when its batch
+// is one the trigger cannot write (records reordered or edited).
+func TestKeyChangeRefusals(t *testing.T) {
+	ev := kcEvent
+	// Key 7 gets a second live row in tx 9: an update, then a deferred
+	// insert of the same key (SET CONSTRAINTS ALL DEFERRED).
+	twoRows := func(then ...any) []any {
+		return append([]any{ev("UPDATE", 7, "seven*", 1000, 9, ""), ev("CREATE", 7, "dup", 1100, 9, "")}, then...)
+	}
+	// tx 8 updates key 7; tx 9 is TRUNCATE; INSERT 7 with the TRUNCATE
+	// dropped by the trigger (skipped.operations=t): key 7 gets a second row.
+	truncateDropped := func(then ...any) []any {
+		return append([]any{ev("UPDATE", 7, "seven*", 1000, 8, ""), ev("CREATE", 7, "again", 1100, 9, "1050")}, then...)
+	}
+	for _, tc := range []struct {
+		name    string
+		target  map[int64]string // the snapshot's rows
+		earlier [][]any          // batches applied before the refused one
+		batch   []any
+		err     error // the sentinel
+		record  int64 // RecordError's record, key, LSN, version and column
+		key     string
+		lsn     uint64
+		version uint64
+		column  string
+		why     string // the message after the sentinel
+	}{
+		{
+			// Reordered records (not the trigger's): pgoutput sends a
+			// transaction's changes in WAL order. Both updates of tx 42 were
+			// written before its commit floor 5000 (version 5001, a floor
+			// tie: the later in the file wins), but the second has the lower LSN.
+			name:   "floor tie with a lower LSN",
+			target: map[int64]string{7: "seven"},
+			batch:  []any{ev("UPDATE", 7, "later", 1100, 42, "5000"), ev("UPDATE", 7, "earlier", 1000, 42, "5000")},
+			err:    ErrContradiction, record: 2, key: "id=7", lsn: 1000, version: 5001, column: "metadata.source.lsn",
+			why: "this change of transaction 42 shares its version with record 1 (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN 1100: " +
+				"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+		},
+		{
+			// Reordered or edited records (not the trigger's): tx 2's
+			// lsn_commit is below tx 1's.
+			name:   "lsn_commit goes down",
+			target: map[int64]string{7: "seven", 8: "eight"},
+			batch:  []any{ev("UPDATE", 7, "first", 1000, 1, "999999"), ev("UPDATE", 8, "second", 2000, 2, "1500")},
+			err:    ErrContradiction, record: 2, key: "id=8", lsn: 2000, column: "metadata.source.sequence",
+			why: "lsn_commit 1500 in metadata.source.sequence is below record 1's, 999999: transactions arrive in commit order, and each one's lsn_commit is the end of the last COMMIT before it, so it never goes down in a batch (the records were reordered or edited); " +
+				"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+		},
+		{
+			// Reordered records (not the trigger's): key 7 has two live rows
+			// in tx 9, and a change of it at a lower LSN follows.
+			name:   "two live rows, then an event below them",
+			target: map[int64]string{7: "seven"},
+			batch:  twoRows(ev("DELETE", 7, "seven*", 1050, 9, "")),
+			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1050,
+			why: "key id=7: its events are not in commit order",
+		},
+		{
+			// Hand-made (the trigger writes a txId on every change): a
+			// CREATE of key 7, live in the batch, without a transaction.
+			name:   "a CREATE of a live key without txId",
+			target: map[int64]string{7: "seven"},
+			batch:  []any{ev("UPDATE", 7, "seven*", 1000, 8, ""), withSource(ev("CREATE", 7, "again", 1100, 9, "1050"), "txId", nil)},
+			err:    ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
+			why: "key id=7: a CREATE of a live key without a transaction id (metadata.source.txId)",
+		},
+		{
+			// A TRUNCATE dropped in tx 9, and tx 10 updates key 7.
+			name:   "a later transaction's change of a key left with two rows",
+			target: map[int64]string{7: "seven"},
+			batch:  truncateDropped(ev("UPDATE", 7, "later", 1200, 10, "1150")),
+			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
+			why: "key id=7: transaction 9 ended with two live rows of this key (a CREATE while its row was live, and no delete of one of them)",
+		},
+		{
+			// Then UPDATE … WHERE id = 7 in tx 9 (it changes both rows):
+			// which row an update event changed is not known.
+			name:   "an update while the key has two live rows",
+			target: map[int64]string{7: "seven"},
+			batch:  twoRows(ev("UPDATE", 7, "x", 1200, 9, "")),
+			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
+			why: "key id=7: a UPDATE while the key has two live rows inside transaction 9: which row it changed is not in the batch",
+		},
+		{
+			// REPLICA IDENTITY DEFAULT: tx 9 updates key 7, then swaps 6
+			// and 7 (DELETE 6 / CREATE 7 / DELETE 7 / CREATE 6, as in the
+			// real pkswap batch); key 7's delete carries only the key.
+			name:   "a key-only delete while the key has two different rows",
+			target: map[int64]string{6: "six", 7: "seven"},
+			batch: []any{ev("UPDATE", 7, "seven*", 1000, 9, ""),
+				ev("DELETE", 6, "", 1100, 9, ""), ev("CREATE", 7, "six", 1100, 9, ""),
+				ev("DELETE", 7, "", 1200, 9, ""), ev("CREATE", 6, "seven*", 1200, 9, "")},
+			err: ErrKeyChange, record: 4, key: "id=7", lsn: 1200,
+			why: "key id=7: a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows: which one it removed is not in the batch; set REPLICA IDENTITY FULL on the source table",
+		},
+		{
+			// Edited (not the trigger's): under REPLICA IDENTITY FULL a
+			// delete's before image is one of the key's rows; this one
+			// holds a value neither row had.
+			name:   "a delete whose before image is neither live row",
+			target: map[int64]string{7: "seven"},
+			batch:  twoRows(ev("DELETE", 7, "neither", 1200, 9, "")),
+			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
+			why: "key id=7: a delete whose before image is none of the key's live rows",
+		},
+		{
+			// UPDATE … SET id = id + 1 (FULL) cut by the trigger after key 3
+			// got the row "b" while its old row "c" is live (TestPKShiftAcrossBatches);
+			// the next batch continues tx 9 with a delete of the new row
+			// (DELETE … WHERE v = 'b'): key 3 is left with "c", whose values
+			// the ledger holds only as a hash.
+			name:   "a delete of the row the previous batch gave the key",
+			target: map[int64]string{1: "a", 2: "b", 3: "c"},
+			earlier: [][]any{{ev("DELETE", 1, "a", 1000, 9, ""), ev("CREATE", 2, "a", 1000, 9, ""),
+				ev("DELETE", 2, "b", 1100, 9, ""), ev("CREATE", 3, "b", 1100, 9, "")}},
+			batch: []any{ev("DELETE", 3, "b", 1200, 9, "")},
+			err:   ErrKeyChange, record: 1, key: "id=3", lsn: 1200,
+			why: "key id=3: a delete of the row this key got in the previous batch, leaving a row whose values that batch did not hold",
+		},
+		{
+			// A TRUNCATE dropped in tx 9, and the batch ends in tx 10 with
+			// key 7 still holding two rows.
+			name:   "a batch ending after the transaction that left two rows",
+			target: map[int64]string{7: "seven"},
+			batch:  truncateDropped(ev("CREATE", 8, "eight", 1200, 10, "1150")),
+			err:    ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
+			why: "key id=7: transaction 9 left two live rows of this key (a CREATE while its row was live, and no delete of one of them before the transaction's end)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := scenarioEnv(t, "pkswap")
+			e.seedSwap(tc.target)
+			for n, evs := range tc.earlier {
+				if _, _, err := e.apply(false, evs...); err != nil {
+					t.Fatalf("earlier batch %d: %v", n+1, err)
+				}
+			}
+			ledger := "SELECT count() FROM " + qualified(e.db, ledgerName(e.m))
+			live, phys, entries := e.liveJSON(), e.physical(), e.query(ledger)
+			_, cfg, err := e.apply(true, tc.batch...)
+			want := &RecordError{Record: tc.record, Offset: -1, Key: tc.key, LSN: tc.lsn, Version: tc.version, Column: tc.column,
+				Err: fmt.Errorf("%w: %s", tc.err, tc.why)}
+			refusedAt(t, err, tc.err, want)
+			noOutputs(t, cfg)
+			if got := e.liveJSON(); got != live {
+				t.Errorf("the refused batch changed the live view:\n%s\nwas\n%s", got, live)
+			}
+			if e.physical() != phys || slices.Compare(e.query(ledger), entries) != 0 {
+				t.Error("the refused batch changed the target or its ledger")
+			}
+		})
+	}
+}
+
+// refusedAt checks err is a refusal (exit 1) wrapping sentinel, whose
+// RecordError is want, message included.
+func refusedAt(t *testing.T, err, sentinel error, want *RecordError) {
+	t.Helper()
+	if !errors.Is(err, sentinel) || outcome.Classify(err) != outcome.Refused {
+		t.Fatalf("err = %v (class %v), want a refused %v", err, outcome.Classify(err), sentinel)
+	}
+	var re *RecordError
+	if !errors.As(err, &re) {
+		t.Fatalf("err = %v, not a *RecordError", err)
+	}
+	if re.Record != want.Record || re.Key != want.Key || re.LSN != want.LSN || re.Version != want.Version || re.Column != want.Column || re.Other != 0 {
+		t.Errorf("located at record %d key %q LSN %d version %d column %q other %d, want record %d key %q LSN %d version %d column %q",
+			re.Record, re.Key, re.LSN, re.Version, re.Column, re.Other, want.Record, want.Key, want.LSN, want.Version, want.Column)
+	}
+	if got, w := err.Error(), want.Error(); got != w {
+		t.Errorf("message\n%s\nwant\n%s", got, w)
+	}
+}
+
+// TestKeyChangeTargetRowVanished: a batch that ends inside transaction 9
+// after a CREATE of key 7, which the target holds live, carries the key to
+// the next batch with the hash of the target's row, read again for it. If
+// that row is gone by then (another writer: nothing else writes the target
+// between the two reads, which Apply makes under its lock), the batch is
+// refused. Apply has no seam between the reads, so the test runs the
+// check itself on the reads of a real target and empties the table
+// between them.
+func TestKeyChangeTargetRowVanished(t *testing.T) {
+	ctx := context.Background()
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{7: "seven"})
+	b, err := decodeBytes(t, e.m, encode(t, true, kcEvent("CREATE", 7, "again", 1000, 9, "")), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := connect(ctx, e.config("").ClickHouse, e.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.close()
+	tbl, err := tg.checkSchema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := tbl.current(ctx, b.sorted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With the row there, key 7 is carried (as Apply would).
+	open, err := b.checkKeyChanges(ctx, tbl, current)
+	if err != nil || len(open) != 1 || open[0].Shown != "id=7" || open[0].Tx != 9 ||
+		!slices.Equal(open[0].Others, []string{fmt.Sprintf("%016x", imageSum(e.m, []value{{n: 7}, {s: "seven"}}))}) {
+		t.Fatalf("with the target's row: open %+v, err %v", open, err)
+	}
+	if err := e.conn.Exec(ctx, "TRUNCATE TABLE "+qualified(e.db, e.m.Target.Table)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.checkKeyChanges(ctx, tbl, current)
+	refusedAt(t, err, ErrKeyChange, &RecordError{Record: 1, Offset: -1, Key: "id=7", LSN: 1000,
+		Err: fmt.Errorf("%w: key id=7: the target's row of this key vanished while the batch ran (another writer?)", ErrKeyChange)})
+	if !strings.Contains(err.Error(), "record 1 (key id=7, LSN 1000)") {
+		t.Errorf("message %v", err)
+	}
+}
