@@ -387,7 +387,7 @@ func (b *batch) dualEvent(i int32, cur, r *row, d *dual) error {
 		return b.keyChange(r, fmt.Sprintf("transaction %d ended with two live rows of this key (a CREATE while its row was live, and no delete of one of them)", d.tx))
 	}
 	if r.change.operation != opDelete {
-		return b.keyChange(r, fmt.Sprintf("a %s while the key has two live rows inside transaction %d: which row it changed is not in the batch", opName(r), d.tx))
+		return b.keyChange(r, fmt.Sprintf("%s while the key has two live rows inside transaction %d: which row it changed is not in the batch", opName(r), d.tx))
 	}
 	if b.img == nil {
 		// A delete of nothing but the key (REPLICA IDENTITY DEFAULT): fine
@@ -433,11 +433,16 @@ func (b *batch) dropOther(i int32, cur, r *row, d *dual, n int) {
 	}
 }
 
+// opName names the event's operation with its article ("an UPDATE").
 func opName(r *row) string {
-	if r.change.operation == "" {
-		return "change"
+	switch op := r.change.operation; {
+	case op == "":
+		return "a change"
+	case strings.ContainsRune("AEIOU", rune(op[0])):
+		return "an " + op
+	default:
+		return "a " + op
 	}
-	return r.change.operation
 }
 
 // truncate applies a TRUNCATE event: every key older than it is deleted

@@ -121,7 +121,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			target: map[int64]string{7: "seven"},
 			batch:  twoRows(ev("UPDATE", 7, "x", 1200, 9, "")),
 			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
-			why: "key id=7: a UPDATE while the key has two live rows inside transaction 9: which row it changed is not in the batch",
+			why: "key id=7: an UPDATE while the key has two live rows inside transaction 9: which row it changed is not in the batch",
 		},
 		{
 			// REPLICA IDENTITY DEFAULT: tx 9 updates key 7, then swaps 6
