@@ -48,17 +48,15 @@ func runChdb(t *testing.T, py string, steps []chdbStep) (version string, results
 	}
 	cmd := exec.Command(py, "testdata/chdb_driver.py")
 	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	run, err := testenv.Run(cmd)
 	var res struct {
 		Version string   `json:"version"`
 		Results []string `json:"results"`
 		Error   string   `json:"error"`
 		Step    int      `json:"step"`
 	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil {
-		t.Fatalf("chdb driver: %v, %v\n%s\n%s", err, jerr, out, stderr.String())
+	if jerr := json.Unmarshal([]byte(run.Stdout), &res); jerr != nil {
+		t.Fatalf("chdb driver: exit %d, %v, %v\n%s\n%s", run.Code, err, jerr, run.Stdout, run.Stderr)
 	}
 	if res.Error != "" {
 		t.Fatalf("chdb step %d (%v): %s", res.Step, steps[res.Step], res.Error)

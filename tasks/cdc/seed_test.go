@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/amazon-ion/ion-go/ion"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // ionToJSONL converts a batch to the JSON lines IonToJson gives the seed:
@@ -86,11 +88,11 @@ func runSeedScript(t *testing.T, py, seeds, script, dir string) string {
 	code := strings.ReplaceAll(string(src), "{{ vars.postgres_database }}", "shop")
 	cmd := exec.Command(py, "-c", code)
 	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
+	res, err := testenv.Run(cmd)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("%s: exit %d, %v\n%s", script, res.Code, err, res.Output())
 	}
-	return string(out)
+	return res.Output()
 }
 
 // TestOutputFilesMatchTheSeed runs the seed's prepare_batch and
