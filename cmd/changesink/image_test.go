@@ -353,19 +353,11 @@ func TestImageCDC(t *testing.T) {
 	defer cancel()
 	admin, db, work := cdcWorkspace(ctx, t, chURL, "img_cdc_")
 	for src, dst := range map[string]string{"orders.text.ion": "changes.ion", "orders.binary.ion": "binary.ion"} {
-		raw, err := os.ReadFile(filepath.Join("../../tasks/cdc/testdata", src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(work, dst), raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		raw := testenv.ReadFile(t, filepath.Join("../../tasks/cdc/testdata", src))
+		testenv.WriteFile(t, filepath.Join(work, dst), raw, 0o644)
 	}
 	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
-	wantExpected, err := os.ReadFile("../../tasks/cdc/testdata/orders.expected.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantExpected := testenv.ReadFile(t, "../../tasks/cdc/testdata/orders.expected.jsonl")
 	env := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": chURL}
 	file := func(name string) string {
 		t.Helper()

@@ -436,7 +436,7 @@ func renderJSON(m *Mapping, r *row) string {
 func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
 	dir := "testdata/debezium/types_edge"
-	raw := string(readBytes(t, filepath.Join(dir, "mapping.yaml")))
+	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
 	mText, err := ParseMapping("types_edge.yaml", []byte(raw))
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func loadRealScenario(t *testing.T, dir, form string) *realScenario {
 	sc.batches, _ = filepath.Glob(filepath.Join(dir, "changes-*."+form+".ion"))
 	slices.Sort(sc.batches)
 	sc.pgTypes = mappingPGTypes(t, sc.mappingPath)
-	for i, line := range bytes.Split(bytes.TrimSpace(readBytes(t, filepath.Join(dir, "rows.jsonl"))), []byte("\n")) {
+	for i, line := range bytes.Split(bytes.TrimSpace(testenv.ReadFile(t, filepath.Join(dir, "rows.jsonl"))), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
@@ -155,7 +155,7 @@ func loadRealScenario(t *testing.T, dir, form string) *realScenario {
 func mappingPGTypes(t *testing.T, path string) []string {
 	t.Helper()
 	var doc yaml.Node
-	if err := yaml.Unmarshal(readBytes(t, path), &doc); err != nil {
+	if err := yaml.Unmarshal(testenv.ReadFile(t, path), &doc); err != nil {
 		t.Fatal(err)
 	}
 	top := doc.Content[0]
@@ -178,15 +178,6 @@ func mappingPGTypes(t *testing.T, path string) []string {
 		}
 	}
 	return out
-}
-
-func readBytes(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // runRealScenario sets the scenario's target up in a database of its own,
@@ -518,7 +509,7 @@ func short(s string) string {
 // decoded value with rows.jsonl; then the types that would round them.
 func TestRealBatchesCurrentServerTypes(t *testing.T) {
 	dir := "testdata/debezium/types_edge"
-	raw := string(readBytes(t, filepath.Join(dir, "mapping.yaml")))
+	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
 	current := strings.NewReplacer(
 		`{name: at, type: "Nullable(String)"`, `{name: at, type: "Nullable(DateTime64(6, 'UTC'))"`,
 		`{name: at_tz, type: "Nullable(String)"`, `{name: at_tz, type: "Nullable(DateTime64(6, 'UTC'))"`,
@@ -663,7 +654,7 @@ func TestRealDefaultIdentityDeletes(t *testing.T) {
 // each as ion-go writes it in text.
 func deleteFields(t *testing.T, path string) map[string]string {
 	t.Helper()
-	d := ion.NewDecoder(ion.NewReaderBytes(readBytes(t, path)))
+	d := ion.NewDecoder(ion.NewReaderBytes(testenv.ReadFile(t, path)))
 	for {
 		v, err := d.Decode()
 		if err == ion.ErrNoInput {
@@ -697,7 +688,7 @@ func deleteFields(t *testing.T, path string) map[string]string {
 // record is refused naming the column and saying the source value was NULL.
 func TestRealAbsentColumns(t *testing.T) {
 	dir := "testdata/debezium/types"
-	raw := string(readBytes(t, filepath.Join(dir, "mapping.yaml")))
+	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
 	strict := strings.Replace(raw, `{name: uid_n, type: "Nullable(UUID)"}`, `{name: uid_n, type: UUID}`, 1)
 	if strict == raw {
 		t.Fatal("the types mapping no longer has uid_n as Nullable(UUID)")

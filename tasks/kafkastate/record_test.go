@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestValidateValue pins, value by value, what the seed's
@@ -162,10 +163,7 @@ func TestValidateValueFixtures(t *testing.T) {
 	rules := map[string]error{"notjson": ErrValueNotJSON, "nonfinite": ErrNonFinite, "notutf8": ErrValueNotUTF8}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := testenv.ReadFile(t, f)
 			prefix, _, _ := strings.Cut(filepath.Base(f), "-")
 			got := ValidateValue(b)
 			if prefix == "ok" {
