@@ -442,11 +442,7 @@ func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 		t.Fatal(err)
 	}
 	retype := map[string]string{"at": "Nullable(DateTime64(6, 'UTC'))", "at_tz": "Nullable(DateTime64(6, 'UTC'))", "num": "Nullable(Decimal(76, 38))"}
-	cur := raw
-	for col, typ := range retype {
-		cur = strings.Replace(cur, `{name: `+col+`, type: "Nullable(String)"`, `{name: `+col+`, type: "`+typ+`"`, 1)
-	}
-	mCur, err := ParseMapping("types_edge.current.yaml", []byte(cur))
+	mCur, err := ParseMapping("types_edge.current.yaml", retyped(t, raw, retype))
 	if err != nil {
 		t.Fatal(err)
 	}
