@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,14 +88,20 @@ func TestValidateValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateValue([]byte(tt.value))
-			switch {
-			case tt.want == nil && got != nil:
-				t.Fatalf("ValidateValue(%.40q) = %v, want accepted", tt.value, got)
-			case tt.want != nil && !errors.Is(got, tt.want):
-				t.Fatalf("ValidateValue(%.40q) = %v, want %v", tt.value, got, tt.want)
-			}
+			wantValidated(t, fmt.Sprintf("ValidateValue(%.40q)", tt.value), ValidateValue([]byte(tt.value)), tt.want)
 		})
+	}
+}
+
+// wantValidated fails t unless got, what call returned, is nil when want
+// is (accepted) or wraps want.
+func wantValidated(t *testing.T, call string, got, want error) {
+	t.Helper()
+	switch {
+	case want == nil && got != nil:
+		t.Fatalf("%s = %v, want accepted", call, got)
+	case want != nil && !errors.Is(got, want):
+		t.Fatalf("%s = %v, want %v", call, got, want)
 	}
 }
 
@@ -125,13 +132,7 @@ func TestValidateKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateKey(tt.key)
-			switch {
-			case tt.want == nil && got != nil:
-				t.Fatalf("ValidateKey(%q) = %v, want accepted", tt.key, got)
-			case tt.want != nil && !errors.Is(got, tt.want):
-				t.Fatalf("ValidateKey(%q) = %v, want %v", tt.key, got, tt.want)
-			}
+			wantValidated(t, fmt.Sprintf("ValidateKey(%q)", tt.key), ValidateKey(tt.key), tt.want)
 		})
 	}
 }
