@@ -550,57 +550,40 @@ func copyIon(r ion.Reader, w ion.Writer) error {
 			return w.EndSexp()
 		}
 	case ion.BoolType:
-		v, err := r.BoolValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteBool(*v)
+		return copyScalar(r.BoolValue, deref(w.WriteBool))
 	case ion.IntType:
-		v, err := r.BigIntValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteBigInt(v)
+		return copyScalar(r.BigIntValue, w.WriteBigInt)
 	case ion.FloatType:
-		v, err := r.FloatValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteFloat(*v)
+		return copyScalar(r.FloatValue, deref(w.WriteFloat))
 	case ion.DecimalType:
-		v, err := r.DecimalValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteDecimal(v)
+		return copyScalar(r.DecimalValue, w.WriteDecimal)
 	case ion.TimestampType:
-		v, err := r.TimestampValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteTimestamp(*v)
+		return copyScalar(r.TimestampValue, deref(w.WriteTimestamp))
 	case ion.SymbolType:
-		v, err := r.SymbolValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteSymbol(*v)
+		return copyScalar(r.SymbolValue, deref(w.WriteSymbol))
 	case ion.StringType:
-		v, err := r.StringValue()
-		if err != nil {
-			return err
-		}
-		return w.WriteString(*v)
-	case ion.BlobType, ion.ClobType:
-		v, err := r.ByteValue()
-		if err != nil {
-			return err
-		}
-		if r.Type() == ion.ClobType {
-			return w.WriteClob(v)
-		}
-		return w.WriteBlob(v)
+		return copyScalar(r.StringValue, deref(w.WriteString))
+	case ion.BlobType:
+		return copyScalar(r.ByteValue, w.WriteBlob)
+	case ion.ClobType:
+		return copyScalar(r.ByteValue, w.WriteClob)
 	default:
 		return fmt.Errorf("unsupported Ion type %v", r.Type())
 	}
+}
+
+// copyScalar writes with write the scalar read reads: every scalar type's
+// copy in copyIon.
+func copyScalar[T any](read func() (T, error), write func(T) error) error {
+	v, err := read()
+	if err != nil {
+		return err
+	}
+	return write(v)
+}
+
+// deref adapts a writer of T to the *T a reader returns (never nil for a
+// value that is not null, which copyIon writes apart).
+func deref[T any](write func(T) error) func(*T) error {
+	return func(v *T) error { return write(*v) }
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // chClient runs clickhouse-client as CHANGESINK_TEST_CLICKHOUSE_CLIENT
@@ -37,15 +39,17 @@ func (c chClient) run(query string, stdin []byte, multi bool) (string, error) {
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	res, err := testenv.Run(cmd)
+	if err == nil && res.Code != 0 {
+		err = fmt.Errorf("exit %d (signal %d)", res.Code, res.Signal)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			err = errors.Join(err, ctx.Err())
 		}
-		return stdout.String(), fmt.Errorf("clickhouse-client %q: %w: %s", query, err, strings.TrimSpace(stderr.String()))
+		return res.Stdout, fmt.Errorf("clickhouse-client %q: %w: %s", query, err, strings.TrimSpace(res.Stderr))
 	}
-	return stdout.String(), nil
+	return res.Stdout, nil
 }
 
 func (c chClient) must(t *testing.T, query string) string {

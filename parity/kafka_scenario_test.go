@@ -5,13 +5,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // kafkaScenario is one file under testdata/kafka: a topic, what is
@@ -137,10 +138,7 @@ func loadScenarios[T any, PT interface {
 	}
 	out := map[string]*T{}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := testenv.ReadFile(t, f)
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
 		sc := new(T)

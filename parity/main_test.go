@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,9 +67,7 @@ var seedFiles = []string{"kafka-compacted-postgres-state.yaml", "postgres-clickh
 
 // procResult is how one process run ended, as Kestra would see it.
 type procResult struct {
-	Code    int
-	Stdout  string
-	Stderr  string
+	testenv.Result
 	Outputs map[string]any // the merged ::{"outputs":...}:: lines, numbers as json.Number
 	Elapsed time.Duration
 }
@@ -103,19 +100,13 @@ func runProc(t *testing.T, timeout time.Duration, dir string, env []string, stdi
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
-	res := procResult{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
-	var exitErr *exec.ExitError
+	run, err := testenv.Run(cmd)
+	res := procResult{Result: run, Elapsed: time.Since(start)}
 	switch {
-	case err == nil:
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && (err != nil || res.Code != 0):
 		t.Fatalf("%s %s: still running after %s\n%s", name, strings.Join(args, " "), timeout, res)
-	case errors.As(err, &exitErr):
-		res.Code = exitErr.ExitCode()
-	default:
+	case err != nil:
 		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
 	}
 	outputs, perr := parseOutputs(res.Stdout)

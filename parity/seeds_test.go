@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestSeedCopyIsCurrent: parity/seeds is a copy of the seed flows and their
@@ -17,14 +19,8 @@ func TestSeedCopyIsCurrent(t *testing.T) {
 		t.Skip("SKIPPED: no original seeds folder beside this clone (../shared/seeds); parity/seeds is used as it is")
 	}
 	for _, f := range seedFiles {
-		want, err := os.ReadFile(filepath.Join(origin, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(filepath.Join("seeds", f))
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := testenv.ReadFile(t, filepath.Join(origin, f))
+		got := testenv.ReadFile(t, filepath.Join("seeds", f))
 		if !bytes.Equal(got, want) {
 			t.Errorf("parity/seeds/%s differs from %s: copy the original again (cp %s parity/seeds/%s)", f, filepath.Join(origin, f), filepath.Join(origin, f), f)
 		}

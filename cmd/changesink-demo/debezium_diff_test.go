@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/big"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/jackc/pglogrepl"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // realOrders holds batches of public.orders (REPLICA IDENTITY FULL, as the demo's table) written by real
@@ -52,10 +53,7 @@ func TestEncodeInlineMatchesRealTrigger(t *testing.T) {
 		}
 		compared := 0
 		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := testenv.ReadFile(t, f)
 			for i, real := range readIonNodes(t, f, data) {
 				op := child(real, "metadata", "operation").scalar
 				if op == "READ" {

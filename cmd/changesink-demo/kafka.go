@@ -101,16 +101,14 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 		{Topic: c.Topic, Key: []byte("aborted-2"), Value: []byte(`{"never":"visible"}`)},
 		{Topic: c.Topic, Key: []byte("customer-1"), Value: []byte(`{"never":"visible"}`)},
 	}
-	if err := transact(ctx, txn, aborted, kgo.TryAbort); err != nil {
+	// Transact waits for each transaction's markers, which the broker writes
+	// after EndTransaction returns, so that a batch run right after this sees
+	// the whole round.
+	if err := kafkatest.Transact(ctx, txn, aborted, false); err != nil {
 		return err
 	}
 	committed := []*kgo.Record{customer(c.Topic, 1, "platinum", round), customer(c.Topic, 4, "platinum", round)}
-	if err := transact(ctx, txn, committed, kgo.TryCommit); err != nil {
-		return err
-	}
-	// The broker writes the commit markers after EndTransaction returns; wait
-	// for them so that a batch run right after this sees the whole round.
-	if err := kafkatest.WaitStable(ctx, adm, c.Topic, kafkatest.Past(committed)); err != nil {
+	if err := kafkatest.Transact(ctx, txn, committed, true); err != nil {
 		return err
 	}
 	fmt.Printf("kafka: wrote %d records to %s (%d keys, %d tombstones), 2 committed in a transaction, %d in an aborted one\n",
@@ -121,20 +119,6 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 func customer(topic string, i int, tier, round string) *kgo.Record {
 	value := fmt.Sprintf(`{"id":%d,"name":"Customer %d","tier":%q,"round":%q}`, i, i, tier, round)
 	return &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("customer-%d", i)), Value: []byte(value)}
-}
-
-func transact(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, end kgo.TransactionEndTry) error {
-	if err := cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		_ = cl.EndTransaction(ctx, kgo.TryAbort)
-		return fmt.Errorf("produce in transaction: %w", err)
-	}
-	if err := cl.EndTransaction(ctx, end); err != nil {
-		return fmt.Errorf("end transaction: %w", err)
-	}
-	return nil
 }
 
 // forgetOtherCluster deletes the topic's rows from kafka_state.positions and

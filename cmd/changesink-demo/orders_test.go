@@ -168,10 +168,7 @@ func TestCaptureEndsWhileOtherSessionsWriteWAL(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("capture with WAL written by another session: %v", runErr)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, path)
 	if n := strings.Count(string(raw), "operation:"); n != 9 {
 		t.Errorf("captured %d changes, want the round's 9", n)
 	}

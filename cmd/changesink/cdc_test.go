@@ -57,9 +57,7 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 		}
 		data = bin.Bytes()
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, path, data, 0o644)
 }
 
 // cdcWorkspace creates a ClickHouse database of its own (dropped when the
@@ -85,14 +83,9 @@ func cdcWorkspace(ctx context.Context, t *testing.T, chURL, prefix string) (admi
 	}
 	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
 	work = t.TempDir()
-	raw, err := os.ReadFile("../../flows/orders.mapping.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, "../../flows/orders.mapping.yaml")
 	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
-	if err := os.WriteFile(filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644)
 	return admin, db, work
 }
 
@@ -164,10 +157,7 @@ func TestCDCCommands(t *testing.T) {
 	if strings.Index(out, "captured events") > strings.Index(out, `::{"outputs"`) {
 		t.Errorf("the summary should come before the outputs line:\n%s", out)
 	}
-	exp, err := os.ReadFile(filepath.Join(work, "expected.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := testenv.ReadFile(t, filepath.Join(work, "expected.jsonl"))
 	if want := `{"id": 1, "customer_id": 7, "amount_cents": 102, "status": "new ✓", "_cdc_lsn": 102, "_cdc_deleted": 0}
 {"id": 2, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 103, "_cdc_deleted": 1}
 `; string(exp) != want {
@@ -184,13 +174,8 @@ func TestCDCCommands(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "expected.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("a refused run left expected.jsonl: %v", err)
 	}
-	mapping, err := os.ReadFile(filepath.Join(work, "orders.mapping.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "broken.mapping.yaml"), []byte(strings.Replace(string(mapping), "max_length: 32", "max_len: 32", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	mapping := testenv.ReadFile(t, filepath.Join(work, "orders.mapping.yaml"))
+	testenv.WriteFile(t, filepath.Join(work, "broken.mapping.yaml"), []byte(strings.Replace(string(mapping), "max_length: 32", "max_len: 32", 1)), 0o644)
 	step("mapping with a mistake", 2, []string{`"error_class":"config"`, `broken.mapping.yaml:26:5: unknown key \"max_len\" in a column (known keys: name, type, max_length, source_type)`},
 		map[string]string{"CDC_MAPPING": "broken.mapping.yaml"}, "cdc", "apply")
 	step("missing batch file", 2, []string{`"error_class":"config"`, "no-such.ion"},
@@ -246,9 +231,7 @@ func TestCDCFaultExitCodes(t *testing.T) {
 	}
 	bad := []byte("{id:3,customer_id:1,amount_cents:1,status:\"a\xffb\",deleted:false," +
 		"metadata:{operation:\"UPDATE\",source:{db:\"shop\",schema:\"public\",table:\"orders\",lsn:42}}}\n")
-	if err := os.WriteFile(filepath.Join(work, "not-utf8.ion"), bad, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, filepath.Join(work, "not-utf8.ion"), bad, 0o644)
 
 	secret := "brk-Secret-" + testenv.RandomHex(6)
 	u, _ := url.Parse(chURL)

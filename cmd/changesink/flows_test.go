@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
@@ -118,12 +119,8 @@ var failureOutputs = []string{"error_class", "error"}
 
 func readYAML(t *testing.T, path string) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
 	var doc map[string]any
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
+	if err := yaml.Unmarshal(testenv.ReadFile(t, path), &doc); err != nil {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	return doc
@@ -525,10 +522,7 @@ func taskRefs(flow map[string]any) []taskRef {
 func TestFlowsHaveNoPython(t *testing.T) {
 	for _, sf := range shippedFlows {
 		t.Run(sf.file, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(flowsDir, sf.file))
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := testenv.ReadFile(t, filepath.Join(flowsDir, sf.file))
 			lower := strings.ToLower(string(raw))
 			for _, banned := range []string{"python", "pip install", "script:", ".jdbc.", ".serdes.", "beforecommands"} {
 				if strings.Contains(lower, banned) {

@@ -7,7 +7,6 @@ package main
 // stamped version.
 
 import (
-	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -53,20 +52,17 @@ func docker(ctx context.Context, t *testing.T, args ...string) []byte {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerSocket)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	r, err := testenv.Run(cmd)
+	if err != nil || r.Code != 0 {
+		t.Fatalf("docker %s: exit %d, %v\n%s", strings.Join(args, " "), r.Code, err, r.Stderr)
 	}
-	return out
+	return []byte(r.Stdout)
 }
 
 // taskRun is what Kestra reads back from one task's container.
 type taskRun struct {
-	stdout, stderr string
-	code           int
-	outputs        map[string]any // the ::{"outputs":...}:: lines, merged (a later key wins, as in Kestra)
+	testenv.Result
+	outputs map[string]any // the ::{"outputs":...}:: lines, merged (a later key wins, as in Kestra)
 }
 
 // outputsJSON renders the outputs with sorted keys, for comparing whole sets.
@@ -102,21 +98,15 @@ func runLikeKestra(ctx context.Context, t *testing.T, image, work string, env ma
 	args = append(args, image, "/bin/sh", "-c", "set -e\n"+strings.Join(commands, "\n"))
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Env = cmdEnv
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	r := taskRun{outputs: map[string]any{}}
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatalf("docker run %s: %v", strings.Join(commands, "; "), err)
-		}
-		r.code = exit.ExitCode()
+	res, err := testenv.Run(cmd)
+	if err != nil {
+		t.Fatalf("docker run %s: %v", strings.Join(commands, "; "), err)
 	}
-	r.stdout, r.stderr = stdout.String(), stderr.String()
-	if r.code >= 125 { // docker run's own failures (125 daemon, 126 not executable, 127 not found)
-		t.Fatalf("docker run %s: exit %d (the container did not run)\n%s%s", strings.Join(commands, "; "), r.code, r.stdout, r.stderr)
+	r := taskRun{Result: res, outputs: map[string]any{}}
+	if r.Code >= 125 { // docker run's own failures (125 daemon, 126 not executable, 127 not found)
+		t.Fatalf("docker run %s: exit %d (the container did not run)\n%s%s", strings.Join(commands, "; "), r.Code, r.Stdout, r.Stderr)
 	}
-	for _, line := range strings.Split(r.stdout, "\n") {
+	for _, line := range strings.Split(r.Stdout, "\n") {
 		m := kestraLine.FindStringSubmatch(strings.TrimSuffix(line, "\r"))
 		if m == nil {
 			continue
@@ -145,15 +135,15 @@ func withEnv(env map[string]string, name, value string) map[string]string {
 // changesink writes nothing to stderr (Kestra would log it as errors).
 func (r taskRun) expect(t *testing.T, step string, code int, wants ...string) {
 	t.Helper()
-	ok := r.code == code && r.stderr == ""
+	ok := r.Code == code && r.Stderr == ""
 	for _, w := range wants {
-		if !strings.Contains(r.stdout, w) {
+		if !strings.Contains(r.Stdout, w) {
 			t.Errorf("%s: stdout lacks %q", step, w)
 			ok = false
 		}
 	}
 	if !ok {
-		t.Fatalf("%s: exit %d (want %d); stdout:\n%s\nstderr:\n%s", step, r.code, code, r.stdout, r.stderr)
+		t.Fatalf("%s: exit %d (want %d); stdout:\n%s\nstderr:\n%s", step, r.Code, code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -206,12 +196,12 @@ func TestImageContents(t *testing.T) {
 	work := t.TempDir()
 	r := runLikeKestra(ctx, t, image, work, nil, "changesink version")
 	r.expect(t, "changesink version", 0)
-	if got, want := strings.TrimSpace(r.stdout), "changesink "+version+" (commit "+commit+")"; got != want {
+	if got, want := strings.TrimSpace(r.Stdout), "changesink "+version+" (commit "+commit+")"; got != want {
 		t.Errorf("changesink version printed %q, want %q", got, want)
 	}
 	r = runLikeKestra(ctx, t, image, work, nil, "command -v changesink", "test -s /etc/ssl/certs/ca-certificates.crt")
 	r.expect(t, "binary on PATH, CA bundle", 0)
-	if got := strings.TrimSpace(r.stdout); got != "/usr/local/bin/changesink" {
+	if got := strings.TrimSpace(r.Stdout); got != "/usr/local/bin/changesink" {
 		t.Errorf("changesink is at %q, want /usr/local/bin/changesink", got)
 	}
 	// A plain `docker run IMAGE` (its own command) prints the help.
@@ -221,10 +211,10 @@ func TestImageContents(t *testing.T) {
 
 	// The binary is statically linked: no program interpreter, no shared libraries.
 	r = runLikeKestra(ctx, t, image, work, nil, "cat /usr/local/bin/changesink")
-	if r.code != 0 {
-		t.Fatalf("cat the binary: exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("cat the binary: exit %d: %s", r.Code, r.Stderr)
 	}
-	f, err := elf.NewFile(strings.NewReader(r.stdout))
+	f, err := elf.NewFile(strings.NewReader(r.Stdout))
 	if err != nil {
 		t.Fatalf("/usr/local/bin/changesink is not an ELF file: %v", err)
 	}
@@ -281,7 +271,7 @@ func TestImageKafkaState(t *testing.T) {
 	step := func(name string, code int, env map[string]string, command string, wants ...string) taskRun {
 		t.Helper()
 		r := runLikeKestra(ctx, t, image, work, env, command)
-		all.WriteString(r.stdout)
+		all.WriteString(r.Stdout)
 		r.expect(t, name, code, wants...)
 		return r
 	}
@@ -363,19 +353,11 @@ func TestImageCDC(t *testing.T) {
 	defer cancel()
 	admin, db, work := cdcWorkspace(ctx, t, chURL, "img_cdc_")
 	for src, dst := range map[string]string{"orders.text.ion": "changes.ion", "orders.binary.ion": "binary.ion"} {
-		raw, err := os.ReadFile(filepath.Join("../../tasks/cdc/testdata", src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(work, dst), raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		raw := testenv.ReadFile(t, filepath.Join("../../tasks/cdc/testdata", src))
+		testenv.WriteFile(t, filepath.Join(work, dst), raw, 0o644)
 	}
 	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
-	wantExpected, err := os.ReadFile("../../tasks/cdc/testdata/orders.expected.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantExpected := testenv.ReadFile(t, "../../tasks/cdc/testdata/orders.expected.jsonl")
 	env := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": chURL}
 	file := func(name string) string {
 		t.Helper()

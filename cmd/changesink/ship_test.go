@@ -19,6 +19,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 const repoRoot = "../.."
@@ -31,15 +33,9 @@ const repoRoot = "../.."
 // BuildKit pull a frontend image). The image itself is tested by building
 // and running it (image_test.go). The build context leaves out local state.
 func TestDockerfileDefaults(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, filepath.Join(repoRoot, "Dockerfile"))
 	dockerfile := string(raw)
-	goMod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	goMod := testenv.ReadFile(t, filepath.Join(repoRoot, "go.mod"))
 	goLine := regexp.MustCompile(`(?m)^go (\d+\.\d+(\.\d+)?)$`).FindSubmatch(goMod)
 	if goLine == nil {
 		t.Fatal("go.mod has no go line")
@@ -59,10 +55,7 @@ func TestDockerfileDefaults(t *testing.T) {
 		t.Errorf("Dockerfile has a # syntax= line: BuildKit would pull its frontend image")
 	}
 
-	ignore, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ignore := testenv.ReadFile(t, filepath.Join(repoRoot, ".dockerignore"))
 	ignored := strings.Fields(string(ignore))
 	for _, want := range []string{".git", ".scratch"} {
 		if !slices.Contains(ignored, want) {
@@ -74,10 +67,7 @@ func TestDockerfileDefaults(t *testing.T) {
 // dockerfileStages returns the names of the Dockerfile's stages (FROM ... AS name).
 func dockerfileStages(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, filepath.Join(repoRoot, "Dockerfile"))
 	var names []string
 	for _, m := range regexp.MustCompile(`(?mi)^FROM\s+\S+\s+AS\s+(\S+)\s*$`).FindAllStringSubmatch(string(raw), -1) {
 		names = append(names, m[1])
@@ -210,10 +200,7 @@ func TestComposeStack(t *testing.T) {
 		if !mounted[sf.file] {
 			t.Errorf("kestra does not load flows/%s into %s", sf.file, flowPath)
 		}
-		raw, err := os.ReadFile(filepath.Join(flowsDir, sf.file))
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := testenv.ReadFile(t, filepath.Join(flowsDir, sf.file))
 		for _, m := range secretName.FindAllStringSubmatch(string(raw), -1) {
 			v := k.Environment["SECRET_"+m[1]]
 			if v == nil {
@@ -250,10 +237,7 @@ func TestComposeStack(t *testing.T) {
 
 // TestShipREADME checks the README gives a new user the commands that matter.
 func TestShipREADME(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, filepath.Join(repoRoot, "README.md"))
 	readme := string(raw)
 	for _, want := range []string{".ci/run", ".ci/demo", "docker compose up", flowImage, "SECRET_", "## Runbook", "## Benchmarks"} {
 		if !strings.Contains(readme, want) {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,14 +23,8 @@ import (
 // apart. They use the TLS listeners .ci/services starts with the
 // certificates of .ci/tls.
 
-// flowRun is one run of the binary: its exit code and what it printed.
-type flowRun struct {
-	code           int
-	stdout, stderr string
-}
-
 // runAsFlow runs bin with exactly env (plus WORKING_DIR=work) in work.
-func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[string]string, args ...string) flowRun {
+func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[string]string, args ...string) testenv.Result {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = work
@@ -41,16 +32,8 @@ func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[stri
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := flowRun{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
+	r, err := testenv.Run(cmd)
+	if err != nil {
 		t.Fatalf("run %v: %v", args, err)
 	}
 	return r
@@ -59,23 +42,8 @@ func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[stri
 // copyFile copies src to dir/name (mode 0600) and returns name.
 func copyFile(t *testing.T, src, dir, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, filepath.Join(dir, name), testenv.ReadFile(t, src), 0o600)
 	return name
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // jsonObject renders a KAFKA_PROPERTIES secret.
@@ -95,7 +63,7 @@ type tlsSecretCheck struct {
 	secrets map[string]string // name → value
 }
 
-func (c *tlsSecretCheck) add(r flowRun) { c.all.WriteString(r.stdout); c.all.WriteString(r.stderr) }
+func (c *tlsSecretCheck) add(r testenv.Result) { c.all.WriteString(r.Output()) }
 
 func (c *tlsSecretCheck) verify(t *testing.T) {
 	t.Helper()
@@ -156,9 +124,9 @@ func TestKafkaStateOverTLS(t *testing.T) {
 	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
 	certFile := copyFile(t, filepath.Join(tlsDir, "client.crt"), work, "service.cert")
 	keyFile := copyFile(t, filepath.Join(tlsDir, "client.key"), work, "service.key")
-	caPEM := readFile(t, vars["CHANGESINK_TEST_TLS_CA"])
-	certPEM := readFile(t, filepath.Join(tlsDir, "client.crt"))
-	keyPEM := readFile(t, filepath.Join(tlsDir, "client.key"))
+	caPEM := string(testenv.ReadFile(t, vars["CHANGESINK_TEST_TLS_CA"]))
+	certPEM := string(testenv.ReadFile(t, filepath.Join(tlsDir, "client.crt")))
+	keyPEM := string(testenv.ReadFile(t, filepath.Join(tlsDir, "client.key")))
 
 	plainUser, plainSecret := vars["CHANGESINK_TEST_KAFKA_PLAIN_USER"], vars["CHANGESINK_TEST_KAFKA_PLAIN_PASSWORD"]
 	scramUser, scramSecret := vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]
@@ -340,15 +308,15 @@ func flowStep(ctx context.Context, t *testing.T, bin, work string, check *tlsSec
 	t.Helper()
 	r := runAsFlow(ctx, t, bin, work, env, args...)
 	check.add(r)
-	if r.code != wantCode {
-		t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.code, wantCode, r.stdout, r.stderr)
+	if r.Code != wantCode {
+		t.Errorf("%s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", name, r.Code, wantCode, r.Stdout, r.Stderr)
 	}
 	for _, w := range wants {
-		if !strings.Contains(r.stdout, w) {
-			t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.stdout)
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("%s: stdout lacks %q:\n%s", name, w, r.Stdout)
 		}
 	}
-	if r.stderr != "" {
-		t.Errorf("%s: stderr is not empty: %s", name, r.stderr)
+	if r.Stderr != "" {
+		t.Errorf("%s: stderr is not empty: %s", name, r.Stderr)
 	}
 }

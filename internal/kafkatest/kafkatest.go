@@ -1,7 +1,7 @@
 // Package kafkatest holds what changesink's Kafka integration tests and the
-// demo producer need from a real broker beyond producing: waiting for a
-// transaction to be complete in the log, and DeleteRecords that outlasts a
-// topic config change still on its way to the log.
+// demo producer need from a real broker beyond producing: a transaction
+// written and waited for until it is complete in the log, and DeleteRecords
+// that outlasts a topic config change still on its way to the log.
 //
 // Why: a transactional producer's EndTransaction returns once the transaction
 // coordinator has decided, but the broker writes the COMMIT or ABORT markers
@@ -86,4 +86,28 @@ func DeleteRecords(ctx context.Context, adm *kadm.Client, topic string, partitio
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Transact writes recs (at least one, all of one topic) through cl (a client
+// with a TransactionalID) in one transaction, commits it (commit) or aborts
+// it, and waits until its markers are in the log (WaitStable), so that what
+// comes next, a batch run or another client's record, sees the transaction
+// complete. The records' offsets are filled in. A failed produce aborts the
+// transaction.
+func Transact(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, commit bool) error {
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		_ = cl.EndTransaction(ctx, kgo.TryAbort)
+		return fmt.Errorf("produce in transaction: %w", err)
+	}
+	end := kgo.TryAbort
+	if commit {
+		end = kgo.TryCommit
+	}
+	if err := cl.EndTransaction(ctx, end); err != nil {
+		return fmt.Errorf("end transaction: %w", err)
+	}
+	return WaitStable(ctx, kadm.NewClient(cl), recs[0].Topic, Past(recs))
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestCreateRefusesADirectoryName: Create fails at once when the output
@@ -21,9 +23,7 @@ func TestCreateRefusesADirectoryName(t *testing.T) {
 		}
 		t.Fatalf("Create over a directory: err = %v, want 'is a directory'", err)
 	}
-	if err := os.WriteFile(filepath.Join(d.Path, "old.json"), []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, filepath.Join(d.Path, "old.json"), []byte("old"), 0o644)
 	if err := d.WriteJSON("old.json", map[string]int{"new": 1}); err != nil {
 		t.Fatal(err)
 	}

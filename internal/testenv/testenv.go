@@ -16,8 +16,10 @@
 // (CreateTopic, WaitForLeaders), a TCP proxy on a port of its own that
 // stands for a service going away or hanging (StartProxy), a test server's
 // accept loop (Serve), the changesink binary built for tests that run it
-// (BuildChangesink, Build), and the seed flows' task SQL and scripts
-// (SeedTask).
+// (BuildChangesink, Build), a child process run, or started and killed, with
+// its output and exit code or signal (Run, Start, Process.Kill), files read
+// or written or the test failed (ReadFile, WriteFile), and the seed flows'
+// task SQL and scripts (SeedTask).
 package testenv
 
 import (

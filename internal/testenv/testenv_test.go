@@ -3,8 +3,11 @@ package testenv
 import (
 	"io"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -120,5 +123,21 @@ func TestProxy(t *testing.T) {
 	if c2, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		c2.Close()
 		t.Error("the closed proxy accepted a connection")
+	}
+}
+
+// TestRunAndKill: Run captures stdout and stderr apart and reports the exit
+// code; Kill ends a started process with SIGKILL and reports the signal.
+func TestRunAndKill(t *testing.T) {
+	res, err := Run(exec.Command("/bin/sh", "-c", "echo out; echo err >&2; exit 3"))
+	if err != nil || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Code != 3 || res.Signal != 0 {
+		t.Fatalf("Run = %+v, %v; want out, err, exit 3", res, err)
+	}
+	if _, err := Run(exec.Command(filepath.Join(t.TempDir(), "absent"))); err == nil {
+		t.Error("Run of a missing program: no error")
+	}
+	p := Start(t, exec.Command("/bin/sh", "-c", "echo started; exec sleep 60"))
+	if res := p.Kill(t); res.Signal != syscall.SIGKILL || res.Code != -1 {
+		t.Errorf("Kill = %+v, want SIGKILL", res)
 	}
 }

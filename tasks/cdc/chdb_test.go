@@ -48,17 +48,15 @@ func runChdb(t *testing.T, py string, steps []chdbStep) (version string, results
 	}
 	cmd := exec.Command(py, "testdata/chdb_driver.py")
 	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	run, err := testenv.Run(cmd)
 	var res struct {
 		Version string   `json:"version"`
 		Results []string `json:"results"`
 		Error   string   `json:"error"`
 		Step    int      `json:"step"`
 	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil {
-		t.Fatalf("chdb driver: %v, %v\n%s\n%s", err, jerr, out, stderr.String())
+	if jerr := json.Unmarshal([]byte(run.Stdout), &res); jerr != nil {
+		t.Fatalf("chdb driver: exit %d, %v, %v\n%s\n%s", run.Code, err, jerr, run.Stdout, run.Stderr)
 	}
 	if res.Error != "" {
 		t.Fatalf("chdb step %d (%v): %s", res.Step, steps[res.Step], res.Error)
@@ -438,17 +436,13 @@ func renderJSON(m *Mapping, r *row) string {
 func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
 	dir := "testdata/debezium/types_edge"
-	raw := string(readBytes(t, filepath.Join(dir, "mapping.yaml")))
+	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
 	mText, err := ParseMapping("types_edge.yaml", []byte(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	retype := map[string]string{"at": "Nullable(DateTime64(6, 'UTC'))", "at_tz": "Nullable(DateTime64(6, 'UTC'))", "num": "Nullable(Decimal(76, 38))"}
-	cur := raw
-	for col, typ := range retype {
-		cur = strings.Replace(cur, `{name: `+col+`, type: "Nullable(String)"`, `{name: `+col+`, type: "`+typ+`"`, 1)
-	}
-	mCur, err := ParseMapping("types_edge.current.yaml", []byte(cur))
+	mCur, err := ParseMapping("types_edge.current.yaml", retyped(t, raw, retype))
 	if err != nil {
 		t.Fatal(err)
 	}

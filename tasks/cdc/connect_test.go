@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -145,9 +144,7 @@ func TestClickHouseCAFile(t *testing.T) {
 		"CHANGESINK_TEST_CLICKHOUSE_PASSWORD", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
 	e := newEnv(t, ordersMapping)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
-	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, notPEM, []byte("not a certificate"), 0o600)
 	secure := func(caFile string) Config {
 		cfg := e.config("")
 		cfg.ClickHouse = ClickHouse{URL: vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], CAFile: caFile, Timeout: 30 * time.Second,

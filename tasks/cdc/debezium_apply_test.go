@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,7 +137,7 @@ func loadRealScenario(t *testing.T, dir, form string) *realScenario {
 	sc.batches, _ = filepath.Glob(filepath.Join(dir, "changes-*."+form+".ion"))
 	slices.Sort(sc.batches)
 	sc.pgTypes = mappingPGTypes(t, sc.mappingPath)
-	for i, line := range bytes.Split(bytes.TrimSpace(readBytes(t, filepath.Join(dir, "rows.jsonl"))), []byte("\n")) {
+	for i, line := range bytes.Split(bytes.TrimSpace(testenv.ReadFile(t, filepath.Join(dir, "rows.jsonl"))), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
@@ -155,7 +156,7 @@ func loadRealScenario(t *testing.T, dir, form string) *realScenario {
 func mappingPGTypes(t *testing.T, path string) []string {
 	t.Helper()
 	var doc yaml.Node
-	if err := yaml.Unmarshal(readBytes(t, path), &doc); err != nil {
+	if err := yaml.Unmarshal(testenv.ReadFile(t, path), &doc); err != nil {
 		t.Fatal(err)
 	}
 	top := doc.Content[0]
@@ -178,15 +179,6 @@ func mappingPGTypes(t *testing.T, path string) []string {
 		}
 	}
 	return out
-}
-
-func readBytes(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // runRealScenario sets the scenario's target up in a database of its own,
@@ -518,15 +510,9 @@ func short(s string) string {
 // decoded value with rows.jsonl; then the types that would round them.
 func TestRealBatchesCurrentServerTypes(t *testing.T) {
 	dir := "testdata/debezium/types_edge"
-	raw := string(readBytes(t, filepath.Join(dir, "mapping.yaml")))
-	current := strings.NewReplacer(
-		`{name: at, type: "Nullable(String)"`, `{name: at, type: "Nullable(DateTime64(6, 'UTC'))"`,
-		`{name: at_tz, type: "Nullable(String)"`, `{name: at_tz, type: "Nullable(DateTime64(6, 'UTC'))"`,
-		`{name: num, type: "Nullable(String)"`, `{name: num, type: "Nullable(Decimal(76, 38))"`).Replace(raw)
-	if current == raw {
-		t.Fatal("the types_edge mapping no longer has the columns this test retypes")
-	}
-	m, err := ParseMapping("types_edge.current.yaml", []byte(current))
+	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
+	current := retyped(t, raw, map[string]string{"at": "Nullable(DateTime64(6, 'UTC'))", "at_tz": "Nullable(DateTime64(6, 'UTC'))", "num": "Nullable(Decimal(76, 38))"})
+	m, err := ParseMapping("types_edge.current.yaml", current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,33 +543,48 @@ func TestRealBatchesCurrentServerTypes(t *testing.T) {
 	}
 	// The same batches into types that would round: refused, naming the
 	// column, the type, the value and what to map it to.
-	for _, tt := range []struct{ from, to, want string }{
-		{`{name: at, type: "Nullable(String)"`, `{name: at, type: "Nullable(DateTime('UTC'))"`,
+	for _, tt := range []struct{ col, to, want string }{
+		{"at", "Nullable(DateTime('UTC'))",
 			`column "at": value does not fit its column: 2024-02-29T12:34:56.123456Z has fractions of a second; DateTime stores whole seconds, and Nullable(DateTime('UTC')) would round it: map the column to DateTime64(6, 'UTC') on ClickHouse 20.1 or newer, or to String with source_type: timestamp (or timestamptz) on older servers`},
-		{`{name: at_tz, type: "Nullable(String)"`, `{name: at_tz, type: "Nullable(DateTime64(3, 'UTC'))"`,
+		{"at_tz", "Nullable(DateTime64(3, 'UTC'))",
 			`column "at_tz": value does not fit its column: 2024-02-29T07:04:56.123456Z has more sub-second digits than DateTime64(3)`},
-		{`{name: day, type: "Nullable(String)"`, `{name: day, type: "Nullable(Date)"`,
+		{"day", "Nullable(Date)",
 			`column "day": value does not fit its column: 1969-12-31 is outside the Date range 1970-01-01..2149-06-06`},
-		{`{name: num, type: "Nullable(String)"`, `{name: num, type: "Nullable(Decimal(38, 9))"`,
+		{"num", "Nullable(Decimal(38, 9))",
 			`column "num": value does not fit its column: 0.00000000000000000001 has more than 9 decimal places`},
 	} {
-		m, err := ParseMapping("types_edge.yaml", []byte(strings.Replace(raw, tt.from, tt.to, 1)))
+		m, err := ParseMapping("types_edge.yaml", retyped(t, raw, map[string]string{tt.col: tt.to}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, form := range []string{"binary", "text"} {
 			_, err := decodeFile(context.Background(), filepath.Join(dir, "changes-01."+form+".ion"), m, 1)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("%s into %s (%s): %v\nwant …%s", tt.from, tt.to, form, err, tt.want)
+				t.Errorf("%s into %s (%s): %v\nwant …%s", tt.col, tt.to, form, err, tt.want)
 			}
 		}
 	}
 	// A timestamp has no time zone: Debezium sends its wall-clock time as
 	// UTC, so a DateTime64 in another zone would show another time.
-	_, err = ParseMapping("types_edge.yaml", []byte(strings.Replace(raw, `{name: at, type: "Nullable(String)"`, `{name: at, type: "Nullable(DateTime64(6, 'Europe/Paris'))"`, 1)))
+	_, err = ParseMapping("types_edge.yaml", retyped(t, raw, map[string]string{"at": "Nullable(DateTime64(6, 'Europe/Paris'))"}))
 	if err == nil || !strings.Contains(err.Error(), `column "at": a PostgreSQL timestamp cannot be mapped to Nullable(DateTime64(6, 'Europe/Paris')); map it to DateTime('UTC')`) {
 		t.Errorf("timestamp into DateTime64(6, 'Europe/Paris'): %v", err)
 	}
+}
+
+// retyped returns the mapping text raw with each column of types given that
+// type; it fails t when raw has no such column (the test would retype
+// nothing).
+func retyped(t *testing.T, raw string, types map[string]string) []byte {
+	t.Helper()
+	for col, typ := range types {
+		re := regexp.MustCompile(`\{name: ` + regexp.QuoteMeta(col) + `, type: (?:"[^"]*"|[^,}]*)`)
+		if !re.MatchString(raw) {
+			t.Fatalf("the mapping no longer has the column %s this test retypes", col)
+		}
+		raw = re.ReplaceAllLiteralString(raw, `{name: `+col+`, type: "`+typ+`"`)
+	}
+	return []byte(raw)
 }
 
 // canonValue renders a decoded value as canonCH renders the ClickHouse
@@ -663,7 +664,7 @@ func TestRealDefaultIdentityDeletes(t *testing.T) {
 // each as ion-go writes it in text.
 func deleteFields(t *testing.T, path string) map[string]string {
 	t.Helper()
-	d := ion.NewDecoder(ion.NewReaderBytes(readBytes(t, path)))
+	d := ion.NewDecoder(ion.NewReaderBytes(testenv.ReadFile(t, path)))
 	for {
 		v, err := d.Decode()
 		if err == ion.ErrNoInput {
@@ -697,12 +698,8 @@ func deleteFields(t *testing.T, path string) map[string]string {
 // record is refused naming the column and saying the source value was NULL.
 func TestRealAbsentColumns(t *testing.T) {
 	dir := "testdata/debezium/types"
-	raw := string(readBytes(t, filepath.Join(dir, "mapping.yaml")))
-	strict := strings.Replace(raw, `{name: uid_n, type: "Nullable(UUID)"}`, `{name: uid_n, type: UUID}`, 1)
-	if strict == raw {
-		t.Fatal("the types mapping no longer has uid_n as Nullable(UUID)")
-	}
-	m, err := ParseMapping("types.yaml", []byte(strict))
+	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
+	m, err := ParseMapping("types.yaml", retyped(t, raw, map[string]string{"uid_n": "UUID"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // The batches under testdata/debezium were written by real Debezium and Kestra's own FileSerde
@@ -74,8 +74,8 @@ func TestDebeziumTestdataShape(t *testing.T) {
 					continue
 				}
 				batches++
-				bin := readFile(t, filepath.Join(dir, ev.Batch+".binary.ion"))
-				txt := readFile(t, filepath.Join(dir, ev.Batch+".text.ion"))
+				bin := testenv.ReadFile(t, filepath.Join(dir, ev.Batch+".binary.ion"))
+				txt := testenv.ReadFile(t, filepath.Join(dir, ev.Batch+".text.ion"))
 				checkBinaryChunks(t, ev.Batch, bin, ev.Records)
 				checkTextLines(t, ev.Batch, txt, ev.Records)
 				fromBin := decodeRecords(t, ev.Batch+".binary.ion", bin)
@@ -319,7 +319,7 @@ func mappingColumns(t *testing.T, path string) []string {
 			Name string `yaml:"name"`
 		} `yaml:"columns"`
 	}
-	if err := yaml.Unmarshal(readFile(t, path), &m); err != nil {
+	if err := yaml.Unmarshal(testenv.ReadFile(t, path), &m); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	var cols []string
@@ -331,21 +331,7 @@ func mappingColumns(t *testing.T, path string) []string {
 
 func readJSON(t *testing.T, path string, v any) {
 	t.Helper()
-	if err := json.Unmarshal(readFile(t, path), v); err != nil {
+	if err := json.Unmarshal(testenv.ReadFile(t, path), v); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -512,10 +513,7 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 				Changes []string `json:"changes"`
 			} `json:"evaluations"`
 		}
-		raw, err := os.ReadFile(mf)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := testenv.ReadFile(t, mf)
 		if err := json.Unmarshal(raw, &manifest); err != nil {
 			t.Fatal(err)
 		}
@@ -527,10 +525,7 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 			for _, f := range forms() {
 				name := filepath.Join(dir, ev.Batch+"."+f.name+".ion")
 				t.Run(name, func(t *testing.T) {
-					data, err := os.ReadFile(name)
-					if err != nil {
-						t.Fatal(err)
-					}
+					data := testenv.ReadFile(t, name)
 					d := newRecordDecoder(m)
 					res := decodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
 					if res.err == nil && len(res.rows) != len(ev.Changes) {

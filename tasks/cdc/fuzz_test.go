@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -46,9 +47,7 @@ func FuzzDecode(f *testing.F) {
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, fmt.Sprintf("changes-%p.ion", &data))
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testenv.WriteFile(t, path, data, 0o644)
 		defer os.Remove(path)
 		for _, m := range []*Mapping{orders, types} {
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -94,9 +95,7 @@ func TestGenerate(t *testing.T) {
 			path := batchPath(c.name, binary)
 			data := encode(t, binary, c.events()...)
 			if *update {
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				testenv.WriteFile(t, path, data, 0o644)
 			}
 			committed, err := os.ReadFile(path)
 			if err != nil {
@@ -111,14 +110,9 @@ func TestGenerate(t *testing.T) {
 			}
 			got := jsonLines(b)
 			if *update && !binary {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				testenv.WriteFile(t, golden, []byte(got), 0o644)
 			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := testenv.ReadFile(t, golden)
 			if got != string(want) {
 				t.Errorf("%s decodes to\n%s\nwant (%s)\n%s", path, got, golden, want)
 			}

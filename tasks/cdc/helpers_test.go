@@ -3,10 +3,10 @@ package cdc
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -65,9 +65,7 @@ func encode(t testing.TB, binary bool, events ...any) []byte {
 func writeFile(t testing.TB, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, p, data, 0o644)
 	return p
 }
 

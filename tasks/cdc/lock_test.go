@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestConcurrentCDCWriters: issue 9 §4. Two cdc apply runs on one target
@@ -204,26 +204,18 @@ func TestApplyBreaksAKilledHolder(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "CDC_TEST_CHILD_HOLD="+ready, "CDC_TEST_CHILD_BATCH="+path, "CDC_TEST_CHILD_DB="+e.db)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	child := testenv.Start(t, cmd)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if _, err := os.Stat(ready); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("the child never held the lock:\n%s", out)
+			t.Fatalf("the child never held the lock:\n%s", child.Kill(t).Output())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	child.Kill(t)
 	if got := e.query("SELECT holder FROM " + e.db + ".orders_cdc_lock LIMIT 1"); len(got) != 1 {
 		t.Fatalf("the killed run's lock is not there: %v", got)
 	}

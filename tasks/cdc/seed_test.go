@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/amazon-ion/ion-go/ion"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // ionToJSONL converts a batch to the JSON lines IonToJson gives the seed:
@@ -79,18 +80,15 @@ func jsonable(v any) any {
 // runSeedScript runs one of the seed's Python scripts in dir.
 func runSeedScript(t *testing.T, py, seeds, script, dir string) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(seeds, "reference", script))
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := testenv.ReadFile(t, filepath.Join(seeds, "reference", script))
 	code := strings.ReplaceAll(string(src), "{{ vars.postgres_database }}", "shop")
 	cmd := exec.Command(py, "-c", code)
 	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
+	res, err := testenv.Run(cmd)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("%s: exit %d, %v\n%s", script, res.Code, err, res.Output())
 	}
-	return string(out)
+	return res.Output()
 }
 
 // TestOutputFilesMatchTheSeed runs the seed's prepare_batch and
@@ -119,14 +117,9 @@ func TestOutputFilesMatchTheSeed(t *testing.T) {
 	expected := b.sorted()
 
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "changes.jsonl"), ionToJSONL(t, data), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, filepath.Join(dir, "changes.jsonl"), ionToJSONL(t, data), 0o644)
 	out := runSeedScript(t, py, seeds, "cdc_prepare_batch.py", dir)
-	seedExpected, err := os.ReadFile(filepath.Join(dir, "expected.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seedExpected := testenv.ReadFile(t, filepath.Join(dir, "expected.jsonl"))
 	if b.len() < 100 || bytes.Count(seedExpected, []byte("\n")) != b.len() {
 		t.Fatalf("%d keys, seed wrote %d lines", b.len(), bytes.Count(seedExpected, []byte("\n")))
 	}
@@ -160,14 +153,9 @@ func TestOutputFilesMatchTheSeed(t *testing.T) {
 		cur.Write(line)
 		cur.WriteByte('\n')
 	}
-	if err := os.WriteFile(filepath.Join(dir, "current.jsonl"), cur.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, filepath.Join(dir, "current.jsonl"), cur.Bytes(), 0o644)
 	out = runSeedScript(t, py, seeds, "cdc_select_changes.py", dir)
-	seedPending, err := os.ReadFile(filepath.Join(dir, "pending.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seedPending := testenv.ReadFile(t, filepath.Join(dir, "pending.jsonl"))
 	sel, err := selectPending(m, expected, current, nil)
 	if err != nil {
 		t.Fatal(err)

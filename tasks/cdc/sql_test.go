@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden files and the generated batches")
@@ -38,9 +40,7 @@ func TestSQLGolden(t *testing.T) {
 			got := allStatements(loadMapping(t, tt.mapping), tt.caps)
 			path := filepath.Join("testdata", tt.golden)
 			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				testenv.WriteFile(t, path, []byte(got), 0o644)
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {
@@ -82,10 +82,7 @@ func seedsDir(t *testing.T) string {
 // TestOrdersDDLIsTheSeeds compares setup's statements for the shipped
 // orders mapping with the seed's create_target task, statement by statement.
 func TestOrdersDDLIsTheSeeds(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(seedsDir(t), "postgres-clickhouse-cdc.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, filepath.Join(seedsDir(t), "postgres-clickhouse-cdc.yaml"))
 	var flow struct {
 		Tasks []struct {
 			ID  string `yaml:"id"`

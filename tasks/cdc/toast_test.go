@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // The real toast_default batches (REPLICA IDENTITY DEFAULT, 3.2 kB text,
@@ -40,7 +42,7 @@ func concat(t *testing.T, form string, batches ...string) string {
 	t.Helper()
 	var all []byte
 	for _, b := range batches {
-		all = append(all, readBytes(t, filepath.Join(toastDir, b+"."+form+".ion"))...)
+		all = append(all, testenv.ReadFile(t, filepath.Join(toastDir, b+"."+form+".ion"))...)
 	}
 	return writeFile(t, "changes."+form+".ion", all)
 }

@@ -1,9 +1,7 @@
 package kafkastate
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,19 +88,10 @@ func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 
 	cmd := exec.Command(bin, "kafka-state", "materialize")
 	cmd.Env = e.binaryEnv(cfg, t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	child := testenv.Start(t, cmd)
 	waitForCopy(t, e, 20*time.Second)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the run was not killed mid-batch (%v): %s", err, out.String())
+	if killed := child.Kill(t); killed.Signal != syscall.SIGKILL {
+		t.Fatalf("the run was not killed mid-batch (exit %d): %s", killed.Code, killed.Output())
 	}
 	if s := e.snapshot(t); s != "--\n--\n" {
 		t.Fatalf("a killed run committed something:\n%.500s", s)
@@ -111,8 +100,8 @@ func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 	// Re-run at once, to the end (60,000 records fit in one batch).
 	rerun := exec.Command(bin, "kafka-state", "materialize")
 	rerun.Env = e.binaryEnv(cfg, t.TempDir())
-	if b, err := rerun.CombinedOutput(); err != nil {
-		t.Fatalf("re-run: %v\n%s", err, b)
+	if r, err := testenv.Run(rerun); err != nil || r.Code != 0 {
+		t.Fatalf("re-run: exit %d, %v\n%s", r.Code, err, r.Output())
 	}
 	// An uninterrupted run into another database.
 	other := *e
@@ -261,7 +250,7 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
 	var (
 		wg       sync.WaitGroup
-		second   bytes.Buffer
+		second   testenv.Result
 		exitCode = -1
 	)
 	res, err := e.run(t, e.config(), hooks{beforeRecheck: func(ctx context.Context) error {
@@ -269,13 +258,9 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 		defer wg.Done()
 		cmd := exec.CommandContext(ctx, bin, "kafka-state", "materialize")
 		cmd.Env = e.binaryEnv(e.config(), t.TempDir())
-		cmd.Stdout, cmd.Stderr = &second, &second
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			exitCode = exit.ExitCode()
-		} else if err == nil {
-			exitCode = 0
+		var err error
+		if second, err = testenv.Run(cmd); err == nil {
+			exitCode = second.Code
 		}
 		return nil
 	}})
@@ -283,10 +268,10 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first materializer failed: %v", err)
 	}
-	if exitCode != 3 || !strings.Contains(second.String(), "another materializer holds this topic lock") ||
-		!strings.Contains(second.String(), `application \"changesink kafka-state\"`) ||
-		!strings.Contains(second.String(), `"error_class":"transient"`) {
-		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 3 with the lock message naming the holder", exitCode, second.String())
+	if out := second.Output(); exitCode != 3 || !strings.Contains(out, "another materializer holds this topic lock") ||
+		!strings.Contains(out, `application \"changesink kafka-state\"`) ||
+		!strings.Contains(out, `"error_class":"transient"`) {
+		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 3 with the lock message naming the holder", exitCode, out)
 	}
 	if res.Consumed != 2 || len(e.records(t)) != 2 {
 		t.Errorf("first materializer: %+v", res)

@@ -154,27 +154,16 @@ func produceTx(t testing.TB, brokers, topic string, commit bool, recs ...rec) []
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	cl := newProducer(t, brokers, kgo.TransactionalID("tx-"+testenv.RandomHex(6)))
-	if err := cl.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	krs := make([]*kgo.Record, len(recs))
-	offsets := make([]int64, len(recs))
 	for i, r := range recs {
 		krs[i] = &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
-		if err := cl.ProduceSync(ctx, krs[i]).FirstErr(); err != nil {
-			t.Fatalf("produce in transaction: %v", err)
-		}
-		offsets[i] = krs[i].Offset
 	}
-	end := kgo.TryAbort
-	if commit {
-		end = kgo.TryCommit
-	}
-	if err := cl.EndTransaction(ctx, end); err != nil {
-		t.Fatalf("end transaction: %v", err)
-	}
-	if err := kafkatest.WaitStable(ctx, newAdmin(cl), topic, kafkatest.Past(krs)); err != nil {
+	if err := kafkatest.Transact(ctx, cl, krs, commit); err != nil {
 		t.Fatal(err)
+	}
+	offsets := make([]int64, len(recs))
+	for i, r := range krs {
+		offsets[i] = r.Offset
 	}
 	return offsets
 }

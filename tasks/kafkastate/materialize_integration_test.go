@@ -11,6 +11,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestMaterializeBatch: a first batch over three partitions stores every
@@ -47,10 +48,7 @@ func TestMaterializeBatch(t *testing.T) {
 		t.Errorf("positions = %v %q %q; want next 2/2/2, %q, %q (22 chars)", next, cluster, topicID, wantCluster, wantTopicID)
 	}
 
-	report, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	report := testenv.ReadFile(t, filepath.Join(dir, ReportFile))
 	wantReport := `{
   "topic": "` + e.topic + `",
   "consumed": 6,

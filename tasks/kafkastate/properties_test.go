@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"net"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -177,26 +176,13 @@ func TestTLSConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	encKeyPath := filepath.Join(dir, "client-enc.key")
-	if err := os.WriteFile(encKeyPath, pem.EncodeToMemory(encBlock), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, encKeyPath, pem.EncodeToMemory(encBlock), 0o600)
 	pkcs8EncPath := filepath.Join(dir, "client-pkcs8-enc.key")
-	if err := os.WriteFile(pkcs8EncPath, pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{1, 2, 3}}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, pkcs8EncPath, pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{1, 2, 3}}), 0o600)
 
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, err := os.ReadFile(certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := os.ReadFile(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	caPEM := testenv.ReadFile(t, caPath)
+	certPEM := testenv.ReadFile(t, certPath)
+	keyPEM := testenv.ReadFile(t, keyPath)
 
 	addr := testenv.ServeTLSHandshakes(t, &tls.Config{
 		Certificates: []tls.Certificate{serverCert},
@@ -267,9 +253,7 @@ func TestTLSConfig(t *testing.T) {
 func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteFile(t, p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 	return p
 }
 

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestValidateValue pins, value by value, what the seed's
@@ -86,14 +88,20 @@ func TestValidateValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateValue([]byte(tt.value))
-			switch {
-			case tt.want == nil && got != nil:
-				t.Fatalf("ValidateValue(%.40q) = %v, want accepted", tt.value, got)
-			case tt.want != nil && !errors.Is(got, tt.want):
-				t.Fatalf("ValidateValue(%.40q) = %v, want %v", tt.value, got, tt.want)
-			}
+			wantValidated(t, fmt.Sprintf("ValidateValue(%.40q)", tt.value), ValidateValue([]byte(tt.value)), tt.want)
 		})
+	}
+}
+
+// wantValidated fails t unless got, what call returned, is nil when want
+// is (accepted) or wraps want.
+func wantValidated(t *testing.T, call string, got, want error) {
+	t.Helper()
+	switch {
+	case want == nil && got != nil:
+		t.Fatalf("%s = %v, want accepted", call, got)
+	case want != nil && !errors.Is(got, want):
+		t.Fatalf("%s = %v, want %v", call, got, want)
 	}
 }
 
@@ -124,13 +132,7 @@ func TestValidateKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateKey(tt.key)
-			switch {
-			case tt.want == nil && got != nil:
-				t.Fatalf("ValidateKey(%q) = %v, want accepted", tt.key, got)
-			case tt.want != nil && !errors.Is(got, tt.want):
-				t.Fatalf("ValidateKey(%q) = %v, want %v", tt.key, got, tt.want)
-			}
+			wantValidated(t, fmt.Sprintf("ValidateKey(%q)", tt.key), ValidateKey(tt.key), tt.want)
 		})
 	}
 }
@@ -162,10 +164,7 @@ func TestValidateValueFixtures(t *testing.T) {
 	rules := map[string]error{"notjson": ErrValueNotJSON, "nonfinite": ErrNonFinite, "notutf8": ErrValueNotUTF8}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := testenv.ReadFile(t, f)
 			prefix, _, _ := strings.Cut(filepath.Base(f), "-")
 			got := ValidateValue(b)
 			if prefix == "ok" {

@@ -210,13 +210,13 @@ func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 	cfg.PollSeconds = 5
 	cmd.Env = e.binaryEnv(cfg, dir)
 	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("seed script: %v\n%s", err, out)
+	res, err := testenv.Run(cmd)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("seed script: exit %d, %v\n%s", res.Code, err, res.Output())
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, ReportFile))
 	if err != nil {
-		t.Fatalf("seed report: %v\n%s", err, out)
+		t.Fatalf("seed report: %v\n%s", err, res.Output())
 	}
 	var report map[string]any
 	if err := json.Unmarshal(raw, &report); err != nil {

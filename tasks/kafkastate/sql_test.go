@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the SQL builders")
@@ -43,9 +45,7 @@ func TestSQLGolden(t *testing.T) {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(path, []byte(sql+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				testenv.WriteFile(t, path, []byte(sql+"\n"), 0o644)
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {

@@ -3,7 +3,6 @@ package kafkastate
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,13 +131,8 @@ func caDir(t *testing.T, files ...string) string {
 	t.Helper()
 	d := t.TempDir()
 	for i, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("ca%d.pem", i)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		b := testenv.ReadFile(t, f)
+		testenv.WriteFile(t, filepath.Join(d, fmt.Sprintf("ca%d.pem", i)), b, 0o644)
 	}
 	return d
 }

@@ -3,11 +3,12 @@ package kafkastate
 import (
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 func TestRetentionAllowed(t *testing.T) {
@@ -136,10 +137,7 @@ func TestTombstoneErrorMessage(t *testing.T) {
 // TestRunbookNamesEveryRefusal: the README's kafka-state runbook has a row
 // whose first cell quotes every refusal's message.
 func TestRunbookNamesEveryRefusal(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.ReadFile(t, filepath.Join("..", "..", "README.md"))
 	_, runbook, _ := strings.Cut(string(raw), "<!-- RUNBOOK:kafka-state -->")
 	runbook, _, _ = strings.Cut(runbook, "<!-- /RUNBOOK:kafka-state -->")
 	var firstCells strings.Builder
