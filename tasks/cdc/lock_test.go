@@ -333,27 +333,3 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 		t.Errorf("the next holder lost its lock: %v", err)
 	}
 }
-
-// TestApplyLedgerMissingAColumn: apply reads a ledger that has rows in one
-// pass and checks its columns only when it cannot be read; a ledger
-// missing a column (edited by hand) is still ErrTargetMismatch naming the
-// column (exit 2), and nothing is written.
-func TestApplyLedgerMissingAColumn(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.conn.Exec(context.Background(), "ALTER TABLE "+qualified(e.db, ledgerName(e.m))+" DROP COLUMN holder"); err != nil {
-		t.Fatal(err)
-	}
-	before := e.liveJSON()
-	_, cfg, err := e.apply(false, orderEvent(1, int64(10), int64(600), "paid", int64(101), false))
-	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "no column holder") {
-		t.Fatalf("err = %v (class %v), want a config ErrTargetMismatch naming the column holder", err, outcome.Classify(err))
-	}
-	noOutputs(t, cfg)
-	if got := e.liveJSON(); got != before {
-		t.Errorf("the refused run changed the target:\n%s\nwas\n%s", got, before)
-	}
-}

@@ -59,41 +59,66 @@ func TestSeedsOfRefusesALedgerItDidNotWrite(t *testing.T) {
 	}
 }
 
-// TestApplyRefusesMalformedOpenKeys: a ledger row whose open_keys is not
-// the JSON changesink writes is refused, naming the ledger and the row,
-// and the target is left as it was.
-func TestApplyRefusesMalformedOpenKeys(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
-		t.Fatal(err)
+// TestApplyRefusesATamperedLedger: apply reads a ledger that has rows in
+// one pass and checks its columns only when it cannot be read; a ledger
+// edited by hand is refused naming what is wrong, and nothing is written.
+func TestApplyRefusesATamperedLedger(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(e *env, ledger string)
+		kind   outcome.Kind
+		says   []string
+	}{
+		{"a column dropped", func(e *env, ledger string) {
+			if err := e.conn.Exec(context.Background(), "ALTER TABLE "+ledger+" DROP COLUMN holder"); err != nil {
+				e.t.Fatal(err)
+			}
+		}, outcome.Config, []string{"no column holder"}},
+		{"open_keys not JSON", func(e *env, ledger string) {
+			e.insertCopy(ledger, strings.Split(ledgerColumnList(false), ", "), map[string]string{"seq": "seq + 1", "open_keys": `'[{"key":'`}, "ORDER BY seq DESC LIMIT 1")
+		}, outcome.Refused, []string{"row 2 has malformed open_keys", "restore the ledger or rebuild the target"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
+				t.Fatal(err)
+			}
+			ledger := qualified(e.db, ledgerName(e.m))
+			tc.tamper(e, ledger)
+			before := e.liveJSON()
+			_, cfg, err := e.apply(false, orderEvent(1, int64(10), int64(600), "paid", int64(101), false))
+			if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != tc.kind || !strings.Contains(err.Error(), "the ledger "+ledger) {
+				t.Fatalf("err = %v (class %v), want a %v ErrTargetMismatch naming the ledger %s", err, outcome.Classify(err), tc.kind, ledger)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("the error does not say %q: %v", s, err)
+				}
+			}
+			noOutputs(t, cfg)
+			if got := e.liveJSON(); got != before {
+				t.Errorf("the refused run changed the target:\n%s\nwas\n%s", got, before)
+			}
+		})
 	}
-	ledger := qualified(e.db, ledgerName(e.m))
-	cols := strings.Split(ledgerColumnList(false), ", ")
+}
+
+// insertCopy inserts into table a copy of the rows that suffix selects
+// (ORDER BY … LIMIT …), with the columns of replace computed by its
+// expressions: a row another writer added.
+func (e *env) insertCopy(table string, cols []string, replace map[string]string, suffix string) {
+	e.t.Helper()
 	from := make([]string, len(cols))
 	for i, c := range cols {
-		switch c {
-		case "seq":
-			from[i] = "seq + 1"
-		case "open_keys":
-			from[i] = "'[{\"key\":'"
-		default:
-			from[i] = c
+		from[i] = c
+		if x, ok := replace[c]; ok {
+			from[i] = x
 		}
 	}
-	if err := e.conn.Exec(context.Background(), "INSERT INTO "+ledger+" ("+strings.Join(cols, ", ")+") SELECT "+
-		strings.Join(from, ", ")+" FROM "+ledger+" ORDER BY seq DESC LIMIT 1"); err != nil {
-		t.Fatal(err)
-	}
-	before := e.liveJSON()
-	_, cfg, err := e.apply(false, orderEvent(1, int64(10), int64(600), "paid", int64(101), false))
-	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Refused ||
-		!strings.Contains(err.Error(), "the ledger "+ledger+" row 2 has malformed open_keys") || !strings.Contains(err.Error(), "restore the ledger or rebuild the target") {
-		t.Fatalf("err = %v (class %v), want a refused ErrTargetMismatch naming %s row 2 and the remedy", err, outcome.Classify(err), ledger)
-	}
-	noOutputs(t, cfg)
-	if got := e.liveJSON(); got != before {
-		t.Errorf("the refused run changed the target:\n%s\nwas\n%s", got, before)
+	if err := e.conn.Exec(context.Background(), "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") SELECT "+
+		strings.Join(from, ", ")+" FROM "+table+" "+suffix); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
@@ -112,20 +137,7 @@ func TestApplyRefusesAnUnreadableTargetValue(t *testing.T) {
 	}
 	target := qualified(e.db, "everything_cdc")
 	cols := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'everything_cdc'", e.db)
-	from := make([]string, len(cols))
-	for i, c := range cols {
-		switch c {
-		case "flag":
-			from[i] = "toUInt8(2)"
-		case e.m.Target.VersionColumn:
-			from[i] = c + " + 1"
-		default:
-			from[i] = c
-		}
-	}
-	if err := e.conn.Exec(context.Background(), "INSERT INTO "+target+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(from, ", ")+" FROM "+target); err != nil {
-		t.Fatal(err)
-	}
+	e.insertCopy(target, cols, map[string]string{"flag": "toUInt8(2)", e.m.Target.VersionColumn: e.m.Target.VersionColumn + " + 1"}, "")
 	_, cfg, err := e.apply(false, everythingEvent(everythingRow(1, false), 6)) // same version: its payload is read
 	want := `holds a value its column "flag" cannot hold at key id=1, code="A-1", version 6 (a Bool column stored as UInt8 holds 2)`
 	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), target+" "+want) ||
