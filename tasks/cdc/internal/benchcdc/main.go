@@ -45,6 +45,7 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 
+	"github.com/changesink/changesink/internal/loadavg"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
 )
@@ -106,8 +107,8 @@ func run() error {
 	}
 	c.dir = dir
 
-	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; %s\n",
-		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, loadAverage())
+	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; load %s\n",
+		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, loadavg.Read())
 	if *steadyOnly {
 		return c.steadyState()
 	}
@@ -244,19 +245,6 @@ func (c config) emptyTable() error {
 	fmt.Printf("  changesink (text) vs raw insert:                %5.2f    (the insert limit; changesink also decodes, reads and verifies)\n", raw.seconds/cs.seconds)
 	fmt.Printf("  peak RSS of changesink: text %s, binary %s\n", cs.rss, results[1].rss)
 	return nil
-}
-
-// loadAverage reads /proc/loadavg for the report ("load 1.20 0.90 0.70").
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "load unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "load unknown"
-	}
-	return "load " + strings.Join(f[:3], " ")
 }
 
 // parseCount reads 50000000, 50M or 10k.
