@@ -542,6 +542,8 @@ func ionError(err error) error {
 // shiftIon returns a copy of e, an ion-go error that carries an offset,
 // with b added to that offset, and the offset e carries; ok is false for
 // any other error (shifted is e then). It is the one list of those types.
+//
+//lint:ignore ST1008 shifted is a value (a copy of e), not a failure
 func shiftIon(e error, b uint64) (shifted error, offset uint64, ok bool) {
 	switch e := e.(type) {
 	case *ion.SyntaxError:
