@@ -268,15 +268,13 @@ func firstLine(s string) string {
 // column's stored type and codec (a Bool column may be stored as UInt8).
 func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	m := t.m
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	name := qualified(m.Target.Database, m.Target.Table)
-	info, found, err := t.describe(cctx, m.Target.Database, m.Target.Table)
+	obj, err := t.inspect(ctx, m.Target.Table)
 	if err != nil {
 		return nil, err
 	}
-	engine, engineFull, sortingKey := info.engine, info.engineFull, info.sortingKey
-	if !found {
+	name, cols := obj.name, obj.cols
+	engine, engineFull, sortingKey := obj.engine, obj.engineFull, obj.sortingKey
+	if !obj.found {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
@@ -287,10 +285,6 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	}
 	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
-	}
-	cols, err := t.columns(cctx, m.Target.Database, m.Target.Table)
-	if err != nil {
-		return nil, err
 	}
 	types := make(map[string]string, len(cols))
 	for _, c := range cols {
@@ -331,18 +325,11 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 // otherwise pass as "in place" without it.
 func (t *target) checkView(ctx context.Context) error {
 	m := t.m
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	name := qualified(m.Target.Database, m.Target.LiveView)
-	info, _, err := t.describe(cctx, m.Target.Database, m.Target.LiveView)
+	obj, err := t.inspect(ctx, m.Target.LiveView)
 	if err != nil {
 		return err
 	}
-	engine := info.engine
-	cols, err := t.columns(cctx, m.Target.Database, m.Target.LiveView)
-	if err != nil {
-		return err
-	}
+	name, engine, cols := obj.name, obj.engine, obj.cols
 	got := make([]string, len(cols))
 	for i, c := range cols {
 		got[i] = c.name
@@ -360,6 +347,30 @@ func (t *target) checkView(ctx context.Context) error {
 			ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
 	}
 	return nil
+}
+
+// object is a table or view of the target database as system.tables and
+// system.columns show it.
+type object struct {
+	name string // qualified
+	tableInfo
+	found bool          // false: no such table or view
+	cols  []tableColumn // in table order; none when not found
+}
+
+// inspect reads the target database's table (or view) named table: its
+// row in system.tables and, when it exists, its columns.
+func (t *target) inspect(ctx context.Context, table string) (object, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	db := t.m.Target.Database
+	obj := object{name: qualified(db, table)}
+	var err error
+	if obj.tableInfo, obj.found, err = t.describe(ctx, db, table); err != nil || !obj.found {
+		return obj, err
+	}
+	obj.cols, err = t.columns(ctx, db, table)
+	return obj, err
 }
 
 // tableInfo is a table's row in system.tables (tableSQL).

@@ -156,8 +156,10 @@ func (p pos) errorf(format string, args ...any) error {
 	return &MappingError{Line: p.line, Column: p.col, Msg: fmt.Sprintf(format, args...)}
 }
 
-// checkMap refuses a node that is not a mapping, and unknown or repeated keys.
-func checkMap(n *yaml.Node, what string, allowed ...string) error {
+// decodeMap decodes the mapping n into v, after refusing a node that is not
+// a mapping, and unknown or repeated keys. v points to a plain copy of the
+// caller's type (one without UnmarshalYAML, so decoding does not recurse).
+func decodeMap(n *yaml.Node, v any, what string, allowed ...string) error {
 	if n.Kind != yaml.MappingNode {
 		return at(n).errorf("%s must be a mapping with the keys %s", what, strings.Join(allowed, ", "))
 	}
@@ -178,7 +180,7 @@ func checkMap(n *yaml.Node, what string, allowed ...string) error {
 		}
 		seen[k.Value] = true
 	}
-	return nil
+	return n.Decode(v)
 }
 
 // pval is a scalar of type T with its position; set is false when the key
@@ -281,12 +283,9 @@ type rawSource struct {
 }
 
 func (r *rawSource) UnmarshalYAML(n *yaml.Node) error {
-	if err := checkMap(n, "source", "database", "schema", "table", "deleted_field", "metadata_field"); err != nil {
-		return err
-	}
 	type plain rawSource
 	r.p = at(n)
-	return n.Decode((*plain)(r))
+	return decodeMap(n, (*plain)(r), "source", "database", "schema", "table", "deleted_field", "metadata_field")
 }
 
 type rawTarget struct {
@@ -300,12 +299,9 @@ type rawTarget struct {
 }
 
 func (r *rawTarget) UnmarshalYAML(n *yaml.Node) error {
-	if err := checkMap(n, "target", "database", "table", "create_database", "live_view", "version_column", "deleted_column"); err != nil {
-		return err
-	}
 	type plain rawTarget
 	r.p = at(n)
-	return n.Decode((*plain)(r))
+	return decodeMap(n, (*plain)(r), "target", "database", "table", "create_database", "live_view", "version_column", "deleted_column")
 }
 
 //lint:ignore U1000 used through plist[rawColumn, *rawColumn] (staticcheck does not follow type parameters)
@@ -319,12 +315,9 @@ type rawColumn struct {
 
 //lint:ignore U1000 used through plist[rawColumn, *rawColumn]
 func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
-	if err := checkMap(n, "a column", "name", "type", "max_length", "source_type"); err != nil {
-		return err
-	}
 	type plain rawColumn
 	r.p = at(n)
-	return n.Decode((*plain)(r))
+	return decodeMap(n, (*plain)(r), "a column", "name", "type", "max_length", "source_type")
 }
 
 // rawColumns is the list of columns with its position.
@@ -343,11 +336,8 @@ type rawMapping struct {
 }
 
 func (r *rawMapping) UnmarshalYAML(n *yaml.Node) error {
-	if err := checkMap(n, "the mapping", "source", "target", "key", "columns"); err != nil {
-		return err
-	}
 	type plain rawMapping
-	if err := n.Decode((*plain)(r)); err != nil {
+	if err := decodeMap(n, (*plain)(r), "the mapping", "source", "target", "key", "columns"); err != nil {
 		return err
 	}
 	r.node = n

@@ -519,9 +519,7 @@ func locate(err error, base int64) error {
 // ionError returns the ion-go error that carries an offset in err's chain.
 func ionError(err error) error {
 	for e := err; e != nil; {
-		switch e.(type) {
-		case *ion.SyntaxError, *ion.UnexpectedEOFError, *ion.UnsupportedVersionError,
-			*ion.InvalidTagByteError, *ion.UnexpectedRuneError, *ion.UnexpectedTokenError:
+		if _, _, ok := shiftIon(e, 0); ok {
 			return e
 		}
 		switch u := e.(type) {
@@ -541,29 +539,34 @@ func ionError(err error) error {
 	return nil
 }
 
-// ionOffset returns base plus the offset an ion-go error reports, or -1.
+// shiftIon returns a copy of e, an ion-go error that carries an offset,
+// with b added to that offset, and the offset e carries; ok is false for
+// any other error (shifted is e then). It is the one list of those types.
+//
+//lint:ignore ST1008 shifted is a value (a copy of e), not a failure
+func shiftIon(e error, b uint64) (shifted error, offset uint64, ok bool) {
+	switch e := e.(type) {
+	case *ion.SyntaxError:
+		return &ion.SyntaxError{Msg: e.Msg, Offset: e.Offset + b}, e.Offset, true
+	case *ion.UnexpectedEOFError:
+		return &ion.UnexpectedEOFError{Offset: e.Offset + b}, e.Offset, true
+	case *ion.UnsupportedVersionError:
+		return &ion.UnsupportedVersionError{Major: e.Major, Minor: e.Minor, Offset: e.Offset + b}, e.Offset, true
+	case *ion.InvalidTagByteError:
+		return &ion.InvalidTagByteError{Byte: e.Byte, Offset: e.Offset + b}, e.Offset, true
+	case *ion.UnexpectedRuneError:
+		return &ion.UnexpectedRuneError{Rune: e.Rune, Offset: e.Offset + b}, e.Offset, true
+	case *ion.UnexpectedTokenError:
+		return &ion.UnexpectedTokenError{Token: e.Token, Offset: e.Offset + b}, e.Offset, true
+	}
+	return e, 0, false
+}
+
+// ionOffset returns base plus the offset the ion-go error in err's chain
+// reports, or -1.
 func ionOffset(err error, base int64) int64 {
-	var (
-		se *ion.SyntaxError
-		ee *ion.UnexpectedEOFError
-		ve *ion.UnsupportedVersionError
-		te *ion.InvalidTagByteError
-		re *ion.UnexpectedRuneError
-		ke *ion.UnexpectedTokenError
-	)
-	switch {
-	case errors.As(err, &se):
-		return base + int64(se.Offset)
-	case errors.As(err, &ee):
-		return base + int64(ee.Offset)
-	case errors.As(err, &ve):
-		return base + int64(ve.Offset)
-	case errors.As(err, &te):
-		return base + int64(te.Offset)
-	case errors.As(err, &re):
-		return base + int64(re.Offset)
-	case errors.As(err, &ke):
-		return base + int64(ke.Offset)
+	if _, off, ok := shiftIon(ionError(err), 0); ok {
+		return base + int64(off)
 	}
 	return -1
 }
@@ -574,22 +577,8 @@ func adjustOffset(err error, base int64) error {
 	if base == 0 {
 		return err
 	}
-	b := uint64(base)
-	switch e := err.(type) {
-	case *ion.SyntaxError:
-		return &ion.SyntaxError{Msg: e.Msg, Offset: e.Offset + b}
-	case *ion.UnexpectedEOFError:
-		return &ion.UnexpectedEOFError{Offset: e.Offset + b}
-	case *ion.UnsupportedVersionError:
-		return &ion.UnsupportedVersionError{Major: e.Major, Minor: e.Minor, Offset: e.Offset + b}
-	case *ion.InvalidTagByteError:
-		return &ion.InvalidTagByteError{Byte: e.Byte, Offset: e.Offset + b}
-	case *ion.UnexpectedRuneError:
-		return &ion.UnexpectedRuneError{Rune: e.Rune, Offset: e.Offset + b}
-	case *ion.UnexpectedTokenError:
-		return &ion.UnexpectedTokenError{Token: e.Token, Offset: e.Offset + b}
-	}
-	return err
+	shifted, _, _ := shiftIon(err, uint64(base))
+	return shifted
 }
 
 // badRecord is the refusal of a value the framer refused.

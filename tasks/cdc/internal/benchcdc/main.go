@@ -45,6 +45,7 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 
+	"github.com/changesink/changesink/internal/loadavg"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
 )
@@ -106,8 +107,8 @@ func run() error {
 	}
 	c.dir = dir
 
-	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; %s\n",
-		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, loadAverage())
+	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; load %s\n",
+		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, loadavg.Read())
 	if *steadyOnly {
 		return c.steadyState()
 	}
@@ -151,17 +152,13 @@ func (c config) emptyTable() error {
 		decode     *float64
 	}{{"text", files.text, 0, &decodeText}, {"binary", files.binary, 0, &decodeBinary},
 		{"text", files.text, 1, &decodeText1}, {"binary", files.binary, 1, &decodeBinary1}} {
-		best := result{seconds: 1e9}
-		for rep := range c.reps {
-			table := fmt.Sprintf("cs_%s_w%d_%d", form.name, form.workers, rep)
-			r, err := c.changesink(db, table, form.file, form.workers)
-			if err != nil {
-				return fmt.Errorf("changesink (%s): %w", form.name, err)
-			}
-			if r.seconds < best.seconds {
-				best, *form.decode = r, r.timers["decode"]
-			}
+		best, err := c.fastest(func(rep int) (result, error) {
+			return c.changesink(db, fmt.Sprintf("cs_%s_w%d_%d", form.name, form.workers, rep), form.file, form.workers)
+		})
+		if err != nil {
+			return fmt.Errorf("changesink (%s): %w", form.name, err)
 		}
+		*form.decode = best.timers["decode"]
 		best.name = "changesink cdc apply (" + form.name + " Ion)"
 		if form.workers == 1 {
 			best.name = "  the same, one decoding worker (" + form.name + ")"
@@ -172,15 +169,11 @@ func (c config) emptyTable() error {
 	// The seed's pipeline.
 	var seed result
 	if !c.skipSeed {
-		seed = result{seconds: 1e9}
-		for rep := range c.reps {
-			r, err := c.seed(db, fmt.Sprintf("seed_%d", rep), files.jsonl)
-			if err != nil {
-				return fmt.Errorf("seed pipeline: %w", err)
-			}
-			if r.seconds < seed.seconds {
-				seed = r
-			}
+		seed, err = c.fastest(func(rep int) (result, error) {
+			return c.seed(db, fmt.Sprintf("seed_%d", rep), files.jsonl)
+		})
+		if err != nil {
+			return fmt.Errorf("seed pipeline: %w", err)
 		}
 		seed.name = "seed pipeline (3 scripts + clickhouse-client)"
 		add(seed)
@@ -208,15 +201,11 @@ func (c config) emptyTable() error {
 	add(result{name: "ion-go bare Reader walk (binary)", seconds: walkBinary, note: "one goroutine"})
 
 	// The insert limit.
-	raw := result{seconds: 1e9}
-	for rep := range c.reps {
-		r, err := c.rawInsert(db, fmt.Sprintf("raw_%d", rep), files.tsv)
-		if err != nil {
-			return fmt.Errorf("raw insert: %w", err)
-		}
-		if r.seconds < raw.seconds {
-			raw = r
-		}
+	raw, err := c.fastest(func(rep int) (result, error) {
+		return c.rawInsert(db, fmt.Sprintf("raw_%d", rep), files.tsv)
+	})
+	if err != nil {
+		return fmt.Errorf("raw insert: %w", err)
 	}
 	raw.name = "raw clickhouse-client INSERT of the final rows"
 	add(raw)
@@ -258,19 +247,6 @@ func (c config) emptyTable() error {
 	return nil
 }
 
-// loadAverage reads /proc/loadavg for the report ("load 1.20 0.90 0.70").
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "load unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "load unknown"
-	}
-	return "load " + strings.Join(f[:3], " ")
-}
-
 // parseCount reads 50000000, 50M or 10k.
 func parseCount(s string) (int64, error) {
 	mult := int64(1)
@@ -285,6 +261,22 @@ func parseCount(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a row count such as 10M", s)
 	}
 	return n * mult, nil
+}
+
+// fastest times c.reps runs (run is given the rep's number, for its table
+// names) and returns the fastest.
+func (c config) fastest(run func(rep int) (result, error)) (result, error) {
+	best := result{seconds: 1e9}
+	for rep := range c.reps {
+		r, err := run(rep)
+		if err != nil {
+			return result{}, err
+		}
+		if r.seconds < best.seconds {
+			best = r
+		}
+	}
+	return best, nil
 }
 
 type result struct {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/changesink/changesink/internal/loadavg"
 )
 
 // steadyState measures the cost growth: for each size in c.steady, a
@@ -35,8 +37,8 @@ func (c config) steadyState() error {
 			sizes = append(sizes, n)
 		}
 	}
-	fmt.Printf("steady state: %d batches per target size, each %d events over %d keys (binary Ion), %.0f%% deletes; %s\n",
-		c.batches, c.events, c.keys, 100*c.deletes, loadAverage())
+	fmt.Printf("steady state: %d batches per target size, each %d events over %d keys (binary Ion), %.0f%% deletes; load %s\n",
+		c.batches, c.events, c.keys, 100*c.deletes, loadavg.Read())
 	var rows []steadyRow
 	for _, n := range sizes {
 		r, err := c.steadySize(db, n)

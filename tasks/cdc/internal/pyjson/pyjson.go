@@ -10,6 +10,10 @@ import (
 	"unicode/utf8"
 )
 
+// namedEscapes holds, for each ASCII byte json.dumps escapes by name, the
+// letter written after the backslash (Python's ESCAPE_DCT); 0 for the rest.
+var namedEscapes = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\n': 'n', '\r': 'r', '\t': 't', '\b': 'b', '\f': 'f'}
+
 // AppendString appends s as Python's json.dumps(s, ensure_ascii=False):
 // '"', '\\', \n, \r, \t, \b, \f escaped by name, other C0 controls as
 // \u00XX, everything else (DEL, U+2028 included) as UTF-8. Bytes that are
@@ -20,27 +24,13 @@ func AppendString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch c {
-			case '"':
-				dst = append(dst, '\\', '"')
-			case '\\':
-				dst = append(dst, '\\', '\\')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
+			switch {
+			case namedEscapes[c] != 0:
+				dst = append(dst, '\\', namedEscapes[c])
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			default:
-				if c < 0x20 {
-					dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-				} else {
-					dst = append(dst, c)
-				}
+				dst = append(dst, c)
 			}
 			i++
 			continue
