@@ -171,7 +171,7 @@ func seedFiles(t testing.TB) []string {
 }
 
 // triggerBatch is n events of shop.public.orders as the Kestra 2.0 trigger
-// writes them (shared/research/kestra-engine.md §5): NULL columns left out,
+// writes them (harness/debezium/FINDINGS.md §1): NULL columns left out,
 // deletes carrying only the key, metadata {source, ts_ns, operation, ts_us,
 // timestamp}.
 func triggerBatch(n int) []any {

@@ -213,7 +213,7 @@ func Event(row Struct, deleted bool, metadata Struct) Struct {
 }
 
 // TriggerSource is metadata.source as the Kestra 2.0 trigger writes it with
-// Debezium 3.6.1 (shared/research/kestra-engine.md §5): version,
+// Debezium 3.6.1 (harness/debezium/FINDINGS.md §1): version,
 // connector, name, timestamp, snapshot, db, table, row, source, schema,
 // sequence (a JSON array of LSN strings), lsn, ts_us, txId, ts_ns; xmin and
 // origin are left out (NULL, NON_NULL inclusion). Its lsn_commit is

@@ -10,7 +10,8 @@
 //   - a raw COPY of the same N rows (pgx CopyFrom, binary) into a plain table
 //     with the columns of kafka_state.records and no constraint (the limit),
 //     and into a table shaped like kafka_state.records, primary key included
-//     (the "plain COPY" reference of shared/research/probes.md §4).
+//     (the reference the target is set against: a COPY that maintains the
+//     same primary key index kafka_state.records does).
 //
 // and prints records/s for each and the ratios; with -steady, then the
 // steady-state mode of steady.go. Every run is one batch of
@@ -211,7 +212,7 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 	}
 	cs := rate["changesink kafka-state materialize"]
 	fmt.Println()
-	fmt.Printf("changesink / raw COPY into a records-shaped table:   %.2f   (target >= 0.50; the \"plain COPY\" of shared/research/probes.md §4 is into such a table, with its primary key)\n", cs/rate["raw COPY, table shaped like records (PK)"])
+	fmt.Printf("changesink / raw COPY into a records-shaped table:   %.2f   (target >= 0.50; the reference COPY maintains the primary key kafka_state.records has)\n", cs/rate["raw COPY, table shaped like records (PK)"])
 	fmt.Printf("changesink / raw COPY into a plain table:            %.2f   (no index to maintain: a bound below the target's reference)\n", cs/rate["raw COPY, plain table (no constraints)"])
 	if !skipSeed {
 		fmt.Printf("changesink / seed:                                   %.1fx  (target >= 15x)\n", cs/rate["seed (Python, confluent-kafka, psycopg)"])
