@@ -26,6 +26,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -40,12 +41,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/amazon-ion/ion-go/ion"
 
-	"github.com/changesink/changesink/internal/loadavg"
+	"github.com/changesink/changesink/internal/benchrun"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
 )
@@ -108,7 +108,7 @@ func run() error {
 	c.dir = dir
 
 	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; load %s\n",
-		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, loadavg.Read())
+		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, benchrun.LoadAvg())
 	if *steadyOnly {
 		return c.steadyState()
 	}
@@ -525,13 +525,10 @@ func (c config) changesink(db, table, batch string, workers int) (result, error)
 
 // apply times one cdc apply in dir with env.
 func (c config) apply(dir string, env []string) (result, error) {
-	start := time.Now()
-	cmd := exec.Command(c.bin, "cdc", "apply")
-	cmd.Dir, cmd.Env = dir, env
-	out, err := cmd.CombinedOutput()
-	secs := time.Since(start).Seconds()
+	proc, err := benchrun.Run(context.Background(), dir, env, c.bin, "cdc", "apply")
+	out, secs := proc.Output, proc.Elapsed.Seconds()
 	if err != nil {
-		return result{}, fmt.Errorf("apply: %v\n%s", err, out)
+		return result{}, fmt.Errorf("apply: %w", err)
 	}
 	if !bytes.Contains(out, []byte(`"verified":`)) {
 		return result{}, fmt.Errorf("apply printed no outputs:\n%s", out)
@@ -545,8 +542,8 @@ func (c config) apply(dir string, env []string) (result, error) {
 		return result{}, fmt.Errorf("no decode timer in:\n%s", out)
 	}
 	rss := "?"
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = fmt.Sprintf("%.0f MB", float64(ru.Maxrss)/1024)
+	if proc.MaxRSSKiB > 0 {
+		rss = fmt.Sprintf("%.0f MB", float64(proc.MaxRSSKiB)/1024)
 	}
 	outputs := regexp.MustCompile(`::\{"outputs":(\{[^}]*\})\}::`).FindSubmatch(out)
 	note := ""

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/changesink/changesink/internal/loadavg"
+	"github.com/changesink/changesink/internal/benchrun"
 )
 
 // steadyState measures the cost growth: for each size in c.steady, a
@@ -38,7 +38,7 @@ func (c config) steadyState() error {
 		}
 	}
 	fmt.Printf("steady state: %d batches per target size, each %d events over %d keys (binary Ion), %.0f%% deletes; load %s\n",
-		c.batches, c.events, c.keys, 100*c.deletes, loadavg.Read())
+		c.batches, c.events, c.keys, 100*c.deletes, benchrun.LoadAvg())
 	var rows []steadyRow
 	for _, n := range sizes {
 		r, err := c.steadySize(db, n)

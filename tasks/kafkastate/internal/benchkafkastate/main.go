@@ -30,7 +30,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/changesink/changesink/internal/benchrun"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
@@ -371,27 +371,14 @@ func timeProcessOutput(ctx context.Context, name string, args, env []string) (ba
 		return batch{}, 0, nil, err
 	}
 	defer os.RemoveAll(dir)
-	// Peak RSS comes from GNU time: the rusage of a child this (large)
-	// process starts directly includes this process's RSS, because Go
-	// starts children with clone(CLONE_VM) and Linux folds the old memory's
-	// high-water mark into the child's at exec.
-	rssFile := filepath.Join(dir, ".maxrss")
-	cmd := exec.CommandContext(ctx, "/usr/bin/time", append([]string{"-f", "%M", "-o", rssFile, name}, args...)...)
-	cmd.Env = append(env, "WORKING_DIR="+dir)
-	cmd.Dir = dir
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	elapsed := time.Since(start)
+	proc, err := benchrun.Run(ctx, dir, append(env, "WORKING_DIR="+dir), name, args...)
+	out, elapsed, rss := proc.Output, proc.Elapsed, proc.MaxRSSKiB
 	if err != nil {
-		return batch{}, 0, out, fmt.Errorf("%v\n%s", err, out)
-	}
-	var rss int64
-	if b, err := os.ReadFile(rssFile); err == nil {
-		rss, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return batch{}, 0, out, err
 	}
 	if verbose {
 		fmt.Printf("--- %s %s (cpu user %s, system %s)\n%s", filepath.Base(name), strings.Join(args, " "),
-			cmd.ProcessState.UserTime().Round(time.Millisecond), cmd.ProcessState.SystemTime().Round(time.Millisecond), out)
+			proc.State.UserTime().Round(time.Millisecond), proc.State.SystemTime().Round(time.Millisecond), out)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "batch-report.json"))
 	if err != nil {

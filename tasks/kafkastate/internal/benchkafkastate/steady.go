@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/changesink/changesink/internal/loadavg"
+	"github.com/changesink/changesink/internal/benchrun"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
@@ -72,7 +72,7 @@ func (s steadySize) mean(f func(steadyRun) time.Duration) time.Duration {
 // base, always run first) with batches batches of n records each.
 func runSteady(ctx context.Context, e env, bin string, sizes []int, n, batches int, partitions int32) error {
 	fmt.Printf("\nsteady state: batches of %d records (half updates of stored keys, half new keys; all new into the empty table), %d batches per size, %d partitions; load average %s\n",
-		n, batches, partitions, loadavg.Read())
+		n, batches, partitions, benchrun.LoadAvg())
 	var results []steadySize
 	for _, keys := range append([]int{0}, sizes...) {
 		r, err := steadyOne(ctx, e, bin, keys, n, batches, partitions)
@@ -83,7 +83,7 @@ func runSteady(ctx context.Context, e env, bin string, sizes []int, n, batches i
 	}
 	base := results[0]
 	csBase, copyBase := base.mean(func(r steadyRun) time.Duration { return r.changesink }), base.mean(func(r steadyRun) time.Duration { return r.copy })
-	fmt.Printf("\nsteady state summary (means over %d batches; load average now %s)\n", batches, loadavg.Read())
+	fmt.Printf("\nsteady state summary (means over %d batches; load average now %s)\n", batches, benchrun.LoadAvg())
 	fmt.Printf("%-12s %14s %10s %14s %10s %16s %10s\n", "stored keys", "changesink s", "vs empty", "raw COPY s", "vs empty", "changesink/COPY", "peak RSS")
 	for _, r := range results {
 		cs, cp := r.mean(func(r steadyRun) time.Duration { return r.changesink }), r.mean(func(r steadyRun) time.Duration { return r.copy })
