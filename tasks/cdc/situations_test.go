@@ -114,6 +114,21 @@ func overlapEvent(op string, id int64, v string, lsn int64, snapshot string, seq
 	return ev
 }
 
+// snapshotWithoutLedger returns the overlap scenario's target after a
+// snapshot batch (keys 1 and 2 at LSN 1000) whose ledger was then dropped
+// by hand: the baseline of the overlap tests without the snapshot's LSN.
+func snapshotWithoutLedger(t *testing.T) *env {
+	t.Helper()
+	e := scenarioEnv(t, "overlap_stream")
+	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "first", ""), overlapEvent("READ", 2, "snap2", 1000, "last", "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // TestOverlapInOneBatch: issue 9 §1 as the issue writes it. A transaction
 // open while the slot's snapshot is taken wrote key 1 at LSN 950, below the
 // snapshot's 1000, and commits after it: its UPDATE follows the snapshot's
@@ -640,13 +655,7 @@ func TestTransactionWithTwoCommitFloors(t *testing.T) {
 // Such a row (no lsn_commit, no snapshot in the batch or the ledger, older
 // than the target) is refused, naming the key and what to do.
 func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
-	e := scenarioEnv(t, "overlap_stream")
-	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "first", ""), overlapEvent("READ", 2, "snap2", 1000, "last", "")); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
-		t.Fatal(err)
-	}
+	e := snapshotWithoutLedger(t)
 	before := e.physical()
 	_, cfg, err := e.apply(false, overlapEvent("UPDATE", 1, "after", 950, "false", ""), overlapEvent("UPDATE", 2, "after2", 1010, "false", ""))
 	if err == nil {
@@ -666,13 +675,7 @@ func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
 // like the seed flow's tests) is versioned by its LSNs, as the seed does:
 // on the same baseline, the older key is skipped and the newer applied.
 func TestOlderWithoutSequenceOnABaseline(t *testing.T) {
-	e := scenarioEnv(t, "overlap_stream")
-	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "first", ""), overlapEvent("READ", 2, "snap2", 1000, "last", "")); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
-		t.Fatal(err)
-	}
+	e := snapshotWithoutLedger(t)
 	res, _, err := e.apply(false,
 		withSource(overlapEvent("UPDATE", 1, "after", 950, "false", ""), "sequence", nil),
 		withSource(overlapEvent("UPDATE", 2, "after2", 1010, "false", ""), "sequence", nil))
