@@ -15,6 +15,7 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/redact"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 type panicCLI struct {
@@ -40,12 +41,7 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	var out bytes.Buffer
 	a := &app{ctx: context.Background(), em: kestra.NewEmitter(&out, nil), mask: &redact.Masker{}}
 	err = runCommand(kctx, a)
-	if err == nil || !strings.Contains(err.Error(), "panic: boom") {
-		t.Fatalf("runCommand = %v, want the panic as an error", err)
-	}
-	if got := outcome.Classify(err); got != outcome.Internal {
-		t.Fatalf("Classify = %v, want internal", got)
-	}
+	testenv.WantError(t, err, outcome.Internal, nil, "panic: boom")
 	if code := fail(a.em, outcome.Classify(err), err); code != 4 {
 		t.Fatalf("exit code = %d, want 4", code)
 	}

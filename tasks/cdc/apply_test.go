@@ -12,6 +12,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -68,9 +69,7 @@ func TestApplyRefusalWritesNothing(t *testing.T) {
 	_, cfg, err := e.apply(false,
 		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(10), int64(500), strings.Repeat("x", 33), int64(101), false))
-	if !errors.Is(err, ErrBadValue) || outcome.Classify(err) != outcome.Refused {
-		t.Fatalf("err = %v (class %v), want a refused ErrBadValue", err, outcome.Classify(err))
-	}
+	testenv.WantError(t, err, outcome.Refused, ErrBadValue)
 	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
 		t.Errorf("refused batch wrote %s rows", n[0])
 	}
@@ -154,9 +153,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 			cfg := e.config("")
 			cfg.Mapping = &m
 			_, err := Setup(context.Background(), cfg)
-			if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config {
-				t.Fatalf("err = %v, want a config ErrTargetMismatch", err)
-			}
+			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
 		})
 	}
 
@@ -184,12 +181,8 @@ func TestSetupDateTime64(t *testing.T) {
 		}
 		return
 	}
-	if !errors.Is(err, ErrUnsupportedServer) || outcome.Classify(err) != outcome.Config {
-		t.Fatalf("err = %v, want a config ErrUnsupportedServer", err)
-	}
-	if !strings.Contains(err.Error(), `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`) {
-		t.Errorf("message: %v", err)
-	}
+	testenv.WantError(t, err, outcome.Config, ErrUnsupportedServer)
+	testenv.CheckError(t, err, outcome.Config, ErrUnsupportedServer, `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`)
 	// Apply refuses the same way, after validating the batch.
 	_, _, err = e.apply(false, everythingEvent(everythingRow(1, true), 5))
 	if !errors.Is(err, ErrUnsupportedServer) {
@@ -200,9 +193,7 @@ func TestSetupDateTime64(t *testing.T) {
 func TestApplyWithoutSetup(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	_, cfg, err := e.apply(false, orderEvent(1, int64(1), int64(1), "x", int64(5), false))
-	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "run changesink cdc setup first") {
-		t.Fatalf("err = %v", err)
-	}
+	testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, "run changesink cdc setup first")
 	noOutputs(t, cfg)
 }
 
@@ -262,15 +253,9 @@ func TestApplyOlderBatchAfterNewer(t *testing.T) {
 	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(20), int64(1), "new", int64(150), false),
 		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
-	if !errors.Is(err, ErrWentBackwards) || outcome.Classify(err) != outcome.Refused {
-		t.Fatalf("err = %v, want a refused ErrWentBackwards", err)
-	}
-	for _, want := range []string{"record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
-		"rebuild the target", "do not apply it"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the refusal does not say %q: %v", want, err)
-		}
-	}
+	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
+	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards, "record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
+		"rebuild the target", "do not apply it")
 	noOutputs(t, cfg)
 	if after := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn"); strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
@@ -298,9 +283,7 @@ func TestApplyTargetConflict(t *testing.T) {
 	}
 	_, cfg, err := e.apply(false, orderEvent(2, int64(1), int64(1), "x", int64(90), false),
 		orderEvent(1, int64(10), int64(501), "new", int64(100), false))
-	if !errors.Is(err, ErrTargetConflict) || outcome.Classify(err) != outcome.Refused {
-		t.Fatalf("err = %v, want a refused ErrTargetConflict", err)
-	}
+	testenv.WantError(t, err, outcome.Refused, ErrTargetConflict)
 	if want := "record 2 (key id=1, LSN 100): target has a different payload for the same key and LSN"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
@@ -382,9 +365,7 @@ func TestApplyVerifyFailure(t *testing.T) {
 		return e.conn.Exec(ctx, "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 2, 20, 700, 'other', 101, 0")
 	}
 	_, err := Apply(context.Background(), cfg)
-	if !errors.Is(err, ErrVerify) || outcome.Classify(err) != outcome.Refused {
-		t.Fatalf("err = %v, want a refused ErrVerify", err)
-	}
+	testenv.WantError(t, err, outcome.Refused, ErrVerify)
 	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this version"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
@@ -448,12 +429,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 	if err == nil {
 		t.Fatal("succeeded without its ledger row")
 	}
-	if k := outcome.Classify(err); k != outcome.Transient {
-		t.Errorf("class %v, want transient: %v", k, err)
-	}
-	if !strings.Contains(err.Error(), "was dropped during this run") || !strings.Contains(err.Error(), "re-run") {
-		t.Errorf("message %v", err)
-	}
+	testenv.CheckError(t, err, outcome.Transient, nil, "was dropped during this run", "re-run")
 	noOutputs(t, cfg)
 	res, err := Apply(context.Background(), e.config(path))
 	if err != nil {

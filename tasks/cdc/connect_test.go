@@ -6,7 +6,6 @@ package cdc
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -44,12 +43,7 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 			if err == nil {
 				t.Fatal("Setup succeeded")
 			}
-			if k := outcome.Classify(err); k != outcome.Config {
-				t.Errorf("class %v, want config: %v", k, err)
-			}
-			if !strings.Contains(err.Error(), "secure") {
-				t.Errorf("error does not point at the secure setting: %v", err)
-			}
+			testenv.CheckError(t, err, outcome.Config, nil, "secure")
 			t.Log(err)
 		})
 	}
@@ -117,9 +111,7 @@ func TestStopWhileConnecting(t *testing.T) {
 			if el > 5*time.Second {
 				t.Errorf("returned %v after the stop (%v)", el, err)
 			}
-			if k := outcome.Classify(err); k != outcome.Transient {
-				t.Errorf("class %v, want transient: %v", k, err)
-			}
+			testenv.CheckError(t, err, outcome.Transient, nil)
 			noOutputs(t, cfg)
 		})
 	}
@@ -130,9 +122,7 @@ func TestStopWhileConnecting(t *testing.T) {
 func TestInvalidPortIsConfig(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
 	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}})
-	if k := outcome.Classify(err); k != outcome.Config {
-		t.Errorf("class %v, want config: %v", k, err)
-	}
+	testenv.CheckError(t, err, outcome.Config, nil)
 }
 
 // TestClickHouseCAFile: secure=true on the server's TLS port with the CA
@@ -173,14 +163,8 @@ func TestClickHouseCAFile(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Setup(context.Background(), tt.cfg)
-			if err == nil || outcome.Classify(err) != outcome.Config {
-				t.Fatalf("err = %v (class %v), want a configuration error", err, outcome.Classify(err))
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q: %v", w, err)
-				}
-			}
+			testenv.WantError(t, err, outcome.Config, nil)
+			testenv.CheckError(t, err, outcome.Config, nil, tt.want...) // and go on to the password
 			if strings.Contains(err.Error(), vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]) {
 				t.Errorf("error shows the password: %v", err)
 			}
@@ -221,12 +205,7 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			if err == nil {
 				t.Fatal("a stopped run succeeded")
 			}
-			if k := outcome.Classify(err); k != outcome.Transient {
-				t.Errorf("class %v, want transient: %v", k, err)
-			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "re-run") || !errors.Is(err, context.Canceled) {
-				t.Errorf("message %q, want it to say %q and re-run", err, tc.want)
-			}
+			testenv.CheckError(t, err, outcome.Transient, context.Canceled, tc.want, "re-run")
 			noOutputs(t, cfg)
 			if _, err := Apply(context.Background(), e.config(path)); err != nil {
 				t.Fatalf("re-run: %v", err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -27,12 +28,7 @@ func TestBatchFileIsADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Apply(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"}, BatchFile: dir})
-	if err == nil {
-		t.Fatal("Apply succeeded")
-	}
-	if k := outcome.Classify(err); k != outcome.Config || !errors.Is(err, ErrConfig) {
-		t.Errorf("class %v, want a config ErrConfig: %v", k, err)
-	}
+	testenv.WantError(t, err, outcome.Config, ErrConfig)
 }
 
 // TestInvalidUTF8Refused: an Ion string (or symbol) is Unicode text;

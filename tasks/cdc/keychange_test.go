@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -198,9 +199,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 // RecordError is want, message included.
 func refusedAt(t *testing.T, err, sentinel error, want *RecordError) {
 	t.Helper()
-	if !errors.Is(err, sentinel) || outcome.Classify(err) != outcome.Refused {
-		t.Fatalf("err = %v (class %v), want a refused %v", err, outcome.Classify(err), sentinel)
-	}
+	testenv.WantError(t, err, outcome.Refused, sentinel)
 	var re *RecordError
 	if !errors.As(err, &re) {
 		t.Fatalf("err = %v, not a *RecordError", err)

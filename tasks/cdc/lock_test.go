@@ -132,9 +132,7 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 	defer a.release(context.Background())
 	timing.wait = 2 * time.Second
 	_, err := tbl.lock(context.Background(), timing)
-	if !errors.Is(err, ErrTargetLocked) || outcome.Classify(err) != outcome.Transient {
-		t.Fatalf("err = %v, want a transient ErrTargetLocked", err)
-	}
+	testenv.WantError(t, err, outcome.Transient, ErrTargetLocked)
 	host, _ := os.Hostname()
 	if want := fmt.Sprintf("holder %s on host %s, pid %d", a.id, host, os.Getpid()); !strings.Contains(err.Error(), want) {
 		t.Errorf("message does not name the holder (%s): %v", want, err)

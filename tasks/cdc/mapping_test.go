@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 func TestShippedOrdersMapping(t *testing.T) {
@@ -125,12 +126,7 @@ func TestMappingErrors(t *testing.T) {
 
 func TestLoadMappingMissingFile(t *testing.T) {
 	_, err := LoadMapping("testdata/no-such.mapping.yaml")
-	if !errors.Is(err, ErrMapping) || !strings.Contains(err.Error(), "testdata/no-such.mapping.yaml: cannot read the mapping file") {
-		t.Fatalf("err = %v", err)
-	}
-	if k := outcome.Classify(err); k != outcome.Config {
-		t.Errorf("class = %v, want config", k)
-	}
+	testenv.WantError(t, err, outcome.Config, ErrMapping, "testdata/no-such.mapping.yaml: cannot read the mapping file")
 }
 
 func TestParseType(t *testing.T) {

@@ -39,9 +39,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 			}
-			if k := outcome.Classify(err); k != outcome.Transient {
-				t.Errorf("class %v, want transient: %v", k, err)
-			}
+			testenv.CheckError(t, err, outcome.Transient, nil)
 			var re *RecordError
 			if errors.As(err, &re) {
 				t.Errorf("a lost server reported as a record fault: %v", err)
@@ -160,9 +158,7 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				if err == nil {
 					t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 				}
-				if k := outcome.Classify(err); k != outcome.Transient {
-					t.Errorf("class %v, want transient: %v", k, err)
-				}
+				testenv.CheckError(t, err, outcome.Transient, nil)
 				noOutputs(t, cfg)
 				got0 := e.liveJSON()
 				if got0 != before && got0 != want {

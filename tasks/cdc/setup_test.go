@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestSetupExistingTableMissingColumn: setup against an existing
@@ -30,9 +31,7 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Setup(context.Background(), e.config(""))
-			if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config {
-				t.Fatalf("err = %v (class %v), want a config ErrTargetMismatch", err, outcome.Classify(err))
-			}
+			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
 			if name == "missing column" && !strings.Contains(err.Error(), `"status"`) {
 				t.Errorf("error does not name the missing column: %v", err)
 			}
@@ -67,9 +66,7 @@ func TestSetupDecimal256(t *testing.T) {
 		}
 		return
 	}
-	if !errors.Is(err, ErrUnsupportedServer) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), `column "amount"`) {
-		t.Fatalf("err = %v (class %v), want a config ErrUnsupportedServer naming the column", err, outcome.Classify(err))
-	}
+	testenv.WantError(t, err, outcome.Config, ErrUnsupportedServer, `column "amount"`)
 }
 
 // TestSetupStaleLiveView: after a column is added (to the mapping and
@@ -93,9 +90,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 	cfg := e.config("")
 	cfg.Mapping = wider
 	_, err = Setup(context.Background(), cfg)
-	if !errors.Is(err, ErrTargetMismatch) || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "orders_live") {
-		t.Fatalf("err = %v, want a config ErrTargetMismatch naming the view", err)
-	}
+	testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, "orders_live")
 	t.Log(err)
 	// Dropping the view, as the message says, lets setup make the new one.
 	if err := e.conn.Exec(context.Background(), "DROP TABLE "+e.db+".orders_live"); err != nil {
@@ -127,14 +122,8 @@ func TestSetupNoDatabase(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.m.Target.Database = e.db + "_absent"
 	_, err := Setup(context.Background(), e.config(""))
-	if !errors.Is(err, ErrNoDatabase) || outcome.Classify(err) != outcome.Config {
-		t.Fatalf("err = %v (class %v), want a config ErrNoDatabase", err, outcome.Classify(err))
-	}
-	for _, want := range []string{e.db + "_absent", "CREATE DATABASE", "create_database: true"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error does not say %q: %v", want, err)
-		}
-	}
+	testenv.WantError(t, err, outcome.Config, ErrNoDatabase)
+	testenv.CheckError(t, err, outcome.Config, ErrNoDatabase, e.db+"_absent", "CREATE DATABASE", "create_database: true")
 	if strings.Contains(err.Error(), "run changesink cdc setup") {
 		t.Errorf("setup tells the user to run setup: %v", err)
 	}

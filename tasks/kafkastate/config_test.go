@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 func validConfig() Config {
@@ -55,15 +56,7 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want an error with %q", tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Validate() = %q, want it to contain %q", err, tt.want)
-			}
-			if got := outcome.Classify(err); got != outcome.Config {
-				t.Errorf("Classify = %v, want config", got)
-			}
+			testenv.CheckError(t, err, outcome.Config, nil, tt.want)
 		})
 	}
 }

@@ -180,12 +180,7 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 	if err == nil {
 		t.Fatal("the run succeeded after its backend was terminated")
 	}
-	if k := outcome.Classify(err); k != outcome.Transient {
-		t.Errorf("Classify = %v, want transient; error: %v", k, err)
-	}
-	if !strings.Contains(err.Error(), "postgresql") {
-		t.Errorf("error %q does not say PostgreSQL failed", err)
-	}
+	testenv.CheckError(t, err, outcome.Transient, nil, "postgresql")
 	t.Logf("error: %v", err)
 	if after := e.snapshot(t); after != before {
 		t.Fatal("a run whose backend was terminated committed something")
@@ -221,12 +216,7 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 			if err == nil {
 				t.Fatal("the run succeeded although the broker stopped mid-batch")
 			}
-			if k := outcome.Classify(err); k != outcome.Transient {
-				t.Errorf("Classify = %v, want transient; error: %v", k, err)
-			}
-			if !strings.Contains(err.Error(), e.topic) || !strings.Contains(err.Error(), "kafka fetch") {
-				t.Errorf("error %q does not name the topic and the Kafka fetch", err)
-			}
+			testenv.CheckError(t, err, outcome.Transient, nil, e.topic, "kafka fetch")
 			bound := time.Duration(cfg.PollSeconds)*time.Second + kafkaTimeout + 5*time.Second
 			if d := end.Sub(time.Unix(0, cut)); d > bound {
 				t.Errorf("the error came %s after the outage, want within %s", d, bound)
@@ -309,9 +299,7 @@ func TestSCRAM(t *testing.T) {
 		cfg.KafkaProperties = props("SCRAM-SHA-256", wrong)
 		before := e.snapshot(t)
 		_, err := e.run(t, cfg, hooks{})
-		if err == nil || outcome.Classify(err) != outcome.Config {
-			t.Fatalf("error = %v (class %v), want a configuration error", err, outcome.Classify(err))
-		}
+		testenv.WantError(t, err, outcome.Config, nil)
 		if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]) {
 			t.Errorf("error shows a password: %v", err)
 		}
@@ -374,9 +362,7 @@ func TestStopBeforeCommit(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
 	_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, hooks{beforeCommit: cancel})
-	if err == nil || outcome.Classify(err) != outcome.Transient {
-		t.Fatalf("err = %v (class %v), want a transient error", err, outcome.Classify(err))
-	}
+	testenv.WantError(t, err, outcome.Transient, nil)
 	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
 		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
 	}
@@ -402,9 +388,7 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 		time.Sleep(time.Second) // idle in the transaction, as during a slow Kafka request
 		return nil
 	}})
-	if err == nil || outcome.Classify(err) != outcome.Transient {
-		t.Fatalf("err = %v (class %v), want transient", err, outcome.Classify(err))
-	}
+	testenv.WantError(t, err, outcome.Transient, nil)
 	if after := e.snapshot(t); after != before {
 		t.Fatal("a run whose session the server ended committed something")
 	}

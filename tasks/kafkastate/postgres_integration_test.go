@@ -71,13 +71,9 @@ func TestReadOnlyDatabase(t *testing.T) {
 	}
 	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET default_transaction_read_only = on`)
 	_, err = Setup(testCtx(t, time.Minute), e.pg)
-	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "read-only") {
-		t.Errorf("setup: err = %v (class %v), want a configuration error saying read-only", err, outcome.Classify(err))
-	}
+	testenv.CheckError(t, err, outcome.Config, nil, "read-only")
 	_, err = e.run(t, e.config(), hooks{})
-	if err == nil || outcome.Classify(err) != outcome.Config || !strings.Contains(err.Error(), "read-only") {
-		t.Errorf("materialize: err = %v (class %v), want a configuration error saying read-only", err, outcome.Classify(err))
-	}
+	testenv.CheckError(t, err, outcome.Config, nil, "read-only")
 }
 
 // TestNonUTF8Database: a database whose encoding is not UTF8. The batch's

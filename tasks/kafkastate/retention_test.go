@@ -1,14 +1,13 @@
 package kafkastate
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestRetentionFrom: how a describe configs answer becomes the tombstone
@@ -78,17 +77,7 @@ func TestRetentionFrom(t *testing.T) {
 			if err == nil {
 				t.Fatalf("retentionFrom = %+v, want an error", got)
 			}
-			if k := outcome.Classify(err); k != tc.kind {
-				t.Errorf("kind %s, want %s: %v", k, tc.kind, err)
-			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
-				t.Errorf("error does not wrap %v: %v", tc.is, err)
-			}
-			for _, s := range tc.says {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error does not say %q: %v", s, err)
-				}
-			}
+			testenv.CheckError(t, err, tc.kind, tc.is, tc.says...)
 		})
 	}
 }
