@@ -65,10 +65,12 @@ class KafkaFlowTest extends EngineTest {
         topics.forEach(Services::deleteTopic);
     }
 
-    private String topic(String name) throws Exception {
+    /** A compacted topic of this test's own (2 partitions, deleted after the class), holding these records. */
+    private String topic(String name, Services.Rec... records) throws Exception {
         String t = "kestra-" + name + "-" + suffix;
         Services.createCompactedTopic(t, 2);
         topics.add(t);
+        Services.produce(t, List.of(records));
         return t;
     }
 
@@ -78,9 +80,8 @@ class KafkaFlowTest extends EngineTest {
 
     @Test
     void materializesThenVerifies() throws Exception {
-        String topic = topic("ok");
-        Services.produce(topic, List.of(new Services.Rec(0, "alice", "{\"tier\":\"gold\"}"), new Services.Rec(1, "bob", "{\"tier\":\"silver\"}"),
-            new Services.Rec(0, "carol", "{\"tier\":\"none\"}"), new Services.Rec(0, "carol", null), new Services.Rec(1, "bob", "{\"tier\":\"gold\"}")));
+        String topic = topic("ok", new Services.Rec(0, "alice", "{\"tier\":\"gold\"}"), new Services.Rec(1, "bob", "{\"tier\":\"silver\"}"),
+            new Services.Rec(0, "carol", "{\"tier\":\"none\"}"), new Services.Rec(0, "carol", null), new Services.Rec(1, "bob", "{\"tier\":\"gold\"}"));
 
         Execution e = run(topic);
         assertEquals(State.Type.SUCCESS, e.getState().getCurrent(), describe(e));
@@ -138,8 +139,7 @@ class KafkaFlowTest extends EngineTest {
 
     @Test
     void refusalFailsTheExecutionWithItsErrorClass() throws Exception {
-        String topic = topic("refused");
-        Services.produce(topic, List.of(new Services.Rec(0, "alice", "{\"tier\":\"gold\"}"), new Services.Rec(1, "bob", "not json")));
+        String topic = topic("refused", new Services.Rec(0, "alice", "{\"tier\":\"gold\"}"), new Services.Rec(1, "bob", "not json"));
 
         Execution e = run(topic);
         assertEquals(State.Type.FAILED, e.getState().getCurrent(), describe(e));
@@ -167,8 +167,7 @@ class KafkaFlowTest extends EngineTest {
     /** The seed's If/Fail path: a record ahead of its durable position (an external write) stops the run. */
     @Test
     void recordAheadOfItsPositionReachesTheSeedsFail() throws Exception {
-        String topic = topic("ahead");
-        Services.produce(topic, List.of(new Services.Rec(0, "alice", "{\"tier\":\"gold\"}"), new Services.Rec(1, "bob", "{\"tier\":\"silver\"}")));
+        String topic = topic("ahead", new Services.Rec(0, "alice", "{\"tier\":\"gold\"}"), new Services.Rec(1, "bob", "{\"tier\":\"silver\"}"));
         Execution first = run(topic);
         assertEquals(State.Type.SUCCESS, first.getState().getCurrent(), describe(first));
 

@@ -17,6 +17,27 @@ final class Scenarios {
             overlapBlocked(), overlapStream(), infinity());
     }
 
+    /**
+     * The steps most scenarios take: the snapshot poll, then each SQL text (a transaction, or statements in
+     * autocommit) followed by a poll of its own ("stream" when there is one text, "stream-1", "stream-2", ... when
+     * there are several), then polls until the slot is drained.
+     */
+    private static Scenario.Steps streamed(String... sql) {
+        return streamed(Evaluation.Settings.seed(), sql);
+    }
+
+    /** {@link #streamed(String...)} with every evaluation on these settings. */
+    private static Scenario.Steps streamed(Evaluation.Settings settings, String... sql) {
+        return run -> {
+            run.poll("snapshot", settings);
+            for (int i = 0; i < sql.length; i++) {
+                run.sql(sql[i]);
+                run.poll(sql.length == 1 ? "stream" : "stream-" + (i + 1), settings);
+            }
+            run.drain("drained", settings);
+        };
+    }
+
     private static final List<Col> ORDERS = List.of(
         Col.of("id", "bigint PRIMARY KEY", "Int64"),
         Col.of("customer_id", "bigint NOT NULL", "Int64"),
@@ -30,9 +51,7 @@ final class Scenarios {
             "orders", ORDERS, List.of("id"),
             (full ? "ALTER TABLE public.orders REPLICA IDENTITY FULL;\n" : "")
                 + "INSERT INTO public.orders VALUES (1, 101, 1099, 'new'), (2, 102, 2099, 'new'), (3, 103, 3099, 'paid');",
-            run -> {
-                run.poll("snapshot");
-                run.sql("""
+            streamed("""
                     BEGIN;
                     INSERT INTO public.orders VALUES (4, 104, 4099, 'new');
                     INSERT INTO public.orders VALUES (5, 105, 5099, 'new');
@@ -45,12 +64,8 @@ final class Scenarios {
                     BEGIN;
                     DELETE FROM public.orders WHERE id = 2;
                     DELETE FROM public.orders WHERE id = 5;
-                    COMMIT;""");
-                run.poll("stream-1");
-                run.sql("UPDATE public.orders SET status = 'cancelled' WHERE id = 3;");
-                run.poll("stream-2");
-                run.drain("drained");
-            });
+                    COMMIT;""",
+                "UPDATE public.orders SET status = 'cancelled' WHERE id = 3;"));
     }
 
     /** One transaction that changes one key many times, deletes a key and inserts it again. */
@@ -61,9 +76,7 @@ final class Scenarios {
                 Col.of("note", "text NOT NULL", "String")),
             List.of("id"),
             "INSERT INTO public.items VALUES (1, 10, 'one'), (2, 20, 'two');",
-            run -> {
-                run.poll("snapshot");
-                run.sql("""
+            streamed("""
                     BEGIN;
                     UPDATE public.items SET qty = qty + 1 WHERE id = 1;
                     UPDATE public.items SET qty = qty + 1 WHERE id = 1;
@@ -74,10 +87,7 @@ final class Scenarios {
                     INSERT INTO public.items VALUES (3, 32, 'three again');
                     DELETE FROM public.items WHERE id = 2;
                     INSERT INTO public.items VALUES (2, 22, 'two reborn');
-                    COMMIT;""");
-                run.poll("stream");
-                run.drain("drained");
-            });
+                    COMMIT;"""));
     }
 
     private static List<Col> typeColumns(boolean current) {
@@ -127,9 +137,7 @@ final class Scenarios {
                    'FFFFFFFF-0000-0000-0000-00000000000F', '2149-06-06', '2100-12-31', '2106-02-07 06:28:15', '1970-01-01 00:00:01',
                    '2106-02-07 06:28:15+00', '2024-06-30 23:59:59+02:00', '{"big": 12345678901234567890, "f": 1.0e+2, "s": "a\\"b"}',
                    '"just a string"', '\\x000102ff', '\\x7f');""",
-            run -> {
-                run.poll("snapshot");
-                run.sql("""
+            streamed("""
                     BEGIN;
                     INSERT INTO public.everything VALUES
                       (4, 4, 44, 400, 440, 4000, 4400, 4.00, 0.00, 0, 0.000, 4.0, -4.0, 4.5, -4.5, false, true,
@@ -144,10 +152,7 @@ final class Scenarios {
                       f32_n = NULL, f64_n = NULL, flag_n = NULL, txt_n = NULL, code_n = NULL, uid_n = NULL, day_n = NULL,
                       at_n = NULL, at_tz_n = NULL, doc_n = NULL, bin_n = NULL, txt = 'nulled' WHERE id = 2;
                     DELETE FROM public.everything WHERE id = 3;
-                    COMMIT;""");
-                run.poll("stream");
-                run.drain("drained");
-            });
+                    COMMIT;"""));
     }
 
     /** Values outside what ClickHouse 18.16 holds: sub-second times, time zones, pre-1970, NaN, infinities. */
@@ -172,12 +177,7 @@ final class Scenarios {
                   (2, '1900-01-01 00:00:00.000001', '1970-01-01 00:00:00.5-03:00', '1900-01-01', 0.00000000000000000001, -0.001, 0.1, '-0'),
                   (3, '1969-12-31 23:59:59.999999', '2024-01-01 00:00:00+14', '2149-06-07', 123456789012345678901234567890.123456789, 999.999, '-Infinity', 5e-324),
                   (4, 'infinity', NULL, NULL, -1e30, NULL, 16777217, 0.1);""",
-            run -> {
-                run.poll("snapshot");
-                run.sql("INSERT INTO public.edge SELECT id + 10, at, at_tz, day, num, price, f32, f64 FROM public.edge WHERE id <= 4;");
-                run.poll("stream");
-                run.drain("drained");
-            });
+            streamed("INSERT INTO public.edge SELECT id + 10, at, at_tz, day, num, price, f32, f64 FROM public.edge WHERE id <= 4;"));
     }
 
     /**
@@ -207,14 +207,9 @@ final class Scenarios {
             List.of("id"),
             "INSERT INTO public.defaulted VALUES (1, NULL, NULL, NULL), (2, 'set', 2, false);\n"
                 + "INSERT INTO public.defaulted (id) VALUES (3);",
-            run -> {
-                run.poll("snapshot");
-                run.sql("""
+            streamed("""
                     INSERT INTO public.defaulted VALUES (4, NULL, NULL, NULL);
-                    UPDATE public.defaulted SET note = NULL, qty = NULL, flag = NULL WHERE id = 2;""");
-                run.poll("stream");
-                run.drain("drained");
-            });
+                    UPDATE public.defaulted SET note = NULL, qty = NULL, flag = NULL WHERE id = 2;"""));
     }
 
     /** TOASTed text, jsonb and bytea (stored out of line, uncompressed) left unchanged by an update. */
@@ -231,19 +226,13 @@ final class Scenarios {
                   ALTER COLUMN blob SET STORAGE EXTERNAL;
                 INSERT INTO public.docs SELECT i, 'new', repeat(md5(i::text), 100), jsonb_build_object('pad', repeat(md5(i::text), 100)),
                   decode(repeat(md5(i::text), 200), 'hex') FROM generate_series(1, 2) i;""",
-            run -> {
-                run.poll("snapshot");
-                run.sql("""
+            streamed("""
                     BEGIN;
                     UPDATE public.docs SET status = 'touched' WHERE id = 1;
                     UPDATE public.docs SET status = 'body changed', body = body || '!' WHERE id = 2;
                     INSERT INTO public.docs VALUES (3, 'small', 'short body', '{"small": true}', '\\x03');
-                    COMMIT;""");
-                run.poll("stream-1");
-                run.sql("DELETE FROM public.docs WHERE id = 1;");
-                run.poll("stream-2");
-                run.drain("drained");
-            });
+                    COMMIT;""",
+                "DELETE FROM public.docs WHERE id = 1;"));
     }
 
     /** A primary-key swap in one statement (DEFERRABLE key, REPLICA IDENTITY FULL). */
@@ -256,12 +245,7 @@ final class Scenarios {
                 ALTER TABLE public.swap ADD CONSTRAINT swap_pkey PRIMARY KEY (id) DEFERRABLE;
                 ALTER TABLE public.swap REPLICA IDENTITY FULL;
                 INSERT INTO public.swap VALUES (5, 'five'), (6, 'six'), (7, 'seven'), (8, 'eight');""",
-            run -> {
-                run.poll("snapshot");
-                run.sql("UPDATE public.swap SET id = CASE id WHEN 6 THEN 7 WHEN 7 THEN 6 END WHERE id IN (6, 7);");
-                run.poll("stream");
-                run.drain("drained");
-            });
+            streamed("UPDATE public.swap SET id = CASE id WHEN 6 THEN 7 WHEN 7 THEN 6 END WHERE id IN (6, 7);"));
     }
 
     /** TRUNCATE with the seed's settings, and with skipped.operations=none (the trigger's properties). */
@@ -274,15 +258,10 @@ final class Scenarios {
             List.of(Col.of("id", "integer PRIMARY KEY", "Int32"), Col.of("v", "text NOT NULL", "String")),
             List.of("id"),
             "INSERT INTO public.trunc VALUES (1, 'one'), (2, 'two');",
-            run -> {
-                run.poll("snapshot", s);
-                run.sql("""
+            streamed(s, """
                     INSERT INTO public.trunc VALUES (3, 'three');
                     TRUNCATE public.trunc;
-                    INSERT INTO public.trunc VALUES (4, 'four');""");
-                run.poll("stream", s);
-                run.drain("drained", s);
-            });
+                    INSERT INTO public.trunc VALUES (4, 'four');"""));
     }
 
     private static final List<Col> OVERLAP = List.of(Col.of("id", "integer PRIMARY KEY", "Int32"),

@@ -6,6 +6,8 @@ import com.fasterxml.jackson.annotation.JsonIgnore;
 import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.annotation.JsonSetter;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
+import lombok.Getter;
+import lombok.Setter;
 
 import java.time.Instant;
 import java.util.Map;
@@ -15,16 +17,23 @@ import java.util.Map;
  * {@link Operation}, {@code ts_ms} into an Instant, {@code before}/{@code after} through {@link PlainMapDeserializer},
  * {@code transaction} as a map; {@code ts_us}, {@code ts_ns} (and anything else) into the any-setter map. Like the
  * real class (a Lombok all-args constructor), it is built through a creator, so Jackson buffers the other fields.
+ * Its getters, and the setters of the row images and the transaction, are Lombok's, as the real class's are
+ * ({@code @Data}); the fields' {@code @JsonIgnore} keeps {@code operation} and {@code timestamp} out of Jackson's
+ * view, getters included, as there.
  */
+@Getter
 public class Envelope extends Message {
     @JsonIgnore
     private Operation operation;
     @JsonIgnore
     private Instant timestamp;
     @JsonDeserialize(using = PlainMapDeserializer.class)
+    @Setter
     private Map<String, Object> before;
     @JsonDeserialize(using = PlainMapDeserializer.class)
+    @Setter
     private Map<String, Object> after;
+    @Setter
     private Map<String, Object> transaction;
 
     @JsonCreator
@@ -34,16 +43,6 @@ public class Envelope extends Message {
         this.before = before;
         this.after = after;
         this.transaction = transaction;
-    }
-
-    @JsonIgnore
-    public Operation getOperation() {
-        return operation;
-    }
-
-    @JsonIgnore
-    public Instant getTimestamp() {
-        return timestamp;
     }
 
     @JsonGetter("op")
@@ -64,29 +63,5 @@ public class Envelope extends Message {
     @JsonSetter("ts_ms")
     public void setTsMs(Long value) {
         this.timestamp = Instant.ofEpochMilli(value);
-    }
-
-    public Map<String, Object> getBefore() {
-        return before;
-    }
-
-    public void setBefore(Map<String, Object> before) {
-        this.before = before;
-    }
-
-    public Map<String, Object> getAfter() {
-        return after;
-    }
-
-    public void setAfter(Map<String, Object> after) {
-        this.after = after;
-    }
-
-    public Map<String, Object> getTransaction() {
-        return transaction;
-    }
-
-    public void setTransaction(Map<String, Object> transaction) {
-        this.transaction = transaction;
     }
 }

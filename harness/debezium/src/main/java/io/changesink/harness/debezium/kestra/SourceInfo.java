@@ -4,6 +4,8 @@ import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import com.fasterxml.jackson.annotation.JsonSetter;
+import lombok.Getter;
+import lombok.Setter;
 
 import java.time.Instant;
 
@@ -16,8 +18,11 @@ import java.time.Instant;
  * afterwards in reverse order, so the any-setter HashMap receives lsn before ts_us. Those two share a HashMap
  * bucket, so the insertion order shows: the real batches have {@code ..., sequence, lsn, ts_us, ...}.
  * {@code ts_ms} lands in {@code timestamp} (an Instant), {@code collection} in {@code table}; {@code row} is never
- * set by the PostgreSQL connector and is written as null, as is {@code source}.
+ * set by the PostgreSQL connector and is written as null, as is {@code source}. The getters and setters are
+ * Lombok's, as the real class's are ({@code @Data}).
  */
+@Getter
+@Setter
 @JsonPropertyOrder({"version", "connector", "name", "timestamp", "snapshot", "db", "table", "row"})
 public class SourceInfo extends Message {
     private String version;
@@ -44,77 +49,13 @@ public class SourceInfo extends Message {
         this.row = row;
     }
 
-    public String getVersion() {
-        return version;
-    }
-
-    public void setVersion(String version) {
-        this.version = version;
-    }
-
-    public String getConnector() {
-        return connector;
-    }
-
-    public void setConnector(String connector) {
-        this.connector = connector;
-    }
-
-    public String getName() {
-        return name;
-    }
-
-    public void setName(String name) {
-        this.name = name;
-    }
-
-    public Instant getTimestamp() {
-        return timestamp;
-    }
-
-    public void setTimestamp(Instant timestamp) {
-        this.timestamp = timestamp;
-    }
-
     @JsonSetter("ts_ms")
     public void setTsMs(Long value) {
         this.timestamp = Instant.ofEpochMilli(value);
     }
 
-    public String getSnapshot() {
-        return snapshot;
-    }
-
-    public void setSnapshot(String snapshot) {
-        this.snapshot = snapshot;
-    }
-
-    public String getDb() {
-        return db;
-    }
-
-    public void setDb(String db) {
-        this.db = db;
-    }
-
-    public String getTable() {
-        return table;
-    }
-
-    public void setTable(String table) {
-        this.table = table;
-    }
-
     @JsonSetter("collection")
     public void setCollection(String value) {
         this.table = value;
-    }
-
-    public Integer getRow() {
-        return row;
-    }
-
-    public void setRow(Integer row) {
-        this.row = row;
     }
 }
