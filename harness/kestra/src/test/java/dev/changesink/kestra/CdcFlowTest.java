@@ -56,7 +56,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * services listen on 127.0.0.1), clickhouse_url, postgres_host/port, and, per test, postgres_database and the
  * inline mapping's source and target databases (every test has a ClickHouse database of its own).
  */
-@KestraTest(startRunner = true)
+@KestraTest(startRunner = true, startApplication = false)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class CdcFlowTest extends CdcEngineTest {
     @Inject

@@ -22,7 +22,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * trigger as shipped (interval PT30S), the scheduler evaluates it (in 2.0 on the worker, as a worker trigger),
  * the stand-in's evaluation takes one captured batch and creates the execution, and the executor runs it.
  */
-@KestraTest(startRunner = true, startScheduler = true)
+@KestraTest(startRunner = true, startScheduler = true, startApplication = false)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class CdcSchedulerTest extends CdcEngineTest {
     @Test

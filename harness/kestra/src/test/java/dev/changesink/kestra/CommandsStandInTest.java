@@ -28,7 +28,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * as Kestra marks it), a failing command stops the rest and fails the task with its exit code; outputs and
  * outputFiles come back through the real Docker runner. A flow of this test's own, in the changesink image.
  */
-@KestraTest(startRunner = true)
+@KestraTest(startRunner = true, startApplication = false)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class CommandsStandInTest extends EngineTest {
     private FlowWithSource flow;

@@ -35,7 +35,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * parse, plugin types, properties, constraints), and proof that the validation is strict for the
  * stand-ins as for the real classes: a misspelt or missing property is refused.
  */
-@KestraTest
+@KestraTest(startApplication = false)
 class FlowValidationTest {
     @Inject
     FlowService flowService;

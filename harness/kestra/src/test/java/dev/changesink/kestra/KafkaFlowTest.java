@@ -35,7 +35,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * come from .ci/kestra). Nothing in the flow is changed but vars.image when .ci/kestra names another tag;
  * the topic and docker_network (host: the services listen on 127.0.0.1) are the flow's own inputs.
  */
-@KestraTest(startRunner = true)
+@KestraTest(startRunner = true, startApplication = false)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class KafkaFlowTest extends EngineTest {
     /** The seed's Fail message, which the flow's stop_on_inconsistent_state keeps. */

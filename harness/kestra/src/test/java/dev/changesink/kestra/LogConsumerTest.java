@@ -51,7 +51,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * the outputs, the metrics (counter values; timers as durations, i.e. changesink's numbers read as
  * seconds) and the log entries with their levels, read back from Kestra's log store.
  */
-@KestraTest(startRunner = true)
+@KestraTest(startRunner = true, startApplication = false)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class LogConsumerTest {
     private static final ObjectMapper JSON = new ObjectMapper();

@@ -31,7 +31,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * secret whose value is also a word of changesink's messages (a user named "changesink", a role named like the
  * schema "kafka_state") blanks that word out of every line. The compose stack's secrets must not collide.
  */
-@KestraTest(startRunner = true)
+@KestraTest(startRunner = true, startApplication = false)
 class SecretMaskingTest {
     @Inject
     RunContextFactory runContextFactory;
