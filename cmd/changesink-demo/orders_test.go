@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amazon-ion/ion-go/ion"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/testenv"
@@ -74,21 +73,9 @@ func TestCaptureFromWAL(t *testing.T) {
 		if err := cmd.Run(context.Background()); err != nil {
 			t.Fatalf("round %d: %v", i+1, err)
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := ion.NewDecoder(ion.NewReader(f))
 		var ops []string
 		txs := map[int64]bool{}
-		for {
-			v, err := dec.Decode()
-			if err == ion.ErrNoInput {
-				break
-			}
-			if err != nil {
-				t.Fatalf("round %d value %d: %v", i+1, len(ops)+1, err)
-			}
+		for _, v := range testenv.IonValues(t, testenv.ReadFile(t, path)) {
 			rec := v.(map[string]any)
 			meta := rec["metadata"].(map[string]any)
 			src := meta["source"].(map[string]any)
@@ -110,7 +97,6 @@ func TestCaptureFromWAL(t *testing.T) {
 				t.Errorf("delete record %v: want deleted:true with the full before image", rec)
 			}
 		}
-		_ = f.Close()
 		if len(ops) != len(round.ops) {
 			t.Fatalf("round %d: got operations %v, want %v", i+1, ops, round.ops)
 		}

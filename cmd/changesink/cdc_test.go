@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -40,15 +39,7 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 	data := text.Bytes()
 	if binary {
 		var bin bytes.Buffer
-		dec := ion.NewDecoder(ion.NewReaderBytes(data))
-		for {
-			v, err := dec.Decode()
-			if errors.Is(err, ion.ErrNoInput) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, v := range testenv.IonValues(t, data) {
 			chunk, err := ion.MarshalBinary(v)
 			if err != nil {
 				t.Fatal(err)

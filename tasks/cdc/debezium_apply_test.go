@@ -664,15 +664,7 @@ func TestRealDefaultIdentityDeletes(t *testing.T) {
 // each as ion-go writes it in text.
 func deleteFields(t *testing.T, path string) map[string]string {
 	t.Helper()
-	d := ion.NewDecoder(ion.NewReaderBytes(testenv.ReadFile(t, path)))
-	for {
-		v, err := d.Decode()
-		if err == ion.ErrNoInput {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, v := range testenv.IonValues(t, testenv.ReadFile(t, path)) {
 		rec, _ := v.(map[string]any)
 		meta, _ := rec["metadata"].(map[string]any)
 		if op, _ := meta["operation"].(*string); op == nil || *op != "DELETE" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"os/exec"
@@ -22,16 +21,8 @@ import (
 // structs as objects, decimals as JSON numbers, annotations dropped.
 func ionToJSONL(t *testing.T, data []byte) []byte {
 	t.Helper()
-	dec := ion.NewDecoder(ion.NewReaderBytes(data))
 	var out bytes.Buffer
-	for {
-		v, err := dec.Decode()
-		if errors.Is(err, ion.ErrNoInput) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, v := range testenv.IonValues(t, data) {
 		line, err := json.Marshal(jsonable(v))
 		if err != nil {
 			t.Fatal(err)
