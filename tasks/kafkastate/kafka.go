@@ -66,6 +66,10 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 	case errors.As(err, &handshakeEOF):
 		return outcome.Config.Mark(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
 			"KAFKA_PROPERTIES, SSL or SASL_SSL only for a TLS listener, and the port in bootstrap.servers)", wrapped))
+	case notKafkaAnswer(err):
+		return outcome.Config.Mark(fmt.Errorf("%w (the port does not answer as a plaintext Kafka listener: a TLS listener answers a plaintext "+
+			"client with a TLS alert, so set security.protocol to SSL or SASL_SSL in KAFKA_PROPERTIES for it; an HTTP answer means "+
+			"bootstrap.servers names another service's port)", wrapped))
 	case outcome.TLSFailure(err):
 		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
 			"security.protocol is SSL or SASL_SSL only for a TLS listener (and the port is that listener's); that "+
@@ -78,6 +82,18 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 		return outcome.Config.Mark(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
 	}
 	return outcome.Transient.Mark(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
+}
+
+// notKafkaAnswer reports franz-go's refusal of a broker's first bytes as a
+// response size over its limit that it recognised as a TLS alert record or
+// the start of an HTTP answer: the port speaks another protocol, and a
+// retry cannot help. franz-go returns it as text alone (kgo's broker.go,
+// "invalid large response size"); TestTLS pins the wording against the
+// real SSL listener, so a franz-go upgrade that changes it fails there.
+func notKafkaAnswer(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "invalid large response size") &&
+		(strings.Contains(s, "tls alert record") || strings.Contains(s, "'HTTP' in ascii"))
 }
 
 // describeTopic sends a Metadata request for the topic straight to a broker

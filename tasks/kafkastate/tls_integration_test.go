@@ -91,6 +91,8 @@ func TestTLS(t *testing.T) {
 		{"client certificate from another CA", props(map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA_MTLS"], "security.protocol": "SSL",
 			"ssl.ca.location": ca, "ssl.certificate.location": filepath.Join(dir, "other-client.crt"), "ssl.key.location": filepath.Join(dir, "other-client.key")}), e.pg,
 			[]string{vars["CHANGESINK_TEST_KAFKA_MTLS"], "ssl.certificate.location"}},
+		{"plaintext client on a TLS listener", props(map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA_SSL"]}), e.pg,
+			[]string{vars["CHANGESINK_TEST_KAFKA_SSL"], "tls alert", "set security.protocol to SSL or SASL_SSL"}},
 		{"PostgreSQL certificate from another CA (verify-ca)", props(map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA_SSL"], "security.protocol": "SSL",
 			"ssl.ca.location": ca}), pgTLS("verify-ca", otherCA), []string{"127.0.0.1:5432", "sslrootcert"}},
 	}
