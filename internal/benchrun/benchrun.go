@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -58,6 +59,12 @@ func Run(ctx context.Context, dir string, env []string, name string, args ...str
 	defer os.Remove(rssFile)
 	cmd := exec.CommandContext(ctx, "/usr/bin/time", append([]string{"-f", "%M", "-o", rssFile, name}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
+	// GNU time and the process it measures get a process group of their
+	// own, killed whole when ctx ends: killing time alone would leave the
+	// measured process running (and writing) after the benchmark gave up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	p := Process{Output: out, Elapsed: time.Since(start), State: cmd.ProcessState}

@@ -1,11 +1,16 @@
 package benchrun
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestLoadAvgGivesThreeLoads(t *testing.T) {
@@ -43,4 +48,35 @@ func TestRunMeasuresTheChildNotThisProcess(t *testing.T) {
 		t.Error("Run of /bin/false gave no error")
 	}
 	_ = ballast[len(ballast)-1]
+}
+
+// TestRunStopsTheMeasuredProcess: when ctx ends, the measured process is
+// killed with GNU time, not left running after Run returns.
+func TestRunStopsTheMeasuredProcess(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		t.Skip("SKIPPED: no GNU time (/usr/bin/time); the benchmark programs need it")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := Run(ctx, dir, os.Environ(), "/bin/sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600"); err == nil {
+		t.Fatal("Run of sleep 600 under a 500 ms deadline gave no error")
+	}
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the measured process did not start: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone, or a zombie waiting for init to reap it (killed; its parent,
+	// GNU time, died with it).
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] != "Z" {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("the measured process %d still runs (state %s) after Run returned", pid, f[0])
+		}
+	}
 }

@@ -95,6 +95,9 @@ func DeleteRecords(ctx context.Context, adm *kadm.Client, topic string, partitio
 // complete. The records' offsets are filled in. A failed produce aborts the
 // transaction.
 func Transact(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, commit bool) error {
+	if len(recs) == 0 {
+		return errors.New("transact: no records (a transaction of none leaves no marker to wait for)")
+	}
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}

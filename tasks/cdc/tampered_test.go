@@ -6,6 +6,7 @@ package cdc
 import (
 	"context"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,7 +123,8 @@ func TestApplyRefusesAnUnreadableTargetValue(t *testing.T) {
 	e := newEnv(t, "testdata/types.mapping.yaml")
 	e.setup()
 	if got := e.query("SELECT type FROM system.columns WHERE database = ? AND table = 'everything_cdc' AND name = 'flag'", e.db); got[0] != "UInt8" {
-		t.Skipf("flag is stored as %s on this server, which cannot hold 2", got[0])
+		// Newer servers store Bool as Bool, which holds nothing but 0 and 1.
+		t.Skipf("SKIPPED: flag is stored as %s on this server, which cannot hold 2 (CI's ClickHouse 18.16 stores it as UInt8)", got[0])
 	}
 	if _, _, err := e.apply(false, everythingEvent(everythingRow(1, false), 5)); err != nil {
 		t.Fatal(err)
@@ -130,8 +132,13 @@ func TestApplyRefusesAnUnreadableTargetValue(t *testing.T) {
 	target := qualified(e.db, "everything_cdc")
 	cols := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'everything_cdc'", e.db)
 	e.insertCopy(target, cols, map[string]string{"flag": "toUInt8(2)", e.m.Target.VersionColumn: e.m.Target.VersionColumn + " + 1"}, "")
+	rows := "SELECT count(), max(" + e.m.Target.VersionColumn + "), sum(flag) FROM " + target
+	before := e.query(rows)
 	_, cfg, err := e.apply(false, everythingEvent(everythingRow(1, false), 6)) // same version: its payload is read
 	want := `holds a value its column "flag" cannot hold at key id=1, code="A-1", version 6 (a Bool column stored as UInt8 holds 2)`
 	testenv.WantError(t, err, outcome.Refused, ErrTargetMismatch, target+" "+want, "repair that row or rebuild the target")
 	noOutputs(t, cfg)
+	if got := e.query(rows); !slices.Equal(got, before) {
+		t.Errorf("the refused run changed the target: %v, was %v", got, before)
+	}
 }

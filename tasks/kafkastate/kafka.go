@@ -55,10 +55,11 @@ func newClient(props Properties) (*kgo.Client, error) {
 }
 
 // kafkaRequestErr classifies a failed request: authentication problems, TLS
-// handshakes that cannot succeed and a broker that closed the connection
-// during the TLS handshake (a plaintext listener) are configuration errors;
-// anything else
-// (a broker down, a timeout, a dropped connection) is transient.
+// handshakes that cannot succeed, a broker that closed the connection
+// during the TLS handshake (a plaintext listener) and a port that answers
+// with a TLS alert or HTTP (notKafkaAnswer) are configuration errors;
+// anything else (a broker down, a timeout, a dropped connection) is
+// transient.
 func kafkaRequestErr(err error, format string, args ...any) error {
 	wrapped := fmt.Errorf(format+": %w", append(args, err)...)
 	var handshakeEOF *tlsHandshakeEOF

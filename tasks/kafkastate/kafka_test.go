@@ -1,9 +1,12 @@
 package kafkastate
 
 import (
+	"context"
+	"net"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -80,4 +83,27 @@ func TestRetentionFrom(t *testing.T) {
 			testenv.CheckError(t, err, tc.kind, tc.is, tc.says...)
 		})
 	}
+}
+
+// TestHTTPPortIsAConfigError: bootstrap.servers naming an HTTP port gets an
+// answer whose size bytes are "HTTP" (an HTTP server answers the Kafka
+// request it cannot parse with 400 Bad Request, as nginx does); franz-go
+// says so in text only, and changesink makes it a configuration error
+// naming the setting, since a retry cannot help.
+func TestHTTPPortIsAConfigError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Serve(t, ln, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 512))
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, err = describeTopic(context.Background(), cl, "orders")
+	testenv.WantError(t, err, outcome.Config, nil, ln.Addr().String(), "'HTTP' in ascii", "bootstrap.servers names another service's port")
 }
