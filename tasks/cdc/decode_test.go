@@ -263,6 +263,14 @@ func TestDecodeMalformed(t *testing.T) {
 			fmt.Sprintf("record 2 (line 2, byte %d): malformed Ion: ion: unexpected token '<EOF>' (offset %[1]d)", len(lines[0])+20)},
 		{"garbage text", []byte("{id:1,\n  ]]]\n"),
 			"record 1 (line 1, byte 6): malformed Ion: ion: unexpected token '<EOF>' (offset 6)"},
+		// ion-go's offsets within a later record, shifted to the file's
+		// (shiftIon): an UnexpectedRuneError, then UnexpectedEOFErrors.
+		{"bad rune in a later record", append(append([]byte{}, lines[0]...), "{id:\x01}\n"...),
+			fmt.Sprintf("record 2 (line 2, byte %d): malformed Ion: ion: unexpected rune '\\x01' (offset %[1]d)", len(lines[0])+4)},
+		{"unterminated long string in a later record", append(append([]byte{}, lines[0]...), "{id:'''abc}\n"...),
+			fmt.Sprintf("record 2 (line 2, byte %d): malformed Ion: ion: unexpected end of input (offset %[1]d)", len(lines[0])+11)},
+		{"unterminated string in a later record", append(append([]byte{}, lines[0]...), "{id:\"abc\n\"}\n"...),
+			fmt.Sprintf("record 2 (line 2, byte %d): malformed Ion: ion: unexpected end of input (offset %[1]d)", len(lines[0])+8)},
 		{"not ion at all", []byte("\x00\x01\x02 hello"),
 			"record 1 (line 1, byte 0): malformed Ion: ion: unexpected rune '\\x00' (offset 0)"},
 		{"truncated binary", bin[:len(bin)-7],
