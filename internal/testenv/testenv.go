@@ -18,9 +18,10 @@
 // accept loop (Serve), the changesink binary built for tests that run it
 // (BuildChangesink, Build), a child process run, or started and killed, with
 // its output and exit code or signal (Run, Start, Process.Kill), files read
-// or written or the test failed (ReadFile, WriteFile), the seed flows'
-// task SQL and scripts (SeedTask), and the check that an error is of the
-// class, sentinel and message a test wants (WantError, CheckError).
+// or written or the test failed (ReadFile, WriteFile), every value of an
+// Ion stream as ion-go reads it (IonValues), the seed flows' task SQL and
+// scripts (SeedTask), and the check that an error is of the class, sentinel
+// and message a test wants (WantError, CheckError).
 package testenv
 
 import (
