@@ -552,7 +552,6 @@ func (b *batch) finishKeys() ([]openDual, error) {
 		}
 		open = append(open, od)
 	}
-	slices.SortFunc(open, func(a, b openDual) int { return strings.Compare(a.Key, b.Key) })
 	return open, nil
 }
 
@@ -743,8 +742,10 @@ func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[strin
 			open = append(open, openDual{Key: hex.EncodeToString([]byte(r.key)), Shown: renderKey(m, r.vals), Tx: carriedTx[n],
 				Others: []string{fmt.Sprintf("%016x", imageSum(m, o.vals))}})
 		}
-		slices.SortFunc(open, func(a, b openDual) int { return strings.Compare(a.Key, b.Key) })
 	}
+	// In key order, so that the ledger's open_keys of a batch is the same
+	// text on every run.
+	slices.SortFunc(open, func(a, b openDual) int { return strings.Compare(a.Key, b.Key) })
 	return open, nil
 }
 
