@@ -49,11 +49,8 @@ type partState struct {
 	// done: end of partition (next >= last stable offset) or the budget ran
 	// out while reading it.
 	done bool
-	// atEnd: the partition was read to its end (next >= the last stable
-	// offset of the latest answer); not when the budget or the deadline cut
-	// it. end is that last stable offset.
-	atEnd bool
-	end   int64
+	// end is the last stable offset of the latest answer (atEnd).
+	end int64
 	// keys holds a hash of every key read from the partition in this batch,
 	// to tell whether the batch holds a key twice (see repeatsKeys).
 	keys []uint64
@@ -63,6 +60,11 @@ type partState struct {
 	longestKey   string
 	longestKeyAt int64
 }
+
+// atEnd reports that the partition was read to its end (next >= the last
+// stable offset of the latest answer); not when the budget or the deadline
+// cut it.
+func (p *partState) atEnd() bool { return p.next >= p.end }
 
 // fetcher reads every partition from its position with raw Fetch requests
 // (read_committed, by topic id) to each leader, decodes each partition with
@@ -234,7 +236,7 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 	}
 	st.end = end
 	if st.next >= end {
-		st.done, st.atEnd = true, true // end of partition
+		st.done = true // end of partition
 	}
 	return nil
 }
