@@ -430,6 +430,9 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 		t.Fatal("succeeded without its ledger row")
 	}
 	testenv.CheckError(t, err, outcome.Transient, nil, "was dropped during this run", "re-run")
+	if strings.Contains(err.Error(), "setup first") {
+		t.Errorf("a dropped ledger is remade by apply, yet the error says to run setup: %v", err)
+	}
 	noOutputs(t, cfg)
 	res, err := Apply(context.Background(), e.config(path))
 	if err != nil {

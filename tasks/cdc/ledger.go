@@ -196,7 +196,7 @@ func (t *table) appendLedger(ctx context.Context, prev *ledgerEntry, e *ledgerEn
 	name := qualified(t.m.Target.Database, ledgerName(t.m))
 	b, err := t.conn.PrepareBatch(cctx, "INSERT INTO "+name+" ("+ledgerColumnList(false)+")")
 	if err != nil {
-		return classify(fmt.Errorf("write the ledger %s: %w", name, err))
+		return ledgerWriteErr(name, err)
 	}
 	defer b.Close()
 	if err := b.Append(e.seq, e.kind, e.digest, e.holder, e.events, e.keys, e.pending, e.minVersion, e.maxVersion,
@@ -205,9 +205,21 @@ func (t *table) appendLedger(ctx context.Context, prev *ledgerEntry, e *ledgerEn
 		return fmt.Errorf("write the ledger %s: %w", name, err)
 	}
 	if err := b.Send(); err != nil {
-		return classify(fmt.Errorf("write the ledger %s: %w", name, err))
+		return ledgerWriteErr(name, err)
 	}
 	return nil
+}
+
+// ledgerWriteErr wraps a failed ledger write. A ledger dropped during the
+// run (UNKNOWN_TABLE) is left unclassified, for apply to say what it means
+// there (re-run: apply makes the ledger itself), not classify's "run
+// changesink cdc setup first".
+func ledgerWriteErr(name string, err error) error {
+	err = fmt.Errorf("write the ledger %s: %w", name, err)
+	if chCode(err) == chUnknownTable {
+		return err
+	}
+	return classify(err)
 }
 
 // ensureLedger reads the ledger's latest row and the row of digest
