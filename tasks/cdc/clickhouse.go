@@ -219,7 +219,7 @@ func classify(err error) error {
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
 		return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse was unreachable, too slow or dropped the connection: "+
-			"a retry of the run converges; until then the target holds all of this batch or none of it)", err))
+			"a retry of the run converges)", err))
 	}
 	if outcome.Classify(err) == outcome.Transient {
 		return outcome.Transient.Mark(err)
