@@ -236,6 +236,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}
 	res.Decode = time.Since(start)
 
+	st.step = "connecting to ClickHouse"
 	c := <-connected
 	if c.target != nil {
 		defer c.target.close()
@@ -252,6 +253,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if timing == (lockTiming{}) {
 		timing = defaultLockTiming
 	}
+	st.step = "waiting for the target's lock"
 	lk, err := tbl.lock(ctx, timing)
 	if err != nil {
 		return nil, err

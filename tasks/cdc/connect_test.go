@@ -181,6 +181,7 @@ func TestStopSaysWhatToDo(t *testing.T) {
 	for _, tc := range []struct {
 		at, want string
 	}{
+		{"lock held by another run", "stopped (SIGTERM, or the task's timeout) while waiting for the target's lock; nothing was written"},
 		{"locked", "stopped (SIGTERM, or the task's timeout) while reading the target; nothing was written"},
 		{"before insert", "stopped (SIGTERM, or the task's timeout) while inserting the batch; nothing was written"},
 		{"after insert", "stopped (SIGTERM, or the task's timeout) while verifying the batch; the target holds none or all of the batch's rows"},
@@ -194,6 +195,13 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			defer cancel()
 			stop := func(context.Context) error { cancel(); return nil }
 			switch tc.at {
+			case "lock held by another run":
+				// A fresh lock of another holder: the run waits for it.
+				lock := qualified(e.db, lockName(e.m))
+				if err := e.conn.Exec(context.Background(), lockCreateSQL(lock, "0123456789abcdef", "elsewhere", 7)); err != nil {
+					t.Fatal(err)
+				}
+				time.AfterFunc(500*time.Millisecond, cancel)
 			case "locked":
 				cfg.hooks.locked = stop
 			case "before insert":
@@ -207,6 +215,11 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			}
 			testenv.CheckError(t, err, outcome.Transient, context.Canceled, tc.want, "re-run")
 			noOutputs(t, cfg)
+			if tc.at == "lock held by another run" { // that run ends
+				if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, lockName(e.m))); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := Apply(context.Background(), e.config(path)); err != nil {
 				t.Fatalf("re-run: %v", err)
 			}
