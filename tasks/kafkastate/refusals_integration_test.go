@@ -121,6 +121,17 @@ func TestStateRefusals(t *testing.T) {
 			parts: func(e *env) []string { return []string{e.topic, `next_offsets["0"]`} },
 		},
 		{
+			// The same ErrBadPositions (and remedy) as verify gives
+			// (TestVerifyMalformedPositions), not ErrPartitionsChanged.
+			name: "positions keyed by something else than a partition",
+			prepare: func(t *testing.T, e *env) (Config, hooks) {
+				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = '{"0": 1, "1": 1, "x": 5}' WHERE topic = $1`, e.topic)
+				return e.config(), hooks{}
+			},
+			want:  ErrBadPositions,
+			parts: func(e *env) []string { return []string{e.topic, `next_offsets key "x" is not a partition number`} },
+		},
+		{
 			name: "key moved partitions within the batch",
 			prepare: func(t *testing.T, e *env) (Config, hooks) {
 				produce(t, e.kcl, e.topic, kv(0, "k", `1`), kv(1, "k", `2`))
