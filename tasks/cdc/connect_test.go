@@ -6,6 +6,8 @@ package cdc
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -123,6 +125,38 @@ func TestInvalidPortIsConfig(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
 	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}})
 	testenv.CheckError(t, err, outcome.Config, nil)
+}
+
+// TestStopAtTheLedger: a stop while the ledger row is written (no hook
+// reaches that step) says the batch is in and verified, the row may be
+// missing, and a re-run converges; an error that is not the stop is left
+// as it is.
+func TestStopAtTheLedger(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st := stopState{step: stepLedger, sent: true}
+	err := st.wrap(ctx, fmt.Errorf("write the ledger: %w", context.Canceled))
+	testenv.WantError(t, err, outcome.Transient, context.Canceled, "stopped (SIGTERM, or the task's timeout) while "+stepLedger,
+		"the target holds the batch, verified; its ledger row may be missing", "re-run the batch (a re-run converges)")
+	other := errors.New("another failure")
+	if got := st.wrap(ctx, other); got != other {
+		t.Errorf("wrap changed an error that is not the stop: %v", got)
+	}
+}
+
+// TestNothingListeningIsTransient: a CLICKHOUSE_URL port where nothing
+// listens (a server down or restarting) is transient, and says that a retry
+// converges.
+func TestNothingListeningIsTransient(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m := loadMapping(t, ordersMapping)
+	_, err = Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}})
+	testenv.WantError(t, err, outcome.Transient, nil, addr, "ClickHouse was unreachable, too slow or dropped the connection: a retry of the run converges")
 }
 
 // TestClickHouseCAFile: secure=true on the server's TLS port with the CA
