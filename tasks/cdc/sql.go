@@ -171,13 +171,13 @@ const (
 // row in one statement (holder String, host String, pid UInt32, beat
 // DateTime), so a run cut while taking it leaves no empty lock.
 func lockCreateSQL(name, id, host string, pid int) string {
-	return "CREATE TABLE " + name + " ENGINE = Memory AS SELECT '" + id + "' AS holder, " + quoteString(host) + " AS host, toUInt32(" + strconv.Itoa(pid) + ") AS pid, now() AS beat"
+	return "CREATE TABLE " + name + " ENGINE = Memory AS SELECT " + quoteString(id) + " AS holder, " + quoteString(host) + " AS host, toUInt32(" + strconv.Itoa(pid) + ") AS pid, now() AS beat"
 }
 
-// lockBeatSQL inserts a heartbeat row stamped by the server's clock; id is
-// hex and host a quoted literal (quoteString), pid a number.
+// lockBeatSQL inserts a heartbeat row stamped by the server's clock; id
+// and host are quoted literals (quoteString), pid a number.
 func lockBeatSQL(name, id, host string, pid int) string {
-	return "INSERT INTO " + name + " (holder, host, pid, beat) SELECT '" + id + "', " + quoteString(host) + ", " + strconv.Itoa(pid) + ", now()"
+	return "INSERT INTO " + name + " (holder, host, pid, beat) SELECT " + quoteString(id) + ", " + quoteString(host) + ", " + strconv.Itoa(pid) + ", now()"
 }
 
 // lockHolderSQL reads the newest heartbeat's holder and its age, in the
