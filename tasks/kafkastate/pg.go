@@ -52,7 +52,12 @@ func connectErr(ctx context.Context, err error) error {
 			"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
 			"certificate holds)", err))
 	}
-	return pgErr(ctx, err, "connect")
+	err = pgErr(ctx, err, "connect")
+	if !errors.As(err, &pe) && ctx.Err() == nil && outcome.Classify(err) == outcome.Transient {
+		return outcome.Transient.Mark(fmt.Errorf("%w (PostgreSQL did not answer at the host and port PG_DSN names; nothing was written, "+
+			"a retry may succeed once it does)", err))
+	}
+	return err
 }
 
 // open parses p (PG_DSN with PGUSER and PGPASSWORD) and connects, for the

@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgerrcode"
@@ -45,6 +47,7 @@ func TestPGErrorClasses(t *testing.T) {
 		{"connect: untrusted certificate", live, true, fmt.Errorf("tls: %w", x509.UnknownAuthorityError{}), outcome.Config, "sslrootcert"},
 		{"connect: server without TLS", live, true, fmt.Errorf("failed to connect: tls error: %w", errors.New("server refused TLS connection")), outcome.Config, "does not offer TLS"},
 		{"connect: server starting up", live, true, &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, outcome.Transient, ""},
+		{"connect: nothing listening", live, true, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, outcome.Transient, "PostgreSQL did not answer at the host and port PG_DSN names"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
