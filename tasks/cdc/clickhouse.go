@@ -68,7 +68,11 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		// The URL itself is left out: it may hold a password that a URL
 		// that does not parse keeps from redaction.
 		msg := strings.ReplaceAll(err.Error(), cfg.URL, "<url>")
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN: %s", ErrConfig, msg))
+		if strings.HasPrefix(strings.ToLower(cfg.URL), "jdbc:") {
+			msg = "it is a JDBC URL, as the seed flow's"
+		}
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN (%s): use the native protocol, "+
+			"clickhouse://host:9000/database (secure=true and the TLS port, 9440 by default, for TLS)", ErrConfig, msg))
 	}
 	if opts.Protocol != clickhouse.Native {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))

@@ -127,6 +127,25 @@ func TestInvalidPortIsConfig(t *testing.T) {
 	testenv.CheckError(t, err, outcome.Config, nil)
 }
 
+// TestURLNotADSN: a CLICKHOUSE_URL clickhouse-go cannot parse, such as the
+// seed's JDBC URL, is a configuration error that shows the form to use and
+// never the URL itself (it may hold a password).
+func TestURLNotADSN(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	for _, tc := range []struct{ name, url, says string }{
+		{"the seed's JDBC URL", "jdbc:clickhouse://ch.example:8123/default?password=s3cret-pw", "it is a JDBC URL, as the seed flow's"},
+		{"no address", "clickhouse:///default?password=s3cret-pw", "parse dsn address failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: tc.url, Timeout: 5 * time.Second}})
+			testenv.WantError(t, err, outcome.Config, ErrConfig, tc.says, "use the native protocol, clickhouse://host:9000/database")
+			if strings.Contains(err.Error(), "s3cret-pw") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
+	}
+}
+
 // TestStopAtTheLedger: a stop while the ledger row is written (no hook
 // reaches that step) says the batch is in and verified, the row may be
 // missing, and a re-run converges; an error that is not the stop is left
