@@ -90,6 +90,9 @@ func ordersRefusals() []refusal {
 			ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.orders in database shop_test`},
 		{"no metadata", []any{orderRow(2, int64(1), int64(2), "x")},
 			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's Debezium trigger)`},
+		{"not a trigger batch", []any{iongen.Struct{{"not", "a change event"}, {"id", int64(2)}}},
+			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field, and a field "not" the mapping ../../flows/orders.mapping.yaml does not know: ` +
+				`the file does not look like a batch of Kestra's Debezium trigger; check that CDC_BATCH_FILE is the trigger's batch (trigger.uris['data']) and that the trigger sets metadata: ADD_FIELD`},
 		{"no source", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Struct{{"operation", "UPDATE"}})},
 			ErrMissingField, `record 1 (key id=2), column "metadata.source": missing field: no metadata.source struct`},
 		{"no lsn", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("UPDATE", iongen.Struct{{"db", "shop"}, {"schema", "public"}, {"table", "orders"}}))},
