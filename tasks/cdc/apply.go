@@ -613,6 +613,10 @@ func markInput(err error) error {
 	// Not outcome.Classify: it calls every errno (EISDIR, EACCES) transient.
 	var re *RecordError
 	if errors.As(err, &re) {
+		if errors.Is(err, ErrMalformed) {
+			err = fmt.Errorf("%w; the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch "+
+				"(a hand-made file: fix it). Nothing was written", err)
+		}
 		return outcome.Refused.Mark(err)
 	}
 	return outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))

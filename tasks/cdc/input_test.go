@@ -31,6 +31,24 @@ func TestBatchFileIsADirectory(t *testing.T) {
 	testenv.WantError(t, err, outcome.Config, ErrConfig)
 }
 
+// TestMalformedBatchSaysWhatToDo: a batch cut short is refused, naming
+// the record and byte, and Apply says what to do; ion-go's own words
+// ("unexpected token '<EOF>'") do not.
+func TestMalformedBatchSaysWhatToDo(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			data := encode(t, f.binary, orderEvent(1, int64(1), int64(1), "ok", int64(100), false),
+				orderEvent(2, int64(1), int64(1), "cut", int64(101), false))
+			path := filepath.Join(t.TempDir(), "changes.ion")
+			testenv.WriteFile(t, path, data[:len(data)-5], 0o644)
+			_, err := Apply(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"}, BatchFile: path})
+			testenv.WantError(t, err, outcome.Refused, ErrMalformed, "record 2 (", "byte ",
+				"the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch (a hand-made file: fix it). Nothing was written")
+		})
+	}
+}
+
 // TestInvalidUTF8Refused: an Ion string (or symbol) is Unicode text;
 // bytes that are not UTF-8 mean a corrupt file. They were accepted, written
 // to ClickHouse as raw bytes, and rendered as U+FFFD in expected.jsonl, so
