@@ -292,19 +292,13 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, err
 	}
 	// expected.jsonl is written while the target is read, unless a TRUNCATE
-	// adds markers to it (truncated, below); a read error wins over a file
-	// error, as the file would not have been needed.
-	written := make(chan writtenFile, 1)
+	// adds markers to it (truncated, below: then once they are known); a
+	// read error wins over a file error, as the file would not have been
+	// needed.
+	var expWrite *backgroundFile
 	if b.trunc == nil {
-		go func() {
-			f, err := writeRows(cfg.OutDir, ExpectedFile, m, expected)
-			written <- writtenFile{f, err}
-		}()
-		defer func() {
-			if exp := <-written; exp.f != nil {
-				exp.f.Abort()
-			}
-		}()
+		expWrite = writeInBackground(cfg.OutDir, ExpectedFile, m, expected)
+		defer expWrite.abort()
 	}
 	current, err := tbl.current(ctx, expected)
 	if err != nil {
@@ -323,6 +317,8 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			expected = append(expected, markers...)
 			slices.SortFunc(expected, func(x, y *row) int { return compareKeys(m, x, y) })
 		}
+		expWrite = writeInBackground(cfg.OutDir, ExpectedFile, m, expected)
+		defer expWrite.abort()
 	}
 	res.Events, res.Keys = b.events, int64(len(expected))
 	sel, err := selectPending(m, expected, current, prev)
@@ -347,19 +343,9 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
-	var expFile *kestra.File
-	if b.trunc == nil {
-		exp := <-written
-		written <- exp // for the deferred Abort
-		if exp.err != nil {
-			return nil, exp.err
-		}
-		expFile = exp.f
-	} else {
-		if expFile, err = writeRows(cfg.OutDir, ExpectedFile, m, expected); err != nil {
-			return nil, err
-		}
-		defer expFile.Abort()
+	expFile, err := expWrite.wait()
+	if err != nil {
+		return nil, err
 	}
 	pendFile, err := writeRows(cfg.OutDir, PendingFile, m, pending)
 	if err != nil {
@@ -454,10 +440,35 @@ func (s stopState) wrap(ctx context.Context, err error) error {
 	return outcome.Transient.Mark(fmt.Errorf("cdc apply was stopped (SIGTERM, or the task's timeout) while %s; %s; re-run the batch (a re-run converges): %w", s.step, held, err))
 }
 
-// writtenFile is an output file written in the background, or why not.
-type writtenFile struct {
-	f   *kestra.File
-	err error
+// backgroundFile is an output file written by its own goroutine.
+type backgroundFile struct {
+	done chan struct{} // closed when f and err are set
+	f    *kestra.File
+	err  error
+}
+
+// writeInBackground starts writing rows into the not-yet-published output
+// file name (writeRows).
+func writeInBackground(dir kestra.Dir, name string, m *Mapping, rows []*row) *backgroundFile {
+	w := &backgroundFile{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.f, w.err = writeRows(dir, name, m, rows)
+	}()
+	return w
+}
+
+// wait returns the written file, or why it could not be written.
+func (w *backgroundFile) wait() (*kestra.File, error) {
+	<-w.done
+	return w.f, w.err
+}
+
+// abort waits for the write and removes the file unless it was published.
+func (w *backgroundFile) abort() {
+	if f, _ := w.wait(); f != nil {
+		f.Abort()
+	}
 }
 
 // connection is the target as open found it, or why it could not.
