@@ -396,3 +396,43 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 		t.Errorf("re-run consumed %d, want 2", res.Consumed)
 	}
 }
+
+// TestPositionsRowLockedByAnotherSession: a hand edit of
+// kafka_state.positions left in an open transaction holds the row lock the
+// batch's SELECT ... FOR UPDATE waits for; with a lock_timeout on the
+// database (or role) PostgreSQL cancels the wait with 55P03
+// lock_not_available, which was an internal error (exit 4, "report it"). The
+// lock belongs to another session and goes with it: transient (exit 3),
+// saying where to look, nothing changed, and the run after the other
+// session ends commits.
+func TestPositionsRowLockedByAnotherSession(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	e.mustRun(t)
+	produce(t, e.kcl, e.topic, kv(0, "b", `2`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET lock_timeout = '500ms'`)
+	before := e.snapshot(t)
+	ctx := testCtx(t, time.Minute)
+	tx, err := e.conn(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE kafka_state.positions SET updated_at = updated_at WHERE topic = $1`, e.topic); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.run(t, e.config(), hooks{})
+	testenv.CheckError(t, err, outcome.Transient, nil, "read kafka_state.positions", "lock timeout", "pg_locks")
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatal("a run that could not lock the positions row changed the tables")
+	}
+	if res := e.mustRun(t); res.Consumed != 1 {
+		t.Errorf("re-run consumed %d, want 1", res.Consumed)
+	}
+}
