@@ -139,7 +139,10 @@ func pgErr(ctx context.Context, err error, what string) error {
 	switch pe.Code {
 	case pgerrcode.QueryCanceled:
 		if ctx.Err() == nil { // statement_timeout, not a stop
-			return outcome.Transient.Mark(wrapped)
+			return outcome.Transient.Mark(fmt.Errorf("%w (a statement ran past statement_timeout (90 s in setup and materialize): most often "+
+				"it waited for a lock another session holds on kafka_state rows, such as a hand edit left in an open "+
+				"transaction (find it in pg_locks and pg_stat_activity and end it), else the server is overloaded; "+
+				"nothing was committed: retry)", wrapped))
 		}
 	case pgerrcode.LockNotAvailable:
 		// lock_timeout (set on the role or database) ended a wait for a
