@@ -214,7 +214,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			return nil, outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
 		}
 		starts[p] = start
-		states[p] = &partState{partition: p, next: start, done: start >= w.lso, end: w.lso}
+		states[p] = &partState{partition: p, start: start, next: start, done: start >= w.lso, end: w.lso}
 		if start < w.lso {
 			lagging = append(lagging, partRange{partition: p, from: start, end: w.lso})
 			lagged[p] = true
