@@ -1,13 +1,16 @@
 package kafkastate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -434,5 +437,60 @@ func TestPositionsRowLockedByAnotherSession(t *testing.T) {
 	}
 	if res := e.mustRun(t); res.Consumed != 1 {
 		t.Errorf("re-run consumed %d, want 1", res.Consumed)
+	}
+}
+
+// TestConnectionLostDuringCommit: the PostgreSQL connection is lost after
+// COMMIT reached the server and before its answer came back (a proxy in
+// front of the server forwards the COMMIT, then drops the connection). The
+// server commits; the run cannot know. It reported "postgresql: commit: conn
+// closed" as transient, whose documented meaning is "nothing was
+// committed". It must say the outcome is unknown and that a re-run
+// converges, and the re-run does.
+func TestConnectionLostDuringCommit(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commitSent atomic.Bool
+	p := testenv.StartProxy(t, fmt.Sprintf("%s:%d", cc.Host, cc.Port), testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
+		defer client.Close()
+		defer server.Close()
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if bytes.Contains(buf[:n], []byte("Q\x00\x00\x00\x0bcommit\x00")) { // pgx's simple-query COMMIT
+					commitSent.Store(true)
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil || err != nil {
+					return
+				}
+			}
+		}()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := server.Read(buf)
+			if commitSent.Load() {
+				return // the answer to COMMIT never arrives
+			}
+			if _, werr := client.Write(buf[:n]); werr != nil || err != nil {
+				return
+			}
+		}
+	}})
+	cfg := e.config()
+	cfg.Postgres.DSN = strings.Replace(e.pg.DSN, fmt.Sprintf("%s:%d", cc.Host, cc.Port), p.Addr(), 1)
+	_, err = e.run(t, cfg, hooks{})
+	if !commitSent.Load() {
+		t.Fatalf("the proxy saw no COMMIT; run: %v", err)
+	}
+	testenv.CheckError(t, err, outcome.Transient, nil, e.topic, "commit", "may have committed", "re-run")
+	waitForNoSession(t, e, 10*time.Second)
+	res := e.mustRun(t)
+	if next, _, _ := e.positions(t); next["0"] != 2 || len(e.records(t)) != 2 {
+		t.Fatalf("after the re-run (%+v): positions %v, %d records; want next offset 2 and 2 records", res, next, len(e.records(t)))
 	}
 }
