@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
 )
@@ -126,7 +127,7 @@ func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
 	}
 	cc, err := pgx.ParseConfig(p.DSN)
 	if err != nil {
-		return nil, configErr("%s cannot be parsed: %s", EnvPGDSN, innermost(err))
+		return nil, configErr("%s cannot be parsed: %s", EnvPGDSN, parseProblem(err))
 	}
 	for _, h := range hosts(cc) {
 		if strings.Contains(h, "@") {
@@ -148,6 +149,25 @@ func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
 		cc.RuntimeParams["application_name"] = applicationName
 	}
 	return cc, nil
+}
+
+// parseProblem says what is wrong in a DSN pgx could not parse, without the
+// DSN: pgx's *pgconn.ParseConfigError reads "cannot parse `<DSN>`: <what>
+// (<cause>)", its DSN redacted by a pattern (password=...) that not every
+// keyword/value spelling matches ("password = x", "password=a\ b"), so only
+// what follows the DSN is kept: which setting is wrong and why (the file
+// sslrootcert names, the value of connect_timeout). A *url.Error, which
+// quotes the whole DSN, gives its cause alone.
+func parseProblem(err error) string {
+	var ue *url.Error
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &ue) && errors.As(err, &pe) {
+		s := pe.Error()
+		if i := strings.LastIndex(s, "`: "); i >= 0 && strings.HasPrefix(s, "cannot parse `") {
+			return s[i+len("`: "):]
+		}
+	}
+	return innermost(err)
 }
 
 // innermost returns the text of the deepest wrapped error, without a URL

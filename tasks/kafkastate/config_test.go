@@ -129,3 +129,33 @@ func TestValidateNeedsOnlyWhatACommandUses(t *testing.T) {
 		t.Errorf("ValidateTopic(\"\") = %v", err)
 	}
 }
+
+// TestDSNParseErrorSaysWhat: a PG_DSN pgx cannot parse is reported with
+// what is wrong in it, and never with the DSN. The message kept only the
+// innermost error, so a missing sslrootcert file said "no such file or
+// directory" (not which file, nor that it is the CA file) and a bad
+// connect_timeout "invalid syntax"; where the innermost error was pgx's own,
+// it quoted the whole DSN, redacted by pgx's pattern (password=...), which a
+// keyword/value password written with an escaped space ("password=a\ b")
+// passes half unredacted.
+func TestDSNParseErrorSaysWhat(t *testing.T) {
+	for _, tc := range []struct {
+		dsn    string
+		says   []string
+		secret string
+	}{
+		{"postgres://u:pw1secret@127.0.0.1/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem", []string{"CA file", "/nonexistent/ca.pem"}, "pw1secret"},
+		{"host=127.0.0.1 password=pw2secret sslmode=require sslcert=/nonexistent/c.crt sslkey=/nonexistent/c.key", []string{"sslkey", "/nonexistent/c.key"}, "pw2secret"},
+		{"postgres://u:pw3secret@127.0.0.1/db?connect_timeout=abc", []string{"connect_timeout", `"abc"`}, "pw3secret"},
+		{`host=127.0.0.1 password=pw4\ secret4 port=x`, []string{"invalid port"}, "secret4"},
+		{"host=127.0.0.1 password = pw5secret port=x", []string{"invalid port"}, "pw5secret"},
+		{"postgres://u:pw6secret@[::1", []string{`matching "]"`}, "pw6secret"},
+		{"host=127.0.0.1 password='pw7secret", []string{"unterminated quoted string"}, "pw7secret"},
+	} {
+		err := Postgres{DSN: tc.dsn}.Validate()
+		testenv.CheckError(t, err, outcome.Config, nil, append([]string{"PG_DSN cannot be parsed"}, tc.says...)...)
+		if err != nil && (strings.Contains(err.Error(), tc.secret) || strings.Contains(err.Error(), "127.0.0.1")) {
+			t.Errorf("Validate(%q) = %v: shows the DSN or its password", tc.dsn, err)
+		}
+	}
+}

@@ -150,6 +150,8 @@
 // do. A held lock (ErrLocked) and lost connections and timeouts are
 // outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES and PostgreSQL
 // set-up errors are outcome.Config (exit 2). In every failure case nothing
-// is committed. The seed rule each check keeps, and the tests that hold it,
+// is committed, except a connection lost after COMMIT was sent, whose
+// outcome is unknown (transient; the message says so, and a re-run
+// converges either way). The seed rule each check keeps, and the tests that hold it,
 // are listed in docs/seed-rules.md.
 package kafkastate

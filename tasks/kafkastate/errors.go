@@ -145,9 +145,21 @@ type OffsetError struct {
 	// LogStart and End bound the retained log; End is the last stable
 	// offset (the read_committed end). -1 when the broker did not say.
 	LogStart, End int64
+	// Fetched: the broker answered the batch's fetch at FetchOffset with
+	// OFFSET_OUT_OF_RANGE (Saved was within the retained log when the
+	// batch started).
+	Fetched     bool
+	FetchOffset int64
 }
 
 func (e *OffsetError) Error() string {
+	if e.Fetched {
+		return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log now: the broker answered this batch's "+
+			"fetch at offset %d with OFFSET_OUT_OF_RANGE, so records were deleted (retention or DeleteRecords moved the log start "+
+			"offset past it) while this batch read it, before they were materialized; nothing was committed; "+
+			"rebuild into an empty destination (delete this topic's rows from kafka_state.records and kafka_state.positions)",
+			e.Topic, e.Partition, e.Saved, e.FetchOffset)
+	}
 	return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log [%d, %d]: "+
 		"records were deleted before they were materialized (retention) or the positions come from another topic; "+
 		"rebuild into an empty destination (delete this topic's rows from kafka_state.records and kafka_state.positions)",

@@ -1,13 +1,16 @@
 package kafkastate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -394,5 +397,100 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 	}
 	if res := e.mustRun(t); res.Consumed != 2 {
 		t.Errorf("re-run consumed %d, want 2", res.Consumed)
+	}
+}
+
+// TestPositionsRowLockedByAnotherSession: a hand edit of
+// kafka_state.positions left in an open transaction holds the row lock the
+// batch's SELECT ... FOR UPDATE waits for; with a lock_timeout on the
+// database (or role) PostgreSQL cancels the wait with 55P03
+// lock_not_available, which was an internal error (exit 4, "report it"). The
+// lock belongs to another session and goes with it: transient (exit 3),
+// saying where to look, nothing changed, and the run after the other
+// session ends commits.
+func TestPositionsRowLockedByAnotherSession(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	e.mustRun(t)
+	produce(t, e.kcl, e.topic, kv(0, "b", `2`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET lock_timeout = '500ms'`)
+	before := e.snapshot(t)
+	ctx := testCtx(t, time.Minute)
+	tx, err := e.conn(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE kafka_state.positions SET updated_at = updated_at WHERE topic = $1`, e.topic); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.run(t, e.config(), hooks{})
+	testenv.CheckError(t, err, outcome.Transient, nil, "read kafka_state.positions", "lock timeout", "pg_locks")
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatal("a run that could not lock the positions row changed the tables")
+	}
+	if res := e.mustRun(t); res.Consumed != 1 {
+		t.Errorf("re-run consumed %d, want 1", res.Consumed)
+	}
+}
+
+// TestConnectionLostDuringCommit: the PostgreSQL connection is lost after
+// COMMIT reached the server and before its answer came back (a proxy in
+// front of the server forwards the COMMIT, then drops the connection). The
+// server commits; the run cannot know. It reported "postgresql: commit: conn
+// closed" as transient, whose documented meaning is "nothing was
+// committed". It must say the outcome is unknown and that a re-run
+// converges, and the re-run does.
+func TestConnectionLostDuringCommit(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commitSent atomic.Bool
+	p := testenv.StartProxy(t, fmt.Sprintf("%s:%d", cc.Host, cc.Port), testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
+		defer client.Close()
+		defer server.Close()
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if bytes.Contains(buf[:n], []byte("Q\x00\x00\x00\x0bcommit\x00")) { // pgx's simple-query COMMIT
+					commitSent.Store(true)
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil || err != nil {
+					return
+				}
+			}
+		}()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := server.Read(buf)
+			if commitSent.Load() {
+				return // the answer to COMMIT never arrives
+			}
+			if _, werr := client.Write(buf[:n]); werr != nil || err != nil {
+				return
+			}
+		}
+	}})
+	cfg := e.config()
+	cfg.Postgres.DSN = strings.Replace(e.pg.DSN, fmt.Sprintf("%s:%d", cc.Host, cc.Port), p.Addr(), 1)
+	_, err = e.run(t, cfg, hooks{})
+	if !commitSent.Load() {
+		t.Fatalf("the proxy saw no COMMIT; run: %v", err)
+	}
+	testenv.CheckError(t, err, outcome.Transient, nil, e.topic, "commit", "may have committed", "re-run")
+	waitForNoSession(t, e, 10*time.Second)
+	res := e.mustRun(t)
+	if next, _, _ := e.positions(t); next["0"] != 2 || len(e.records(t)) != 2 {
+		t.Fatalf("after the re-run (%+v): positions %v, %d records; want next offset 2 and 2 records", res, next, len(e.records(t)))
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/changesink/changesink/internal/outcome"
 )
 
 // Fetch sizing. A response holds at most fetchMaxBytes (a batch larger than
@@ -42,6 +44,8 @@ type row struct {
 // partState is one partition's read position during the batch.
 type partState struct {
 	partition int32
+	// start is the batch's start offset (the saved next offset).
+	start int64
 	// next is the next offset to fetch: past returned records, aborted
 	// transactions, transaction markers and compacted batch tails (the
 	// Java client's position, which franz-go computes).
@@ -185,6 +189,10 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 		Partition:      rp.Partition,
 	}, rp, f.dec, nil)
 	if fp.Err != nil {
+		if errors.Is(fp.Err, kerr.OffsetOutOfRange) {
+			return outcome.Refused.Mark(&OffsetError{Topic: f.topic, Partition: rp.Partition, Saved: st.start, LogStart: -1, End: -1,
+				Fetched: true, FetchOffset: st.next})
+		}
 		var ke *kerr.Error
 		if errors.As(fp.Err, &ke) {
 			return partitionErr(f.topic, rp.Partition, st.next, fp.Err)

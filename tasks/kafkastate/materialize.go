@@ -88,7 +88,8 @@ type hooks struct {
 //
 // Refusals are marked outcome.Refused, configuration errors outcome.Config,
 // lost connections and timeouts outcome.Transient. Whatever fails, nothing
-// is committed.
+// is committed, except when the connection is lost after COMMIT was sent:
+// the batch may be committed, and the error says so.
 func Materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logger) (*Result, error) {
 	return materialize(ctx, cfg, dir, log, hooks{})
 }
@@ -214,7 +215,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			return nil, outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
 		}
 		starts[p] = start
-		states[p] = &partState{partition: p, next: start, done: start >= w.lso, end: w.lso}
+		states[p] = &partState{partition: p, start: start, next: start, done: start >= w.lso, end: w.lso}
 		if start < w.lso {
 			lagging = append(lagging, partRange{partition: p, from: start, end: w.lso})
 			lagged[p] = true
@@ -376,6 +377,13 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgTimeout)
 	err = tx.Commit(cctx)
 	cancel()
+	var pe *pgconn.PgError
+	if err != nil && !errors.As(err, &pe) {
+		// No answer from the server: COMMIT may have been applied.
+		return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+			"so PostgreSQL may have committed this batch or not (batch-report.json was not written); re-run: the next batch "+
+			"resumes from whatever positions were committed, and the state converges either way", topic, err))
+	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "commit")
 	}

@@ -130,7 +130,8 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 }
 
 // pgErr wraps a PostgreSQL error with what was being done. A statement
-// timeout (query_canceled after statement_timeout) is transient like a lost
+// timeout (query_canceled after statement_timeout) and a lock timeout (a
+// lock another session holds, past lock_timeout) are transient like a lost
 // connection; a missing schema or table (setup never ran in this database),
 // missing privileges and a read-only server or database are configuration
 // errors; outcome.Classify handles the rest by SQLSTATE.
@@ -143,8 +144,17 @@ func pgErr(ctx context.Context, err error, what string) error {
 	switch pe.Code {
 	case pgerrcode.QueryCanceled:
 		if ctx.Err() == nil { // statement_timeout, not a stop
-			return outcome.Transient.Mark(wrapped)
+			return outcome.Transient.Mark(fmt.Errorf("%w (a statement ran past statement_timeout (90 s in setup and materialize): most often "+
+				"it waited for a lock another session holds on kafka_state rows, such as a hand edit left in an open "+
+				"transaction (find it in pg_locks and pg_stat_activity and end it), else the server is overloaded; "+
+				"nothing was committed: retry)", wrapped))
 		}
+	case pgerrcode.LockNotAvailable:
+		// lock_timeout (set on the role or database) ended a wait for a
+		// row or table lock another session holds.
+		return outcome.Transient.Mark(fmt.Errorf("%w (another session holds a lock on kafka_state rows or tables, such as a hand edit "+
+			"left in an open transaction, and the role's or database's lock_timeout ended the wait; nothing was committed: "+
+			"find the session in pg_locks and pg_stat_activity, end its transaction, and retry)", wrapped))
 	case pgerrcode.IdleInTransactionSessionTimeout:
 		return outcome.Transient.Mark(fmt.Errorf("%w (the server ended the session while the batch waited for Kafka; nothing was committed: "+
 			"retry, and if it recurs raise idle_in_transaction_session_timeout for the PG_DSN role above 30 s)", wrapped))

@@ -31,7 +31,8 @@ func TestPGErrorClasses(t *testing.T) {
 		want    outcome.Kind
 		hint    string
 	}{
-		{"statement timeout", live, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Transient, ""},
+		{"statement timeout", live, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Transient, "pg_locks"},
+		{"lock timeout: a lock held by another session", live, false, &pgconn.PgError{Code: pgerrcode.LockNotAvailable}, outcome.Transient, "pg_locks"},
 		{"cancelled by a stop", stopped, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Internal, ""},
 		{"no table: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.UndefinedTable}, outcome.Config, "kafka-state setup"},
 		{"no schema: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.InvalidSchemaName}, outcome.Config, "kafka-state setup"},

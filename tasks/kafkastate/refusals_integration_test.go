@@ -401,6 +401,31 @@ func deleteRecordsBefore(t testing.TB, e *env, partition int32, offset int64) {
 	}
 }
 
+// TestRecordsDeletedDuringTheBatch: DeleteRecords (or retention) moves the
+// log start offset past the batch's position while it reads a partition, so
+// the broker answers the next fetch with OFFSET_OUT_OF_RANGE. The refusal
+// said "saved offset 96106 is outside the retained log [-1, -1]": neither
+// the saved offset (the fetch's position mid-batch) nor bounds the broker
+// gave, so kafka_state.positions contradicted it. It says what happened at
+// which fetch offset, and nothing changes.
+func TestRecordsDeletedDuringTheBatch(t *testing.T) {
+	e := newEnv(t)
+	createTopic(t, e.adm, e.topic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")})
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	e.mustRun(t)
+	produceMany(t, e.kcl, e.topic, 1, 100000) // about 20 MB: the batch takes several fetches
+	end := e.endOffsets(t)["0"]
+	before := e.snapshot(t)
+	_, err := e.run(t, e.config(), hooks{duringCopy: func(context.Context) { deleteRecordsBefore(t, e, 0, end-10) }})
+	assertRefused(t, err, ErrOffsetOutOfRange, e.topic, "partition 0", "OFFSET_OUT_OF_RANGE", "while this batch read it", "saved offset 1", "rebuild")
+	if err != nil && strings.Contains(err.Error(), "-1") {
+		t.Errorf("the refusal gives bounds the broker did not: %v", err)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatal("a refused run changed the tables")
+	}
+}
+
 // TestKeyTooLongForIndex: a key whose index entry exceeds what a
 // PostgreSQL btree holds (kafka_state.records' primary key: about 2700
 // bytes after compression) failed the merge as an internal error (exit 4)
