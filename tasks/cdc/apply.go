@@ -59,6 +59,10 @@ func (c Config) Validate(apply bool) error {
 		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
 	case c.ClickHouse.Timeout < 0:
 		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
+	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < time.Second:
+		// Every call would time out, as transient: no retry would help.
+		return outcome.Config.Mark(fmt.Errorf("%w: CDC_CLICKHOUSE_TIMEOUT %s is under 1s, too short for a ClickHouse call "+
+			"(connecting, a query, the insert): use at least 1s (the default is 2m)", ErrConfig, c.ClickHouse.Timeout))
 	case c.Workers < 0 || c.Workers > 64:
 		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
 	case apply && c.BatchFile == "":

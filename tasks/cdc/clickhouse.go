@@ -5,8 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +147,10 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		conn.Close()
 		return nil, classify(fmt.Errorf("read the ClickHouse server version: %w", err))
 	}
+	if err := checkURLSettings(opts.Settings, sv); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return &target{
 		conn:    conn,
 		m:       m,
@@ -155,6 +161,34 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 }
 
 func (t *target) close() { t.conn.Close() }
+
+// settingsAsStrings is the first server revision (19.x) that takes query
+// settings as text; older servers read each as an unsigned number.
+const settingsAsStrings = 54429
+
+// checkURLSettings refuses, before any query, a setting from CLICKHOUSE_URL's
+// query string that the server cannot take: before 19.x a setting is an
+// unsigned number, so clickhouse-go fails the first query on a text value
+// and a negative number garbles it (the server then reports an unknown
+// setting without a name). The value is not shown: it may be a secret.
+func checkURLSettings(settings clickhouse.Settings, sv *driver.ServerVersion) error {
+	if sv.Revision > settingsAsStrings {
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		switch v := settings[k].(type) {
+		case bool:
+			continue
+		case int:
+			if v >= 0 {
+				continue
+			}
+		}
+		return outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL sets the ClickHouse setting %s to a value ClickHouse %s cannot take "+
+			"(before 19.x a setting is a whole number of at least 0, or true or false): fix or remove it", ErrConfig, k, sv.Version))
+	}
+	return nil
+}
 
 // loadCAFile reads CLICKHOUSE_CA_FILE: at least one PEM certificate.
 func loadCAFile(path string) (*x509.CertPool, error) {
@@ -172,6 +206,7 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 // ClickHouse error codes changesink acts on (ErrorCodes.cpp).
 const (
 	chUnknownTable     = 60
+	chUnknownSetting   = 115
 	chUnknownDatabase  = 81
 	chUnknownUser      = 192
 	chWrongPassword    = 193
@@ -202,6 +237,8 @@ func classify(err error) error {
 			return outcome.Config.Mark(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
 		case chReadonly, chAccessDenied:
 			return outcome.Config.Mark(err)
+		case chUnknownSetting:
+			return outcome.Config.Mark(fmt.Errorf("%w (a setting in CLICKHOUSE_URL's query string that this server does not know: fix its name or remove it)", err))
 		case chUnknownTable, chUnknownDatabase:
 			return outcome.Config.Mark(fmt.Errorf("%w (run changesink cdc setup first)", err))
 		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,

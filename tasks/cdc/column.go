@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -697,11 +698,46 @@ func parseDateTimeString(s string, loc *time.Location) (time.Time, error) {
 		loc = time.UTC
 	}
 	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02T15:04"} {
-		if tm, err := time.ParseInLocation(layout, s, loc); err == nil {
-			return tm, nil
+		if wall, err := time.Parse(layout, s); err == nil {
+			return inZone(s, wall, loc)
 		}
 	}
 	return time.Time{}, badValue("the string is not an ISO 8601 date-time")
+}
+
+// inZone is the instant the wall-clock time wall (read as UTC) shows in
+// loc. A time loc skips (spring forward) or shows twice (fall back) names
+// no single instant: time.Date would move it, or pick one, silently.
+func inZone(s string, wall time.Time, loc *time.Location) (time.Time, error) {
+	if loc == time.UTC {
+		return wall, nil
+	}
+	// Every instant that shows this wall time has one of the offsets loc
+	// uses around it (transitions are hours apart, never within two days).
+	var found []time.Time
+	for _, near := range []time.Duration{-48 * time.Hour, 0, 48 * time.Hour} {
+		_, off := wall.Add(near).In(loc).Zone()
+		at := wall.Add(-time.Duration(off) * time.Second)
+		w := at.In(loc)
+		shows := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), time.UTC)
+		if shows.Equal(wall) && !slices.ContainsFunc(found, at.Equal) {
+			found = append(found, at)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return time.Time{}, badValue("%s does not exist in %s (its clocks skip it, as when daylight saving time begins): "+
+			"have the producer send the time with its offset", s, loc)
+	}
+	slices.SortFunc(found, time.Time.Compare)
+	at := make([]string, len(found))
+	for i, f := range found {
+		at[i] = f.UTC().Format(time.RFC3339Nano)
+	}
+	return time.Time{}, badValue("%s occurs twice in %s (its clocks repeat it, as when daylight saving time ends: %s): "+
+		"have the producer send the time with its offset", s, loc, strings.Join(at, " or "))
 }
 
 // timeValue converts an instant to a DateTime (seconds) or DateTime64

@@ -279,3 +279,26 @@ func TestStopSaysWhatToDo(t *testing.T) {
 		})
 	}
 }
+
+// TestURLSettingsAreConfig: a setting in CLICKHOUSE_URL's query string
+// that the server does not know, or whose value it cannot take, is a
+// configuration error naming the setting (it was internal, exit 4, from
+// the first query), and setup creates nothing.
+func TestURLSettingsAreConfig(t *testing.T) {
+	for _, tt := range []struct{ query, setting string }{
+		{"no_such_setting=1", "no_such_setting"},
+		{"max_block_size=abc", "max_block_size"},        // a text value: 18.16 takes numbers and booleans only
+		{"max_execution_time=-5", "max_execution_time"}, // below 0: 18.16 reads settings as unsigned
+	} {
+		t.Run(tt.setting, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			cfg := e.config("")
+			cfg.ClickHouse.URL += "?" + tt.query
+			_, err := Setup(context.Background(), cfg)
+			testenv.WantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
+			if got := e.query("SELECT count() FROM system.tables WHERE database = ?", e.db); len(got) != 1 || got[0] != "0" {
+				t.Errorf("setup left tables: %v", got)
+			}
+		})
+	}
+}

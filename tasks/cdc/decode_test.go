@@ -161,6 +161,18 @@ func ordersRefusals() []refusal {
 			ErrNotStruct, `record 2: change event is not an Ion struct: got an Ion list (each record of a Debezium trigger batch is one struct: the row's columns, deleted and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)`},
 		{"repeated field", []any{append(orderEvent(2, int64(1), int64(2), "x", int64(9), false), iongen.Field{"status", "y"})},
 			ErrMalformed, `record 1 (key id=2, LSN 9), column "status": malformed Ion: field "status" appears twice in one event`},
+		// A repeated metadata field is refused as a repeated column is: one
+		// of two LSNs (or operations, or databases) was taken silently, the
+		// first or the last by where the repeat stood.
+		{"repeated LSN", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false,
+			iongen.Metadata("UPDATE", append(iongen.Source("shop", "public", "orders", int64(9), 1, "false"), iongen.Field{"lsn", int64(999999)})))},
+			ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.source.lsn": malformed Ion: field "metadata.source.lsn" appears twice in one event`},
+		{"repeated source database", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false,
+			iongen.Metadata("UPDATE", append(iongen.Struct{{"db", "other"}}, iongen.Source("shop", "public", "orders", int64(9), 1, "false")...)))},
+			ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.source.db": malformed Ion: field "metadata.source.db" appears twice in one event`},
+		{"repeated operation", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false,
+			append(iongen.Metadata("UPDATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")), iongen.Field{"operation", "DELETE"}))},
+			ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.operation": malformed Ion: field "metadata.operation" appears twice in one event`},
 	}
 }
 

@@ -57,7 +57,8 @@
 // (bytea). Read too, for other producers: symbols, day timestamps for
 // dates, millisecond timestamps, annotated strings ZonedDateTime::"…",
 // OffsetDateTime::"…" and LocalDateTime::"…" (read in the column's time
-// zone), explicit nulls. A value that does not fit its column is refused,
+// zone; a time the zone skips or repeats at a daylight saving change is
+// refused), explicit nulls. A value that does not fit its column is refused,
 // never rounded: more decimal places than the scale, more sub-second
 // digits than the precision (a timestamp with microseconds into DateTime),
 // a double that is not a float32.

@@ -177,7 +177,7 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 		switch {
 		case name == m.Source.MetadataField && r.Type() == ion.StructType && !r.IsNull():
 			slot.Type = ion.StructType
-			if err := readMetadata(r, rec); err != nil {
+			if err := readMetadata(r, rec, name); err != nil {
 				return name, err
 			}
 		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].takesVarScale():
@@ -199,31 +199,44 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 	return "", endStruct(r)
 }
 
-// readMetadata walks the metadata struct for operation and source, and
-// source for the fields the record keeps; it stops at the last one it
-// needs (ion-go skips the rest of a struct on StepOut without parsing it).
-func readMetadata(r ion.Reader, rec *record) error {
+// readMetadata walks the metadata struct (named name in the event) for
+// operation and source, and source for the fields the record keeps. It
+// reads them to the end: a kept field that appears twice is noted in
+// rec.dup (the fast reader hands such records here), as a repeated column
+// is; which of two LSNs to take cannot be told.
+func readMetadata(r ion.Reader, rec *record, name string) error {
 	if err := r.StepIn(); err != nil {
 		return malformedValue(err)
 	}
 	op, src := rec.metaField(metaOperation), rec.metaField(metaSource)
-	for !(src.Type == ion.StructType && isText(op)) && r.Next() {
+	var seenOp, seenSrc bool
+	for r.Next() {
 		f, err := r.FieldName()
 		if err != nil || f == nil || f.Text == nil {
 			return malformedValue(err)
 		}
 		switch *f.Text {
 		case "operation":
+			if seenOp {
+				rec.noteDup(name + ".operation")
+				continue
+			}
+			seenOp = true
 			*op = ionrec.Scalar{}
 			if err := readScalar(r, op); err != nil {
 				return err
 			}
 		case "source":
+			if seenSrc {
+				rec.noteDup(name + ".source")
+				continue
+			}
+			seenSrc = true
 			if r.Type() != ion.StructType || r.IsNull() {
 				continue
 			}
 			src.Type = ion.StructType
-			if err := readSource(r, rec); err != nil {
+			if err := readSource(r, rec, name+".source"); err != nil {
 				return err
 			}
 		}
@@ -231,35 +244,40 @@ func readMetadata(r ion.Reader, rec *record) error {
 	return endStruct(r)
 }
 
-func readSource(r ion.Reader, rec *record) error {
+func readSource(r ion.Reader, rec *record, name string) error {
 	if err := r.StepIn(); err != nil {
 		return malformedValue(err)
 	}
-	done := func() bool {
-		for i := range sourceFields {
-			s := rec.source(i)
-			if s.Type == ion.NoType || ((i == srcDB || i == srcSchema || i == srcTable) && !isText(s)) {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() && r.Next() {
+	var seen [srcTxID + 1]bool
+	for r.Next() {
 		f, err := r.FieldName()
 		if err != nil || f == nil || f.Text == nil {
 			return malformedValue(err)
 		}
-		for i, name := range sourceFields {
-			if *f.Text == name {
-				s := rec.source(i)
-				*s = ionrec.Scalar{}
-				if err := readScalar(r, s); err != nil {
-					return err
-				}
+		for i, field := range sourceFields {
+			if *f.Text != field {
+				continue
+			}
+			if seen[i] {
+				rec.noteDup(name + "." + field)
+				break
+			}
+			seen[i] = true
+			s := rec.source(i)
+			*s = ionrec.Scalar{}
+			if err := readScalar(r, s); err != nil {
+				return err
 			}
 		}
 	}
 	return endStruct(r)
+}
+
+// noteDup records the first field that appears twice.
+func (r *record) noteDup(name string) {
+	if r.dup == "" {
+		r.dup = name
+	}
 }
 
 // readScalar reads the value the reader is on into s as ionrec would

@@ -117,6 +117,13 @@ func TestTypeRefusals(t *testing.T) {
 		{"at", iongen.Annotated{"ZonedDateTime", "2024-01-15T10:30:00.1234Z"}, "2024-01-15T10:30:00.1234Z has more sub-second digits than DateTime64(3)"},
 		{"zoned", iongen.Annotated{"ZonedDateTime", "1899-12-31T23:59:59Z"}, "1899-12-31T23:59:59Z is outside the DateTime64 range 1900-01-01..2299-12-31"},
 		{"zoned", iongen.Annotated{"ZonedDateTime", "yesterday"}, "the string is not an ISO 8601 date-time"},
+		// A time without an offset is read in the column's zone: one the zone
+		// skips (spring forward) or shows twice (fall back) names no single
+		// instant, and is refused instead of moved by an hour.
+		{"zoned", iongen.Annotated{"LocalDateTime", "2024-03-31T02:30:00"}, "2024-03-31T02:30:00 does not exist in Europe/Paris " +
+			"(its clocks skip it, as when daylight saving time begins): have the producer send the time with its offset"},
+		{"zoned", iongen.Annotated{"LocalDateTime", "2024-10-27T02:30:00"}, "2024-10-27T02:30:00 occurs twice in Europe/Paris " +
+			"(its clocks repeat it, as when daylight saving time ends: 2024-10-27T00:30:00Z or 2024-10-27T01:30:00Z): have the producer send the time with its offset"},
 		{"uid", "not-a-uuid", "the string is not a UUID"},
 		{"uid", nil, "null in a column that is not Nullable (UUID)"},
 		{"qty", "5", "expected an Ion int (or a decimal without fraction digits, 5.) for Nullable(Int32), got an Ion string"},
