@@ -165,6 +165,35 @@ func pgErr(ctx context.Context, err error, what string) error {
 	case pgerrcode.InsufficientPrivilege:
 		return outcome.Config.Mark(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
 			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
+	case pgerrcode.NotNullViolation, pgerrcode.CheckViolation, pgerrcode.ForeignKeyViolation, pgerrcode.ExclusionViolation, pgerrcode.RestrictViolation:
+		// changesink writes only the columns setup makes, in the forms they
+		// take: a constraint it breaks was added to the table by hand.
+		return outcome.Config.Mark(fmt.Errorf("%w (%s has a constraint or column the table kafka-state setup makes does not have%s: "+
+			"changesink writes only setup's columns; drop the constraint, or give an added column a default; nothing was committed)",
+			wrapped, pgTable(pe), pgConstraint(pe)))
 	}
 	return wrapped
+}
+
+// pgTable names the table of a constraint error, schema-qualified when the
+// server says so.
+func pgTable(pe *pgconn.PgError) string {
+	switch {
+	case pe.TableName == "":
+		return "the table"
+	case pe.SchemaName == "":
+		return pe.TableName
+	}
+	return pe.SchemaName + "." + pe.TableName
+}
+
+// pgConstraint names the constraint or the column of a constraint error.
+func pgConstraint(pe *pgconn.PgError) string {
+	switch {
+	case pe.ConstraintName != "":
+		return fmt.Sprintf(" (constraint %q)", pe.ConstraintName)
+	case pe.ColumnName != "":
+		return fmt.Sprintf(" (column %q)", pe.ColumnName)
+	}
+	return ""
 }

@@ -76,6 +76,39 @@ func TestReadOnlyDatabase(t *testing.T) {
 	testenv.CheckError(t, err, outcome.Config, nil, "read-only")
 }
 
+// TestTableAlteredByHand: a constraint or a NOT NULL column added to
+// kafka_state.records by hand made a batch fail as an internal error
+// (exit 4, "please report it"). It is a configuration error naming the
+// table and the constraint or column, nothing is committed, and the run
+// after the change is undone commits the batch.
+func TestTableAlteredByHand(t *testing.T) {
+	for _, tc := range []struct{ name, alter, undo, says string }{
+		{"a CHECK", `ALTER TABLE kafka_state.records ADD CONSTRAINT has_id CHECK (deleted OR payload ? 'id')`,
+			`ALTER TABLE kafka_state.records DROP CONSTRAINT has_id`, `(constraint "has_id")`},
+		{"a NOT NULL column", `ALTER TABLE kafka_state.records ADD COLUMN note text NOT NULL DEFAULT 'x'; ALTER TABLE kafka_state.records ALTER COLUMN note DROP DEFAULT`,
+			`ALTER TABLE kafka_state.records DROP COLUMN note`, `(column "note")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTopicEnv(t, 1)
+			produce(t, e.kcl, e.topic, kv(0, "a", `{"id":1}`))
+			e.mustRun(t)
+			e.exec(t, tc.alter)
+			produce(t, e.kcl, e.topic, kv(0, "b", `{"v":2}`))
+			before := e.snapshot(t)
+			_, err := e.run(t, e.config(), hooks{})
+			testenv.CheckError(t, err, outcome.Config, nil, "kafka_state.records has a constraint or column the table kafka-state setup makes does not have "+tc.says,
+				"nothing was committed")
+			if got := e.snapshot(t); got != before {
+				t.Errorf("the failed run changed the state:\n%s\nwas\n%s", got, before)
+			}
+			e.exec(t, tc.undo)
+			if res := e.mustRun(t); res.Consumed != 1 {
+				t.Errorf("the run after the undo consumed %d records, want 1", res.Consumed)
+			}
+		})
+	}
+}
+
 // TestNonUTF8Database: a database whose encoding is not UTF8. The batch's
 // COPY sends keys in binary, which PostgreSQL stores without converting:
 // in a LATIN1 database the key "café" became the five characters "cafÃ©"
