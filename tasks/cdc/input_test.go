@@ -49,6 +49,18 @@ func TestMalformedBatchSaysWhatToDo(t *testing.T) {
 	}
 }
 
+// TestByteOrderMark: a text batch an editor saved with a UTF-8 byte order
+// mark was refused as "unexpected rune 'ï'"; the refusal names the mark.
+func TestByteOrderMark(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	data := encode(t, false, orderEvent(1, int64(1), int64(1), "ok", int64(100), false))
+	path := filepath.Join(t.TempDir(), "changes.ion")
+	testenv.WriteFile(t, path, append([]byte("\xEF\xBB\xBF"), data...), 0o644)
+	_, err := Apply(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"}, BatchFile: path})
+	testenv.WantError(t, err, outcome.Refused, ErrMalformed, "record 1 (byte 0): malformed Ion: the file starts with a UTF-8 byte order mark (EF BB BF)",
+		"save it without the mark")
+}
+
 // TestInvalidUTF8Refused: an Ion string (or symbol) is Unicode text;
 // bytes that are not UTF-8 mean a corrupt file. They were accepted, written
 // to ClickHouse as raw bytes, and rendered as U+FFFD in expected.jsonl, so

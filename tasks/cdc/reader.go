@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/amazon-ion/ion-go/ion"
 	"golang.org/x/sync/errgroup"
@@ -79,6 +80,10 @@ func decodeFileWith(ctx context.Context, path string, m *Mapping, opts decodeOpt
 	return b, nil
 }
 
+// utf8BOM is the byte order mark some editors put at the start of a text
+// file.
+const utf8BOM = "\xEF\xBB\xBF"
+
 // scanFile decodes the file and hands every valid row to sink, in file
 // order; reset is called before a fallback to the one-stream decode
 // starts again from the first record.
@@ -90,6 +95,10 @@ func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, 
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
 	f.Close()
+	if strings.HasPrefix(string(head[:n]), utf8BOM) {
+		return &RecordError{Record: 1, Offset: 0, Err: fmt.Errorf("%w: the file starts with a UTF-8 byte order mark (EF BB BF), which Ion text "+
+			"does not allow (an editor saved it so): save it without the mark", ErrMalformed)}
+	}
 	binary := batchfile.IsBinary(head[:n])
 
 	perr := decodeSegments(ctx, path, m, opts, binary, sink)
