@@ -298,6 +298,30 @@ func (e *env) exec(t testing.TB, sql string, args ...any) {
 	}
 }
 
+// committedNothingThenConverges checks that a failed run left e's tables as
+// the snapshot before showed them, and that the next run commits the
+// consumed records the failed one did not.
+func (e *env) committedNothingThenConverges(t testing.TB, before string, consumed int64) {
+	t.Helper()
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("the failed run changed the tables:\n%s\nwas\n%s", after, before)
+	}
+	if res := e.mustRun(t); res.Consumed != consumed {
+		t.Errorf("re-run consumed %d, want %d", res.Consumed, consumed)
+	}
+}
+
+// setDatabase sets a parameter on e's database (ALTER DATABASE … SET,
+// setting "name = value"), for the sessions that connect after it.
+func (e *env) setDatabase(t testing.TB, setting string) {
+	t.Helper()
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `ALTER DATABASE `+pgx.Identifier{cc.Database}.Sanitize()+` SET `+setting)
+}
+
 // topicMeta returns the broker's cluster id and the topic id in seed form.
 func (e *env) ids(t testing.TB) (clusterID, topicID string) {
 	t.Helper()
