@@ -162,8 +162,9 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 
 func (t *target) close() { t.conn.Close() }
 
-// settingsAsStrings is the first server revision (19.x) that takes query
-// settings as text; older servers read each as an unsigned number.
+// settingsAsStrings is DBMS_MIN_REVISION_WITH_SETTINGS_SERIALIZED_AS_STRINGS:
+// clickhouse-go sends query settings as text only to servers past it (19.x);
+// to this one and older ones each is an unsigned number.
 const settingsAsStrings = 54429
 
 // checkURLSettings refuses, before any query, a setting from CLICKHOUSE_URL's
