@@ -72,11 +72,25 @@ func TestRunStopsTheMeasuredProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Gone, or a zombie waiting for init to reap it (killed; its parent,
-	// GNU time, died with it).
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] != "Z" {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("the measured process %d still runs (state %s) after Run returned", pid, f[0])
+	// GNU time, died with it). The SIGKILL was sent before Run returned,
+	// but a process that was running on the other CPU (state R) dies
+	// once it is next scheduled: wait for that, not for sleep 600.
+	state := func() string {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return "gone"
 		}
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 {
+			return f[0]
+		}
+		return "?"
+	}
+	s := state()
+	for end := time.Now().Add(10 * time.Second); s != "gone" && s != "Z" && time.Now().Before(end); s = state() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s != "gone" && s != "Z" {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the measured process %d still runs (state %s) 10 s after Run returned", pid, s)
 	}
 }
