@@ -371,6 +371,44 @@ func TestStopBeforeCommit(t *testing.T) {
 	}
 }
 
+// TestStopSaysWhatWasLeft: a stop (SIGTERM, Kestra's task timeout) at
+// other moments than right before the commit. The run ended transient with
+// the step's bare error, "postgresql: read kafka_state.positions: context
+// canceled", or "kafka metadata ...: context canceled (the broker was
+// unreachable or dropped the connection ...)": not saying that it was
+// stopped, and blaming a broker that answered. It must say it was stopped,
+// that nothing was committed, and that a re-run converges.
+func TestStopSaysWhatWasLeft(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		stop func(cancel context.CancelFunc) (context.CancelFunc, hooks)
+	}{
+		{"before the start", func(cancel context.CancelFunc) (context.CancelFunc, hooks) { cancel(); return cancel, hooks{} }},
+		{"after the fetch", func(cancel context.CancelFunc) (context.CancelFunc, hooks) {
+			return cancel, hooks{afterFetch: cancel}
+		}},
+		{"before the topic re-check", func(cancel context.CancelFunc) (context.CancelFunc, hooks) {
+			return cancel, hooks{beforeRecheck: func(context.Context) error { cancel(); return nil }}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newTopicEnv(t, 1)
+			produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
+			ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+			cancel, h := c.stop(cancel)
+			defer cancel()
+			_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, h)
+			testenv.CheckError(t, err, outcome.Transient, context.Canceled, "was stopped", "nothing was committed", "re-run")
+			if err != nil && strings.Contains(err.Error(), "unreachable") {
+				t.Errorf("a stop is blamed on the broker: %v", err)
+			}
+			if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
+				t.Fatalf("a stopped run committed: positions %v", next)
+			}
+		})
+	}
+}
+
 // TestIdleInTransactionTimeout: the server ends a session idle in its
 // transaction longer than idle_in_transaction_session_timeout; a batch is
 // idle in its transaction while it asks Kafka (the offsets, the end-of-batch

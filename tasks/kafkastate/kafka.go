@@ -82,6 +82,10 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 		errors.Is(err, kerr.TopicAuthorizationFailed):
 		return outcome.Config.Mark(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
 	}
+	if errors.Is(err, context.Canceled) {
+		// The run was stopped: the broker is not to blame (materialize says so).
+		return outcome.Transient.Mark(wrapped)
+	}
 	return outcome.Transient.Mark(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
 }
 

@@ -94,7 +94,13 @@ func Materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	return materialize(ctx, cfg, dir, log, hooks{})
 }
 
-func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logger, h hooks) (*Result, error) {
+func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logger, h hooks) (_ *Result, err error) {
+	commitSent := false
+	defer func() {
+		if !commitSent {
+			err = stoppedBeforeCommit(ctx, cfg.Topic, err)
+		}
+	}()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -368,13 +374,14 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		h.beforeCommit()
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("topic %q: stopped before the commit, nothing was committed: %w", topic, err)
+		return nil, err
 	}
 	// Once COMMIT is sent its outcome is PostgreSQL's: a stop (SIGTERM)
 	// must not turn a commit into a reported failure, so wait for the
 	// answer (pgx would otherwise drop the connection and report the
 	// cancellation while the server commits).
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgTimeout)
+	commitSent = true
 	err = tx.Commit(cctx)
 	cancel()
 	var pe *pgconn.PgError
@@ -404,6 +411,17 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, fmt.Errorf("the batch is committed, but %s could not be renamed into place: %w", ReportFile, err)
 	}
 	return res, nil
+}
+
+// stoppedBeforeCommit says what a stop (SIGTERM, or Kestra's task timeout:
+// both cancel ctx) left when it ended the run before COMMIT was sent: the
+// step's own error is only "context canceled". Other errors pass unchanged.
+func stoppedBeforeCommit(ctx context.Context, topic string, err error) error {
+	if err == nil || ctx.Err() == nil || !(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (SIGTERM, or the task's timeout) before its commit: "+
+		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, err))
 }
 
 // supportsMerge reports whether the server has MERGE (PostgreSQL 15+), from
