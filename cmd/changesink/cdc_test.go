@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -292,5 +293,52 @@ func TestCDCFaultExitCodes(t *testing.T) {
 		if !strings.HasSuffix(line, "::") || json.Unmarshal([]byte(line[2:len(line)-2]), &v) != nil {
 			t.Errorf("not a protocol line of JSON: %s", line)
 		}
+	}
+}
+
+// TestCDCOutputFileCannotBeWritten: a working directory that cannot take
+// the output files (a full disk; here a file-size limit of 0, which fails
+// the write the same way with EFBIG) made cdc apply exit 4, "internal",
+// with "write expected.jsonl: ...: file too large": a bug to report, and
+// not saying that none of the batch was written nor what to do. It is
+// transient (exit 3) naming WORKING_DIR, with nothing written and no output
+// file left; the re-run with room converges.
+func TestCDCOutputFileCannotBeWritten(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")
+	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, db, work := cdcWorkspace(ctx, t, chURL, "cdc_full_")
+	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new")
+	setCDCEnv(t, work, chURL, nil)
+	var out bytes.Buffer
+	if code := run(ctx, []string{"cdc", "setup"}, &out); code != 0 {
+		t.Fatalf("setup: exit %d:\n%s", code, out.String())
+	}
+	bin := testenv.BuildChangesink(t)
+	// ulimit -f 0: every write to a regular file fails (stdout is a pipe).
+	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -f 0 && exec "$0" cdc apply`, bin)
+	res, err := testenv.Run(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != 3 {
+		t.Errorf("exit %d, want 3 (transient):\n%s", res.Code, res.Output())
+	}
+	for _, w := range []string{`"error_class":"transient"`, "expected.jsonl", "WORKING_DIR", "none of the batch was written", "re-run"} {
+		if !strings.Contains(res.Stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, res.Output())
+		}
+	}
+	var rows uint64
+	if err := admin.QueryRow(ctx, "SELECT count() FROM "+db+".orders_cdc").Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("the target holds %d rows (%v), want none", rows, err)
+	}
+	if entries, _ := os.ReadDir(work); len(entries) != 2 {
+		t.Errorf("the failed run left files in the working directory: %v", entries)
+	}
+	out.Reset()
+	if code := run(ctx, []string{"cdc", "apply"}, &out); code != 0 || !strings.Contains(out.String(), `"pending":2`) {
+		t.Errorf("the re-run: exit %d, want 0 with the batch applied:\n%s", code, out.String())
 	}
 }

@@ -677,12 +677,20 @@ func writeRows(dir kestra.Dir, name string, m *Mapping, rows []*row) (*kestra.Fi
 		line = append(line, '\n')
 		if _, err := w.Write(line); err != nil {
 			f.Abort()
-			return nil, fmt.Errorf("write %s: %w", name, err)
+			return nil, outputFileErr(name, err)
 		}
 	}
 	if err := w.Flush(); err != nil {
 		f.Abort()
-		return nil, fmt.Errorf("write %s: %w", name, err)
+		return nil, outputFileErr(name, err)
 	}
 	return f, nil
+}
+
+// outputFileErr is a failed write of an output file, which happens before
+// the insert: a full disk (or a file-size limit) in the working directory,
+// not a bug.
+func outputFileErr(name string, err error) error {
+	return outcome.Transient.Mark(fmt.Errorf("write %s: %w: the working directory (WORKING_DIR) cannot take the output files (disk full?); "+
+		"none of the batch was written to ClickHouse; free space there and re-run the batch", name, err))
 }
