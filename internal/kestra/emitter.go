@@ -135,7 +135,19 @@ func (e *Emitter) Metrics(metrics []Metric) error {
 		}
 		return e.plain(e.w, b.String())
 	}
-	return e.line(map[string]any{"metrics": metrics})
+	// A metric's name and type are changesink's own words (a password
+	// "counter" must not make Kestra drop the line); tag values are data.
+	masked := make([]Metric, len(metrics))
+	for i, m := range metrics {
+		masked[i] = m
+		if m.Tags != nil {
+			masked[i].Tags = make(map[string]string, len(m.Tags))
+			for k, v := range m.Tags {
+				masked[i].Tags[k] = e.mask.Mask(v)
+			}
+		}
+	}
+	return e.write(map[string]any{"metrics": masked})
 }
 
 // textJSON renders v as compact JSON without HTML escaping, for text output.
@@ -170,7 +182,13 @@ func (e *Emitter) Log(level Level, message string) error {
 		}
 		return e.plain(w, string(level)+": "+message)
 	}
-	return e.line(map[string]any{"logs": []map[string]string{{"level": string(level), "message": message}}})
+	return e.log(level, e.mask.Mask(message))
+}
+
+// log prints a logs line of an already masked message; the level is
+// changesink's own word, never masked.
+func (e *Emitter) log(level Level, masked string) error {
+	return e.write(map[string]any{"logs": []map[string]string{{"level": string(level), "message": masked}}})
 }
 
 // Fail reports a failed run of the given class (refused, config, transient,
@@ -178,15 +196,18 @@ func (e *Emitter) Log(level Level, message string) error {
 // and the outputs error_class and error (Kestra keeps the outputs of a failed
 // task, so a flow's errors branch can act on the class); as text, that line
 // alone, on the error writer.
+// The class is changesink's own word and is never masked (a password
+// "transient" must not hide it from an errors branch); the message is.
 func (e *Emitter) Fail(class, message string) error {
+	message = e.mask.Mask(message)
 	line := "changesink: " + class + ": " + message
 	if e.text {
-		return e.plain(e.errw, line)
+		return e.writeText(e.errw, line)
 	}
-	if err := e.Log(LevelError, line); err != nil {
+	if err := e.log(LevelError, line); err != nil {
 		return err
 	}
-	return e.Outputs(map[string]any{"error_class": class, "error": message})
+	return e.write(map[string]any{"outputs": map[string]any{"error_class": class, "error": message}})
 }
 
 // Plain prints a plain stdout line, which Kestra shows as INFO. Line breaks
@@ -194,7 +215,11 @@ func (e *Emitter) Fail(class, message string) error {
 func (e *Emitter) Plain(message string) error { return e.plain(e.w, message) }
 
 func (e *Emitter) plain(w io.Writer, message string) error {
-	msg := e.mask.Mask(message)
+	return e.writeText(w, e.mask.Mask(message))
+}
+
+// writeText writes an already masked message as one line.
+func (e *Emitter) writeText(w io.Writer, msg string) error {
 	msg = string(bytes.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' {
 			return ' '
@@ -207,22 +232,35 @@ func (e *Emitter) plain(w io.Writer, message string) error {
 	return err
 }
 
+// line prints v as a protocol line, every string value in it masked.
 func (e *Emitter) line(v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("kestra: encode protocol line: %w", err)
 	}
-	raw, err = e.maskJSON(raw)
-	if err != nil {
+	if raw, err = e.maskJSON(raw); err != nil {
 		return err
 	}
+	return e.writeLine(raw)
+}
+
+// write prints v, whose strings the caller masked, as a protocol line.
+func (e *Emitter) write(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("kestra: encode protocol line: %w", err)
+	}
+	return e.writeLine(raw)
+}
+
+func (e *Emitter) writeLine(raw []byte) error {
 	out := make([]byte, 0, len(raw)+8)
 	out = append(out, "::"...)
 	out = appendASCII(out, string(raw))
 	out = append(out, "::\n"...)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, err = e.w.Write(out)
+	_, err := e.w.Write(out)
 	return err
 }
 

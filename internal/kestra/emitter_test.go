@@ -199,3 +199,45 @@ func TestFailForKestra(t *testing.T) {
 		t.Errorf("got %q\nwant %q", out.String(), want)
 	}
 }
+
+// TestProtocolWordsSurviveMasking: the masker replaced every occurrence of
+// a secret in every string of a line, the protocol's own words included. A
+// password "transient" turned the output error_class into "xxxxx" (an
+// errors branch testing it never matched), "counter" turned a metric's
+// type into "xxxxx" and "ERROR" a log line's level (Kestra drops a line
+// with an unknown type or level: "Invalid outputs"). The class, the level
+// and a metric's name and type are changesink's own words and hide no
+// secret; messages, errors and tag values are masked.
+func TestProtocolWordsSurviveMasking(t *testing.T) {
+	var buf bytes.Buffer
+	em := NewEmitter(&buf, multiMask{"transient", "counter", "ERROR", "records"})
+	if err := em.Fail("transient", "login with transient failed: ERROR"); err != nil {
+		t.Fatal(err)
+	}
+	if err := em.Metrics([]Metric{Counter("records", 2, map[string]string{"topic": "records-counter"})}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Outputs map[string]any `json:"outputs"`
+		Metrics []Metric       `json:"metrics"`
+		Logs    []struct{ Level, Message string }
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		m := kestraLine.FindStringSubmatch(line)
+		if m == nil || json.Unmarshal([]byte(m[1]), &got) != nil {
+			t.Fatalf("not a protocol line: %q", line)
+		}
+	}
+	if got.Outputs["error_class"] != "transient" {
+		t.Errorf("error_class = %v, want transient", got.Outputs["error_class"])
+	}
+	if got.Outputs["error"] != "login with xxxxx failed: xxxxx" {
+		t.Errorf("error = %v, want the secrets masked", got.Outputs["error"])
+	}
+	if len(got.Logs) != 1 || got.Logs[0].Level != "ERROR" || got.Logs[0].Message != "changesink: transient: login with xxxxx failed: xxxxx" {
+		t.Errorf("logs = %+v, want level ERROR, class kept, message masked", got.Logs)
+	}
+	if len(got.Metrics) != 1 || got.Metrics[0].Name != "records" || got.Metrics[0].Type != "counter" || got.Metrics[0].Tags["topic"] != "xxxxx-xxxxx" {
+		t.Errorf("metrics = %+v, want name and type kept, the tag value masked", got.Metrics)
+	}
+}
