@@ -183,6 +183,13 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 			// kong's message for required flags neither set nor in the env.
 			return fail(em, outcome.Config, missingSettings(parser, flagInMessage.FindAllStringSubmatch(missing, -1)))
 		}
+		if strings.HasPrefix(err.Error(), "unexpected argument ") {
+			// kong names the word, which may be the rest of an unquoted
+			// secret ("--pg-password two words"): Kestra masks only whole
+			// secrets, and the mask here knows only the env's.
+			return fail(em, outcome.Config, errors.New("unexpected argument (not shown: it may be part of a secret): quote a flag value "+
+				"that holds spaces, or pass secrets as env vars; `changesink help <command>` lists the flags"))
+		}
 		return fail(em, outcome.Config, withEnvNames(parser, err))
 	}
 	if err := requireNonEmpty(parser, kctx); err != nil {

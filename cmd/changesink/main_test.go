@@ -105,6 +105,24 @@ func TestMissingRequiredSettings(t *testing.T) {
 	}
 }
 
+// TestUnexpectedArgumentNotShown: a secret with a space passed as an
+// unquoted flag ("--pg-password hunter2 pw") left its second word as an
+// argument that kong's message printed ("unexpected argument pw"), past
+// every mask: the message no longer shows it.
+func TestUnexpectedArgumentNotShown(t *testing.T) {
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"kafka-state", "setup", "--pg-password", "hunter2", "pwsecondword", "--pg-dsn", "host=127.0.0.1"}, &out)
+	if code != 2 || !strings.Contains(out.String(), `"error_class":"config"`) {
+		t.Fatalf("exit code = %d, want 2 and error_class config; output:\n%s", code, out.String())
+	}
+	if strings.Contains(out.String(), "pwsecondword") {
+		t.Errorf("the output shows the argument:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "unexpected argument (not shown: it may be part of a secret): quote a flag value that holds spaces") {
+		t.Errorf("the output does not say what to do:\n%s", out.String())
+	}
+}
+
 func mustParser(t *testing.T) *kong.Kong {
 	t.Helper()
 	p, err := newParser(&CLI{}, io.Discard, io.Discard, func(int) {})
