@@ -409,11 +409,12 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, err
 	}
 
-	if err := expFile.Commit(); err != nil {
-		return nil, fmt.Errorf("publish %s: %w", ExpectedFile, err)
-	}
-	if err := pendFile.Commit(); err != nil {
-		return nil, fmt.Errorf("publish %s: %w", PendingFile, err)
+	for _, f := range []*kestra.File{expFile, pendFile} {
+		if err := f.Commit(); err != nil {
+			// The target is right; only the task's outputs are missing.
+			return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but an output file "+
+				"could not be published in WORKING_DIR: %w; re-run the batch (a replay: it writes nothing twice, and writes the files again)", err))
+		}
 	}
 	res.Total = time.Since(start)
 	return res, nil

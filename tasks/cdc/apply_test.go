@@ -294,6 +294,31 @@ func TestApplyTargetConflict(t *testing.T) {
 	noOutputs(t, cfg)
 }
 
+// TestOutputsLostAfterTheLedger: the working directory gone after the
+// insert (so the output files cannot be published once the batch is
+// applied, verified and in the ledger) was an internal error (exit 4,
+// documented as "nothing was committed"). It is transient, says the batch
+// is in, and the re-run is a replay that writes the files.
+func TestOutputsLostAfterTheLedger(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)))
+	cfg := e.config(path)
+	cfg.hooks.afterInsert = func(context.Context) error { return os.RemoveAll(cfg.OutDir.Path) }
+	_, err := Apply(context.Background(), cfg)
+	testenv.WantError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but an output file could not be published in WORKING_DIR",
+		"re-run the batch (a replay: it writes nothing twice, and writes the files again)")
+	cfg = e.config(path)
+	res, err := Apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending != 0 || res.Skipped != 1 || res.Verified != 1 {
+		t.Errorf("re-run: pending %d, skipped %d, verified %d; want a replay: 0, 1, 1", res.Pending, res.Skipped, res.Verified)
+	}
+	testenv.ReadFile(t, filepath.Join(cfg.OutDir.Path, ExpectedFile))
+}
+
 // TestApplyCrashAfterInsert stops a run after its insert (the test seam
 // hooks.afterInsert) and re-runs the batch: it converges and verifies. It
 // then inserts the same rows again, as a retried partial insert would, and

@@ -460,6 +460,31 @@ func TestPositionsRowLockedByAnotherSession(t *testing.T) {
 	e.committedNothingThenConverges(t, before, 1)
 }
 
+// TestReportLostAfterTheCommit: the working directory gone while the
+// batch commits, so batch-report.json cannot be published after the
+// COMMIT, was an internal error (exit 4, documented as "nothing was
+// committed"). It is transient, says the batch is committed, and the re-run
+// commits nothing twice.
+func TestReportLostAfterTheCommit(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
+	dir := t.TempDir()
+	ctx := testCtx(t, time.Minute)
+	_, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, hooks{beforeCommit: func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	}})
+	testenv.WantError(t, err, outcome.Transient, nil, "the batch is committed (its records and positions are in PostgreSQL), but batch-report.json could not be published in WORKING_DIR",
+		"a re-run converges: it commits nothing twice")
+	if got := len(e.records(t)); got != 2 {
+		t.Errorf("%d records stored, want the batch's 2", got)
+	}
+	if res := e.mustRun(t); res.Consumed != 0 {
+		t.Errorf("re-run consumed %d, want 0", res.Consumed)
+	}
+}
+
 // TestConnectionLostDuringCommit: the PostgreSQL connection is lost after
 // COMMIT reached the server and before its answer came back (a proxy in
 // front of the server forwards the COMMIT, then drops the connection). The

@@ -408,7 +408,11 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			topic, since, ret.deleteRetentionMs))
 	}
 	if err := report.Commit(); err != nil {
-		return nil, fmt.Errorf("the batch is committed, but %s could not be renamed into place: %w", ReportFile, err)
+		// The state is right; only the task's outputs are missing. A re-run
+		// commits nothing twice and reports what came after this batch.
+		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is committed (its records and positions are in PostgreSQL), but %s "+
+			"could not be published in WORKING_DIR: %w; re-run (a re-run converges: it commits nothing twice, and reports the records after this batch)",
+			ReportFile, err))
 	}
 	return res, nil
 }
