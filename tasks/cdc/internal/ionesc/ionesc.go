@@ -18,6 +18,8 @@
 //     (amazon-ion/ion-docs, docs/stringclob.md, "Ion String"); its grammar
 //     allows \U only up to \U0010FFFF (grammar/IonText.g4.txt,
 //     UNICODE_ESCAPE).
+//   - The seed's reader (Python amazon.ion 0.15.0, simpleion.loads) reads
+//     the pair as its character and refuses the others.
 //
 // Fix rewrites text so that ion-go reads it so, keeping every byte at its
 // offset: a pair becomes the \U escape of its character followed by an
@@ -47,24 +49,27 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	what := "a lone UTF-16 surrogate (half of a pair: a high one, \\ud800 to \\udbff, then a low one, \\udc00 to \\udfff)"
+	what := "a lone UTF-16 surrogate: a pair is a high one, \\ud800 to \\udbff, then a low one, \\udc00 to \\udfff"
 	if e.Escape[1] == 'U' {
-		what = "a surrogate or beyond U+10FFFF"
+		what = "a surrogate, or beyond U+10FFFF"
 	}
-	return fmt.Sprintf("ion: the escape %s names no Unicode character: it is %s; a character above U+FFFF is written as "+
-		"UTF-8, as \\U0001F600 or as a pair \\ud83d\\ude00 (offset %d)", e.Escape, what, e.Offset)
+	return fmt.Sprintf("ion: the escape %s names no Unicode character (%s); write a character above U+FFFF as UTF-8, "+
+		"as \\U0001F600 or as a pair \\ud83d\\ude00 (offset %d)", e.Escape, what, e.Offset)
 }
 
-// Fix returns text with its escapes mended (see the package comment):
-// text itself when it has no \u or \U, else a mended copy.
-func Fix(text []byte) []byte {
+// Fix returns text with its escapes mended (see the package comment), a
+// copy, and true; or text itself and false when there is nothing to mend.
+func Fix(text []byte) ([]byte, bool) {
 	if !bytes.Contains(text, []byte(`\u`)) && !bytes.Contains(text, []byte(`\U`)) {
-		return text
+		return text, false
 	}
 	out := bytes.Clone(text)
 	var s scanner
 	s.scan(out, true)
-	return out
+	if !s.mended {
+		return text, false
+	}
+	return out, true
 }
 
 // Explain returns the *Error that err stands for when err is ion-go's
@@ -155,6 +160,7 @@ type scanner struct {
 	// (before it is mended); false stops the scan.
 	refused func(pos uint64, esc []byte) bool
 	stopped bool
+	mended  bool // an escape was mended
 }
 
 // poison replaces an escape's letter: backslash and '!' is no Ion escape.
@@ -166,6 +172,16 @@ const poison = '!'
 func (s *scanner) scan(b []byte, final bool) int {
 	i := 0
 	for i < len(b) && !s.stopped {
+		if plain(b[i]) { // a run of bytes that start nothing, in any mode
+			j := i + 1
+			for j < len(b) && plain(b[j]) {
+				j++
+			}
+			s.pos += uint64(j - i)
+			s.cr = false
+			i = j
+			continue
+		}
 		n := s.token(b, i, final)
 		if n == 0 {
 			return i
@@ -182,6 +198,15 @@ func (s *scanner) scan(b []byte, final bool) int {
 		return len(b)
 	}
 	return i
+}
+
+// plain reports a byte that starts nothing in any mode and is no line end.
+func plain(c byte) bool {
+	switch c {
+	case '"', '\'', '/', '{', '}', '*', '\\', '\r', '\n':
+		return false
+	}
+	return true
 }
 
 // token handles what starts at b[i] and returns its length in bytes, or 0
@@ -322,6 +347,7 @@ func (s *scanner) escape(b []byte, i int, final bool) int {
 				r := 0x10000 + (v-0xD800)<<10 + (lo - 0xDC00)
 				// 12 bytes, as the pair: \U and 8 digits, an escaped newline.
 				copy(b[i:i+12], fmt.Sprintf("\\U%08X\\\n", r))
+				s.mended = true
 				return 12
 			}
 		}
@@ -336,6 +362,7 @@ func (s *scanner) refuse(b []byte, i, n int) int {
 		s.stopped = true
 	}
 	b[i+1] = poison
+	s.mended = true
 	return n
 }
 

@@ -179,7 +179,7 @@ func readRef(binary bool, data []byte) ([]*Record, error) {
 		data = append([]byte{' '}, data...)
 	}
 	if !binary {
-		data = ionesc.Fix(data) // as cdc reads text with ion-go
+		data, _ = ionesc.Fix(data) // as cdc reads text with ion-go
 	}
 	r := ion.NewReaderBytes(data)
 	var out []*Record
