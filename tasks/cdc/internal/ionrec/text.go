@@ -461,25 +461,9 @@ func (r *Reader) txtString(b []byte, p int, f *Scalar) (int, error) {
 			case '?', '/', '\'', '"', '\\':
 				ch = rune(e)
 			case 'x', 'u', 'U':
-				n := 2
-				switch e {
-				case 'u':
-					n = 4
-				case 'U':
-					n = 8
-				}
-				if q+n > len(b) {
-					return 0, ErrFallback
-				}
-				v, err := strconv.ParseUint(string(b[q:q+n]), 16, 32)
-				if err != nil {
-					return 0, ErrFallback
-				}
-				ch, q = rune(v), q+n
-				if v >= 0xD800 {
-					if ch, q, err = surrogates(b, v, e, q); err != nil {
-						return 0, err
-					}
+				var err error
+				if ch, q, err = hexEscape(b, e, q); err != nil {
+					return 0, err
 				}
 			default:
 				return 0, ErrFallback
@@ -495,19 +479,32 @@ func (r *Reader) txtString(b []byte, p int, f *Scalar) (int, error) {
 	return 0, ErrFallback
 }
 
-// surrogates reads v, the code point of a \u or \U escape (e) that ends
-// before b[q], when it is U+D800 or above: a high surrogate followed by the
-// \u escape of a low one is the character the pair encodes (q moves past
-// it), as the Ion conformance suite reads it; other surrogates, and code
-// points beyond U+10FFFF, name no character and fall back (ion-go decodes
-// each as U+FFFD; cdc reads them through ionesc, which refuses them).
-func surrogates(b []byte, v uint64, e byte, q int) (rune, int, error) {
-	switch {
-	case v > utf8.MaxRune, v >= 0xDC00 && v <= 0xDFFF, e != 'u' && v <= 0xDFFF:
-		return 0, 0, ErrFallback
-	case v > 0xDBFF:
-		return rune(v), q, nil
+// hexEscape reads the digits of a \x, \u or \U escape (e) at b[q] and
+// returns its character and the offset after it. A high surrogate followed
+// by the \u escape of a low one is the character the pair encodes, as the
+// Ion conformance suite reads it (ion-go reads two U+FFFD); other
+// surrogates, and code points beyond U+10FFFF, name no character and fall
+// back (ion-go reads each as U+FFFD; cdc reads them through ionesc, which
+// refuses them).
+func hexEscape(b []byte, e byte, q int) (rune, int, error) {
+	n := 2
+	switch e {
+	case 'u':
+		n = 4
+	case 'U':
+		n = 8
 	}
+	if q+n > len(b) {
+		return 0, 0, ErrFallback
+	}
+	v, err := strconv.ParseUint(string(b[q:q+n]), 16, 32)
+	switch {
+	case err != nil, v > utf8.MaxRune, v >= 0xDC00 && v <= 0xDFFF, e != 'u' && v >= 0xD800 && v <= 0xDFFF:
+		return 0, 0, ErrFallback
+	case v < 0xD800 || v > 0xDBFF:
+		return rune(v), q + n, nil
+	}
+	q += n
 	if q+6 > len(b) || b[q] != '\\' || b[q+1] != 'u' {
 		return 0, 0, ErrFallback
 	}
