@@ -576,3 +576,85 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 		}
 	}
 }
+
+// TestSurrogateEscapes: text Ion may write a character beyond U+FFFF as a
+// UTF-16 surrogate pair of \u escapes; both readers stored each half as
+// U+FFFD and the run succeeded with a changed value. The pair is the one
+// character it encodes, and an escape that names no character (a lone
+// surrogate, a \U of one or beyond U+10FFFF) is refused naming the record,
+// the line and the escape (see package ionesc for what Ion says). Every
+// path: line by line (the fast reader, ion-go for a line it leaves), a
+// segment as one ion-go stream (a long string), ion-go alone (the oracle),
+// and the whole file as one stream (a record spanning lines).
+func TestSurrogateEscapes(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	tests := []struct {
+		name, status string // status as written in the text
+		want         string // the status read; "" = refused
+		refused      string // the escape refused
+	}{
+		{"pair", `"a\ud83d\ude00b"`, "a😀b", ""},
+		{"pair in upper case", `"\uD83D\uDE00"`, "😀", ""},
+		{"first and last", `"\ud800\udc00\udbff\udfff"`, "\U00010000\U0010FFFF", ""},
+		{"pair in a symbol", `'a\ud83d\ude00b'`, "a😀b", ""},
+		{"pair in a long string", `'''a\ud83d\ude00b'''`, "a😀b", ""},
+		{"pair in the second long string", `'''a''' '''\ud83d\ude00b'''`, "a😀b", ""},
+		{"8-digit escape", `"\U0001F600"`, "😀", ""},
+		{"escaped backslash", `"a\\ud800b"`, `a\ud800b`, ""},
+		{"escaped backslash then a pair", `"\\\ud83d\ude00"`, `\😀`, ""},
+
+		{"lone high", `"a\ud800b"`, "", `\ud800`},
+		{"lone low", `"a\udc00b"`, "", `\udc00`},
+		{"high then not a low", `"\ud800\uabcd"`, "", `\ud800`},
+		{"low then high", `"\ude00\ud83d"`, "", `\ude00`},
+		{"lone high in a symbol", `'a\ud800b'`, "", `\ud800`},
+		{"lone low in a long string", `'''a\udc00b'''`, "", `\udc00`},
+		{"pair split across long strings", `'''\ud83d''' '''\ude00'''`, "", `\ud83d`},
+		{"8-digit surrogate", `"\U0000D800"`, "", `\U0000D800`},
+		{"beyond U+10FFFF", `"\U00110000"`, "", `\U00110000`},
+	}
+	paths := []struct {
+		name  string
+		split bool // record 2 spans two lines
+		opts  decodeOptions
+	}{{"lines", false, decodeOptions{workers: 2}}, {"ion-go", false, decodeOptions{workers: 2, ionOnly: true}}, {"stream", true, decodeOptions{workers: 2}}}
+	for _, tt := range tests {
+		for _, p := range paths {
+			t.Run(tt.name+"/"+p.name, func(t *testing.T) {
+				data := encode(t, false, orderEvent(1, int64(1), int64(1), "ok", int64(100), false),
+					orderEvent(2, int64(1), int64(1), "QQQ", int64(101), false))
+				data = bytes.Replace(data, []byte(`"QQQ"`), []byte(tt.status), 1)
+				if p.split {
+					second := bytes.IndexByte(data, '\n') + 1
+					data = append(data[:second:second], bytes.Replace(data[second:], []byte(",customer_id:"), []byte(",\ncustomer_id:"), 1)...)
+				}
+				b, err := decodeFileWith(context.Background(), writeFile(t, "changes.ion", data), m, p.opts)
+				if tt.want != "" {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := b.at(1).vals[3].s; got != tt.want {
+						t.Errorf("status %q, want %q", got, tt.want)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("accepted, status %q", b.at(1).vals[3].s)
+				}
+				var re *RecordError
+				if !errors.As(err, &re) || !errors.Is(err, ErrMalformed) || re.Record != 2 {
+					t.Fatalf("not ErrMalformed naming record 2: %v", err)
+				}
+				if want := int64(bytes.Index(data, []byte(tt.refused))); re.Offset != want {
+					t.Errorf("byte %d, want %d: %v", re.Offset, want, err)
+				}
+				if !p.split && re.Line != 2 {
+					t.Errorf("line %d, want 2: %v", re.Line, err)
+				}
+				if want := "the escape " + tt.refused + " names no Unicode character"; !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v does not say %q", err, want)
+				}
+			})
+		}
+	}
+}

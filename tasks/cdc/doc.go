@@ -36,7 +36,10 @@
 // annotation, a symbol table with imports, comments, numbers beyond 64
 // bits, ...) goes to ion-go for that chunk or line, so the accepted
 // language stays exactly Ion's as ion-go reads it; FuzzDecode holds the two
-// paths to the same rows and the same refusals. A record keeps, besides
+// paths to the same rows and the same refusals. Where ion-go reads text
+// into a changed value (a surrogate pair of \u escapes as two U+FFFD, a
+// lone surrogate as one), internal/ionesc mends the text before ion-go
+// reads it: the pair is its character, the lone surrogate refused. A record keeps, besides
 // the columns, metadata.operation, metadata.source.txId and lsn, the
 // sequence's lsn_commit (a sequence naming another LSN is refused),
 // whether it carried the delete marker, and an xxHash64 of all that

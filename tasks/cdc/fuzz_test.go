@@ -40,6 +40,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	for _, status := range []string{`"a\ud83d\ude00b"`, `'\ud800'`, "'''\\udc00'''", `"\\ud800"`, `"\U00110000"`} {
+		f.Add(bytes.Replace(encode(f, false, orderEvent(1, int64(10), int64(500), "QQQ", int64(100), false)), []byte(`"QQQ"`), []byte(status), 1))
+	}
 	f.Add([]byte("{id:1,customer_id:"))
 	f.Add([]byte("$ion_1_0 {a:1}\n'''x\n'''\n"))
 	f.Add([]byte{0xE0, 0x01, 0x00, 0xEA, 0xDE, 0x8F})

@@ -155,3 +155,31 @@ func TestHugeNumberMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestSurrogateEscapesApplied: a text batch whose status is written with
+// a UTF-16 surrogate pair of \u escapes, "\ud83d\ude00", was stored in
+// ClickHouse as two U+FFFD, and one with a lone surrogate as one U+FFFD,
+// and the run exited 0. Now the pair is stored as the one character it
+// encodes (read back from ClickHouse), and a lone surrogate is refused,
+// naming record, line and escape, with nothing written.
+func TestSurrogateEscapesApplied(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	batch := func(status string) string {
+		data := encode(t, false, orderEvent(1, int64(1), int64(1), "ok", int64(100), false),
+			orderEvent(2, int64(1), int64(1), "QQQ", int64(101), false))
+		return writeFile(t, "changes.ion", bytes.Replace(data, []byte(`"QQQ"`), []byte(status), 1))
+	}
+	_, _, err := e.applyFile(batch(`"a\ud800b"`))
+	testenv.WantError(t, err, outcome.Refused, ErrMalformed, "record 2 (line 2, byte ", `the escape \ud800 names no Unicode character`, "Nothing was written")
+	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
+		t.Fatalf("%s rows written by a refused batch", n[0])
+	}
+	if _, _, err := e.applyFile(batch(`"a\ud83d\ude00b"`)); err != nil {
+		t.Fatal(err)
+	}
+	got := e.query("SELECT id, status FROM " + e.db + ".orders_cdc FINAL ORDER BY id")
+	if want := []string{"1\tok", "2\ta😀b"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+}

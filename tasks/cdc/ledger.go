@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/ionesc"
 )
 
 // The ledger is a small MergeTree table next to the target,
@@ -403,7 +406,12 @@ func sourceOf(path string, m *Mapping) sourceID {
 		return id
 	}
 	defer f.Close()
-	r := ion.NewReader(bufio.NewReader(f))
+	br := bufio.NewReader(f)
+	var in io.Reader = br
+	if head, _ := br.Peek(4); !batchfile.IsBinary(head) {
+		in = ionesc.NewReader(br) // as the batch was decoded
+	}
+	r := ion.NewReader(in)
 	for r.Next() && isVersionSymbol(r) {
 	}
 	if r.Type() != ion.StructType || r.StepIn() != nil || !stepIntoField(r, m.Source.MetadataField) || !stepIntoField(r, "source") {

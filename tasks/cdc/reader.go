@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
+	"github.com/changesink/changesink/tasks/cdc/internal/ionesc"
 	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
@@ -116,7 +118,13 @@ func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, 
 	if serr == nil || fallback || !errors.Is(serr, ErrMalformed) {
 		return serr
 	}
-	return perr // both failed to parse: the line-located error reads better
+	// Both failed to parse: the line-located error reads better, unless
+	// only the stream got as far as an escape that names no character.
+	var esc *ionesc.Error
+	if errors.As(serr, &esc) && !errors.As(perr, &esc) {
+		return serr
+	}
+	return perr
 }
 
 // decodeSegments runs the splitter, the workers and the in-order merge. It
@@ -348,12 +356,31 @@ func (res *segResult) decodeAll(d *recordDecoder, r ion.Reader) error {
 
 // textReader reads data as text Ion. ion-go picks the binary reader when
 // data starts with a binary version marker, and the binary reader allocates
-// the lengths it reads; garbage in a text file must not get there.
+// the lengths it reads; garbage in a text file must not get there. The
+// surrogate escapes ion-go reads as U+FFFD are mended first (ionesc).
 func textReader(data []byte) ion.Reader {
 	if len(data) > 0 && data[0] == 0xE0 {
 		data = append([]byte{' '}, data...)
 	}
-	return ion.NewReaderBytes(data)
+	fixed, mended := ionesc.Fix(data)
+	if !mended {
+		return ion.NewReaderBytes(data)
+	}
+	return &mendedReader{Reader: ion.NewReaderBytes(fixed), text: func() io.Reader { return bytes.NewReader(data) }}
+}
+
+// mendedReader reads text ionesc mended; its Err names an escape ionesc
+// refused (ionesc.Explain), text reading the original from its start.
+type mendedReader struct {
+	ion.Reader
+	text func() io.Reader
+}
+
+func (r *mendedReader) Err() error {
+	if err := r.Reader.Err(); err != nil {
+		return ionesc.Explain(err, r.text())
+	}
+	return nil
 }
 
 // decodeLines decodes a text segment line by line, which pins a truncated
@@ -453,7 +480,9 @@ func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) e
 	var in io.Reader = f
 	var bad *batchfile.Unframed
 	head := make([]byte, 4)
-	if n, _ := io.ReadFull(f, head); batchfile.IsBinary(head[:n]) {
+	n, _ := io.ReadFull(f, head)
+	binary := batchfile.IsBinary(head[:n])
+	if binary {
 		// Never let ion-go read a value whose length runs past the file:
 		// it allocates the declared length first.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -468,7 +497,13 @@ func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) e
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read batch file: %w", err)
 	}
-	r := ion.NewReader(bufio.NewReaderSize(in, 1<<20))
+	var r ion.Reader
+	if binary {
+		r = ion.NewReader(bufio.NewReaderSize(in, 1<<20))
+	} else {
+		r = &mendedReader{Reader: ion.NewReader(bufio.NewReaderSize(ionesc.NewReader(in), 1<<20)),
+			text: func() io.Reader { return io.NewSectionReader(f, 0, math.MaxInt64) }}
+	}
 	d := newRecordDecoder(m)
 	var rec int64
 	for r.Next() {
@@ -567,6 +602,8 @@ func shiftIon(e error, b uint64) (shifted error, offset uint64, ok bool) {
 		return &ion.UnexpectedRuneError{Rune: e.Rune, Offset: e.Offset + b}, e.Offset, true
 	case *ion.UnexpectedTokenError:
 		return &ion.UnexpectedTokenError{Token: e.Token, Offset: e.Offset + b}, e.Offset, true
+	case *ionesc.Error:
+		return &ionesc.Error{Escape: e.Escape, Offset: e.Offset + b}, e.Offset, true
 	}
 	return e, 0, false
 }

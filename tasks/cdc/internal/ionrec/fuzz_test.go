@@ -43,6 +43,9 @@ func FuzzText(f *testing.F) {
 	}
 	for _, line := range encodeEach(f, false, triggerEvents()) {
 		f.Add(line)
+		for _, status := range []string{`"a\ud83d\ude00b"`, `"\ud800"`, `"\\\udbff\udfff"`, `"\U0010FFFF"`} {
+			f.Add(bytes.Replace(line, []byte(`"new"`), []byte(status), 1))
+		}
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if bytes.IndexByte(line, '\n') >= 0 {

@@ -15,7 +15,9 @@
 // forms) makes it return ErrFallback for that run of bytes, and the caller
 // reads them with ion-go instead. So the accepted language stays exactly
 // Ion's as ion-go reads it: this package never refuses input, and what it
-// accepts it reads as ion-go does (pinned by the differential tests).
+// accepts it reads as ion-go does (pinned by the differential tests), text
+// after ionesc.Fix: a surrogate pair of \u escapes is the character it
+// encodes, where ion-go alone reads two U+FFFD.
 package ionrec
 
 import (

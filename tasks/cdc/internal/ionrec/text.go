@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/amazon-ion/ion-go/ion"
@@ -406,7 +407,8 @@ func (r *Reader) txtList(b []byte, p, depth int) (int, error) {
 
 // txtString reads the string at b[p]. Its bytes are taken as written, as
 // ion-go's text reader takes them (UTF-8 is checked where the column
-// needs it); escapes are decoded as ion-go decodes them.
+// needs it); escapes are decoded as ion-go decodes them, except the
+// surrogate escapes ion-go gets wrong (see surrogates).
 func (r *Reader) txtString(b []byte, p int, f *Scalar) (int, error) {
 	start := p + 1
 	q := start
@@ -459,21 +461,10 @@ func (r *Reader) txtString(b []byte, p int, f *Scalar) (int, error) {
 			case '?', '/', '\'', '"', '\\':
 				ch = rune(e)
 			case 'x', 'u', 'U':
-				n := 2
-				switch e {
-				case 'u':
-					n = 4
-				case 'U':
-					n = 8
+				var err error
+				if ch, q, err = hexEscape(b, e, q); err != nil {
+					return 0, err
 				}
-				if q+n > len(b) {
-					return 0, ErrFallback
-				}
-				v, err := strconv.ParseUint(string(b[q:q+n]), 16, 32)
-				if err != nil {
-					return 0, ErrFallback
-				}
-				ch, q = rune(v), q+n
 			default:
 				return 0, ErrFallback
 			}
@@ -486,6 +477,42 @@ func (r *Reader) txtString(b []byte, p int, f *Scalar) (int, error) {
 		}
 	}
 	return 0, ErrFallback
+}
+
+// hexEscape reads the digits of a \x, \u or \U escape (e) at b[q] and
+// returns its character and the offset after it. A high surrogate followed
+// by the \u escape of a low one is the character the pair encodes, as the
+// Ion conformance suite reads it (ion-go reads two U+FFFD); other
+// surrogates, and code points beyond U+10FFFF, name no character and fall
+// back (ion-go reads each as U+FFFD; cdc reads them through ionesc, which
+// refuses them).
+func hexEscape(b []byte, e byte, q int) (rune, int, error) {
+	n := 2
+	switch e {
+	case 'u':
+		n = 4
+	case 'U':
+		n = 8
+	}
+	if q+n > len(b) {
+		return 0, 0, ErrFallback
+	}
+	v, err := strconv.ParseUint(string(b[q:q+n]), 16, 32)
+	switch {
+	case err != nil, v > utf8.MaxRune, v >= 0xDC00 && v <= 0xDFFF, e != 'u' && v >= 0xD800 && v <= 0xDFFF:
+		return 0, 0, ErrFallback
+	case v < 0xD800 || v > 0xDBFF:
+		return rune(v), q + n, nil
+	}
+	q += n
+	if q+6 > len(b) || b[q] != '\\' || b[q+1] != 'u' {
+		return 0, 0, ErrFallback
+	}
+	lo, err := strconv.ParseUint(string(b[q+2:q+6]), 16, 32)
+	if err != nil || lo < 0xDC00 || lo > 0xDFFF {
+		return 0, 0, ErrFallback
+	}
+	return utf16.DecodeRune(rune(v), rune(lo)), q + 6, nil
 }
 
 // txtNumber reads an int, decimal, float or timestamp at b[p].
