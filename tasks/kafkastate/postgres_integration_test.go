@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -97,6 +99,55 @@ func TestTableAlteredByHand(t *testing.T) {
 			e.exec(t, tc.undo)
 			e.committedNothingThenConverges(t, before, 1)
 		})
+	}
+}
+
+// TestSetupOwnsItsRules: setupOwns knows every NOT NULL column and CHECK
+// constraint setup makes, as a real server names them, so that changesink
+// breaking one of them is internal (a bug), never "added by hand"; a rule
+// added by hand is not setup's.
+func TestSetupOwnsItsRules(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	ctx := testCtx(t, time.Minute)
+	rows, err := e.conn(t).Query(ctx, `
+		SELECT c.relname, a.attname, '' FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+		WHERE c.relnamespace = 'kafka_state'::regnamespace AND c.relkind = 'r' AND a.attnum > 0 AND a.attnotnull AND NOT a.attisdropped
+		UNION ALL
+		SELECT c.relname, '', k.conname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+		WHERE k.connamespace = 'kafka_state'::regnamespace AND k.contype = 'c'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []*pgconn.PgError
+	for rows.Next() {
+		pe := &pgconn.PgError{SchemaName: "kafka_state", Code: pgerrcode.NotNullViolation}
+		if err := rows.Scan(&pe.TableName, &pe.ColumnName, &pe.ConstraintName); err != nil {
+			t.Fatal(err)
+		}
+		if pe.ConstraintName != "" {
+			pe.Code = pgerrcode.CheckViolation
+		}
+		rules = append(rules, pe)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) < 12 {
+		t.Fatalf("read %d rules of setup's tables, want at least 12 (10 NOT NULL columns, 2 CHECKs)", len(rules))
+	}
+	for _, pe := range rules {
+		if !setupOwns(pe) {
+			t.Errorf("setupOwns does not know setup's %s.%s%s", pe.TableName, pe.ColumnName, pe.ConstraintName)
+		}
+	}
+	for _, pe := range []*pgconn.PgError{
+		{SchemaName: "kafka_state", TableName: "records", Code: pgerrcode.NotNullViolation, ColumnName: "payload"},
+		{SchemaName: "kafka_state", TableName: "records", Code: pgerrcode.NotNullViolation, ColumnName: "note"},
+		{SchemaName: "kafka_state", TableName: "records", Code: pgerrcode.CheckViolation, ConstraintName: "has_id"},
+	} {
+		if setupOwns(pe) {
+			t.Errorf("setupOwns claims a rule added by hand: %s.%s%s", pe.TableName, pe.ColumnName, pe.ConstraintName)
+		}
 	}
 }
 
