@@ -413,7 +413,8 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		if err := f.Commit(); err != nil {
 			// The target is right; only the task's outputs are missing.
 			return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but an output file "+
-				"could not be published in WORKING_DIR: %w; re-run the batch (a replay: it writes nothing twice, and writes the files again)", err))
+				"could not be published in WORKING_DIR: %w; re-run the batch: a replay writes nothing twice and writes expected.jsonl again, "+
+				"with an empty pending.jsonl (this run applied those rows)", err))
 		}
 	}
 	res.Total = time.Since(start)

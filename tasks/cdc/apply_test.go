@@ -307,7 +307,7 @@ func TestOutputsLostAfterTheLedger(t *testing.T) {
 	cfg.hooks.afterInsert = func(context.Context) error { return os.RemoveAll(cfg.OutDir.Path) }
 	_, err := Apply(context.Background(), cfg)
 	testenv.WantError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but an output file could not be published in WORKING_DIR",
-		"re-run the batch (a replay: it writes nothing twice, and writes the files again)")
+		"re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty pending.jsonl (this run applied those rows)")
 	cfg = e.config(path)
 	res, err := Apply(context.Background(), cfg)
 	if err != nil {
@@ -316,7 +316,12 @@ func TestOutputsLostAfterTheLedger(t *testing.T) {
 	if res.Pending != 0 || res.Skipped != 1 || res.Verified != 1 {
 		t.Errorf("re-run: pending %d, skipped %d, verified %d; want a replay: 0, 1, 1", res.Pending, res.Skipped, res.Verified)
 	}
-	testenv.ReadFile(t, filepath.Join(cfg.OutDir.Path, ExpectedFile))
+	if got := string(testenv.ReadFile(t, filepath.Join(cfg.OutDir.Path, ExpectedFile))); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"id": 1,`) {
+		t.Errorf("the replay's %s = %q, want the batch's one row", ExpectedFile, got)
+	}
+	if got := string(testenv.ReadFile(t, filepath.Join(cfg.OutDir.Path, PendingFile))); got != "" {
+		t.Errorf("the replay's %s = %q, want it empty", PendingFile, got)
+	}
 }
 
 // TestApplyCrashAfterInsert stops a run after its insert (the test seam
