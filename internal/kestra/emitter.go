@@ -196,11 +196,13 @@ func (e *Emitter) log(level Level, masked string) error {
 // and the outputs error_class and error (Kestra keeps the outputs of a failed
 // task, so a flow's errors branch can act on the class); as text, that line
 // alone, on the error writer.
-// The class is changesink's own word and is never masked (a password
-// "transient" must not hide it from an errors branch); the message is.
+// The error_class output is changesink's own word and is never masked (a
+// password "transient" must not hide it from an errors branch); the error
+// output is the masked message, and the log line is masked whole, so that a
+// secret that straddles its prefix and the message is masked too.
 func (e *Emitter) Fail(class, message string) error {
+	line := e.mask.Mask("changesink: " + class + ": " + message)
 	message = e.mask.Mask(message)
-	line := "changesink: " + class + ": " + message
 	if e.text {
 		return e.writeText(e.errw, line)
 	}

@@ -200,6 +200,25 @@ func TestFailForKestra(t *testing.T) {
 	}
 }
 
+// TestFailMasksAcrossThePrefix: a secret that straddles the log line's
+// prefix and the message ("ient: ab" in "changesink: transient: ab …") is
+// masked in the log line, for Kestra and as text.
+func TestFailMasksAcrossThePrefix(t *testing.T) {
+	for _, text := range []bool{false, true} {
+		var out, errw bytes.Buffer
+		em := NewEmitter(&out, multiMask{"ient: ab"})
+		if text {
+			em = NewTextEmitter(&out, &errw, multiMask{"ient: ab"})
+		}
+		if err := em.Fail("transient", "ab cannot be reached"); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String() + errw.String(); strings.Contains(got, "ient: ab") || !strings.Contains(got, "xxxxx") {
+			t.Errorf("text=%v: the secret across the prefix is not masked:\n%s", text, got)
+		}
+	}
+}
+
 // TestProtocolWordsSurviveMasking: the masker replaced every occurrence of
 // a secret in every string of a line, the protocol's own words included. A
 // password "transient" turned the output error_class into "xxxxx" (an
@@ -234,8 +253,8 @@ func TestProtocolWordsSurviveMasking(t *testing.T) {
 	if got.Outputs["error"] != "login with xxxxx failed: xxxxx" {
 		t.Errorf("error = %v, want the secrets masked", got.Outputs["error"])
 	}
-	if len(got.Logs) != 1 || got.Logs[0].Level != "ERROR" || got.Logs[0].Message != "changesink: transient: login with xxxxx failed: xxxxx" {
-		t.Errorf("logs = %+v, want level ERROR, class kept, message masked", got.Logs)
+	if len(got.Logs) != 1 || got.Logs[0].Level != "ERROR" || got.Logs[0].Message != "changesink: xxxxx: login with xxxxx failed: xxxxx" {
+		t.Errorf("logs = %+v, want level ERROR, the message masked whole", got.Logs)
 	}
 	if len(got.Metrics) != 1 || got.Metrics[0].Name != "records" || got.Metrics[0].Type != "counter" || got.Metrics[0].Tags["topic"] != "xxxxx-xxxxx" {
 		t.Errorf("metrics = %+v, want name and type kept, the tag value masked", got.Metrics)
