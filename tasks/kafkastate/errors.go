@@ -155,9 +155,11 @@ type OffsetError struct {
 func (e *OffsetError) Error() string {
 	if e.Fetched {
 		return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log now: the broker answered this batch's "+
-			"fetch at offset %d with OFFSET_OUT_OF_RANGE, so records were deleted (retention or DeleteRecords moved the log start "+
-			"offset past it) while this batch read it, before they were materialized; nothing was committed; "+
-			"rebuild into an empty destination (delete this topic's rows from kafka_state.records and kafka_state.positions)",
+			"fetch at offset %d with OFFSET_OUT_OF_RANGE: the partition's log no longer holds that offset, because records were "+
+			"deleted (retention or DeleteRecords moved the log start offset past it) while this batch read it, or the log was "+
+			"truncated below it (an unclean leader election); either way records were lost before they were materialized; "+
+			"nothing was committed; rebuild into an empty destination (delete this topic's rows from kafka_state.records and "+
+			"kafka_state.positions)",
 			e.Topic, e.Partition, e.Saved, e.FetchOffset)
 	}
 	return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log [%d, %d]: "+
