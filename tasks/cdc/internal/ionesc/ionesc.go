@@ -34,6 +34,7 @@ package ionesc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
@@ -77,8 +78,8 @@ func Fix(text []byte) ([]byte, bool) {
 // text from its start, which Explain scans again up to err's offset.
 // Any other err is returned as it is.
 func Explain(err error, text io.Reader) error {
-	se, ok := err.(*ion.SyntaxError)
-	if !ok {
+	var se *ion.SyntaxError
+	if !errors.As(err, &se) {
 		return err
 	}
 	var found *Error

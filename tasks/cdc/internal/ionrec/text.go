@@ -408,7 +408,7 @@ func (r *Reader) txtList(b []byte, p, depth int) (int, error) {
 // txtString reads the string at b[p]. Its bytes are taken as written, as
 // ion-go's text reader takes them (UTF-8 is checked where the column
 // needs it); escapes are decoded as ion-go decodes them, except the
-// surrogate escapes ion-go gets wrong (see surrogates).
+// surrogate escapes ion-go gets wrong (see hexEscape).
 func (r *Reader) txtString(b []byte, p int, f *Scalar) (int, error) {
 	start := p + 1
 	q := start
