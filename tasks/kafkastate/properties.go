@@ -515,6 +515,7 @@ func (p Properties) loadKeyPair() (tls.Certificate, error) {
 	if block == nil {
 		return tls.Certificate{}, propErr("%s: no PEM block", keyName)
 	}
+	decrypted := false
 	switch {
 	case block.Type == "ENCRYPTED PRIVATE KEY":
 		return tls.Certificate{}, propErr("%s: an encrypted PKCS#8 key, which changesink cannot decrypt; "+
@@ -531,9 +532,17 @@ func (p Properties) loadKeyPair() (tls.Certificate, error) {
 		}
 		keyPEM = pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der})
 		defer clear(keyPEM)
+		decrypted = true
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
+		if decrypted {
+			// Legacy PEM encryption has no integrity check: a wrong password
+			// passes DecryptPEMBlock's padding check about once in 256 and
+			// yields bytes that are not a key.
+			return tls.Certificate{}, propErr("%s: cannot decrypt the key with ssl.key.password (wrong password?), or %s and %s are not "+
+				"a matching PEM certificate and key: %w", keyName, certName, keyName, err)
+		}
 		return tls.Certificate{}, propErr("%s and %s are not a matching PEM certificate and key: %w", certName, keyName, err)
 	}
 	return cert, nil

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"path/filepath"
 	"reflect"
@@ -167,6 +168,19 @@ func TestTLSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A wrong password that legacy PEM decryption does not catch: it has no
+	// integrity check, only CBC padding, which a wrong key passes about once
+	// in 256 (so "wrong", below, fails one way or the other by chance).
+	var unnoticed string
+	for i := 0; unnoticed == "" && i < 100_000; i++ {
+		//lint:ignore SA1019 as above.
+		if _, err := x509.DecryptPEMBlock(encBlock, fmt.Appendf(nil, "wrong-%d", i)); err == nil { //nolint:staticcheck
+			unnoticed = fmt.Sprintf("wrong-%d", i)
+		}
+	}
+	if unnoticed == "" {
+		t.Fatal("no wrong password passed the padding check in 100000 tries")
+	}
 	encKeyPath := filepath.Join(dir, "client-enc.key")
 	testenv.WriteFile(t, encKeyPath, pem.EncodeToMemory(encBlock), 0o600)
 	pkcs8EncPath := filepath.Join(dir, "client-pkcs8-enc.key")
@@ -198,6 +212,7 @@ func TestTLSConfig(t *testing.T) {
 		{"system roots do not trust the test CA", Properties{Protocol: "SSL", CertLocation: certPath, KeyLocation: keyPath}, "certificate"},
 		{"encrypted key without password", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: encKeyPath}, "config:ssl.key.password"},
 		{"encrypted key with wrong password", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: encKeyPath, KeyPassword: "wrong"}, "config:ssl.key.password"},
+		{"encrypted key with a wrong password the padding does not catch", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: encKeyPath, KeyPassword: unnoticed}, "config:cannot decrypt the key with ssl.key.password (wrong password?)"},
 		{"encrypted PKCS#8 key", Properties{Protocol: "SSL", CALocation: caPath, CertLocation: certPath, KeyLocation: pkcs8EncPath, KeyPassword: testSecret}, "config:encrypted PKCS#8"},
 		{"missing CA file", Properties{Protocol: "SSL", CALocation: filepath.Join(dir, "nope.pem")}, "config:ssl.ca.location"},
 		{"CA file without certificates", Properties{Protocol: "SSL", CALocation: keyPath}, "config:ssl.ca.location"},
