@@ -52,12 +52,15 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 	testenv.WriteFile(t, path, data, 0o644)
 }
 
-// cdcWorkspace creates a ClickHouse database of its own (dropped when the
-// test ends) and a working directory holding the shipped orders mapping
-// retargeted to it as orders.mapping.yaml. It returns the admin connection
-// (open until the test ends), the database name and the directory.
-func cdcWorkspace(ctx context.Context, t *testing.T, chURL, prefix string) (admin clickhouse.Conn, db, work string) {
+// cdcWorkspace creates, on the test ClickHouse (CHANGESINK_TEST_CLICKHOUSE;
+// the test skips loudly without it), a database of its own (dropped when
+// the test ends) and a working directory holding the shipped orders mapping
+// retargeted to it as orders.mapping.yaml. It returns the server's URL, the
+// admin connection (open until the test ends), the database name and the
+// directory.
+func cdcWorkspace(ctx context.Context, t *testing.T, prefix string) (chURL string, admin clickhouse.Conn, db, work string) {
 	t.Helper()
+	chURL = testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")["CHANGESINK_TEST_CLICKHOUSE"]
 	opts, err := clickhouse.ParseDSN(chURL)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +81,7 @@ func cdcWorkspace(ctx context.Context, t *testing.T, chURL, prefix string) (admi
 	raw := testenv.ReadFile(t, "../../flows/orders.mapping.yaml")
 	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
 	testenv.WriteFile(t, filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644)
-	return admin, db, work
+	return chURL, admin, db, work
 }
 
 // setCDCEnv sets the env of a cdc command run in the workspace work (the
@@ -102,11 +105,9 @@ func setCDCEnv(t *testing.T, work, chURL string, env map[string]string) {
 // a server that is down), and checks the exit codes, the outputs, the
 // files, and that no password appears anywhere in stdout.
 func TestCDCCommands(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")
-	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, db, work := cdcWorkspace(ctx, t, chURL, "cdc_cmd_")
+	chURL, _, db, work := cdcWorkspace(ctx, t, "cdc_cmd_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new ✓")
 	cdcBatch(t, filepath.Join(work, "binary.ion"), true, "new ✓")
 	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
@@ -208,11 +209,10 @@ func TestCDCCommands(t *testing.T) {
 //   - a text batch with a string that is not UTF-8: refused (1), naming the
 //     record, key, LSN and column.
 func TestCDCFaultExitCodes(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_HTTP")
-	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_HTTP")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, db, work := cdcWorkspace(ctx, t, chURL, "cdc_brk_")
+	chURL, admin, db, work := cdcWorkspace(ctx, t, "cdc_brk_")
 	if err := admin.Exec(ctx, "CREATE TABLE "+db+".orders_cdc (id Int64, customer_id Int64, amount_cents Int64, "+
 		"_cdc_lsn UInt64, _cdc_deleted UInt8) ENGINE = ReplacingMergeTree(_cdc_lsn) ORDER BY id"); err != nil {
 		t.Fatal(err)
@@ -304,11 +304,9 @@ func TestCDCFaultExitCodes(t *testing.T) {
 // transient (exit 3) naming WORKING_DIR, with nothing written and no output
 // file left; the re-run with room converges.
 func TestCDCOutputFileCannotBeWritten(t *testing.T) {
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")
-	chURL := vars["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, db, work := cdcWorkspace(ctx, t, chURL, "cdc_full_")
+	chURL, admin, db, work := cdcWorkspace(ctx, t, "cdc_full_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new")
 	setCDCEnv(t, work, chURL, nil)
 	var out bytes.Buffer

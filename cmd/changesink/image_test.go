@@ -348,10 +348,9 @@ func TestImageKafkaState(t *testing.T) {
 // error_class refused, no output files.
 func TestImageCDC(t *testing.T) {
 	image := testImage(t)
-	chURL := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")["CHANGESINK_TEST_CLICKHOUSE"]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin, db, work := cdcWorkspace(ctx, t, chURL, "img_cdc_")
+	chURL, admin, db, work := cdcWorkspace(ctx, t, "img_cdc_")
 	for src, dst := range map[string]string{"orders.text.ion": "changes.ion", "orders.binary.ion": "binary.ion"} {
 		raw := testenv.ReadFile(t, filepath.Join("../../tasks/cdc/testdata", src))
 		testenv.WriteFile(t, filepath.Join(work, dst), raw, 0o644)
