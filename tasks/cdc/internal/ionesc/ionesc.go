@@ -217,6 +217,18 @@ func (s *scanner) token(b []byte, i int, final bool) int {
 	// more may come, token returns 0.
 	has := func(n int) bool { return i+n <= len(b) }
 	more := func(n int) bool { return !has(n) && !final }
+	// closes steps over the closer c, second ("}}", "*/"), back to top;
+	// over c alone when second does not follow.
+	closes := func(second byte) int {
+		if more(2) {
+			return 0
+		}
+		if has(2) && b[i+1] == second {
+			s.mode = top
+			return 2
+		}
+		return 1
+	}
 	c := b[i]
 	switch s.mode {
 	case top, lob:
@@ -251,13 +263,7 @@ func (s *scanner) token(b []byte, i int, final bool) int {
 				return 2
 			}
 		case s.mode == lob && c == '}':
-			if more(2) {
-				return 0
-			}
-			if has(2) && b[i+1] == '}' {
-				s.mode = top
-				return 2
-			}
+			return closes('}')
 		}
 		return 1
 	case lineComment:
@@ -267,13 +273,7 @@ func (s *scanner) token(b []byte, i int, final bool) int {
 		return 1
 	case blockComment:
 		if c == '*' {
-			if more(2) {
-				return 0
-			}
-			if has(2) && b[i+1] == '/' {
-				s.mode = top
-				return 2
-			}
+			return closes('/')
 		}
 		return 1
 	}
