@@ -86,6 +86,13 @@ func (k Kind) Mark(err error) error {
 	return &Error{Kind: k, Err: err}
 }
 
+// Stopped reports err as the run's own stop: ctx has ended (SIGTERM, or
+// the task's timeout) and err is that cancellation or deadline, so the
+// caller can say what the stop left.
+func Stopped(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
 // Classify returns the Kind of err: the outermost explicit mark wins;
 // otherwise a TLS handshake that cannot succeed as configured (TLSFailure)
 // is Config; network errors, deadlines, unexpected EOFs and PostgreSQL errors

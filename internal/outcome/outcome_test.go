@@ -95,3 +95,27 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestStopped: only a cancellation or deadline of a context that has ended
+// is the run's own stop.
+func TestStopped(t *testing.T) {
+	live := context.Background()
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"the stop", stopped, fmt.Errorf("read: %w", context.Canceled), true},
+		{"a deadline after the stop", stopped, context.DeadlineExceeded, true},
+		{"another error after the stop", stopped, errSentinel, false},
+		{"no error", stopped, nil, false},
+		{"a statement's own deadline, the run going on", live, context.DeadlineExceeded, false},
+	} {
+		if got := Stopped(tc.ctx, tc.err); got != tc.want {
+			t.Errorf("%s: Stopped = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

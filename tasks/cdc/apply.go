@@ -433,7 +433,7 @@ type stopState struct {
 // the step, what the target holds, and that a re-run converges; the
 // error's class (transient) is kept.
 func (s stopState) wrap(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || !(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if !outcome.Stopped(ctx, err) {
 		return err
 	}
 	held := "nothing was written"

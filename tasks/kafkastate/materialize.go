@@ -421,7 +421,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 // both cancel ctx) left when it ended the run before COMMIT was sent: the
 // step's own error is only "context canceled". Other errors pass unchanged.
 func stoppedBeforeCommit(ctx context.Context, topic string, err error) error {
-	if err == nil || ctx.Err() == nil || !(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if !outcome.Stopped(ctx, err) {
 		return err
 	}
 	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (SIGTERM, or the task's timeout) before its commit: "+
