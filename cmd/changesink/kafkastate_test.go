@@ -187,7 +187,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("'@' in the DSN's password", 2, "%40",
 		map[string]string{kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, atSecret, db)},
 		"kafka-state", "setup")
-	step("refused batch (topic missing)", 1, "topic metadata is unavailable",
+	step("misspelt topic", 2, "holds no read positions for it",
 		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
 	step("flags override env", 0, `"consumed":0`, map[string]string{kafkastate.EnvTopic: "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
 

@@ -148,8 +148,9 @@
 // ErrAheadOfPositions), marked outcome.Refused (exit 1); it names the
 // topic, and the partition, offset and key where they apply, and what to
 // do. A held lock (ErrLocked) and lost connections and timeouts are
-// outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES and PostgreSQL
-// set-up errors are outcome.Config (exit 2). In every failure case nothing
+// outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES, PostgreSQL
+// set-up errors and a TOPIC that names no topic any batch read are
+// outcome.Config (exit 2). In every failure case nothing
 // is committed, except a connection lost after COMMIT was sent, whose
 // outcome is unknown (transient; the message says so, and a re-run
 // converges either way). The seed rule each check keeps, and the tests that hold it,

@@ -14,6 +14,9 @@ import (
 var (
 	// ErrTopicUnavailable: the topic does not exist, has no partitions, or
 	// its metadata carries an error. Seed: 'Topic metadata is unavailable'.
+	// A topic that does not exist and that no batch ever read (no saved
+	// positions: TOPIC misspelt, or the topic not created yet) is marked
+	// outcome.Config instead.
 	ErrTopicUnavailable = errors.New("topic metadata is unavailable")
 	// ErrNoIDs: the broker reports no cluster id or an all-zero topic id
 	// (brokers older than Kafka 2.8 / metadata v10). Seed: 'Broker must

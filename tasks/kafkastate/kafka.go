@@ -135,7 +135,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
 			hint = "the topic does not exist; create it (cleanup.policy=compact) or fix TOPIC"
 		}
-		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; %s", topic, ErrTopicUnavailable, err, hint))
+		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; %s", topic, ErrTopicUnavailable, err, hint))
 	}
 	if len(t.Partitions) == 0 {
 		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: it has no partitions; check TOPIC and the topic's state on the broker", topic, ErrTopicUnavailable))

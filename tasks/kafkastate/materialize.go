@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kestra"
@@ -63,7 +64,9 @@ type hooks struct {
 // Steps (the seed's checks, in the seed's order):
 //
 //  1. Kafka metadata, uncached: topic present with partitions
-//     (ErrTopicUnavailable); cluster id and non-zero topic id (ErrNoIDs);
+//     (ErrTopicUnavailable; for a topic the broker does not know, the
+//     positions row, read without the lock, tells a deleted topic from a
+//     TOPIC no batch read: see unknownTopic); cluster id and non-zero topic id (ErrNoIDs);
 //     the topic's cleanup.policy and delete.retention.ms.
 //  2. PostgreSQL: one transaction, SET LOCAL statement_timeout = '90s',
 //     pg_try_advisory_xact_lock(hashtextextended('kestra-kafka-state:' ||
@@ -138,6 +141,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 
 	// 1. Kafka metadata.
 	meta, err := describeTopic(ctx, cl, topic)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, unknownTopic(ctx, cc, topic, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -602,6 +608,34 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 		return pgErr(ctx, err, "check for keys that moved partitions")
 	}
 	return outcome.Refused.Mark(&e)
+}
+
+// unknownTopic tells a TOPIC that names no topic a batch ever read (a typo,
+// or a topic not created yet: configuration) from a topic deleted after
+// batches read it (its positions are saved: refused, as the seed refuses
+// every unknown topic). It reads the positions row without the lock, before
+// anything is written (no table, as before setup: no positions); when it
+// cannot be read (PostgreSQL down) the refusal stands as it is.
+func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic string, refusal error) error {
+	conn, err := connect(ctx, cc)
+	if err != nil {
+		return refusal
+	}
+	defer closeConn(conn)
+	var saved, now time.Time
+	err = queryRow(ctx, conn, "read kafka_state.positions.updated_at", sqlPositionsClock, []any{topic}, &saved, &now)
+	var pe *pgconn.PgError
+	if errors.Is(err, pgx.ErrNoRows) ||
+		errors.As(err, &pe) && (pe.Code == pgerrcode.UndefinedTable || pe.Code == pgerrcode.InvalidSchemaName) { // setup never ran
+		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions holds no read positions for it "+
+			"(no batch ever read it): fix TOPIC, or create the topic (cleanup.policy=compact); nothing was read or written", topic, ErrTopicUnavailable))
+	}
+	if err != nil {
+		return refusal
+	}
+	return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; kafka_state.positions holds read positions for it (saved at %s): the topic was deleted after a batch read it; "+
+		"restore it, or rebuild into an empty destination once it exists again (delete the topic's rows from kafka_state.records and kafka_state.positions); nothing was read or written",
+		topic, ErrTopicUnavailable, kerr.UnknownTopicOrPartition, saved.UTC().Format(time.RFC3339)))
 }
 
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id

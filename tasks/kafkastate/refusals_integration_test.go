@@ -35,14 +35,18 @@ type refusalCase struct {
 func TestStateRefusals(t *testing.T) {
 	cases := []refusalCase{
 		{
-			name: "topic missing",
+			// Deleted after the first batch read it: its positions are saved
+			// (a misspelt TOPIC is a configuration error: TestTopicNeverRead).
+			name: "topic deleted",
 			prepare: func(t *testing.T, e *env) (Config, hooks) {
-				c := e.config()
-				c.Topic = e.topic + "_missing"
-				return c, hooks{}
+				deleteTopic(t, e)
+				return e.config(), hooks{}
 			},
-			want:  ErrTopicUnavailable,
-			parts: func(e *env) []string { return []string{e.topic + "_missing", "does not exist"} },
+			want: ErrTopicUnavailable,
+			parts: func(e *env) []string {
+				return []string{fmt.Sprintf("topic %q", e.topic), "UNKNOWN_TOPIC_OR_PARTITION", "holds read positions for it (saved at 20",
+					"deleted after a batch read it", "rebuild into an empty destination", "nothing was read or written"}
+			},
 		},
 		{
 			name: "cluster id changed",
@@ -199,6 +203,31 @@ func TestStateRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTopicNeverRead: a TOPIC the broker does not know and no batch ever
+// read (no positions saved for it: misspelt, or not created yet) is a
+// configuration error, not the seed's refusal, and changes nothing; the
+// same name for a topic that was read and then deleted is refused (the
+// "topic deleted" case of TestStateRefusals).
+func TestTopicNeverRead(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"n":1}`))
+	e.mustRun(t)
+	before := e.snapshot(t)
+	c := e.config()
+	c.Topic = e.topic + "_misspelt"
+	_, err := e.run(t, c, hooks{})
+	testenv.WantError(t, err, outcome.Config, ErrTopicUnavailable)
+	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
+		"holds no read positions for it", "fix TOPIC, or create the topic (cleanup.policy=compact)", "nothing was read or written")
+	if after := e.snapshot(t); after != before {
+		t.Errorf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Before setup there is no positions table: no batch read it either.
+	bare := newBareEnv(t)
+	_, err = bare.run(t, bare.config(), hooks{})
+	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", bare.topic), "holds no read positions for it")
 }
 
 // TestLockHeld: while another session holds the seed's topic lock, a batch
