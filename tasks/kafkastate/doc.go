@@ -150,9 +150,11 @@
 // do. A held lock (ErrLocked) and lost connections and timeouts are
 // outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES, PostgreSQL
 // set-up errors and a TOPIC that names no topic any batch read are
-// outcome.Config (exit 2). In every failure case nothing
-// is committed, except a connection lost after COMMIT was sent, whose
-// outcome is unknown (transient; the message says so, and a re-run
-// converges either way). The seed rule each check keeps, and the tests that hold it,
+// outcome.Config (exit 2). In every failure case nothing is committed,
+// except a connection lost after COMMIT was sent whose transaction
+// PostgreSQL cannot be asked about (txid_status on a new connection):
+// transient, the message says the outcome is unknown, and a re-run
+// converges either way. When PostgreSQL answers, committed is a success
+// and aborted a transient failure that committed nothing. The seed rule each check keeps, and the tests that hold it,
 // are listed in docs/seed-rules.md.
 package kafkastate

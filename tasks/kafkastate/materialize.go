@@ -91,8 +91,11 @@ type hooks struct {
 //
 // Refusals are marked outcome.Refused, configuration errors outcome.Config,
 // lost connections and timeouts outcome.Transient. Whatever fails, nothing
-// is committed, except when the connection is lost after COMMIT was sent:
-// the batch may be committed, and the error says so.
+// is committed. When the connection is lost after COMMIT was sent, a new
+// connection asks PostgreSQL (txid_status) whether the transaction
+// committed: committed is a success (logged at WARN), aborted a transient
+// failure that committed nothing; when it cannot tell, the error says the
+// batch may be committed.
 func Materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logger) (*Result, error) {
 	return materialize(ctx, cfg, dir, log, hooks{})
 }
@@ -366,8 +369,11 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		topic, meta.clusterID, meta.topicIDText(), string(nextJSON), caughtUp); err != nil {
 		return nil, err
 	}
-	var live int64
+	var live, xid int64
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
+		return nil, err
+	}
+	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &xid); err != nil {
 		return nil, err
 	}
 	// Write the report's content now, so that after the commit only a
@@ -392,10 +398,23 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	cancel()
 	var pe *pgconn.PgError
 	if err != nil && !errors.As(err, &pe) {
-		// No answer from the server: COMMIT may have been applied.
-		return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
-			"so PostgreSQL may have committed this batch or not (batch-report.json was not written); re-run: the next batch "+
-			"resumes from whatever positions were committed, and the state converges either way", topic, err))
+		// No answer from the server: COMMIT may have been applied. Ask.
+		status, serr := commitStatus(ctx, cc, xid)
+		switch status {
+		case "committed":
+			log.Warn(fmt.Sprintf("kafka-state: topic %s: the connection was lost after COMMIT was sent (%v); on a new connection "+
+				"PostgreSQL says transaction %d committed (txid_status), so this batch is in", topic, err, xid))
+			err = nil
+		case "aborted":
+			return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+				"and on a new connection PostgreSQL says transaction %d aborted (txid_status): nothing was committed; re-run (the next batch "+
+				"resumes from the saved positions)", topic, err, xid))
+		default:
+			return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+				"so PostgreSQL may have committed this batch or not (batch-report.json was not written; transaction %d's status could "+
+				"not be read: %v); re-run: the next batch resumes from whatever positions were committed, and the state converges either way",
+				topic, err, xid, serr))
+		}
 	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "commit")
@@ -421,6 +440,42 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			ReportFile, err))
 	}
 	return res, nil
+}
+
+// commitStatus asks PostgreSQL, on a new connection, what became of
+// transaction xid, whose COMMIT was sent and whose answer was lost:
+// "committed" or "aborted", or "" with the reason when that cannot be told.
+// "in progress" is asked again for a few seconds: the backend ends the
+// transaction (COMMIT read: committed; else aborted) when it notices its
+// client gone. It runs after a stop too (SIGTERM): the answer decides what
+// the run reports.
+func commitStatus(ctx context.Context, cc *pgx.ConnConfig, xid int64) (string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	// pgx itself, not connect: its remedies are for a run that has written
+	// nothing. pgconn's connect errors never hold the password.
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return "", fmt.Errorf("a new connection failed: %w", err)
+	}
+	defer closeConn(conn)
+	for {
+		var status *string
+		if err := queryRow(ctx, conn, "read the transaction's status", sqlTxStatus, []any{xid}, &status); err != nil {
+			return "", err
+		}
+		switch {
+		case status == nil:
+			return "", errors.New("txid_status: too old to tell")
+		case *status != "in progress":
+			return *status, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("txid_status: still in progress: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // stoppedBeforeCommit says what a stop (SIGTERM, or Kestra's task timeout:

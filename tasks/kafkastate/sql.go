@@ -234,6 +234,17 @@ ON CONFLICT (topic) DO UPDATE SET
 // clock now, so the time between them is measured on one clock. $1 = topic.
 const sqlPositionsClock = `SELECT updated_at, clock_timestamp() FROM kafka_state.positions WHERE topic = $1`
 
+// sqlTxID assigns and reads the batch transaction's id (epoch-extended,
+// PostgreSQL 10+), so that a COMMIT whose answer is lost can be looked up
+// with sqlTxStatus on a new connection.
+const sqlTxID = `SELECT txid_current()`
+
+// sqlTxStatus is what became of transaction $1: committed, aborted or in
+// progress (NULL when it is too old to tell). PostgreSQL's documentation of
+// txid_status names this use: finding out whether a transaction committed
+// after the connection was lost while its COMMIT was in progress.
+const sqlTxStatus = `SELECT txid_status($1)`
+
 // sqlLiveKeys is the seed's live_keys count.
 const sqlLiveKeys = `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`
 
