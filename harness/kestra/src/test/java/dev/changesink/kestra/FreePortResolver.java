@@ -18,7 +18,8 @@ import io.micronaut.core.value.PropertyResolver;
  * context. Micronaut's {@code ${random.port}} may give a port in that range, and between its check and the
  * controller's bind, seconds later under load, an outbound connection of any process on the machine can take it
  * as its local port: the bind then fails and the worker waits 30 s for a controller that is not there ("Connection
- * refused"), which failed CdcFlowTest once when two CI runs shared the machine. The kernel never gives a port
+ * refused"). That is the suspected cause of one CdcFlowTest start-up failure when two CI runs shared the machine
+ * (its log kept no bind error; the controller now logs its port at INFO, see logback-test.xml). The kernel never gives a port
  * outside the range to a connection, so only a listener bound to the same number in the same seconds can collide.
  * Micronaut resolves a property's placeholder once, so the controller and the worker's endpoint
  * ({@code ${kestra.controller.port}}) get the same port. Found through

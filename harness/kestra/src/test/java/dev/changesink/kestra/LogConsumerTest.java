@@ -232,14 +232,15 @@ class LogConsumerTest {
         assertThat(pm.at(Level.ERROR), empty());
         assertThat("no line Kestra could not parse", pm.logs().stream().filter(l -> l.getMessage().contains("Invalid outputs")).toList(), empty());
 
-        Run refused = changesink(wd, pgEnv(topic + "-missing"), "kafka-state", "materialize");
-        assertEquals(1, refused.exit(), refused.stdout().toString());
-        Parsed pr = parse("materialize_batch", refused);
-        assertEquals("refused", pr.outputs().get("error_class"));
+        // A topic no batch ever read: a configuration error (exit 2).
+        Run failed = changesink(wd, pgEnv(topic + "-missing"), "kafka-state", "materialize");
+        assertEquals(2, failed.exit(), failed.stdout().toString());
+        Parsed pr = parse("materialize_batch", failed);
+        assertEquals("config", pr.outputs().get("error_class"));
         assertThat((String) pr.outputs().get("error"), containsString("topic metadata is unavailable"));
-        assertThat(pr.outputs(), is(Map.of("error_class", "refused", "error", pr.outputs().get("error"))));
+        assertThat(pr.outputs(), is(Map.of("error_class", "config", "error", pr.outputs().get("error"))));
         assertEquals(1, pr.at(Level.ERROR).size(), pr.logs().toString());
-        assertThat(pr.at(Level.ERROR).getFirst().getMessage(), startsWith("changesink: refused: "));
+        assertThat(pr.at(Level.ERROR).getFirst().getMessage(), startsWith("changesink: config: "));
         assertThat(pr.metrics(), empty());
 
         Run warn = changesink(wd, pgEnv(topic + "-never-materialized"), "kafka-state", "verify");
