@@ -6,8 +6,10 @@
 //	0 done; outputs written after the commit
 //	1 refused: input or stored state is unsafe; nothing was changed
 //	2 usage or configuration error
-//	3 transient: a service unreachable, a timeout, a lost connection; nothing was committed
-//	4 internal: an unexpected failure (please report it); nothing was committed
+//	3 transient: a service unreachable, a timeout, a lost connection; nothing was
+//	  committed unless the message says otherwise (README, Exit codes)
+//	4 internal: an unexpected failure (please report it); see the README for
+//	  what each job left
 //
 // This package is thin on purpose: it parses the command line, builds each
 // task's Config, runs the task, prints the result through package kestra and

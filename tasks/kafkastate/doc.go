@@ -47,7 +47,9 @@
 // The report file is created under a hidden temporary name before the
 // batch starts, so an unwritable working directory fails the run before
 // anything changes; a stop (SIGTERM) after COMMIT was sent waits for the
-// commit's answer, so a run never reports a failure for a committed batch.
+// commit's answer, and a lost answer is looked up (txid_status), so a run
+// reports a committed batch as a failure only when PostgreSQL cannot be
+// asked, and then says it may be committed.
 //
 // Once kafka_state.records has a page per four staged records, the merge
 // (and the moved-key query) look each staged key up in the primary key

@@ -1,22 +1,17 @@
 package kafkastate
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kestra"
@@ -483,109 +478,5 @@ func TestReportLostAfterTheCommit(t *testing.T) {
 	}
 	if res := e.mustRun(t); res.Consumed != 0 {
 		t.Errorf("re-run consumed %d, want 0", res.Consumed)
-	}
-}
-
-// TestConnectionLostDuringCommit: the PostgreSQL connection is lost while
-// COMMIT is in flight (a proxy in front of the server drops it). The run
-// used to say only "postgresql: commit: conn closed", transient, whose
-// documented meaning is "nothing was committed". Now it asks PostgreSQL on a
-// new connection (txid_status) and reports what happened:
-//   - the COMMIT reached the server and only its answer was lost: the batch
-//     is committed, and the run succeeds, saying so at WARN;
-//   - the connection was lost before the COMMIT reached the server: the
-//     transaction aborted, a transient failure that committed nothing;
-//   - the server cannot be reached again: the outcome is unknown, and the
-//     message says the batch may have been committed.
-//
-// In every case the run after it converges.
-func TestConnectionLostDuringCommit(t *testing.T) {
-	commitQuery := []byte("Q\x00\x00\x00\x0bcommit\x00") // pgx's simple-query COMMIT
-	for _, tc := range []struct {
-		name string
-		// forward: the COMMIT reaches the server; reconnect: later
-		// connections go through.
-		forward, reconnect bool
-		committed          bool
-		says               []string
-	}{
-		{name: "answer lost", forward: true, reconnect: true, committed: true},
-		{name: "commit lost", forward: false, reconnect: true,
-			says: []string{"commit", "PostgreSQL says transaction", "aborted (txid_status): nothing was committed", "re-run"}},
-		{name: "server unreachable after", forward: true, reconnect: false, committed: true,
-			says: []string{"commit", "may have committed", "status could not be read", "re-run"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newTopicEnv(t, 1)
-			produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
-			cc, err := pgx.ParseConfig(e.pg.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var dropped atomic.Bool // one connection's COMMIT was dropped
-			p := testenv.StartProxy(t, fmt.Sprintf("%s:%d", cc.Host, cc.Port), testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
-				defer client.Close()
-				defer server.Close()
-				if dropped.Load() && !tc.reconnect {
-					return
-				}
-				var sawCommit atomic.Bool
-				go func() {
-					buf := make([]byte, 64<<10)
-					for {
-						n, err := client.Read(buf)
-						if bytes.Contains(buf[:n], commitQuery) && dropped.CompareAndSwap(false, true) {
-							sawCommit.Store(true)
-							if !tc.forward {
-								server.Close()
-								client.Close()
-								return
-							}
-						}
-						if _, werr := server.Write(buf[:n]); werr != nil || err != nil {
-							return
-						}
-					}
-				}()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := server.Read(buf)
-					if sawCommit.Load() {
-						return // the answer to COMMIT never arrives
-					}
-					if _, werr := client.Write(buf[:n]); werr != nil || err != nil {
-						return
-					}
-				}
-			}})
-			cfg := e.config()
-			cfg.Postgres.DSN = strings.Replace(e.pg.DSN, fmt.Sprintf("%s:%d", cc.Host, cc.Port), p.Addr(), 1)
-			var logs bytes.Buffer
-			res, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)), hooks{})
-			if !dropped.Load() {
-				t.Fatalf("the proxy saw no COMMIT; run: %v", err)
-			}
-			if tc.says == nil {
-				if err != nil || res.Consumed != 2 {
-					t.Fatalf("run: %+v, %v; want a success that consumed 2", res, err)
-				}
-				if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "committed (txid_status), so this batch is in") {
-					t.Errorf("no WARN line saying the batch committed:\n%s", logs.String())
-				}
-			} else {
-				testenv.CheckError(t, err, outcome.Transient, nil, append([]string{e.topic}, tc.says...)...)
-			}
-			waitForNoSession(t, e, 10*time.Second)
-			if next, _, _ := e.positions(t); tc.committed != (next["0"] == 2) {
-				t.Errorf("after the run: positions %v, want committed=%v", next, tc.committed)
-			}
-			res = e.mustRun(t)
-			if next, _, _ := e.positions(t); next["0"] != 2 || len(e.records(t)) != 2 {
-				t.Fatalf("after the re-run (%+v): positions %v, %d records; want next offset 2 and 2 records", res, next, len(e.records(t)))
-			}
-			if want := map[bool]int64{true: 0, false: 2}[tc.committed]; res.Consumed != want {
-				t.Errorf("the re-run consumed %d, want %d", res.Consumed, want)
-			}
-		})
 	}
 }

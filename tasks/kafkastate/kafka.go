@@ -105,7 +105,8 @@ func notKafkaAnswer(err error) bool {
 // (kmsg request through kgo.Client.Request, which bypasses franz-go's
 // metadata cache) and checks it as the seed does: the topic exists, has no
 // error and has partitions (ErrTopicUnavailable); the cluster id is set and
-// the topic id is not all zero (ErrNoIDs).
+// the topic id is not all zero (ErrNoIDs). For an unknown topic the
+// returned topicMeta holds the cluster id alone.
 func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta, error) {
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
@@ -135,15 +136,13 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
 			hint = "the topic does not exist; create it (cleanup.policy=compact) or fix TOPIC"
 		}
-		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; %s", topic, ErrTopicUnavailable, err, hint))
+		// The cluster id still comes with the answer (unknownTopic compares it).
+		return topicMeta{clusterID: clusterID(resp)}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; %s", topic, ErrTopicUnavailable, err, hint))
 	}
 	if len(t.Partitions) == 0 {
 		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: it has no partitions; check TOPIC and the topic's state on the broker", topic, ErrTopicUnavailable))
 	}
-	m := topicMeta{topicID: t.TopicID, leaders: map[int32]int32{}}
-	if resp.ClusterID != nil {
-		m.clusterID = *resp.ClusterID
-	}
+	m := topicMeta{topicID: t.TopicID, clusterID: clusterID(resp), leaders: map[int32]int32{}}
 	if m.clusterID == "" || m.topicIDText() == zeroTopicID {
 		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w (cluster id %q, topic id %s): use Kafka 2.8 or newer",
 			topic, ErrNoIDs, m.clusterID, m.topicIDText()))
@@ -154,6 +153,14 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 	}
 	slices.Sort(m.partitions)
 	return m, nil
+}
+
+// clusterID is the cluster id of a Metadata response, "" when it has none.
+func clusterID(resp *kmsg.MetadataResponse) string {
+	if resp.ClusterID == nil {
+		return ""
+	}
+	return *resp.ClusterID
 }
 
 // retention is what a topic's configs say about how long its records stay

@@ -145,7 +145,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// 1. Kafka metadata.
 	meta, err := describeTopic(ctx, cl, topic)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, unknownTopic(ctx, cc, topic, err)
+		return nil, unknownTopic(ctx, cc, topic, meta.clusterID, err)
 	}
 	if err != nil {
 		return nil, err
@@ -369,11 +369,12 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		topic, meta.clusterID, meta.topicIDText(), string(nextJSON), caughtUp); err != nil {
 		return nil, err
 	}
-	var live, xid int64
+	var live int64
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
 		return nil, err
 	}
-	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &xid); err != nil {
+	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON)}
+	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid); err != nil {
 		return nil, err
 	}
 	// Write the report's content now, so that after the commit only a
@@ -399,21 +400,8 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	var pe *pgconn.PgError
 	if err != nil && !errors.As(err, &pe) {
 		// No answer from the server: COMMIT may have been applied. Ask.
-		status, serr := commitStatus(ctx, cc, xid)
-		switch status {
-		case "committed":
-			log.Warn(fmt.Sprintf("kafka-state: topic %s: the connection was lost after COMMIT was sent (%v); on a new connection "+
-				"PostgreSQL says transaction %d committed (txid_status), so this batch is in", topic, err, xid))
-			err = nil
-		case "aborted":
-			return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
-				"and on a new connection PostgreSQL says transaction %d aborted (txid_status): nothing was committed; re-run (the next batch "+
-				"resumes from the saved positions)", topic, err, xid))
-		default:
-			return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
-				"so PostgreSQL may have committed this batch or not (batch-report.json was not written; transaction %d's status could "+
-				"not be read: %v); re-run: the next batch resumes from whatever positions were committed, and the state converges either way",
-				topic, err, xid, serr))
+		if err = doubt.resolve(ctx, cc, err, log); err != nil {
+			return nil, err
 		}
 	}
 	if err != nil {
@@ -440,42 +428,6 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 			ReportFile, err))
 	}
 	return res, nil
-}
-
-// commitStatus asks PostgreSQL, on a new connection, what became of
-// transaction xid, whose COMMIT was sent and whose answer was lost:
-// "committed" or "aborted", or "" with the reason when that cannot be told.
-// "in progress" is asked again for a few seconds: the backend ends the
-// transaction (COMMIT read: committed; else aborted) when it notices its
-// client gone. It runs after a stop too (SIGTERM): the answer decides what
-// the run reports.
-func commitStatus(ctx context.Context, cc *pgx.ConnConfig, xid int64) (string, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	// pgx itself, not connect: its remedies are for a run that has written
-	// nothing. pgconn's connect errors never hold the password.
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return "", fmt.Errorf("a new connection failed: %w", err)
-	}
-	defer closeConn(conn)
-	for {
-		var status *string
-		if err := queryRow(ctx, conn, "read the transaction's status", sqlTxStatus, []any{xid}, &status); err != nil {
-			return "", err
-		}
-		switch {
-		case status == nil:
-			return "", errors.New("txid_status: too old to tell")
-		case *status != "in progress":
-			return *status, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("txid_status: still in progress: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // stoppedBeforeCommit says what a stop (SIGTERM, or Kestra's task timeout:
@@ -671,14 +623,17 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 // every unknown topic). It reads the positions row without the lock, before
 // anything is written (no table, as before setup: no positions); when it
 // cannot be read (PostgreSQL down) the refusal stands as it is.
-func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic string, refusal error) error {
+func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID string, refusal error) error {
 	conn, err := connect(ctx, cc)
 	if err != nil {
-		return refusal
+		return stoppedOr(ctx, refusal)
 	}
 	defer closeConn(conn)
-	var saved, now time.Time
-	err = queryRow(ctx, conn, "read kafka_state.positions.updated_at", sqlPositionsClock, []any{topic}, &saved, &now)
+	var (
+		saved    time.Time
+		savedFor string
+	)
+	err = queryRow(ctx, conn, "read kafka_state.positions", sqlSavedTopic, []any{topic}, &saved, &savedFor)
 	var pe *pgconn.PgError
 	if errors.Is(err, pgx.ErrNoRows) ||
 		errors.As(err, &pe) && (pe.Code == pgerrcode.UndefinedTable || pe.Code == pgerrcode.InvalidSchemaName) { // setup never ran
@@ -686,11 +641,25 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic string, refusal
 			"(no batch ever read it): fix TOPIC, or create the topic (cleanup.policy=compact); nothing was read or written", topic, ErrTopicUnavailable))
 	}
 	if err != nil {
-		return refusal
+		return stoppedOr(ctx, refusal)
+	}
+	if clusterID != "" && savedFor != clusterID {
+		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and it belongs to cluster %q while kafka_state.positions "+
+			"holds read positions for the topic from cluster %q: bootstrap.servers in KAFKA_PROPERTIES names another cluster than the one "+
+			"this database was read from; fix KAFKA_PROPERTIES (or PG_DSN); nothing was read or written", topic, ErrTopicUnavailable, clusterID, savedFor))
 	}
 	return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; kafka_state.positions holds read positions for it (saved at %s): the topic was deleted after a batch read it; "+
 		"restore it, or rebuild into an empty destination once it exists again (delete the topic's rows from kafka_state.records and kafka_state.positions); nothing was read or written",
 		topic, ErrTopicUnavailable, kerr.UnknownTopicOrPartition, saved.UTC().Format(time.RFC3339)))
+}
+
+// stoppedOr is ctx's error when the run was stopped (the stop is what
+// ended the step), else err.
+func stoppedOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id

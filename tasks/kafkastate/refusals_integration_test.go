@@ -230,6 +230,26 @@ func TestTopicNeverRead(t *testing.T) {
 	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", bare.topic), "holds no read positions for it")
 }
 
+// TestTopicOfAnotherCluster: a topic the broker does not know whose
+// positions were saved from another cluster is a configuration error
+// (KAFKA_PROPERTIES names the wrong cluster), not "the topic was deleted",
+// whose remedy, a rebuild, would throw the state away.
+func TestTopicOfAnotherCluster(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `{"n":1}`))
+	e.mustRun(t)
+	e.exec(t, `UPDATE kafka_state.positions SET cluster_id = 'another-cluster' WHERE topic = $1`, e.topic)
+	deleteTopic(t, e)
+	before := e.snapshot(t)
+	_, err := e.run(t, e.config(), hooks{})
+	testenv.WantError(t, err, outcome.Config, ErrTopicUnavailable)
+	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", e.topic), `from cluster "another-cluster"`,
+		"bootstrap.servers in KAFKA_PROPERTIES names another cluster", "nothing was read or written")
+	if after := e.snapshot(t); after != before {
+		t.Errorf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
 // TestLockHeld: while another session holds the seed's topic lock, a batch
 // waits LockWait, then fails as transient (a retry succeeds once the holder
 // ends), naming the lock and the holding backend, and changes nothing; a lock

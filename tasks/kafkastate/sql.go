@@ -234,16 +234,30 @@ ON CONFLICT (topic) DO UPDATE SET
 // clock now, so the time between them is measured on one clock. $1 = topic.
 const sqlPositionsClock = `SELECT updated_at, clock_timestamp() FROM kafka_state.positions WHERE topic = $1`
 
+// sqlSavedTopic reads when topic $1's positions were saved and for which
+// cluster, without a lock (for a topic the broker does not know).
+const sqlSavedTopic = `SELECT updated_at, cluster_id FROM kafka_state.positions WHERE topic = $1`
+
 // sqlTxID assigns and reads the batch transaction's id (epoch-extended,
-// PostgreSQL 10+), so that a COMMIT whose answer is lost can be looked up
-// with sqlTxStatus on a new connection.
-const sqlTxID = `SELECT txid_current()`
+// PostgreSQL 10+) and its backend's pid, so that a COMMIT whose answer is
+// lost can be looked up with sqlTxStatus on a new connection.
+const sqlTxID = `SELECT txid_current(), pg_backend_pid()`
 
 // sqlTxStatus is what became of transaction $1: committed, aborted or in
 // progress (NULL when it is too old to tell). PostgreSQL's documentation of
 // txid_status names this use: finding out whether a transaction committed
 // after the connection was lost while its COMMIT was in progress.
 const sqlTxStatus = `SELECT txid_status($1)`
+
+// sqlPositionsAre reports whether topic $1's positions row holds next
+// offsets $2 (JSON), cluster id $3 and topic id $4: what a batch wrote.
+const sqlPositionsAre = `SELECT next_offsets = $2::jsonb AND cluster_id = $3 AND topic_id = $4 FROM kafka_state.positions WHERE topic = $1`
+
+// sqlEndIdleBackend ends backend $1 if it is idle inside transaction $2
+// (txid_current's 64-bit form; backend_xid is its low 32 bits): a batch
+// whose COMMIT never reached its backend. It returns no row otherwise.
+const sqlEndIdleBackend = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE pid = $1 AND state = 'idle in transaction' AND backend_xid::text = ($2::bigint % 4294967296)::text`
 
 // sqlLiveKeys is the seed's live_keys count.
 const sqlLiveKeys = `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`

@@ -37,6 +37,11 @@ func TestSQLGolden(t *testing.T) {
 		"records-pages":           sqlRecordsPages,
 		"planner-reset":           sqlPlannerReset,
 		"positions-clock":         sqlPositionsClock,
+		"saved-topic":             sqlSavedTopic,
+		"tx-id":                   sqlTxID,
+		"tx-status":               sqlTxStatus,
+		"positions-are":           sqlPositionsAre,
+		"end-idle-backend":        sqlEndIdleBackend,
 	}
 	for name, sql := range statements {
 		t.Run(name, func(t *testing.T) {
