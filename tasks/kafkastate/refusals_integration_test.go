@@ -228,6 +228,16 @@ func TestTopicNeverRead(t *testing.T) {
 	bare := newBareEnv(t)
 	_, err = bare.run(t, bare.config(), hooks{})
 	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", bare.topic), "holds no read positions for it")
+	// A stop (SIGTERM) during the lookup is the run's stop, not the refusal.
+	cc, err := e.config().Postgres.connConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	if err := unknownTopic(stopped, cc, c.Topic, "", errors.New("the refusal")); !errors.Is(err, context.Canceled) {
+		t.Errorf("stopped during the lookup: %v, want context.Canceled", err)
+	}
 }
 
 // TestTopicOfAnotherCluster: a topic the broker does not know whose
