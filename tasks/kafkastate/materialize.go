@@ -66,7 +66,8 @@ type hooks struct {
 //  1. Kafka metadata, uncached: topic present with partitions
 //     (ErrTopicUnavailable; for a topic the broker does not know, the
 //     positions row, read without the lock, tells a deleted topic from a
-//     TOPIC no batch read: see unknownTopic); cluster id and non-zero topic id (ErrNoIDs);
+//     TOPIC no batch read, or read on another cluster: see unknownTopic);
+//     cluster id and non-zero topic id (ErrNoIDs);
 //     the topic's cleanup.policy and delete.retention.ms.
 //  2. PostgreSQL: one transaction, SET LOCAL statement_timeout = '90s',
 //     pg_try_advisory_xact_lock(hashtextextended('kestra-kafka-state:' ||
@@ -618,9 +619,10 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 }
 
 // unknownTopic tells a TOPIC that names no topic a batch ever read (a typo,
-// or a topic not created yet: configuration) from a topic deleted after
-// batches read it (its positions are saved: refused, as the seed refuses
-// every unknown topic). It reads the positions row without the lock, before
+// or a topic not created yet) or that batches read on another cluster than
+// the broker's (KAFKA_PROPERTIES names the wrong one): configuration, from a
+// topic deleted after batches read it (its positions are saved for this
+// cluster: refused, as the seed refuses every unknown topic). It reads the positions row without the lock, before
 // anything is written (no table, as before setup: no positions); when it
 // cannot be read (PostgreSQL down) the refusal stands as it is.
 func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID string, refusal error) error {
