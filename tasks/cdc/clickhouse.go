@@ -242,8 +242,14 @@ func classify(err error) error {
 			return outcome.Config.Mark(fmt.Errorf("%w (a setting in CLICKHOUSE_URL's query string that this server does not know: fix its name or remove it)", err))
 		case chUnknownTable, chUnknownDatabase:
 			return outcome.Config.Mark(fmt.Errorf("%w (run changesink cdc setup first)", err))
+		case chMemoryLimit:
+			// Other queries' memory, or a limit too low for any batch: only
+			// the first passes with a retry.
+			return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse ran out of memory for this statement: a retry converges once the "+
+				"server has memory to spare; if it recurs, raise max_memory_usage where it is set: CLICKHOUSE_URL's query string or the "+
+				"user's settings profile)", err))
 		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,
-			chMemoryLimit, chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
+			chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
 			return outcome.Transient.Mark(err)
 		}
 		return err

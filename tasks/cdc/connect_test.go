@@ -302,3 +302,15 @@ func TestURLSettingsAreConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryLimitSaysWhere: a max_memory_usage in CLICKHOUSE_URL too low for
+// any statement fails every run with code 241, which is transient (another
+// query's memory is the usual cause); the message says where the limit is
+// set, so that a run that keeps failing is fixed, not retried for ever.
+func TestMemoryLimitSaysWhere(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	cfg := e.config("")
+	cfg.ClickHouse.URL += "?max_memory_usage=1000"
+	_, err := Setup(context.Background(), cfg)
+	testenv.WantError(t, err, outcome.Transient, nil, "code: 241", "raise max_memory_usage", "CLICKHOUSE_URL's query string")
+}
