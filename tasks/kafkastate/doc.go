@@ -48,8 +48,8 @@
 // batch starts, so an unwritable working directory fails the run before
 // anything changes; a stop (SIGTERM) after COMMIT was sent waits for the
 // commit's answer, and a lost answer is looked up (txid_status), so a run
-// reports a committed batch as a failure only when PostgreSQL cannot be
-// asked, and then says it may be committed.
+// reports a committed batch as a failure only when PostgreSQL cannot tell
+// within 15 s, and then says it may be committed.
 //
 // Once kafka_state.records has a page per four staged records, the merge
 // (and the moved-key query) look each staged key up in the primary key
@@ -151,10 +151,10 @@
 // topic, and the partition, offset and key where they apply, and what to
 // do. A held lock (ErrLocked) and lost connections and timeouts are
 // outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES, PostgreSQL
-// set-up errors and a TOPIC that names no topic any batch read are
-// outcome.Config (exit 2). In every failure case nothing is committed,
-// except a connection lost after COMMIT was sent whose transaction
-// PostgreSQL cannot be asked about (txid_status on a new connection):
+// set-up errors and a TOPIC that names no topic any batch read (or one read
+// on another cluster) are outcome.Config (exit 2). In every failure case nothing is committed,
+// except a connection lost after COMMIT was sent whose transaction's fate
+// PostgreSQL cannot tell within 15 s (txid_status on a new connection):
 // transient, the message says the outcome is unknown, and a re-run
 // converges either way. When PostgreSQL answers, committed is a success
 // and aborted a transient failure that committed nothing. The seed rule each check keeps, and the tests that hold it,

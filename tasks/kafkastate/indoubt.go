@@ -13,11 +13,14 @@ import (
 )
 
 // inDoubt is a batch whose COMMIT was sent and whose answer was lost: its
-// transaction (xid, from txid_current) on backend pid, and the positions
-// row it wrote.
+// transaction (xid, from txid_current; started at start) on backend pid,
+// and the positions row it wrote.
 type inDoubt struct {
 	xid, pid                        int64
+	start                           time.Time
 	topic, clusterID, topicID, next string
+	// wait bounds status (0: inDoubtWait).
+	wait time.Duration
 }
 
 // How long resolve asks, and after how long of "in progress" it ends the
@@ -53,19 +56,27 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 		"so PostgreSQL may have committed this batch or not (batch-report.json was not written; what became of transaction %d "+
 		"on backend pid %d could not be told: %v); re-run: the next batch resumes from whatever positions were committed, and the state "+
 		"converges either way (while that backend holds the transaction, runs wait for the topic's lock: if pg_stat_activity shows pid %d "+
-		"idle in transaction, SELECT pg_terminate_backend(%d) ends it uncommitted)",
-		d.topic, commitErr, d.xid, d.pid, err, d.pid, d.pid))
+		"idle in transaction with backend_xid %d, SELECT pg_terminate_backend(%d) ends it uncommitted)",
+		d.topic, commitErr, d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid))
 }
 
 // status is "committed", "aborted", or "" with the reason it cannot be
 // told. "in progress" is asked again: the backend ends the transaction
 // (committed if it read the COMMIT) when it notices its client gone, and
 // after inDoubtOrphanAge the batch's backend is ended if it is idle in the
-// transaction. A "committed" that the positions row does not bear out
-// (another server answered: a failover that lost the commit, whose xid a
-// later transaction took) cannot be told.
+// transaction. "committed" counts once the positions row shows what the
+// batch wrote: txid_status reads the commit log, which says committed a
+// moment before other sessions see the rows (longer while the server waits
+// for a synchronous standby), so it is asked again until then; a row that
+// never shows it (another run committed since, or another server answered
+// after a failover that lost the commit and gave its xid to another
+// transaction) cannot be told.
 func (d inDoubt) status(ctx context.Context, cc *pgx.ConnConfig) (string, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inDoubtWait)
+	wait := d.wait
+	if wait == 0 {
+		wait = inDoubtWait
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	// pgx itself, not connect: its remedies are for a run that has written
 	// nothing. pgconn's connect errors never hold the password.
@@ -76,6 +87,7 @@ func (d inDoubt) status(ctx context.Context, cc *pgx.ConnConfig) (string, error)
 	defer closeConn(conn)
 	started := time.Now()
 	ended := false
+	pending := errors.New("txid_status: still in progress")
 	for {
 		var status *string
 		if err := queryRow(ctx, conn, "read the transaction's status", sqlTxStatus, []any{d.xid}, &status); err != nil {
@@ -89,22 +101,22 @@ func (d inDoubt) status(ctx context.Context, cc *pgx.ConnConfig) (string, error)
 		case *status == "committed":
 			var holds bool
 			err := queryRow(ctx, conn, "read kafka_state.positions", sqlPositionsAre, []any{d.topic, d.next, d.clusterID, d.topicID}, &holds)
-			if err == nil && !holds || errors.Is(err, pgx.ErrNoRows) {
-				return "", errors.New("txid_status says committed, but kafka_state.positions does not hold this batch's positions (another server answering after a failover?)")
-			}
-			if err != nil {
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return "", err
 			}
-			return *status, nil
-		}
-		if !ended && time.Since(started) >= inDoubtOrphanAge {
+			if holds {
+				return *status, nil
+			}
+			pending = errors.New("txid_status says committed, but kafka_state.positions does not show this batch's positions " +
+				"(not yet visible: a synchronous standby not answering? another run committed newer ones since? or another server answered, after a failover?)")
+		case !ended && time.Since(started) >= inDoubtOrphanAge:
 			// A failure (no privilege to signal it) leaves it to the wait.
-			_ = queryRow(ctx, conn, "end the batch's idle backend", sqlEndIdleBackend, []any{d.pid, d.xid}, new(bool))
+			_ = queryRow(ctx, conn, "end the batch's idle backend", sqlEndIdleBackend, []any{d.pid, d.xid, d.start}, new(bool))
 			ended = true
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("txid_status: still in progress after %s: %w", inDoubtWait, ctx.Err())
+			return "", fmt.Errorf("%w after %s", pending, wait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

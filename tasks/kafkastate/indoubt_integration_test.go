@@ -133,8 +133,9 @@ func TestConnectionLostDuringCommit(t *testing.T) {
 // TestInDoubtStatus: what inDoubt.status reads from the real server for
 // each fate of a transaction: committed (and the positions row bears it
 // out, or does not), aborted, still in progress on a backend idle in it
-// (which it ends, reading aborted), an xid from the future (as after a
-// failover to a server that never saw it), and no server to ask.
+// (which it ends, reading aborted; but not a backend whose pid, xid or
+// start is another's), an xid from the future (as after a failover to a
+// server that never saw it), and no server to ask.
 func TestInDoubtStatus(t *testing.T) {
 	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
@@ -145,9 +146,13 @@ func TestInDoubtStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t, time.Minute)
-	// txn runs a transaction on a connection of its own and ends it with end
-	// ("" leaves it open and idle); it returns its xid and backend pid.
-	txn := func(end string) (xid, pid int64) {
+	type txn struct {
+		d    inDoubt // xid, pid and start
+		conn *pgx.Conn
+	}
+	// begin runs a transaction on a connection of its own and ends it with
+	// end ("" leaves it open and idle).
+	begin := func(end string) txn {
 		conn, err := pgx.ConnectConfig(ctx, cc.Copy())
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +161,8 @@ func TestInDoubtStatus(t *testing.T) {
 		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
 			t.Fatal(err)
 		}
-		if err := conn.QueryRow(ctx, sqlTxID).Scan(&xid, &pid); err != nil {
+		x := txn{d: inDoubt{topic: e.topic}, conn: conn}
+		if err := conn.QueryRow(ctx, sqlTxID).Scan(&x.d.xid, &x.d.pid, &x.d.start); err != nil {
 			t.Fatal(err)
 		}
 		if end != "" {
@@ -164,12 +170,13 @@ func TestInDoubtStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return xid, pid
+		return x
 	}
 	nextJSON := fmt.Sprintf(`{"0": %d}`, next["0"])
-	committed, _ := txn("COMMIT")
-	aborted, _ := txn("ROLLBACK")
-	idle, idlePid := txn("")
+	committed := begin("COMMIT").d
+	aborted := begin("ROLLBACK").d
+	idle := begin("")
+	other, another := begin(""), begin("") // idle too, and must stay alive
 	closed := cc.Copy()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -178,6 +185,9 @@ func TestInDoubtStatus(t *testing.T) {
 	closed.Host, closed.Port = "127.0.0.1", uint16(ln.Addr().(*net.TCPAddr).Port)
 	closed.Fallbacks = nil
 	ln.Close() // nothing listens there now
+	with := func(d inDoubt, edit func(*inDoubt)) inDoubt { edit(&d); return d }
+	batch := func(d *inDoubt) { d.clusterID, d.topicID, d.next = clusterID, topicID, nextJSON }
+	short := func(d *inDoubt) { d.wait = 2 * time.Second }
 	for _, tc := range []struct {
 		name   string
 		d      inDoubt
@@ -185,15 +195,20 @@ func TestInDoubtStatus(t *testing.T) {
 		status string
 		says   string
 	}{
-		{"committed", inDoubt{xid: committed, topic: e.topic, clusterID: clusterID, topicID: topicID, next: nextJSON}, cc, "committed", ""},
-		{"committed, other positions", inDoubt{xid: committed, topic: e.topic, clusterID: clusterID, topicID: topicID, next: `{"0": 999}`}, cc,
-			"", "kafka_state.positions does not hold this batch's positions"},
-		{"committed, no positions row", inDoubt{xid: committed, topic: e.topic + "_other", clusterID: clusterID, topicID: topicID, next: nextJSON}, cc,
-			"", "kafka_state.positions does not hold this batch's positions"},
-		{"aborted", inDoubt{xid: aborted, topic: e.topic}, cc, "aborted", ""},
-		{"idle in the transaction", inDoubt{xid: idle, pid: idlePid, topic: e.topic}, cc, "aborted", ""},
-		{"from the future", inDoubt{xid: committed + 1<<40, topic: e.topic}, cc, "", "in the future"},
-		{"no server", inDoubt{xid: committed, topic: e.topic}, closed, "", "a new connection failed"},
+		{"committed", with(committed, batch), cc, "committed", ""},
+		{"committed, other positions", with(committed, func(d *inDoubt) { batch(d); d.next = `{"0": 999}`; short(d) }), cc,
+			"", "kafka_state.positions does not show this batch's positions"},
+		{"committed, no positions row", with(committed, func(d *inDoubt) { batch(d); d.topic += "_other"; short(d) }), cc,
+			"", "kafka_state.positions does not show this batch's positions"},
+		{"aborted", aborted, cc, "aborted", ""},
+		{"idle in the transaction", idle.d, cc, "aborted", ""},
+		// The terminate statement's conditions, each alone: another
+		// backend's pid, another start, for a transaction left idle.
+		{"idle, but the pid is another's", with(other.d, func(d *inDoubt) { d.pid = another.d.pid; short(d) }), cc, "", "still in progress after 2s"},
+		{"idle, but it started at another time", with(other.d, func(d *inDoubt) { d.start = d.start.Add(-time.Microsecond); short(d) }), cc,
+			"", "still in progress after 2s"},
+		{"from the future", with(committed, func(d *inDoubt) { d.xid += 1 << 40 }), cc, "", "in the future"},
+		{"no server", committed, closed, "", "a new connection failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, err := tc.d.status(ctx, tc.cc)
@@ -201,5 +216,15 @@ func TestInDoubtStatus(t *testing.T) {
 				t.Errorf("status %q, %v; want %q saying %q", status, err, tc.status, tc.says)
 			}
 		})
+	}
+	// The backends that were not the batch's are alive and still in their transactions.
+	for name, x := range map[string]txn{"other": other, "another": another} {
+		var xid int64
+		if err := x.conn.QueryRow(ctx, `SELECT txid_current()`).Scan(&xid); err != nil || xid != x.d.xid {
+			t.Errorf("%s backend: txid_current %d, %v; want it alive in transaction %d", name, xid, err, x.d.xid)
+		}
+	}
+	if err := idle.conn.Ping(ctx); err == nil {
+		t.Error("the batch's idle backend is still alive")
 	}
 }

@@ -375,7 +375,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, err
 	}
 	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON)}
-	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid); err != nil {
+	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid, &doubt.start); err != nil {
 		return nil, err
 	}
 	// Write the report's content now, so that after the commit only a
@@ -646,8 +646,8 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 		return stoppedOr(ctx, refusal)
 	}
 	if clusterID != "" && savedFor != clusterID {
-		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and it belongs to cluster %q while kafka_state.positions "+
-			"holds read positions for the topic from cluster %q: bootstrap.servers in KAFKA_PROPERTIES names another cluster than the one "+
+		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker (cluster %q) has no such topic, and kafka_state.positions "+
+			"holds read positions for it from cluster %q: bootstrap.servers in KAFKA_PROPERTIES names another cluster than the one "+
 			"this database was read from; fix KAFKA_PROPERTIES (or PG_DSN); nothing was read or written", topic, ErrTopicUnavailable, clusterID, savedFor))
 	}
 	return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; kafka_state.positions holds read positions for it (saved at %s): the topic was deleted after a batch read it; "+

@@ -239,9 +239,9 @@ const sqlPositionsClock = `SELECT updated_at, clock_timestamp() FROM kafka_state
 const sqlSavedTopic = `SELECT updated_at, cluster_id FROM kafka_state.positions WHERE topic = $1`
 
 // sqlTxID assigns and reads the batch transaction's id (epoch-extended,
-// PostgreSQL 10+) and its backend's pid, so that a COMMIT whose answer is
-// lost can be looked up with sqlTxStatus on a new connection.
-const sqlTxID = `SELECT txid_current(), pg_backend_pid()`
+// PostgreSQL 10+), its backend's pid and its start, so that a COMMIT whose
+// answer is lost can be looked up with sqlTxStatus on a new connection.
+const sqlTxID = `SELECT txid_current(), pg_backend_pid(), now()`
 
 // sqlTxStatus is what became of transaction $1: committed, aborted or in
 // progress (NULL when it is too old to tell). PostgreSQL's documentation of
@@ -254,10 +254,12 @@ const sqlTxStatus = `SELECT txid_status($1)`
 const sqlPositionsAre = `SELECT next_offsets = $2::jsonb AND cluster_id = $3 AND topic_id = $4 FROM kafka_state.positions WHERE topic = $1`
 
 // sqlEndIdleBackend ends backend $1 if it is idle inside transaction $2
-// (txid_current's 64-bit form; backend_xid is its low 32 bits): a batch
-// whose COMMIT never reached its backend. It returns no row otherwise.
+// (txid_current's 64-bit form; backend_xid is its low 32 bits), started at
+// $3: a batch whose COMMIT never reached its backend. It returns no row
+// otherwise. The start rules out another transaction given the same xid
+// and pid (a server promoted after a failover).
 const sqlEndIdleBackend = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE pid = $1 AND state = 'idle in transaction' AND backend_xid::text = ($2::bigint % 4294967296)::text`
+WHERE pid = $1 AND state = 'idle in transaction' AND backend_xid::text = ($2::bigint % 4294967296)::text AND xact_start = $3`
 
 // sqlLiveKeys is the seed's live_keys count.
 const sqlLiveKeys = `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`
