@@ -246,8 +246,9 @@ func classify(err error) error {
 			// Other queries' memory, or a limit too low for any batch: only
 			// the first passes with a retry.
 			return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse ran out of memory for this statement: a retry converges once the "+
-				"server has memory to spare; if it recurs, raise max_memory_usage where it is set: CLICKHOUSE_URL's query string or the "+
-				"user's settings profile)", err))
+				"server has memory to spare; if it recurs, raise the limit the message names (for query: max_memory_usage; for user: "+
+				"max_memory_usage_for_user; total: max_memory_usage_for_all_queries or the server's memory) where it is set: CLICKHOUSE_URL's "+
+				"query string, the user's settings profile or the server's configuration)", err))
 		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,
 			chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
 			return outcome.Transient.Mark(err)
