@@ -30,6 +30,13 @@ func WithParams(t testing.TB, dsn string, params map[string]string) string {
 	})
 }
 
+// WithHost returns the connection URL dsn with its host and port replaced
+// by hostport (a proxy's address, for one).
+func WithHost(t testing.TB, dsn, hostport string) string {
+	t.Helper()
+	return withURL(t, dsn, func(u *url.URL) { u.Host = hostport })
+}
+
 func withURL(t testing.TB, dsn string, change func(*url.URL)) string {
 	t.Helper()
 	if _, err := pgx.ParseConfig(dsn); err != nil {

@@ -377,22 +377,21 @@ func TestStopBeforeCommit(t *testing.T) {
 func TestStopSaysWhatWasLeft(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		stop func(cancel context.CancelFunc) (context.CancelFunc, hooks)
+		// stop returns the hooks that stop the run with cancel.
+		stop func(cancel context.CancelFunc) hooks
 	}{
-		{"before the start", func(cancel context.CancelFunc) (context.CancelFunc, hooks) { cancel(); return cancel, hooks{} }},
-		{"after the fetch", func(cancel context.CancelFunc) (context.CancelFunc, hooks) {
-			return cancel, hooks{afterFetch: cancel}
-		}},
-		{"before the topic re-check", func(cancel context.CancelFunc) (context.CancelFunc, hooks) {
-			return cancel, hooks{beforeRecheck: func(context.Context) error { cancel(); return nil }}
+		{"before the start", func(cancel context.CancelFunc) hooks { cancel(); return hooks{} }},
+		{"after the fetch", func(cancel context.CancelFunc) hooks { return hooks{afterFetch: cancel} }},
+		{"before the topic re-check", func(cancel context.CancelFunc) hooks {
+			return hooks{beforeRecheck: func(context.Context) error { cancel(); return nil }}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newTopicEnv(t, 1)
 			produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 			ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
-			cancel, h := c.stop(cancel)
 			defer cancel()
+			h := c.stop(cancel)
 			_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, h)
 			testenv.CheckError(t, err, outcome.Transient, context.Canceled, "was stopped", "nothing was committed", "re-run")
 			if err != nil && strings.Contains(err.Error(), "unreachable") {

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +204,18 @@ type stored struct {
 	Deleted   bool
 	Partition int32
 	Offset    int64
+}
+
+// pgThroughProxy starts a proxy in front of e's PostgreSQL (opts.Conn
+// carries each connection) and returns e's DSN pointing at it.
+func (e *env) pgThroughProxy(t testing.TB, opts testenv.ProxyOptions) string {
+	t.Helper()
+	cc, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), opts)
+	return testenv.WithHost(t, e.pg.DSN, p.Addr())
 }
 
 func (e *env) conn(t testing.TB) *pgx.Conn {

@@ -56,12 +56,8 @@ func TestConnectionLostDuringCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTopicEnv(t, 1)
 			produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
-			cc, err := pgx.ParseConfig(e.pg.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var dropped atomic.Bool // one connection's COMMIT was dropped
-			p := testenv.StartProxy(t, fmt.Sprintf("%s:%d", cc.Host, cc.Port), testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
+			dsn := e.pgThroughProxy(t, testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
 				defer client.Close()
 				defer server.Close()
 				if dropped.Load() && !tc.reconnect {
@@ -99,7 +95,7 @@ func TestConnectionLostDuringCommit(t *testing.T) {
 				}
 			}})
 			cfg := e.config()
-			cfg.Postgres.DSN = strings.Replace(e.pg.DSN, fmt.Sprintf("%s:%d", cc.Host, cc.Port), p.Addr(), 1)
+			cfg.Postgres.DSN = dsn
 			var logs bytes.Buffer
 			res, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)), hooks{})
 			if !dropped.Load() {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -237,14 +236,9 @@ func refuseTLS(_ *testenv.Proxy, client, server net.Conn) {
 // server is used without TLS.
 func TestTLSRequiredByTheDSNButNotServed(t *testing.T) {
 	e := newEnv(t)
-	cc, err := pgx.ParseConfig(e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), testenv.ProxyOptions{Conn: refuseTLS})
+	proxied := e.pgThroughProxy(t, testenv.ProxyOptions{Conn: refuseTLS})
 	through := func(mode string) Postgres {
-		return Postgres{DSN: testenv.WithParams(t, strings.Replace(e.pg.DSN, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), proxy.Addr(), 1),
-			map[string]string{"sslmode": mode})}
+		return Postgres{DSN: testenv.WithParams(t, proxied, map[string]string{"sslmode": mode})}
 	}
 	if _, err := Setup(testCtx(t, time.Minute), through("prefer")); err != nil {
 		t.Fatalf("setup with sslmode=prefer through the proxy: %v", err)
