@@ -39,10 +39,11 @@
 // paths to the same rows and the same refusals. Where ion-go reads text
 // into a changed value (a surrogate pair of \u escapes as two U+FFFD, a
 // lone surrogate as one), internal/ionesc mends the text before ion-go
-// reads it: the pair is its character, the lone surrogate refused. A record keeps, besides
-// the columns, metadata.operation, metadata.source.txId and lsn, the
-// sequence's lsn_commit (a sequence naming another LSN is refused),
-// whether it carried the delete marker, and an xxHash64 of all that
+// reads it: the pair is its character, the lone surrogate refused. A
+// record keeps, besides the columns, metadata.operation,
+// metadata.source.txId and lsn, the sequence's lsn_commit (a sequence
+// naming another LSN is refused), whether it carried the delete marker,
+// and an xxHash64 of all that
 // (row.change); the batch's digest is SHA-256 over those hashes in file
 // order. A snapshot row is a READ without lsn_commit. The source's identity
 // the ledger records (metadata.source connector, name, version, db) is

@@ -622,9 +622,10 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 // or a topic not created yet) or that batches read on another cluster than
 // the broker's (KAFKA_PROPERTIES names the wrong one): configuration, from a
 // topic deleted after batches read it (its positions are saved for this
-// cluster: refused, as the seed refuses every unknown topic). It reads the positions row without the lock, before
-// anything is written (no table, as before setup: no positions); when it
-// cannot be read (PostgreSQL down) the refusal stands as it is.
+// cluster: refused, as the seed refuses every unknown topic). It reads the
+// positions row without the lock, before anything is written (no table, as
+// before setup: no positions); when it cannot be read (PostgreSQL down) the
+// refusal stands as it is.
 func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID string, refusal error) error {
 	conn, err := connect(ctx, cc)
 	if err != nil {

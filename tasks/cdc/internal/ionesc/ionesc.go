@@ -37,6 +37,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode"
+	"unicode/utf16"
 
 	"github.com/amazon-ion/ion-go/ion"
 )
@@ -337,7 +339,7 @@ func (s *scanner) escape(b []byte, i int, final bool) int {
 		return 2 // ion-go refuses it
 	}
 	switch {
-	case n == 10 && (v > 0x10FFFF || isSurrogate(v)), n == 6 && v >= 0xDC00 && v <= 0xDFFF:
+	case n == 10 && (v > unicode.MaxRune || utf16.IsSurrogate(rune(v))), n == 6 && v >= 0xDC00 && v <= 0xDFFF:
 		return s.refuse(b, i, n)
 	case n == 6 && v >= 0xD800 && v <= 0xDBFF:
 		if i+12 > len(b) && !final {
@@ -345,7 +347,7 @@ func (s *scanner) escape(b []byte, i int, final bool) int {
 		}
 		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
 			if lo, ok := hex(b[i+8 : i+12]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-				r := 0x10000 + (v-0xD800)<<10 + (lo - 0xDC00)
+				r := utf16.DecodeRune(rune(v), rune(lo))
 				// 12 bytes, as the pair: \U and 8 digits, an escaped newline.
 				copy(b[i:i+12], fmt.Sprintf("\\U%08X\\\n", r))
 				s.mended = true
@@ -366,8 +368,6 @@ func (s *scanner) refuse(b []byte, i, n int) int {
 	s.mended = true
 	return n
 }
-
-func isSurrogate(v uint32) bool { return v >= 0xD800 && v <= 0xDFFF }
 
 // hex reads hexadecimal digits.
 func hex(d []byte) (uint32, bool) {

@@ -499,7 +499,7 @@ func hexEscape(b []byte, e byte, q int) (rune, int, error) {
 	}
 	v, err := strconv.ParseUint(string(b[q:q+n]), 16, 32)
 	switch {
-	case err != nil, v > utf8.MaxRune, v >= 0xDC00 && v <= 0xDFFF, e != 'u' && v >= 0xD800 && v <= 0xDFFF:
+	case err != nil, v > utf8.MaxRune, v >= 0xDC00 && v <= 0xDFFF, e != 'u' && utf16.IsSurrogate(rune(v)):
 		return 0, 0, ErrFallback
 	case v < 0xD800 || v > 0xDBFF:
 		return rune(v), q + n, nil
