@@ -285,15 +285,15 @@ func TestStopSaysWhatToDo(t *testing.T) {
 // configuration error naming the setting (it was internal, exit 4, from
 // the first query), and setup creates nothing.
 func TestURLSettingsAreConfig(t *testing.T) {
-	for _, tt := range []struct{ query, setting string }{
-		{"no_such_setting=1", "no_such_setting"},
-		{"max_block_size=abc", "max_block_size"},        // a text value: 18.16 takes numbers and booleans only
-		{"max_execution_time=-5", "max_execution_time"}, // below 0: 18.16 reads settings as unsigned
+	for _, tt := range []struct{ setting, value string }{
+		{"no_such_setting", "1"},
+		{"max_block_size", "abc"},    // a text value: 18.16 takes numbers and booleans only
+		{"max_execution_time", "-5"}, // below 0: 18.16 reads settings as unsigned
 	} {
 		t.Run(tt.setting, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			cfg := e.config("")
-			cfg.ClickHouse.URL += "?" + tt.query
+			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, tt.setting, tt.value)
 			_, err := Setup(context.Background(), cfg)
 			testenv.WantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
 			if got := e.query("SELECT count() FROM system.tables WHERE database = ?", e.db); len(got) != 1 || got[0] != "0" {
@@ -313,17 +313,24 @@ func TestMemoryLimitSaysWhere(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
 	cfg := e.config(writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(1), int64(1), "new", int64(100), false))))
-	u, err := url.Parse(cfg.ClickHouse.URL)
+	cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, "max_memory_usage", "1000")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Apply(ctx, cfg)
+	testenv.WantError(t, err, outcome.Transient, nil, "code: 241", "Memory limit (for query) exceeded",
+		"for query: max_memory_usage", "CLICKHOUSE_URL's query string")
+}
+
+// withSetting returns the ClickHouse URL raw with the query setting name
+// set to value (a setting it had is replaced).
+func withSetting(t *testing.T, raw, name, value string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := u.Query()
-	q.Set("max_memory_usage", "1000")
+	q.Set(name, value)
 	u.RawQuery = q.Encode()
-	cfg.ClickHouse.URL = u.String()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = Apply(ctx, cfg)
-	testenv.WantError(t, err, outcome.Transient, nil, "code: 241", "Memory limit (for query) exceeded",
-		"for query: max_memory_usage", "CLICKHOUSE_URL's query string")
+	return u.String()
 }
