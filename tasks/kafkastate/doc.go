@@ -155,8 +155,9 @@
 // on another cluster) are outcome.Config (exit 2). In every failure case nothing is committed,
 // except a connection lost after COMMIT was sent whose transaction's fate
 // PostgreSQL cannot tell within 15 s (txid_status on a new connection):
-// transient, the message says the outcome is unknown, and a re-run
-// converges either way. When PostgreSQL answers, committed is a success
+// transient, the message says the outcome is unknown (or that the COMMIT
+// waits for a synchronous standby, committed once one confirms it), and a
+// re-run converges either way. When PostgreSQL answers, committed is a success
 // and aborted a transient failure that committed nothing. The seed rule each check keeps, and the tests that hold it,
 // are listed in docs/seed-rules.md.
 package kafkastate

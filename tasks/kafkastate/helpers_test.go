@@ -68,8 +68,15 @@ func newTopicEnv(t *testing.T, partitions int32) *env {
 // newBareEnv is newEnv without Setup: the database is empty.
 func newBareEnv(t *testing.T) *env {
 	t.Helper()
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG")
-	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], topic: testenv.UniqueName(t, "ks_")}
+	return newBareEnvOn(t, "CHANGESINK_TEST_PG")
+}
+
+// newBareEnvOn is newBareEnv on the PostgreSQL server the env var pgVar
+// names (an admin DSN, as CHANGESINK_TEST_PG).
+func newBareEnvOn(t *testing.T, pgVar string) *env {
+	t.Helper()
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", pgVar)
+	e := &env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars[pgVar], topic: testenv.UniqueName(t, "ks_")}
 	e.pg = Postgres{DSN: testenv.CreateDatabase(t, e.adminPG, testenv.UniqueName(t, "ks_"), "")}
 	e.kcl = newProducer(t, e.brokers)
 	e.adm = newAdmin(e.kcl)

@@ -40,17 +40,33 @@ const (
 // It runs after a stop too (SIGTERM): the answer decides what the run
 // reports.
 func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr error, log *slog.Logger) error {
-	status, err := d.status(ctx, cc)
-	switch status {
+	f, err := d.status(ctx, cc)
+	switch f.status {
 	case "committed":
+		standbys := ""
+		if f.standbys != "" {
+			standbys = fmt.Sprintf("; this server's COMMITs wait for synchronous standbys (synchronous_standby_names: %s), and whether one "+
+				"confirmed this batch is not known here (the client sends a lost connection's backend a cancel request, and a cancelled "+
+				"wait commits on this server alone): check pg_stat_replication", f.standbys)
+		}
 		log.Warn(fmt.Sprintf("kafka-state: topic %s: the connection was lost after COMMIT was sent (%v); on a new connection "+
-			"PostgreSQL says transaction %d committed (txid_status) and kafka_state.positions holds this batch's positions, so this batch is in",
-			d.topic, commitErr, d.xid))
+			"PostgreSQL says transaction %d committed (txid_status) and kafka_state.positions holds this batch's positions, so this batch is in%s",
+			d.topic, commitErr, d.xid, standbys))
 		return nil
 	case "aborted":
 		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
 			"and on a new connection PostgreSQL says transaction %d aborted (txid_status): nothing was committed; re-run (the next batch "+
 			"resumes from the saved positions)", d.topic, commitErr, d.xid))
+	}
+	var busy *backendBusy
+	if errors.As(err, &busy) && busy.syncRep() {
+		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+			"and after %s backend pid %d still waits for a synchronous standby to confirm transaction %d (pg_stat_activity: %s): "+
+			"the batch is written on this server but not committed for other sessions until a standby named in synchronous_standby_names "+
+			"confirms it (pg_stat_replication lists the standbys connected); until then runs of this topic wait for its lock. Bring the standby "+
+			"back or change synchronous_standby_names, then re-run: the next batch resumes from whatever positions were committed "+
+			"(batch-report.json was not written). SELECT pg_cancel_backend(%d) ends the wait but keeps the commit on this server only",
+			d.topic, commitErr, d.waitOrDefault(), d.pid, d.xid, busy, d.pid))
 	}
 	return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
 		"so PostgreSQL may have committed this batch or not (batch-report.json was not written; what became of transaction %d "+
@@ -60,64 +76,112 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 		d.topic, commitErr, d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid))
 }
 
-// status is "committed", "aborted", or "" with the reason it cannot be
-// told. "in progress" is asked again: the backend ends the transaction
+// fate is what status found: the transaction's status, and for a
+// committed one the synchronous standbys a COMMIT of this session waits for
+// (empty when none).
+type fate struct{ status, standbys string }
+
+// backendBusy is what the batch's backend was doing, still inside the
+// batch's transaction, when status gave up (pg_stat_activity).
+type backendBusy struct {
+	state, waitType, wait string
+}
+
+func (b *backendBusy) Error() string {
+	s := "the backend is " + b.state
+	if b.wait != "" {
+		s += ", wait event " + b.waitType + "/" + b.wait
+	}
+	return s
+}
+
+// syncRep: a COMMIT written and flushed on the server that waits for a
+// synchronous standby's confirmation. txid_status says "in progress" all
+// the while, and a closed client connection does not end the wait; a
+// cancel request does (pgx sends one when it loses a connection, if it can
+// reach the server), and the transaction then commits on this server alone.
+func (b *backendBusy) syncRep() bool { return b.waitType == "IPC" && b.wait == "SyncRep" }
+
+func (d inDoubt) waitOrDefault() time.Duration {
+	if d.wait == 0 {
+		return inDoubtWait
+	}
+	return d.wait
+}
+
+// status tells the transaction's fate: "committed", "aborted", or "" with
+// the reason it cannot be told. "in progress" is asked again: the backend ends the transaction
 // (committed if it read the COMMIT) when it notices its client gone, and
 // after inDoubtOrphanAge the batch's backend is ended if it is idle in the
-// transaction. "committed" counts once the positions row shows what the
-// batch wrote: txid_status reads the commit log, which says committed a
-// moment before other sessions see the rows (longer while the server waits
-// for a synchronous standby), so it is asked again until then; a row that
-// never shows it (another run committed since, or another server answered
-// after a failover that lost the commit and gave its xid to another
-// transaction) cannot be told.
-func (d inDoubt) status(ctx context.Context, cc *pgx.ConnConfig) (string, error) {
-	wait := d.wait
-	if wait == 0 {
-		wait = inDoubtWait
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+// transaction. A backend still in the transaction after the wait is
+// described (*backendBusy): a COMMIT waiting for a synchronous standby stays
+// "in progress" for as long as no standby confirms it. "committed" counts
+// only when the positions row shows what the batch wrote: txid_status says
+// committed once the transaction has left the server's running set, when its
+// rows are visible to every statement that starts after, so a row that does
+// not show it (another run committed since, or another server answered after
+// a failover that lost the commit and gave its xid to another transaction)
+// cannot be told.
+func (d inDoubt) status(ctx context.Context, cc *pgx.ConnConfig) (fate, error) {
+	wait := d.waitOrDefault()
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(wait)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	// pgx itself, not connect: its remedies are for a run that has written
 	// nothing. pgconn's connect errors never hold the password.
-	conn, err := pgx.ConnectConfig(ctx, cc)
+	conn, err := pgx.ConnectConfig(cctx, cc)
 	if err != nil {
-		return "", fmt.Errorf("a new connection failed: %w", err)
+		return fate{}, fmt.Errorf("a new connection failed: %w", err)
 	}
 	defer closeConn(conn)
+	// Statements get a little longer than the wait, so that the last
+	// answer, and the backend's description, still arrive.
+	qctx, qcancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
+	defer qcancel()
 	started := time.Now()
 	ended := false
-	pending := errors.New("txid_status: still in progress")
 	for {
 		var status *string
-		if err := queryRow(ctx, conn, "read the transaction's status", sqlTxStatus, []any{d.xid}, &status); err != nil {
-			return "", err
+		if err := queryRow(qctx, conn, "read the transaction's status", sqlTxStatus, []any{d.xid}, &status); err != nil {
+			return fate{}, err
 		}
 		switch {
 		case status == nil:
-			return "", errors.New("txid_status: too old to tell")
+			return fate{}, errors.New("txid_status: too old to tell")
 		case *status == "aborted":
-			return *status, nil
+			return fate{status: *status}, nil
 		case *status == "committed":
 			var holds bool
-			err := queryRow(ctx, conn, "read kafka_state.positions", sqlPositionsAre, []any{d.topic, d.next, d.clusterID, d.topicID}, &holds)
+			err := queryRow(qctx, conn, "read kafka_state.positions", sqlPositionsAre, []any{d.topic, d.next, d.clusterID, d.topicID}, &holds)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return "", err
+				return fate{}, err
 			}
-			if holds {
-				return *status, nil
+			if !holds {
+				return fate{}, errors.New("txid_status says committed, but kafka_state.positions does not show this batch's positions " +
+					"(another run committed newer ones since? or another server answered, after a failover that lost this commit?)")
 			}
-			pending = errors.New("txid_status says committed, but kafka_state.positions does not show this batch's positions " +
-				"(not yet visible: a synchronous standby not answering? another run committed newer ones since? or another server answered, after a failover?)")
+			f := fate{status: *status}
+			err = queryRow(qctx, conn, "read the synchronous standbys", sqlSyncStandbys, nil, &f.standbys)
+			return f, err
 		case !ended && time.Since(started) >= inDoubtOrphanAge:
 			// A failure (no privilege to signal it) leaves it to the wait.
-			_ = queryRow(ctx, conn, "end the batch's idle backend", sqlEndIdleBackend, []any{d.pid, d.xid, d.start}, new(bool))
+			_ = queryRow(qctx, conn, "end the batch's idle backend", sqlEndIdleBackend, []any{d.pid, d.xid, d.start}, new(bool))
 			ended = true
 		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%w after %s", pending, wait)
-		case <-time.After(100 * time.Millisecond):
+		if !time.Now().Before(deadline) {
+			break
 		}
+		time.Sleep(min(100*time.Millisecond, time.Until(deadline)))
+	}
+	pending := fmt.Errorf("txid_status: still in progress after %s", wait)
+	var b backendBusy
+	switch err := queryRow(qctx, conn, "describe the batch's backend", sqlBackendActivity, []any{d.pid, d.xid, d.start}, &b.state, &b.waitType, &b.wait); {
+	case err == nil:
+		return fate{}, fmt.Errorf("%w; %w", pending, &b)
+	case errors.Is(err, pgx.ErrNoRows):
+		return fate{}, pending
+	default:
+		return fate{}, fmt.Errorf("%w (%w)", pending, err)
 	}
 }

@@ -3,10 +3,13 @@ package kafkastate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,6 +176,18 @@ func TestInDoubtStatus(t *testing.T) {
 	aborted := begin("ROLLBACK").d
 	idle := begin("")
 	other, another := begin(""), begin("") // idle too, and must stay alive
+	// waiting's UPDATE waits for holder's row lock.
+	holder, waiting := begin(""), begin("")
+	if _, err := holder.conn.Exec(ctx, `CREATE TABLE indoubt_row (id int); INSERT INTO indoubt_row VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.conn.Exec(ctx, `COMMIT; BEGIN; UPDATE indoubt_row SET id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	updated := make(chan error, 1)
+	go func() { _, err := waiting.conn.Exec(ctx, `UPDATE indoubt_row SET id = 3`); updated <- err }()
+	waitForSessions(t, e, 10*time.Second, 20*time.Millisecond, "the UPDATE to wait for the row lock", func(n int) bool { return n == 1 },
+		`pid = $1 AND wait_event_type = 'Lock'`, waiting.d.pid)
 	closed := cc.Copy()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -192,9 +207,11 @@ func TestInDoubtStatus(t *testing.T) {
 		says   string
 	}{
 		{"committed", with(committed, batch), cc, "committed", ""},
-		{"committed, other positions", with(committed, func(d *inDoubt) { batch(d); d.next = `{"0": 999}`; short(d) }), cc,
+		// Told at once: a committed transaction's rows are visible to the
+		// next statement.
+		{"committed, other positions", with(committed, func(d *inDoubt) { batch(d); d.next = `{"0": 999}` }), cc,
 			"", "kafka_state.positions does not show this batch's positions"},
-		{"committed, no positions row", with(committed, func(d *inDoubt) { batch(d); d.topic += "_other"; short(d) }), cc,
+		{"committed, no positions row", with(committed, func(d *inDoubt) { batch(d); d.topic += "_other" }), cc,
 			"", "kafka_state.positions does not show this batch's positions"},
 		{"aborted", aborted, cc, "aborted", ""},
 		{"idle in the transaction", idle.d, cc, "aborted", ""},
@@ -203,18 +220,26 @@ func TestInDoubtStatus(t *testing.T) {
 		{"idle, but the pid is another's", with(other.d, func(d *inDoubt) { d.pid = another.d.pid; short(d) }), cc, "", "still in progress after 2s"},
 		{"idle, but it started at another time", with(other.d, func(d *inDoubt) { d.start = d.start.Add(-time.Microsecond); short(d) }), cc,
 			"", "still in progress after 2s"},
+		// A backend busy in the transaction is described, and left alone.
+		{"busy, waiting for a lock", with(waiting.d, short), cc, "", "still in progress after 2s; the backend is active, wait event Lock/transactionid"},
 		{"from the future", with(committed, func(d *inDoubt) { d.xid += 1 << 40 }), cc, "", "in the future"},
 		{"no server", committed, closed, "", "a new connection failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, err := tc.d.status(ctx, tc.cc)
-			if status != tc.status || (tc.says == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.says) {
+			f, err := tc.d.status(ctx, tc.cc)
+			if status := f.status; status != tc.status || (tc.says == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("status %q, %v; want %q saying %q", status, err, tc.status, tc.says)
 			}
 		})
 	}
+	if _, err := holder.conn.Exec(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-updated; err != nil {
+		t.Errorf("the waiting UPDATE: %v", err)
+	}
 	// The backends that were not the batch's are alive and still in their transactions.
-	for name, x := range map[string]txn{"other": other, "another": another} {
+	for name, x := range map[string]txn{"other": other, "another": another, "waiting": waiting} {
 		var xid int64
 		if err := x.conn.QueryRow(ctx, `SELECT txid_current()`).Scan(&xid); err != nil || xid != x.d.xid {
 			t.Errorf("%s backend: txid_current %d, %v; want it alive in transaction %d", name, xid, err, x.d.xid)
@@ -222,5 +247,163 @@ func TestInDoubtStatus(t *testing.T) {
 	}
 	if err := idle.conn.Ping(ctx); err == nil {
 		t.Error("the batch's idle backend is still alive")
+	}
+}
+
+// TestCommitWaitsForSynchronousStandby: the batch's COMMIT reaches a
+// primary whose synchronous standby is down (.ci/postgres-syncrep; the
+// batch asks for synchronous_commit=on), and the connection is lost while
+// the COMMIT waits. The COMMIT is written on the server but stays "in
+// progress" (txid_status) for as long as no standby confirms it; the closed
+// connection does not end the wait, but the cancel request pgx sends for a
+// lost connection does, and the transaction then commits on this server
+// alone.
+//   - The cancel request never arrives (a client killed while it waits, a
+//     network that refuses it): the run says the COMMIT waits for a
+//     synchronous standby (transient), naming the backend, not the "idle in
+//     transaction" remedy (ending such a backend keeps the commit). A retry
+//     meanwhile waits for the topic lock and names the holder's SyncRep
+//     wait. Once the wait is cancelled the batch is committed.
+//   - The cancel request arrives: the batch is committed here, and the run
+//     succeeds with a WARN line saying no standby may have confirmed it.
+//
+// Either way the run after converges.
+func TestCommitWaitsForSynchronousStandby(t *testing.T) {
+	// pgx's CancelRequest: length 16, request code 80877102.
+	cancelRequest := []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e}
+	commitQuery := []byte("Q\x00\x00\x00\x0bcommit\x00")
+	for _, cancelArrives := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cancel refused", true: "cancel arrives"}[cancelArrives], func(t *testing.T) {
+			e := newBareEnvOn(t, "CHANGESINK_TEST_PG_SYNCREP")
+			if _, err := Setup(testCtx(t, time.Minute), e.pg); err != nil {
+				t.Fatalf("Setup: %v", err)
+			}
+			createTopic(t, e.adm, e.topic, 1, nil)
+			produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
+			admin := e.conn(t)
+			// However the test ends, no backend of its database is left
+			// waiting (the database could not be dropped).
+			t.Cleanup(func() {
+				_, _ = admin.Exec(context.Background(), `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event = 'SyncRep'`)
+			})
+			syncRep := func(ctx context.Context, conn *pgx.Conn) (pid int32, err error) {
+				err = conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'IPC' AND wait_event = 'SyncRep'`).Scan(&pid)
+				return pid, err
+			}
+
+			// The proxy carries the batch's connection until its backend
+			// waits in SyncRep, then closes both sides. It drops cancel
+			// requests unless cancelArrives; other connections pass.
+			committing := make(chan struct{})
+			var once sync.Once
+			var cancels atomic.Int32
+			cut := make(chan struct{})
+			dsn := e.pgThroughProxy(t, testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
+				defer client.Close()
+				defer server.Close()
+				go func() { _, _ = io.Copy(client, server); client.Close() }()
+				buf := make([]byte, 64<<10)
+				for first := true; ; first = false {
+					n, err := client.Read(buf)
+					if first && bytes.HasPrefix(buf[:n], cancelRequest) {
+						cancels.Add(1)
+						if !cancelArrives {
+							return
+						}
+					}
+					if _, werr := server.Write(buf[:n]); werr != nil || err != nil {
+						return
+					}
+					if bytes.Contains(buf[:n], commitQuery) {
+						once.Do(func() { close(committing) })
+						<-cut
+						return
+					}
+				}
+			}})
+			watchErr := make(chan error, 1)
+			go func() {
+				defer close(cut)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				select {
+				case <-committing:
+				case <-ctx.Done():
+					watchErr <- errors.New("the proxy saw no COMMIT")
+					return
+				}
+				conn, err := pgx.Connect(ctx, e.pg.DSN)
+				if err != nil {
+					watchErr <- err
+					return
+				}
+				defer conn.Close(context.Background())
+				for {
+					if _, err := syncRep(ctx, conn); err == nil {
+						watchErr <- nil
+						return
+					} else if !errors.Is(err, pgx.ErrNoRows) {
+						watchErr <- fmt.Errorf("waiting for the COMMIT to wait in SyncRep: %w", err)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+
+			cfg := e.config()
+			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
+			var logs bytes.Buffer
+			_, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
+				hooks{inDoubtWait: 3 * time.Second})
+			if werr := <-watchErr; werr != nil {
+				t.Fatalf("%v; run: %v", werr, err)
+			}
+			if cancels.Load() == 0 {
+				t.Errorf("pgx sent no cancel request for the lost connection; run: %v", err)
+			}
+			ctx := testCtx(t, time.Minute)
+			if cancelArrives {
+				if err != nil {
+					t.Fatalf("run: %v; want a success (the cancelled wait commits on this server)", err)
+				}
+				for _, want := range []string{"level=WARN", "this batch is in; this server's COMMITs wait for synchronous standbys " +
+					"(synchronous_standby_names: changesink_absent_standby), and whether one confirmed this batch is not known here", "pg_stat_replication"} {
+					if !strings.Contains(logs.String(), want) {
+						t.Errorf("the log does not say %q:\n%s", want, logs.String())
+					}
+				}
+			} else {
+				pid, perr := syncRep(ctx, admin)
+				if perr != nil {
+					t.Fatalf("after the run, no backend waits in SyncRep (%v); run: %v", perr, err)
+				}
+				testenv.CheckError(t, err, outcome.Transient, nil, e.topic, "the connection was lost after COMMIT was sent",
+					fmt.Sprintf("backend pid %d still waits for a synchronous standby to confirm transaction", pid),
+					"wait event IPC/SyncRep", "synchronous_standby_names", "pg_stat_replication",
+					fmt.Sprintf("SELECT pg_cancel_backend(%d) ends the wait but keeps the commit on this server only", pid))
+				if strings.Contains(err.Error(), "ends it uncommitted") {
+					t.Errorf("the message gives the idle-in-transaction remedy, which would keep the commit:\n%v", err)
+				}
+				if next, _, _ := e.positions(t); next["0"] != 0 {
+					t.Errorf("while the COMMIT waits, positions %v are visible; want none", next)
+				}
+				// The retry meanwhile: the lock's holder is the waiting backend.
+				_, err = Materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()}, slog.New(slog.DiscardHandler))
+				testenv.CheckError(t, err, outcome.Transient, ErrLocked, e.topic, fmt.Sprintf("PostgreSQL backend pid %d", pid),
+					"wait event IPC/SyncRep: its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it")
+				if _, err := admin.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid); err != nil {
+					t.Fatal(err)
+				}
+				waitForSessions(t, e, 10*time.Second, 20*time.Millisecond, "the wait to end", func(n int) bool { return n == 0 }, `wait_event = 'SyncRep'`)
+			}
+			if next, _, _ := e.positions(t); next["0"] != 2 || len(e.records(t)) != 2 {
+				t.Fatalf("positions %v, %d records; want the batch committed (next offset 2, 2 records)", next, len(e.records(t)))
+			}
+			if res := e.mustRun(t); res.Consumed != 0 {
+				t.Errorf("the run after consumed %d, want 0 (nothing twice)", res.Consumed)
+			}
+		})
 	}
 }

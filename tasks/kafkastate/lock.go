@@ -49,11 +49,18 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 	var (
 		pid                 int32
 		app, state, client  string
+		busy                backendBusy
 		inTransactionForSec float64
 	)
-	err := queryRow(ctx, tx, "name the topic lock's holder", sqlLockHolder, []any{key}, &pid, &app, &state, &client, &inTransactionForSec)
+	err := queryRow(ctx, tx, "name the topic lock's holder", sqlLockHolder, []any{key}, &pid, &app, &state, &busy.waitType, &busy.wait, &client, &inTransactionForSec)
 	switch {
 	case err == nil:
+		if busy.wait != "" {
+			state += ", wait event " + busy.waitType + "/" + busy.wait
+		}
+		if busy.syncRep() {
+			state += ": its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it"
+		}
 		holder = fmt.Sprintf("PostgreSQL backend pid %d (application %q, %s, in its transaction for %.0f s, client %s)",
 			pid, app, state, inTransactionForSec, client)
 		remedy = fmt.Sprintf(", or end that backend with SELECT pg_terminate_backend(%d) if its run is gone", pid)

@@ -45,6 +45,9 @@ type hooks struct {
 	// last time and sends COMMIT: tests stop the run (cancel its context)
 	// here or, a little later, while the COMMIT is in flight.
 	beforeCommit func()
+	// inDoubtWait, when set, bounds how long a batch whose COMMIT answer
+	// was lost asks what became of it (inDoubtWait otherwise).
+	inDoubtWait time.Duration
 	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
 	// on a server that has MERGE, so tests cover both statements.
 	onConflict bool
@@ -374,7 +377,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
 		return nil, err
 	}
-	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON)}
+	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON), wait: h.inDoubtWait}
 	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid, &doubt.start); err != nil {
 		return nil, err
 	}

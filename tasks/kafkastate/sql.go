@@ -64,7 +64,7 @@ const sqlLock = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`
 // objsubid 1. Empty when the holder let go meanwhile. clock_timestamp(), not
 // now(): the asking transaction began before its wait.
 const sqlLockHolder = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
-       coalesce(host(a.client_addr), 'local socket'),
+       coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''), coalesce(host(a.client_addr), 'local socket'),
        coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
@@ -260,6 +260,19 @@ const sqlPositionsAre = `SELECT next_offsets = $2::jsonb AND cluster_id = $3 AND
 // and pid (a server promoted after a failover).
 const sqlEndIdleBackend = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE pid = $1 AND state = 'idle in transaction' AND backend_xid::text = ($2::bigint % 4294967296)::text AND xact_start = $3`
+
+// sqlBackendActivity is what backend $1, inside transaction $2 started at
+// $3 (as in sqlEndIdleBackend), is doing: its state, wait event type and
+// wait event (empty when it waits for nothing). No row once the transaction
+// has ended.
+const sqlBackendActivity = `SELECT coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, '') FROM pg_stat_activity
+WHERE pid = $1 AND backend_xid::text = ($2::bigint % 4294967296)::text AND xact_start = $3`
+
+// sqlSyncStandbys is the synchronous standbys this session's COMMIT waits
+// for: synchronous_standby_names when synchronous_commit is on,
+// remote_write or remote_apply, else empty.
+const sqlSyncStandbys = `SELECT CASE WHEN current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+  THEN current_setting('synchronous_standby_names') ELSE '' END`
 
 // sqlLiveKeys is the seed's live_keys count.
 const sqlLiveKeys = `SELECT count(*) FROM kafka_state.current_values WHERE topic = $1`

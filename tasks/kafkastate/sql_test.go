@@ -42,6 +42,8 @@ func TestSQLGolden(t *testing.T) {
 		"tx-status":               sqlTxStatus,
 		"positions-are":           sqlPositionsAre,
 		"end-idle-backend":        sqlEndIdleBackend,
+		"backend-activity":        sqlBackendActivity,
+		"sync-standbys":           sqlSyncStandbys,
 	}
 	for name, sql := range statements {
 		t.Run(name, func(t *testing.T) {
