@@ -79,6 +79,7 @@ func (c *cdcApplyCmd) Run(a *app) error {
 	}
 	cfg.BatchFile = resolve(a, c.BatchFile)
 	cfg.Workers = c.Workers
+	cfg.Log = a.log
 	res, err := cdc.Apply(a.ctx, cfg)
 	if err != nil {
 		return err

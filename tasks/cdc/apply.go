@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"time"
@@ -31,6 +32,9 @@ type Config struct {
 	OutDir kestra.Dir
 	// Workers decode the batch concurrently; 0 = GOMAXPROCS, at most 64.
 	Workers int
+	// Log receives Apply's progress lines (waiting for the target's lock,
+	// breaking a killed run's lock); nil discards them.
+	Log *slog.Logger
 
 	// hooks is a test seam: unexported, set only by this package's tests to
 	// stop a run at a chosen step (a crash after the insert, a server that
@@ -258,7 +262,11 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		timing = defaultLockTiming
 	}
 	st.step = "waiting for the target's lock"
-	lk, err := tbl.lock(ctx, timing)
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lk, err := tbl.lock(ctx, timing, log)
 	if err != nil {
 		return nil, err
 	}

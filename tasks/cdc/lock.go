@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -103,13 +104,15 @@ func newHolderID() string {
 }
 
 // lock takes the target's lock, waiting for a holder (and breaking a
-// stale one) as above.
-func (t *table) lock(ctx context.Context, timing lockTiming) (*targetLock, error) {
+// stale one) as above. log gets a line when the run starts to wait and
+// when it breaks a lock.
+func (t *table) lock(ctx context.Context, timing lockTiming, log *slog.Logger) (*targetLock, error) {
 	m := t.m
 	l := &targetLock{t: t, id: newHolderID(), timing: timing, name: qualified(m.Target.Database, lockName(m))}
 	host, _ := os.Hostname()
 	deadline := time.Now().Add(timing.wait)
 	create := lockCreateSQL(l.name, l.id, host, os.Getpid())
+	waiting := false
 	for {
 		err := t.exec(ctx, create)
 		if err == nil {
@@ -126,10 +129,20 @@ func (t *table) lock(ctx context.Context, timing lockTiming) (*targetLock, error
 			return nil, err
 		}
 		if found && h.age > timing.stale {
-			if err := l.breakStale(ctx, h); err != nil {
+			broken, err := l.breakStale(ctx, h)
+			if err != nil {
 				return nil, err
 			}
+			if broken {
+				log.Warn(fmt.Sprintf("cdc: broke the lock %s: %s, over %s (a run killed, or cut off from ClickHouse, while it held the lock; "+
+					"it writes nothing more)", l.name, h, timing.stale))
+			}
 			continue
+		}
+		if !waiting {
+			waiting = true
+			log.Info(fmt.Sprintf("cdc: the lock %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
+				l.name, h, timing.wait, timing.stale))
 		}
 		if time.Now().After(deadline) {
 			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (another run of the flow, or a run killed less than %s ago: retry; "+
@@ -188,31 +201,32 @@ func unqualifiedLock(l *targetLock, name string) string {
 }
 
 // breakStale breaks the lock judged stale (h): rename, check, drop.
-func (l *targetLock) breakStale(ctx context.Context, h holderInfo) error {
+// broken reports that it dropped that lock.
+func (l *targetLock) breakStale(ctx context.Context, h holderInfo) (broken bool, _ error) {
 	aside := qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
 	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
 		if c := chCode(err); c == chUnknownTable || c == chTableAlreadyExists {
-			return nil // gone or re-taken meanwhile: compete again
+			return false, nil // gone or re-taken meanwhile: compete again
 		}
-		return err
+		return false, err
 	}
 	got, found, err := l.holder(ctx, aside)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// An empty lock (a server restart emptied it: the lock is created with
 	// its holder row) is measured by its creation time, which the rename
 	// reset: still empty, it is the one judged stale.
 	if found && got.id == h.id && (got.age > l.timing.stale || (h.rows == 0 && got.rows == 0)) {
-		return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+		return true, l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 	}
 	// Not the lock judged stale: give it back.
 	if err := l.t.exec(ctx, renameSQL(aside, l.name)); err != nil {
 		// The lock was taken again meanwhile: the run it belonged to finds
 		// its lock gone at its next check and stops before writing.
-		return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+		return false, l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 	}
-	return nil
+	return false, nil
 }
 
 func (l *targetLock) heartbeat(host string) {

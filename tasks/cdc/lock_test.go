@@ -1,9 +1,11 @@
 package cdc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,7 +88,7 @@ func TestConcurrentCDCWriters(t *testing.T) {
 // mustLock takes tbl's lock or fails the test.
 func mustLock(t *testing.T, tbl *table, timing lockTiming) *targetLock {
 	t.Helper()
-	l, err := tbl.lock(context.Background(), timing)
+	l, err := tbl.lock(context.Background(), timing, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +133,19 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 	a := mustLock(t, tbl, timing)
 	defer a.release(context.Background())
 	timing.wait = 2 * time.Second
-	_, err := tbl.lock(context.Background(), timing)
+	var logs bytes.Buffer
+	_, err := tbl.lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
 	testenv.WantError(t, err, outcome.Transient, ErrTargetLocked)
 	host, _ := os.Hostname()
-	if want := fmt.Sprintf("holder %s on host %s, pid %d", a.id, host, os.Getpid()); !strings.Contains(err.Error(), want) {
-		t.Errorf("message does not name the holder (%s): %v", want, err)
+	holder := fmt.Sprintf("holder %s on host %s, pid %d", a.id, host, os.Getpid())
+	if !strings.Contains(err.Error(), holder) {
+		t.Errorf("message does not name the holder (%s): %v", holder, err)
+	}
+	// One line when the wait starts, not one per try.
+	if lines := strings.Split(strings.TrimSpace(logs.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") ||
+		!strings.Contains(lines[0], "cdc: the lock "+a.name+" is taken ("+holder) ||
+		!strings.Contains(lines[0], fmt.Sprintf("waiting up to %s, and breaking it once its last heartbeat is over %s old", timing.wait, timing.stale)) {
+		t.Errorf("log, want one INFO line saying the run waits for %s:\n%s", holder, logs.String())
 	}
 	if err := a.check(context.Background()); err != nil {
 		t.Errorf("the holder lost its lock: %v", err)
@@ -152,9 +162,17 @@ func TestLockBreaksStale(t *testing.T) {
 	a := mustLock(t, tbl, timing)
 	a.abandon()
 	start := time.Now()
-	b := mustLock(t, tbl, timing)
+	var logs bytes.Buffer
+	b, err := tbl.lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer b.release(context.Background())
 	waited := time.Since(start)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "cdc: broke the lock "+a.name+": holder "+a.id) ||
+		!strings.Contains(logs.String(), fmt.Sprintf("over %s (a run killed, or cut off from ClickHouse, while it held the lock", timing.stale)) {
+		t.Errorf("log, want a WARN line saying the run broke %s's lock:\n%s", a.id, logs.String())
+	}
 	if waited < time.Second {
 		t.Errorf("broke a lock whose heartbeat was %s old (stale: %s)", waited, timing.stale)
 	}
@@ -183,8 +201,8 @@ func TestLockBreakIsABASafe(t *testing.T) {
 	defer c.release(context.Background())
 	w := &targetLock{t: tbl, id: newHolderID(), timing: timing, name: c.name}
 	stale := holderInfo{id: "a-holder-long-gone", age: time.Hour}
-	if err := w.breakStale(context.Background(), stale); err != nil {
-		t.Fatal(err)
+	if broken, err := w.breakStale(context.Background(), stale); err != nil || broken {
+		t.Fatalf("breakStale: broken %v, %v; want the lock given back", broken, err)
 	}
 	if err := c.check(context.Background()); err != nil {
 		t.Errorf("the fresh holder lost its lock to a break meant for another: %v", err)
