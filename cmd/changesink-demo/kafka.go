@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,17 @@ type kafkaCmd struct {
 	Partitions int32  `env:"DEMO_PARTITIONS" default:"3" help:"Partition count when the topic is created."`
 	Customers  int    `env:"DEMO_CUSTOMERS" default:"20" help:"Number of distinct keys (customer-1..customer-N)."`
 	StateDSN   string `name:"state-dsn" env:"DEMO_STATE_DSN" help:"PostgreSQL that kafka-state materializes the topic into: when its saved positions for the topic name another cluster or topic id (the local broker was rebuilt, its database kept), or were last caught up longer ago than the topic's delete.retention.ms allows (the demo last ran days ago), delete the topic's rows there, as the runbook says, so the demo starts over instead of being refused."`
+	// stdout receives the progress lines (os.Stdout when nil; tests).
+	stdout io.Writer
+}
+
+// printf writes one progress line.
+func (c *kafkaCmd) printf(format string, args ...any) {
+	out := c.stdout
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, format, args...)
 }
 
 // Run writes one demo round to the topic:
@@ -49,9 +62,9 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 	resp, err := adm.CreateTopic(ctx, c.Partitions, 1, map[string]*string{"cleanup.policy": &compact}, c.Topic)
 	switch {
 	case err == nil && resp.Err == nil:
-		fmt.Printf("kafka: created compacted topic %s with %d partitions\n", c.Topic, c.Partitions)
+		c.printf("kafka: created compacted topic %s with %d partitions\n", c.Topic, c.Partitions)
 	case errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(resp.Err, kerr.TopicAlreadyExists):
-		fmt.Printf("kafka: topic %s exists\n", c.Topic)
+		c.printf("kafka: topic %s exists\n", c.Topic)
 	case err != nil:
 		return fmt.Errorf("create topic %s: %w", c.Topic, err)
 	default:
@@ -111,7 +124,7 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 	if err := kafkatest.Transact(ctx, txn, committed, true); err != nil {
 		return err
 	}
-	fmt.Printf("kafka: wrote %d records to %s (%d keys, %d tombstones), 2 committed in a transaction, %d in an aborted one\n",
+	c.printf("kafka: wrote %d records to %s (%d keys, %d tombstones), 2 committed in a transaction, %d in an aborted one\n",
 		len(plain)+len(committed), c.Topic, c.Customers, tombstones, len(aborted))
 	return nil
 }
@@ -161,10 +174,11 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", kafkastate.TopicLockKey(c.Topic)); err != nil {
 			return err
 		}
-		var other bool
+		var otherCluster, otherTopic bool
 		var age float64 // seconds since updated_at, by PostgreSQL's clock
-		err := tx.QueryRow(ctx, "SELECT cluster_id <> $2 OR topic_id <> $3, extract(epoch FROM clock_timestamp() - updated_at) FROM kafka_state.positions WHERE topic = $1",
-			c.Topic, md.Cluster, kafkastate.TopicIDText(td.ID)).Scan(&other, &age)
+		err := tx.QueryRow(ctx, "SELECT cluster_id <> $2, topic_id <> $3, extract(epoch FROM clock_timestamp() - updated_at) FROM kafka_state.positions WHERE topic = $1",
+			c.Topic, md.Cluster, kafkastate.TopicIDText(td.ID)).Scan(&otherCluster, &otherTopic, &age)
+		other := otherCluster || otherTopic
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -183,11 +197,14 @@ func (c *kafkaCmd) forgetOtherCluster(ctx context.Context, adm *kadm.Client) err
 			return err
 		}
 		why := fmt.Sprintf("were from another broker (cluster %s now)", md.Cluster)
+		if !otherCluster && otherTopic {
+			why = fmt.Sprintf("were from an earlier topic of that name (deleted and created again: topic id %s now)", kafkastate.TopicIDText(td.ID))
+		}
 		if !other {
 			why = fmt.Sprintf("were last caught up %s ago, longer than the topic's delete.retention.ms allows (%s)",
 				time.Duration(age*float64(time.Second)).Round(time.Second), window.Round(time.Second))
 		}
-		fmt.Printf("kafka: the saved positions of %s %s; deleted them and the topic's %d rows, so the next batch rebuilds from offset 0\n",
+		c.printf("kafka: the saved positions of %s %s; deleted them and the topic's %d rows, so the next batch rebuilds from offset 0\n",
 			c.Topic, why, tag.RowsAffected())
 		return nil
 	})

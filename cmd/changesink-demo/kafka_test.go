@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +96,22 @@ func TestKafkaForgetsPositionsOfAnotherBroker(t *testing.T) {
 	}
 	if _, err := kafkastate.Materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil); err != nil {
 		t.Fatalf("materialize after the demo forgot stale positions: %v", err)
+	}
+
+	// Positions of an earlier topic of this name on this cluster (deleted
+	// and created again: another topic id) go too, and the line says why.
+	if _, err := conn.Exec(ctx, `UPDATE kafka_state.positions SET topic_id = 'AAAAAAAAAAAAAAAAAAAAAA' WHERE topic = $1`, topic); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.stdout = &out
+	if err := cmd.Run(ctx); err != nil {
+		t.Fatalf("demo kafka after the topic id changed: %v", err)
+	}
+	if p, r := count("positions", topic), count("records", topic); p != 0 || r != 0 {
+		t.Errorf("topic %s after the demo, another topic id: %d positions rows, %d records, want none", topic, p, r)
+	}
+	if want := "kafka: the saved positions of " + topic + " were from an earlier topic of that name (deleted and created again: topic id "; !strings.Contains(out.String(), want) {
+		t.Errorf("the demo's output does not say %q:\n%s", want, out.String())
 	}
 }
