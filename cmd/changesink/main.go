@@ -189,8 +189,8 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 			// kong names the word, which may be the rest of an unquoted
 			// secret ("--pg-password two words"): Kestra masks only whole
 			// secrets, and the mask here knows only the env's.
-			return fail(em, outcome.Config, errors.New("unexpected argument (not shown: it may be part of a secret): quote a flag value "+
-				"that holds spaces, or pass secrets as env vars; `changesink help <command>` lists the flags"))
+			return fail(em, outcome.Config, fmt.Errorf("unexpected argument (not shown: it may be part of a secret) after %s quote a flag value "+
+				"that holds spaces, or pass secrets as env vars; `changesink help <command>` lists the flags", commandsAt(parser, err)))
 		}
 		return fail(em, outcome.Config, withEnvNames(parser, err))
 	}
@@ -306,4 +306,26 @@ func withEnvNames(parser *kong.Kong, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%s)", err, strings.Join(named, ", "))
+}
+
+// commandsAt names the command a parse error stopped at and, when it has
+// subcommands, lists them (a misspelt one: "kafka-state materialise").
+func commandsAt(parser *kong.Kong, err error) string {
+	node := parser.Model.Node
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		if sel := pe.Context.Selected(); sel != nil {
+			node = sel
+		}
+	}
+	var names []string
+	for _, c := range node.Children {
+		if !c.Hidden {
+			names = append(names, c.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "`" + node.FullPath() + "`, which takes no arguments:"
+	}
+	return "`" + node.FullPath() + "`, whose commands are " + strings.Join(names, ", ") + ": check the command's spelling,"
 }

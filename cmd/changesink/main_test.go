@@ -108,18 +108,33 @@ func TestMissingRequiredSettings(t *testing.T) {
 // TestUnexpectedArgumentNotShown: a secret with a space passed as an
 // unquoted flag ("--pg-password hunter2 pw") left its second word as an
 // argument that kong's message printed ("unexpected argument pw"), past
-// every mask: the message no longer shows it.
+// every mask: the message no longer shows it. It names the command it
+// follows, and that command's subcommands, so a misspelt one is found.
 func TestUnexpectedArgumentNotShown(t *testing.T) {
-	var out bytes.Buffer
-	code := run(context.Background(), []string{"kafka-state", "setup", "--pg-password", "hunter2", "pwsecondword", "--pg-dsn", "host=127.0.0.1"}, &out)
-	if code != 2 || !strings.Contains(out.String(), `"error_class":"config"`) {
-		t.Fatalf("exit code = %d, want 2 and error_class config; output:\n%s", code, out.String())
-	}
-	if strings.Contains(out.String(), "pwsecondword") {
-		t.Errorf("the output shows the argument:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "unexpected argument (not shown: it may be part of a secret): quote a flag value that holds spaces") {
-		t.Errorf("the output does not say what to do:\n%s", out.String())
+	for _, tc := range []struct {
+		args, hidden, says string
+	}{
+		{"kafka-state setup --pg-password hunter2 pwsecondword --pg-dsn host=127.0.0.1", "pwsecondword",
+			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state setup`, which takes no arguments: " +
+				"quote a flag value that holds spaces, or pass secrets as env vars"},
+		{"kafka-state materialise", "materialise",
+			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state`, whose commands are setup, materialize, verify: " +
+				"check the command's spelling, quote a flag value that holds spaces"},
+		{"cdcc apply", "cdcc", "after `changesink`, whose commands are kafka-state, cdc, version, help: check the command's spelling"},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			var out bytes.Buffer
+			code := run(context.Background(), strings.Fields(tc.args), &out)
+			if code != 2 || !strings.Contains(out.String(), `"error_class":"config"`) {
+				t.Fatalf("exit code = %d, want 2 and error_class config; output:\n%s", code, out.String())
+			}
+			if strings.Contains(out.String(), tc.hidden) {
+				t.Errorf("the output shows the argument:\n%s", out.String())
+			}
+			if !strings.Contains(out.String(), tc.says) {
+				t.Errorf("the output does not say %q:\n%s", tc.says, out.String())
+			}
+		})
 	}
 }
 
