@@ -219,40 +219,22 @@ func decodeRecords(t *testing.T, name string, data []byte) []debeziumRecord {
 
 func readRecord(r ion.Reader) (debeziumRecord, error) {
 	var rec debeziumRecord
-	if err := r.StepIn(); err != nil {
-		return rec, err
-	}
-	for r.Next() {
-		name, err := fieldName(r)
-		if err != nil {
-			return rec, err
-		}
+	err := eachField(r, func(name string) error {
 		rec.fields = append(rec.fields, name)
 		rec.types = append(rec.types, r.Type())
 		if r.IsNull() {
 			rec.nulls = append(rec.nulls, name)
 		}
 		if name == "metadata" && r.Type() == ion.StructType {
-			if err := readMetadata(r, &rec); err != nil {
-				return rec, err
-			}
+			return readMetadata(r, &rec)
 		}
-	}
-	if err := r.Err(); err != nil {
-		return rec, err
-	}
-	return rec, r.StepOut()
+		return nil
+	})
+	return rec, err
 }
 
 func readMetadata(r ion.Reader, rec *debeziumRecord) error {
-	if err := r.StepIn(); err != nil {
-		return err
-	}
-	for r.Next() {
-		name, err := fieldName(r)
-		if err != nil {
-			return err
-		}
+	return eachField(r, func(name string) error {
 		rec.metadata = append(rec.metadata, name)
 		switch {
 		case name == "operation":
@@ -262,14 +244,7 @@ func readMetadata(r ion.Reader, rec *debeziumRecord) error {
 			}
 			rec.operation = *s
 		case name == "source" && r.Type() == ion.StructType:
-			if err := r.StepIn(); err != nil {
-				return err
-			}
-			for r.Next() {
-				f, err := fieldName(r)
-				if err != nil {
-					return err
-				}
+			return eachField(r, func(f string) error {
 				rec.source = append(rec.source, f)
 				if (f == "db" || f == "table") && r.Type() == ion.StringType {
 					s, _ := r.StringValue()
@@ -279,11 +254,30 @@ func readMetadata(r ion.Reader, rec *debeziumRecord) error {
 						rec.table = *s
 					}
 				}
-			}
-			if err := r.StepOut(); err != nil {
-				return err
-			}
+				return nil
+			})
 		}
+		return nil
+	})
+}
+
+// eachField steps into the struct at r and calls field with each field's
+// name, r on its value.
+func eachField(r ion.Reader, field func(name string) error) error {
+	if err := r.StepIn(); err != nil {
+		return err
+	}
+	for r.Next() {
+		name, err := fieldName(r)
+		if err != nil {
+			return err
+		}
+		if err := field(name); err != nil {
+			return err
+		}
+	}
+	if err := r.Err(); err != nil {
+		return err
 	}
 	return r.StepOut()
 }
