@@ -242,9 +242,10 @@ func TestKafkaStateOverTLS(t *testing.T) {
 // secrets: the CA given as CLICKHOUSE_CA_FILE (a file the flow puts in the
 // working directory), and with no CA setting through the system trust
 // store (SSL_CERT_FILE, the stand-in for a public CA). Then a wrong CA
-// (either way), a wrong password and CLICKHOUSE_CA_FILE without secure=true:
-// each exits 2 (config) naming the server and what to fix, and nothing
-// printed shows the password; stderr stays empty.
+// (either way), a wrong password, the TLS port without secure=true (setup
+// and apply) and CLICKHOUSE_CA_FILE without secure=true: each exits 2
+// (config) naming the server and what to fix, and nothing printed shows
+// the password; stderr stays empty.
 func TestCDCOverTLS(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_SECURE",
 		"CHANGESINK_TEST_CLICKHOUSE_USER", "CHANGESINK_TEST_CLICKHOUSE_PASSWORD",
@@ -293,6 +294,13 @@ func TestCDCOverTLS(t *testing.T) {
 		with("CLICKHOUSE_CA_FILE", "", "SSL_CERT_FILE", filepath.Join(work, otherCAFile)), "cdc", "setup")
 	step("wrong password over TLS", 2, []string{`"error_class":"config"`, host, "CLICKHOUSE_PASSWORD"},
 		with("CLICKHOUSE_PASSWORD", wrong), "cdc", "apply")
+	// The TLS port without secure=true: the server resets the plaintext
+	// hello; a TLS probe of the port says why (it was transient, exit 3).
+	plainOnTLS := strings.Replace(secure, "?secure=true", "", 1)
+	for _, cmd := range []string{"setup", "apply"} {
+		step("plaintext against the TLS port ("+cmd+")", 2, []string{`"error_class":"config"`, host, "speaks TLS", "add secure=true to CLICKHOUSE_URL"},
+			with("CLICKHOUSE_URL", plainOnTLS, "CLICKHOUSE_CA_FILE", ""), "cdc", cmd)
+	}
 	step("CLICKHOUSE_CA_FILE without secure=true", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "secure=true"},
 		with("CLICKHOUSE_URL", vars["CHANGESINK_TEST_CLICKHOUSE"]), "cdc", "setup")
 	step("CLICKHOUSE_CA_FILE missing", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "no-such-ca.pem"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -63,7 +64,8 @@ type storedColumn struct {
 }
 
 // connect opens and pings the server and learns its version. Connection
-// failures are transient; a bad URL or refused credentials are config errors.
+// failures are transient; a bad URL, refused credentials and a TLS port
+// without secure=true (speaksTLS) are config errors.
 func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	opts, err := clickhouse.ParseDSN(cfg.URL)
 	if err != nil {
@@ -140,7 +142,19 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	}
 	if perr != nil {
 		conn.Close()
-		return nil, classify(fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr))
+		err := fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr)
+		// A TLS port resets, closes or sends a TLS alert to a plaintext
+		// hello, as a server going away might: ask the address whether it
+		// speaks TLS, so that a missing secure=true is not retried for ever.
+		if opts.TLS == nil && ctx.Err() == nil && mayBeTLSPort(perr) {
+			if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
+				return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL has no secure=true, but %s speaks TLS (ClickHouse's TLS port, "+
+					"tcp_port_secure, is 9440 by default): add secure=true to CLICKHOUSE_URL (and CLICKHOUSE_CA_FILE when the server's "+
+					"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %w",
+					ErrConfig, addr, err))
+			}
+		}
+		return nil, classify(err)
 	}
 	sv, err := conn.ServerVersion()
 	if err != nil {
@@ -202,6 +216,23 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
 	}
 	return pool, nil
+}
+
+// mayBeTLSPort reports a failed plaintext connection that a TLS port would
+// cause: the server reset or closed the connection, or answered with bytes
+// that are not a native packet. An answer from ClickHouse (an exception),
+// a refused connection, a timeout and the run's own stop are not.
+func mayBeTLSPort(err error) bool {
+	var ex *clickhouse.Exception
+	var netErr net.Error
+	switch {
+	case errors.As(err, &ex), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return false
+	}
+	return true
 }
 
 // ClickHouse error codes changesink acts on (ErrorCodes.cpp).

@@ -51,6 +51,113 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 	}
 }
 
+// TestPlaintextOnTLSPortIsConfig: a CLICKHOUSE_URL without secure=true
+// that names a TLS port (ClickHouse's tcp_port_secure) failed as transient
+// (exit 3: the server resets the plaintext hello), so a Kestra retry
+// retried it for ever. It is a configuration error naming the address and
+// secure=true, for setup and apply; a plaintext port that resets or closes
+// the connection (a server restarting, a proxy dropping it) stays
+// transient.
+func TestPlaintextOnTLSPortIsConfig(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_SECURE", "CHANGESINK_TEST_CLICKHOUSE_USER", "CHANGESINK_TEST_CLICKHOUSE_PASSWORD")
+	e := newEnv(t, ordersMapping)
+	secure, err := url.Parse(vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plaintext := func(host string) string {
+		u := *secure
+		u.Host = host
+		q := u.Query()
+		q.Del("secure")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	plain, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resets := testenv.StartProxy(t, plain.Host, testenv.ProxyOptions{Conn: dropAfterHello(true)})
+	closes := testenv.StartProxy(t, plain.Host, testenv.ProxyOptions{Conn: dropAfterHello(false)})
+	goTLS := tlsServer(t)
+	alerts := alertServer(t)
+	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(1), int64(1), "new", int64(100), false)))
+	tests := []struct {
+		name string
+		host string
+		kind outcome.Kind
+		says []string
+	}{
+		{"ClickHouse's TLS port", secure.Host, outcome.Config, []string{secure.Host, "speaks TLS", "add secure=true to CLICKHOUSE_URL", "CLICKHOUSE_CA_FILE"}},
+		{"a TLS listener", goTLS, outcome.Config, []string{goTLS, "speaks TLS", "add secure=true to CLICKHOUSE_URL"}},
+		{"a TLS listener that answers with an alert", alerts, outcome.Config, []string{alerts, "speaks TLS", "add secure=true to CLICKHOUSE_URL"}},
+		{"a plaintext port that resets", resets.Addr(), outcome.Transient, []string{resets.Addr(), "a retry of the run converges"}},
+		{"a plaintext port that closes", closes.Addr(), outcome.Transient, []string{closes.Addr(), "EOF"}},
+	}
+	for _, tt := range tests {
+		for cmd, run := range map[string]func(context.Context, Config) error{
+			"setup": func(ctx context.Context, cfg Config) error { _, err := Setup(ctx, cfg); return err },
+			"apply": func(ctx context.Context, cfg Config) error { _, err := Apply(ctx, cfg); return err },
+		} {
+			t.Run(tt.name+"/"+cmd, func(t *testing.T) {
+				cfg := e.config(path)
+				cfg.ClickHouse.URL = plaintext(tt.host)
+				cfg.ClickHouse.Username = vars["CHANGESINK_TEST_CLICKHOUSE_USER"]
+				cfg.ClickHouse.Password = vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]
+				cfg.ClickHouse.Timeout = 30 * time.Second
+				err := run(context.Background(), cfg)
+				var is error
+				if tt.kind == outcome.Config {
+					is = ErrConfig
+				}
+				testenv.WantError(t, err, tt.kind, is, tt.says...)
+				if strings.Contains(err.Error(), cfg.ClickHouse.Password) {
+					t.Errorf("the error shows the password: %v", err)
+				}
+				noOutputs(t, cfg)
+				t.Log(err)
+			})
+		}
+	}
+}
+
+// dropAfterHello is a proxy connection that reads the client's first bytes
+// (the native hello, or a TLS client hello: one write each) and drops the
+// connection without an answer, with a reset (reset) or a close (the
+// client reads EOF: nothing it sent is left unread).
+func dropAfterHello(reset bool) func(p *testenv.Proxy, client, server net.Conn) {
+	return func(_ *testenv.Proxy, client, server net.Conn) {
+		defer server.Close()
+		_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = client.Read(make([]byte, 64<<10))
+		if tc, ok := client.(*net.TCPConn); ok && reset {
+			_ = tc.SetLinger(0) // the close sends RST
+		}
+		client.Close()
+	}
+}
+
+// alertServer answers whatever a client sends with a fatal TLS alert
+// (protocol_version), as a TLS listener may answer bytes that are not a
+// TLS client hello; it returns its address.
+func alertServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			return
+		}
+		// An alert record: type 21, TLS 1.2, length 2, fatal (2), protocol_version (70).
+		_, _ = c.Write([]byte{21, 3, 3, 0, 2, 2, 70})
+	})
+	return ln.Addr().String()
+}
+
 // tlsServer completes TLS handshakes only, with a certificate of a CA the
 // client does not trust (it refuses the certificate before any ClickHouse
 // bytes); it returns its address.
