@@ -108,7 +108,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	commitSent := false
 	defer func() {
 		if !commitSent {
-			err = stoppedBeforeCommit(ctx, cfg.Topic, err)
+			err = retryBeforeCommit(cfg.Topic, stoppedBeforeCommit(ctx, cfg.Topic, err))
 		}
 	}()
 	if log == nil {
@@ -454,6 +454,23 @@ func stoppedBeforeCommit(ctx context.Context, topic string, err error) error {
 	}
 	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (%s) before its commit: "+
 		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, stopCause(ctx), err))
+}
+
+// retryBeforeCommit adds to a transient failure before COMMIT was sent
+// that does not say it itself what every transient kafka-state error says:
+// nothing was committed, and a re-run resumes. Those are the errors that
+// outcome.Classify calls transient by nature, unmarked: a PostgreSQL
+// connection lost or its backend terminated (57P01, as pg_terminate_backend
+// sends it), a serialization failure. An error marked outcome.Transient
+// here (a stop, the topic lock, a statement or lock timeout, an idle
+// session, Kafka's) says what it left itself and passes unchanged, like
+// every other error.
+func retryBeforeCommit(topic string, err error) error {
+	var marked *outcome.Error
+	if outcome.Classify(err) != outcome.Transient || errors.As(err, &marked) {
+		return err
+	}
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w; nothing was committed; re-run (the next batch resumes from the saved positions)", topic, err))
 }
 
 // stopCause says what ended ctx: the cause it was cancelled with (the

@@ -90,3 +90,50 @@ func TestStoppedBeforeCommit(t *testing.T) {
 		t.Errorf("no error became %v", got)
 	}
 }
+
+// TestRetryBeforeCommit: a transient failure before COMMIT that does not
+// say itself what it left (a driver's error, classified by its nature) says
+// that nothing was committed and that a re-run resumes; one that says it
+// (every error kafka-state marks transient: a stop, a statement timeout, the
+// topic lock, Kafka's) and every other class pass unchanged, so no message
+// says it twice.
+func TestRetryBeforeCommit(t *testing.T) {
+	const hint = "; nothing was committed; re-run (the next batch resumes from the saved positions)"
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	terminated := &pgconn.PgError{Severity: "FATAL", Code: pgerrcode.AdminShutdown, Message: "terminating connection due to administrator command"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		says string // "": err comes back unchanged
+	}{
+		{"a terminated backend", pgErr(context.Background(), terminated, "release the merge's savepoint"),
+			`topic "t": postgresql: release the merge's savepoint: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)` + hint},
+		{"a lost connection", pgErr(context.Background(), &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, "merge"),
+			`topic "t": postgresql: merge: read tcp: connection reset by peer` + hint},
+		{"a serialization failure", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.SerializationFailure}, "merge"), hint},
+		{"a statement timeout says it", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.QueryCanceled}, "merge"), ""},
+		{"a lock timeout says it", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.LockNotAvailable}, "read kafka_state.positions"), ""},
+		{"a stop says it", stoppedBeforeCommit(stopped, "t", pgErr(stopped, terminated, "merge")), ""},
+		{"kafka says it", kafkaRequestErr(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka metadata"), ""},
+		{"internal", errors.New("copy the batch into the staging table: 3 rows copied, 5 records read"), ""},
+		{"a refusal", outcome.Refused.Mark(ErrTopicChanged), ""},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := retryBeforeCommit("t", tc.err)
+			if tc.says == "" {
+				if got != tc.err {
+					t.Errorf("got %v, want %v unchanged", got, tc.err)
+				}
+				return
+			}
+			if k := outcome.Classify(got); k != outcome.Transient || !errors.Is(got, tc.err) {
+				t.Errorf("class %v, wraps the error %v, want transient wrapping it: %v", k, errors.Is(got, tc.err), got)
+			}
+			if !strings.Contains(got.Error(), tc.says) || strings.Count(got.Error(), "nothing was committed") != 1 {
+				t.Errorf("%q does not say %q once", got, tc.says)
+			}
+		})
+	}
+}
