@@ -253,7 +253,10 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 // TestTwoMaterializersAtOnce: while one materializer holds the topic (it is
 // paused before its end-of-batch check), a second one, the built binary,
 // waits LockWait, then exits 3 (transient) with the lock message naming the
-// first one's backend and changes nothing; the first then commits.
+// first one's backend and changes nothing; the first then commits. The
+// message says what the README's runbook says: a task retry: repeats every
+// failure (Kestra's retry has no condition on error_class; it said "a Kestra
+// retry on error_class transient does it").
 func TestTwoMaterializersAtOnce(t *testing.T) {
 	e := newEnv(t)
 	bin := testenv.BuildChangesink(t)
@@ -279,10 +282,16 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first materializer failed: %v", err)
 	}
-	if out := second.Output(); exitCode != 3 || !strings.Contains(out, "another materializer holds this topic lock") ||
+	out := second.Output()
+	if exitCode != 3 || !strings.Contains(out, "another materializer holds this topic lock") ||
 		!strings.Contains(out, `application \"changesink kafka-state\"`) ||
 		!strings.Contains(out, `"error_class":"transient"`) {
 		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 3 with the lock message naming the holder", exitCode, out)
+	}
+	const retry = "nothing was changed: retry (a task retry: in the flow does it; Kestra's retry repeats every failure, with no condition on error_class, " +
+		"which is safe because a re-run of a failed run converges), or end that backend with SELECT pg_terminate_backend("
+	if !strings.Contains(out, retry) {
+		t.Errorf("second materializer's lock message does not say %q:\n%s", retry, out)
 	}
 	if res.Consumed != 2 || len(e.records(t)) != 2 {
 		t.Errorf("first materializer: %+v", res)
