@@ -298,6 +298,97 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	}
 }
 
+// TestRunbookLockSQL: the README's runbook row for the topic lock gave the
+// key only as kestra-kafka-state:<topic>, and a user took
+// pg_advisory_lock(hashtext('kestra-kafka-state:…')), another key than the
+// batches' hashtextextended(…, 0). The row's SQL, run as written (<topic>
+// replaced), takes the lock every batch takes (sqlLock, from another
+// session, then fails), and finds its holder; the lock goes with the
+// transaction.
+func TestRunbookLockSQL(t *testing.T) {
+	raw := testenv.ReadFile(t, filepath.Join("..", "..", "README.md"))
+	var row string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "| `"+ErrLocked.Error()+"`") {
+			row = line
+		}
+	}
+	var take, find string
+	for i, span := range strings.Split(row, "`") {
+		switch {
+		case i%2 == 0: // outside the code spans
+		case strings.Contains(span, "pg_advisory_xact_lock(hashtextextended("):
+			take = span
+		case strings.Contains(span, "FROM pg_locks"):
+			find = span
+		}
+	}
+	if take == "" || find == "" {
+		t.Fatalf("the runbook row for %q gives no SQL to take the lock (%q) or to find its holder (%q):\n%s", ErrLocked, take, find, row)
+	}
+	e := newTopicEnv(t, 1)
+	ctx := testCtx(t, time.Minute)
+	forTopic := func(sql string) string { return strings.ReplaceAll(sql, "<topic>", e.topic) }
+	holder, other := e.conn(t), e.conn(t)
+	var pid int32
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tryLock := func() bool {
+		t.Helper()
+		tx, err := other.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		var locked bool
+		if err := tx.QueryRow(ctx, sqlLock, TopicLockKey(e.topic)).Scan(&locked); err != nil {
+			t.Fatal(err)
+		}
+		return locked
+	}
+	// The user's guess is another lock.
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, TopicLockKey(e.topic)); err != nil {
+		t.Fatal(err)
+	}
+	if !tryLock() {
+		t.Error("pg_advisory_lock(hashtext(key)) kept a batch out: the README calls it another key")
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, forTopic(take)); err != nil {
+		t.Fatalf("the runbook's %q: %v", take, err)
+	}
+	if tryLock() {
+		t.Errorf("a batch's lock (%s) was free while the runbook's %q held", sqlLock, take)
+	}
+	rows, err := other.Query(ctx, forTopic(find))
+	if err != nil {
+		t.Fatalf("the runbook's %q: %v", find, err)
+	}
+	var pids []int32
+	for rows.Next() {
+		if vals, err := rows.Values(); err != nil {
+			t.Fatal(err)
+		} else if p, ok := vals[0].(int32); ok {
+			pids = append(pids, p)
+		}
+	}
+	if rows.Close(); rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if len(pids) != 1 || pids[0] != pid {
+		t.Errorf("the runbook's holder query found pids %v, want the holder's %d", pids, pid)
+	}
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if !tryLock() {
+		t.Error("the lock was still held after the runbook's COMMIT")
+	}
+}
+
 // TestSCRAM: SASL/SCRAM-SHA-256 and -512 against the broker's SCRAM
 // listener work; a wrong password is a configuration error that does not
 // show the password.
