@@ -86,6 +86,34 @@ func TestKafkaStateBadSettings(t *testing.T) {
 	}
 }
 
+// TestKafkaStatePGDSNIsJDBCURL: the seed flow's KAFKA_STATE_JDBC_URL pasted
+// into PG_DSN made setup connect to the local socket as the OS user ("failed
+// to connect to user=changesink database=: ... Peer authentication failed").
+// Every kafka-state command exits 2 before connecting, saying it is a JDBC
+// URL and the form to use, and never prints the URL's password.
+func TestKafkaStatePGDSNIsJDBCURL(t *testing.T) {
+	const secret = "jdbc-Pw-" + "5f3a9c"
+	t.Setenv(kafkastate.EnvTopic, "customers")
+	t.Setenv(kafkastate.EnvKafkaProperties, `{"bootstrap.servers":"127.0.0.1:1"}`)
+	t.Setenv(kafkastate.EnvPGDSN, "jdbc:postgresql://127.0.0.1:5432/db?user=changesink&password="+secret)
+	t.Setenv(kafkastate.EnvPGUser, "")
+	t.Setenv(kafkastate.EnvPGPassword, "")
+	for _, cmd := range []string{"setup", "materialize", "verify"} {
+		t.Run(cmd, func(t *testing.T) {
+			var out bytes.Buffer
+			code := run(context.Background(), []string{"--work-dir", t.TempDir(), "kafka-state", cmd}, &out)
+			if code != 2 || !strings.Contains(out.String(), `"error_class":"config"`) ||
+				!strings.Contains(out.String(), "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
+					"use a URL, postgres://user@host:port/database?sslmode=...") {
+				t.Errorf("exit %d, output:\n%s\nwant exit 2 saying PG_DSN is a JDBC URL", code, out.String())
+			}
+			if strings.Contains(out.String(), secret) || strings.Contains(out.String(), "failed to connect") {
+				t.Errorf("the output shows the password or tried to connect:\n%s", out.String())
+			}
+		})
+	}
+}
+
 // kafkaTopic creates a compacted topic of its own on the test broker (prefix
 // and a random suffix) with the given partitions, deleted when the test ends,
 // waits until every partition answers, and returns it with a client that

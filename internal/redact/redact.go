@@ -67,6 +67,16 @@ func (m *Masker) Mask(s string) string {
 	return m.r.Replace(s)
 }
 
+// JDBCURL reports a JDBC URL (jdbc:postgresql://..., jdbc:clickhouse://...),
+// the form the seed flows' secrets hold, which no Go driver reads (pgx takes
+// one for a key=value string, clickhouse-go refuses it). A message about one
+// says so and shows the form to use without quoting it: its password may sit
+// in its query (password=...).
+func JDBCURL(s string) bool {
+	t := strings.TrimSpace(s)
+	return len(t) >= len("jdbc:") && strings.EqualFold(t[:len("jdbc:")], "jdbc:")
+}
+
 var kvPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // isSecretParam reports a DSN query parameter that holds a secret.

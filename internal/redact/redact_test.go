@@ -79,3 +79,23 @@ func TestMaskerURLPasswordWithReservedCharacters(t *testing.T) {
 		}
 	}
 }
+
+func TestJDBCURL(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"jdbc:postgresql://127.0.0.1:5432/db?password=s3cret", true},
+		{"JDBC:clickhouse://h:8123/default", true},
+		{"  jdbc:postgresql://h/db", true},
+		{"jdbc:", true},
+		{"postgres://u@h:5432/db?sslmode=disable", false},
+		{"host=h dbname=jdbc", false},
+		{"jdb", false},
+		{"", false},
+	} {
+		if got := JDBCURL(tc.in); got != tc.want {
+			t.Errorf("JDBCURL(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -63,8 +63,15 @@ func Start(t testing.TB, cmd *exec.Cmd) *Process {
 // (a process that had ended already is reaped as it ended).
 func (p *Process) Kill(t testing.TB) Result {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatalf("SIGKILL %s: %v", p.cmd.Path, err)
+	return p.Stop(t, syscall.SIGKILL)
+}
+
+// Stop sends the process sig, waits for it and returns how it ended (a
+// process that had ended already is reaped as it ended).
+func (p *Process) Stop(t testing.TB, sig syscall.Signal) Result {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("send signal %d (%v) to %s: %v", int(sig), sig, p.cmd.Path, err)
 	}
 	p.waited = true
 	res, err := ended(p.cmd.Wait(), &p.stdout, &p.stderr)

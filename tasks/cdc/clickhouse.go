@@ -19,6 +19,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/redact"
 )
 
 // ClickHouse is how to reach the target server.
@@ -72,7 +73,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		// The URL itself is left out: it may hold a password that a URL
 		// that does not parse keeps from redaction.
 		msg := strings.ReplaceAll(err.Error(), cfg.URL, "<url>")
-		if strings.HasPrefix(strings.ToLower(cfg.URL), "jdbc:") {
+		if redact.JDBCURL(cfg.URL) {
 			msg = "it is a JDBC URL, as the seed flow's"
 		}
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN (%s): use the native protocol, "+

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/redact"
 )
 
 // The seed's env contract, declared here because Validate's errors name the
@@ -124,6 +125,14 @@ func (p Postgres) Validate() error {
 func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
 	if strings.TrimSpace(p.DSN) == "" {
 		return nil, configErr("%s is required: a PostgreSQL connection URL or key=value string", EnvPGDSN)
+	}
+	if redact.JDBCURL(p.DSN) {
+		// pgx would read it as a key=value string that names nothing, and
+		// connect to the local socket as the OS user: the error would
+		// blame authentication. The DSN is not quoted (its password).
+		return nil, configErr("%s is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
+			"use a URL, postgres://user@host:port/database?sslmode=... (the password in %s, or percent-encoded after the user), "+
+			"or a key=value string (host=... port=... dbname=... user=... sslmode=...)", EnvPGDSN, EnvPGPassword)
 	}
 	cc, err := pgx.ParseConfig(p.DSN)
 	if err != nil {

@@ -70,6 +70,27 @@ func TestConfigValidateHidesDSNPassword(t *testing.T) {
 	}
 }
 
+// TestJDBCURLInDSN: the seed flow's KAFKA_STATE_JDBC_URL pasted into
+// PG_DSN. pgx read it as a key=value string naming nothing, so setup
+// connected to the local socket as the OS user and failed with "failed to
+// connect to user=changesink database=: ... Peer authentication failed". It
+// is a configuration error before any connection, saying what it is and the
+// form to use, without the URL or its password.
+func TestJDBCURLInDSN(t *testing.T) {
+	for _, dsn := range []string{
+		"jdbc:postgresql://127.0.0.1:5432/db?user=u&password=jdbc-Secret-1",
+		"JDBC:postgresql://db.example:5432/kestra?password=jdbc-Secret-1&ssl=true",
+	} {
+		err := Postgres{DSN: dsn, User: "u", Password: "pw"}.Validate()
+		testenv.CheckError(t, err, outcome.Config, nil, "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
+			"use a URL, postgres://user@host:port/database?sslmode=... (the password in PGPASSWORD, or percent-encoded after the user), "+
+			"or a key=value string (host=... port=... dbname=... user=... sslmode=...)")
+		if err != nil && (strings.Contains(err.Error(), "jdbc-Secret-1") || strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "db.example")) {
+			t.Errorf("Validate(%q) = %v: shows the URL or its password", dsn, err)
+		}
+	}
+}
+
 func TestPostgresConnConfig(t *testing.T) {
 	tests := []struct {
 		name               string

@@ -67,8 +67,8 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w (advisory lock %q) after waiting %s: held by %s; "+
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w (advisory lock hashtextextended('%s', 0)) after waiting %s: held by %s; "+
 		"another run of this topic is in progress (changesink or the seed flow's script), or a killed run whose session "+
-		"PostgreSQL has not closed yet; nothing was changed: retry (a Kestra retry on error_class transient does it)%s",
+		"PostgreSQL has not closed yet; nothing was changed: retry (a task retry: in the flow does it; Kestra's retry repeats every failure, with no condition on error_class, which is safe because a re-run of a failed run converges)%s",
 		topic, ErrLocked, key, LockWait, holder, remedy))
 }

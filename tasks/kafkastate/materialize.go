@@ -108,7 +108,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	commitSent := false
 	defer func() {
 		if !commitSent {
-			err = stoppedBeforeCommit(ctx, cfg.Topic, err)
+			err = retryBeforeCommit(cfg.Topic, stoppedBeforeCommit(ctx, cfg.Topic, err))
 		}
 	}()
 	if log == nil {
@@ -393,7 +393,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// Once COMMIT is sent its outcome is PostgreSQL's: a stop (SIGTERM)
+	// Once COMMIT is sent its outcome is PostgreSQL's: a stop (a signal)
 	// must not turn a commit into a reported failure, so wait for the
 	// answer (pgx would otherwise drop the connection and report the
 	// cancellation while the server commits).
@@ -434,15 +434,52 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	return res, nil
 }
 
-// stoppedBeforeCommit says what a stop (SIGTERM, or Kestra's task timeout:
-// both cancel ctx) left when it ended the run before COMMIT was sent: the
-// step's own error is only "context canceled". Other errors pass unchanged.
+// stoppedBeforeCommit says what a stop left when it ended the run before
+// COMMIT was sent: nothing was committed. cmd/changesink cancels ctx on
+// SIGTERM (how Kestra stops a task) and SIGINT, and its cause then names
+// the signal (signal.NotifyContext: "interrupt signal received",
+// "terminated signal received"). Every failure returned once ctx is done is
+// taken for the stop's: the failed step's error is most often "context
+// canceled", but not always (pgx closes the connection under a COPY, and
+// the COPY then fails with "use of closed network connection"); it is kept
+// as the cause. A refusal or a configuration error keeps its class: it is
+// about the input or the setup, and a re-run would meet it again. Errors of
+// a run whose ctx is not done pass unchanged.
 func stoppedBeforeCommit(ctx context.Context, topic string, err error) error {
-	if !outcome.Stopped(ctx, err) {
+	if err == nil || ctx.Err() == nil {
 		return err
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (SIGTERM, or the task's timeout) before its commit: "+
-		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, err))
+	if k := outcome.Classify(err); k == outcome.Refused || k == outcome.Config {
+		return err
+	}
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (%s) before its commit: "+
+		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, stopCause(ctx), err))
+}
+
+// retryBeforeCommit adds to a transient failure before COMMIT was sent
+// that does not say it itself what every transient kafka-state error says:
+// nothing was committed, and a re-run resumes. Those are the errors that
+// outcome.Classify calls transient by nature, unmarked: a PostgreSQL
+// connection lost or its backend terminated (57P01, as pg_terminate_backend
+// sends it), a serialization failure. An error marked outcome.Transient
+// here (a stop, the topic lock, a statement or lock timeout, an idle
+// session, Kafka's) says what it left itself and passes unchanged, like
+// every other error.
+func retryBeforeCommit(topic string, err error) error {
+	var marked *outcome.Error
+	if outcome.Classify(err) != outcome.Transient || errors.As(err, &marked) {
+		return err
+	}
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w; nothing was committed; re-run (the next batch resumes from the saved positions)", topic, err))
+}
+
+// stopCause says what ended ctx: the cause it was cancelled with (the
+// signal, from cmd/changesink), else what can stop a run.
+func stopCause(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause.Error()
+	}
+	return "a stop signal, SIGTERM or SIGINT, or the task's timeout"
 }
 
 // supportsMerge reports whether the server has MERGE (PostgreSQL 15+), from
