@@ -93,6 +93,17 @@ func Stopped(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
+// StopCause says what ended ctx, for a stop's message: the cause it was
+// cancelled with (cmd/changesink cancels on SIGTERM, how Kestra stops a
+// task, and SIGINT, with signal.NotifyContext's "terminated signal
+// received" or "interrupt signal received"), else what can stop a run.
+func StopCause(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause.Error()
+	}
+	return "a stop signal, SIGTERM or SIGINT, or the task's timeout"
+}
+
 // Classify returns the Kind of err: the outermost explicit mark wins;
 // otherwise a TLS handshake that cannot succeed as configured (TLSFailure)
 // is Config; network errors, deadlines, unexpected EOFs and PostgreSQL errors

@@ -119,3 +119,26 @@ func TestStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestStopCause: a stop's message names the signal cmd/changesink cancelled
+// the run with, and otherwise what can stop a run.
+func TestStopCause(t *testing.T) {
+	signalled, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	plain, cancelPlain := context.WithCancel(context.Background())
+	cancelPlain()
+	timedOut, cancelTimeout := context.WithTimeout(context.Background(), 0)
+	defer cancelTimeout()
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		want string
+	}{
+		"signal":    {signalled, "interrupt signal received"},
+		"cancelled": {plain, "a stop signal, SIGTERM or SIGINT, or the task's timeout"},
+		"deadline":  {timedOut, "a stop signal, SIGTERM or SIGINT, or the task's timeout"},
+	} {
+		if got := StopCause(tc.ctx); got != tc.want {
+			t.Errorf("%s: StopCause = %q, want %q", name, got, tc.want)
+		}
+	}
+}

@@ -437,7 +437,7 @@ type stopState struct {
 	sent bool // the insert was sent: the batch's rows may be in the target
 }
 
-// wrap says what a stop (SIGTERM or Kestra's timeout cancels ctx) left:
+// wrap says what a stop (a signal or Kestra's timeout cancels ctx) left:
 // the step, what the target holds, and that a re-run converges; the
 // error's class (transient) is kept.
 func (s stopState) wrap(ctx context.Context, err error) error {
@@ -451,7 +451,7 @@ func (s stopState) wrap(ctx context.Context, err error) error {
 	case s.sent:
 		held = "the target holds none or all of the batch's rows (not yet recorded in the ledger)"
 	}
-	return outcome.Transient.Mark(fmt.Errorf("cdc apply was stopped (SIGTERM, or the task's timeout) while %s; %s; re-run the batch (a re-run converges): %w", s.step, held, err))
+	return outcome.Transient.Mark(fmt.Errorf("cdc apply was stopped (%s) while %s; %s; re-run the batch (a re-run converges): %w", outcome.StopCause(ctx), s.step, held, err))
 }
 
 // backgroundFile is an output file written by its own goroutine.

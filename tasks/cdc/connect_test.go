@@ -262,7 +262,7 @@ func TestStopAtTheLedger(t *testing.T) {
 	cancel()
 	st := stopState{step: stepLedger, sent: true}
 	err := st.wrap(ctx, fmt.Errorf("write the ledger: %w", context.Canceled))
-	testenv.WantError(t, err, outcome.Transient, context.Canceled, "stopped (SIGTERM, or the task's timeout) while "+stepLedger,
+	testenv.WantError(t, err, outcome.Transient, context.Canceled, "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while "+stepLedger,
 		"the target holds the batch, verified; its ledger row may be missing", "re-run the batch (a re-run converges)")
 	other := errors.New("another failure")
 	if got := st.wrap(ctx, other); got != other {
@@ -341,10 +341,10 @@ func TestStopSaysWhatToDo(t *testing.T) {
 	for _, tc := range []struct {
 		at, want string
 	}{
-		{"lock held by another run", "stopped (SIGTERM, or the task's timeout) while waiting for the target's lock; nothing was written"},
-		{"locked", "stopped (SIGTERM, or the task's timeout) while reading the target; nothing was written"},
-		{"before insert", "stopped (SIGTERM, or the task's timeout) while inserting the batch; nothing was written"},
-		{"after insert", "stopped (SIGTERM, or the task's timeout) while verifying the batch; the target holds none or all of the batch's rows"},
+		{"lock held by another run", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while waiting for the target's lock; nothing was written"},
+		{"locked", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while reading the target; nothing was written"},
+		{"before insert", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while inserting the batch; nothing was written"},
+		{"after insert", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while verifying the batch; the target holds none or all of the batch's rows"},
 	} {
 		t.Run(tc.at, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)

@@ -453,7 +453,7 @@ func stoppedBeforeCommit(ctx context.Context, topic string, err error) error {
 		return err
 	}
 	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (%s) before its commit: "+
-		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, stopCause(ctx), err))
+		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, outcome.StopCause(ctx), err))
 }
 
 // retryBeforeCommit adds to a transient failure before COMMIT was sent
@@ -471,15 +471,6 @@ func retryBeforeCommit(topic string, err error) error {
 		return err
 	}
 	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w; nothing was committed; re-run (the next batch resumes from the saved positions)", topic, err))
-}
-
-// stopCause says what ended ctx: the cause it was cancelled with (the
-// signal, from cmd/changesink), else what can stop a run.
-func stopCause(ctx context.Context) string {
-	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-		return cause.Error()
-	}
-	return "a stop signal, SIGTERM or SIGINT, or the task's timeout"
 }
 
 // supportsMerge reports whether the server has MERGE (PostgreSQL 15+), from
