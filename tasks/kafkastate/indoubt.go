@@ -21,6 +21,22 @@ type inDoubt struct {
 	topic, clusterID, topicID, next string
 	// wait bounds status (0: inDoubtWait).
 	wait time.Duration
+	// unanswered is set when the COMMIT got no answer within this bound
+	// (the run's own timeout closed the connection), 0 when the connection
+	// was lost.
+	unanswered time.Duration
+}
+
+// lost says how the COMMIT's answer was lost. A COMMIT the run gave up on
+// was cancelled: pgx sends the server a cancel request when it closes a
+// connection, and a COMMIT waiting for a synchronous standby then commits
+// on this server alone.
+func (d inDoubt) lost() string {
+	if d.unanswered > 0 {
+		return fmt.Sprintf("COMMIT got no answer within %s, so the run closed the connection and sent the server a cancel request "+
+			"(a COMMIT waiting for a synchronous standby then commits on this server alone)", d.unanswered)
+	}
+	return "the connection was lost after COMMIT was sent"
 }
 
 // How long resolve asks, and after how long of "in progress" it ends the
@@ -49,31 +65,31 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 				"confirmed this batch is not known here (the client sends a lost connection's backend a cancel request, and a cancelled "+
 				"wait commits on this server alone): check pg_stat_replication", f.standbys)
 		}
-		log.Warn(fmt.Sprintf("kafka-state: topic %s: the connection was lost after COMMIT was sent (%v); on a new connection "+
+		log.Warn(fmt.Sprintf("kafka-state: topic %s: %s (%v); on a new connection "+
 			"PostgreSQL says transaction %d committed (txid_status) and kafka_state.positions holds this batch's positions, so this batch is in%s",
-			d.topic, commitErr, d.xid, standbys))
+			d.topic, d.lost(), commitErr, d.xid, standbys))
 		return nil
 	case "aborted":
-		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: %s, "+
 			"and on a new connection PostgreSQL says transaction %d aborted (txid_status): nothing was committed; re-run (the next batch "+
-			"resumes from the saved positions)", d.topic, commitErr, d.xid))
+			"resumes from the saved positions)", d.topic, commitErr, d.lost(), d.xid))
 	}
 	var busy *backendBusy
 	if errors.As(err, &busy) && busy.syncRep() {
-		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: %s, "+
 			"and after %s backend pid %d still waits for a synchronous standby to confirm transaction %d (pg_stat_activity: %s): "+
 			"the batch is written on this server but not committed for other sessions until a standby named in synchronous_standby_names "+
 			"confirms it (pg_stat_replication lists the standbys connected); until then runs of this topic wait for its lock. Bring the standby "+
 			"back or change synchronous_standby_names, then re-run: the next batch resumes from whatever positions were committed "+
 			"(batch-report.json was not written). SELECT pg_cancel_backend(%d) ends the wait but keeps the commit on this server only",
-			d.topic, commitErr, d.waitOrDefault(), d.pid, d.xid, busy, d.pid))
+			d.topic, commitErr, d.lost(), d.waitOrDefault(), d.pid, d.xid, busy, d.pid))
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: the connection was lost after COMMIT was sent, "+
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: %s, "+
 		"so PostgreSQL may have committed this batch or not (batch-report.json was not written; what became of transaction %d "+
 		"on backend pid %d could not be told: %v); re-run: the next batch resumes from whatever positions were committed, and the state "+
 		"converges either way (while that backend holds the transaction, runs wait for the topic's lock: if pg_stat_activity shows pid %d "+
 		"idle in transaction with backend_xid %d, SELECT pg_terminate_backend(%d) ends it uncommitted)",
-		d.topic, commitErr, d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid))
+		d.topic, commitErr, d.lost(), d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid))
 }
 
 // fate is what status found: the transaction's status, and for a

@@ -392,7 +392,11 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				// The retry meanwhile: the lock's holder is the waiting backend.
 				_, err = Materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()}, slog.New(slog.DiscardHandler))
 				testenv.CheckError(t, err, outcome.Transient, ErrLocked, e.topic, fmt.Sprintf("PostgreSQL backend pid %d", pid),
-					"wait event IPC/SyncRep: its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it")
+					"wait event IPC/SyncRep: its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it",
+					fmt.Sprintf("bring the standby back (pg_stat_replication) or change synchronous_standby_names: ending or cancelling backend %d", pid))
+				if strings.Contains(err.Error(), "if its run is gone") {
+					t.Errorf("the lock message offers pg_terminate_backend as a way out, which commits the batch:\n%v", err)
+				}
 				if _, err := admin.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid); err != nil {
 					t.Fatal(err)
 				}

@@ -400,6 +400,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgTimeout)
 	commitSent = true
 	err = tx.Commit(cctx)
+	if cctx.Err() != nil {
+		doubt.unanswered = pgTimeout
+	}
 	cancel()
 	var pe *pgconn.PgError
 	if err != nil && !errors.As(err, &pe) {
