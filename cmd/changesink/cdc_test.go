@@ -252,6 +252,10 @@ func TestCDCFaultExitCodes(t *testing.T) {
 			map[string]string{"CLICKHOUSE_URL": badPort.String()}, []string{"cdc", "setup"}},
 		{"HTTP port instead of native", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "use the native port"},
 			map[string]string{"CLICKHOUSE_URL": httpPort.String()}, []string{"cdc", "setup"}},
+		// A 10-byte password: its length byte is '\n', which ends the HTTP
+		// interface's request line, so it answers at once (exit 4 before).
+		{"HTTP port, 10-byte password", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "use the native port"},
+			map[string]string{"CLICKHOUSE_URL": httpPort.String(), "CLICKHOUSE_USERNAME": "default", "CLICKHOUSE_PASSWORD": secret[:10]}, []string{"cdc", "setup"}},
 		{"batch file is a directory", 2, []string{`"error_class":"config"`, "a-directory"},
 			map[string]string{"CDC_BATCH_FILE": "a-directory", "CLICKHOUSE_PASSWORD": secret}, []string{"cdc", "apply"}},
 		{"existing table lacks a column", 2, []string{`"error_class":"config"`, `has no column \"status\"`},

@@ -134,7 +134,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		case <-slow.C:
 			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
-				return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
+				return nil, httpPortErr(addr)
 			}
 		case <-cctx.Done():
 			go func() { <-pinged; conn.Close() }()
@@ -147,6 +147,14 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		// A TLS port resets, closes or sends a TLS alert to a plaintext
 		// hello, as a server going away might: ask the address whether it
 		// speaks TLS, so that a missing secure=true is not retried for ever.
+		if ctx.Err() == nil && mayBeTLSPort(perr) {
+			// The HTTP interface may also answer the hello at once (a
+			// length byte of 10, '\n', ends its request line: a user name
+			// or password of 10 bytes), before the slow probe above.
+			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+				return nil, httpPortErr(addr)
+			}
+		}
 		if opts.TLS == nil && ctx.Err() == nil && mayBeTLSPort(perr) {
 			if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
 				return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL has no secure=true, but %s speaks TLS (ClickHouse's TLS port, "+
@@ -217,6 +225,11 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
 	}
 	return pool, nil
+}
+
+// httpPortErr refuses a CLICKHOUSE_URL that names the HTTP interface.
+func httpPortErr(addr string) error {
+	return outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
 }
 
 // mayBeTLSPort reports a failed plaintext connection that a TLS port would
