@@ -128,6 +128,9 @@ func (t *table) lock(ctx context.Context, timing lockTiming, log *slog.Logger) (
 		if err != nil {
 			return nil, err
 		}
+		if !found && time.Now().Before(deadline) {
+			continue // released meanwhile: take it
+		}
 		if found && h.age > timing.stale {
 			broken, err := l.breakStale(ctx, h)
 			if err != nil {
