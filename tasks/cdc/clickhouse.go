@@ -144,23 +144,23 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	if perr != nil {
 		conn.Close()
 		err := fmt.Errorf("connect to ClickHouse %s: %w", strings.Join(opts.Addr, ","), perr)
-		// A TLS port resets, closes or sends a TLS alert to a plaintext
-		// hello, as a server going away might: ask the address whether it
-		// speaks TLS, so that a missing secure=true is not retried for ever.
+		// A reset, close or foreign bytes, as a server going away might
+		// cause: ask what the address speaks, so that a wrong port is not
+		// retried for ever. The HTTP interface may
+		// answer the hello at once (a length byte of 10, '\n', ends its
+		// request line: a user name or password of 10 bytes), before the
+		// slow probe above; a TLS port resets, closes or sends an alert.
 		if ctx.Err() == nil && mayBeTLSPort(perr) {
-			// The HTTP interface may also answer the hello at once (a
-			// length byte of 10, '\n', ends its request line: a user name
-			// or password of 10 bytes), before the slow probe above.
 			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				return nil, httpPortErr(addr)
 			}
-		}
-		if opts.TLS == nil && ctx.Err() == nil && mayBeTLSPort(perr) {
-			if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
-				return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL has no secure=true, but %s speaks TLS (ClickHouse's TLS port, "+
-					"tcp_port_secure, is 9440 by default): add secure=true to CLICKHOUSE_URL (and CLICKHOUSE_CA_FILE when the server's "+
-					"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %w",
-					ErrConfig, addr, err))
+			if opts.TLS == nil {
+				if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
+					return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL has no secure=true, but %s speaks TLS (ClickHouse's TLS port, "+
+						"tcp_port_secure, is 9440 by default): add secure=true to CLICKHOUSE_URL (and CLICKHOUSE_CA_FILE when the server's "+
+						"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %w",
+						ErrConfig, addr, err))
+				}
 			}
 		}
 		return nil, classify(err)
