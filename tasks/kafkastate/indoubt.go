@@ -103,12 +103,15 @@ type backendBusy struct {
 	state, waitType, wait string
 }
 
-func (b *backendBusy) Error() string {
-	s := "the backend is " + b.state
-	if b.wait != "" {
-		s += ", wait event " + b.waitType + "/" + b.wait
+func (b *backendBusy) Error() string { return "the backend is " + b.activity() }
+
+// activity is the backend's state and wait event, as pg_stat_activity
+// shows them.
+func (b *backendBusy) activity() string {
+	if b.wait == "" {
+		return b.state
 	}
-	return s
+	return b.state + ", wait event " + b.waitType + "/" + b.wait
 }
 
 // syncRep: a COMMIT written and flushed on the server that waits for a

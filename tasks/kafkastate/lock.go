@@ -48,16 +48,14 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 	holder, remedy := "a session that has ended meanwhile", ""
 	var (
 		pid                 int32
-		app, state, client  string
+		app, client         string
 		busy                backendBusy
 		inTransactionForSec float64
 	)
-	err := queryRow(ctx, tx, "name the topic lock's holder", sqlLockHolder, []any{key}, &pid, &app, &state, &busy.waitType, &busy.wait, &client, &inTransactionForSec)
+	err := queryRow(ctx, tx, "name the topic lock's holder", sqlLockHolder, []any{key}, &pid, &app, &busy.state, &busy.waitType, &busy.wait, &client, &inTransactionForSec)
 	switch {
 	case err == nil:
-		if busy.wait != "" {
-			state += ", wait event " + busy.waitType + "/" + busy.wait
-		}
+		state := busy.activity()
 		if busy.syncRep() {
 			state += ": its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it"
 		}
