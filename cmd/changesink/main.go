@@ -185,12 +185,8 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 			// kong's message for required flags neither set nor in the env.
 			return fail(em, outcome.Config, missingSettings(parser, flagInMessage.FindAllStringSubmatch(missing, -1)))
 		}
-		if strings.HasPrefix(err.Error(), "unexpected argument ") {
-			// kong names the word, which may be the rest of an unquoted
-			// secret ("--pg-password two words"): Kestra masks only whole
-			// secrets, and the mask here knows only the env's.
-			return fail(em, outcome.Config, fmt.Errorf("unexpected argument (not shown: it may be part of a secret) after %s quote a flag value "+
-				"that holds spaces, or pass secrets as env vars; `changesink help <command>` lists the flags", commandsAt(parser, err)))
+		if hidden := hideUnexpectedArgument(parser, err); hidden != nil {
+			return fail(em, outcome.Config, hidden)
 		}
 		return fail(em, outcome.Config, withEnvNames(parser, err))
 	}
@@ -202,7 +198,10 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 		exited = -1
 		if _, err := parser.Parse(helpArgs); exited < 0 && err != nil {
 			// No such command: kong stops at it before --help.
-			return fail(em, outcome.Config, fmt.Errorf("help %s: %w; `changesink help` lists the commands", strings.Join(cli.Help.Command, " "), err))
+			if hidden := hideUnexpectedArgument(parser, err); hidden != nil {
+				return fail(em, outcome.Config, fmt.Errorf("help: %w", hidden))
+			}
+			return fail(em, outcome.Config, fmt.Errorf("help: %w; `changesink help` lists the commands", err))
 		}
 		return 0
 	}
@@ -306,6 +305,18 @@ func withEnvNames(parser *kong.Kong, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%s)", err, strings.Join(named, ", "))
+}
+
+// hideUnexpectedArgument rewrites kong's "unexpected argument WORD" without
+// the word, which may be the rest of an unquoted secret ("--pg-password two
+// words"): Kestra masks only whole secrets, and the mask here knows only the
+// env's. It returns nil for any other parse error.
+func hideUnexpectedArgument(parser *kong.Kong, err error) error {
+	if !strings.HasPrefix(err.Error(), "unexpected argument ") {
+		return nil
+	}
+	return fmt.Errorf("unexpected argument (not shown: it may be part of a secret) after %s quote a flag value "+
+		"that holds spaces, or pass secrets as env vars; `changesink help <command>` lists the flags", commandsAt(parser, err))
 }
 
 // commandsAt names the command a parse error stopped at and, when it has
