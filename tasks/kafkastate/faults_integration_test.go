@@ -72,23 +72,37 @@ func (e *env) binaryEnv(cfg Config, workDir string) []string {
 	)
 }
 
-// TestSIGKILLMidBatchThenRerun: the changesink process is killed with
-// SIGKILL while it copies a large batch into PostgreSQL; nothing is
-// committed, and a re-run started at once (its backend may still hold the
-// topic lock for a moment: the re-run waits for it, LockWait) leaves exactly
-// the tables of an uninterrupted run into another database.
-func TestSIGKILLMidBatchThenRerun(t *testing.T) {
+// largeBatchEnv is a topic of 60,000 records over six partitions (one batch,
+// whose COPY takes long enough to be interrupted) and the built binary.
+func largeBatchEnv(t *testing.T) (*env, string, Config) {
+	t.Helper()
 	e := newEnv(t)
 	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 6, nil)
 	produceMany(t, e.kcl, e.topic, 6, 60000)
 	cfg := e.config()
 	cfg.PollSeconds = 30
+	return e, bin, cfg
+}
 
+// startMidCopy starts kafka-state materialize and returns once its COPY runs.
+func startMidCopy(t *testing.T, e *env, bin string, cfg Config) *testenv.Process {
+	t.Helper()
 	cmd := exec.Command(bin, "kafka-state", "materialize")
 	cmd.Env = e.binaryEnv(cfg, t.TempDir())
 	child := testenv.Start(t, cmd)
 	waitForCopy(t, e, 20*time.Second)
+	return child
+}
+
+// TestSIGKILLMidBatchThenRerun: the changesink process is killed with
+// SIGKILL while it copies a large batch into PostgreSQL; nothing is
+// committed, and a re-run started at once (its backend may still hold the
+// topic lock for a moment: the re-run waits for it, LockWait) leaves exactly
+// the tables of an uninterrupted run into another database.
+func TestSIGKILLMidBatchThenRerun(t *testing.T) {
+	e, bin, cfg := largeBatchEnv(t)
+	child := startMidCopy(t, e, bin, cfg)
 	if killed := child.Kill(t); killed.Signal != syscall.SIGKILL {
 		t.Fatalf("the run was not killed mid-batch (exit %d): %s", killed.Code, killed.Output())
 	}
@@ -558,22 +572,14 @@ func TestStopSaysWhatWasLeft(t *testing.T) {
 // staging table: read tcp ...: use of closed network connection", and every
 // stop was called SIGTERM.
 func TestSignalMidBatchSaysStopped(t *testing.T) {
-	e := newEnv(t)
-	bin := testenv.BuildChangesink(t)
-	createTopic(t, e.adm, e.topic, 6, nil)
-	produceMany(t, e.kcl, e.topic, 6, 60000)
-	cfg := e.config()
-	cfg.PollSeconds = 30
+	e, bin, cfg := largeBatchEnv(t)
 	for _, sig := range []struct {
 		sig  syscall.Signal
 		name string // signal.NotifyContext's cause
 	}{{syscall.SIGINT, "interrupt signal received"}, {syscall.SIGTERM, "terminated signal received"}} {
 		t.Run(sig.sig.String(), func(t *testing.T) {
 			waitForNoSession(t, e, 10*time.Second) // the previous run's backend may hold the topic lock a moment
-			cmd := exec.Command(bin, "kafka-state", "materialize")
-			cmd.Env = e.binaryEnv(cfg, t.TempDir())
-			child := testenv.Start(t, cmd)
-			waitForCopy(t, e, 20*time.Second)
+			child := startMidCopy(t, e, bin, cfg)
 			got := child.Stop(t, sig.sig)
 			out := got.Output()
 			if got.Code == 0 {
