@@ -28,13 +28,12 @@ type inDoubt struct {
 }
 
 // lost says how the COMMIT's answer was lost. A COMMIT the run gave up on
-// was cancelled: pgx sends the server a cancel request when it closes a
-// connection, and a COMMIT waiting for a synchronous standby then commits
-// on this server alone.
+// is not cancelled (cancelGate): the server completes it on its own terms,
+// and one waiting for a synchronous standby keeps waiting.
 func (d inDoubt) lost() string {
 	if d.unanswered > 0 {
-		return fmt.Sprintf("COMMIT got no answer within %s, so the run closed the connection and sent the server a cancel request "+
-			"(a COMMIT waiting for a synchronous standby then commits on this server alone)", d.unanswered)
+		return fmt.Sprintf("COMMIT got no answer within %s, so the run closed the connection, without a cancel request "+
+			"(a COMMIT waiting for a synchronous standby keeps waiting for it)", d.unanswered)
 	}
 	return "the connection was lost after COMMIT was sent"
 }
@@ -62,8 +61,8 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 		standbys := ""
 		if f.standbys != "" {
 			standbys = fmt.Sprintf("; this server's COMMITs wait for synchronous standbys (synchronous_standby_names: %s), and whether one "+
-				"confirmed this batch is not known here (the client sends a lost connection's backend a cancel request, and a cancelled "+
-				"wait commits on this server alone): check pg_stat_replication", f.standbys)
+				"confirmed this batch is not known here (this run sent no cancel request, but a wait cancelled by someone else, "+
+				"pg_cancel_backend for one, commits on this server alone): check pg_stat_replication", f.standbys)
 		}
 		log.Warn(fmt.Sprintf("kafka-state: topic %s: %s (%v); on a new connection "+
 			"PostgreSQL says transaction %d committed (txid_status) and kafka_state.positions holds this batch's positions, so this batch is in%s",
@@ -117,8 +116,9 @@ func (b *backendBusy) activity() string {
 // syncRep: a COMMIT written and flushed on the server that waits for a
 // synchronous standby's confirmation. txid_status says "in progress" all
 // the while, and a closed client connection does not end the wait; a
-// cancel request does (pgx sends one when it loses a connection, if it can
-// reach the server), and the transaction then commits on this server alone.
+// cancel request does (pgx sends one when it loses a connection, but not
+// for the batch's COMMIT: cancelGate), and the transaction then commits on
+// this server alone.
 func (b *backendBusy) syncRep() bool { return b.waitType == "IPC" && b.wait == "SyncRep" }
 
 func (d inDoubt) waitOrDefault() time.Duration {

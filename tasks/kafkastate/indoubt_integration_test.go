@@ -252,28 +252,43 @@ func TestInDoubtStatus(t *testing.T) {
 
 // TestCommitWaitsForSynchronousStandby: the batch's COMMIT reaches a
 // primary whose synchronous standby is down (.ci/postgres-syncrep; the
-// batch asks for synchronous_commit=on), and the connection is lost while
-// the COMMIT waits. The COMMIT is written on the server but stays "in
-// progress" (txid_status) for as long as no standby confirms it; the closed
-// connection does not end the wait, but the cancel request pgx sends for a
-// lost connection does, and the transaction then commits on this server
-// alone.
-//   - The cancel request never arrives (a client killed while it waits, a
-//     network that refuses it): the run says the COMMIT waits for a
-//     synchronous standby (transient), naming the backend, not the "idle in
-//     transaction" remedy (ending such a backend keeps the commit). A retry
-//     meanwhile waits for the topic lock and names the holder's SyncRep
-//     wait. Once the wait is cancelled the batch is committed.
-//   - The cancel request arrives: the batch is committed here, and the run
-//     succeeds with a WARN line saying no standby may have confirmed it.
+// batch asks for synchronous_commit=on). The COMMIT is written on the server
+// but stays "in progress" (txid_status) for as long as no standby confirms
+// it; a closed connection does not end the wait, a cancel request does, and
+// the transaction then commits on this server alone. pgx sends such a
+// request for every connection it loses or gives up on; the run sends none
+// once COMMIT is sent (cancelGate), so the batch is committed only as
+// synchronous_commit says.
+//   - The connection is lost while the COMMIT waits, or the COMMIT outlasts
+//     the run's own bound (pgTimeout, here hooks.commitTimeout): the run says
+//     the COMMIT waits for a synchronous standby (transient), naming the
+//     backend, not the "idle in transaction" remedy (ending such a backend
+//     keeps the commit). A retry meanwhile waits for the topic lock and names
+//     the holder's SyncRep wait. Once the wait ends the batch is committed.
+//   - Someone cancels the wait (pg_cancel_backend) after the connection is
+//     lost: the batch is committed here, and the run succeeds with a WARN
+//     line saying no standby may have confirmed it.
 //
-// Either way the run after converges.
+// Every way, the run after converges.
 func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 	// pgx's CancelRequest: length 16, request code 80877102.
 	cancelRequest := []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e}
 	commitQuery := []byte("Q\x00\x00\x00\x0bcommit\x00")
-	for _, cancelArrives := range []bool{false, true} {
-		t.Run(map[bool]string{false: "cancel refused", true: "cancel arrives"}[cancelArrives], func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// cut closes the batch's connection once its COMMIT waits; without
+		// it the COMMIT outlasts commitTimeout.
+		cut, operatorCancels bool
+		commitTimeout        time.Duration
+		lost                 string
+	}{
+		{name: "connection lost", cut: true, lost: "the connection was lost after COMMIT was sent"},
+		{name: "COMMIT unanswered", commitTimeout: 2 * time.Second,
+			lost: "COMMIT got no answer within 2s, so the run closed the connection, without a cancel request " +
+				"(a COMMIT waiting for a synchronous standby keeps waiting for it)"},
+		{name: "operator cancels the wait", cut: true, operatorCancels: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newBareEnvOn(t, "CHANGESINK_TEST_PG_SYNCREP")
 			if _, err := Setup(testCtx(t, time.Minute), e.pg); err != nil {
 				t.Fatalf("Setup: %v", err)
@@ -293,13 +308,15 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				return pid, err
 			}
 
-			// The proxy carries the batch's connection until its backend
-			// waits in SyncRep, then closes both sides. It drops cancel
-			// requests unless cancelArrives; other connections pass.
+			// The proxy carries every connection, counts the cancel
+			// requests it sees, and (with cut) closes the batch's
+			// connection once its backend waits in SyncRep.
 			committing := make(chan struct{})
 			var once sync.Once
 			var cancels atomic.Int32
 			cut := make(chan struct{})
+			closeCut := sync.OnceFunc(func() { close(cut) })
+			cutDone := make(chan struct{}) // both sides of the batch's connection are closed
 			dsn := e.pgThroughProxy(t, testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
 				defer client.Close()
 				defer server.Close()
@@ -309,23 +326,25 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 					n, err := client.Read(buf)
 					if first && bytes.HasPrefix(buf[:n], cancelRequest) {
 						cancels.Add(1)
-						if !cancelArrives {
-							return
-						}
 					}
 					if _, werr := server.Write(buf[:n]); werr != nil || err != nil {
 						return
 					}
 					if bytes.Contains(buf[:n], commitQuery) {
 						once.Do(func() { close(committing) })
-						<-cut
-						return
+						if tc.cut {
+							<-cut
+							client.Close()
+							server.Close()
+							close(cutDone)
+							return
+						}
 					}
 				}
 			}})
 			watchErr := make(chan error, 1)
 			go func() {
-				defer close(cut)
+				defer closeCut()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				select {
@@ -341,11 +360,17 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				}
 				defer conn.Close(context.Background())
 				for {
-					if _, err := syncRep(ctx, conn); err == nil {
-						watchErr <- nil
-						return
-					} else if !errors.Is(err, pgx.ErrNoRows) {
-						watchErr <- fmt.Errorf("waiting for the COMMIT to wait in SyncRep: %w", err)
+					pid, err := syncRep(ctx, conn)
+					if err == nil && tc.operatorCancels {
+						closeCut() // the run's answer is lost first:
+						<-cutDone  // the server's answer to the cancelled COMMIT must not reach it
+						_, err = conn.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid)
+					}
+					if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+						if err != nil {
+							err = fmt.Errorf("waiting for the COMMIT to wait in SyncRep: %w", err)
+						}
+						watchErr <- err
 						return
 					}
 					time.Sleep(20 * time.Millisecond)
@@ -356,15 +381,15 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
 			var logs bytes.Buffer
 			_, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
-				hooks{inDoubtWait: 3 * time.Second})
+				hooks{inDoubtWait: 3 * time.Second, commitTimeout: tc.commitTimeout})
 			if werr := <-watchErr; werr != nil {
 				t.Fatalf("%v; run: %v", werr, err)
 			}
-			if cancels.Load() == 0 {
-				t.Errorf("pgx sent no cancel request for the lost connection; run: %v", err)
+			if n := cancels.Load(); n != 0 {
+				t.Errorf("the run sent %d cancel requests after its COMMIT; want none (a cancel commits the waiting COMMIT on this server alone)", n)
 			}
 			ctx := testCtx(t, time.Minute)
-			if cancelArrives {
+			if tc.operatorCancels {
 				if err != nil {
 					t.Fatalf("run: %v; want a success (the cancelled wait commits on this server)", err)
 				}
@@ -379,7 +404,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				if perr != nil {
 					t.Fatalf("after the run, no backend waits in SyncRep (%v); run: %v", perr, err)
 				}
-				testenv.CheckError(t, err, outcome.Transient, nil, e.topic, "the connection was lost after COMMIT was sent",
+				testenv.CheckError(t, err, outcome.Transient, nil, e.topic, tc.lost,
 					fmt.Sprintf("backend pid %d still waits for a synchronous standby to confirm transaction", pid),
 					"wait event IPC/SyncRep", "synchronous_standby_names", "pg_stat_replication",
 					fmt.Sprintf("SELECT pg_cancel_backend(%d) ends the wait but keeps the commit on this server only", pid))

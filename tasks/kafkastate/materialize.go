@@ -48,6 +48,9 @@ type hooks struct {
 	// inDoubtWait, when set, bounds how long a batch whose COMMIT answer
 	// was lost asks what became of it (inDoubtWait otherwise).
 	inDoubtWait time.Duration
+	// commitTimeout, when set, replaces pgTimeout as the COMMIT's bound:
+	// tests make a COMMIT waiting for a synchronous standby outlast it.
+	commitTimeout time.Duration
 	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
 	// on a server that has MERGE, so tests cover both statements.
 	onConflict bool
@@ -165,7 +168,8 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	ph.mark("metadata")
 
 	// 2. PostgreSQL transaction, lock, saved positions.
-	conn, err := connect(ctx, cc)
+	var gate cancelGate
+	conn, err := connect(ctx, gate.config(cc))
 	if err != nil {
 		return nil, err
 	}
@@ -396,12 +400,18 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// Once COMMIT is sent its outcome is PostgreSQL's: a stop (a signal)
 	// must not turn a commit into a reported failure, so wait for the
 	// answer (pgx would otherwise drop the connection and report the
-	// cancellation while the server commits).
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgTimeout)
+	// cancellation while the server commits), and send no cancel request
+	// if the answer is lost (cancelGate).
+	commitTimeout := pgTimeout
+	if h.commitTimeout > 0 {
+		commitTimeout = h.commitTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	commitSent = true
+	gate.shut.Store(true)
 	err = tx.Commit(cctx)
 	if cctx.Err() != nil {
-		doubt.unanswered = pgTimeout
+		doubt.unanswered = commitTimeout
 	}
 	cancel()
 	var pe *pgconn.PgError

@@ -139,17 +139,17 @@ func TestRetryBeforeCommit(t *testing.T) {
 }
 
 // TestInDoubtSaysHowTheAnswerWasLost: a COMMIT the run's own timeout gave up
-// on is not called a lost connection, and its message says that the cancel
-// request commits a COMMIT waiting for a synchronous standby on the server
-// alone (the run then reports a success).
+// on is not called a lost connection, and its message says that no cancel
+// request was sent, so a COMMIT waiting for a synchronous standby still
+// waits (TestCommitWaitsForSynchronousStandby runs it).
 func TestInDoubtSaysHowTheAnswerWasLost(t *testing.T) {
 	for _, tc := range []struct {
 		d    inDoubt
 		want string
 	}{
 		{inDoubt{}, "the connection was lost after COMMIT was sent"},
-		{inDoubt{unanswered: 100 * time.Second}, "COMMIT got no answer within 1m40s, so the run closed the connection and sent the server a cancel request " +
-			"(a COMMIT waiting for a synchronous standby then commits on this server alone)"},
+		{inDoubt{unanswered: 100 * time.Second}, "COMMIT got no answer within 1m40s, so the run closed the connection, without a cancel request " +
+			"(a COMMIT waiting for a synchronous standby keeps waiting for it)"},
 	} {
 		if got := tc.d.lost(); got != tc.want {
 			t.Errorf("lost() = %q, want %q", got, tc.want)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -27,6 +29,32 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 		return nil, connectErr(ctx, err)
 	}
 	return conn, nil
+}
+
+// cancelGate keeps pgx from sending a cancel request for a connection once
+// its COMMIT is sent. pgx sends one for every connection it loses, or closes
+// because a statement's deadline passed (pgconn's asyncClose), and dials it
+// through the config's DialFunc. A cancel that reaches a COMMIT waiting for a
+// synchronous standby ends the wait and commits on this server alone: the run
+// would then report a batch that synchronous_commit says is not committed
+// yet. Without it the server completes the COMMIT on its own terms, and the
+// in-doubt check (inDoubt.resolve, on a connection of its own) tells which.
+type cancelGate struct{ shut atomic.Bool }
+
+// errNoCancelAfterCommit is what the gate answers pgx's cancel dial with.
+var errNoCancelAfterCommit = errors.New("no cancel request for a COMMIT in flight")
+
+// config returns a copy of cc whose dials the gate refuses once shut.
+func (g *cancelGate) config(cc *pgx.ConnConfig) *pgx.ConnConfig {
+	c := cc.Copy()
+	dial := c.DialFunc
+	c.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if g.shut.Load() {
+			return nil, errNoCancelAfterCommit
+		}
+		return dial(ctx, network, addr)
+	}
+	return c
 }
 
 // connectErr classifies a failed connect. pgconn's connect errors name host,
