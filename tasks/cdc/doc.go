@@ -86,6 +86,9 @@
 //   - metadata.source db/schema/table other than the mapping's:
 //     ErrWrongSource (seed: "Expected changes from public.orders ...");
 //   - metadata.source.lsn not an integer in 1..2^64-1: ErrBadLSN;
+//   - metadata.source.txId present, not null and not an integer in
+//     0..2^63-1: ErrBadTxID (changesink's own; absent is a change without a
+//     transaction id);
 //   - a key that is absent, null or does not fit: ErrMissingField/ErrBadValue
 //     (seed: integer(event["id"], "id"));
 //   - a mapped column absent from a create/update/read event: NULL when the

@@ -29,6 +29,10 @@ var (
 	// ErrBadLSN: metadata.source.lsn is not an integer in 1..2^64-1 (seed:
 	// "Invalid source LSN").
 	ErrBadLSN = errors.New("invalid source LSN")
+	// ErrBadTxID: metadata.source.txId is present but not an integer in
+	// 0..2^63-1 (Debezium writes PostgreSQL's transaction id, a long; an
+	// absent or null txId is a change without one).
+	ErrBadTxID = errors.New("invalid source transaction id")
 	// ErrBadDeleteMarker: the deleted field is present but not a boolean
 	// (seed: "Invalid delete marker").
 	ErrBadDeleteMarker = errors.New("invalid delete marker")

@@ -91,7 +91,7 @@ func sameResults(t *testing.T, m *Mapping, got, want segResult) {
 
 // refusals are the sentinels a decode may refuse with.
 var refusals = []error{ErrEmptyBatch, ErrMalformed, ErrNotStruct, ErrSourceChanged, ErrWrongSource, ErrMissingField,
-	ErrBadLSN, ErrBadDeleteMarker, ErrBadValue, ErrToast, ErrContradiction, ErrKeyChange, ErrConflict}
+	ErrBadLSN, ErrBadTxID, ErrBadDeleteMarker, ErrBadValue, ErrToast, ErrContradiction, ErrKeyChange, ErrConflict}
 
 // sameErrors: both nil, or the same message and class.
 func sameErrors(t *testing.T, got, want error) {

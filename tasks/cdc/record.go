@@ -381,6 +381,9 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	if err := contradiction(m, r.metaField(metaOperation), deleted); err != nil {
 		return refuse(m.Source.MetadataField+".operation", err)
 	}
+	if err := txIDErr(r.source(srcTxID)); err != nil {
+		return refuse(m.Source.MetadataField+".source.txId", err)
+	}
 	ch, err := changeOf(r, del, lsn)
 	if err != nil {
 		return refuse(m.Source.MetadataField+".source.sequence", err)
@@ -475,14 +478,28 @@ func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (change, error) {
 			}
 		}
 	}
-	if s := r.source(srcTxID); s.Type == ion.IntType && !s.Null && s.Big == nil &&
-		(s.Mag <= 1<<63-1 || (s.Neg && s.Mag == 1<<63)) {
-		c.txID, c.txIDSet = int64(s.Mag), true
-		if s.Neg {
-			c.txID = -c.txID
-		}
+	if s := r.source(srcTxID); s.Type != ion.NoType && !s.Null {
+		u, _ := intOf(s).uint64() // txIDErr passed it: 0..2^63-1
+		c.txID, c.txIDSet = int64(u), true
 	}
 	return c, nil
+}
+
+// txIDErr refuses a metadata.source.txId that is present, not null, and not
+// an integer in 0..2^63-1: read as no transaction id, it would silently take
+// the event out of its transaction's checks.
+func txIDErr(s *ionrec.Scalar) error {
+	switch {
+	case s.Type == ion.NoType || s.Null:
+		return nil
+	case s.Type != ion.IntType:
+		return fmt.Errorf("%w: expected an Ion int, got %s", ErrBadTxID, describe(s))
+	}
+	n := intOf(s)
+	if u, ok := n.uint64(); !ok || u > 1<<63-1 {
+		return fmt.Errorf("%w: %s is outside 0..9223372036854775807", ErrBadTxID, shortNumber(n.String()))
+	}
+	return nil
 }
 
 // intern returns the common operation and snapshot words without
@@ -562,6 +579,9 @@ func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse fun
 	del := r.deleted(m)
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null || !del.Bool) {
 		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", ErrContradiction, m.Source.DeletedField, describe(del)))
+	}
+	if err := txIDErr(r.source(srcTxID)); err != nil {
+		return refuse(m.Source.MetadataField+".source.txId", err)
 	}
 	ch, err := changeOf(r, del, lsn)
 	if err != nil {
