@@ -37,6 +37,13 @@ func WithHost(t testing.TB, dsn, hostport string) string {
 	return withURL(t, dsn, func(u *url.URL) { u.Host = hostport })
 }
 
+// WithPassword returns the connection URL dsn with its user's password
+// replaced by password.
+func WithPassword(t testing.TB, dsn, password string) string {
+	t.Helper()
+	return withURL(t, dsn, func(u *url.URL) { u.User = url.UserPassword(u.User.Username(), password) })
+}
+
 func withURL(t testing.TB, dsn string, change func(*url.URL)) string {
 	t.Helper()
 	if _, err := pgx.ParseConfig(dsn); err != nil {

@@ -152,7 +152,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// 1. Kafka metadata.
 	meta, err := describeTopic(ctx, cl, topic)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, unknownTopic(ctx, cc, topic, meta.clusterID, err)
+		return nil, unknownTopic(ctx, cc, topic, meta.clusterID)
 	}
 	if err != nil {
 		return nil, err
@@ -668,12 +668,25 @@ func checkMovedKeys(ctx context.Context, tx pgx.Tx, topic string) error {
 // topic deleted after batches read it (its positions are saved for this
 // cluster: refused, as the seed refuses every unknown topic). It reads the
 // positions row without the lock, before anything is written (no table, as
-// before setup: no positions); when it cannot be read (PostgreSQL down) the
-// refusal stands as it is.
-func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID string, refusal error) error {
+// before setup: no positions). When it cannot be read, which of the two it
+// is cannot be told: the PostgreSQL failure's class (transient, or
+// configuration for a wrong PG_DSN or password), with both facts.
+func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID string) error {
+	cannotTell := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err() // the stop is what ended the lookup
+		}
+		k := outcome.Classify(err)
+		if k != outcome.Config {
+			k = outcome.Transient
+		}
+		return k.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions could not be read to tell "+
+			"a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it: %w; nothing was read or written; "+
+			"check TOPIC, and fix the PostgreSQL failure and re-run", topic, ErrTopicUnavailable, err))
+	}
 	conn, err := connect(ctx, cc)
 	if err != nil {
-		return stoppedOr(ctx, refusal)
+		return cannotTell(err)
 	}
 	defer closeConn(conn)
 	var (
@@ -688,7 +701,7 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 			"(no batch ever read it): fix TOPIC, or create the topic (cleanup.policy=compact); nothing was read or written", topic, ErrTopicUnavailable))
 	}
 	if err != nil {
-		return stoppedOr(ctx, refusal)
+		return cannotTell(err)
 	}
 	if clusterID != "" && savedFor != clusterID {
 		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker (cluster %q) has no such topic, and kafka_state.positions "+
@@ -700,14 +713,6 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 		topic, ErrTopicUnavailable, kerr.UnknownTopicOrPartition, saved.UTC().Format(time.RFC3339)))
 }
 
-// stoppedOr is ctx's error when the run was stopped (the stop is what
-// ended the step), else err.
-func stoppedOr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
-}
 
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id
 // and same partitions, from a fresh uncached metadata request.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -235,8 +236,32 @@ func TestTopicNeverRead(t *testing.T) {
 	}
 	stopped, stop := context.WithCancel(context.Background())
 	stop()
-	if err := unknownTopic(stopped, cc, c.Topic, "", errors.New("the refusal")); !errors.Is(err, context.Canceled) {
+	if err := unknownTopic(stopped, cc, c.Topic, ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("stopped during the lookup: %v, want context.Canceled", err)
+	}
+	// PostgreSQL cannot be asked: a misspelt TOPIC cannot be told from a
+	// deleted topic (a refusal), so the run says both and takes the
+	// PostgreSQL failure's class: transient for a server that is down,
+	// configuration for a wrong password.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	down := c
+	down.Postgres.DSN = testenv.WithHost(t, c.Postgres.DSN, closed)
+	_, err = e.run(t, down, hooks{})
+	testenv.CheckError(t, err, outcome.Transient, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
+		"kafka_state.positions could not be read to tell a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it",
+		"connection refused", "nothing was read or written", "check TOPIC, and fix the PostgreSQL failure and re-run")
+	wrongPassword := c
+	wrongPassword.Postgres.DSN = testenv.WithPassword(t, c.Postgres.DSN, "not-the-password")
+	_, err = e.run(t, wrongPassword, hooks{})
+	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic),
+		"kafka_state.positions could not be read to tell a misspelt TOPIC", "password authentication failed")
+	if strings.Contains(err.Error(), "not-the-password") {
+		t.Errorf("the message shows the password: %v", err)
 	}
 }
 
