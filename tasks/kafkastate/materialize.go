@@ -713,7 +713,6 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 		topic, ErrTopicUnavailable, kerr.UnknownTopicOrPartition, saved.UTC().Format(time.RFC3339)))
 }
 
-
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id
 // and same partitions, from a fresh uncached metadata request.
 func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topicMeta) error {
