@@ -424,6 +424,11 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err != nil {
 		return nil, pgErr(ctx, err, "commit")
 	}
+	if w := gate.commitWarnings(); len(w) > 0 {
+		log.Warn(fmt.Sprintf("kafka-state: topic %s: the batch is committed, and PostgreSQL warned as it committed: %s; a COMMIT "+
+			"whose wait for a synchronous standby was cancelled (pg_cancel_backend, pg_terminate_backend, a server shutdown) is "+
+			"committed on this server alone, and may be on no standby: check pg_stat_replication", topic, strings.Join(w, "; ")))
+	}
 	ph.mark("positions+commit")
 	res.Duration = time.Since(started)
 	log.Info(fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,12 +41,23 @@ func connect(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, error) {
 // would then report a batch that synchronous_commit says is not committed
 // yet. Without it the server completes the COMMIT on its own terms, and the
 // in-doubt check (inDoubt.resolve, on a connection of its own) tells which.
-type cancelGate struct{ shut atomic.Bool }
+//
+// Once shut it also keeps the WARNINGs the server sends on the connection:
+// a COMMIT whose wait for a synchronous standby someone else cancelled
+// (pg_cancel_backend, pg_terminate_backend, a fast shutdown) commits on this
+// server alone, and the server says so only in a WARNING before its answer.
+type cancelGate struct {
+	shut atomic.Bool
+
+	mu       sync.Mutex
+	warnings []string
+}
 
 // errNoCancelAfterCommit is what the gate answers pgx's cancel dial with.
 var errNoCancelAfterCommit = errors.New("no cancel request for a COMMIT in flight")
 
-// config returns a copy of cc whose dials the gate refuses once shut.
+// config returns a copy of cc whose dials the gate refuses once shut, and
+// whose WARNINGs it keeps once shut.
 func (g *cancelGate) config(cc *pgx.ConnConfig) *pgx.ConnConfig {
 	c := cc.Copy()
 	dial := c.DialFunc
@@ -54,7 +67,30 @@ func (g *cancelGate) config(cc *pgx.ConnConfig) *pgx.ConnConfig {
 		}
 		return dial(ctx, network, addr)
 	}
+	onNotice := c.OnNotice
+	c.OnNotice = func(pc *pgconn.PgConn, n *pgconn.Notice) {
+		if onNotice != nil {
+			onNotice(pc, n)
+		}
+		if !g.shut.Load() || n.SeverityUnlocalized != "WARNING" {
+			return
+		}
+		w := n.Message
+		if n.Detail != "" {
+			w += " (" + n.Detail + ")"
+		}
+		g.mu.Lock()
+		g.warnings = append(g.warnings, w)
+		g.mu.Unlock()
+	}
 	return c
+}
+
+// commitWarnings are the WARNINGs the server sent once COMMIT was sent.
+func (g *cancelGate) commitWarnings() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.warnings)
 }
 
 // connectErr classifies a failed connect. pgconn's connect errors name host,
