@@ -3,6 +3,7 @@ package kafkastate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
 )
 
 // SetupResult reports a finished setup.
@@ -78,6 +80,18 @@ func setupOnce(ctx context.Context, conn *pgx.Conn) error {
 	cctx, cancel := context.WithTimeout(ctx, pgTimeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) {
+			// No answer: the server may have committed. A COMMIT that got
+			// none within pgTimeout most often waits for a synchronous
+			// standby, and pgx's cancel request on close then commits it on
+			// this server alone (setup sends no cancelGate: a waiting DDL
+			// COMMIT would keep its locks on the schema).
+			return outcome.Transient.Mark(fmt.Errorf("postgresql: commit schema kafka_state: %w: COMMIT got no answer, so schema "+
+				"kafka_state may have been created or not; setup is idempotent: re-run it (a COMMIT left without an answer for 100 s "+
+				"most often waits for a synchronous standby, pg_stat_activity wait event SyncRep: check pg_stat_replication and "+
+				"synchronous_standby_names)", err))
+		}
 		return pgErr(ctx, err, "commit schema kafka_state")
 	}
 	return nil

@@ -1,7 +1,10 @@
 package kafkastate
 
 import (
+	"bytes"
 	"errors"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
 
@@ -63,6 +67,35 @@ func TestSetupOnSeedDatabase(t *testing.T) {
 	res := e.mustRun(t)
 	if res.Consumed != 1 || res.LiveKeys != 2 {
 		t.Errorf("materialize after the seed: %+v, want consumed 1, live_keys 2", res)
+	}
+}
+
+// TestSetupCommitUnanswered: the connection is lost once setup's COMMIT
+// reached the server (which commits it). Setup fails transient, saying the
+// schema may have been created (it said only "unexpected EOF", as if nothing
+// was), and a re-run succeeds.
+func TestSetupCommitUnanswered(t *testing.T) {
+	e := newBareEnv(t)
+	commitQuery := []byte("Q\x00\x00\x00\x0bcommit\x00")
+	dsn := e.pgThroughProxy(t, testenv.ProxyOptions{Conn: func(_ *testenv.Proxy, client, server net.Conn) {
+		defer client.Close()
+		defer server.Close()
+		go func() { _, _ = io.Copy(client, server); client.Close() }()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := client.Read(buf)
+			if _, werr := server.Write(buf[:n]); werr != nil || err != nil {
+				return
+			}
+			if bytes.Contains(buf[:n], commitQuery) {
+				return // the answer never reaches setup
+			}
+		}
+	}})
+	_, err := Setup(testCtx(t, time.Minute), Postgres{DSN: dsn})
+	testenv.CheckError(t, err, outcome.Transient, nil, "commit schema kafka_state", "may have been created or not", "re-run")
+	if _, err := Setup(testCtx(t, time.Minute), e.pg); err != nil {
+		t.Fatalf("re-run: %v", err)
 	}
 }
 
