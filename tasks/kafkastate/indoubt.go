@@ -25,17 +25,25 @@ type inDoubt struct {
 	// (the run's own timeout closed the connection), 0 when the connection
 	// was lost.
 	unanswered time.Duration
+	// stoppedBy names the stop (outcome.StopCause) that arrived while the
+	// COMMIT was in flight, "" when none did: the run waited for the
+	// answer all the same.
+	stoppedBy string
 }
 
 // lost says how the COMMIT's answer was lost. A COMMIT the run gave up on
 // is not cancelled (cancelGate): the server completes it on its own terms,
 // and one waiting for a synchronous standby keeps waiting.
 func (d inDoubt) lost() string {
+	how := "the connection was lost after COMMIT was sent"
 	if d.unanswered > 0 {
-		return fmt.Sprintf("COMMIT got no answer within %s, so the run closed the connection, without a cancel request "+
+		how = fmt.Sprintf("COMMIT got no answer within %s, so the run closed the connection, without a cancel request "+
 			"(a COMMIT waiting for a synchronous standby keeps waiting for it)", d.unanswered)
 	}
-	return "the connection was lost after COMMIT was sent"
+	if d.stoppedBy != "" {
+		how += fmt.Sprintf(" (the run was stopped meanwhile, %s, and waited for the COMMIT's answer)", d.stoppedBy)
+	}
+	return how
 }
 
 // How long resolve asks, and after how long of "in progress" it ends the

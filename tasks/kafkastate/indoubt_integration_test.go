@@ -281,13 +281,19 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 		// cut closes the batch's connection once its COMMIT waits; without
 		// it the COMMIT outlasts commitTimeout.
 		cut, operatorCancels bool
-		commitTimeout        time.Duration
-		lost                 string
+		// stop stops the run (cancels its context) once its COMMIT waits.
+		stop          bool
+		commitTimeout time.Duration
+		lost          string
 	}{
 		{name: "connection lost", cut: true, lost: "the connection was lost after COMMIT was sent"},
 		{name: "COMMIT unanswered", commitTimeout: 2 * time.Second,
 			lost: "COMMIT got no answer within 2s, so the run closed the connection, without a cancel request " +
 				"(a COMMIT waiting for a synchronous standby keeps waiting for it)"},
+		{name: "stopped while the COMMIT waits", stop: true, commitTimeout: 2 * time.Second,
+			lost: "COMMIT got no answer within 2s, so the run closed the connection, without a cancel request " +
+				"(a COMMIT waiting for a synchronous standby keeps waiting for it) " +
+				"(the run was stopped meanwhile, terminated signal received, and waited for the COMMIT's answer)"},
 		{name: "operator cancels the wait", cut: true, operatorCancels: true},
 		// The run is still connected: the server's answer is a success,
 		// after a WARNING that it committed on this server alone.
@@ -347,6 +353,8 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 					}
 				}
 			}})
+			runCtx, stopRun := context.WithCancelCause(testCtx(t, 3*time.Minute))
+			defer stopRun(nil)
 			watchErr := make(chan error, 1)
 			go func() {
 				defer closeCut()
@@ -366,6 +374,9 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				defer conn.Close(context.Background())
 				for {
 					pid, err := syncRep(ctx, conn)
+					if err == nil && tc.stop {
+						stopRun(errors.New("terminated signal received")) // as signal.NotifyContext names SIGTERM
+					}
 					if err == nil && tc.operatorCancels {
 						if tc.cut {
 							closeCut() // the run's answer is lost first:
@@ -387,7 +398,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 			cfg := e.config()
 			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
 			var logs bytes.Buffer
-			_, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
+			_, err := materialize(runCtx, cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
 				hooks{inDoubtWait: 3 * time.Second, commitTimeout: tc.commitTimeout})
 			if werr := <-watchErr; werr != nil {
 				t.Fatalf("%v; run: %v", werr, err)

@@ -413,6 +413,9 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if cctx.Err() != nil {
 		doubt.unanswered = commitTimeout
 	}
+	if ctx.Err() != nil {
+		doubt.stoppedBy = outcome.StopCause(ctx)
+	}
 	cancel()
 	var pe *pgconn.PgError
 	if err != nil && !errors.As(err, &pe) {

@@ -150,6 +150,8 @@ func TestInDoubtSaysHowTheAnswerWasLost(t *testing.T) {
 		{inDoubt{}, "the connection was lost after COMMIT was sent"},
 		{inDoubt{unanswered: 100 * time.Second}, "COMMIT got no answer within 1m40s, so the run closed the connection, without a cancel request " +
 			"(a COMMIT waiting for a synchronous standby keeps waiting for it)"},
+		{inDoubt{stoppedBy: "terminated signal received"}, "the connection was lost after COMMIT was sent " +
+			"(the run was stopped meanwhile, terminated signal received, and waited for the COMMIT's answer)"},
 	} {
 		if got := tc.d.lost(); got != tc.want {
 			t.Errorf("lost() = %q, want %q", got, tc.want)
