@@ -122,6 +122,9 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	if m.Target.CreateDatabase {
 		res.Statements = append(res.Statements, createDatabaseSQL(m))
 	}
+	if err := t.checkOrphanLedger(ctx); err != nil {
+		return nil, err
+	}
 	table := createTableSQL(m, t.caps)
 	res.Statements = append(res.Statements, table, createViewSQL(m), createLedgerSQL(m))
 	for _, s := range res.Statements {

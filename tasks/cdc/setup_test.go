@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -129,5 +130,65 @@ func TestSetupNoDatabase(t *testing.T) {
 	}
 	if got := e.query("SELECT count() FROM system.databases WHERE name = ?", e.m.Target.Database); got[0] != "0" {
 		t.Errorf("setup created the database")
+	}
+}
+
+// TestSetupAfterTheTableWasDropped: with the target table dropped by hand
+// and its ledger left, apply says "run changesink cdc setup first", and
+// setup made a new empty table under a ledger that records batches as
+// applied: later batches applied over it and the live view silently lacked
+// every key they did not touch. Setup refuses that (exit 2, naming the
+// ledger's last row and the rebuild) and creates nothing; without a ledger,
+// with an empty one, or after the whole rebuild it makes the table.
+func TestSetupAfterTheTableWasDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		drop    []string // after a batch is applied; %s is the database
+		refused bool
+	}{
+		{"table only", []string{"DROP TABLE %s.orders_cdc"}, true},
+		{"table and view", []string{"DROP TABLE %s.orders_cdc", "DROP TABLE %s.orders_live"}, true},
+		{"table, emptied ledger", []string{"DROP TABLE %s.orders_cdc", "ALTER TABLE %s.orders_cdc_ledger DELETE WHERE 1"}, false},
+		{"the rebuild: table, ledger and view", []string{"DROP TABLE %s.orders_cdc", "DROP TABLE %s.orders_cdc_ledger", "DROP TABLE %s.orders_live"}, false},
+		{"ledger only", []string{"DROP TABLE %s.orders_cdc_ledger"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false),
+				orderEvent(2, int64(8), int64(200), "new", int64(1100), false)); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			for _, s := range tc.drop {
+				// mutations_sync does not exist on 18.16: an ALTER DELETE
+				// runs in the background, so wait for the ledger to empty.
+				if err := e.conn.Exec(context.Background(), strings.ReplaceAll(s, "%s", e.db)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; strings.Contains(tc.name, "emptied") && e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger")[0] != "0"; i++ {
+				if i == 200 {
+					t.Fatal("the ledger did not empty")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			_, err := Setup(context.Background(), e.config(""))
+			exists := e.query("SELECT count() FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db)[0]
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("Setup: %v", err)
+				}
+				if exists != "1" {
+					t.Errorf("setup did not make the table")
+				}
+				return
+			}
+			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
+			testenv.CheckError(t, err, outcome.Config, ErrTargetMismatch, e.db+".orders_cdc_ledger row 1", "does not exist",
+				"DROP TABLE "+e.db+".orders_cdc_ledger", "new snapshot", "Restore the table")
+			if exists != "0" {
+				t.Errorf("setup made a new table under a ledger of applied batches")
+			}
+		})
 	}
 }
