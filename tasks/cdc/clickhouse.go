@@ -443,6 +443,23 @@ func (t *target) checkView(ctx context.Context) error {
 	return nil
 }
 
+// ensureView makes the live view when no table or view has its name, and
+// checks it (checkView); made says it was missing.
+func (t *target) ensureView(ctx context.Context) (made bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	_, found, err := t.describe(cctx, t.m.Target.Database, t.m.Target.LiveView)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		if err := t.exec(ctx, createViewSQL(t.m)); err != nil {
+			return false, err
+		}
+	}
+	return !found, t.checkView(ctx)
+}
+
 // object is a table or view of the target database as system.tables and
 // system.columns show it.
 type object struct {

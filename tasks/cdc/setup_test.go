@@ -4,8 +4,10 @@ package cdc
 // describes.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +190,55 @@ func TestSetupAfterTheTableWasDropped(t *testing.T) {
 				"DROP TABLE "+e.db+".orders_cdc_ledger", "new snapshot", "Restore the table")
 			if exists != "0" {
 				t.Errorf("setup made a new table under a ledger of applied batches")
+			}
+		})
+	}
+}
+
+// TestApplyChecksTheLiveView: apply checked the table but not the live
+// view: with the view dropped it applied the batch, exited 0 and sent
+// readers to query a view that did not exist; a table or a view of other
+// columns in its place passed too. A missing view is made again (a WARN
+// line says so); a wrong object is ErrTargetMismatch (exit 2) and nothing
+// is written.
+func TestApplyChecksTheLiveView(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  []string // %s is the database
+		ok   bool
+	}{
+		{"dropped", []string{"DROP TABLE %s.orders_live"}, true},
+		{"a table in its place", []string{"DROP TABLE %s.orders_live",
+			"CREATE TABLE %s.orders_live (id Int64, customer_id Int64, amount_cents Int64, status String) ENGINE = Memory"}, false},
+		{"a view of other columns", []string{"DROP TABLE %s.orders_live", "CREATE VIEW %s.orders_live AS SELECT id FROM %s.orders_cdc"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			for _, s := range tc.ddl {
+				if err := e.conn.Exec(context.Background(), strings.ReplaceAll(s, "%s", e.db)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			cfg := e.config(writeFile(t, "changes.ion", encode(t, true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false))))
+			cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			_, err := Apply(context.Background(), cfg)
+			if !tc.ok {
+				testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, e.db+".orders_live")
+				if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
+					t.Errorf("%s rows written past a wrong live view", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if got := e.query("SELECT id, status FROM " + e.db + ".orders_live"); strings.Join(got, ";") != "1\tnew" {
+				t.Errorf("live view rows %q", got)
+			}
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), e.db+".orders_live was missing") {
+				t.Errorf("no WARN line about the view: %q", logs.String())
 			}
 		})
 	}
