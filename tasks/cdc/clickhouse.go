@@ -282,7 +282,9 @@ func classify(err error) error {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
 		case chReadonly, chAccessDenied:
-			return outcome.Config.Mark(err)
+			return outcome.Config.Mark(fmt.Errorf("%w (the ClickHouse user may not write here: cdc setup and apply need SELECT, INSERT, "+
+				"CREATE TABLE, DROP TABLE and RENAME TABLE in the target's database, and no readonly setting, in CLICKHOUSE_URL's "+
+				"query string or the user's settings profile: check CLICKHOUSE_USERNAME and that user's grants and profile)", err))
 		case chUnknownSetting:
 			return outcome.Config.Mark(fmt.Errorf("%w (a setting in CLICKHOUSE_URL's query string that this server does not know: fix its name or remove it)", err))
 		case chUnknownTable, chUnknownDatabase:

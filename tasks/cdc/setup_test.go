@@ -243,3 +243,40 @@ func TestApplyChecksTheLiveView(t *testing.T) {
 		})
 	}
 }
+
+// TestReadonlyUser: a user that may not write (readonly, as a profile or
+// CLICKHOUSE_URL's query string sets it; 18.16 has no GRANT) failed setup
+// and apply with ClickHouse's bare "Cannot create table in readonly mode":
+// the right class (exit 2) but no word of what to check. The message says
+// what the user needs and where readonly is set; nothing is written.
+func TestReadonlyUser(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	batch := writeFile(t, "changes.ion", encode(t, true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false)))
+	for _, ro := range []string{"1", "2"} {
+		for _, cmd := range []string{"setup", "apply"} {
+			t.Run(cmd+" readonly="+ro, func(t *testing.T) {
+				cfg := e.config(batch)
+				sep := "?"
+				if strings.Contains(cfg.ClickHouse.URL, "?") {
+					sep = "&"
+				}
+				cfg.ClickHouse.URL += sep + "readonly=" + ro
+				var err error
+				if cmd == "setup" {
+					_, err = Setup(context.Background(), cfg)
+				} else {
+					_, err = Apply(context.Background(), cfg)
+				}
+				testenv.WantError(t, err, outcome.Config, nil)
+				testenv.CheckError(t, err, outcome.Config, nil, "readonly mode", "INSERT", "CREATE TABLE", "CLICKHOUSE_URL's query string", "CLICKHOUSE_USERNAME")
+			})
+		}
+	}
+	if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
+		t.Errorf("%s rows written by a readonly user", got)
+	}
+	if got := e.query("SELECT count() FROM system.tables WHERE database = ? AND name NOT IN ('orders_cdc', 'orders_cdc_ledger', 'orders_live')", e.db)[0]; got != "0" {
+		t.Errorf("%s other tables left (a lock?)", got)
+	}
+}
