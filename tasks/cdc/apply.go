@@ -421,7 +421,11 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	err = lk.release(rctx)
 	cancel()
 	if err != nil {
-		return nil, err
+		// The target is right and recorded; only the lock may be left.
+		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but giving back "+
+			"the lock failed: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
+			"is broken by the next run %s after its last heartbeat; a table %s left by this run holds no lock: DROP TABLE IF EXISTS %[4]s",
+			err, lk.name, lk.timing.stale, lk.aside()))
 	}
 
 	for _, f := range []*kestra.File{expFile, pendFile} {
