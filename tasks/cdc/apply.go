@@ -122,6 +122,9 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	if m.Target.CreateDatabase {
 		res.Statements = append(res.Statements, createDatabaseSQL(m))
 	}
+	if err := t.checkOrphanLedger(ctx); err != nil {
+		return nil, err
+	}
 	table := createTableSQL(m, t.caps)
 	res.Statements = append(res.Statements, table, createViewSQL(m), createLedgerSQL(m))
 	for _, s := range res.Statements {
@@ -253,6 +256,14 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, c.err
 	}
 	tbl := c.table
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if c.viewMade {
+		log.Warn(fmt.Sprintf("cdc: the live view %s was missing (dropped by hand?); made it again, as cdc setup does",
+			qualified(m.Target.Database, m.Target.LiveView)))
+	}
 
 	// One writer per target: everything from the reads to the ledger row
 	// happens under the lock.
@@ -262,10 +273,6 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		timing = defaultLockTiming
 	}
 	st.step = "waiting for the target's lock"
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	lk, err := tbl.lock(ctx, timing, log)
 	if err != nil {
 		return nil, err
@@ -414,7 +421,11 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	err = lk.release(rctx)
 	cancel()
 	if err != nil {
-		return nil, err
+		// The target is right and recorded; only the lock may be left.
+		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but giving back "+
+			"the lock failed: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
+			"is broken by the next run %s after its last heartbeat; a table %s left by this run holds no lock: DROP TABLE IF EXISTS %[4]s",
+			err, lk.name, lk.timing.stale, lk.aside()))
 	}
 
 	for _, f := range []*kestra.File{expFile, pendFile} {
@@ -487,13 +498,18 @@ func (w *backgroundFile) abort() {
 
 // connection is the target as open found it, or why it could not.
 type connection struct {
-	target *target // nil when the connection failed
-	table  *table
-	err    error
+	target   *target // nil when the connection failed
+	table    *table
+	viewMade bool // the live view was missing: open made it again
+	err      error
 }
 
 // open connects to the target and checks it: the server supports the
-// mapping and the table matches it.
+// mapping, the table matches it, and the live view is a view of the
+// mapped columns. A missing live view (dropped by hand, or by the runbook's
+// "drop the live view" step without the cdc setup after it) is made again,
+// as setup makes it: the run's summary sends readers to it, and a batch
+// applied without it would leave them failing on a missing view.
 func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
 	t, err := connect(ctx, cfg, m)
 	if err != nil {
@@ -503,7 +519,11 @@ func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
 		return connection{target: t, err: err}
 	}
 	tbl, err := t.checkSchema(ctx)
-	return connection{target: t, table: tbl, err: err}
+	if err != nil {
+		return connection{target: t, err: err}
+	}
+	made, err := t.ensureView(ctx)
+	return connection{target: t, table: tbl, viewMade: made, err: err}
 }
 
 // selection is what selectPending decided.

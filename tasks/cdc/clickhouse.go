@@ -282,7 +282,9 @@ func classify(err error) error {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
 		case chReadonly, chAccessDenied:
-			return outcome.Config.Mark(err)
+			return outcome.Config.Mark(fmt.Errorf("%w (the ClickHouse user may not write here: cdc setup and apply need SELECT, INSERT, "+
+				"CREATE TABLE, DROP TABLE and RENAME TABLE in the target's database, and no readonly setting, in CLICKHOUSE_URL's "+
+				"query string or the user's settings profile: check CLICKHOUSE_USERNAME and that user's grants and profile)", err))
 		case chUnknownSetting:
 			return outcome.Config.Mark(fmt.Errorf("%w (a setting in CLICKHOUSE_URL's query string that this server does not know: fix its name or remove it)", err))
 		case chUnknownTable, chUnknownDatabase:
@@ -441,6 +443,23 @@ func (t *target) checkView(ctx context.Context) error {
 			ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
 	}
 	return nil
+}
+
+// ensureView makes the live view when no table or view has its name, and
+// checks it (checkView); made says it was missing.
+func (t *target) ensureView(ctx context.Context) (made bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	_, found, err := t.describe(cctx, t.m.Target.Database, t.m.Target.LiveView)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		if err := t.exec(ctx, createViewSQL(t.m)); err != nil {
+			return false, err
+		}
+	}
+	return !found, t.checkView(ctx)
 }
 
 // object is a table or view of the target database as system.tables and

@@ -267,6 +267,37 @@ func (t *table) ensureLedger(ctx context.Context, holder, digest string) (ledger
 	return t.readLedger(ctx, digest)
 }
 
+// checkOrphanLedger refuses to set up a target table that does not exist
+// while its ledger holds rows: the table was dropped by hand (or lost), and
+// a new empty one would lack the rows of every batch the ledger records as
+// applied; later batches would then apply over it and the live view would
+// silently miss every key they do not touch.
+func (t *target) checkOrphanLedger(ctx context.Context) error {
+	m := t.m
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	_, found, err := t.describe(cctx, m.Target.Database, m.Target.Table)
+	cancel()
+	if err != nil || found {
+		return err
+	}
+	st, err := (&table{target: t}).readLedger(ctx, "")
+	switch {
+	case chCode(err) == chUnknownTable || chCode(err) == chUnknownDatabase:
+		return nil
+	case err != nil:
+		return err
+	case st.last == nil:
+		return nil
+	}
+	tbl, ledger := qualified(m.Target.Database, m.Target.Table), qualified(m.Target.Database, ledgerName(m))
+	return outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist, but its ledger %s records applied batches (its last row is %s): "+
+		"the table was dropped, and a new empty one would lack the rows of the batches the ledger records as applied. "+
+		"Restore the table from a backup; or rebuild: DROP TABLE %s (and DROP TABLE IF EXISTS %s, the live view), re-run changesink cdc setup, "+
+		"and have the trigger take a new snapshot (a new slotName and stateName, or drop the replication slot and the trigger's state). "+
+		"Nothing was created",
+		ErrTargetMismatch, tbl, ledger, describeEntry(ledger, st.last), ledger, qualified(m.Target.Database, m.Target.LiveView)))
+}
+
 // checkLedger refuses a ledger table whose columns are not the ledger's.
 func (t *target) checkLedger(ctx context.Context) error {
 	m := t.m

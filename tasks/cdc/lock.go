@@ -206,7 +206,7 @@ func unqualifiedLock(l *targetLock, name string) string {
 // breakStale breaks the lock judged stale (h): rename, check, drop.
 // broken reports that it dropped that lock.
 func (l *targetLock) breakStale(ctx context.Context, h holderInfo) (broken bool, _ error) {
-	aside := qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
+	aside := l.aside()
 	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
 		if c := chCode(err); c == chUnknownTable || c == chTableAlreadyExists {
 			return false, nil // gone or re-taken meanwhile: compete again
@@ -304,8 +304,13 @@ func (l *targetLock) release(ctx context.Context) error {
 	return nil
 }
 
+// aside is the name this run renames a lock to before dropping it.
+func (l *targetLock) aside() string {
+	return qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
+}
+
 func (l *targetLock) dropOwn(ctx context.Context) error {
-	aside := qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
+	aside := l.aside()
 	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
 		if chCode(err) == chUnknownTable {
 			return nil

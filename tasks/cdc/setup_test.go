@@ -4,10 +4,13 @@ package cdc
 // describes.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -129,5 +132,151 @@ func TestSetupNoDatabase(t *testing.T) {
 	}
 	if got := e.query("SELECT count() FROM system.databases WHERE name = ?", e.m.Target.Database); got[0] != "0" {
 		t.Errorf("setup created the database")
+	}
+}
+
+// TestSetupAfterTheTableWasDropped: with the target table dropped by hand
+// and its ledger left, apply says "run changesink cdc setup first", and
+// setup made a new empty table under a ledger that records batches as
+// applied: later batches applied over it and the live view silently lacked
+// every key they did not touch. Setup refuses that (exit 2, naming the
+// ledger's last row and the rebuild) and creates nothing; without a ledger,
+// with an empty one, or after the whole rebuild it makes the table.
+func TestSetupAfterTheTableWasDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		drop    []string // after a batch is applied; %s is the database
+		refused bool
+	}{
+		{"table only", []string{"DROP TABLE %s.orders_cdc"}, true},
+		{"table and view", []string{"DROP TABLE %s.orders_cdc", "DROP TABLE %s.orders_live"}, true},
+		{"table, emptied ledger", []string{"DROP TABLE %s.orders_cdc", "ALTER TABLE %s.orders_cdc_ledger DELETE WHERE 1"}, false},
+		{"the rebuild: table, ledger and view", []string{"DROP TABLE %s.orders_cdc", "DROP TABLE %s.orders_cdc_ledger", "DROP TABLE %s.orders_live"}, false},
+		{"ledger only", []string{"DROP TABLE %s.orders_cdc_ledger"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false),
+				orderEvent(2, int64(8), int64(200), "new", int64(1100), false)); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			for _, s := range tc.drop {
+				// mutations_sync does not exist on 18.16: an ALTER DELETE
+				// runs in the background, so wait for the ledger to empty.
+				if err := e.conn.Exec(context.Background(), strings.ReplaceAll(s, "%s", e.db)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; strings.Contains(tc.name, "emptied") && e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger")[0] != "0"; i++ {
+				if i == 200 {
+					t.Fatal("the ledger did not empty")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			_, err := Setup(context.Background(), e.config(""))
+			exists := e.query("SELECT count() FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db)[0]
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("Setup: %v", err)
+				}
+				if exists != "1" {
+					t.Errorf("setup did not make the table")
+				}
+				return
+			}
+			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
+			testenv.CheckError(t, err, outcome.Config, ErrTargetMismatch, e.db+".orders_cdc_ledger row 1", "does not exist",
+				"DROP TABLE "+e.db+".orders_cdc_ledger", "new snapshot", "Restore the table")
+			if exists != "0" {
+				t.Errorf("setup made a new table under a ledger of applied batches")
+			}
+		})
+	}
+}
+
+// TestApplyChecksTheLiveView: apply checked the table but not the live
+// view: with the view dropped it applied the batch, exited 0 and sent
+// readers to query a view that did not exist; a table or a view of other
+// columns in its place passed too. A missing view is made again (a WARN
+// line says so); a wrong object is ErrTargetMismatch (exit 2) and nothing
+// is written.
+func TestApplyChecksTheLiveView(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  []string // %s is the database
+		ok   bool
+	}{
+		{"dropped", []string{"DROP TABLE %s.orders_live"}, true},
+		{"a table in its place", []string{"DROP TABLE %s.orders_live",
+			"CREATE TABLE %s.orders_live (id Int64, customer_id Int64, amount_cents Int64, status String) ENGINE = Memory"}, false},
+		{"a view of other columns", []string{"DROP TABLE %s.orders_live", "CREATE VIEW %s.orders_live AS SELECT id FROM %s.orders_cdc"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			for _, s := range tc.ddl {
+				if err := e.conn.Exec(context.Background(), strings.ReplaceAll(s, "%s", e.db)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			cfg := e.config(writeFile(t, "changes.ion", encode(t, true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false))))
+			cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			_, err := Apply(context.Background(), cfg)
+			if !tc.ok {
+				testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, e.db+".orders_live")
+				if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
+					t.Errorf("%s rows written past a wrong live view", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if got := e.query("SELECT id, status FROM " + e.db + ".orders_live"); strings.Join(got, ";") != "1\tnew" {
+				t.Errorf("live view rows %q", got)
+			}
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), e.db+".orders_live was missing") {
+				t.Errorf("no WARN line about the view: %q", logs.String())
+			}
+		})
+	}
+}
+
+// TestReadonlyUser: a user that may not write (readonly, as a profile or
+// CLICKHOUSE_URL's query string sets it; 18.16 has no GRANT) failed setup
+// and apply with ClickHouse's bare "Cannot create table in readonly mode":
+// the right class (exit 2) but no word of what to check. The message says
+// what the user needs and where readonly is set; nothing is written.
+func TestReadonlyUser(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	batch := writeFile(t, "changes.ion", encode(t, true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false)))
+	for _, ro := range []string{"1", "2"} {
+		for _, cmd := range []string{"setup", "apply"} {
+			t.Run(cmd+" readonly="+ro, func(t *testing.T) {
+				cfg := e.config(batch)
+				sep := "?"
+				if strings.Contains(cfg.ClickHouse.URL, "?") {
+					sep = "&"
+				}
+				cfg.ClickHouse.URL += sep + "readonly=" + ro
+				var err error
+				if cmd == "setup" {
+					_, err = Setup(context.Background(), cfg)
+				} else {
+					_, err = Apply(context.Background(), cfg)
+				}
+				testenv.WantError(t, err, outcome.Config, nil)
+				testenv.CheckError(t, err, outcome.Config, nil, "readonly mode", "INSERT", "CREATE TABLE", "CLICKHOUSE_URL's query string", "CLICKHOUSE_USERNAME")
+			})
+		}
+	}
+	if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
+		t.Errorf("%s rows written by a readonly user", got)
+	}
+	if got := e.query("SELECT count() FROM system.tables WHERE database = ? AND name NOT IN ('orders_cdc', 'orders_cdc_ledger', 'orders_live')", e.db)[0]; got != "0" {
+		t.Errorf("%s other tables left (a lock?)", got)
 	}
 }
