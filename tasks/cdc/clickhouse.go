@@ -420,11 +420,16 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 // a view made before a column was added (or a table of that name) would
 // otherwise pass as "in place" without it.
 func (t *target) checkView(ctx context.Context) error {
-	m := t.m
-	obj, err := t.inspect(ctx, m.Target.LiveView)
+	obj, err := t.inspect(ctx, t.m.Target.LiveView)
 	if err != nil {
 		return err
 	}
+	return t.checkViewObject(obj)
+}
+
+// checkViewObject is checkView of the live view as inspect found it.
+func (t *target) checkViewObject(obj object) error {
+	m := t.m
 	name, engine, cols := obj.name, obj.engine, obj.cols
 	got := make([]string, len(cols))
 	for i, c := range cols {
@@ -448,18 +453,17 @@ func (t *target) checkView(ctx context.Context) error {
 // ensureView makes the live view when no table or view has its name, and
 // checks it (checkView); made says it was missing.
 func (t *target) ensureView(ctx context.Context) (made bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	_, found, err := t.describe(cctx, t.m.Target.Database, t.m.Target.LiveView)
-	cancel()
-	if err != nil {
+	obj, err := t.inspect(ctx, t.m.Target.LiveView)
+	switch {
+	case err != nil:
+		return false, err
+	case obj.found:
+		return false, t.checkViewObject(obj)
+	}
+	if err := t.exec(ctx, createViewSQL(t.m)); err != nil {
 		return false, err
 	}
-	if !found {
-		if err := t.exec(ctx, createViewSQL(t.m)); err != nil {
-			return false, err
-		}
-	}
-	return !found, t.checkView(ctx)
+	return true, t.checkView(ctx)
 }
 
 // object is a table or view of the target database as system.tables and
