@@ -18,8 +18,13 @@ const wrongProtocolAfter = 3 * time.Second
 // It is asked only when the native hello is slow, so a healthy native server
 // never sees the request (a native server would log it as a bad packet).
 func speaksHTTP(ctx context.Context, addrs []string, tlsConfig *tls.Config) (string, bool) {
+	return firstThatAnswers(addrs, func(addr string) bool { return probeHTTP(ctx, addr, tlsConfig) })
+}
+
+// firstThatAnswers returns the first of addrs for which probe is true.
+func firstThatAnswers(addrs []string, probe func(addr string) bool) (string, bool) {
 	for _, addr := range addrs {
-		if probeHTTP(ctx, addr, tlsConfig) {
+		if probe(addr) {
 			return addr, true
 		}
 	}
@@ -64,12 +69,7 @@ var errSawTLS = errors.New("the server answered the TLS client hello")
 // server's certificate arrives, which is neither checked nor trusted, and
 // nothing but the TLS client hello is sent, no credentials.
 func speaksTLS(ctx context.Context, addrs []string, timeout time.Duration) (string, bool) {
-	for _, addr := range addrs {
-		if probeTLS(ctx, addr, timeout) {
-			return addr, true
-		}
-	}
-	return "", false
+	return firstThatAnswers(addrs, func(addr string) bool { return probeTLS(ctx, addr, timeout) })
 }
 
 func probeTLS(ctx context.Context, addr string, timeout time.Duration) bool {
