@@ -56,16 +56,14 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 	switch {
 	case err == nil:
 		state := busy.activity()
-		if busy.syncRep() {
-			state += ": its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it"
-		}
-		holder = fmt.Sprintf("PostgreSQL backend pid %d (application %q, %s, in its transaction for %.0f s, client %s)",
-			pid, app, state, inTransactionForSec, client)
 		remedy = fmt.Sprintf(", or end that backend with SELECT pg_terminate_backend(%d) if its run is gone", pid)
 		if busy.syncRep() {
+			state += ": its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it"
 			remedy = fmt.Sprintf("; bring the standby back (pg_stat_replication) or change synchronous_standby_names: ending or "+
 				"cancelling backend %d (pg_terminate_backend, pg_cancel_backend) commits its batch on this server alone", pid)
 		}
+		holder = fmt.Sprintf("PostgreSQL backend pid %d (application %q, %s, in its transaction for %.0f s, client %s)",
+			pid, app, state, inTransactionForSec, client)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
