@@ -142,11 +142,7 @@ func dropAfterHello(reset bool) func(p *testenv.Proxy, client, server net.Conn) 
 // TLS client hello; it returns its address.
 func alertServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Serve(t, ln, func(c net.Conn) {
+	return testenv.ServeLocal(t, func(c net.Conn) {
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err != nil {
@@ -155,7 +151,6 @@ func alertServer(t *testing.T) string {
 		// An alert record: type 21, TLS 1.2, length 2, fatal (2), protocol_version (70).
 		_, _ = c.Write([]byte{21, 3, 3, 0, 2, 2, 70})
 	})
-	return ln.Addr().String()
 }
 
 // tlsServer completes TLS handshakes only, with a certificate of a CA the
@@ -274,14 +269,9 @@ func TestStopAtTheLedger(t *testing.T) {
 // listens (a server down or restarting) is transient, and says that a retry
 // converges.
 func TestNothingListeningIsTransient(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testenv.ClosedAddr(t)
 	m := loadMapping(t, ordersMapping)
-	_, err = Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}})
+	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}})
 	testenv.WantError(t, err, outcome.Transient, nil, addr, "ClickHouse was unreachable, too slow or dropped the connection: a retry of the run converges")
 }
 

@@ -14,99 +14,64 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 )
 
-// TestSpeaksHTTP: an HTTP server is recognised; a server that never answers
-// (as a busy native server might) and a closed port are not.
-func TestSpeaksHTTP(t *testing.T) {
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("Ok.\n")) }))
-	defer web.Close()
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, never answered
-		}
-	}()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
-	webAddr := strings.TrimPrefix(web.URL, "http://")
+// probeServers are the servers the protocol probes are asked about: an
+// HTTP server, a TLS listener (whose certificate no probe checks), one that
+// answers with a TLS alert, one that reads and never answers (as a busy
+// native server might), one that closes at once, and a closed port.
+type probeServers struct{ web, tls, alert, silent, closing, closed string }
 
-	tests := []struct {
-		name  string
-		addrs []string
-		want  string
-	}{
-		{"http", []string{webAddr}, webAddr},
-		{"silent", []string{silent.Addr().String()}, ""},
-		{"closed", []string{closedAddr}, ""},
-		{"second of two", []string{closedAddr, webAddr}, webAddr},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := speaksHTTP(context.Background(), tt.addrs, nil)
-			if got != tt.want || ok != (tt.want != "") {
-				t.Errorf("speaksHTTP = %q, %v; want %q", got, ok, tt.want)
-			}
-		})
+func startProbeServers(t *testing.T) probeServers {
+	t.Helper()
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("Ok.\n")) }))
+	t.Cleanup(web.Close)
+	return probeServers{
+		web:   strings.TrimPrefix(web.URL, "http://"),
+		tls:   tlsServer(t),
+		alert: alertServer(t),
+		silent: testenv.ServeLocal(t, func(c net.Conn) {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			_, _ = io.Copy(io.Discard, c) // read, never answered
+		}),
+		closing: testenv.ServeLocal(t, func(c net.Conn) { c.Close() }),
+		closed:  testenv.ClosedAddr(t),
 	}
 }
 
-// TestSpeaksTLS: a TLS server (whose certificate the probe never checks) and
-// one that answers with a TLS alert are recognised; an HTTP server, a server
-// that never answers, one that closes at once and a closed port are not.
-func TestSpeaksTLS(t *testing.T) {
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("Ok.\n")) }))
-	defer web.Close()
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// TestSpeaks: speaksHTTP recognises an HTTP server, not a server that never
+// answers (as a busy native server might) nor a closed port; speaksTLS
+// recognises a TLS server (whose certificate it never checks) and one that
+// answers with a TLS alert, not an HTTP server, a server that never
+// answers, one that closes at once nor a closed port. Each returns the
+// first address of several that speaks its protocol.
+func TestSpeaks(t *testing.T) {
+	s := startProbeServers(t)
+	probes := map[string]func(addrs []string) (string, bool){
+		"HTTP": func(addrs []string) (string, bool) { return speaksHTTP(context.Background(), addrs, nil) },
+		"TLS":  func(addrs []string) (string, bool) { return speaksTLS(context.Background(), addrs, time.Second) },
 	}
-	testenv.Serve(t, silent, func(c net.Conn) {
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-		_, _ = io.Copy(io.Discard, c) // read, never answered
-	})
-	closing, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Serve(t, closing, func(c net.Conn) { c.Close() })
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
-	tlsAddr, alertAddr := tlsServer(t), alertServer(t)
-
 	tests := []struct {
-		name  string
-		addrs []string
-		want  string
+		probe, name string
+		addrs       []string
+		want        string
 	}{
-		{"tls", []string{tlsAddr}, tlsAddr},
-		{"tls alert", []string{alertAddr}, alertAddr},
-		{"http", []string{strings.TrimPrefix(web.URL, "http://")}, ""},
-		{"silent", []string{silent.Addr().String()}, ""},
-		{"closes", []string{closing.Addr().String()}, ""},
-		{"closed", []string{closedAddr}, ""},
-		{"second of two", []string{closedAddr, tlsAddr}, tlsAddr},
+		{"HTTP", "http", []string{s.web}, s.web},
+		{"HTTP", "silent", []string{s.silent}, ""},
+		{"HTTP", "closed", []string{s.closed}, ""},
+		{"HTTP", "second of two", []string{s.closed, s.web}, s.web},
+		{"TLS", "tls", []string{s.tls}, s.tls},
+		{"TLS", "tls alert", []string{s.alert}, s.alert},
+		{"TLS", "http", []string{s.web}, ""},
+		{"TLS", "silent", []string{s.silent}, ""},
+		{"TLS", "closes", []string{s.closing}, ""},
+		{"TLS", "closed", []string{s.closed}, ""},
+		{"TLS", "second of two", []string{s.closed, s.tls}, s.tls},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := speaksTLS(context.Background(), tt.addrs, time.Second)
+		t.Run(tt.probe+"/"+tt.name, func(t *testing.T) {
+			got, ok := probes[tt.probe](tt.addrs)
 			if got != tt.want || ok != (tt.want != "") {
-				t.Errorf("speaksTLS = %q, %v; want %q", got, ok, tt.want)
+				t.Errorf("speaks%s = %q, %v; want %q", tt.probe, got, ok, tt.want)
 			}
 		})
 	}

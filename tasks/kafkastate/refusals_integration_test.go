@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -243,14 +242,8 @@ func TestTopicNeverRead(t *testing.T) {
 	// deleted topic (a refusal), so the run says both and takes the
 	// PostgreSQL failure's class: transient for a server that is down,
 	// configuration for a wrong password.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
 	down := c
-	down.Postgres.DSN = testenv.WithHost(t, c.Postgres.DSN, closed)
+	down.Postgres.DSN = testenv.WithHost(t, c.Postgres.DSN, testenv.ClosedAddr(t))
 	_, err = e.run(t, down, hooks{})
 	testenv.CheckError(t, err, outcome.Transient, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
 		"kafka_state.positions could not be read to tell a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it",
