@@ -424,7 +424,8 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		// The target is right and recorded; only the lock may be left.
 		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but giving back "+
 			"the lock failed: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
-			"is broken by the next run %s after its last heartbeat; a table %s left by this run holds no lock: DROP TABLE IF EXISTS %[4]s",
+			"is broken by the next run %[3]s after its last heartbeat; a table %[4]s left by this run holds no lock, and the first run "+
+			"to take the lock %[3]s after this one drops it (or now: DROP TABLE IF EXISTS %[4]s)",
 			err, lk.name, lk.timing.stale, lk.aside()))
 	}
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,9 @@ import (
 //     recent (a holder that cannot heartbeat stops, transient);
 //   - release: RENAME it to <table>_lock_x<id>, check the renamed table's
 //     holder is this run, DROP it (a lock that is not its own is renamed
-//     back);
+//     back); a run cut between the RENAME and the DROP leaves that table,
+//     which the next holder drops once its newest heartbeat is older than
+//     lockTiming.stale (sweepAsides);
 //   - a waiter retries every lockTiming.poll up to lockTiming.wait, then
 //     fails transient naming the holder; it breaks a lock whose newest
 //     heartbeat is older than lockTiming.stale by the server's clock (a
@@ -119,12 +122,13 @@ func (t *table) lock(ctx context.Context, timing lockTiming, log *slog.Logger) (
 			l.lastBeat = time.Now()
 			l.stop, l.done = make(chan struct{}), make(chan struct{})
 			go l.heartbeat(host)
+			l.sweepAsides(ctx, log)
 			return l, nil
 		}
 		if chCode(err) != chTableAlreadyExists {
 			return nil, err
 		}
-		h, found, err := l.holder(ctx, l.name)
+		h, found, err := l.holder(ctx, lockName(m))
 		if err != nil {
 			return nil, err
 		}
@@ -163,9 +167,11 @@ func (l *targetLock) insertBeat(ctx context.Context, host string) error {
 	return l.t.exec(ctx, lockBeatSQL(l.name, l.id, host, os.Getpid()))
 }
 
-// holder reads who holds the lock table name; found is false when it does
+// holder reads who holds the lock table bare (a name in the target's
+// database: the lock or a lock renamed aside); found is false when it does
 // not exist.
-func (l *targetLock) holder(ctx context.Context, name string) (holderInfo, bool, error) {
+func (l *targetLock) holder(ctx context.Context, bare string) (holderInfo, bool, error) {
+	name := qualified(l.t.m.Target.Database, bare)
 	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
 	defer cancel()
 	var h holderInfo
@@ -181,7 +187,7 @@ func (l *targetLock) holder(ctx context.Context, name string) (holderInfo, bool,
 	if h.rows == 0 {
 		// No row: measure from the table's creation (metadata_modification_time).
 		var made time.Time
-		err := l.t.conn.QueryRow(cctx, lockMadeSQL, l.t.m.Target.Database, unqualifiedLock(l, name)).Scan(&made, &now)
+		err := l.t.conn.QueryRow(cctx, lockMadeSQL, l.t.m.Target.Database, bare).Scan(&made, &now)
 		if errors.Is(err, sql.ErrNoRows) || chCode(err) == chUnknownTable {
 			return h, false, nil
 		}
@@ -195,14 +201,6 @@ func (l *targetLock) holder(ctx context.Context, name string) (holderInfo, bool,
 	return h, true, nil
 }
 
-// unqualifiedLock returns the bare table name of a lock table this run names.
-func unqualifiedLock(l *targetLock, name string) string {
-	if name == l.name {
-		return lockName(l.t.m)
-	}
-	return lockName(l.t.m) + "_x" + l.id
-}
-
 // breakStale breaks the lock judged stale (h): rename, check, drop.
 // broken reports that it dropped that lock.
 func (l *targetLock) breakStale(ctx context.Context, h holderInfo) (broken bool, _ error) {
@@ -213,7 +211,7 @@ func (l *targetLock) breakStale(ctx context.Context, h holderInfo) (broken bool,
 		}
 		return false, err
 	}
-	got, found, err := l.holder(ctx, aside)
+	got, found, err := l.holder(ctx, asideName(l.t.m, l.id))
 	if err != nil {
 		return false, err
 	}
@@ -306,7 +304,74 @@ func (l *targetLock) release(ctx context.Context) error {
 
 // aside is the name this run renames a lock to before dropping it.
 func (l *targetLock) aside() string {
-	return qualified(l.t.m.Target.Database, lockName(l.t.m)+"_x"+l.id)
+	return qualified(l.t.m.Target.Database, asideName(l.t.m, l.id))
+}
+
+// asideName is the bare name holder id renames the lock to.
+func asideName(m *Mapping, id string) string { return lockName(m) + "_x" + id }
+
+// sweepAsides drops the locks renamed aside (asideName) that runs cut
+// between their RENAME and their DROP left behind, once their newest
+// heartbeat (or, without rows, their renaming) is older than
+// lockTiming.stale by the server's clock. It runs while this run holds
+// the lock. Such a table holds no lock: no run heartbeats into it, and a
+// run renames a lock aside only to drop it at once or to give it back, so
+// a table renamed aside that long ago is one nobody will touch again
+// (dropping it early would at worst end a lock a waiter was breaking
+// anyway). A failure here is logged, not returned: the tables are litter,
+// not state, and the next holder tries again.
+func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) {
+	m := l.t.m
+	prefix := lockName(m) + "_x"
+	names, err := l.asides(ctx, prefix)
+	if ctx.Err() != nil {
+		return // stopped: the run says so at its next step
+	}
+	if err != nil {
+		log.Warn(fmt.Sprintf("cdc: could not list the locks left renamed aside (%s…): %v; the next run tries again", qualified(m.Target.Database, prefix), err))
+		return
+	}
+	for _, bare := range names {
+		h, found, err := l.holder(ctx, bare)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && (!found || h.id == l.id || h.age <= l.timing.stale) {
+			continue
+		}
+		name := qualified(m.Target.Database, bare)
+		if err == nil {
+			err = l.t.exec(ctx, "DROP TABLE IF EXISTS "+name)
+		}
+		if err != nil {
+			log.Warn(fmt.Sprintf("cdc: could not drop %s, a lock a cut run left renamed aside: %v; it holds no lock, and the next run tries again", name, err))
+			continue
+		}
+		log.Info(fmt.Sprintf("cdc: dropped %s, a lock a run cut while giving it back left renamed aside (%s); it held no lock", name, h))
+	}
+}
+
+// asides lists the tables of the target's database named prefix followed
+// by a holder id (newHolderID: 16 lowercase hex digits).
+func (l *targetLock) asides(ctx context.Context, prefix string) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+	defer cancel()
+	rows, err := l.t.conn.Query(cctx, lockAsidesSQL, l.t.m.Target.Database, len(prefix), prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		if id := strings.TrimPrefix(n, prefix); len(id) == 16 && strings.Trim(id, "0123456789abcdef") == "" {
+			names = append(names, n)
+		}
+	}
+	return names, rows.Err()
 }
 
 func (l *targetLock) dropOwn(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,6 +210,60 @@ func TestLockBreakIsABASafe(t *testing.T) {
 	}
 }
 
+// TestLockDropsLocksLeftAside: a run cut between renaming its lock aside
+// and dropping it (its release, or a break of a stale lock) leaves
+// <table>_lock_x<id>, which holds no lock. The next holder drops those
+// whose newest heartbeat (or, empty, whose renaming) is older than the
+// stale bound, and leaves a fresh one (a release in flight) and tables
+// that only look alike.
+func TestLockDropsLocksLeftAside(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	timing := testLockTiming
+	timing.stale = 2 * time.Second
+	exec := func(sql string) {
+		t.Helper()
+		if err := e.conn.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aside := func(id, beat string) string {
+		name := e.db + "." + asideName(e.m, id)
+		exec("CREATE TABLE " + name + " ENGINE = Memory AS SELECT 'holder-" + id[:4] + "' AS holder, 'host' AS host, toUInt32(7) AS pid, " + beat + " AS beat")
+		return name
+	}
+	old := aside("00000000000000aa", "now() - 3600")
+	empty := e.db + "." + asideName(e.m, "00000000000000bb")
+	exec("CREATE TABLE " + empty + " (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory")
+	exec("CREATE TABLE " + e.db + "." + lockName(e.m) + "_xnot_a_holder (x UInt8) ENGINE = Memory")
+	exec("CREATE TABLE " + e.db + "." + lockName(e.m) + "_x00000000000000AA (x UInt8) ENGINE = Memory")
+	time.Sleep(timing.stale + 1500*time.Millisecond) // the server's clock counts whole seconds
+	aside("00000000000000cc", "now()")
+
+	var logs bytes.Buffer
+	l, err := e.lockedTable().lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release(context.Background())
+	got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock_x%' ORDER BY name", e.db)
+	want := []string{"orders_cdc_lock_x00000000000000AA", "orders_cdc_lock_x00000000000000cc", "orders_cdc_lock_xnot_a_holder"}
+	if !slices.Equal(got, want) {
+		t.Errorf("tables left: %v, want %v", got, want)
+	}
+	for _, line := range []string{
+		"cdc: dropped " + old + ", a lock a run cut while giving it back left renamed aside (holder holder-0000 on host host, pid 7, last heartbeat 1h0m",
+		"cdc: dropped " + empty + ", a lock a run cut while giving it back left renamed aside (an unknown holder",
+	} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("log, want %q:\n%s", line, logs.String())
+		}
+	}
+	if err := l.check(context.Background()); err != nil {
+		t.Errorf("the sweeping holder: %v", err)
+	}
+}
+
 // TestApplyBreaksAKilledHolder kills (SIGKILL) a real process while it
 // holds the target's lock: the test binary, re-run as a child that applies
 // a batch and stops once locked. The next apply breaks the lock after the
@@ -341,7 +396,7 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	if err := a.release(context.Background()); err != nil {
 		t.Fatalf("the second release sent a statement: %v", err)
 	}
-	h, found, err := b.holder(context.Background(), b.name)
+	h, found, err := b.holder(context.Background(), lockName(b.t.m))
 	if err != nil || !found || h.id != b.id {
 		t.Fatalf("after the first holder's second release the lock is %+v (found %v, %v), want b's %s", h, found, err, b.id)
 	}

@@ -192,6 +192,10 @@ func lockMineSQL(name string) string { return "SELECT count() FROM " + name + " 
 // lockMadeSQL reads a lock table's creation time (bound: database, name).
 const lockMadeSQL = "SELECT metadata_modification_time, now() FROM system.tables WHERE database = ? AND name = ?"
 
+// lockAsidesSQL lists the tables of a database whose names begin with a
+// prefix (bound: database, the prefix's length in bytes, the prefix).
+const lockAsidesSQL = "SELECT name FROM system.tables WHERE database = ? AND substring(name, 1, ?) = ?"
+
 func renameSQL(from, to string) string { return "RENAME TABLE " + from + " TO " + to }
 
 // truncatedSQL reads the keys the target holds live below a TRUNCATE's
