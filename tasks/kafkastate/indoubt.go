@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,12 +63,19 @@ const (
 // nothing committed. Otherwise: transient, the batch may be committed.
 // It runs after a stop too (SIGTERM): the answer decides what the run
 // reports.
-func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr error, log *slog.Logger) error {
+func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr error, warned []string, log *slog.Logger) error {
 	f, err := d.status(ctx, cc)
 	switch f.status {
 	case "committed":
 		standbys := ""
-		if f.standbys != "" {
+		switch {
+		case len(warned) > 0:
+			// pg_terminate_backend of a COMMIT waiting in SyncRep: a
+			// WARNING, then the connection ends.
+			standbys = fmt.Sprintf("; PostgreSQL warned before the connection ended: %s; a COMMIT whose wait for a synchronous "+
+				"standby was ended (pg_cancel_backend, pg_terminate_backend, a server shutdown) is committed on this server alone, "+
+				"and may be on no standby: check pg_stat_replication", strings.Join(warned, "; "))
+		case f.standbys != "":
 			standbys = fmt.Sprintf("; this server's COMMITs wait for synchronous standbys (synchronous_standby_names: %s), and whether one "+
 				"confirmed this batch is not known here (this run sent no cancel request, but a wait cancelled by someone else, "+
 				"pg_cancel_backend for one, commits on this server alone): check pg_stat_replication", f.standbys)

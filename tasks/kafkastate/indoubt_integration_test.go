@@ -281,6 +281,8 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 		// cut closes the batch's connection once its COMMIT waits; without
 		// it the COMMIT outlasts commitTimeout.
 		cut, operatorCancels bool
+		// operatorTerminates ends the waiting backend (pg_terminate_backend).
+		operatorTerminates bool
 		// stop stops the run (cancels its context) once its COMMIT waits.
 		stop          bool
 		commitTimeout time.Duration
@@ -298,6 +300,9 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 		// The run is still connected: the server's answer is a success,
 		// after a WARNING that it committed on this server alone.
 		{name: "operator cancels the waiting COMMIT", operatorCancels: true},
+		// The server sends a WARNING, then ends the connection: the run
+		// asks on a new one and says both in one WARN line.
+		{name: "operator terminates the waiting backend", operatorTerminates: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newBareEnvOn(t, "CHANGESINK_TEST_PG_SYNCREP")
@@ -384,6 +389,9 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 						}
 						_, err = conn.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid)
 					}
+					if err == nil && tc.operatorTerminates {
+						_, err = conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+					}
 					if err == nil || !errors.Is(err, pgx.ErrNoRows) {
 						if err != nil {
 							err = fmt.Errorf("waiting for the COMMIT to wait in SyncRep: %w", err)
@@ -407,7 +415,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				t.Errorf("the run sent %d cancel requests after its COMMIT; want none (a cancel commits the waiting COMMIT on this server alone)", n)
 			}
 			ctx := testCtx(t, time.Minute)
-			if tc.operatorCancels {
+			if tc.operatorCancels || tc.operatorTerminates {
 				if err != nil {
 					t.Fatalf("run: %v; want a success (the cancelled wait commits on this server)", err)
 				}
@@ -418,6 +426,15 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 					wants = []string{"level=WARN", "the batch is committed, and PostgreSQL warned as it committed: " +
 						"canceling wait for synchronous replication due to user request (The transaction has already committed locally, " +
 						"but might not have been replicated to the standby.)", "committed on this server alone", "pg_stat_replication"}
+				}
+				if tc.operatorTerminates {
+					wants = []string{"level=WARN", "the connection was lost after COMMIT was sent", "this batch is in; PostgreSQL warned " +
+						"before the connection ended: canceling the wait for synchronous replication and terminating connection due to " +
+						"administrator command (The transaction has already committed locally, but might not have been replicated to the standby.)",
+						"committed on this server alone", "pg_stat_replication"}
+				}
+				if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+					t.Errorf("%d WARN lines, want one:\n%s", n, logs.String())
 				}
 				for _, want := range wants {
 					if !strings.Contains(logs.String(), want) {

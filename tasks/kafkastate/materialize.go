@@ -418,16 +418,18 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	}
 	cancel()
 	var pe *pgconn.PgError
+	warned := gate.commitWarnings()
 	if err != nil && !errors.As(err, &pe) {
 		// No answer from the server: COMMIT may have been applied. Ask.
-		if err = doubt.resolve(ctx, cc, err, log); err != nil {
+		if err = doubt.resolve(ctx, cc, err, warned, log); err != nil {
 			return nil, err
 		}
+		warned = nil // resolve's WARN line names them
 	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "commit")
 	}
-	if w := gate.commitWarnings(); len(w) > 0 {
+	if w := warned; len(w) > 0 {
 		log.Warn(fmt.Sprintf("kafka-state: topic %s: the batch is committed, and PostgreSQL warned as it committed: %s; a COMMIT "+
 			"whose wait for a synchronous standby was cancelled (pg_cancel_backend, pg_terminate_backend, a server shutdown) is "+
 			"committed on this server alone, and may be on no standby: check pg_stat_replication", topic, strings.Join(w, "; ")))
