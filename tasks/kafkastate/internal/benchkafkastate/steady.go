@@ -17,7 +17,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/benchrun"
 	"github.com/changesink/changesink/tasks/kafkastate"
@@ -105,20 +104,11 @@ func steadyOne(ctx context.Context, e env, bin string, keys, n, batches int, par
 	out := steadySize{keys: keys}
 	suffix := fmt.Sprintf("%d_%d", keys, time.Now().UnixNano()%1e9)
 	topic := "bench_kafka_state_steady_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	kcl, adm, closeTopic, err := openTopic(ctx, e.brokers, topic, partitions)
 	if err != nil {
 		return out, err
 	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		return out, fmt.Errorf("create topic: %w", err)
-	}
-	defer adm.DeleteTopic(context.Background(), topic)
-	if err := waitLeaders(ctx, adm, topic, int(partitions)); err != nil {
-		return out, err
-	}
+	defer closeTopic()
 	dsn, drop, err := createDatabase(ctx, e.adminPG, "bench_steady_"+suffix)
 	if err != nil {
 		return out, err
