@@ -228,11 +228,16 @@ type row struct {
 func makeRows(topic string, n int, partitions int32) []row {
 	rows := make([]row, n)
 	for i := range rows {
-		v := fmt.Sprintf(`{"id":%d,"name":"Customer %07d","email":"customer%07d@example.com","tier":"gold","balance":%d.%02d,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}`,
-			i, i, i, i*37%100000, i%100, strings.Repeat("x", 40))
-		rows[i] = row{topic: topic, key: fmt.Sprintf("customer-%07d", i), value: []byte(v), partition: int32(i) % partitions}
+		rows[i] = row{topic: topic, key: fmt.Sprintf("customer-%07d", i), value: benchValue(uint64(i)), partition: int32(i) % partitions}
 	}
 	return rows
+}
+
+// benchValue is the JSON value of record idx, about 200 bytes, in the main
+// run and the steady-state mode alike (sqlPreload writes the same in SQL).
+func benchValue(idx uint64) []byte {
+	return fmt.Appendf(nil, `{"id":%d,"name":"Customer %07d","email":"customer%07d@example.com","tier":"gold","balance":%d.%02d,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}`,
+		idx, idx, idx, idx*37%100000, idx%100, strings.Repeat("x", 40))
 }
 
 func produce(ctx context.Context, cl *kgo.Client, rows []row) error {

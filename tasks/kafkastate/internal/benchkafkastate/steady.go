@@ -32,13 +32,8 @@ func steadyKey(idx uint64) string {
 	return fmt.Sprintf("customer-%010d", idx*keyScramble%(1<<32))
 }
 
-func steadyValue(idx uint64) []byte {
-	return fmt.Appendf(nil, `{"id":%d,"name":"Customer %07d","email":"customer%07d@example.com","tier":"gold","balance":%d.%02d,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}`,
-		idx, idx, idx, idx*37%100000, idx%100, strings.Repeat("x", 40))
-}
-
 // sqlPreload fills kafka_state.records with keys 0..$2-1 of topic $1 as
-// steadyKey and steadyValue make them, partition idx % $3, offset 0.
+// steadyKey and benchValue make them, partition idx % $3, offset 0.
 const sqlPreload = `INSERT INTO kafka_state.records (topic, record_key, payload, deleted, kafka_partition, kafka_offset)
 SELECT $1, 'customer-' || lpad(((i * 2654435761) % 4294967296)::text, 10, '0'),
   format('{"id":%s,"name":"Customer %s","email":"customer%s@example.com","tier":"gold","balance":%s.%s,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}',
@@ -173,7 +168,7 @@ func steadyOne(ctx context.Context, e env, bin string, keys, n, batches int, par
 		copyRows := make([]row, n)
 		for j := range copyRows {
 			idx := copyBase + uint64(b*n+j)
-			copyRows[j] = row{topic: topic, key: steadyKey(idx), value: steadyValue(idx), partition: int32(idx % uint64(partitions))}
+			copyRows[j] = row{topic: topic, key: steadyKey(idx), value: benchValue(idx), partition: int32(idx % uint64(partitions))}
 		}
 		if run.copy, err = copyInto(ctx, conn, "kafka_state.records", copyRows); err != nil {
 			return out, fmt.Errorf("raw COPY: %w", err)
@@ -230,7 +225,7 @@ func steadyRows(topic string, keys, n, b int, partitions int32) []row {
 		} else {
 			idx = uint64(keys) + uint64(b*(n-updates)+j-updates)
 		}
-		rows[j] = row{topic: topic, key: steadyKey(idx), value: steadyValue(idx), partition: int32(idx % uint64(partitions))}
+		rows[j] = row{topic: topic, key: steadyKey(idx), value: benchValue(idx), partition: int32(idx % uint64(partitions))}
 	}
 	return rows
 }
