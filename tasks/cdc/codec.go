@@ -71,6 +71,20 @@ func uintCodec[T uint8 | uint16 | uint32 | uint64](nullable bool) codec {
 		func(x T) (value, error) { return value{n: uint64(x)}, nil })
 }
 
+// byBits picks, by an integer column's width in bits, the codec of the Go
+// integer type of that width (c64 for 64).
+func byBits(bits int, c8, c16, c32, c64 func(nullable bool) codec) func(nullable bool) codec {
+	switch bits {
+	case 8:
+		return c8
+	case 16:
+		return c16
+	case 32:
+		return c32
+	}
+	return c64
+}
+
 // codecFor returns the codec of a mapped column as the target stores it;
 // asUInt8 says a Bool column is stored as UInt8 (made before 21.12).
 func codecFor(c *colSpec, asUInt8 bool) (codec, error) {
@@ -78,27 +92,9 @@ func codecFor(c *colSpec, asUInt8 bool) (codec, error) {
 	nb := t.nullable
 	switch t.kind {
 	case kindInt:
-		switch t.bits {
-		case 8:
-			return intCodec[int8](nb), nil
-		case 16:
-			return intCodec[int16](nb), nil
-		case 32:
-			return intCodec[int32](nb), nil
-		default:
-			return intCodec[int64](nb), nil
-		}
+		return byBits(t.bits, intCodec[int8], intCodec[int16], intCodec[int32], intCodec[int64])(nb), nil
 	case kindUint:
-		switch t.bits {
-		case 8:
-			return uintCodec[uint8](nb), nil
-		case 16:
-			return uintCodec[uint16](nb), nil
-		case 32:
-			return uintCodec[uint32](nb), nil
-		default:
-			return uintCodec[uint64](nb), nil
-		}
+		return byBits(t.bits, uintCodec[uint8], uintCodec[uint16], uintCodec[uint32], uintCodec[uint64])(nb), nil
 	case kindFloat32:
 		return makeCodec(nb,
 			func(v value) float32 { return float32(math.Float64frombits(v.n)) },

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -157,9 +158,11 @@ func (p pos) errorf(format string, args ...any) error {
 }
 
 // decodeMap decodes the mapping n into v, after refusing a node that is not
-// a mapping, and unknown or repeated keys. v points to a plain copy of the
-// caller's type (one without UnmarshalYAML, so decoding does not recurse).
-func decodeMap(n *yaml.Node, v any, what string, allowed ...string) error {
+// a mapping, and unknown or repeated keys: the keys known are the yaml keys
+// of v's fields (yamlKeys). v points to a plain copy of the caller's struct
+// type (one without UnmarshalYAML, so decoding does not recurse).
+func decodeMap(n *yaml.Node, v any, what string) error {
+	allowed := yamlKeys(reflect.TypeOf(v).Elem())
 	if n.Kind != yaml.MappingNode {
 		return at(n).errorf("%s must be a mapping with the keys %s", what, strings.Join(allowed, ", "))
 	}
@@ -181,6 +184,29 @@ func decodeMap(n *yaml.Node, v any, what string, allowed ...string) error {
 		seen[k.Value] = true
 	}
 	return n.Decode(v)
+}
+
+// yamlKeys lists, in field order, the keys yaml.v3 decodes into the struct
+// type t: each exported field's yaml tag up to any option, or its name in
+// lower case where the tag gives none; a field tagged "-" is left out (no
+// field here is inline).
+func yamlKeys(t reflect.Type) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = strings.ToLower(f.Name)
+		}
+		keys = append(keys, name)
+	}
+	return keys
 }
 
 // pval is a scalar of type T with its position; set is false when the key
@@ -285,7 +311,7 @@ type rawSource struct {
 func (r *rawSource) UnmarshalYAML(n *yaml.Node) error {
 	type plain rawSource
 	r.p = at(n)
-	return decodeMap(n, (*plain)(r), "source", "database", "schema", "table", "deleted_field", "metadata_field")
+	return decodeMap(n, (*plain)(r), "source")
 }
 
 type rawTarget struct {
@@ -301,7 +327,7 @@ type rawTarget struct {
 func (r *rawTarget) UnmarshalYAML(n *yaml.Node) error {
 	type plain rawTarget
 	r.p = at(n)
-	return decodeMap(n, (*plain)(r), "target", "database", "table", "create_database", "live_view", "version_column", "deleted_column")
+	return decodeMap(n, (*plain)(r), "target")
 }
 
 //lint:ignore U1000 used through plist[rawColumn, *rawColumn] (staticcheck does not follow type parameters)
@@ -317,7 +343,7 @@ type rawColumn struct {
 func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
 	type plain rawColumn
 	r.p = at(n)
-	return decodeMap(n, (*plain)(r), "a column", "name", "type", "max_length", "source_type")
+	return decodeMap(n, (*plain)(r), "a column")
 }
 
 // rawColumns is the list of columns with its position.
@@ -337,7 +363,7 @@ type rawMapping struct {
 
 func (r *rawMapping) UnmarshalYAML(n *yaml.Node) error {
 	type plain rawMapping
-	if err := decodeMap(n, (*plain)(r), "the mapping", "source", "target", "key", "columns"); err != nil {
+	if err := decodeMap(n, (*plain)(r), "the mapping"); err != nil {
 		return err
 	}
 	r.node = n

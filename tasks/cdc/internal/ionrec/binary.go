@@ -447,43 +447,42 @@ func (r *Reader) binScalar(b []byte, t, l byte, s, e int, f *Scalar, depth int) 
 		f.Type, f.Bytes = ion.BlobType, c
 	case 0xB, 0xC:
 		f.Type = binTypes[t]
-		if depth > maxDepth {
-			return ErrFallback
-		}
-		for p := s; p < e; {
-			vt, vl, vs, ve, ok := r.binValue(b, p, e)
-			if !ok {
-				return ErrFallback
-			}
-			if err := r.binScalar(b, vt, vl, vs, ve, &r.scratch, depth+1); err != nil {
-				return err
-			}
-			p = ve
-		}
+		return r.binElements(b, s, e, false, depth)
 	case 0xD:
 		if l == 1 {
 			return ErrFallback
 		}
 		f.Type = ion.StructType
-		if depth > maxDepth {
-			return ErrFallback
-		}
-		for p := s; p < e; {
+		return r.binElements(b, s, e, true, depth)
+	default:
+		return ErrFallback
+	}
+	return nil
+}
+
+// binElements checks through the values of a container's content b[s:e]
+// (a list's or sexp's, or with fields a struct's, whose values each follow
+// a field name's symbol id).
+func (r *Reader) binElements(b []byte, s, e int, fields bool, depth int) error {
+	if depth > maxDepth {
+		return ErrFallback
+	}
+	for p := s; p < e; {
+		if fields {
 			sid, q, ok := varUint(b, p, e)
 			if !ok || sid >= len(r.table.text) || r.table.text[sid] == nil {
 				return ErrFallback
 			}
-			vt, vl, vs, ve, ok := r.binValue(b, q, e)
-			if !ok {
-				return ErrFallback
-			}
-			if err := r.binScalar(b, vt, vl, vs, ve, &r.scratch, depth+1); err != nil {
-				return err
-			}
-			p = ve
+			p = q
 		}
-	default:
-		return ErrFallback
+		vt, vl, vs, ve, ok := r.binValue(b, p, e)
+		if !ok {
+			return ErrFallback
+		}
+		if err := r.binScalar(b, vt, vl, vs, ve, &r.scratch, depth+1); err != nil {
+			return err
+		}
+		p = ve
 	}
 	return nil
 }

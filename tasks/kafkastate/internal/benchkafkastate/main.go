@@ -103,20 +103,11 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 	topic := "bench_kafka_state_" + suffix
 
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	kcl, _, closeTopic, err := openTopic(ctx, e.brokers, topic, partitions)
 	if err != nil {
 		return err
 	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		return fmt.Errorf("create topic: %w", err)
-	}
-	defer adm.DeleteTopic(context.Background(), topic)
-	if err := waitLeaders(ctx, adm, topic, int(partitions)); err != nil {
-		return err
-	}
+	defer closeTopic()
 
 	rows := makeRows(topic, n, partitions)
 	start := time.Now()
@@ -237,11 +228,16 @@ type row struct {
 func makeRows(topic string, n int, partitions int32) []row {
 	rows := make([]row, n)
 	for i := range rows {
-		v := fmt.Sprintf(`{"id":%d,"name":"Customer %07d","email":"customer%07d@example.com","tier":"gold","balance":%d.%02d,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}`,
-			i, i, i, i*37%100000, i%100, strings.Repeat("x", 40))
-		rows[i] = row{topic: topic, key: fmt.Sprintf("customer-%07d", i), value: []byte(v), partition: int32(i) % partitions}
+		rows[i] = row{topic: topic, key: fmt.Sprintf("customer-%07d", i), value: benchValue(uint64(i)), partition: int32(i) % partitions}
 	}
 	return rows
+}
+
+// benchValue is the JSON value of record idx, about 200 bytes, in the main
+// run and the steady-state mode alike (sqlPreload writes the same in SQL).
+func benchValue(idx uint64) []byte {
+	return fmt.Appendf(nil, `{"id":%d,"name":"Customer %07d","email":"customer%07d@example.com","tier":"gold","balance":%d.%02d,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}`,
+		idx, idx, idx, idx*37%100000, idx%100, strings.Repeat("x", 40))
 }
 
 func produce(ctx context.Context, cl *kgo.Client, rows []row) error {
@@ -258,6 +254,32 @@ func produce(ctx context.Context, cl *kgo.Client, rows []row) error {
 		rows[i].offset = r.Offset
 	}
 	return nil
+}
+
+// openTopic connects a producing client (partitions chosen by the records)
+// to the brokers and creates topic, compacted, with the given partitions,
+// waiting for their leaders; closeTopic deletes the topic and closes the
+// client.
+func openTopic(ctx context.Context, brokers, topic string, partitions int32) (*kgo.Client, *kadm.Client, func(), error) {
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	adm := kadm.NewClient(kcl)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		kcl.Close()
+		return nil, nil, nil, fmt.Errorf("create topic: %w", err)
+	}
+	closeTopic := func() {
+		_, _ = adm.DeleteTopic(context.Background(), topic)
+		kcl.Close()
+	}
+	if err := waitLeaders(ctx, adm, topic, int(partitions)); err != nil {
+		closeTopic()
+		return nil, nil, nil, err
+	}
+	return kcl, adm, closeTopic, nil
 }
 
 func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {

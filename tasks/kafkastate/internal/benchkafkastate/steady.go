@@ -17,7 +17,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/benchrun"
 	"github.com/changesink/changesink/tasks/kafkastate"
@@ -33,13 +32,8 @@ func steadyKey(idx uint64) string {
 	return fmt.Sprintf("customer-%010d", idx*keyScramble%(1<<32))
 }
 
-func steadyValue(idx uint64) []byte {
-	return fmt.Appendf(nil, `{"id":%d,"name":"Customer %07d","email":"customer%07d@example.com","tier":"gold","balance":%d.%02d,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}`,
-		idx, idx, idx, idx*37%100000, idx%100, strings.Repeat("x", 40))
-}
-
 // sqlPreload fills kafka_state.records with keys 0..$2-1 of topic $1 as
-// steadyKey and steadyValue make them, partition idx % $3, offset 0.
+// steadyKey and benchValue make them, partition idx % $3, offset 0.
 const sqlPreload = `INSERT INTO kafka_state.records (topic, record_key, payload, deleted, kafka_partition, kafka_offset)
 SELECT $1, 'customer-' || lpad(((i * 2654435761) % 4294967296)::text, 10, '0'),
   format('{"id":%s,"name":"Customer %s","email":"customer%s@example.com","tier":"gold","balance":%s.%s,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"%s"}',
@@ -105,20 +99,11 @@ func steadyOne(ctx context.Context, e env, bin string, keys, n, batches int, par
 	out := steadySize{keys: keys}
 	suffix := fmt.Sprintf("%d_%d", keys, time.Now().UnixNano()%1e9)
 	topic := "bench_kafka_state_steady_" + suffix
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	kcl, adm, closeTopic, err := openTopic(ctx, e.brokers, topic, partitions)
 	if err != nil {
 		return out, err
 	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
-		return out, fmt.Errorf("create topic: %w", err)
-	}
-	defer adm.DeleteTopic(context.Background(), topic)
-	if err := waitLeaders(ctx, adm, topic, int(partitions)); err != nil {
-		return out, err
-	}
+	defer closeTopic()
 	dsn, drop, err := createDatabase(ctx, e.adminPG, "bench_steady_"+suffix)
 	if err != nil {
 		return out, err
@@ -183,7 +168,7 @@ func steadyOne(ctx context.Context, e env, bin string, keys, n, batches int, par
 		copyRows := make([]row, n)
 		for j := range copyRows {
 			idx := copyBase + uint64(b*n+j)
-			copyRows[j] = row{topic: topic, key: steadyKey(idx), value: steadyValue(idx), partition: int32(idx % uint64(partitions))}
+			copyRows[j] = row{topic: topic, key: steadyKey(idx), value: benchValue(idx), partition: int32(idx % uint64(partitions))}
 		}
 		if run.copy, err = copyInto(ctx, conn, "kafka_state.records", copyRows); err != nil {
 			return out, fmt.Errorf("raw COPY: %w", err)
@@ -240,7 +225,7 @@ func steadyRows(topic string, keys, n, b int, partitions int32) []row {
 		} else {
 			idx = uint64(keys) + uint64(b*(n-updates)+j-updates)
 		}
-		rows[j] = row{topic: topic, key: steadyKey(idx), value: steadyValue(idx), partition: int32(idx % uint64(partitions))}
+		rows[j] = row{topic: topic, key: steadyKey(idx), value: benchValue(idx), partition: int32(idx % uint64(partitions))}
 	}
 	return rows
 }
