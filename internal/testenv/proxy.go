@@ -21,6 +21,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  []net.Conn
 	cutOn  []byte
+	thawed chan struct{} // non-nil while frozen; closed by Thaw
 	closed bool
 	done   chan struct{} // closed by Close
 }
@@ -62,6 +63,45 @@ func (p *Proxy) CutOn(b []byte) {
 	p.cutOn = bytes.Clone(b)
 }
 
+// Freeze stops the proxy passing bytes either way, on open connections
+// and on new ones, which it still accepts: a server stopped with SIGSTOP
+// (or a paused VM) whose kernel still completes TCP handshakes. Thaw
+// passes what was held, and everything after it, again. It applies to the
+// plain copy, not to ProxyOptions.Conn.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed == nil {
+		p.thawed = make(chan struct{})
+	}
+}
+
+// Thaw ends a Freeze.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed != nil {
+		close(p.thawed)
+		p.thawed = nil
+	}
+}
+
+// pass waits while the proxy is frozen; false once it is closed.
+func (p *Proxy) pass() bool {
+	p.mu.Lock()
+	thawed := p.thawed
+	p.mu.Unlock()
+	if thawed == nil {
+		return true
+	}
+	select {
+	case <-thawed:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
 // StopAccepting closes the listener only: open connections stay as they
 // are (a server that hangs), new ones are refused.
 func (p *Proxy) StopAccepting() { p.ln.Close() }
@@ -99,23 +139,27 @@ func (p *Proxy) accept() {
 			go p.opts.Conn(p, c, s)
 			continue
 		}
-		go func() { p.send(s, c); s.Close() }()
-		go func() { _, _ = io.Copy(c, s); c.Close() }()
+		go func() { p.send(s, c, true); s.Close() }()
+		go func() { p.send(c, s, false); c.Close() }()
 	}
 }
 
-// send copies what the client sends to the server, closing the proxy on
-// CutOn's bytes.
-func (p *Proxy) send(dst io.Writer, src io.Reader) {
+// send copies one direction of a connection (client to server with
+// fromClient), holding bytes while the proxy is frozen, and closing the
+// proxy on CutOn's bytes from the client.
+func (p *Proxy) send(dst io.Writer, src io.Reader, fromClient bool) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			cut := p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
+			cut := fromClient && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
 			p.mu.Unlock()
 			if cut {
 				p.Close()
+				return
+			}
+			if !p.pass() {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
