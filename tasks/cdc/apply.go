@@ -278,7 +278,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, err
 	}
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tbl.timeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.releaseWithin())
 		defer cancel()
 		_ = lk.release(rctx)
 	}()
@@ -417,7 +417,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tbl.timeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.releaseWithin())
 	err = lk.release(rctx)
 	cancel()
 	if err != nil {

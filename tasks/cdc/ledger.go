@@ -240,7 +240,12 @@ func (t *table) ensureLedger(ctx context.Context, holder, digest string) (ledger
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	if err != nil && chCode(err) != chUnknownTable {
-		// Say which column is wrong, when that is why it cannot be read.
+		// Say which column is wrong, when that is why it cannot be read;
+		// after a timeout or a lost connection, asking again would only
+		// wait out another timeout.
+		if outcome.Classify(err) == outcome.Transient {
+			return st, err
+		}
 		if cerr := t.checkLedger(cctx); cerr != nil {
 			return st, cerr
 		}

@@ -97,7 +97,10 @@ type targetLock struct {
 	lost     error     // why the lock is no longer ours
 	stop     chan struct{}
 	done     chan struct{}
-	released bool // release succeeded
+	// released is closed when the lock's release (giveBack) has ended,
+	// with its error in releaseErr; nil until release is first called.
+	released   chan struct{}
+	releaseErr error
 }
 
 func newHolderID() string {
@@ -283,23 +286,47 @@ func (l *targetLock) check(ctx context.Context) error {
 
 // release gives the lock up: stop the heartbeat, then rename the lock
 // aside, check it is this run's, drop it. A lock that is not this run's is
-// left (renamed back). Once it has succeeded, release does nothing: a
-// second rename would move the lock of the run that took it next aside,
-// and that run could find it gone (or lose it to a third).
+// left (renamed back). It returns when that has ended or ctx is done,
+// whichever comes first: clickhouse-go dials and reads a new connection's
+// hello under its own dial timeout, not ctx, so on a frozen server the
+// run would otherwise wait out one more timeout per call. A release cut
+// short that way goes on in the background until its calls fail (a lock
+// left is broken by the next run after lockTiming.stale, a lock renamed
+// aside swept by the next holder). Release is given up once: every later
+// call returns the first one's result and sends nothing, since a second
+// rename would move the lock of the run that took it next aside, and that
+// run could find it gone (or lose it to a third).
 func (l *targetLock) release(ctx context.Context) error {
-	if l.released {
-		return nil
+	if l.released == nil {
+		done := make(chan struct{})
+		l.released = done
+		go func() {
+			defer close(done)
+			l.releaseErr = l.giveBack(ctx)
+		}()
 	}
+	select {
+	case <-l.released:
+		return l.releaseErr
+	case <-ctx.Done():
+		return classify(fmt.Errorf("give back the lock %s: ClickHouse did not answer in time: %w", l.name, context.Cause(ctx)))
+	}
+}
+
+// releaseWithin bounds a release: the call timeout, at most 10 s. Giving
+// a lock back takes milliseconds on a server that answers; on one that
+// does not, a run that already waited out a timeout need not wait out a
+// second one in full (the next run breaks the lock left after
+// lockTiming.stale).
+func (l *targetLock) releaseWithin() time.Duration { return min(l.t.timeout, 10*time.Second) }
+
+// giveBack stops the heartbeat and drops the lock if it is this run's.
+func (l *targetLock) giveBack(ctx context.Context) error {
 	if l.stop != nil {
 		close(l.stop)
 		<-l.done
-		l.stop = nil
 	}
-	if err := l.dropOwn(ctx); err != nil {
-		return err
-	}
-	l.released = true
-	return nil
+	return l.dropOwn(ctx)
 }
 
 // aside is the name this run renames a lock to before dropping it.

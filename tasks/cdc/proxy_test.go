@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -69,6 +70,70 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			}
 			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db); len(got) != 0 {
 				t.Errorf("lock tables left: %v", got)
+			}
+		})
+	}
+}
+
+// TestApplyOnAFrozenServer freezes the server (a proxy that stops passing
+// bytes and still accepts connections, as a server stopped with SIGSTOP
+// does) at four points of a run. The run fails transient after the call
+// that waited out CDC_CLICKHOUSE_TIMEOUT and at most releaseWithin more to
+// give the lock back: a run once waited out a timeout per call it made
+// after the freeze (four timeouts measured, once seven), because
+// clickhouse-go reads a new connection's hello under its own dial timeout,
+// not the call's context, and a failed ledger read was asked about again.
+// After the thaw a re-run converges.
+func TestApplyOnAFrozenServer(t *testing.T) {
+	const timeout = 3 * time.Second
+	for _, when := range []string{"from the start", "once locked", "before the insert", "after the insert"} {
+		t.Run(when, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			p, viaProxy := e.proxied()
+			path := writeFile(t, "changes.ion", encode(t, false,
+				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+				orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
+			cfg := e.config(path)
+			cfg.ClickHouse = ClickHouse{URL: viaProxy, Timeout: timeout}
+			var froze time.Time
+			freeze := func(context.Context) error { p.Freeze(); froze = time.Now(); return nil }
+			// The call that waits, then (once the lock is held) its release.
+			bound := timeout + min(timeout, 10*time.Second)
+			switch when {
+			case "from the start":
+				_ = freeze(context.Background())
+				bound = timeout
+			case "once locked":
+				cfg.hooks.locked = freeze
+			case "before the insert":
+				cfg.hooks.beforeInsert = freeze
+			default:
+				cfg.hooks.afterInsert = freeze
+			}
+			res, err := Apply(context.Background(), cfg)
+			waited := time.Since(froze)
+			p.Thaw()
+			if err == nil {
+				t.Fatalf("Apply succeeded on a frozen server: %v", res.Outputs())
+			}
+			testenv.CheckError(t, err, outcome.Transient, nil, "ClickHouse was unreachable, too slow or dropped the connection")
+			// Scheduling slack on a loaded machine: the waits are timers.
+			if waited > bound+1500*time.Millisecond {
+				t.Errorf("the run failed %s after the freeze, want about %s (the call that waited, and giving the lock back): %v",
+					waited.Round(100*time.Millisecond), bound, err)
+			}
+			noOutputs(t, cfg)
+
+			res, err = Apply(context.Background(), e.config(path))
+			if err != nil {
+				t.Fatalf("re-run after the thaw: %v", err)
+			}
+			if res.Verified != 2 {
+				t.Errorf("re-run outputs %v", res.Outputs())
+			}
+			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc_ledger WHERE kind = 'batch'"); n[0] != "1" {
+				t.Errorf("%s ledger rows after the re-run, want 1", n[0])
 			}
 		})
 	}
