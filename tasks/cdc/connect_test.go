@@ -333,8 +333,8 @@ func TestStopSaysWhatToDo(t *testing.T) {
 	}{
 		{"lock held by another run", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while waiting for the target's lock; nothing was written"},
 		{"locked", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while reading the target; nothing was written"},
-		{"before insert", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while inserting the batch; nothing was written"},
-		{"after insert", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while verifying the batch; the target holds none or all of the batch's rows"},
+		{"before the insert", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while inserting the batch; nothing was written"},
+		{"after the insert", "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while verifying the batch; the target holds none or all of the batch's rows"},
 	} {
 		t.Run(tc.at, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
@@ -352,12 +352,8 @@ func TestStopSaysWhatToDo(t *testing.T) {
 					t.Fatal(err)
 				}
 				time.AfterFunc(500*time.Millisecond, cancel)
-			case "locked":
-				cfg.hooks.locked = stop
-			case "before insert":
-				cfg.hooks.beforeInsert = stop
 			default:
-				cfg.hooks.afterInsert = stop
+				setHook(t, &cfg, tc.at, stop)
 			}
 			_, err := Apply(ctx, cfg)
 			if err == nil {

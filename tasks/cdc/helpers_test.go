@@ -84,3 +84,34 @@ func forms() []struct {
 		binary bool
 	}{{"text", false}, {"binary", true}}
 }
+
+// setHook sets cfg's hook that runs at point: "locked" (the target's lock
+// held), "before the insert" or "after the insert".
+func setHook(t *testing.T, cfg *Config, point string, f func(context.Context) error) {
+	t.Helper()
+	switch point {
+	case "locked":
+		cfg.hooks.locked = f
+	case "before the insert":
+		cfg.hooks.beforeInsert = f
+	case "after the insert":
+		cfg.hooks.afterInsert = f
+	default:
+		t.Fatalf("no hook at %q", point)
+	}
+}
+
+// proxiedOrders sets e's target up and returns a proxy in front of its
+// server, a batch of two new orders and the config that applies it
+// through the proxy.
+func (e *env) proxiedOrders() (p *testenv.Proxy, batch string, cfg Config) {
+	e.t.Helper()
+	e.setup()
+	p, viaProxy := e.proxied()
+	batch = writeFile(e.t, "changes.ion", encode(e.t, false,
+		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
+		orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
+	cfg = e.config(batch)
+	cfg.ClickHouse.URL = viaProxy
+	return p, batch, cfg
+}

@@ -20,21 +20,11 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 	for _, when := range []string{"before the insert", "during the insert", "after the insert"} {
 		t.Run(when, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
-			e.setup()
-			p, viaProxy := e.proxied()
-			path := writeFile(t, "changes.ion", encode(t, false,
-				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
-				orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
-			cfg := e.config(path)
-			cfg.ClickHouse.URL = viaProxy
-			stop := func(context.Context) error { p.Close(); return nil }
-			switch when {
-			case "before the insert":
-				cfg.hooks.beforeInsert = stop
-			case "during the insert":
+			p, path, cfg := e.proxiedOrders()
+			if when == "during the insert" {
 				p.CutOn([]byte(insertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
-			default:
-				cfg.hooks.afterInsert = stop
+			} else {
+				setHook(t, &cfg, when, func(context.Context) error { p.Close(); return nil })
 			}
 			res, err := Apply(context.Background(), cfg)
 			if err == nil {
@@ -86,30 +76,20 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 // After the thaw a re-run converges.
 func TestApplyOnAFrozenServer(t *testing.T) {
 	const timeout = 3 * time.Second
-	for _, when := range []string{"from the start", "once locked", "before the insert", "after the insert"} {
+	for _, when := range []string{"from the start", "locked", "before the insert", "after the insert"} {
 		t.Run(when, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
-			e.setup()
-			p, viaProxy := e.proxied()
-			path := writeFile(t, "changes.ion", encode(t, false,
-				orderEvent(1, int64(10), int64(500), "new", int64(100), false),
-				orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
-			cfg := e.config(path)
-			cfg.ClickHouse = ClickHouse{URL: viaProxy, Timeout: timeout}
+			p, path, cfg := e.proxiedOrders()
+			cfg.ClickHouse.Timeout = timeout
 			var froze time.Time
 			freeze := func(context.Context) error { p.Freeze(); froze = time.Now(); return nil }
 			// The call that waits, then (once the lock is held) its release.
 			bound := timeout + min(timeout, 10*time.Second)
-			switch when {
-			case "from the start":
+			if when == "from the start" {
 				_ = freeze(context.Background())
 				bound = timeout
-			case "once locked":
-				cfg.hooks.locked = freeze
-			case "before the insert":
-				cfg.hooks.beforeInsert = freeze
-			default:
-				cfg.hooks.afterInsert = freeze
+			} else {
+				setHook(t, &cfg, when, freeze)
 			}
 			res, err := Apply(context.Background(), cfg)
 			waited := time.Since(froze)
