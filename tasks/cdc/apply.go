@@ -51,6 +51,7 @@ type hooks struct {
 	locked       func(context.Context) error
 	beforeInsert func(context.Context) error
 	afterInsert  func(context.Context) error
+	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
 }
 
 // Validate checks the fields shared by Setup and Apply; apply adds the batch
@@ -414,6 +415,11 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 				return nil, outcome.Transient.Mark(fmt.Errorf("the ledger %s was dropped during this run: the batch is in the target and verified, not recorded; "+
 					"re-run the batch (the re-run makes the ledger again and records it): %w", qualified(m.Target.Database, ledgerName(m)), err))
 			}
+			return nil, err
+		}
+	}
+	if cfg.hooks.recorded != nil {
+		if err := cfg.hooks.recorded(ctx); err != nil {
 			return nil, err
 		}
 	}

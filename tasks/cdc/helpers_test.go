@@ -86,7 +86,8 @@ func forms() []struct {
 }
 
 // setHook sets cfg's hook that runs at point: "locked" (the target's lock
-// held), "before the insert" or "after the insert".
+// held), "before the insert", "after the insert" or "after the ledger row"
+// (before the lock is given back).
 func setHook(t *testing.T, cfg *Config, point string, f func(context.Context) error) {
 	t.Helper()
 	switch point {
@@ -96,6 +97,8 @@ func setHook(t *testing.T, cfg *Config, point string, f func(context.Context) er
 		cfg.hooks.beforeInsert = f
 	case "after the insert":
 		cfg.hooks.afterInsert = f
+	case "after the ledger row":
+		cfg.hooks.recorded = f
 	default:
 		t.Fatalf("no hook at %q", point)
 	}

@@ -190,12 +190,17 @@ func (l *targetLock) holder(ctx context.Context, bare string) (holderInfo, bool,
 	if h.rows == 0 {
 		// No row: measure from the table's creation (metadata_modification_time).
 		var made time.Time
-		err := l.t.conn.QueryRow(cctx, lockMadeSQL, l.t.m.Target.Database, bare).Scan(&made, &now)
-		if errors.Is(err, sql.ErrNoRows) || chCode(err) == chUnknownTable {
-			return h, false, nil
-		}
-		if err != nil {
-			return h, false, classify(fmt.Errorf("read the lock %s: %w", name, err))
+		gone := false
+		err := l.t.systemTables(cctx, "read the lock "+name, func() error {
+			err := l.t.conn.QueryRow(cctx, lockMadeSQL, l.t.m.Target.Database, bare).Scan(&made, &now)
+			gone = errors.Is(err, sql.ErrNoRows)
+			if gone {
+				return nil
+			}
+			return err
+		})
+		if err != nil || gone {
+			return h, false, err
 		}
 		newest = made
 		h.id = ""
@@ -292,19 +297,26 @@ func (l *targetLock) check(ctx context.Context) error {
 // run would otherwise wait out one more timeout per call. A release cut
 // short that way goes on in the background until its calls fail (a lock
 // left is broken by the next run after lockTiming.stale, a lock renamed
-// aside swept by the next holder). Release is given up once: every later
-// call returns the first one's result and sends nothing, since a second
-// rename would move the lock of the run that took it next aside, and that
-// run could find it gone (or lose it to a third).
+// aside swept by the next holder). Release is given up once: a later
+// call sends nothing and does not wait again; it returns the first one's
+// result, or errReleasing while that goes on. A second rename would move
+// the lock of the run that took it next aside, and that run could find it
+// gone (or lose it to a third).
 func (l *targetLock) release(ctx context.Context) error {
-	if l.released == nil {
-		done := make(chan struct{})
-		l.released = done
-		go func() {
-			defer close(done)
-			l.releaseErr = l.giveBack(ctx)
-		}()
+	if l.released != nil {
+		select {
+		case <-l.released:
+			return l.releaseErr
+		default:
+			return errReleasing
+		}
 	}
+	done := make(chan struct{})
+	l.released = done
+	go func() {
+		defer close(done)
+		l.releaseErr = l.giveBack(ctx)
+	}()
 	select {
 	case <-l.released:
 		return l.releaseErr
@@ -312,6 +324,10 @@ func (l *targetLock) release(ctx context.Context) error {
 		return classify(fmt.Errorf("give back the lock %s: ClickHouse did not answer in time: %w", l.name, context.Cause(ctx)))
 	}
 }
+
+// errReleasing: an earlier release of the lock was cut short by its
+// context and goes on in the background.
+var errReleasing = errors.New("giving the lock back is still under way")
 
 // releaseWithin bounds a release: the call timeout, at most 10 s. Giving
 // a lock back takes milliseconds on a server that answers; on one that
@@ -355,7 +371,7 @@ func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) {
 		return // stopped: the run says so at its next step
 	}
 	if err != nil {
-		log.Warn(fmt.Sprintf("cdc: could not list the locks left renamed aside (%s…): %v; the next run tries again", qualified(m.Target.Database, prefix), err))
+		log.Warn(fmt.Sprintf("cdc: could not list the locks left renamed aside: %v; the next run tries again", err))
 		return
 	}
 	for _, bare := range names {
@@ -383,22 +399,26 @@ func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) {
 func (l *targetLock) asides(ctx context.Context, prefix string) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
 	defer cancel()
-	rows, err := l.t.conn.Query(cctx, lockAsidesSQL, l.t.m.Target.Database, len(prefix), prefix)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
+	err := l.t.systemTables(cctx, "list "+qualified(l.t.m.Target.Database, prefix)+"…", func() error {
+		names = names[:0]
+		rows, err := l.t.conn.Query(cctx, lockAsidesSQL, l.t.m.Target.Database, len(prefix), prefix)
+		if err != nil {
+			return err
 		}
-		if id := strings.TrimPrefix(n, prefix); len(id) == 16 && strings.Trim(id, "0123456789abcdef") == "" {
-			names = append(names, n)
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			if id := strings.TrimPrefix(n, prefix); len(id) == 16 && strings.Trim(id, "0123456789abcdef") == "" {
+				names = append(names, n)
+			}
 		}
-	}
-	return names, rows.Err()
+		return rows.Err()
+	})
+	return names, err
 }
 
 func (l *targetLock) dropOwn(ctx context.Context) error {
