@@ -29,12 +29,17 @@ import (
 //     rows is one a server restart emptied (engine Memory), broken as stale
 //     by its creation time;
 //   - hold: a heartbeat inserts another row every lockTiming.beat, in the
-//     server's clock; before the insert and before the ledger row the
+//     server's clock, only into a lock that holds a row of this run (a
+//     run cut off from ClickHouse past lockTiming.stale, whose lock was
+//     broken and taken again, must not add its rows to the new holder's
+//     lock and pass its checks there; a holder whose lock a server restart
+//     emptied stops at its next check too); before the insert and before the
+//     ledger row the
 //     holder checks the lock is still its own and its last heartbeat is
 //     recent (a holder that cannot heartbeat stops, transient);
-//   - release: RENAME it to <table>_lock_x<id>, check the renamed table's
-//     holder is this run, DROP it (a lock that is not its own is renamed
-//     back); a run cut between the RENAME and the DROP leaves that table,
+//   - release: when the lock holds this run's rows, RENAME it to
+//     <table>_lock_x<id>, check the renamed table's holder is this run,
+//     DROP it (a lock that is not its own is renamed back); a run cut between the RENAME and the DROP leaves that table,
 //     which the next holder drops once its newest heartbeat is older than
 //     lockTiming.stale (sweepAsides);
 //   - a waiter retries every lockTiming.poll up to lockTiming.wait, then
@@ -272,15 +277,12 @@ func (l *targetLock) check(ctx context.Context) error {
 		lost = fmt.Errorf("the last heartbeat of this run's lock %s landed %s ago; another run may break it", l.name, time.Since(last).Round(time.Second))
 	}
 	if lost == nil {
-		var n uint64
-		cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
-		defer cancel()
-		err := l.t.conn.QueryRow(cctx, lockMineSQL(l.name), l.id).Scan(&n)
-		switch {
-		case chCode(err) == chUnknownTable || (err == nil && n == 0):
+		mine, err := l.mine(ctx, l.name)
+		if err != nil {
+			return err
+		}
+		if !mine {
 			lost = fmt.Errorf("the lock %s is no longer this run's (holder %s): another run broke it", l.name, l.id)
-		case err != nil:
-			return classify(fmt.Errorf("check the lock %s: %w", l.name, err))
 		}
 	}
 	if lost != nil {
@@ -422,6 +424,12 @@ func (l *targetLock) asides(ctx context.Context, prefix string) ([]string, error
 }
 
 func (l *targetLock) dropOwn(ctx context.Context) error {
+	// A lock broken meanwhile (and maybe taken again) is not this run's to
+	// give back: renaming another run's lock aside, even for a moment,
+	// makes that run's heartbeat or check find it gone.
+	if mine, err := l.mine(ctx, l.name); err != nil || !mine {
+		return err
+	}
 	aside := l.aside()
 	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
 		if chCode(err) == chUnknownTable {
@@ -429,18 +437,33 @@ func (l *targetLock) dropOwn(ctx context.Context) error {
 		}
 		return err
 	}
-	var n uint64
-	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
-	defer cancel()
-	if err := l.t.conn.QueryRow(cctx, lockMineSQL(aside), l.id).Scan(&n); err != nil {
-		return classify(fmt.Errorf("release the lock %s: %w", l.name, err))
+	mine, err := l.mine(ctx, aside)
+	if err != nil {
+		return err
 	}
-	if n == 0 {
+	if !mine {
+		// Broken and taken again between the check and the rename.
 		if err := l.t.exec(ctx, renameSQL(aside, l.name)); err == nil {
 			return nil
 		}
 	}
 	return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+}
+
+// mine reports whether the lock table name (qualified) holds this run's
+// rows; a table that does not exist holds none.
+func (l *targetLock) mine(ctx context.Context, name string) (bool, error) {
+	var n uint64
+	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+	defer cancel()
+	err := l.t.conn.QueryRow(cctx, lockMineSQL(name), l.id).Scan(&n)
+	switch {
+	case chCode(err) == chUnknownTable:
+		return false, nil
+	case err != nil:
+		return false, classify(fmt.Errorf("check the lock %s: %w", name, err))
+	}
+	return n > 0, nil
 }
 
 // chCode is a ClickHouse exception's code in err's chain, or 0.

@@ -193,6 +193,49 @@ func TestLockBreaksStale(t *testing.T) {
 	}
 }
 
+// TestABrokenHolderStaysOut: holder R is cut off from ClickHouse (a
+// frozen proxy: its heartbeats wait in the network) past the stale bound;
+// W breaks R's lock and takes it; then R's connection comes back. R's
+// heartbeats, the held ones among them, used to land in W's lock, so R's
+// check passed: two holders, and R's release then dropped W's live lock.
+// Now R's heartbeats land only in a lock that holds R's rows, R's check
+// says it lost the lock, R's release leaves W's lock alone, and W keeps it.
+func TestABrokenHolderStaysOut(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	p, via := e.proxied()
+	tg, err := connect(context.Background(), ClickHouse{URL: via, Timeout: 2 * time.Second}, e.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.close)
+	viaProxy, err := tg.checkSchema(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	timing := testLockTiming
+	timing.stale = 2 * time.Second
+	r := mustLock(t, viaProxy, timing)
+	p.Freeze()
+	time.Sleep(timing.stale + 1500*time.Millisecond) // R's last heartbeat is stale by the server's clock
+	w := mustLock(t, e.lockedTable(), timing)
+	defer w.release(context.Background())
+	p.Thaw()
+	time.Sleep(10 * timing.beat) // R's held and new heartbeats reach the server
+	if n := e.query("SELECT count() FROM "+w.name+" WHERE holder = ?", r.id); n[0] != "0" {
+		t.Errorf("%s rows of the broken holder in the new holder's lock, want none", n[0])
+	}
+	if err := r.check(context.Background()); !errors.Is(err, ErrTargetLocked) {
+		t.Errorf("the broken holder's check: %v, want ErrTargetLocked (two holders)", err)
+	}
+	if err := r.release(context.Background()); err != nil {
+		t.Errorf("the broken holder's release: %v", err)
+	}
+	if err := w.check(context.Background()); err != nil {
+		t.Errorf("the new holder after the broken holder's release: %v", err)
+	}
+}
+
 // TestLockBreakIsABASafe: a waiter that judged holder A stale, when the
 // lock it renames aside turns out to be a fresh one (A's was broken and
 // taken again meanwhile), gives it back: the fresh holder keeps it.

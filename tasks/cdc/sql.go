@@ -174,10 +174,12 @@ func lockCreateSQL(name, id, host string, pid int) string {
 	return "CREATE TABLE " + name + " ENGINE = Memory AS SELECT " + quoteString(id) + " AS holder, " + quoteString(host) + " AS host, toUInt32(" + strconv.Itoa(pid) + ") AS pid, now() AS beat"
 }
 
-// lockBeatSQL inserts a heartbeat row stamped by the server's clock; id
-// and host are quoted literals (quoteString), pid a number.
+// lockBeatSQL inserts a heartbeat row stamped by the server's clock, into
+// the lock only when it holds a row of holder id; id and host are quoted
+// literals (quoteString), pid a number.
 func lockBeatSQL(name, id, host string, pid int) string {
-	return "INSERT INTO " + name + " (holder, host, pid, beat) SELECT " + quoteString(id) + ", " + quoteString(host) + ", " + strconv.Itoa(pid) + ", now()"
+	return "INSERT INTO " + name + " (holder, host, pid, beat) SELECT " + quoteString(id) + ", " + quoteString(host) + ", " +
+		strconv.Itoa(pid) + ", now() FROM " + name + " WHERE holder = " + quoteString(id) + " LIMIT 1"
 }
 
 // lockHolderSQL reads the newest heartbeat's holder and its age, in the
