@@ -289,6 +289,9 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 	}
+	if err := lk.sweepAsides(ctx, log); err != nil {
+		return nil, err
+	}
 	led, err := tbl.ensureLedger(ctx, lk.id, b.digest())
 	if err != nil {
 		return nil, err
@@ -418,6 +421,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 	}
+	st.step = stepRecorded
 	if cfg.hooks.recorded != nil {
 		if err := cfg.hooks.recorded(ctx); err != nil {
 			return nil, err
@@ -447,7 +451,10 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	return res, nil
 }
 
-const stepLedger = "recording the batch in the ledger"
+const (
+	stepLedger   = "recording the batch in the ledger"
+	stepRecorded = "giving back the target's lock"
+)
 
 // stopState is where a run is, for the message of a run stopped there.
 type stopState struct {
@@ -466,6 +473,8 @@ func (s stopState) wrap(ctx context.Context, err error) error {
 	switch {
 	case s.step == stepLedger:
 		held = "the target holds the batch, verified; its ledger row may be missing"
+	case s.step == stepRecorded:
+		held = "the batch is applied, verified and recorded in the ledger, and the output files are not published"
 	case s.sent:
 		held = "the target holds none or all of the batch's rows (not yet recorded in the ledger)"
 	}

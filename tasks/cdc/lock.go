@@ -130,7 +130,6 @@ func (t *table) lock(ctx context.Context, timing lockTiming, log *slog.Logger) (
 			l.lastBeat = time.Now()
 			l.stop, l.done = make(chan struct{}), make(chan struct{})
 			go l.heartbeat(host)
-			l.sweepAsides(ctx, log)
 			return l, nil
 		}
 		if chCode(err) != chTableAlreadyExists {
@@ -358,29 +357,30 @@ func asideName(m *Mapping, id string) string { return lockName(m) + "_x" + id }
 // sweepAsides drops the locks renamed aside (asideName) that runs cut
 // between their RENAME and their DROP left behind, once their newest
 // heartbeat (or, without rows, their renaming) is older than
-// lockTiming.stale by the server's clock. It runs while this run holds
-// the lock. Such a table holds no lock: no run heartbeats into it, and a
-// run renames a lock aside only to drop it at once or to give it back, so
-// a table renamed aside that long ago is one nobody will touch again
-// (dropping it early would at worst end a lock a waiter was breaking
-// anyway). A failure here is logged, not returned: the tables are litter,
-// not state, and the next holder tries again.
-func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) {
+// lockTiming.stale by the server's clock. Apply runs it once it holds the
+// lock. Such a table holds no lock: no run heartbeats into it (a
+// heartbeat lands only in a lock with its holder's rows, and a run renames
+// its lock aside only after its heartbeat stopped, or to drop or give back
+// at once a lock it judged stale), so one renamed aside that long ago is
+// one nobody will touch again (dropping it early would at worst end a
+// lock a waiter was breaking anyway). The tables are litter, not state: a
+// failure to drop one is logged, and the next holder tries again; only a
+// transient failure (a server that stopped answering) is returned, since
+// the run's next call would wait for it again.
+func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) error {
 	m := l.t.m
 	prefix := lockName(m) + "_x"
+	transient := func(err error) bool { return ctx.Err() != nil || outcome.Classify(err) == outcome.Transient }
 	names, err := l.asides(ctx, prefix)
-	if ctx.Err() != nil {
-		return // stopped: the run says so at its next step
-	}
 	if err != nil {
+		if transient(err) {
+			return err
+		}
 		log.Warn(fmt.Sprintf("cdc: could not list the locks left renamed aside: %v; the next run tries again", err))
-		return
+		return nil
 	}
 	for _, bare := range names {
 		h, found, err := l.holder(ctx, bare)
-		if ctx.Err() != nil {
-			return
-		}
 		if err == nil && (!found || h.id == l.id || h.age <= l.timing.stale) {
 			continue
 		}
@@ -389,11 +389,15 @@ func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) {
 			err = l.t.exec(ctx, "DROP TABLE IF EXISTS "+name)
 		}
 		if err != nil {
+			if transient(err) {
+				return err
+			}
 			log.Warn(fmt.Sprintf("cdc: could not drop %s, a lock a cut run left renamed aside: %v; it holds no lock, and the next run tries again", name, err))
 			continue
 		}
 		log.Info(fmt.Sprintf("cdc: dropped %s, a lock a run cut while giving it back left renamed aside (%s); it held no lock", name, h))
 	}
+	return nil
 }
 
 // asides lists the tables of the target's database named prefix followed

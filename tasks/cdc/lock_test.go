@@ -285,11 +285,11 @@ func TestLockDropsLocksLeftAside(t *testing.T) {
 	aside("00000000000000cc", "now()")
 
 	var logs bytes.Buffer
-	l, err := e.lockedTable().lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
+	l := mustLock(t, e.lockedTable(), timing)
+	defer l.release(context.Background())
+	if err := l.sweepAsides(context.Background(), slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 		t.Fatal(err)
 	}
-	defer l.release(context.Background())
 	got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock_x%' ORDER BY name", e.db)
 	want := []string{"orders_cdc_lock_x00000000000000AA", "orders_cdc_lock_x00000000000000cc", "orders_cdc_lock_xnot_a_holder"}
 	if !slices.Equal(got, want) {
