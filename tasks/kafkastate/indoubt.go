@@ -72,9 +72,7 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 		case len(warned) > 0:
 			// pg_terminate_backend of a COMMIT waiting in SyncRep: a
 			// WARNING, then the connection ends.
-			standbys = fmt.Sprintf("; PostgreSQL warned before the connection ended: %s; a COMMIT whose wait for a synchronous "+
-				"standby was ended (pg_cancel_backend, pg_terminate_backend, a server shutdown) is committed on this server alone, "+
-				"and may be on no standby: check pg_stat_replication", strings.Join(warned, "; "))
+			standbys = warnedBefore(warned)
 		case f.standbys != "":
 			standbys = fmt.Sprintf("; this server's COMMITs wait for synchronous standbys (synchronous_standby_names: %s), and whether one "+
 				"confirmed this batch is not known here (this run sent no cancel request, but a wait cancelled by someone else, "+
@@ -103,8 +101,20 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 		"so PostgreSQL may have committed this batch or not (batch-report.json was not written; what became of transaction %d "+
 		"on backend pid %d could not be told: %v); re-run: the next batch resumes from whatever positions were committed, and the state "+
 		"converges either way (while that backend holds the transaction, runs wait for the topic's lock: if pg_stat_activity shows pid %d "+
-		"idle in transaction with backend_xid %d, SELECT pg_terminate_backend(%d) ends it uncommitted)",
-		d.topic, commitErr, d.lost(), d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid))
+		"idle in transaction with backend_xid %d, SELECT pg_terminate_backend(%d) ends it uncommitted)%s",
+		d.topic, commitErr, d.lost(), d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid, warnedBefore(warned)))
+}
+
+// warnedBefore quotes the WARNINGs the server sent after COMMIT and before
+// the connection ended ("" for none): a wait for a synchronous standby
+// ended by pg_terminate_backend says the transaction committed locally.
+func warnedBefore(warned []string) string {
+	if len(warned) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; PostgreSQL warned before the connection ended: %s; a COMMIT whose wait for a synchronous "+
+		"standby was ended (pg_cancel_backend, pg_terminate_backend, a server shutdown) is committed on this server alone, "+
+		"and may be on no standby: check pg_stat_replication", strings.Join(warned, "; "))
 }
 
 // fate is what status found: the transaction's status, and for a
