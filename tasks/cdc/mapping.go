@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -188,8 +189,8 @@ func decodeMap(n *yaml.Node, v any, what string) error {
 
 // yamlKeys lists, in field order, the keys yaml.v3 decodes into the struct
 // type t: each exported field's yaml tag up to any option, or its name in
-// lower case where the tag gives none; a field tagged "-" is left out (no
-// field here is inline).
+// lower case where the tag gives none, and the keys of an inline struct
+// field in its place; a field tagged "-" is left out.
 func yamlKeys(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
@@ -197,11 +198,14 @@ func yamlKeys(t reflect.Type) []string {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch name {
-		case "-":
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-":
 			continue
-		case "":
+		case slices.Contains(strings.Split(opts, ","), "inline") && f.Type.Kind() == reflect.Struct:
+			keys = append(keys, yamlKeys(f.Type)...)
+			continue
+		case name == "":
 			name = strings.ToLower(f.Name)
 		}
 		keys = append(keys, name)
@@ -350,7 +354,7 @@ func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
 type rawColumns struct{ plist[rawColumn, *rawColumn] }
 
 func (s *rawColumns) UnmarshalYAML(n *yaml.Node) error {
-	return s.decode(n, "columns must be a list of {name, type, max_length, source_type}")
+	return s.decode(n, "columns must be a list of {"+strings.Join(yamlKeys(reflect.TypeFor[rawColumn]()), ", ")+"}")
 }
 
 type rawMapping struct {

@@ -2,8 +2,12 @@ package cdc
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -268,5 +272,36 @@ func TestMappingLocalTimeZone(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "m.yaml:6:") || !strings.Contains(err.Error(), "Local") {
 			t.Errorf("%s: %v, want a mapping error on line 6", typ, err)
 		}
+	}
+}
+
+// TestYAMLKeys: the keys decodeMap knows are the ones yaml.v3 decodes
+// into the struct: tags up to their options, lower-cased names of
+// untagged fields, an inline struct's keys in its place; "-" and
+// unexported fields are none.
+func TestYAMLKeys(t *testing.T) {
+	type inner struct {
+		X int `yaml:"x"`
+		Y int
+	}
+	type outer struct {
+		A      int `yaml:"a"`
+		B      int `yaml:"b,omitempty"`
+		Plain  int
+		Skip   int `yaml:"-"`
+		hidden int
+		In     inner `yaml:",inline"`
+		Last   int   `yaml:"last,flow"`
+	}
+	_ = outer{}.hidden
+	got := yamlKeys(reflect.TypeFor[outer]())
+	if want := []string{"a", "b", "plain", "x", "y", "last"}; !slices.Equal(got, want) {
+		t.Errorf("yamlKeys = %v, want %v", got, want)
+	}
+	// What the decoder does with it: every key known is decoded, none other is.
+	var v outer
+	if err := yaml.Unmarshal([]byte("{a: 1, b: 2, plain: 3, x: 4, y: 5, last: 6}"), &v); err != nil ||
+		v != (outer{A: 1, B: 2, Plain: 3, In: inner{X: 4, Y: 5}, Last: 6}) {
+		t.Errorf("yaml.v3 decoded %+v, %v", v, err)
 	}
 }
