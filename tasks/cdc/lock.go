@@ -29,18 +29,19 @@ import (
 //     rows is one a server restart emptied (engine Memory), broken as stale
 //     by its creation time;
 //   - hold: a heartbeat inserts another row every lockTiming.beat, in the
-//     server's clock, only into a lock that holds a row of this run (a
-//     run cut off from ClickHouse past lockTiming.stale, whose lock was
-//     broken and taken again, must not add its rows to the new holder's
-//     lock and pass its checks there; a holder whose lock a server restart
-//     emptied stops at its next check too); before the insert and before the
-//     ledger row the
-//     holder checks the lock is still its own and its last heartbeat is
-//     recent (a holder that cannot heartbeat stops, transient);
+//     server's clock, only into a lock that holds a row of this run (a run
+//     cut off from ClickHouse past lockTiming.stale, whose lock was broken
+//     and taken again, must not add its rows to the new holder's lock and
+//     pass its checks there; a holder whose lock a server restart emptied
+//     stops at its next check too); before the insert and before the
+//     ledger row the holder checks the lock is still its own and its last
+//     heartbeat is recent (a holder that cannot heartbeat stops,
+//     transient);
 //   - release: when the lock holds this run's rows, RENAME it to
 //     <table>_lock_x<id>, check the renamed table's holder is this run,
-//     DROP it (a lock that is not its own is renamed back); a run cut between the RENAME and the DROP leaves that table,
-//     which the next holder drops once its newest heartbeat is older than
+//     DROP it (a lock that is not its own is renamed back); a run cut
+//     between the RENAME and the DROP leaves that table, which the next
+//     holder drops once its newest heartbeat is older than
 //     lockTiming.stale (sweepAsides);
 //   - a waiter retries every lockTiming.poll up to lockTiming.wait, then
 //     fails transient naming the holder; it breaks a lock whose newest
