@@ -352,18 +352,9 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg, err := connect(context.Background(), cfg.ClickHouse, e.m)
-	if err != nil {
+	if err := e.openTable(cfg.ClickHouse).insert(context.Background(), b.sorted()); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := tg.checkSchema(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tbl.insert(context.Background(), b.sorted()); err != nil {
-		t.Fatal(err)
-	}
-	tg.close()
 
 	cfg = e.config(path)
 	res, err := Apply(context.Background(), cfg)
@@ -465,13 +456,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 		t.Errorf("a dropped ledger is remade by apply, yet the error says to run setup: %v", err)
 	}
 	noOutputs(t, cfg)
-	res, err := Apply(context.Background(), e.config(path))
-	if err != nil {
-		t.Fatalf("re-run: %v", err)
-	}
-	if res.Pending != 0 || res.Verified != 2 {
-		t.Errorf("re-run outputs %v", res.Outputs())
-	}
+	e.replays(path, 2)
 	if got := e.query("SELECT kind FROM " + qualified(e.db, ledgerName(e.m)) + " ORDER BY seq"); strings.Join(got, ",") != "baseline,batch" {
 		t.Errorf("ledger %v", got)
 	}

@@ -222,15 +222,7 @@ func TestReadAcrossParts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.close()
-	tbl, err := tg.checkSchema(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := e.lockedTable()
 	key := func(id int64, lsn uint64) *row {
 		r := &row{lsn: lsn, vals: make([]value, len(e.m.cols))}
 		r.vals[0] = value{n: uint64(id)}

@@ -118,3 +118,16 @@ func (e *env) proxiedOrders() (p *testenv.Proxy, batch string, cfg Config) {
 	cfg.ClickHouse.URL = viaProxy
 	return p, batch, cfg
 }
+
+// replays applies batch again and checks that the run is a replay: nothing
+// pending, the verified keys as given.
+func (e *env) replays(batch string, verified int64) {
+	e.t.Helper()
+	res, err := Apply(context.Background(), e.config(batch))
+	if err != nil {
+		e.t.Fatalf("re-run: %v", err)
+	}
+	if res.Pending != 0 || res.Verified != verified {
+		e.t.Errorf("re-run outputs %v, want a replay (pending 0, %d verified)", res.Outputs(), verified)
+	}
+}

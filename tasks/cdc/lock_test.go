@@ -97,6 +97,14 @@ func mustLock(t *testing.T, tbl *table, timing lockTiming) *targetLock {
 	return l
 }
 
+// proxiedTable opens the env's target as apply does, through a proxy in
+// front of its server, with the call timeout given.
+func (e *env) proxiedTable(timeout time.Duration) (*testenv.Proxy, *table) {
+	e.t.Helper()
+	p, via := e.proxied()
+	return p, e.openTable(ClickHouse{URL: via, Timeout: timeout})
+}
+
 // lockTarget sets a target up and returns its table, for the lock's tests.
 func lockTarget(t *testing.T) *table {
 	e := newEnv(t, ordersMapping)
@@ -107,7 +115,13 @@ func lockTarget(t *testing.T) *table {
 // lockedTable opens the env's target as apply does.
 func (e *env) lockedTable() *table {
 	e.t.Helper()
-	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	return e.openTable(e.config("").ClickHouse)
+}
+
+// openTable connects to ch and checks the env's target as apply does.
+func (e *env) openTable(ch ClickHouse) *table {
+	e.t.Helper()
+	tg, err := connect(context.Background(), ch, e.m)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -203,16 +217,7 @@ func TestLockBreaksStale(t *testing.T) {
 func TestABrokenHolderStaysOut(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
-	p, via := e.proxied()
-	tg, err := connect(context.Background(), ClickHouse{URL: via, Timeout: 2 * time.Second}, e.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.close)
-	viaProxy, err := tg.checkSchema(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, viaProxy := e.proxiedTable(2 * time.Second)
 	timing := testLockTiming
 	timing.stale = 2 * time.Second
 	r := mustLock(t, viaProxy, timing)
@@ -477,16 +482,7 @@ func holdingChild() {
 func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
-	p, via := e.proxied()
-	tg, err := connect(context.Background(), ClickHouse{URL: via, Timeout: time.Minute}, e.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.close)
-	viaProxy, err := tg.checkSchema(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, viaProxy := e.proxiedTable(time.Minute)
 	a := mustLock(t, viaProxy, testLockTiming)
 	if err := a.release(context.Background()); err != nil {
 		t.Fatal(err)

@@ -156,13 +156,7 @@ func TestStopWhileGivingBackTheLock(t *testing.T) {
 		t.Errorf("the message doubts the ledger row the run wrote: %v", err)
 	}
 	noOutputs(t, cfg)
-	res, err := Apply(context.Background(), e.config(path))
-	if err != nil {
-		t.Fatalf("re-run: %v", err)
-	}
-	if res.Pending != 0 || res.Verified != 2 {
-		t.Errorf("re-run outputs %v, want a replay (pending 0, 2 verified)", res.Outputs())
-	}
+	e.replays(path, 2)
 }
 
 // TestApplyCutAtEveryStatement cuts the connection as apply sends each of

@@ -5,20 +5,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestPGErrorClasses: the SQLSTATEs kafka-state decides itself, with the
@@ -102,27 +97,5 @@ func TestValueTooLargeDecision(t *testing.T) {
 		if ok != (tc.line > 0) || line != tc.line {
 			t.Errorf("%s: valueTooLarge = line %d, %v; want line %d", tc.name, line, ok, tc.line)
 		}
-	}
-}
-
-// TestInDoubtKeepsTheServersWarning: when what became of a lost COMMIT
-// cannot be told (here: no new connection), the message still quotes the
-// WARNING the server sent before the connection ended, the strongest word
-// the run has that the batch committed (pg_terminate_backend of a COMMIT
-// waiting for a synchronous standby).
-func TestInDoubtKeepsTheServersWarning(t *testing.T) {
-	cc, err := pgx.ParseConfig("postgres://changesink@" + testenv.ClosedAddr(t) + "/changesink?sslmode=disable&connect_timeout=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := inDoubt{xid: 42, pid: 7, topic: "orders", wait: time.Second}
-	warning := "canceling the wait for synchronous replication and terminating connection due to administrator command " +
-		"(The transaction has already committed locally, but might not have been replicated to the standby.)"
-	err = d.resolve(context.Background(), cc, io.ErrUnexpectedEOF, []string{warning}, slog.New(slog.DiscardHandler))
-	testenv.CheckError(t, err, outcome.Transient, nil, "so PostgreSQL may have committed this batch or not",
-		"PostgreSQL warned before the connection ended: "+warning, "committed on this server alone")
-	err = d.resolve(context.Background(), cc, io.ErrUnexpectedEOF, nil, slog.New(slog.DiscardHandler))
-	if strings.Contains(err.Error(), "warned") {
-		t.Errorf("without a WARNING the message quotes one: %v", err)
 	}
 }
