@@ -98,6 +98,7 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 			res, err := Apply(context.Background(), cfg)
 			waited := time.Since(froze)
 			p.Thaw()
+			t.Logf("failed %s after the freeze: %v", waited.Round(10*time.Millisecond), err)
 			if err == nil {
 				t.Fatalf("Apply succeeded on a frozen server: %v", res.Outputs())
 			}
