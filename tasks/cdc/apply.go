@@ -432,11 +432,15 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	cancel()
 	if err != nil {
 		// The target is right and recorded; only the lock may be left.
+		stopped := ""
+		if ctx.Err() != nil {
+			stopped = fmt.Sprintf(" (the run was stopped meanwhile, %s, and gave the lock up to %s to be given back)", outcome.StopCause(ctx), lk.releaseWithin())
+		}
 		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but giving back "+
-			"the lock failed: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
-			"is broken by the next run %[3]s after its last heartbeat; a table %[4]s left by this run holds no lock, and the first run "+
-			"to take the lock %[3]s after this one drops it (or now: DROP TABLE IF EXISTS %[4]s)",
-			err, lk.name, lk.timing.stale, lk.aside()))
+			"the lock failed%s: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
+			"is broken by the next run %[4]s after its last heartbeat; a table %[5]s left by this run holds no lock, and the first run "+
+			"to take the lock %[4]s after this one drops it (or now: DROP TABLE IF EXISTS %[5]s)",
+			stopped, err, lk.name, lk.timing.stale, lk.aside()))
 	}
 
 	for _, f := range []*kestra.File{expFile, pendFile} {
@@ -471,10 +475,10 @@ func (s stopState) wrap(ctx context.Context, err error) error {
 	}
 	held := "nothing was written"
 	switch {
+	case s.step == stepRecorded:
+		return err // its message says what the run did, and the stop
 	case s.step == stepLedger:
 		held = "the target holds the batch, verified; its ledger row may be missing"
-	case s.step == stepRecorded:
-		held = "the batch is applied, verified and recorded in the ledger, and the output files are not published"
 	case s.sent:
 		held = "the target holds none or all of the batch's rows (not yet recorded in the ledger)"
 	}
