@@ -381,12 +381,9 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	if err := contradiction(m, r.metaField(metaOperation), deleted); err != nil {
 		return refuse(m.Source.MetadataField+".operation", err)
 	}
-	if err := txIDErr(r.source(srcTxID)); err != nil {
-		return refuse(m.Source.MetadataField+".source.txId", err)
-	}
-	ch, err := changeOf(r, del, lsn)
+	ch, field, err := changeOf(r, del, lsn)
 	if err != nil {
-		return refuse(m.Source.MetadataField+".source.sequence", err)
+		return refuse(m.Source.MetadataField+field, err)
 	}
 	for i := range m.cols {
 		c := &m.cols[i]
@@ -463,10 +460,16 @@ func describeIon(r ion.Reader) string {
 
 // changeOf keeps what the event says about its place in the source's
 // history: metadata.operation, metadata.source.txId, its LSN and the
-// sequence's lsn_commit, whether it carried the delete marker. A sequence
-// that names another LSN is refused (checkSequence).
-func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (change, error) {
+// sequence's lsn_commit, whether it carried the delete marker. A malformed
+// txId (txIDOf) and a sequence that names another LSN (checkSequence) are
+// refused; field names the one at fault, below the metadata field.
+func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (_ change, field string, _ error) {
 	c := change{deletedSet: del.Type != ion.NoType, lsn: lsn}
+	tx, err := txIDOf(r.source(srcTxID))
+	if err != nil {
+		return c, ".source.txId", err
+	}
+	c.txID, c.txIDSet = tx.id, tx.set
 	if s := r.metaField(metaOperation); isText(s) {
 		c.operation = intern(s.Bytes)
 	}
@@ -474,32 +477,30 @@ func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (change, error) {
 		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(string(s.Bytes)); ok {
 			c.commit, c.commitSet, c.sequenced = commit, commitSet, true
 			if err := checkSequence(s.Bytes, lsn, commit, commitSet, seqLSN, seqLSNSet); err != nil {
-				return c, err
+				return c, ".source.sequence", err
 			}
 		}
 	}
-	if s := r.source(srcTxID); s.Type != ion.NoType && !s.Null {
-		u, _ := intOf(s).uint64() // txIDErr passed it: 0..2^63-1
-		c.txID, c.txIDSet = int64(u), true
-	}
-	return c, nil
+	return c, "", nil
 }
 
-// txIDErr refuses a metadata.source.txId that is present, not null, and not
-// an integer in 0..2^63-1: read as no transaction id, it would silently take
-// the event out of its transaction's checks.
-func txIDErr(s *ionrec.Scalar) error {
+// txIDOf reads metadata.source.txId: absent or null is a change without
+// one; anything but an integer in 0..2^63-1 is refused, since read as no
+// transaction id it would silently take the event out of its transaction's
+// checks.
+func txIDOf(s *ionrec.Scalar) (txMark, error) {
 	switch {
 	case s.Type == ion.NoType || s.Null:
-		return nil
+		return txMark{}, nil
 	case s.Type != ion.IntType:
-		return fmt.Errorf("%w: expected an Ion int, got %s", ErrBadTxID, describe(s))
+		return txMark{}, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadTxID, describe(s))
 	}
 	n := intOf(s)
-	if u, ok := n.uint64(); !ok || u > 1<<63-1 {
-		return fmt.Errorf("%w: %s is outside 0..9223372036854775807", ErrBadTxID, shortNumber(n.String()))
+	u, ok := n.uint64()
+	if !ok || u > 1<<63-1 {
+		return txMark{}, fmt.Errorf("%w: %s is outside 0..9223372036854775807", ErrBadTxID, shortNumber(n.String()))
 	}
-	return nil
+	return txMark{id: int64(u), set: true}, nil
 }
 
 // intern returns the common operation and snapshot words without
@@ -580,12 +581,9 @@ func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse fun
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null || !del.Bool) {
 		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", ErrContradiction, m.Source.DeletedField, describe(del)))
 	}
-	if err := txIDErr(r.source(srcTxID)); err != nil {
-		return refuse(m.Source.MetadataField+".source.txId", err)
-	}
-	ch, err := changeOf(r, del, lsn)
+	ch, field, err := changeOf(r, del, lsn)
 	if err != nil {
-		return refuse(m.Source.MetadataField+".source.sequence", err)
+		return refuse(m.Source.MetadataField+field, err)
 	}
 	return row{rec: rec, lsn: lsn, deleted: true, change: ch}, nil
 }
