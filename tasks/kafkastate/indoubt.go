@@ -112,10 +112,12 @@ func warnedBefore(warned []string) string {
 	if len(warned) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; PostgreSQL warned before the connection ended: %s; a COMMIT whose wait for a synchronous "+
-		"standby was ended (pg_cancel_backend, pg_terminate_backend, a server shutdown) is committed on this server alone, "+
-		"and may be on no standby: check pg_stat_replication", strings.Join(warned, "; "))
+	return "; PostgreSQL warned before the connection ended: " + strings.Join(warned, "; ") + "; " + syncRepEnded
 }
+
+// syncRepEnded is what a WARNING after COMMIT means (cancelGate keeps them).
+const syncRepEnded = "a COMMIT whose wait for a synchronous standby was ended (pg_cancel_backend, pg_terminate_backend, " +
+	"a server shutdown) is committed on this server alone, and may be on no standby: check pg_stat_replication"
 
 // fate is what status found: the transaction's status, and for a
 // committed one the synchronous standbys a COMMIT of this session waits for

@@ -430,9 +430,8 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		return nil, pgErr(ctx, err, "commit")
 	}
 	if w := warned; len(w) > 0 {
-		log.Warn(fmt.Sprintf("kafka-state: topic %s: the batch is committed, and PostgreSQL warned as it committed: %s; a COMMIT "+
-			"whose wait for a synchronous standby was cancelled (pg_cancel_backend, pg_terminate_backend, a server shutdown) is "+
-			"committed on this server alone, and may be on no standby: check pg_stat_replication", topic, strings.Join(w, "; ")))
+		log.Warn(fmt.Sprintf("kafka-state: topic %s: the batch is committed, and PostgreSQL warned as it committed: %s; %s",
+			topic, strings.Join(w, "; "), syncRepEnded))
 	}
 	ph.mark("positions+commit")
 	res.Duration = time.Since(started)
