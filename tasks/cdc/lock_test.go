@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -499,5 +501,53 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	}
 	if err := b.check(context.Background()); err != nil {
 		t.Errorf("the next holder lost its lock: %v", err)
+	}
+}
+
+// TestSystemTablesRereads: a read of system.tables that fails as 18.16
+// fails it under another table's RENAME or DROP is read again; one that
+// keeps failing that way is transient and says why, not "run setup
+// first"; any other failure is returned at once, classified.
+func TestSystemTablesRereads(t *testing.T) {
+	tg := &target{m: loadMapping(t, ordersMapping)}
+	raced := &clickhouse.Exception{Code: chUnknownTable, Message: "Table shop.other_cdc_lock doesn't exist."}
+	for _, tc := range []struct {
+		name  string
+		fails int // reads that fail before one succeeds (-1: all)
+		err   error
+		reads int
+		kind  outcome.Kind
+		says  string
+	}{
+		{"a race, then an answer", 3, raced, 4, outcome.OK, ""},
+		{"a race every time", -1, raced, 20, outcome.Transient,
+			"read the engine of x: code: 60, message: Table shop.other_cdc_lock doesn't exist. (ClickHouse failed to list the tables of " +
+				"database default 20 times in a row while other tables of it were renamed or dropped, as ClickHouse 18.16 does: a retry of the run converges)"},
+		{"a file of another table gone", 1, &clickhouse.Exception{Code: chFileDoesntExist, Message: "Cannot open file"}, 2, outcome.OK, ""},
+		{"another failure", -1, &clickhouse.Exception{Code: chAccessDenied, Message: "Not enough privileges."}, 1, outcome.Config,
+			"read the engine of x: code: 497, message: Not enough privileges. (the ClickHouse user may not write here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := 0
+			err := tg.systemTables(context.Background(), "read the engine of x", func() error {
+				reads++
+				if tc.fails < 0 || reads <= tc.fails {
+					return tc.err
+				}
+				return nil
+			})
+			if reads != tc.reads {
+				t.Errorf("%d reads, want %d", reads, tc.reads)
+			}
+			if got := outcome.Classify(err); got != tc.kind {
+				t.Errorf("class %s, want %s: %v", got, tc.kind, err)
+			}
+			if tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
+				t.Errorf("error %v\nwant it to say %q", err, tc.says)
+			}
+			if err != nil && strings.Contains(err.Error(), "setup first") {
+				t.Errorf("a race reported as a missing table: %v", err)
+			}
+		})
 	}
 }
