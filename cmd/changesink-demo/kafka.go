@@ -63,6 +63,14 @@ func (c *kafkaCmd) Run(ctx context.Context) error {
 	switch {
 	case err == nil && resp.Err == nil:
 		c.printf("kafka: created compacted topic %s with %d partitions\n", c.Topic, c.Partitions)
+		// Until its leaders answer, DescribeConfigs (forgetOtherCluster)
+		// may not know it.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := kafkatest.WaitLeaders(wctx, adm, c.Topic, int(c.Partitions))
+		cancel()
+		if err != nil {
+			return err
+		}
 	case errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(resp.Err, kerr.TopicAlreadyExists):
 		c.printf("kafka: topic %s exists\n", c.Topic)
 	case err != nil:

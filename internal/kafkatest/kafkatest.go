@@ -22,6 +22,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// WaitLeaders waits until every one of topic's partitions has a leader
+// that answers ListOffsets: a topic just created is not yet known to every
+// request (DescribeConfigs may answer UNKNOWN_TOPIC_OR_PARTITION). It polls
+// every 100 ms until ctx ends.
+func WaitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil && offs.Error() == nil && len(offs[topic]) == partitions {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s has no leaders for its %d partitions: %v (%w)", topic, partitions, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // WaitStable waits until, for every partition p in past, topic's last stable
 // offset is at least past[p], that is, until no transaction is open below
 // past[p] (pass the last offset a transaction wrote to p, plus one). It polls

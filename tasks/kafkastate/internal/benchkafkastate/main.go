@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
@@ -275,24 +276,11 @@ func openTopic(ctx context.Context, brokers, topic string, partitions int32) (*k
 		_, _ = adm.DeleteTopic(context.Background(), topic)
 		kcl.Close()
 	}
-	if err := waitLeaders(ctx, adm, topic, int(partitions)); err != nil {
+	if err := kafkatest.WaitLeaders(ctx, adm, topic, int(partitions)); err != nil {
 		closeTopic()
 		return nil, nil, nil, err
 	}
 	return kcl, adm, closeTopic, nil
-}
-
-func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
-	for {
-		offs, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil && offs.Error() == nil && len(offs[topic]) == partitions {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("topic %s has no leaders: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func createDatabase(ctx context.Context, adminDSN, name string) (string, func(), error) {
