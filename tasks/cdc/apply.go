@@ -649,7 +649,7 @@ func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerSt
 // after a snapshot) when neither the batch nor the ledger knows that
 // snapshot: the ledger's last row is a baseline (made over rows already in
 // the target: a target the seed flow filled, or a ledger dropped by hand).
-// Its version may belong after the snapshot's rows (doc.go, the overlap),
+// Its version may belong after the snapshot's rows (docs/cdc.md, "Versions"),
 // so skipping it as older could lose it.
 func unplacedAfter(t *table, sel selection) error {
 	if sel.unplaced == nil {

@@ -19,7 +19,7 @@ import (
 // number of keys (one row each), never with the events of a key.
 //
 // Events are merged in file order, which is commit order and then change
-// order (pgoutput sends whole transactions at their commit; doc.go). Each
+// order (pgoutput sends whole transactions at their commit; docs/cdc.md). Each
 // is stamped with its version (order.go); the higher version wins, and two
 // different events of a key at one version are refused, except two changes
 // of one transaction that share its floor, where the later one in the file

@@ -10,7 +10,7 @@ import (
 )
 
 // The version of a change: a number that follows PostgreSQL's commit order
-// (doc.go, "Versions"). A streamed change of transaction T is at
+// (docs/cdc.md, "Versions"). A streamed change of transaction T is at
 //
 //	version = max(change LSN, F_T + 1)
 //

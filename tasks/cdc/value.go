@@ -35,7 +35,8 @@ func (v value) equal(o value) bool {
 }
 
 // canonicalNaN is the one NaN bit pattern values carry, so that a NaN
-// compares equal to itself (Python's == says NaN != NaN; see doc.go).
+// compares equal to itself when payloads are compared (Python's == says
+// NaN != NaN, which would turn a replay of a NaN row into a conflict).
 var canonicalNaN = math.Float64bits(math.NaN())
 
 func floatValue(f float64) value {
