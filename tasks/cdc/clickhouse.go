@@ -249,29 +249,41 @@ func mayBeTLSPort(err error) bool {
 	return true
 }
 
-// ClickHouse error codes changesink acts on (ErrorCodes.cpp).
+// ClickHouse error codes changesink acts on (src/Common/ErrorCodes.cpp),
+// every one of them: classify decides the class of most, the lock, the
+// ledger and setup act on the missing-object ones.
 const (
-	chUnknownTable     = 60
-	chFileDoesntExist  = 107
-	chPocoException    = 1000 // 18.16: "File not found" among others
-	chUnknownSetting   = 115
-	chUnknownDatabase  = 81
-	chUnknownUser      = 192
-	chWrongPassword    = 193
-	chRequiredPassword = 194
-	chAuthFailed       = 516
-	chTimeoutExceeded  = 159
-	chSocketTimeout    = 209
-	chNetworkError     = 210
-	chTooManyQueries   = 202
-	chTooManyParts     = 252
-	chMemoryLimit      = 241
-	chTableIsReadOnly  = 242
-	chAllReplicasLost  = 279
-	chNoFreeConnection = 203
-	chReadonly         = 164
-	chAccessDenied     = 497
+	chTableAlreadyExists = 57
+	chUnknownTable       = 60
+	chFileDoesntExist    = 107
+	chPocoException      = 1000 // 18.16: "File not found" among others
+	chUnknownSetting     = 115
+	chUnknownDatabase    = 81
+	chUnknownUser        = 192
+	chWrongPassword      = 193
+	chRequiredPassword   = 194
+	chAuthFailed         = 516
+	chTimeoutExceeded    = 159
+	chSocketTimeout      = 209
+	chNetworkError       = 210
+	chTooManyQueries     = 202
+	chTooManyParts       = 252
+	chMemoryLimit        = 241
+	chTableIsReadOnly    = 242
+	chAllReplicasLost    = 279
+	chNoFreeConnection   = 203
+	chReadonly           = 164
+	chAccessDenied       = 497
 )
+
+// chCode is a ClickHouse exception's code in err's chain, or 0.
+func chCode(err error) int32 {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		return ex.Code
+	}
+	return 0
+}
 
 // classify marks a ClickHouse error: authentication, missing objects, a TLS
 // handshake that cannot succeed and an invalid address are configuration

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/changesink/changesink/internal/outcome"
 )
 
@@ -70,9 +68,6 @@ type lockTiming struct {
 // run started right after it waits at most that (and at most 60 s for a
 // live holder, then fails transient: a Kestra retry fits).
 var defaultLockTiming = lockTiming{beat: 2 * time.Second, stale: 30 * time.Second, wait: 60 * time.Second, poll: 250 * time.Millisecond}
-
-// ClickHouse error codes the lock acts on.
-const chTableAlreadyExists = 57
 
 func lockName(m *Mapping) string { return m.Target.Table + "_lock" }
 
@@ -469,13 +464,4 @@ func (l *targetLock) mine(ctx context.Context, name string) (bool, error) {
 		return false, classify(fmt.Errorf("check the lock %s: %w", name, err))
 	}
 	return n > 0, nil
-}
-
-// chCode is a ClickHouse exception's code in err's chain, or 0.
-func chCode(err error) int32 {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
-		return ex.Code
-	}
-	return 0
 }
