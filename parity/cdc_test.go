@@ -58,7 +58,7 @@ type cdcParity struct {
 // and changesink (text and binary Ion) and compares what each leaves behind.
 func TestCDCParity(t *testing.T) {
 	env := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_CLIENT", "CHANGESINK_TEST_PYTHON")
-	seeds := seedsDir(t)
+	seeds := testenv.Seeds(t)
 	bin := ""
 	var mapping []byte
 	if !seedOnly() {

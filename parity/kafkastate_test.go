@@ -46,7 +46,7 @@ type kafkaParity struct {
 // script and changesink and compares what each leaves behind.
 func TestKafkaStateParity(t *testing.T) {
 	env := testenv.Lookup(t, "CHANGESINK_TEST_KAFKA", "CHANGESINK_TEST_PG", "CHANGESINK_TEST_PYTHON")
-	seeds := seedsDir(t)
+	seeds := testenv.Seeds(t)
 	bin := ""
 	if !seedOnly() {
 		bin = changesinkBinary(t)
@@ -563,7 +563,7 @@ func lastLine(s string) string {
 // database the seed's DDL made (no migration).
 func TestKafkaStateSchemaParity(t *testing.T) {
 	env := testenv.Lookup(t, "CHANGESINK_TEST_PG")
-	seeds := seedsDir(t)
+	seeds := testenv.Seeds(t)
 	bin := changesinkBinary(t)
 	ddl := testenv.SeedTask(t, seeds, seedKafkaFlow, "create_state_tables", "sql")
 	base := "parity_schema_" + testenv.RandomHex(4)

@@ -47,24 +47,6 @@ func changesinkBinary(t *testing.T) string {
 	return binPath
 }
 
-// seedsDir returns the seeds folder (CHANGESINK_TEST_SEEDS, which .ci/env
-// points at the copy in parity/seeds), checked to hold the seed flows and
-// their scripts.
-func seedsDir(t *testing.T) string {
-	t.Helper()
-	dir := testenv.Lookup(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
-	for _, f := range seedFiles {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Fatalf("seeds folder CHANGESINK_TEST_SEEDS=%s lacks %s: %v", dir, f, err)
-		}
-	}
-	return dir
-}
-
-// seedFiles are the seed flows and their extracted Python.
-var seedFiles = []string{"kafka-compacted-postgres-state.yaml", "postgres-clickhouse-cdc.yaml", "reference/kafka_state_materialize.py",
-	"reference/cdc_prepare_batch.py", "reference/cdc_select_changes.py", "reference/cdc_verify_batch.py"}
-
 // procResult is how one process run ended, as Kestra would see it.
 type procResult struct {
 	testenv.Result

@@ -18,7 +18,7 @@ func TestSeedCopyIsCurrent(t *testing.T) {
 	if origin == "" {
 		t.Skip("SKIPPED: no original seeds folder beside this clone (../shared/seeds); parity/seeds is used as it is")
 	}
-	for _, f := range seedFiles {
+	for _, f := range testenv.SeedFiles() {
 		want := testenv.ReadFile(t, filepath.Join(origin, f))
 		got := testenv.ReadFile(t, filepath.Join("seeds", f))
 		if !bytes.Equal(got, want) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,35 +17,9 @@ import (
 // superuser with REPLICATION, wal_level=logical) and returns its DSN.
 func testDatabase(t *testing.T) (dsn, name string) {
 	t.Helper()
-	admin := os.Getenv("CHANGESINK_TEST_PG")
-	if admin == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_PG unset: the WAL capture test against PostgreSQL", "source .ci/env after .ci/services; .ci/run sets it")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect %s: %v", "CHANGESINK_TEST_PG", err)
-	}
-	defer conn.Close(ctx)
-	name = "demo_capture_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, admin); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			_ = c.Close(ctx)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatalf("CHANGESINK_TEST_PG is not a URL: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String(), name
+	admin := testenv.Lookup(t, "CHANGESINK_TEST_PG")["CHANGESINK_TEST_PG"]
+	name = testenv.UniqueName(t, "demo_capture_")
+	return testenv.CreateDatabase(t, admin, name, ""), name
 }
 
 // TestCaptureFromWAL runs the demo's orders round twice on a real PostgreSQL

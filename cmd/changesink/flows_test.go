@@ -126,18 +126,6 @@ func readYAML(t *testing.T, path string) map[string]any {
 	return doc
 }
 
-// seedsDir returns the directory of the seed flows, or "" when absent.
-func seedsDir() string {
-	if d := os.Getenv("CHANGESINK_TEST_SEEDS"); d != "" {
-		return d
-	}
-	d := filepath.Join("..", "..", "parity", "seeds") // the copy in the repository
-	if _, err := os.Stat(d); err != nil {
-		return ""
-	}
-	return d
-}
-
 // tasksOf returns every task of a flow in document order, including tasks
 // nested in flowable tasks (then/else/tasks/errors/finally).
 func tasksOf(flow map[string]any) []map[string]any {
@@ -298,10 +286,7 @@ func withDeviations(t *testing.T, file string, inputs any) any {
 }
 
 func TestFlowsKeepSeed(t *testing.T) {
-	dir := seedsDir()
-	if dir == "" {
-		t.Fatal("CHANGESINK_TEST_SEEDS is unset and parity/seeds is absent: the seed flows are part of the repository")
-	}
+	dir := testenv.Seeds(t)
 	for _, sf := range shippedFlows {
 		t.Run(sf.file, func(t *testing.T) {
 			seed := readYAML(t, filepath.Join(dir, sf.seed))
@@ -545,10 +530,7 @@ func TestFlowsHaveNoPython(t *testing.T) {
 // REPORT_ONLY=true, so that it reports a record ahead of its position instead
 // of failing the task itself.
 func TestFlowKafkaStateKeepsSeedFail(t *testing.T) {
-	dir := seedsDir()
-	if dir == "" {
-		t.Fatal("CHANGESINK_TEST_SEEDS is unset and parity/seeds is absent: the seed flows are part of the repository")
-	}
+	dir := testenv.Seeds(t)
 	const file = "kafka-compacted-postgres-state.yaml"
 	seed := readYAML(t, filepath.Join(dir, file))
 	got := readYAML(t, filepath.Join(flowsDir, file))

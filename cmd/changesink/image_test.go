@@ -37,10 +37,7 @@ const dockerSocket = "unix:///var/run/docker.sock"
 // CHANGESINK_REQUIRE_SERVICES=1) when there is none.
 func testImage(t *testing.T) string {
 	t.Helper()
-	image := os.Getenv("CHANGESINK_TEST_IMAGE")
-	if image == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_IMAGE unset", "run .ci/docker, then source .ci/env; .ci/run does both")
-	}
+	image := testenv.Lookup(t, "CHANGESINK_TEST_IMAGE")["CHANGESINK_TEST_IMAGE"] // .ci/docker builds it; .ci/env names it
 	if _, err := exec.LookPath("docker"); err != nil {
 		testenv.Missing(t, "the docker command", ".ci/docker installs Docker and builds the image")
 	}

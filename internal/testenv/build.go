@@ -9,8 +9,11 @@ import (
 	"time"
 )
 
+// module is this repository's Go module.
+const module = "github.com/changesink/changesink"
+
 // changesinkPackage is the command the tests that run the binary build.
-const changesinkPackage = "github.com/changesink/changesink/cmd/changesink"
+const changesinkPackage = module + "/cmd/changesink"
 
 // Build builds cmd/changesink into the file bin (go build, bounded by ctx);
 // an error carries the compiler's output.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -29,11 +28,7 @@ import (
 // seed's dependencies), or skips loudly.
 func pythonOrSkip(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("CHANGESINK_TEST_PYTHON")
-	if py == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_PYTHON unset", "a Python venv with chdb, for the current ClickHouse engine")
-	}
-	return py
+	return testenv.Lookup(t, "CHANGESINK_TEST_PYTHON")["CHANGESINK_TEST_PYTHON"]
 }
 
 type chdbStep map[string]any

@@ -26,11 +26,7 @@ import (
 // under CHANGESINK_REQUIRE_SERVICES=1).
 func clickhouseURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
-	if u == "" {
-		testenv.Missing(t, "CHANGESINK_TEST_CLICKHOUSE unset", "a ClickHouse server on the native protocol, e.g. clickhouse://127.0.0.1:19000/default")
-	}
-	return u
+	return testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")["CHANGESINK_TEST_CLICKHOUSE"]
 }
 
 // adminConn opens a plain connection for a test's setup and checks.

@@ -88,7 +88,7 @@ func runSeedScript(t *testing.T, py, seeds, script, dir string) string {
 // their outputs with changesink's counts.
 func TestOutputFilesMatchTheSeed(t *testing.T) {
 	py := pythonOrSkip(t)
-	seeds := seedsDir(t)
+	seeds := testenv.Seeds(t)
 	m := loadMapping(t, ordersMapping)
 	var events []any
 	statuses := []string{"new", "paid ✓", `q"b\s/<a&b>`, "t\tn\nr\rb\bf\fz\x01\x1f\x7f", "ls\u2028ps\u2029", "😀😀", "", " lead "}

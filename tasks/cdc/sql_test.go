@@ -66,23 +66,10 @@ func TestQuoteIdent(t *testing.T) {
 	}
 }
 
-// seedsDir returns the seed flows' directory, or skips loudly.
-func seedsDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("CHANGESINK_TEST_SEEDS")
-	if dir == "" {
-		dir = "../../parity/seeds" // the copy in the repository
-	}
-	if _, err := os.Stat(filepath.Join(dir, "postgres-clickhouse-cdc.yaml")); err != nil {
-		t.Fatalf("the seed flows are part of the repository (parity/seeds), but %s has none: %v", dir, err)
-	}
-	return dir
-}
-
 // TestOrdersDDLIsTheSeeds compares setup's statements for the shipped
 // orders mapping with the seed's create_target task, statement by statement.
 func TestOrdersDDLIsTheSeeds(t *testing.T) {
-	raw := testenv.ReadFile(t, filepath.Join(seedsDir(t), "postgres-clickhouse-cdc.yaml"))
+	raw := testenv.ReadFile(t, filepath.Join(testenv.Seeds(t), "postgres-clickhouse-cdc.yaml"))
 	var flow struct {
 		Tasks []struct {
 			ID  string `yaml:"id"`

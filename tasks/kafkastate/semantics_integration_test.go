@@ -201,10 +201,10 @@ func TestMergeStatements(t *testing.T) {
 // topic into e's database and returns its report.
 func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 	t.Helper()
-	vars := testenv.Lookup(t, "CHANGESINK_TEST_PYTHON", "CHANGESINK_TEST_SEEDS")
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PYTHON")
 	dir := t.TempDir()
 	ctx := testCtx(t, 2*time.Minute)
-	cmd := exec.CommandContext(ctx, vars["CHANGESINK_TEST_PYTHON"], filepath.Join(vars["CHANGESINK_TEST_SEEDS"], "reference", "kafka_state_materialize.py"))
+	cmd := exec.CommandContext(ctx, vars["CHANGESINK_TEST_PYTHON"], filepath.Join(testenv.Seeds(t), "reference", "kafka_state_materialize.py"))
 	cfg := e.config()
 	cfg.MaxRecords = maxRecords
 	cfg.PollSeconds = 5

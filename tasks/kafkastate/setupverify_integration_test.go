@@ -19,7 +19,7 @@ import (
 // seedDDL returns the SQL of the seed flow's create_state_tables task.
 func seedDDL(t *testing.T) string {
 	t.Helper()
-	dir := testenv.Lookup(t, "CHANGESINK_TEST_SEEDS")["CHANGESINK_TEST_SEEDS"]
+	dir := testenv.Seeds(t)
 	return testenv.SeedTask(t, dir, "kafka-compacted-postgres-state.yaml", "create_state_tables", "sql")
 }
 
