@@ -234,20 +234,3 @@ func TestComposeStack(t *testing.T) {
 		}
 	}
 }
-
-// TestShipREADME checks the README gives a new user the commands that matter.
-func TestShipREADME(t *testing.T) {
-	raw := testenv.ReadFile(t, filepath.Join(repoRoot, "README.md"))
-	readme := string(raw)
-	for _, want := range []string{".ci/run", ".ci/demo", "docker compose up", flowImage, "SECRET_", "## Runbook", "## Benchmarks"} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md does not mention %q", want)
-		}
-	}
-	for _, script := range []string{".ci/demo"} {
-		st, err := os.Stat(filepath.Join(repoRoot, script))
-		if err != nil || st.Mode()&0o111 == 0 {
-			t.Errorf("%s is missing or not executable (%v)", script, err)
-		}
-	}
-}
