@@ -6,7 +6,9 @@
 // transient by nature (network errors, timeouts, PostgreSQL connection-class
 // SQLSTATEs, a terminated backend, serialization failures). Anything else is
 // Internal: the run failed for a reason changesink did not foresee, which is
-// a bug to report. In every case nothing was committed.
+// a bug to report. A failed run has committed nothing, unless its message
+// says otherwise: a kafka-state COMMIT whose answer was lost (in doubt), a
+// cdc run that failed after its insert (a re-run converges).
 package outcome
 
 import (
@@ -37,9 +39,10 @@ const (
 	// Config: a usage or configuration error; fix the flow or the secret.
 	Config
 	// Transient: a service was unreachable, timed out or dropped the
-	// connection; nothing was committed and a retry may succeed.
+	// connection; a retry may succeed (nothing was committed, unless the
+	// message says otherwise).
 	Transient
-	// Internal: an unexpected failure (a bug); nothing was committed.
+	// Internal: an unexpected failure, a bug to report.
 	Internal
 )
 
@@ -172,8 +175,10 @@ func Classify(err error) Kind {
 // pg_terminate_backend sends it; 57P02; 57P03 cannot_connect_now), a
 // serialization failure or deadlock (40001, 40P01), too many connections
 // (53300), a session the server ended for idling (25P03
-// idle_in_transaction_session_timeout, 57P05 idle_session_timeout). The tasks decide the SQLSTATEs that are configuration errors
-// themselves, because each names what to fix.
+// idle_in_transaction_session_timeout, 57P05 idle_session_timeout). These
+// are the codes every task treats alike; the tasks decide the others
+// themselves (configuration errors, refusals), because each names what to
+// fix.
 func pgTransient(code string) bool {
 	switch code {
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
