@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -145,6 +146,19 @@ func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (str
 	return db, conn
 }
 
+// dsnAs returns the connection URL dsn with its user (and password, or
+// none) replaced by user: the PG_DSN a flow passes when PGUSER and
+// PGPASSWORD carry the credentials.
+func dsnAs(t *testing.T, dsn string, user *url.Userinfo) *url.URL {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = user
+	return u
+}
+
 // TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
 // and verify through the command line with a PostgreSQL role whose password
 // comes from PGPASSWORD, then failing runs that handle secrets (a wrong
@@ -178,7 +192,9 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		return fmt.Sprintf(`{"bootstrap.servers":%q,"security.protocol":"SASL_PLAINTEXT","sasl.mechanism":"SCRAM-SHA-512","sasl.username":%q,"sasl.password":%q}`,
 			vars["CHANGESINK_TEST_KAFKA_SCRAM"], vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], password)
 	}
-	dsn := fmt.Sprintf("postgres://%s@127.0.0.1:5432/%s?sslmode=disable", role, db)
+	// PG_DSN names the role but holds no password (PGPASSWORD does), as the seed flow passes it.
+	dsnURL := dsnAs(t, testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db), url.User(role))
+	dsn := dsnURL.String()
 	t.Setenv(kafkastate.EnvPGDSN, dsn)
 	t.Setenv(kafkastate.EnvPGUser, role)
 	t.Setenv(kafkastate.EnvPGPassword, pgSecret)
@@ -207,13 +223,13 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
 		map[string]string{kafkastate.EnvKafkaProperties: `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
 	step("wrong password in PG_DSN", 2, "check PG_DSN",
-		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, db)},
+		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: dsnAs(t, dsn, url.UserPassword(role, wrongPG)).String()},
 		"kafka-state", "materialize")
 	// An unescaped '@' in the DSN's password: libpq's rule makes its tail
 	// the host, which the connect error printed (and called transient).
 	atSecret := "at-Secret-" + testenv.RandomHex(6)
 	step("'@' in the DSN's password", 2, "%40",
-		map[string]string{kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@%s@127.0.0.1:5432/%s?sslmode=disable", role, wrongPG, atSecret, db)},
+		map[string]string{kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@%s@%s%s?%s", role, wrongPG, atSecret, dsnURL.Host, dsnURL.Path, dsnURL.RawQuery)},
 		"kafka-state", "setup")
 	step("misspelt topic", 2, "holds no read positions for it",
 		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
@@ -239,28 +255,9 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db := "ks_report_" + testenv.RandomHex(4)
-	admin, err := pgx.Connect(ctx, vars["CHANGESINK_TEST_PG"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop the test database %s: %v", db, err)
-		}
-	})
-	cfg, err := pgx.ParseConfig(vars["CHANGESINK_TEST_PG"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = db
-	t.Setenv(kafkastate.EnvPGDSN, fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, db))
+	db, conn := pgDatabase(ctx, t, vars["CHANGESINK_TEST_PG"], "ks_report_")
+	cfg := conn.Config()
+	t.Setenv(kafkastate.EnvPGDSN, dsnAs(t, testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db), url.User(cfg.User)).String())
 	t.Setenv(kafkastate.EnvPGUser, cfg.User)
 	t.Setenv(kafkastate.EnvPGPassword, cfg.Password)
 	t.Setenv(kafkastate.EnvTopic, "orders")
@@ -277,11 +274,6 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 	if code, out := runCLI(nil, "kafka-state", "setup"); code != 0 {
 		t.Fatalf("setup: exit %d:\n%s", code, out)
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	exec := func(q string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, q); err != nil {
