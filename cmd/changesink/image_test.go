@@ -121,13 +121,6 @@ func runLikeKestra(ctx context.Context, t *testing.T, image, work string, env ma
 	return r
 }
 
-// withEnv returns a copy of env with name set to value.
-func withEnv(env map[string]string, name, value string) map[string]string {
-	e := maps.Clone(env)
-	e[name] = value
-	return e
-}
-
 // expect checks a run's exit code and that its stdout holds every want;
 // changesink writes nothing to stderr (Kestra would log it as errors).
 func (r taskRun) expect(t *testing.T, step string, code int, wants ...string) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -161,19 +163,12 @@ func TestKafkaStateOverTLS(t *testing.T) {
 
 	// KAFKA_STATE_DSN, KAFKA_STATE_USER, KAFKA_STATE_PASSWORD.
 	dsn := func(rootCert string) string {
-		return fmt.Sprintf("postgres://%s/%s?sslmode=verify-full&sslrootcert=%s", vars["CHANGESINK_TEST_PG_TLS_HOSTPORT"], db, rootCert)
+		u := url.URL{Scheme: "postgres", Host: vars["CHANGESINK_TEST_PG_TLS_HOSTPORT"], Path: "/" + db,
+			RawQuery: url.Values{"sslmode": {"verify-full"}, "sslrootcert": {rootCert}}.Encode()}
+		return u.String()
 	}
 	base := map[string]string{kafkastate.EnvPGDSN: dsn(caFile), kafkastate.EnvPGUser: role, kafkastate.EnvPGPassword: pgSecret, kafkastate.EnvTopic: topic, kafkastate.EnvKafkaProperties: confluent(plainSecret)}
-	with := func(extra ...string) map[string]string {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for i := 0; i+1 < len(extra); i += 2 {
-			env[extra[i]] = extra[i+1]
-		}
-		return env
-	}
+	with := func(extra ...string) map[string]string { return withEnv(base, extra...) }
 
 	check := &tlsSecretCheck{secrets: map[string]string{
 		"PostgreSQL password": pgSecret, "wrong PostgreSQL password": wrongPG, "PLAIN password": plainSecret,
@@ -259,24 +254,20 @@ func TestCDCOverTLS(t *testing.T) {
 	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")
 	secure, password := vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]
 	wrong := "wrong-CH-" + testenv.RandomHex(6)
-	host := strings.SplitN(secure, "/", 4)[2] // localhost:19440
+	secureURL, err := url.Parse(secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := secureURL.Host // the TLS port, named by every connection error
+	plain := *secureURL    // the TLS port without secure=true
+	q := plain.Query()
+	q.Del("secure")
+	plain.RawQuery = q.Encode()
+	plainOnTLS := plain.String()
 
 	base := map[string]string{"CDC_MAPPING": "orders.mapping.yaml", "CLICKHOUSE_URL": secure, "CLICKHOUSE_CA_FILE": caFile,
 		"CLICKHOUSE_USERNAME": vars["CHANGESINK_TEST_CLICKHOUSE_USER"], "CLICKHOUSE_PASSWORD": password}
-	with := func(extra ...string) map[string]string {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for i := 0; i+1 < len(extra); i += 2 {
-			if extra[i+1] == "" {
-				delete(env, extra[i])
-				continue
-			}
-			env[extra[i]] = extra[i+1]
-		}
-		return env
-	}
+	with := func(extra ...string) map[string]string { return withEnv(base, extra...) }
 	check := &tlsSecretCheck{secrets: map[string]string{"ClickHouse password": password, "wrong ClickHouse password": wrong}}
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) {
 		t.Helper()
@@ -296,7 +287,6 @@ func TestCDCOverTLS(t *testing.T) {
 		with("CLICKHOUSE_PASSWORD", wrong), "cdc", "apply")
 	// The TLS port without secure=true: the server resets the plaintext
 	// hello; a TLS probe of the port says why (it was transient, exit 3).
-	plainOnTLS := strings.Replace(secure, "?secure=true", "", 1)
 	for _, cmd := range []string{"setup", "apply"} {
 		step("plaintext against the TLS port ("+cmd+")", 2, []string{`"error_class":"config"`, host, "speaks TLS", "add secure=true to CLICKHOUSE_URL"},
 			with("CLICKHOUSE_URL", plainOnTLS, "CLICKHOUSE_CA_FILE", ""), "cdc", cmd)
@@ -306,6 +296,20 @@ func TestCDCOverTLS(t *testing.T) {
 	step("CLICKHOUSE_CA_FILE missing", 2, []string{`"error_class":"config"`, "CLICKHOUSE_CA_FILE", "no-such-ca.pem"},
 		with("CLICKHOUSE_CA_FILE", "no-such-ca.pem"), "cdc", "setup")
 	check.verify(t)
+}
+
+// withEnv returns base with the extra name, value pairs set; an empty value
+// removes the name.
+func withEnv(base map[string]string, extra ...string) map[string]string {
+	env := maps.Clone(base)
+	for i := 0; i+1 < len(extra); i += 2 {
+		if extra[i+1] == "" {
+			delete(env, extra[i])
+			continue
+		}
+		env[extra[i]] = extra[i+1]
+	}
+	return env
 }
 
 // flowStep runs one command as a flow would (runAsFlow), adds its output to
