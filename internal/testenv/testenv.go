@@ -30,11 +30,11 @@ import (
 	"testing"
 )
 
-// RequireServices is the env var that forbids skipping when set to "1".
-const RequireServices = "CHANGESINK_REQUIRE_SERVICES"
+// requireServices is the env var that forbids skipping when set to "1".
+const requireServices = "CHANGESINK_REQUIRE_SERVICES"
 
-// Strict reports whether skipping is forbidden (RequireServices=1).
-func Strict() bool { return os.Getenv(RequireServices) == "1" }
+// strict reports whether skipping is forbidden (requireServices=1).
+func strict() bool { return os.Getenv(requireServices) == "1" }
 
 // Lookup returns the values of the named env vars. When any is unset the
 // test is skipped with a message naming them, or fails under Strict.
@@ -60,8 +60,8 @@ func Lookup(t testing.TB, names ...string) map[string]string {
 func Missing(t testing.TB, what, why string) {
 	t.Helper()
 	msg := "SKIPPED, integration test NOT RUN: " + what + " (" + why + ")"
-	if Strict() {
-		t.Fatal(msg + "; " + RequireServices + "=1 forbids skipping")
+	if strict() {
+		t.Fatal(msg + "; " + requireServices + "=1 forbids skipping")
 	}
 	t.Skip(msg)
 }

@@ -23,7 +23,7 @@ func TestLookup(t *testing.T) {
 func TestMissingSkipsOrFails(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		rec := &recorder{}
-		t.Setenv(RequireServices, map[bool]string{false: "", true: "1"}[strict])
+		t.Setenv(requireServices, map[bool]string{false: "", true: "1"}[strict])
 		func() {
 			defer func() { _ = recover() }() // recorder panics to stop like Skip/Fatal do
 			Lookup(rec, "CHANGESINK_TESTENV_UNSET_X")
