@@ -63,9 +63,9 @@ func Root(t testing.TB) string {
 }
 
 // SeedTask returns field ("sql" or "script") of task id in the seed flow
-// file name, read from the seeds folder seeds (Seeds): tests
-// use the seed's own DDL and scripts, never one written out again in a test. It fails t when the file,
-// the task or the field is missing.
+// file name, read from the seeds folder seeds (Seeds): tests use the seed's
+// own DDL and scripts, never one written out again in a test. It fails t
+// when the file, the task or the field is missing.
 func SeedTask(t testing.TB, seeds, name, id, field string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(seeds, name))
