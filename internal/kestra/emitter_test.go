@@ -87,9 +87,7 @@ func TestDirCreateIsAtomic(t *testing.T) {
 	if len(entries) != 0 {
 		t.Fatalf("Abort left files: %v", entries)
 	}
-	if err := dir.WriteJSON("r.json", map[string]int{"a": 1}); err != nil {
-		t.Fatal(err)
-	}
+	commitFile(t, dir, "r.json", `{"a": 1}`)
 	st, err := os.Stat(filepath.Join(dir.Path, "r.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +97,7 @@ func TestDirCreateIsAtomic(t *testing.T) {
 	}
 	b, err := os.ReadFile(filepath.Join(dir.Path, "r.json"))
 	if err != nil || !strings.Contains(string(b), `"a": 1`) {
-		t.Fatalf("WriteJSON wrote %q, %v", b, err)
+		t.Fatalf("Commit left %q, %v", b, err)
 	}
 	if _, err := dir.Create("../x"); err == nil {
 		t.Fatal("Create accepted a path")

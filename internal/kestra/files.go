@@ -1,7 +1,6 @@
 package kestra
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -83,19 +82,4 @@ func (f *File) Abort() {
 	f.done = true
 	f.File.Close()
 	os.Remove(f.File.Name())
-}
-
-// WriteJSON writes v as indented JSON to the output file name, atomically.
-func (d Dir) WriteJSON(name string, v any) error {
-	f, err := d.Create(name)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	enc := json.NewEncoder(f)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("kestra: write %s: %w", name, err)
-	}
-	return f.Commit()
 }

@@ -24,14 +24,29 @@ func TestCreateRefusesADirectoryName(t *testing.T) {
 		t.Fatalf("Create over a directory: err = %v, want 'is a directory'", err)
 	}
 	testenv.WriteFile(t, filepath.Join(d.Path, "old.json"), []byte("old"), 0o644)
-	if err := d.WriteJSON("old.json", map[string]int{"new": 1}); err != nil {
-		t.Fatal(err)
-	}
+	commitFile(t, d, "old.json", `{"new": 1}`)
 	if b, _ := os.ReadFile(filepath.Join(d.Path, "old.json")); !strings.Contains(string(b), `"new": 1`) {
 		t.Errorf("old.json = %q, want it replaced", b)
 	}
 	entries, _ := os.ReadDir(d.Path)
 	if len(entries) != 2 {
 		t.Errorf("working directory holds %d entries, want 2 (no temporary file left)", len(entries))
+	}
+}
+
+// commitFile writes content to the output file name through Create and
+// Commit, as the tasks write theirs.
+func commitFile(t *testing.T, d Dir, name, content string) {
+	t.Helper()
+	f, err := d.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Abort()
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,10 +1,9 @@
 // Package redact keeps secrets out of everything changesink prints.
 //
-// Two layers: DSN rewrites a connection string so its password never shows
-// (for messages that name the target), and Masker replaces every known secret
-// value (passwords, SASL secrets, key passwords, DSN passwords) wherever it
-// appears, as a last line of defence on every stdout line, including driver
-// errors that quote a DSN or a server's echo of a credential.
+// Masker replaces every known secret value (passwords, SASL secrets, key
+// passwords, the passwords inside DSNs and JDBC URLs) wherever it appears, on
+// every line changesink prints, including driver errors that quote a DSN or
+// a server's echo of a credential.
 package redact
 
 import (
@@ -82,26 +81,6 @@ var kvPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|
 // isSecretParam reports a DSN query parameter that holds a secret.
 func isSecretParam(k string) bool {
 	return strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")
-}
-
-// DSN returns dsn with its password (and sslpassword) replaced by
-// Placeholder. It understands URL DSNs (postgres://, clickhouse://, with a
-// userinfo password or a password= query parameter) and libpq key=value DSNs.
-func DSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), Placeholder)
-		}
-		q := u.Query()
-		for k := range q {
-			if isSecretParam(k) {
-				q.Set(k, Placeholder)
-			}
-		}
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return kvPassword.ReplaceAllString(dsn, "${1}"+Placeholder)
 }
 
 func dsnSecrets(dsn string) []string {

@@ -5,27 +5,6 @@ import (
 	"testing"
 )
 
-func TestDSN(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"url userinfo", "postgres://u:s3cret@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
-		{"url query", "clickhouse://h:9000/db?username=u&password=s3cret", "clickhouse://h:9000/db?password=xxxxx&username=u"},
-		{"url no password", "postgres://u@h/db", "postgres://u@h/db"},
-		{"kv", "host=h user=u password=s3cret dbname=db", "host=h user=u password=xxxxx dbname=db"},
-		{"kv quoted", "host=h password='s3 cret' dbname=db", "host=h password=xxxxx dbname=db"},
-		{"url sslpassword", "postgres://u@h/db?sslmode=verify-full&sslpassword=keypass", "postgres://u@h/db?sslmode=verify-full&sslpassword=xxxxx"},
-		{"kv sslpassword and password", "host=h sslpassword=keypass password=s3cret", "host=h sslpassword=xxxxx password=xxxxx"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := DSN(tt.in); got != tt.want {
-				t.Errorf("DSN(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestMasker(t *testing.T) {
 	var m Masker
 	m.Add("pa ss/word", "x") // "x" is too short to mask
