@@ -37,8 +37,11 @@
 // ErrKeyChange, ErrTargetConflict, ErrWentBackwards and ErrVerify (the only
 // one found after the insert). ErrMapping (*MappingError),
 // ErrTargetMismatch, ErrNoDatabase, ErrUnsupportedServer and ErrConfig are
-// marked outcome.Config (exit 2); ErrTargetLocked and lost, unreachable or
-// overloaded servers outcome.Transient (exit 3).
+// marked outcome.Config (exit 2), except ErrTargetMismatch for stored rows
+// of the target or its ledger that cannot be read or are not what
+// changesink wrote, which is marked outcome.Refused (exit 1);
+// ErrTargetLocked and lost, unreachable or overloaded servers
+// outcome.Transient (exit 3).
 //
 // How versions follow commit order, how key changes, TRUNCATE and unchanged
 // TOAST values are applied, and the ClickHouse versions supported:

@@ -76,8 +76,14 @@ var (
 var (
 	// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
 	ErrMapping = errors.New("invalid mapping")
-	// ErrTargetMismatch: the target table's columns or engine differ from the
-	// mapping (re-run cdc setup on a fresh table, or fix the mapping).
+	// ErrTargetMismatch: the target's shape differs from the mapping (the
+	// table's columns, engine, version column or sorting key, the live view's
+	// columns, the ledger's columns, or a ledger left by a dropped table):
+	// outcome.Config; re-run cdc setup on a fresh table, or fix the mapping.
+	// It is also the refusal (outcome.Refused, exit 1) of stored rows of the
+	// target or its ledger that cannot be read or are not what changesink
+	// wrote (a value its column cannot hold, a delete marker other than 0 or
+	// 1, malformed open keys in the ledger): repair or rebuild the target.
 	ErrTargetMismatch = errors.New("target table does not match the mapping")
 	// ErrNoDatabase: cdc setup found no target database and the mapping does
 	// not ask it to create one (target.create_database).
