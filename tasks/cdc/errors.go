@@ -63,13 +63,19 @@ var (
 	// batch's key and LSN (seed: "Target has a different payload for the same
 	// id and LSN"). Nothing was written.
 	ErrTargetConflict = errors.New("target has a different payload for the same key and LSN")
-	// ErrTargetLocked: another cdc apply held the target's lock for the
-	// whole wait (transient: outcome.Transient).
-	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
 	// ErrVerify: the read-back after the insert does not show the captured
 	// version or a newer one (seed: "ClickHouse read-back does not match the
 	// captured version", "Captured key is missing from ClickHouse").
 	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
+)
+
+// Transient failures, marked with outcome.Transient (exit 3): a retry of
+// the run converges.
+var (
+	// ErrTargetLocked: another cdc apply held the target's lock for the
+	// whole wait, or this run lost its lock before the insert or the ledger
+	// row (its heartbeats stopped landing, or another run broke it).
+	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
 )
 
 // Configuration errors, marked with outcome.Config (exit 2).
