@@ -337,7 +337,8 @@ func classify(err error) error {
 	return err
 }
 
-// checkSupported refuses a mapping the server cannot store.
+// checkSupported returns ErrUnsupportedServer, a configuration error, for
+// a mapping the server cannot store.
 func (t *target) checkSupported() error {
 	for i := range t.m.cols {
 		c := &t.m.cols[i]
