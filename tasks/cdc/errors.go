@@ -43,10 +43,19 @@ var (
 	// ErrToast: a column holds Debezium's unavailable-value placeholder for an
 	// unchanged TOAST value (seed: "incomplete TOAST value").
 	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table")
-	// ErrContradiction: an event contradicts itself: metadata.operation
-	// DELETE without deleted true, CREATE/UPDATE/READ with deleted true, an
-	// operation Debezium does not send, a TRUNCATE with row columns, or a
-	// sequence naming another LSN than source.lsn.
+	// ErrContradiction: an event contradicts itself or the events before it
+	// (Debezium writes none of these):
+	//   - metadata.operation DELETE without deleted true, or CREATE, UPDATE
+	//     or READ with deleted true;
+	//   - an operation Debezium does not send;
+	//   - a TRUNCATE with row columns, or whose deleted is not true;
+	//   - a metadata.source.sequence naming another LSN than source.lsn, or
+	//     an lsn_commit outside 0..2^64-2;
+	//   - two lsn_commit values in one transaction (its consecutive events);
+	//   - an lsn_commit below an earlier event's (transactions arrive in
+	//     commit order, so it never goes down in a batch);
+	//   - two changes of one transaction tied at its commit floor (one
+	//     version) whose LSNs go down (the records were reordered).
 	ErrContradiction = errors.New("event contradicts itself")
 	// ErrWentBackwards: a batch that was never applied is not newer than
 	// what the target holds (a source restored, migrated or failed over
