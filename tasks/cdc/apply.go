@@ -677,7 +677,10 @@ func markInput(err error) error {
 	if errors.As(err, &marked) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err // already marked, or a stopped run (transient)
 	}
-	// Not outcome.Classify: it calls every errno (EISDIR, EACCES) transient.
+	// Not outcome.Classify: it calls both kinds left here internal, an
+	// unmarked *RecordError and a file-system error (a directory given as
+	// the batch fails its first read with EISDIR); here the first is a
+	// refusal of the input and the second a batch the flow did not pass.
 	var re *RecordError
 	if errors.As(err, &re) {
 		if errors.Is(err, ErrMalformed) {
