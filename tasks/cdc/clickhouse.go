@@ -331,9 +331,6 @@ func classify(err error) error {
 		return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse was unreachable, too slow or dropped the connection: "+
 			"a retry of the run converges)", err))
 	}
-	if outcome.Classify(err) == outcome.Transient {
-		return outcome.Transient.Mark(err)
-	}
 	return err
 }
 
