@@ -250,30 +250,30 @@ func mayBeTLSPort(err error) bool {
 }
 
 // ClickHouse error codes changesink acts on (src/Common/ErrorCodes.cpp),
-// every one of them: classify decides the class of most, the lock, the
-// ledger and setup act on the missing-object ones.
+// every one of them, by code: classify decides the class of most, the
+// lock, the ledger and setup act on the missing-object ones.
 const (
 	chTableAlreadyExists = 57
 	chUnknownTable       = 60
-	chFileDoesntExist    = 107
-	chPocoException      = 1000 // 18.16: "File not found" among others
-	chUnknownSetting     = 115
 	chUnknownDatabase    = 81
+	chFileDoesntExist    = 107
+	chUnknownSetting     = 115
+	chTimeoutExceeded    = 159
+	chReadonly           = 164
 	chUnknownUser        = 192
 	chWrongPassword      = 193
 	chRequiredPassword   = 194
-	chAuthFailed         = 516
-	chTimeoutExceeded    = 159
+	chTooManyQueries     = 202
+	chNoFreeConnection   = 203
 	chSocketTimeout      = 209
 	chNetworkError       = 210
-	chTooManyQueries     = 202
-	chTooManyParts       = 252
 	chMemoryLimit        = 241
 	chTableIsReadOnly    = 242
+	chTooManyParts       = 252
 	chAllReplicasLost    = 279
-	chNoFreeConnection   = 203
-	chReadonly           = 164
 	chAccessDenied       = 497
+	chAuthFailed         = 516
+	chPocoException      = 1000 // 18.16: "File not found" among others
 )
 
 // chCode is a ClickHouse exception's code in err's chain, or 0.
