@@ -1,0 +1,67 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// Config is everything Setup and Apply need.
+type Config struct {
+	// Mapping is the table mapping (LoadMapping). Required.
+	Mapping *Mapping
+	// ClickHouse is the target server. Required.
+	ClickHouse ClickHouse
+	// BatchFile is the Debezium INLINE batch, text or binary Ion. Apply only.
+	BatchFile string
+	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
+	OutDir kestra.Dir
+	// Workers decode the batch concurrently; 0 = GOMAXPROCS, at most 64.
+	Workers int
+	// Log receives Apply's progress lines (waiting for the target's lock,
+	// breaking a killed run's lock); nil discards them.
+	Log *slog.Logger
+
+	// hooks is a test seam: unexported, set only by this package's tests to
+	// stop a run at a chosen step (a crash after the insert, a server that
+	// goes away mid-batch).
+	hooks hooks
+	// lockTiming overrides defaultLockTiming (tests: a stale lock broken in
+	// seconds).
+	lockTiming lockTiming
+}
+
+type hooks struct {
+	// locked runs once the target's lock is held (a run killed while
+	// holding it).
+	locked       func(context.Context) error
+	beforeInsert func(context.Context) error
+	afterInsert  func(context.Context) error
+	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
+}
+
+// Validate checks the fields shared by Setup and Apply; apply adds the batch
+// file and output directory.
+func (c Config) Validate(apply bool) error {
+	switch {
+	case c.Mapping == nil:
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
+	case c.ClickHouse.URL == "":
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
+	case c.ClickHouse.Timeout < 0:
+		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
+	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < time.Second:
+		// Every call would time out, as transient: no retry would help.
+		return outcome.Config.Mark(fmt.Errorf("%w: CDC_CLICKHOUSE_TIMEOUT %s is under 1s, too short for a ClickHouse call "+
+			"(connecting, a query, the insert): use at least 1s (the default is 2m)", ErrConfig, c.ClickHouse.Timeout))
+	case c.Workers < 0 || c.Workers > 64:
+		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
+	case apply && c.BatchFile == "":
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
+	}
+	return nil
+}
