@@ -10,6 +10,21 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
+// The env contract of cdc setup and apply, declared here because the
+// errors name the variables: cmd/changesink reads them (its flags take
+// these names, and override them) and fills a Config. This package never
+// reads the environment.
+const (
+	EnvMapping            = "CDC_MAPPING"            // the file LoadMapping reads into Config.Mapping
+	EnvClickHouseURL      = "CLICKHOUSE_URL"         // ClickHouse.URL
+	EnvClickHouseUsername = "CLICKHOUSE_USERNAME"    // ClickHouse.Username
+	EnvClickHousePassword = "CLICKHOUSE_PASSWORD"    // ClickHouse.Password
+	EnvClickHouseCAFile   = "CLICKHOUSE_CA_FILE"     // ClickHouse.CAFile
+	EnvClickHouseTimeout  = "CDC_CLICKHOUSE_TIMEOUT" // ClickHouse.Timeout
+	EnvBatchFile          = "CDC_BATCH_FILE"         // Config.BatchFile
+	EnvWorkers            = "CDC_WORKERS"            // Config.Workers
+)
+
 // Config is everything Setup and Apply need.
 type Config struct {
 	// Mapping is the table mapping (LoadMapping). Required.
@@ -49,19 +64,19 @@ type hooks struct {
 func (c Config) Validate(apply bool) error {
 	switch {
 	case c.Mapping == nil:
-		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (%s)", ErrConfig, EnvMapping))
 	case c.ClickHouse.URL == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", ErrConfig, EnvClickHouseURL))
 	case c.ClickHouse.Timeout < 0:
 		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
 	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < time.Second:
 		// Every call would time out, as transient: no retry would help.
-		return outcome.Config.Mark(fmt.Errorf("%w: CDC_CLICKHOUSE_TIMEOUT %s is under 1s, too short for a ClickHouse call "+
-			"(connecting, a query, the insert): use at least 1s (the default is 2m)", ErrConfig, c.ClickHouse.Timeout))
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under 1s, too short for a ClickHouse call "+
+			"(connecting, a query, the insert): use at least 1s (the default is 2m)", ErrConfig, EnvClickHouseTimeout, c.ClickHouse.Timeout))
 	case c.Workers < 0 || c.Workers > 64:
 		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
 	case apply && c.BatchFile == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", ErrConfig, EnvBatchFile))
 	}
 	return nil
 }
