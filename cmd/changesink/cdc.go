@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -18,9 +19,9 @@ type cdcCmd struct {
 	Apply cdcApplyCmd `cmd:"" help:"Apply one Debezium Ion batch to ClickHouse, then read it back and verify."`
 }
 
-// cdcVars are the env names the cdc flags take from tasks/cdc (declared
-// there because its errors name the variables): env:"${CDCEnvMapping}" in
-// a tag.
+// cdcVars are the env names, defaults and bounds the cdc flags take from
+// tasks/cdc (declared there because its errors name the variables):
+// env:"${CDCEnvMapping}" in a tag.
 func cdcVars() kong.Vars {
 	return kong.Vars{
 		"CDCEnvMapping":            cdc.EnvMapping,
@@ -31,6 +32,9 @@ func cdcVars() kong.Vars {
 		"CDCEnvClickHouseTimeout":  cdc.EnvClickHouseTimeout,
 		"CDCEnvBatchFile":          cdc.EnvBatchFile,
 		"CDCEnvWorkers":            cdc.EnvWorkers,
+		"CDCDefaultTimeout":        cdc.DefaultTimeout.String(),
+		"CDCDefaultBatchFile":      cdc.DefaultBatchFile,
+		"CDCMaxWorkers":            strconv.Itoa(cdc.MaxWorkers),
 	}
 }
 
@@ -41,7 +45,7 @@ type cdcConn struct {
 	Username string        `name:"clickhouse-username" env:"${CDCEnvClickHouseUsername}" help:"ClickHouse user; overrides the DSN's."`
 	Password string        `name:"clickhouse-password" env:"${CDCEnvClickHousePassword}" help:"ClickHouse password; overrides the DSN's. Never printed."`
 	CAFile   string        `name:"clickhouse-ca-file" env:"${CDCEnvClickHouseCAFile}" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`
-	Timeout  time.Duration `name:"clickhouse-timeout" env:"${CDCEnvClickHouseTimeout}" default:"2m" help:"Deadline of each ClickHouse call (connect, each query, the insert)."`
+	Timeout  time.Duration `name:"clickhouse-timeout" env:"${CDCEnvClickHouseTimeout}" default:"${CDCDefaultTimeout}" help:"Deadline of each ClickHouse call (connect, each query, the insert)."`
 }
 
 // config registers the secrets, loads the mapping and builds the task config.
@@ -86,8 +90,8 @@ func (c *cdcSetupCmd) Run(a *app) error {
 
 type cdcApplyCmd struct {
 	cdcConn
-	BatchFile string `name:"batch-file" env:"${CDCEnvBatchFile}" default:"changes.ion" help:"The Debezium INLINE batch (text or binary Ion), relative to the working directory."`
-	Workers   int    `name:"workers" env:"${CDCEnvWorkers}" default:"0" help:"Decoding workers (0 = one per CPU, at most 64)."`
+	BatchFile string `name:"batch-file" env:"${CDCEnvBatchFile}" default:"${CDCDefaultBatchFile}" help:"The Debezium INLINE batch (text or binary Ion), relative to the working directory."`
+	Workers   int    `name:"workers" env:"${CDCEnvWorkers}" default:"0" help:"Decoding workers: 0 = GOMAXPROCS (the CPUs this process may use: the machine's, or fewer under a container's CPU limit); at most ${CDCMaxWorkers}."`
 }
 
 func (c *cdcApplyCmd) Run(a *app) error {

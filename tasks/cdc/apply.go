@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"time"
 
@@ -168,10 +167,6 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	st := stopState{step: "decoding the batch"}
 	defer func() { err = st.wrap(ctx, err) }()
 	m := cfg.Mapping
-	workers := cfg.Workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	res := &Result{View: m.Target.Database + "." + m.Target.LiveView}
 
 	// The connection and the schema check run while the batch decodes (they
@@ -181,7 +176,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	defer stopConnect()
 	connected := make(chan connection, 1)
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
-	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
+	b, err := decodeFile(ctx, cfg.BatchFile, m, cfg.Workers)
 	if err == nil && b.events == 0 {
 		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
@@ -249,7 +244,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if prev != nil && len(prev.openKeys) > 0 {
 		// The previous batch left keys with two live rows: decode again,
 		// starting those keys from what it left.
-		if b, err = tbl.redecodeWithSeeds(ctx, cfg.BatchFile, workers, prev.openKeys, led.replay != nil); err != nil {
+		if b, err = tbl.redecodeWithSeeds(ctx, cfg.BatchFile, cfg.Workers, prev.openKeys, led.replay != nil); err != nil {
 			return nil, err
 		}
 	}

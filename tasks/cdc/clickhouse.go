@@ -35,7 +35,8 @@ type ClickHouse struct {
 	// secure=true in URL; the system trust store is then not used. Empty:
 	// the system trust store (which SSL_CERT_FILE and SSL_CERT_DIR replace).
 	CAFile string
-	// Timeout bounds each call: connecting, each query, the insert. Default 2m.
+	// Timeout bounds each call: connecting, each query, the insert; 0 is
+	// DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -101,7 +102,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
-		timeout = 2 * time.Minute
+		timeout = DefaultTimeout
 	}
 	if opts.DialTimeout == 0 || opts.DialTimeout > timeout {
 		opts.DialTimeout = min(timeout, 30*time.Second)

@@ -25,6 +25,22 @@ const (
 	EnvWorkers            = "CDC_WORKERS"            // Config.Workers
 )
 
+// Defaults and bounds of the settings.
+const (
+	// DefaultTimeout bounds each ClickHouse call when ClickHouse.Timeout
+	// is 0.
+	DefaultTimeout = 2 * time.Minute
+	// minTimeout is the shortest ClickHouse.Timeout: a shorter one would
+	// fail every call, as transient, which no retry helps.
+	minTimeout = time.Second
+	// MaxWorkers bounds Config.Workers; 0 decodes with runtime.GOMAXPROCS(0)
+	// workers (decodeFileWith).
+	MaxWorkers = 64
+	// DefaultBatchFile is the batch file cmd/changesink reads when
+	// EnvBatchFile is unset.
+	DefaultBatchFile = "changes.ion"
+)
+
 // Config is everything Setup and Apply need.
 type Config struct {
 	// Mapping is the table mapping (LoadMapping). Required.
@@ -35,7 +51,8 @@ type Config struct {
 	BatchFile string
 	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
 	OutDir kestra.Dir
-	// Workers decode the batch concurrently; 0 = GOMAXPROCS, at most 64.
+	// Workers decode the batch concurrently: 0 = runtime.GOMAXPROCS(0),
+	// at most MaxWorkers.
 	Workers int
 	// Log receives Apply's progress lines (waiting for the target's lock,
 	// breaking a killed run's lock); nil discards them.
@@ -69,12 +86,12 @@ func (c Config) Validate(apply bool) error {
 		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", ErrConfig, EnvClickHouseURL))
 	case c.ClickHouse.Timeout < 0:
 		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
-	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < time.Second:
-		// Every call would time out, as transient: no retry would help.
-		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under 1s, too short for a ClickHouse call "+
-			"(connecting, a query, the insert): use at least 1s (the default is 2m)", ErrConfig, EnvClickHouseTimeout, c.ClickHouse.Timeout))
-	case c.Workers < 0 || c.Workers > 64:
-		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
+	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < minTimeout:
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under %[4]s, too short for a ClickHouse call "+
+			"(connecting, a query, the insert): use at least %[4]s (the default is %[5]s)",
+			ErrConfig, EnvClickHouseTimeout, c.ClickHouse.Timeout, minTimeout, DefaultTimeout))
+	case c.Workers < 0 || c.Workers > MaxWorkers:
+		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..%d", ErrConfig, c.Workers, MaxWorkers))
 	case apply && c.BatchFile == "":
 		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", ErrConfig, EnvBatchFile))
 	}

@@ -504,7 +504,7 @@ func (c config) mapping(dir, db, table string) (string, error) {
 var timerMetric = regexp.MustCompile(`"name":"([a-z_]+)","type":"timer","value":([0-9.e-]+)`)
 
 // changesink runs setup (untimed), then times apply on the batch file with
-// the given decoding workers (0: one per CPU).
+// the given decoding workers (0: GOMAXPROCS).
 func (c config) changesink(db, table, batch string, workers int) (result, error) {
 	dir, err := os.MkdirTemp(c.dir, "cs-")
 	if err != nil {
