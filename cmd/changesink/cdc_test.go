@@ -60,23 +60,9 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 // directory.
 func cdcWorkspace(ctx context.Context, t *testing.T, prefix string) (chURL string, admin clickhouse.Conn, db, work string) {
 	t.Helper()
-	chURL = testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")["CHANGESINK_TEST_CLICKHOUSE"]
-	opts, err := clickhouse.ParseDSN(chURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err = clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Closed after the drop below (cleanups run last first; a deferred Close
-	// once ran first and leaked one database per run).
-	t.Cleanup(func() { admin.Close() })
-	db = prefix + testenv.RandomHex(4)
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	chURL = testenv.ClickHouseURL(t)
+	db, _ = testenv.CreateClickHouseDatabase(t, chURL, prefix)
+	admin = testenv.OpenClickHouse(t, chURL)
 	work = t.TempDir()
 	raw := testenv.ReadFile(t, "../../flows/orders.mapping.yaml")
 	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)

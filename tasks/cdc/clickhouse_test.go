@@ -2,74 +2,20 @@ package cdc
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/kestra"
-
 	"github.com/changesink/changesink/internal/testenv"
 )
-
-// clickhouseURL returns CHANGESINK_TEST_CLICKHOUSE, or skips loudly (fails
-// under CHANGESINK_REQUIRE_SERVICES=1).
-func clickhouseURL(t testing.TB) string {
-	t.Helper()
-	return testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")["CHANGESINK_TEST_CLICKHOUSE"]
-}
-
-// adminConn opens a plain connection for a test's setup and checks.
-func adminConn(t testing.TB, url string) driver.Conn {
-	t.Helper()
-	opts, err := clickhouse.ParseDSN(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-var nonWord = regexp.MustCompile(`[^a-z0-9]+`)
-
-// newDatabase creates a database for one test and drops it afterwards.
-func newDatabase(t testing.TB, conn driver.Conn) string {
-	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := "cdc_" + strings.Trim(nonWord.ReplaceAllString(strings.ToLower(t.Name()), "_"), "_")
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	name += "_" + hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	return name
-}
 
 // env is one integration test's target: a database and a mapping in it.
 type env struct {
@@ -82,9 +28,9 @@ type env struct {
 
 func newEnv(t testing.TB, mappingPath string) *env {
 	t.Helper()
-	url := clickhouseURL(t)
-	conn := adminConn(t, url)
-	e := &env{t: t, url: url, conn: conn, db: newDatabase(t, conn)}
+	url := testenv.ClickHouseURL(t)
+	db, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_")
+	e := &env{t: t, url: url, conn: testenv.OpenClickHouse(t, url), db: db}
 	e.m = loadMapping(t, mappingPath)
 	e.m.Target.Database = e.db
 	e.m.Target.CreateDatabase = false
