@@ -155,7 +155,7 @@ func TestCDCCommands(t *testing.T) {
 	withUser := *u
 	withUser.User = url.UserPassword("default", dsnSecret)
 	down := *u
-	down.Host = "127.0.0.1:1"
+	down.Host = testenv.ClosedAddr(t)
 
 	var all bytes.Buffer
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) string {
@@ -214,7 +214,7 @@ func TestCDCCommands(t *testing.T) {
 		map[string]string{"CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
 	step("password in the DSN", 2, []string{`"error_class":"config"`},
 		map[string]string{"CLICKHOUSE_URL": withUser.String()}, "cdc", "setup")
-	step("server down", 3, []string{`"error_class":"transient"`, "127.0.0.1:1"},
+	step("server down", 3, []string{`"error_class":"transient"`, down.Host},
 		map[string]string{"CLICKHOUSE_URL": down.String(), "CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
 	step("bad URL", 2, []string{`"error_class":"config"`},
 		map[string]string{"CLICKHOUSE_URL": "clickhouse://default:" + dsnSecret + "@127.0.0.1:notaport/x"}, "cdc", "setup")

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
@@ -200,9 +199,7 @@ func TestApplyWithoutSetup(t *testing.T) {
 
 func TestApplyEmptyBatch(t *testing.T) {
 	for _, data := range [][]byte{nil, []byte("\n\n"), batchfile.IVM} {
-		cfg := Config{Mapping: loadMapping(t, ordersMapping), ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:1/default"},
-			BatchFile: writeFile(t, "changes.ion", data), OutDir: kestra.Dir{Path: t.TempDir()}}
-		_, err := Apply(context.Background(), cfg)
+		_, err := Apply(context.Background(), offlineConfig(t, loadMapping(t, ordersMapping), writeFile(t, "changes.ion", data)))
 		if !errors.Is(err, ErrEmptyBatch) || outcome.Classify(err) != outcome.Refused {
 			t.Errorf("%q: err = %v, want a refused ErrEmptyBatch (before any connection)", data, err)
 		}

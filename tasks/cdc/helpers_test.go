@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -67,6 +68,16 @@ func writeFile(t testing.TB, name string, data []byte) string {
 	p := filepath.Join(t.TempDir(), name)
 	testenv.WriteFile(t, p, data, 0o644)
 	return p
+}
+
+// offlineConfig applies batch with the mapping m against a ClickHouse
+// address nothing listens at (testenv.ClosedAddr), writing into a fresh
+// directory: for runs that must end, refused or misconfigured, before the
+// server is needed.
+func offlineConfig(t testing.TB, m *Mapping, batch string) Config {
+	t.Helper()
+	return Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + testenv.ClosedAddr(t) + "/default"},
+		BatchFile: batch, OutDir: kestra.Dir{Path: t.TempDir()}}
 }
 
 // decodeBytes decodes a batch held in memory with the given worker count.
