@@ -23,12 +23,12 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 )
 
-// TestConcurrentCDCWriters: issue 9 §4. Two cdc apply runs on one target
-// at once, with the same key and LSN and different payloads: exactly one
-// applies, the other waits for the lock and then refuses (the target holds
-// the other payload at that version). With the same batch, the second is a
-// replay. The first holds the lock a while (hooks.locked) so the second
-// surely waits.
+// TestConcurrentCDCWriters: two cdc apply runs on one target at once, with
+// the same key and LSN and different payloads: exactly one applies, the
+// other waits for the lock and then refuses (the target holds the other
+// payload at that version). With the same batch, the second is a replay.
+// The first holds the lock a while (hooks.locked) so the second surely
+// waits.
 func TestConcurrentCDCWriters(t *testing.T) {
 	for _, same := range []bool{false, true} {
 		t.Run(map[bool]string{false: "different payloads", true: "same batch"}[same], func(t *testing.T) {

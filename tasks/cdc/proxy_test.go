@@ -37,8 +37,8 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			}
 			t.Logf("error: %v", err)
 			noOutputs(t, cfg)
-			// Issue 11: the batch is one INSERT block, one part: a cut before
-			// or during the insert leaves none of its rows, after it all; the
+			// The batch is one INSERT block, one part: a cut before or
+			// during the insert leaves none of its rows, after it all; the
 			// ledger records only a verified batch.
 			wantRows := map[string]string{"before the insert": "0", "during the insert": "0", "after the insert": "2"}[when]
 			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != wantRows {

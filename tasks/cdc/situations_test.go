@@ -16,8 +16,9 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
-// The situations of issue 9 (and the real Debezium batches behind them):
-// each ends with the right rows, or with a refusal that changed nothing.
+// Situations real Debezium batches put a target in (a snapshot overlapping
+// the stream, a source restored, a key swapped, a TRUNCATE): each ends with
+// the right rows, or with a refusal that changed nothing.
 
 // realBatches holds the batches real Debezium wrote (harness/debezium).
 const realBatches = "testdata/debezium"
@@ -129,10 +130,10 @@ func snapshotWithoutLedger(t *testing.T) *env {
 	return e
 }
 
-// TestOverlapInOneBatch: issue 9 §1 as the issue writes it. A transaction
-// open while the slot's snapshot is taken wrote key 1 at LSN 950, below the
-// snapshot's 1000, and commits after it: its UPDATE follows the snapshot's
-// READ in the batch and must win.
+// TestOverlapInOneBatch: a transaction open while the slot's snapshot is
+// taken wrote key 1 at LSN 950, below the snapshot's 1000, and commits
+// after it: its UPDATE follows the snapshot's READ in the batch and must
+// win.
 func TestOverlapInOneBatch(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
@@ -205,9 +206,9 @@ func endsAsTheSourceThenReplays(t *testing.T, scenario string, verified int64) {
 	}
 }
 
-// TestSourceLSNReset: issue 9 §2. After a restore or a migration every
-// change is "older" than the target: the batch is refused, not skipped,
-// and nothing changes; the refusal says what to do.
+// TestSourceLSNReset: after a restore or a migration every change is
+// "older" than the target: the batch is refused, not skipped, and nothing
+// changes; the refusal says what to do.
 func TestSourceLSNReset(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -250,8 +251,8 @@ func TestSourceLSNResetOverSeedRows(t *testing.T) {
 	}
 }
 
-// TestContradictions: issue 9 §5. An event whose operation and delete
-// marker disagree is refused before anything is written.
+// TestContradictions: an event whose operation and delete marker disagree
+// is refused before anything is written.
 func TestContradictions(t *testing.T) {
 	src := func(op string, lsn int64) iongen.Struct {
 		return iongen.Metadata(op, iongen.Source("shop", "public", "orders", lsn, 700, "false"))
@@ -348,8 +349,8 @@ func (e *env) seedSwap(rows map[int64]string) {
 	}
 }
 
-// TestRealPKSwap: issue 9 §6 with the batches real Debezium wrote: a
-// DEFERRABLE primary key under REPLICA IDENTITY FULL, UPDATE … SET id =
+// TestRealPKSwap: a primary-key swap, with the batches real Debezium wrote:
+// a DEFERRABLE primary key under REPLICA IDENTITY FULL, UPDATE … SET id =
 // CASE id WHEN 6 THEN 7 WHEN 7 THEN 6 END, arrives as DELETE 6 / CREATE 7
 // and DELETE 7 / CREATE 6; by LSN alone key 7 ends deleted. Key 7's delete
 // carries the row "seven", not the "six" just created: it removed the old
@@ -553,8 +554,8 @@ func TestReplacingKeepsLastInsertOfAVersion(t *testing.T) {
 
 // TestInsertIsOnePart: a batch's rows go in one INSERT block, which
 // ClickHouse writes as one part of a table without PARTITION BY: a run cut
-// during the insert leaves none of them or all (issue 11). The batch is
-// larger than the 100,000-row blocks used before.
+// during the insert leaves none of them or all. The batch is larger than
+// the 100,000-row blocks used before.
 func TestInsertIsOnePart(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
