@@ -439,15 +439,6 @@ func TestApplyBreaksAnEmptyLock(t *testing.T) {
 	}
 }
 
-// TestMain runs the child of TestApplyBreaksAKilledHolder when asked to.
-func TestMain(m *testing.M) {
-	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
-		holdingChild()
-		os.Exit(3)
-	}
-	os.Exit(m.Run())
-}
-
 // holdingChild applies the batch and, once it holds the lock, says so and
 // waits to be killed.
 func holdingChild() {
