@@ -3,8 +3,16 @@ package cdc
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
@@ -141,4 +149,169 @@ func (e *env) replays(batch string, verified int64) {
 	if res.Pending != 0 || res.Verified != verified {
 		e.t.Errorf("re-run outputs %v, want a replay (pending 0, %d verified)", res.Outputs(), verified)
 	}
+}
+
+// env is one integration test's target: a database and a mapping in it.
+type env struct {
+	t    testing.TB
+	url  string
+	conn driver.Conn
+	db   string
+	m    *Mapping
+}
+
+func newEnv(t testing.TB, mappingPath string) *env {
+	t.Helper()
+	url := testenv.ClickHouseURL(t)
+	db, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_")
+	e := &env{t: t, url: url, conn: testenv.OpenClickHouse(t, url), db: db}
+	e.m = loadMapping(t, mappingPath)
+	e.m.Target.Database = e.db
+	e.m.Target.CreateDatabase = false
+	return e
+}
+
+// testLockTiming breaks a stale lock (a run a test cut or killed) within
+// seconds instead of defaultLockTiming's 30 s.
+var testLockTiming = lockTiming{beat: 200 * time.Millisecond, stale: 4 * time.Second, wait: 20 * time.Second, poll: 50 * time.Millisecond}
+
+func (e *env) config(batch string) Config {
+	return Config{
+		Mapping:    e.m,
+		ClickHouse: ClickHouse{URL: e.url, Timeout: time.Minute},
+		BatchFile:  batch,
+		OutDir:     kestra.Dir{Path: e.t.TempDir()},
+		lockTiming: testLockTiming,
+	}
+}
+
+// caps connects with e's mapping and returns what the server supports.
+func (e *env) caps() serverCaps {
+	e.t.Helper()
+	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tg.close()
+	return tg.caps
+}
+
+func (e *env) setup() {
+	e.t.Helper()
+	if _, err := Setup(context.Background(), e.config("")); err != nil {
+		e.t.Fatalf("Setup: %v", err)
+	}
+}
+
+// apply writes events as a batch file and applies it.
+func (e *env) apply(binary bool, events ...any) (*Result, Config, error) {
+	e.t.Helper()
+	cfg := e.config(writeFile(e.t, "changes.ion", encode(e.t, binary, events...)))
+	res, err := Apply(context.Background(), cfg)
+	return res, cfg, err
+}
+
+// query returns the rows of a query as tab-joined strings.
+func (e *env) query(sql string, args ...any) []string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows, err := e.conn.Query(ctx, sql, args...)
+	if err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	cols := rows.ColumnTypes()
+	for rows.Next() {
+		dest := make([]any, len(cols))
+		for i, c := range cols {
+			dest[i] = newOf(c.ScanType())
+		}
+		if err := rows.Scan(dest...); err != nil {
+			e.t.Fatal(err)
+		}
+		parts := make([]string, len(dest))
+		for i, d := range dest {
+			parts[i] = fmt.Sprint(deref(d))
+		}
+		out = append(out, strings.Join(parts, "\t"))
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// outputFile reads an output file of a run (false when absent).
+func outputFile(t testing.TB, cfg Config, name string) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir.Path, name))
+	if os.IsNotExist(err) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), true
+}
+
+// noOutputs checks that a failed run left no file in its output directory.
+func noOutputs(t testing.TB, cfg Config) {
+	t.Helper()
+	entries, err := os.ReadDir(cfg.OutDir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a failed run left %s", e.Name())
+	}
+}
+
+func newOf(t reflect.Type) any { return reflect.New(t).Interface() }
+
+func deref(p any) any {
+	v := reflect.ValueOf(p)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "NULL"
+		}
+		v = v.Elem()
+	}
+	return v.Interface()
+}
+
+// lockedTable opens the env's target as apply does.
+func (e *env) lockedTable() *table {
+	e.t.Helper()
+	return e.openTable(e.config("").ClickHouse)
+}
+
+// openTable connects to ch and checks the env's target as apply does.
+func (e *env) openTable(ch ClickHouse) *table {
+	e.t.Helper()
+	tg, err := connect(context.Background(), ch, e.m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(tg.close)
+	tbl, err := tg.checkSchema(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tbl
+}
+
+// proxied starts a proxy in front of e's ClickHouse and returns it with the
+// URL that goes through it.
+func (e *env) proxied() (*testenv.Proxy, string) {
+	e.t.Helper()
+	u, err := url.Parse(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p := testenv.StartProxy(e.t, u.Host, testenv.ProxyOptions{})
+	via := *u
+	via.Host = p.Addr()
+	return p, via.String()
 }

@@ -114,27 +114,6 @@ func lockTarget(t *testing.T) *table {
 	return e.lockedTable()
 }
 
-// lockedTable opens the env's target as apply does.
-func (e *env) lockedTable() *table {
-	e.t.Helper()
-	return e.openTable(e.config("").ClickHouse)
-}
-
-// openTable connects to ch and checks the env's target as apply does.
-func (e *env) openTable(ch ClickHouse) *table {
-	e.t.Helper()
-	tg, err := connect(context.Background(), ch, e.m)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(tg.close)
-	tbl, err := tg.checkSchema(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tbl
-}
-
 // abandon stops a held lock's heartbeat without releasing it: what the
 // server sees of a run killed while holding it.
 func (l *targetLock) abandon() {

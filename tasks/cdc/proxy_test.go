@@ -3,7 +3,6 @@ package cdc
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -291,18 +290,4 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 			})
 		}
 	}
-}
-
-// proxied starts a proxy in front of e's ClickHouse and returns it with the
-// URL that goes through it.
-func (e *env) proxied() (*testenv.Proxy, string) {
-	e.t.Helper()
-	u, err := url.Parse(e.url)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p := testenv.StartProxy(e.t, u.Host, testenv.ProxyOptions{})
-	via := *u
-	via.Host = p.Addr()
-	return p, via.String()
 }
