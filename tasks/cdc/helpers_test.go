@@ -1,8 +1,10 @@
 package cdc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -314,4 +316,140 @@ func (e *env) proxied() (*testenv.Proxy, string) {
 	via := *u
 	via.Host = p.Addr()
 	return p, via.String()
+}
+
+// realBatches holds the batches real Debezium wrote (harness/debezium).
+const realBatches = "testdata/debezium"
+
+// scenarioEnv is a target for the real Debezium scenario name (testdata/
+// debezium/<name>), in a database of the test's own.
+func scenarioEnv(t *testing.T, name string) *env {
+	t.Helper()
+	e := newEnv(t, filepath.Join(realBatches, name, "mapping.yaml"))
+	e.setup()
+	return e
+}
+
+// applyScenario applies the scenario's batches in order (binary: Kestra
+// 2.x's form, else 1.x's) and returns the last result.
+func (e *env) applyScenario(name string, binary bool) *Result {
+	e.t.Helper()
+	var res *Result
+	for n := 1; ; n++ {
+		path := filepath.Join(realBatches, name, fmt.Sprintf("changes-%02d.%s.ion", n, form(binary)))
+		if _, err := os.Stat(path); err != nil {
+			break
+		}
+		var err error
+		if res, err = Apply(context.Background(), e.config(path)); err != nil {
+			e.t.Fatalf("%s batch %d: %v", name, n, err)
+		}
+	}
+	return res
+}
+
+func form(binary bool) string {
+	if binary {
+		return "binary"
+	}
+	return "text"
+}
+
+// liveJSON renders the live view as the scenario's rows.jsonl does.
+func (e *env) liveJSON() string {
+	e.t.Helper()
+	var cols []string
+	for i := range e.m.cols {
+		cols = append(cols, quoteIdent(e.m.cols[i].name))
+	}
+	var b strings.Builder
+	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + keyList(e.m)) {
+		parts := strings.Split(line, "\t")
+		obj := "{"
+		for i, p := range parts {
+			if i > 0 {
+				obj += ","
+			}
+			v, _ := json.Marshal(p)
+			if e.m.cols[i].typ.kind == kindInt {
+				v = []byte(p)
+			}
+			obj += fmt.Sprintf("%q:%s", e.m.cols[i].name, v)
+		}
+		b.WriteString(obj + "}\n")
+	}
+	return b.String()
+}
+
+func sourceRows(t *testing.T, name string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(realBatches, name, "rows.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		b.WriteString(s.Text() + "\n")
+	}
+	return b.String()
+}
+
+// physical returns every physical row of the target (for "nothing changed").
+func (e *env) physical() string {
+	e.t.Helper()
+	return strings.Join(e.query("SELECT * FROM "+qualified(e.db, e.m.Target.Table)+" ORDER BY tuple(*)"), "\n")
+}
+
+// endsAsTheSourceThenReplays applies a real scenario's batches in one form:
+// the live view holds the source's rows; the batches again in the other
+// form are replays (nothing pending, verified keys).
+func endsAsTheSourceThenReplays(t *testing.T, scenario string, verified int64) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := scenarioEnv(t, scenario)
+			e.applyScenario(scenario, f.binary)
+			if got, want := e.liveJSON(), sourceRows(t, scenario); got != want {
+				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
+			}
+			res := e.applyScenario(scenario, !f.binary)
+			if res.Pending != 0 || res.Verified != verified {
+				t.Errorf("replay: %v", res.Outputs())
+			}
+		})
+	}
+}
+
+// withSource sets metadata.source.<name> of an event built by iongen.
+func withSource(ev iongen.Struct, name string, v any) iongen.Struct {
+	for i := range ev {
+		if ev[i].Name != "metadata" {
+			continue
+		}
+		md := ev[i].Value.(iongen.Struct)
+		for j := range md {
+			if md[j].Name != "source" {
+				continue
+			}
+			src := md[j].Value.(iongen.Struct)
+			for k := range src {
+				if src[k].Name == name {
+					src[k].Value = v
+				}
+			}
+		}
+	}
+	return ev
+}
+
+// overlapEvent is an event of the overlap scenario's table (id, v) from a
+// snapshot (READ) or the stream.
+func overlapEvent(op string, id int64, v string, lsn int64, snapshot string, sequence string) iongen.Struct {
+	ev := iongen.Event(iongen.Struct{{"id", id}, {"v", v}}, op == "DELETE",
+		iongen.Metadata(op, iongen.Source("cs_dbz_overlap_stream", "public", "overlap", lsn, 7205, snapshot)))
+	if sequence != "" {
+		ev = withSource(ev, "sequence", sequence)
+	}
+	return ev
 }
