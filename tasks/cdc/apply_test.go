@@ -171,43 +171,6 @@ func TestApplySameBatchTwice(t *testing.T) {
 	}
 }
 
-// TestApplyOlderBatchAfterNewer: a batch that holds keys older than the
-// target and none newer was never applied (not in the ledger): it is
-// refused, not skipped as older, and changes nothing; a batch mixing older
-// and newer keys applies the newer ones.
-func TestApplyOlderBatchAfterNewer(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(900), "shipped", int64(200), false),
-		orderEvent(2, nil, nil, nil, int64(201), true)); err != nil {
-		t.Fatal(err)
-	}
-	before := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn")
-	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
-		orderEvent(2, int64(20), int64(1), "new", int64(150), false),
-		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
-	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards, "record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
-		"rebuild the target", "do not apply it")
-	noOutputs(t, cfg)
-	if after := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn"); strings.Join(after, "\n") != strings.Join(before, "\n") {
-		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
-	}
-	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
-		orderEvent(2, int64(20), int64(1), "new", int64(250), false),
-		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Pending != 2 || res.Skipped != 1 || res.Verified != 3 {
-		t.Errorf("outputs %v", res.Outputs())
-	}
-	rows := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc FINAL ORDER BY id")
-	if got, want := strings.Join(rows, "\n"), "1\t900\tshipped\t200\t0\n2\t1\tnew\t250\t0\n3\t3\tnew\t160\t0"; got != want {
-		t.Errorf("table\n got %s\nwant %s", got, want)
-	}
-}
-
 func TestApplyTargetConflict(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

@@ -1,7 +1,6 @@
 package cdc
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,66 +14,6 @@ import (
 // Situations real Debezium batches put a target in (a snapshot overlapping
 // the stream, a source restored, a key swapped, a TRUNCATE): each ends with
 // the right rows, or with a refusal that changed nothing.
-
-// snapshotWithoutLedger returns the overlap scenario's target after a
-// snapshot batch (keys 1 and 2 at LSN 1000) whose ledger was then dropped
-// by hand: the baseline of the overlap tests without the snapshot's LSN.
-func snapshotWithoutLedger(t *testing.T) *env {
-	t.Helper()
-	e := scenarioEnv(t, "overlap_stream")
-	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "first", ""), overlapEvent("READ", 2, "snap2", 1000, "last", "")); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// TestSourceLSNReset: after a restore or a migration every change is
-// "older" than the target: the batch is refused, not skipped, and nothing
-// changes; the refusal says what to do.
-func TestSourceLSNReset(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(100), "old", int64(80000000), false)); err != nil {
-		t.Fatal(err)
-	}
-	before := e.physical()
-	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
-	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards,
-		"record 1 (key id=1, LSN 2100): versions went backwards: was the source restored or migrated? The target "+e.db+".orders_cdc holds version 80000000",
-		"was never applied", `from connector postgresql "kestra_" (Debezium 3.2.1.Final) on database shop`,
-		e.db+".orders_cdc_ledger row 1 (batch applied", "rebuild the target", "a new slotName and stateName")
-	noOutputs(t, cfg)
-	if after := e.physical(); after != before {
-		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
-	}
-	// The applied batch again is a replay: skipped and verified, as before.
-	res, _, err := e.apply(true, orderEvent(1, int64(10), int64(100), "old", int64(80000000), false))
-	if err != nil || res.Skipped != 1 || res.Verified != 1 {
-		t.Fatalf("replay: %v, %v", res, err)
-	}
-}
-
-// TestSourceLSNResetOverSeedRows: the same on a target the seed flow
-// filled before changesink (no ledger rows of its own): the ledger gets a
-// baseline, and the per-key rule holds.
-func TestSourceLSNResetOverSeedRows(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	if err := e.conn.Exec(context.Background(), "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 1, 10, 100, 'old', 80000000, 0"); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err := e.apply(false, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
-	if !errors.Is(err, ErrWentBackwards) || !strings.Contains(err.Error(), "the rows the target held when its ledger was made") {
-		t.Fatalf("err = %v, want ErrWentBackwards naming the baseline", err)
-	}
-	if got := e.query("SELECT kind, high_version FROM " + e.db + ".orders_cdc_ledger"); strings.Join(got, "\n") != "baseline\t80000000" {
-		t.Errorf("ledger %v", got)
-	}
-}
 
 // TestContradictions: an event whose operation and delete marker disagree
 // is refused before anything is written.
@@ -150,49 +89,5 @@ func TestInsertIsOnePart(t *testing.T) {
 	}
 	if got := e.query("SELECT partition_key FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); got[0] != "" {
 		t.Errorf("setup made a partitioned table: %v", got)
-	}
-}
-
-// TestOverlapAfterTheLedgerWasDropped: the ledger keeps the snapshot's
-// LSN, the floor of the first transaction after it (TestOverlapAcrossBatches).
-// With the ledger dropped by hand after the snapshot batch, the next run
-// made a baseline without it: the overlapping UPDATE of key 1 (LSN 950,
-// below the snapshot's 1000) was skipped as older while key 2 of the same
-// transaction was applied, exit 0 and verified: key 1's change was lost.
-// Such a row (no lsn_commit, no snapshot in the batch or the ledger, older
-// than the target) is refused, naming the key and what to do.
-func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
-	e := snapshotWithoutLedger(t)
-	before := e.physical()
-	_, cfg, err := e.apply(false, overlapEvent("UPDATE", 1, "after", 950, "false", ""), overlapEvent("UPDATE", 2, "after2", 1010, "false", ""))
-	if err == nil {
-		t.Fatalf("applied; live rows %s", e.liveJSON())
-	}
-	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards, "record 1 (key id=1, LSN 950)", "no lsn_commit", "snapshot", "holds version 1000")
-	noOutputs(t, cfg)
-	if after := e.physical(); after != before {
-		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)
-	}
-}
-
-// TestOlderWithoutSequenceOnABaseline: the refusal above needs the
-// trigger's word that the change is the first transaction after a snapshot
-// (a sequence without lsn_commit). A batch without sequences (hand-made,
-// like the seed flow's tests) is versioned by its LSNs, as the seed does:
-// on the same baseline, the older key is skipped and the newer applied.
-func TestOlderWithoutSequenceOnABaseline(t *testing.T) {
-	e := snapshotWithoutLedger(t)
-	res, _, err := e.apply(false,
-		withSource(overlapEvent("UPDATE", 1, "after", 950, "false", ""), "sequence", nil),
-		withSource(overlapEvent("UPDATE", 2, "after2", 1010, "false", ""), "sequence", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Pending != 1 || res.Skipped != 1 {
-		t.Errorf("outputs %v, want key 1 skipped and key 2 applied", res.Outputs())
-	}
-	if got, want := e.liveJSON(), `{"id":1,"v":"snap"}`+"\n"+`{"id":2,"v":"after2"}`+"\n"; got != want {
-		t.Errorf("live rows %s, want %s", got, want)
 	}
 }
