@@ -181,3 +181,30 @@ func TestSystemTablesRereads(t *testing.T) {
 		})
 	}
 }
+
+// TestInsertIsOnePart: a batch's rows go in one INSERT block, which
+// ClickHouse writes as one part of a table without PARTITION BY: a run cut
+// during the insert leaves none of them or all. The batch is larger than
+// the 100,000-row blocks used before.
+func TestInsertIsOnePart(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	const n = 120_000
+	evs := make([]any, n)
+	for i := range evs {
+		evs[i] = orderEvent(int64(i), int64(i), int64(i), "x", int64(1000+i), false)
+	}
+	res, _, err := e.apply(true, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending != n {
+		t.Fatalf("outputs %v", res.Outputs())
+	}
+	if got := e.query("SELECT count(), sum(rows) FROM system.parts WHERE database = ? AND table = 'orders_cdc' AND active", e.db); got[0] != fmt.Sprintf("1\t%d", n) {
+		t.Errorf("parts (count, rows) %v, want one part of %d rows", got, n)
+	}
+	if got := e.query("SELECT partition_key FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); got[0] != "" {
+		t.Errorf("setup made a partitioned table: %v", got)
+	}
+}
