@@ -2,7 +2,10 @@ package main
 
 import (
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/alecthomas/kong"
 
 	// Time zone data for DateTime64 columns when the image has no zoneinfo.
 	_ "time/tzdata"
@@ -16,14 +19,33 @@ type cdcCmd struct {
 	Apply cdcApplyCmd `cmd:"" help:"Apply one Debezium Ion batch to ClickHouse, then read it back and verify."`
 }
 
+// cdcVars are the env names, defaults and bounds the cdc flags take from
+// tasks/cdc (declared there because its errors name the variables):
+// env:"${CDCEnvMapping}" in a tag.
+func cdcVars() kong.Vars {
+	return kong.Vars{
+		"CDCEnvMapping":            cdc.EnvMapping,
+		"CDCEnvClickHouseURL":      cdc.EnvClickHouseURL,
+		"CDCEnvClickHouseUsername": cdc.EnvClickHouseUsername,
+		"CDCEnvClickHousePassword": cdc.EnvClickHousePassword,
+		"CDCEnvClickHouseCAFile":   cdc.EnvClickHouseCAFile,
+		"CDCEnvClickHouseTimeout":  cdc.EnvClickHouseTimeout,
+		"CDCEnvBatchFile":          cdc.EnvBatchFile,
+		"CDCEnvWorkers":            cdc.EnvWorkers,
+		"CDCDefaultTimeout":        cdc.DefaultTimeout.String(),
+		"CDCDefaultBatchFile":      cdc.DefaultBatchFile,
+		"CDCMaxWorkers":            strconv.Itoa(cdc.MaxWorkers),
+	}
+}
+
 // cdcConn is the ClickHouse connection and the mapping, shared by both commands.
 type cdcConn struct {
-	Mapping  string        `name:"mapping" env:"CDC_MAPPING" required:"" help:"Path of the table mapping YAML (relative to the working directory)."`
-	URL      string        `name:"clickhouse-url" env:"CLICKHOUSE_URL" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
-	Username string        `name:"clickhouse-username" env:"CLICKHOUSE_USERNAME" help:"ClickHouse user; overrides the DSN's."`
-	Password string        `name:"clickhouse-password" env:"CLICKHOUSE_PASSWORD" help:"ClickHouse password; overrides the DSN's. Never printed."`
-	CAFile   string        `name:"clickhouse-ca-file" env:"CLICKHOUSE_CA_FILE" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`
-	Timeout  time.Duration `name:"clickhouse-timeout" env:"CDC_CLICKHOUSE_TIMEOUT" default:"2m" help:"Deadline of each ClickHouse call (connect, each query, the insert)."`
+	Mapping  string        `name:"mapping" env:"${CDCEnvMapping}" required:"" help:"Path of the table mapping YAML (relative to the working directory)."`
+	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
+	Username string        `name:"clickhouse-username" env:"${CDCEnvClickHouseUsername}" help:"ClickHouse user; overrides the DSN's."`
+	Password string        `name:"clickhouse-password" env:"${CDCEnvClickHousePassword}" help:"ClickHouse password; overrides the DSN's. Never printed."`
+	CAFile   string        `name:"clickhouse-ca-file" env:"${CDCEnvClickHouseCAFile}" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`
+	Timeout  time.Duration `name:"clickhouse-timeout" env:"${CDCEnvClickHouseTimeout}" default:"${CDCDefaultTimeout}" help:"Deadline of each ClickHouse call (connect, each query, the insert)."`
 }
 
 // config registers the secrets, loads the mapping and builds the task config.
@@ -68,8 +90,8 @@ func (c *cdcSetupCmd) Run(a *app) error {
 
 type cdcApplyCmd struct {
 	cdcConn
-	BatchFile string `name:"batch-file" env:"CDC_BATCH_FILE" default:"changes.ion" help:"The Debezium INLINE batch (text or binary Ion), relative to the working directory."`
-	Workers   int    `name:"workers" env:"CDC_WORKERS" default:"0" help:"Decoding workers (0 = one per CPU, at most 64)."`
+	BatchFile string `name:"batch-file" env:"${CDCEnvBatchFile}" default:"${CDCDefaultBatchFile}" help:"The Debezium INLINE batch (text or binary Ion), relative to the working directory."`
+	Workers   int    `name:"workers" env:"${CDCEnvWorkers}" default:"0" help:"Decoding workers: 0 = GOMAXPROCS (the CPUs this process may use: the machine's, or fewer under a container's CPU limit); at most ${CDCMaxWorkers}."`
 }
 
 func (c *cdcApplyCmd) Run(a *app) error {

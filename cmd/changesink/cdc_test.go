@@ -15,8 +15,10 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/amazon-ion/ion-go/ion"
+	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc"
 )
 
 // cdcBatch writes a small orders batch in Kestra's text form (one value
@@ -60,28 +62,63 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 // directory.
 func cdcWorkspace(ctx context.Context, t *testing.T, prefix string) (chURL string, admin clickhouse.Conn, db, work string) {
 	t.Helper()
-	chURL = testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE")["CHANGESINK_TEST_CLICKHOUSE"]
-	opts, err := clickhouse.ParseDSN(chURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err = clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Closed after the drop below (cleanups run last first; a deferred Close
-	// once ran first and leaked one database per run).
-	t.Cleanup(func() { admin.Close() })
-	db = prefix + testenv.RandomHex(4)
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	chURL = testenv.ClickHouseURL(t)
+	db, _ = testenv.CreateClickHouseDatabase(t, chURL, prefix)
+	admin = testenv.OpenClickHouse(t, chURL)
 	work = t.TempDir()
-	raw := testenv.ReadFile(t, "../../flows/orders.mapping.yaml")
-	mapping := strings.Replace(string(raw), "database: default", "database: "+db, 1)
-	testenv.WriteFile(t, filepath.Join(work, "orders.mapping.yaml"), []byte(mapping), 0o644)
+	retargetMapping(t, "../../flows/orders.mapping.yaml", filepath.Join(work, "orders.mapping.yaml"), db)
 	return chURL, admin, db, work
+}
+
+// retargetMapping writes the mapping src to dst with its target.database
+// set to db, the rest of the file laid out as it was (every other key keeps
+// its line and column, which messages quote), and checks that the mapping
+// dst names db.
+func retargetMapping(t *testing.T, src, dst, db string) {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(testenv.ReadFile(t, src), &doc); err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	field := yamlValue(&doc, "target", "database")
+	if field == nil || field.Kind != yaml.ScalarNode {
+		t.Fatalf("%s has no target.database", src)
+	}
+	field.Value = db
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WriteFile(t, dst, b.Bytes(), 0o644)
+	if m, err := cdc.LoadMapping(dst); err != nil || m.Target.Database != db {
+		t.Fatalf("the retargeted mapping %s: %v", dst, err)
+	}
+}
+
+// yamlValue returns the node at path (keys of nested mappings) in a YAML
+// document, nil when one is absent.
+func yamlValue(n *yaml.Node, path ...string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
 }
 
 // setCDCEnv sets the env of a cdc command run in the workspace work (the
@@ -118,7 +155,7 @@ func TestCDCCommands(t *testing.T) {
 	withUser := *u
 	withUser.User = url.UserPassword("default", dsnSecret)
 	down := *u
-	down.Host = "127.0.0.1:1"
+	down.Host = testenv.ClosedAddr(t)
 
 	var all bytes.Buffer
 	step := func(name string, wantCode int, wants []string, env map[string]string, args ...string) string {
@@ -177,7 +214,7 @@ func TestCDCCommands(t *testing.T) {
 		map[string]string{"CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
 	step("password in the DSN", 2, []string{`"error_class":"config"`},
 		map[string]string{"CLICKHOUSE_URL": withUser.String()}, "cdc", "setup")
-	step("server down", 3, []string{`"error_class":"transient"`, "127.0.0.1:1"},
+	step("server down", 3, []string{`"error_class":"transient"`, down.Host},
 		map[string]string{"CLICKHOUSE_URL": down.String(), "CLICKHOUSE_PASSWORD": secret}, "cdc", "apply")
 	step("bad URL", 2, []string{`"error_class":"config"`},
 		map[string]string{"CLICKHOUSE_URL": "clickhouse://default:" + dsnSecret + "@127.0.0.1:notaport/x"}, "cdc", "setup")

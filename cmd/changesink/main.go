@@ -147,6 +147,7 @@ func newParser(cli *CLI, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, 
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
 		kong.Vars{"EnvOutput": envOutput},
 		kafkaStateVars(),
+		cdcVars(),
 	)
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"time"
 
@@ -19,62 +18,6 @@ const (
 	ExpectedFile = "expected.jsonl"
 	PendingFile  = "pending.jsonl"
 )
-
-// Config is everything Setup and Apply need.
-type Config struct {
-	// Mapping is the table mapping (LoadMapping). Required.
-	Mapping *Mapping
-	// ClickHouse is the target server. Required.
-	ClickHouse ClickHouse
-	// BatchFile is the Debezium INLINE batch, text or binary Ion. Apply only.
-	BatchFile string
-	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
-	OutDir kestra.Dir
-	// Workers decode the batch concurrently; 0 = GOMAXPROCS, at most 64.
-	Workers int
-	// Log receives Apply's progress lines (waiting for the target's lock,
-	// breaking a killed run's lock); nil discards them.
-	Log *slog.Logger
-
-	// hooks is a test seam: unexported, set only by this package's tests to
-	// stop a run at a chosen step (a crash after the insert, a server that
-	// goes away mid-batch).
-	hooks hooks
-	// lockTiming overrides defaultLockTiming (tests: a stale lock broken in
-	// seconds).
-	lockTiming lockTiming
-}
-
-type hooks struct {
-	// locked runs once the target's lock is held (a run killed while
-	// holding it).
-	locked       func(context.Context) error
-	beforeInsert func(context.Context) error
-	afterInsert  func(context.Context) error
-	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
-}
-
-// Validate checks the fields shared by Setup and Apply; apply adds the batch
-// file and output directory.
-func (c Config) Validate(apply bool) error {
-	switch {
-	case c.Mapping == nil:
-		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (CDC_MAPPING)", ErrConfig))
-	case c.ClickHouse.URL == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (CLICKHOUSE_URL)", ErrConfig))
-	case c.ClickHouse.Timeout < 0:
-		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
-	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < time.Second:
-		// Every call would time out, as transient: no retry would help.
-		return outcome.Config.Mark(fmt.Errorf("%w: CDC_CLICKHOUSE_TIMEOUT %s is under 1s, too short for a ClickHouse call "+
-			"(connecting, a query, the insert): use at least 1s (the default is 2m)", ErrConfig, c.ClickHouse.Timeout))
-	case c.Workers < 0 || c.Workers > 64:
-		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..64", ErrConfig, c.Workers))
-	case apply && c.BatchFile == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (CDC_BATCH_FILE)", ErrConfig))
-	}
-	return nil
-}
 
 // SetupResult reports what setup ensured.
 type SetupResult struct {
@@ -100,8 +43,10 @@ func (r *SetupResult) Summary() string {
 // the ReplacingMergeTree table, checks that an existing table matches the
 // mapping (ErrTargetMismatch), then creates the live view and checks that
 // it is a view of the mapped columns (ErrTargetMismatch), and creates the
-// ledger (ledger.go). It is idempotent. A DateTime64 column on a server older than 20.1 is refused
-// (ErrUnsupportedServer).
+// ledger (ledger.go). It is idempotent. A mapping the server cannot store
+// is a configuration error (ErrUnsupportedServer, outcome.Config): a
+// DateTime64 column on a server older than 20.1, a Decimal of more than 38
+// digits (Decimal256) on one older than 21.6.
 func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 	if err := cfg.Validate(false); err != nil {
 		return nil, err
@@ -222,10 +167,6 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	st := stopState{step: "decoding the batch"}
 	defer func() { err = st.wrap(ctx, err) }()
 	m := cfg.Mapping
-	workers := cfg.Workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	res := &Result{View: m.Target.Database + "." + m.Target.LiveView}
 
 	// The connection and the schema check run while the batch decodes (they
@@ -235,7 +176,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	defer stopConnect()
 	connected := make(chan connection, 1)
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
-	b, err := decodeFile(ctx, cfg.BatchFile, m, workers)
+	b, err := decodeFile(ctx, cfg.BatchFile, m, cfg.Workers)
 	if err == nil && b.events == 0 {
 		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
 	}
@@ -303,7 +244,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if prev != nil && len(prev.openKeys) > 0 {
 		// The previous batch left keys with two live rows: decode again,
 		// starting those keys from what it left.
-		if b, err = tbl.redecodeWithSeeds(ctx, cfg.BatchFile, workers, prev.openKeys, led.replay != nil); err != nil {
+		if b, err = tbl.redecodeWithSeeds(ctx, cfg.BatchFile, cfg.Workers, prev.openKeys, led.replay != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -675,7 +616,10 @@ func markInput(err error) error {
 	if errors.As(err, &marked) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err // already marked, or a stopped run (transient)
 	}
-	// Not outcome.Classify: it calls every errno (EISDIR, EACCES) transient.
+	// Not outcome.Classify: it calls both kinds left here internal, an
+	// unmarked *RecordError and a file-system error (a directory given as
+	// the batch fails its first read with EISDIR); here the first is a
+	// refusal of the input and the second a batch the flow did not pass.
 	var re *RecordError
 	if errors.As(err, &re) {
 		if errors.Is(err, ErrMalformed) {

@@ -83,7 +83,7 @@ func BenchmarkDecode(b *testing.B) {
 		b.Skip("SKIPPED: set CDC_BENCH_BATCH to a batch file (.ci/bench-cdc writes .scratch/bench/cdc/changes.ion)")
 	}
 	m := loadMapping(b, ordersMapping)
-	workers, _ := strconv.Atoi(os.Getenv("CDC_BENCH_WORKERS")) // 0: one per CPU
+	workers, _ := strconv.Atoi(os.Getenv("CDC_BENCH_WORKERS")) // 0: GOMAXPROCS
 	opts := decodeOptions{workers: workers, ionOnly: os.Getenv("CDC_BENCH_ION") == "1"}
 	cpu := cpuTime()
 	for b.Loop() {

@@ -35,7 +35,8 @@ type ClickHouse struct {
 	// secure=true in URL; the system trust store is then not used. Empty:
 	// the system trust store (which SSL_CERT_FILE and SSL_CERT_DIR replace).
 	CAFile string
-	// Timeout bounds each call: connecting, each query, the insert. Default 2m.
+	// Timeout bounds each call: connecting, each query, the insert; 0 is
+	// DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -76,16 +77,16 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		if redact.JDBCURL(cfg.URL) {
 			msg = "it is a JDBC URL, as the seed flow's"
 		}
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL is not a clickhouse-go DSN (%s): use the native protocol, "+
-			"clickhouse://host:9000/database (secure=true and the TLS port, 9440 by default, for TLS)", ErrConfig, msg))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is not a clickhouse-go DSN (%s): use the native protocol, "+
+			"clickhouse://host:9000/database (secure=true and the TLS port, 9440 by default, for TLS)", ErrConfig, EnvClickHouseURL, msg))
 	}
 	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL must use the native protocol (clickhouse://host:9000)", ErrConfig))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s must use the native protocol (clickhouse://host:9000)", ErrConfig, EnvClickHouseURL))
 	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
-			return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE is set but CLICKHOUSE_URL does not ask for TLS; "+
-				"add secure=true and use the server's TLS port (9440 by default)", ErrConfig))
+			return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is set but %s does not ask for TLS; "+
+				"add secure=true and use the server's TLS port (9440 by default)", ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
 		}
 		pool, err := loadCAFile(cfg.CAFile)
 		if err != nil {
@@ -101,7 +102,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
-		timeout = 2 * time.Minute
+		timeout = DefaultTimeout
 	}
 	if opts.DialTimeout == 0 || opts.DialTimeout > timeout {
 		opts.DialTimeout = min(timeout, 30*time.Second)
@@ -156,10 +157,10 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 			}
 			if opts.TLS == nil {
 				if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
-					return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL has no secure=true, but %s speaks TLS (ClickHouse's TLS port, "+
-						"tcp_port_secure, is 9440 by default): add secure=true to CLICKHOUSE_URL (and CLICKHOUSE_CA_FILE when the server's "+
-						"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %w",
-						ErrConfig, addr, err))
+					return nil, outcome.Config.Mark(fmt.Errorf("%w: %[2]s has no secure=true, but %[3]s speaks TLS (ClickHouse's TLS port, "+
+						"tcp_port_secure, is 9440 by default): add secure=true to %[2]s (and %[4]s when the server's "+
+						"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %[5]w",
+						ErrConfig, EnvClickHouseURL, addr, EnvClickHouseCAFile, err))
 				}
 			}
 		}
@@ -208,8 +209,8 @@ func checkURLSettings(settings clickhouse.Settings, sv *driver.ServerVersion) er
 				continue
 			}
 		}
-		return outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL sets the ClickHouse setting %s to a value ClickHouse %s cannot take "+
-			"(before 19.x a setting is a whole number of at least 0, or true or false): fix or remove it", ErrConfig, k, sv.Version))
+		return outcome.Config.Mark(fmt.Errorf("%w: %s sets the ClickHouse setting %s to a value ClickHouse %s cannot take "+
+			"(before 19.x a setting is a whole number of at least 0, or true or false): fix or remove it", ErrConfig, EnvClickHouseURL, k, sv.Version))
 	}
 	return nil
 }
@@ -218,18 +219,19 @@ func checkURLSettings(settings clickhouse.Settings, sv *driver.ServerVersion) er
 func loadCAFile(path string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: %w", ErrConfig, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: %w", ErrConfig, EnvClickHouseCAFile, err))
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_CA_FILE: no PEM certificate in %s", ErrConfig, path))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: no PEM certificate in %s", ErrConfig, EnvClickHouseCAFile, path))
 	}
 	return pool, nil
 }
 
 // httpPortErr refuses a CLICKHOUSE_URL that names the HTTP interface.
 func httpPortErr(addr string) error {
-	return outcome.Config.Mark(fmt.Errorf("%w: CLICKHOUSE_URL points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, addr))
+	return outcome.Config.Mark(fmt.Errorf("%w: %s points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); "+
+		"changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, EnvClickHouseURL, addr))
 }
 
 // mayBeTLSPort reports a failed plaintext connection that a TLS port would
@@ -250,30 +252,30 @@ func mayBeTLSPort(err error) bool {
 }
 
 // ClickHouse error codes changesink acts on (src/Common/ErrorCodes.cpp),
-// every one of them: classify decides the class of most, the lock, the
-// ledger and setup act on the missing-object ones.
+// every one of them, by code: classify decides the class of most, the
+// lock, the ledger and setup act on the missing-object ones.
 const (
 	chTableAlreadyExists = 57
 	chUnknownTable       = 60
-	chFileDoesntExist    = 107
-	chPocoException      = 1000 // 18.16: "File not found" among others
-	chUnknownSetting     = 115
 	chUnknownDatabase    = 81
+	chFileDoesntExist    = 107
+	chUnknownSetting     = 115
+	chTimeoutExceeded    = 159
+	chReadonly           = 164
 	chUnknownUser        = 192
 	chWrongPassword      = 193
 	chRequiredPassword   = 194
-	chAuthFailed         = 516
-	chTimeoutExceeded    = 159
+	chTooManyQueries     = 202
+	chNoFreeConnection   = 203
 	chSocketTimeout      = 209
 	chNetworkError       = 210
-	chTooManyQueries     = 202
-	chTooManyParts       = 252
 	chMemoryLimit        = 241
 	chTableIsReadOnly    = 242
+	chTooManyParts       = 252
 	chAllReplicasLost    = 279
-	chNoFreeConnection   = 203
-	chReadonly           = 164
 	chAccessDenied       = 497
+	chAuthFailed         = 516
+	chPocoException      = 1000 // 18.16: "File not found" among others
 )
 
 // chCode is a ClickHouse exception's code in err's chain, or 0.
@@ -294,13 +296,13 @@ func classify(err error) error {
 	if errors.As(err, &ex) {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
-			return outcome.Config.Mark(fmt.Errorf("%w (check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL)", err))
+			return outcome.Config.Mark(fmt.Errorf("%w (check %s and %s, or the user in %s)", err, EnvClickHouseUsername, EnvClickHousePassword, EnvClickHouseURL))
 		case chReadonly, chAccessDenied:
 			return outcome.Config.Mark(fmt.Errorf("%w (the ClickHouse user may not write here: cdc setup and apply need SELECT, INSERT, "+
-				"CREATE TABLE, DROP TABLE and RENAME TABLE in the target's database, and no readonly setting, in CLICKHOUSE_URL's "+
-				"query string or the user's settings profile: check CLICKHOUSE_USERNAME and that user's grants and profile)", err))
+				"CREATE TABLE, DROP TABLE and RENAME TABLE in the target's database, and no readonly setting, in %s's "+
+				"query string or the user's settings profile: check %s and that user's grants and profile)", err, EnvClickHouseURL, EnvClickHouseUsername))
 		case chUnknownSetting:
-			return outcome.Config.Mark(fmt.Errorf("%w (a setting in CLICKHOUSE_URL's query string that this server does not know: fix its name or remove it)", err))
+			return outcome.Config.Mark(fmt.Errorf("%w (a setting in %s's query string that this server does not know: fix its name or remove it)", err, EnvClickHouseURL))
 		case chUnknownTable, chUnknownDatabase:
 			return outcome.Config.Mark(fmt.Errorf("%w (run changesink cdc setup first)", err))
 		case chMemoryLimit:
@@ -308,8 +310,8 @@ func classify(err error) error {
 			// the first passes with a retry.
 			return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse ran out of memory for this statement: a retry converges once the "+
 				"server has memory to spare; if it recurs, raise the limit the message names (for query: max_memory_usage; for user: "+
-				"max_memory_usage_for_user; total: max_memory_usage_for_all_queries or the server's memory) where it is set: CLICKHOUSE_URL's "+
-				"query string, the user's settings profile or the server's configuration)", err))
+				"max_memory_usage_for_user; total: max_memory_usage_for_all_queries or the server's memory) where it is set: %s's "+
+				"query string, the user's settings profile or the server's configuration)", err, EnvClickHouseURL))
 		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,
 			chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
 			return outcome.Transient.Mark(err)
@@ -317,9 +319,9 @@ func classify(err error) error {
 		return err
 	}
 	if outcome.TLSFailure(err) {
-		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake failed: with secure=true, CLICKHOUSE_URL must name the "+
+		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake failed: with secure=true, %s must name the "+
 			"server's TLS port, 9440 by default, and a host name the server's certificate holds; the certificate must be "+
-			"signed by a CA in CLICKHOUSE_CA_FILE or, when that is unset, in the system trust store)", err))
+			"signed by a CA in %s or, when that is unset, in the system trust store)", err, EnvClickHouseURL, EnvClickHouseCAFile))
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
@@ -331,13 +333,11 @@ func classify(err error) error {
 		return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse was unreachable, too slow or dropped the connection: "+
 			"a retry of the run converges)", err))
 	}
-	if outcome.Classify(err) == outcome.Transient {
-		return outcome.Transient.Mark(err)
-	}
 	return err
 }
 
-// checkSupported refuses a mapping the server cannot store.
+// checkSupported returns ErrUnsupportedServer, a configuration error, for
+// a mapping the server cannot store.
 func (t *target) checkSupported() error {
 	for i := range t.m.cols {
 		c := &t.m.cols[i]

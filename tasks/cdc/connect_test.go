@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -169,32 +168,12 @@ func tlsServer(t *testing.T) string {
 // as a transient failure.
 func TestStopWhileConnecting(t *testing.T) {
 	e := newEnv(t, ordersMapping)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() { // accepts and never answers
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	silent := "clickhouse://" + ln.Addr().String() + "/default"
+	ended := make(chan struct{})
+	t.Cleanup(func() { close(ended) })
+	silent := "clickhouse://" + testenv.ServeLocal(t, func(c net.Conn) { // accepts and never answers
+		<-ended
+		c.Close()
+	}) + "/default"
 	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(1), int64(1), "new", int64(100), false)))
 	for name, run := range map[string]func(context.Context, Config) error{
 		"setup": func(ctx context.Context, cfg Config) error { _, err := Setup(ctx, cfg); return err },
@@ -282,6 +261,10 @@ func TestNothingListeningIsTransient(t *testing.T) {
 func TestClickHouseCAFile(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_SECURE", "CHANGESINK_TEST_CLICKHOUSE_USER",
 		"CHANGESINK_TEST_CLICKHOUSE_PASSWORD", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
+	tlsURL, err := url.Parse(vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"])
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := newEnv(t, ordersMapping)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	testenv.WriteFile(t, notPEM, []byte("not a certificate"), 0o600)
@@ -300,7 +283,7 @@ func TestClickHouseCAFile(t *testing.T) {
 		cfg  Config
 		want []string
 	}{
-		"another CA":   {secure(vars["CHANGESINK_TEST_TLS_OTHER_CA"]), []string{"localhost:19440", "unknown authority", "CLICKHOUSE_CA_FILE"}},
+		"another CA":   {secure(vars["CHANGESINK_TEST_TLS_OTHER_CA"]), []string{tlsURL.Host, "unknown authority", "CLICKHOUSE_CA_FILE"}},
 		"no such file": {secure(filepath.Join(t.TempDir(), "nope.pem")), []string{"CLICKHOUSE_CA_FILE", "nope.pem"}},
 		"not PEM":      {secure(notPEM), []string{"CLICKHOUSE_CA_FILE", "no PEM certificate"}},
 		"without TLS":  {plain, []string{"CLICKHOUSE_CA_FILE", "secure=true"}},
@@ -309,7 +292,7 @@ func TestClickHouseCAFile(t *testing.T) {
 			c.ClickHouse.Password += "-wrong"
 			return c
 		}(),
-			[]string{"localhost:19440", "CLICKHOUSE_PASSWORD"}},
+			[]string{tlsURL.Host, "CLICKHOUSE_PASSWORD"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Setup(context.Background(), tt.cfg)

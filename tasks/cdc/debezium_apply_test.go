@@ -38,7 +38,7 @@ import (
 // rows.jsonl (PostgreSQL's row_to_json) by that type, and scans the live view
 // with clickhouse-go's own Go types.
 func TestRealDebeziumBatches(t *testing.T) {
-	clickhouseURL(t)
+	testenv.ClickHouseURL(t)
 	sets := map[string]string{"testdata": "testdata/debezium"}
 	if dir := os.Getenv("CHANGESINK_TEST_DEBEZIUM"); dir != "" {
 		sets["fresh"] = dir

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
@@ -664,5 +665,55 @@ func TestSurrogateEscapes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestContradictions: an event whose operation and delete marker disagree
+// is refused before anything is written.
+func TestContradictions(t *testing.T) {
+	src := func(op string, lsn int64) iongen.Struct {
+		return iongen.Metadata(op, iongen.Source("shop", "public", "orders", lsn, 700, "false"))
+	}
+	row := orderRow(1, int64(10), int64(500), "paid")
+	noMarker := append(append(iongen.Struct{}, row...), iongen.Field{Name: "metadata", Value: src("DELETE", 102)})
+	for _, tc := range []struct {
+		name  string
+		event any
+		want  string
+	}{
+		{"delete with deleted false", iongen.Event(row, false, src("DELETE", 102)), `metadata.operation is DELETE but "deleted" is not true`},
+		{"delete without deleted", noMarker, `metadata.operation is DELETE but "deleted" is not true`},
+		{"create with deleted true", iongen.Event(row, true, src("CREATE", 102)), `metadata.operation is CREATE but "deleted" is true`},
+		{"update with deleted true", iongen.Event(row, true, src("UPDATE", 102)), `metadata.operation is UPDATE but "deleted" is true`},
+		{"read with deleted true", iongen.Event(row, true, src("READ", 102)), `metadata.operation is READ but "deleted" is true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
+				t.Fatal(err)
+			}
+			before := e.physical()
+			_, cfg, err := e.apply(true, orderEvent(2, int64(20), int64(1), "fine", int64(101), false), tc.event)
+			testenv.WantError(t, err, outcome.Refused, ErrContradiction)
+			if !strings.HasPrefix(err.Error(), `record 2 (key id=1, LSN 102), column "metadata.operation": event contradicts itself: `) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("message %v", err)
+			}
+			noOutputs(t, cfg)
+			if after := e.physical(); after != before {
+				t.Errorf("the refused batch changed the target:\n%s", after)
+			}
+		})
+	}
+}
+
+// TestSequenceContradiction: a sequence naming another LSN than the
+// event's is refused (Debezium writes [lsn_commit, lsn]).
+func TestSequenceContradiction(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := withSource(orderEvent(1, int64(1), int64(1), "x", int64(950), false), "sequence", `["900","951"]`)
+	_, err := decodeBytes(t, m, encode(t, true, ev), 1)
+	if !errors.Is(err, ErrContradiction) || !strings.Contains(err.Error(), `metadata.source.sequence ["900","951"] names LSN 951, but metadata.source.lsn is 950`) {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -16,7 +16,8 @@
 // and the target's winning rows of the batch's keys are read (FINAL), the
 // pending rows are inserted in one block, every key is read back, the
 // ledger row is appended and the lock released; then expected.jsonl and
-// pending.jsonl are written and the Result returned.
+// pending.jsonl, written before the insert, are published (renamed into
+// place) and the Result returned.
 //
 // Guarantees:
 //   - Nothing is written when a record is refused: the whole batch is
@@ -29,15 +30,18 @@
 //   - Outputs and output files appear only after the read-back passed.
 //   - One apply at a time per target (the lock); values are never rounded.
 //
-// Refusals are the sentinels of errors.go, wrapped in a *RecordError that
-// names the record, line, key, LSN and column, and marked outcome.Refused
-// (exit 1): ErrEmptyBatch, ErrMalformed, ErrNotStruct, ErrSourceChanged,
-// ErrWrongSource, ErrMissingField, ErrBadLSN, ErrBadTxID,
-// ErrBadDeleteMarker, ErrBadValue, ErrToast, ErrContradiction, ErrConflict,
-// ErrKeyChange, ErrTargetConflict, ErrWentBackwards and ErrVerify (the only
-// one found after the insert). ErrMapping (*MappingError),
-// ErrTargetMismatch, ErrNoDatabase, ErrUnsupportedServer and ErrConfig are
-// marked outcome.Config (exit 2); ErrTargetLocked and lost, unreachable or
+// Refusals are the sentinels of errors.go, wrapped, when a record is to
+// blame, in a *RecordError that names the record, line, key, LSN and column,
+// and marked outcome.Refused (exit 1): ErrEmptyBatch, ErrMalformed,
+// ErrNotStruct, ErrSourceChanged, ErrWrongSource, ErrMissingField,
+// ErrBadLSN, ErrBadTxID, ErrBadDeleteMarker, ErrBadValue, ErrToast,
+// ErrContradiction, ErrConflict, ErrKeyChange, ErrTargetConflict,
+// ErrWentBackwards and ErrVerify (the only one found after the insert).
+// ErrMapping (*MappingError), ErrTargetMismatch, ErrNoDatabase,
+// ErrUnsupportedServer and ErrConfig are marked outcome.Config (exit 2),
+// except ErrTargetMismatch for stored rows of the target or its ledger that
+// cannot be read or are not what changesink wrote, which is marked
+// outcome.Refused (exit 1); ErrTargetLocked and lost, unreachable or
 // overloaded servers outcome.Transient (exit 3).
 //
 // How versions follow commit order, how key changes, TRUNCATE and unchanged

@@ -43,10 +43,19 @@ var (
 	// ErrToast: a column holds Debezium's unavailable-value placeholder for an
 	// unchanged TOAST value (seed: "incomplete TOAST value").
 	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table")
-	// ErrContradiction: an event contradicts itself: metadata.operation
-	// DELETE without deleted true, CREATE/UPDATE/READ with deleted true, an
-	// operation Debezium does not send, a TRUNCATE with row columns, or a
-	// sequence naming another LSN than source.lsn.
+	// ErrContradiction: an event contradicts itself or the events before it
+	// (Debezium writes none of these):
+	//   - metadata.operation DELETE without deleted true, or CREATE, UPDATE
+	//     or READ with deleted true;
+	//   - an operation Debezium does not send;
+	//   - a TRUNCATE with row columns, or whose deleted is not true;
+	//   - a metadata.source.sequence naming another LSN than source.lsn, or
+	//     an lsn_commit outside 0..2^64-2;
+	//   - two lsn_commit values in one transaction (its consecutive events);
+	//   - an lsn_commit below an earlier event's (transactions arrive in
+	//     commit order, so it never goes down in a batch);
+	//   - two changes of one transaction tied at its commit floor (one
+	//     version) whose LSNs go down (the records were reordered).
 	ErrContradiction = errors.New("event contradicts itself")
 	// ErrWentBackwards: a batch that was never applied is not newer than
 	// what the target holds (a source restored, migrated or failed over
@@ -63,21 +72,33 @@ var (
 	// batch's key and LSN (seed: "Target has a different payload for the same
 	// id and LSN"). Nothing was written.
 	ErrTargetConflict = errors.New("target has a different payload for the same key and LSN")
-	// ErrTargetLocked: another cdc apply held the target's lock for the
-	// whole wait (transient: outcome.Transient).
-	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
 	// ErrVerify: the read-back after the insert does not show the captured
 	// version or a newer one (seed: "ClickHouse read-back does not match the
 	// captured version", "Captured key is missing from ClickHouse").
 	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
 )
 
+// Transient failures, marked with outcome.Transient (exit 3): a retry of
+// the run converges.
+var (
+	// ErrTargetLocked: another cdc apply held the target's lock for the
+	// whole wait, or this run lost its lock before the insert or the ledger
+	// row (its heartbeats stopped landing, or another run broke it).
+	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
+)
+
 // Configuration errors, marked with outcome.Config (exit 2).
 var (
 	// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
 	ErrMapping = errors.New("invalid mapping")
-	// ErrTargetMismatch: the target table's columns or engine differ from the
-	// mapping (re-run cdc setup on a fresh table, or fix the mapping).
+	// ErrTargetMismatch: the target's shape differs from the mapping (the
+	// table's columns, engine, version column or sorting key, the live view's
+	// columns, the ledger's columns, or a ledger left by a dropped table):
+	// outcome.Config; re-run cdc setup on a fresh table, or fix the mapping.
+	// It is also the refusal (outcome.Refused, exit 1) of stored rows of the
+	// target or its ledger that cannot be read or are not what changesink
+	// wrote (a value its column cannot hold, a delete marker other than 0 or
+	// 1, malformed open keys in the ledger): repair or rebuild the target.
 	ErrTargetMismatch = errors.New("target table does not match the mapping")
 	// ErrNoDatabase: cdc setup found no target database and the mapping does
 	// not ask it to create one (target.create_database).

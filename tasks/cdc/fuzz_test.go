@@ -56,7 +56,7 @@ func FuzzDecode(f *testing.F) {
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}
 			sameResults(t, m, located(m, decodeOptions{}, seg, false), located(m, decodeOptions{ionOnly: true}, seg, false))
 			sameResults(t, m, decodeLines(newRecordDecoder(m), seg), decodeLines(newIonDecoder(m), seg))
-			_ = batchfile.SplitBinary(bytes.NewReader(data), func(s *batchfile.Segment) error {
+			_ = batchfile.NewSplitter(0).Binary(bytes.NewReader(data), func(s *batchfile.Segment) error {
 				sameResults(t, m, decodeSegment(newRecordDecoder(m), s, true), decodeSegment(newIonDecoder(m), s, true))
 				return nil
 			})

@@ -1,11 +1,22 @@
 package cdc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -69,6 +80,16 @@ func writeFile(t testing.TB, name string, data []byte) string {
 	return p
 }
 
+// offlineConfig applies batch with the mapping m against a ClickHouse
+// address nothing listens at (testenv.ClosedAddr), writing into a fresh
+// directory: for runs that must end, refused or misconfigured, before the
+// server is needed.
+func offlineConfig(t testing.TB, m *Mapping, batch string) Config {
+	t.Helper()
+	return Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + testenv.ClosedAddr(t) + "/default"},
+		BatchFile: batch, OutDir: kestra.Dir{Path: t.TempDir()}}
+}
+
 // decodeBytes decodes a batch held in memory with the given worker count.
 func decodeBytes(t testing.TB, m *Mapping, data []byte, workers int) (*batch, error) {
 	t.Helper()
@@ -130,4 +151,305 @@ func (e *env) replays(batch string, verified int64) {
 	if res.Pending != 0 || res.Verified != verified {
 		e.t.Errorf("re-run outputs %v, want a replay (pending 0, %d verified)", res.Outputs(), verified)
 	}
+}
+
+// env is one integration test's target: a database and a mapping in it.
+type env struct {
+	t    testing.TB
+	url  string
+	conn driver.Conn
+	db   string
+	m    *Mapping
+}
+
+func newEnv(t testing.TB, mappingPath string) *env {
+	t.Helper()
+	url := testenv.ClickHouseURL(t)
+	db, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_")
+	e := &env{t: t, url: url, conn: testenv.OpenClickHouse(t, url), db: db}
+	e.m = loadMapping(t, mappingPath)
+	e.m.Target.Database = e.db
+	e.m.Target.CreateDatabase = false
+	return e
+}
+
+// testLockTiming breaks a stale lock (a run a test cut or killed) within
+// seconds instead of defaultLockTiming's 30 s.
+var testLockTiming = lockTiming{beat: 200 * time.Millisecond, stale: 4 * time.Second, wait: 20 * time.Second, poll: 50 * time.Millisecond}
+
+func (e *env) config(batch string) Config {
+	return Config{
+		Mapping:    e.m,
+		ClickHouse: ClickHouse{URL: e.url, Timeout: time.Minute},
+		BatchFile:  batch,
+		OutDir:     kestra.Dir{Path: e.t.TempDir()},
+		lockTiming: testLockTiming,
+	}
+}
+
+// caps connects with e's mapping and returns what the server supports.
+func (e *env) caps() serverCaps {
+	e.t.Helper()
+	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tg.close()
+	return tg.caps
+}
+
+func (e *env) setup() {
+	e.t.Helper()
+	if _, err := Setup(context.Background(), e.config("")); err != nil {
+		e.t.Fatalf("Setup: %v", err)
+	}
+}
+
+// apply writes events as a batch file and applies it.
+func (e *env) apply(binary bool, events ...any) (*Result, Config, error) {
+	e.t.Helper()
+	cfg := e.config(writeFile(e.t, "changes.ion", encode(e.t, binary, events...)))
+	res, err := Apply(context.Background(), cfg)
+	return res, cfg, err
+}
+
+// query returns the rows of a query as tab-joined strings.
+func (e *env) query(sql string, args ...any) []string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows, err := e.conn.Query(ctx, sql, args...)
+	if err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	cols := rows.ColumnTypes()
+	for rows.Next() {
+		dest := make([]any, len(cols))
+		for i, c := range cols {
+			dest[i] = newOf(c.ScanType())
+		}
+		if err := rows.Scan(dest...); err != nil {
+			e.t.Fatal(err)
+		}
+		parts := make([]string, len(dest))
+		for i, d := range dest {
+			parts[i] = fmt.Sprint(deref(d))
+		}
+		out = append(out, strings.Join(parts, "\t"))
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// outputFile reads an output file of a run (false when absent).
+func outputFile(t testing.TB, cfg Config, name string) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir.Path, name))
+	if os.IsNotExist(err) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), true
+}
+
+// noOutputs checks that a failed run left no file in its output directory.
+func noOutputs(t testing.TB, cfg Config) {
+	t.Helper()
+	entries, err := os.ReadDir(cfg.OutDir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a failed run left %s", e.Name())
+	}
+}
+
+func newOf(t reflect.Type) any { return reflect.New(t).Interface() }
+
+func deref(p any) any {
+	v := reflect.ValueOf(p)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "NULL"
+		}
+		v = v.Elem()
+	}
+	return v.Interface()
+}
+
+// lockedTable opens the env's target as apply does.
+func (e *env) lockedTable() *table {
+	e.t.Helper()
+	return e.openTable(e.config("").ClickHouse)
+}
+
+// openTable connects to ch and checks the env's target as apply does.
+func (e *env) openTable(ch ClickHouse) *table {
+	e.t.Helper()
+	tg, err := connect(context.Background(), ch, e.m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(tg.close)
+	tbl, err := tg.checkSchema(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tbl
+}
+
+// proxied starts a proxy in front of e's ClickHouse and returns it with the
+// URL that goes through it.
+func (e *env) proxied() (*testenv.Proxy, string) {
+	e.t.Helper()
+	u, err := url.Parse(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p := testenv.StartProxy(e.t, u.Host, testenv.ProxyOptions{})
+	via := *u
+	via.Host = p.Addr()
+	return p, via.String()
+}
+
+// realBatches holds the batches real Debezium wrote (harness/debezium).
+const realBatches = "testdata/debezium"
+
+// scenarioEnv is a target for the real Debezium scenario name (testdata/
+// debezium/<name>), in a database of the test's own.
+func scenarioEnv(t *testing.T, name string) *env {
+	t.Helper()
+	e := newEnv(t, filepath.Join(realBatches, name, "mapping.yaml"))
+	e.setup()
+	return e
+}
+
+// applyScenario applies the scenario's batches in order (binary: Kestra
+// 2.x's form, else 1.x's) and returns the last result.
+func (e *env) applyScenario(name string, binary bool) *Result {
+	e.t.Helper()
+	var res *Result
+	for n := 1; ; n++ {
+		path := filepath.Join(realBatches, name, fmt.Sprintf("changes-%02d.%s.ion", n, form(binary)))
+		if _, err := os.Stat(path); err != nil {
+			break
+		}
+		var err error
+		if res, err = Apply(context.Background(), e.config(path)); err != nil {
+			e.t.Fatalf("%s batch %d: %v", name, n, err)
+		}
+	}
+	return res
+}
+
+func form(binary bool) string {
+	if binary {
+		return "binary"
+	}
+	return "text"
+}
+
+// liveJSON renders the live view as the scenario's rows.jsonl does.
+func (e *env) liveJSON() string {
+	e.t.Helper()
+	var cols []string
+	for i := range e.m.cols {
+		cols = append(cols, quoteIdent(e.m.cols[i].name))
+	}
+	var b strings.Builder
+	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + keyList(e.m)) {
+		parts := strings.Split(line, "\t")
+		obj := "{"
+		for i, p := range parts {
+			if i > 0 {
+				obj += ","
+			}
+			v, _ := json.Marshal(p)
+			if e.m.cols[i].typ.kind == kindInt {
+				v = []byte(p)
+			}
+			obj += fmt.Sprintf("%q:%s", e.m.cols[i].name, v)
+		}
+		b.WriteString(obj + "}\n")
+	}
+	return b.String()
+}
+
+func sourceRows(t *testing.T, name string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(realBatches, name, "rows.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		b.WriteString(s.Text() + "\n")
+	}
+	return b.String()
+}
+
+// physical returns every physical row of the target (for "nothing changed").
+func (e *env) physical() string {
+	e.t.Helper()
+	return strings.Join(e.query("SELECT * FROM "+qualified(e.db, e.m.Target.Table)+" ORDER BY tuple(*)"), "\n")
+}
+
+// endsAsTheSourceThenReplays applies a real scenario's batches in one form:
+// the live view holds the source's rows; the batches again in the other
+// form are replays (nothing pending, verified keys).
+func endsAsTheSourceThenReplays(t *testing.T, scenario string, verified int64) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := scenarioEnv(t, scenario)
+			e.applyScenario(scenario, f.binary)
+			if got, want := e.liveJSON(), sourceRows(t, scenario); got != want {
+				t.Errorf("live rows\n%s\nwant (the source)\n%s", got, want)
+			}
+			res := e.applyScenario(scenario, !f.binary)
+			if res.Pending != 0 || res.Verified != verified {
+				t.Errorf("replay: %v", res.Outputs())
+			}
+		})
+	}
+}
+
+// withSource sets metadata.source.<name> of an event built by iongen.
+func withSource(ev iongen.Struct, name string, v any) iongen.Struct {
+	for i := range ev {
+		if ev[i].Name != "metadata" {
+			continue
+		}
+		md := ev[i].Value.(iongen.Struct)
+		for j := range md {
+			if md[j].Name != "source" {
+				continue
+			}
+			src := md[j].Value.(iongen.Struct)
+			for k := range src {
+				if src[k].Name == name {
+					src[k].Value = v
+				}
+			}
+		}
+	}
+	return ev
+}
+
+// overlapEvent is an event of the overlap scenario's table (id, v) from a
+// snapshot (READ) or the stream.
+func overlapEvent(op string, id int64, v string, lsn int64, snapshot string, sequence string) iongen.Struct {
+	ev := iongen.Event(iongen.Struct{{"id", id}, {"v", v}}, op == "DELETE",
+		iongen.Metadata(op, iongen.Source("cs_dbz_overlap_stream", "public", "overlap", lsn, 7205, snapshot)))
+	if sequence != "" {
+		ev = withSource(ev, "sequence", sequence)
+	}
+	return ev
 }

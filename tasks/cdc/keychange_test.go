@@ -258,3 +258,137 @@ func TestKeyChangeTargetRowVanished(t *testing.T) {
 		t.Errorf("message %v", err)
 	}
 }
+
+// swapEvent is an event of the pkswap scenario's table public.swap (id, v)
+// in transaction tx; a delete carries its before image v ("": only the key,
+// REPLICA IDENTITY DEFAULT).
+func swapEvent(op string, id int64, v string, lsn int64, tx int64) iongen.Struct {
+	row := iongen.Struct{{"id", id}, {"v", v}}
+	if op == "DELETE" && v == "" {
+		row = iongen.Struct{{"id", id}, {"v", ""}}
+	}
+	return iongen.Event(row, op == "DELETE", iongen.Metadata(op, iongen.Source("cs_dbz_pkswap", "public", "swap", lsn, tx, "false")))
+}
+
+// seedSwap fills the pkswap target with the given rows at LSN 100 (a snapshot).
+func (e *env) seedSwap(rows map[int64]string) {
+	e.t.Helper()
+	var evs []any
+	for id := int64(1); id <= 9; id++ {
+		if v, ok := rows[id]; ok {
+			evs = append(evs, iongen.Event(iongen.Struct{{"id", id}, {"v", v}}, false,
+				iongen.Metadata("READ", iongen.Source("cs_dbz_pkswap", "public", "swap", int64(100), 1, "true"))))
+		}
+	}
+	if _, _, err := e.apply(false, evs...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestRealPKSwap: a primary-key swap, with the batches real Debezium wrote:
+// a DEFERRABLE primary key under REPLICA IDENTITY FULL, UPDATE … SET id =
+// CASE id WHEN 6 THEN 7 WHEN 7 THEN 6 END, arrives as DELETE 6 / CREATE 7
+// and DELETE 7 / CREATE 6; by LSN alone key 7 ends deleted. Key 7's delete
+// carries the row "seven", not the "six" just created: it removed the old
+// row, and 7 keeps "six".
+func TestRealPKSwap(t *testing.T) { endsAsTheSourceThenReplays(t, "pkswap", 2) }
+
+// TestPKSwapDefaultIdentityRefused: the same swap under REPLICA IDENTITY
+// DEFAULT (deletes carry only the key) does not say which row key 7's
+// delete removed: refused, naming the key, nothing written.
+func TestPKSwapDefaultIdentityRefused(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{5: "five", 6: "six", 7: "seven", 8: "eight"})
+	before := e.physical()
+	_, cfg, err := e.apply(true,
+		swapEvent("DELETE", 6, "", 1000, 9), swapEvent("CREATE", 7, "six", 1000, 9),
+		swapEvent("DELETE", 7, "", 1100, 9), swapEvent("CREATE", 6, "seven", 1100, 9))
+	testenv.WantError(t, err, outcome.Refused, ErrKeyChange)
+	testenv.CheckError(t, err, outcome.Refused, ErrKeyChange, "key id=7", "the target holds this key live", "REPLICA IDENTITY FULL")
+	noOutputs(t, cfg)
+	if e.physical() != before {
+		t.Error("the refused batch changed the target")
+	}
+}
+
+// TestPKRotation: keys 1 → 2 → 3 → 1 in one transaction (FULL): every
+// created key's old row is removed by the next pair's delete.
+func TestPKRotation(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9),
+		swapEvent("DELETE", 3, "c", 1200, 9), swapEvent("CREATE", 1, "c", 1200, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.liveJSON(); got != `{"id":1,"v":"c"}`+"\n"+`{"id":2,"v":"a"}`+"\n"+`{"id":3,"v":"b"}`+"\n" {
+		t.Errorf("live rows\n%s", got)
+	}
+}
+
+// TestPKShiftAcrossBatches: UPDATE … SET id = id + 1 on a DEFERRABLE key
+// (FULL), cut by the trigger's maxRecords inside the transaction: the
+// first batch ends with key 3 created while its old row is live; the
+// ledger carries that, and the next batch's delete of the old row 3 keeps
+// the new one (alone, that delete would remove key 3).
+func TestPKShiftAcrossBatches(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	second := []any{swapEvent("DELETE", 3, "c", 1200, 9), swapEvent("CREATE", 4, "c", 1200, 9)}
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("SELECT open_keys FROM " + e.db + ".pkswap_cdc_ledger ORDER BY seq DESC LIMIT 1"); !strings.Contains(got[0], `"shown":"id=3","tx":9`) {
+		t.Errorf("the ledger does not carry key 3: %v", got)
+	}
+	if _, _, err := e.apply(true, second...); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":2,"v":"a"}` + "\n" + `{"id":3,"v":"b"}` + "\n" + `{"id":4,"v":"c"}` + "\n"
+	if got := e.liveJSON(); got != want {
+		t.Errorf("live rows\n%s\nwant\n%s", got, want)
+	}
+	// A replay of the second batch starts from what the first left, again.
+	res, _, err := e.apply(false, second...)
+	if err != nil || res.Pending != 0 || res.Verified != 2 {
+		t.Fatalf("replay: %v, %v", res, err)
+	}
+	if got := e.liveJSON(); got != want {
+		t.Errorf("after the replay\n%s", got)
+	}
+}
+
+// TestPKShiftNotContinued: the batch after one that ended with key 3 open
+// (two live rows inside transaction 9) does not continue that transaction:
+// refused, naming key 3, nothing written.
+func TestPKShiftNotContinued(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{1: "a", 2: "b", 3: "c"})
+	if _, _, err := e.apply(false,
+		swapEvent("DELETE", 1, "a", 1000, 9), swapEvent("CREATE", 2, "a", 1000, 9),
+		swapEvent("DELETE", 2, "b", 1100, 9), swapEvent("CREATE", 3, "b", 1100, 9)); err != nil {
+		t.Fatal(err)
+	}
+	before := e.physical()
+	_, cfg, err := e.apply(true, swapEvent("CREATE", 5, "five", 1300, 10))
+	testenv.WantError(t, err, outcome.Refused, ErrKeyChange, "key id=3", "does not continue that transaction")
+	noOutputs(t, cfg)
+	if e.physical() != before {
+		t.Error("the refused batch changed the target")
+	}
+}
+
+// TestPKDualLeftByACommittedTransaction: a CREATE of a key the target
+// holds live, and the transaction ends without deleting either row (the
+// next event is another transaction's): refused, naming the key.
+func TestPKDualLeftByACommittedTransaction(t *testing.T) {
+	e := scenarioEnv(t, "pkswap")
+	e.seedSwap(map[int64]string{7: "seven"})
+	_, _, err := e.apply(false, swapEvent("CREATE", 7, "again", 1000, 9), swapEvent("CREATE", 8, "eight", 1100, 10))
+	if !errors.Is(err, ErrKeyChange) || !strings.Contains(err.Error(), "key id=7") || !strings.Contains(err.Error(), "skipped.operations") {
+		t.Fatalf("err = %v, want ErrKeyChange for key id=7", err)
+	}
+}

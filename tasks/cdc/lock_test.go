@@ -12,23 +12,20 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
 
-// TestConcurrentCDCWriters: issue 9 §4. Two cdc apply runs on one target
-// at once, with the same key and LSN and different payloads: exactly one
-// applies, the other waits for the lock and then refuses (the target holds
-// the other payload at that version). With the same batch, the second is a
-// replay. The first holds the lock a while (hooks.locked) so the second
-// surely waits.
+// TestConcurrentCDCWriters: two cdc apply runs on one target at once, with
+// the same key and LSN and different payloads: exactly one applies, the
+// other waits for the lock and then refuses (the target holds the other
+// payload at that version). With the same batch, the second is a replay.
+// The first holds the lock a while (hooks.locked) so the second surely
+// waits.
 func TestConcurrentCDCWriters(t *testing.T) {
 	for _, same := range []bool{false, true} {
 		t.Run(map[bool]string{false: "different payloads", true: "same batch"}[same], func(t *testing.T) {
@@ -112,27 +109,6 @@ func lockTarget(t *testing.T) *table {
 	e := newEnv(t, ordersMapping)
 	e.setup()
 	return e.lockedTable()
-}
-
-// lockedTable opens the env's target as apply does.
-func (e *env) lockedTable() *table {
-	e.t.Helper()
-	return e.openTable(e.config("").ClickHouse)
-}
-
-// openTable connects to ch and checks the env's target as apply does.
-func (e *env) openTable(ch ClickHouse) *table {
-	e.t.Helper()
-	tg, err := connect(context.Background(), ch, e.m)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(tg.close)
-	tbl, err := tg.checkSchema(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tbl
 }
 
 // abandon stops a held lock's heartbeat without releasing it: what the
@@ -315,63 +291,6 @@ func TestLockDropsLocksLeftAside(t *testing.T) {
 	}
 }
 
-// TestSystemTablesUnderOtherDDL: ClickHouse 18.16 fails a read of
-// system.tables (UNKNOWN_TABLE naming another table, or a missing metadata
-// file) while another table of the database is renamed or dropped, as
-// every run's lock is. Another target's runs in the same database take and
-// give back their lock back to back while this target's runs apply
-// batches and read the lock tables: none fails. Without the re-reads
-// (systemTables) about 1 read in 20 failed, and apply exited 2 saying
-// "run changesink cdc setup first".
-func TestSystemTablesUnderOtherDDL(t *testing.T) {
-	e := newEnv(t, ordersMapping)
-	e.setup()
-	other := e.db + ".other_cdc_lock"
-	var stop atomic.Bool
-	churned := make(chan int)
-	go func() {
-		n := 0
-		for ; !stop.Load(); n++ {
-			_ = e.conn.Exec(context.Background(), "CREATE TABLE "+other+" ENGINE = Memory AS SELECT 'h' AS holder, now() AS beat")
-			_ = e.conn.Exec(context.Background(), "RENAME TABLE "+other+" TO "+other+"_x0000000000000001")
-			_ = e.conn.Exec(context.Background(), "DROP TABLE "+other+"_x0000000000000001")
-		}
-		churned <- n
-	}()
-	defer func() {
-		stop.Store(true)
-		if n := <-churned; n < 20 {
-			t.Errorf("the other target's lock was taken and given back %d times, too few to test anything", n)
-		}
-	}()
-	// An empty lock aside (a holder whose rows a restart emptied) is read
-	// through system.tables (its creation time).
-	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+e.db+"."+asideName(e.m, "00000000000000ee")+
-		" (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"); err != nil {
-		t.Fatal(err)
-	}
-	tbl := e.lockedTable()
-	l := &targetLock{t: tbl, id: newHolderID(), timing: testLockTiming, name: qualified(e.db, lockName(e.m))}
-	ctx := context.Background()
-	for i := range 200 {
-		if _, found, err := tbl.describe(ctx, e.db, e.m.Target.Table); err != nil || !found {
-			t.Fatalf("read %d of the target's engine: found %v, %v", i, found, err)
-		}
-		if _, found, err := l.holder(ctx, asideName(e.m, "00000000000000ee")); err != nil || !found {
-			t.Fatalf("read %d of an empty lock: found %v, %v", i, found, err)
-		}
-		if names, err := l.asides(ctx, lockName(e.m)+"_x"); err != nil || len(names) != 1 {
-			t.Fatalf("list %d of the locks aside: %v, %v", i, names, err)
-		}
-	}
-	for i := range 10 {
-		cfg := e.config(writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(10), int64(500+i), "new", int64(100+i), false))))
-		if _, err := Apply(ctx, cfg); err != nil {
-			t.Fatalf("apply %d: %v", i, err)
-		}
-	}
-}
-
 // TestApplyBreaksAKilledHolder kills (SIGKILL) a real process while it
 // holds the target's lock: the test binary, re-run as a child that applies
 // a batch and stops once locked. The next apply breaks the lock after the
@@ -439,15 +358,6 @@ func TestApplyBreaksAnEmptyLock(t *testing.T) {
 	}
 }
 
-// TestMain runs the child of TestApplyBreaksAKilledHolder when asked to.
-func TestMain(m *testing.M) {
-	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
-		holdingChild()
-		os.Exit(3)
-	}
-	os.Exit(m.Run())
-}
-
 // holdingChild applies the batch and, once it holds the lock, says so and
 // waits to be killed.
 func holdingChild() {
@@ -501,53 +411,5 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	}
 	if err := b.check(context.Background()); err != nil {
 		t.Errorf("the next holder lost its lock: %v", err)
-	}
-}
-
-// TestSystemTablesRereads: a read of system.tables that fails as 18.16
-// fails it under another table's RENAME or DROP is read again; one that
-// keeps failing that way is transient and says why, not "run setup
-// first"; any other failure is returned at once, classified.
-func TestSystemTablesRereads(t *testing.T) {
-	tg := &target{m: loadMapping(t, ordersMapping)}
-	raced := &clickhouse.Exception{Code: chUnknownTable, Message: "Table shop.other_cdc_lock doesn't exist."}
-	for _, tc := range []struct {
-		name  string
-		fails int // reads that fail before one succeeds (-1: all)
-		err   error
-		reads int
-		kind  outcome.Kind
-		says  string
-	}{
-		{"a race, then an answer", 3, raced, 4, outcome.OK, ""},
-		{"a race every time", -1, raced, 20, outcome.Transient,
-			"read the engine of x: code: 60, message: Table shop.other_cdc_lock doesn't exist. (ClickHouse failed to list the tables of " +
-				"database default 20 times in a row while other tables of it were renamed or dropped, as ClickHouse 18.16 does: a retry of the run converges)"},
-		{"a file of another table gone", 1, &clickhouse.Exception{Code: chFileDoesntExist, Message: "Cannot open file"}, 2, outcome.OK, ""},
-		{"another failure", -1, &clickhouse.Exception{Code: chAccessDenied, Message: "Not enough privileges."}, 1, outcome.Config,
-			"read the engine of x: code: 497, message: Not enough privileges. (the ClickHouse user may not write here"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			reads := 0
-			err := tg.systemTables(context.Background(), "read the engine of x", func() error {
-				reads++
-				if tc.fails < 0 || reads <= tc.fails {
-					return tc.err
-				}
-				return nil
-			})
-			if reads != tc.reads {
-				t.Errorf("%d reads, want %d", reads, tc.reads)
-			}
-			if got := outcome.Classify(err); got != tc.kind {
-				t.Errorf("class %s, want %s: %v", got, tc.kind, err)
-			}
-			if tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
-				t.Errorf("error %v\nwant it to say %q", err, tc.says)
-			}
-			if err != nil && strings.Contains(err.Error(), "setup first") {
-				t.Errorf("a race reported as a missing table: %v", err)
-			}
-		})
 	}
 }

@@ -2,11 +2,15 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 func TestSequenceOf(t *testing.T) {
@@ -158,5 +162,237 @@ func TestDigestIsTheBatchNotItsForm(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Errorf("only %d real batches decoded", checked)
+	}
+}
+
+// TestOverlapInOneBatch: a transaction open while the slot's snapshot is
+// taken wrote key 1 at LSN 950, below the snapshot's 1000, and commits
+// after it: its UPDATE follows the snapshot's READ in the batch and must
+// win.
+func TestOverlapInOneBatch(t *testing.T) {
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			e := scenarioEnv(t, "overlap_stream")
+			res, _, err := e.apply(f.binary,
+				overlapEvent("READ", 1, "snap", 1000, "last", ""),
+				overlapEvent("UPDATE", 1, "after", 950, "false", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.liveJSON(); got != `{"id":1,"v":"after"}`+"\n" {
+				t.Errorf("live rows %s", got)
+			}
+			if res.Pending != 1 || res.Verified != 1 {
+				t.Errorf("outputs %v", res.Outputs())
+			}
+			// The version is just above the snapshot's LSN (order.go).
+			if got := e.query("SELECT _cdc_lsn FROM " + qualified(e.db, e.m.Target.Table) + " FINAL"); got[0] != "1001" {
+				t.Errorf("version %v, want 1001", got)
+			}
+		})
+	}
+}
+
+// TestOverlapAcrossBatches: the same when the snapshot and the stream are
+// consecutive batches: the ledger keeps the snapshot's LSN.
+func TestOverlapAcrossBatches(t *testing.T) {
+	e := scenarioEnv(t, "overlap_stream")
+	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "last", "")); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := e.apply(false, overlapEvent("UPDATE", 1, "after", 950, "false", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.liveJSON(); got != `{"id":1,"v":"after"}`+"\n" || res.Pending != 1 {
+		t.Errorf("live rows %s, outputs %v", got, res.Outputs())
+	}
+	// A later transaction carries lsn_commit: ordered by it, not by the snapshot.
+	if _, _, err := e.apply(false, overlapEvent("UPDATE", 1, "later", 1200, "false", `["1100","1200"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.liveJSON(); got != `{"id":1,"v":"later"}`+"\n" {
+		t.Errorf("live rows %s", got)
+	}
+}
+
+// TestRealOverlapStream applies the batch real Debezium wrote for the
+// reproduced overlap (harness/debezium FINDINGS §3): key 1's snapshot READ
+// (LSN 51884232048) and transaction B's UPDATE at 51884231336, below it.
+// The target ends as the source did; a replay changes nothing.
+func TestRealOverlapStream(t *testing.T) { endsAsTheSourceThenReplays(t, "overlap_stream", 4) }
+
+// TestFloorTieAcrossBatches: two changes of key 1 in one transaction,
+// both written before its commit floor (lsn_commit 1000), share version
+// 1001; the trigger cut the transaction between two batches. The second
+// batch continues the transaction the first ended in: its row replaces
+// the first's (ReplacingMergeTree keeps the last insert of a version,
+// TestReplacingKeepsLastInsertOfAVersion). Another transaction at that
+// version is a conflict, as before.
+func TestFloorTieAcrossBatches(t *testing.T) {
+	ev := func(status string, lsn int64, tx int64) any {
+		e := orderEvent(1, int64(1), int64(1), status, lsn, false)
+		e = withSource(e, "txId", tx)
+		return withSource(e, "sequence", fmt.Sprintf(`["1000","%d"]`, lsn))
+	}
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(false, ev("a", 900, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.apply(false, ev("other tx", 950, 10)); !errors.Is(err, ErrTargetConflict) {
+		t.Fatalf("another transaction at the same version: %v, want ErrTargetConflict", err)
+	}
+	res, _, err := e.apply(true, ev("b", 950, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("SELECT status, _cdc_lsn FROM " + e.db + ".orders_cdc FINAL"); strings.Join(got, "|") != "b\t1001" || res.Pending != 1 {
+		t.Errorf("target %v, outputs %v", got, res.Outputs())
+	}
+}
+
+// TestReplacingKeepsLastInsertOfAVersion checks on the real server what
+// the floor ties rely on: among rows of one key and one version,
+// ReplacingMergeTree keeps the last inserted, under FINAL and in a merge
+// (ReplacingSortedBlockInputStream selects with >=).
+func TestReplacingKeepsLastInsertOfAVersion(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	name := e.db + ".orders_cdc"
+	for _, s := range []string{"first", "second", "older"} {
+		lsn := map[string]int{"first": 5, "second": 5, "older": 4}[s]
+		if err := e.conn.Exec(context.Background(), fmt.Sprintf("INSERT INTO %s (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 1, 1, 1, '%s', %d, 0", name, s, lsn)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.query("SELECT status FROM " + name + " FINAL"); got[0] != "second" {
+		t.Errorf("FINAL keeps %v", got)
+	}
+	if err := e.conn.Exec(context.Background(), "OPTIMIZE TABLE "+name+" FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.query("SELECT status FROM " + name); len(got) != 1 || got[0] != "second" {
+		t.Errorf("the merge keeps %v", got)
+	}
+}
+
+// TestTransactionWithTwoCommitFloors: Debezium writes one lsn_commit (the
+// first element of metadata.source.sequence) for every change of a
+// transaction. A batch whose transaction carried two was applied: the
+// earlier change, raised to the higher floor, outranked the later one, and
+// key 1 ended with the first of its two updates (exit 0, verified). It is
+// refused, naming both records.
+func TestTransactionWithTwoCommitFloors(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(amount, lsn int64, seq string) iongen.Struct {
+		e := orderEvent(1, int64(10), amount, "paid", lsn, false)
+		return withSource(withSource(e, "txId", int64(42)), "sequence", seq)
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then string
+	}{
+		{"a higher floor first", `["5000","1000"]`, `["900","1100"]`},
+		{"a lower floor first", `["900","1000"]`, `["5000","1100"]`},
+		{"null then a floor", `[null,"1000"]`, `["900","1100"]`},
+		{"a floor then null", `["900","1000"]`, `[null,"1100"]`},
+	} {
+		for _, f := range forms() {
+			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
+				_, err := decodeBytes(t, m, encode(t, f.binary, ev(1, 1000, tc.first), ev(2, 1100, tc.then)), 2)
+				if !errors.Is(err, ErrContradiction) {
+					t.Fatalf("err = %v, want ErrContradiction", err)
+				}
+				if k := outcome.Classify(markInput(err)); k != outcome.Refused {
+					t.Errorf("class %v, want refused", k)
+				}
+				for _, want := range []string{"record 2 (", "key id=1", "LSN 1100", "transaction 42", "record 1"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("message lacks %q: %v", want, err)
+					}
+				}
+			})
+		}
+	}
+	// One floor for the whole transaction is applied as before.
+	b, err := decodeBytes(t, m, encode(t, true, ev(1, 1000, `["900","1000"]`), ev(2, 1100, `["900","1100"]`)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.sorted()[0]; r.vals[2].n != 2 {
+		t.Errorf("key 1 holds amount %d, want the later change's 2", r.vals[2].n)
+	}
+}
+
+// TestTransactionOutOfLSNOrder: pgoutput sends a transaction's changes in
+// WAL order, so their LSNs never decrease. Two updates of key 1 written
+// before their transaction's commit floor share its version (a floor tie:
+// the later in the file wins); with the two records swapped the earlier
+// update won, exit 0 and verified. Such a tie whose LSNs go down is
+// refused, naming both records. (Hand-made batches elsewhere put one
+// transaction's events out of LSN order on purpose; only the tie, where
+// the file order decides, is refused.)
+func TestTransactionOutOfLSNOrder(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(status string, lsn int64) iongen.Struct {
+		e := orderEvent(1, int64(10), int64(5), status, lsn, false)
+		return withSource(withSource(e, "txId", int64(42)), "sequence", fmt.Sprintf(`["5000","%d"]`, lsn))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, encode(t, f.binary, ev("second", 1100), ev("first", 1000)), 2)
+			if !errors.Is(err, ErrContradiction) {
+				t.Fatalf("err = %v, want ErrContradiction", err)
+			}
+			for _, want := range []string{"record 2 (", "key id=1", "LSN 1000", "transaction 42", "record 1", "LSN 1100"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q: %v", want, err)
+				}
+			}
+			// In order, the later change wins the tie.
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000), ev("second", 1100), ev("second", 1100)), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sorted()[0]; r.vals[3].s != "second" || r.lsn != 5001 {
+				t.Errorf("key 1 holds %q at %d, want \"second\" at 5001", r.vals[3].s, r.lsn)
+			}
+		})
+	}
+}
+
+// TestCommitFloorGoesDown: transactions arrive in commit order, so the
+// lsn_commit of each is at least the previous one's (it is the end of the
+// last COMMIT before it). A batch whose lsn_commit went down (records of
+// two transactions reordered, or a sequence edited) was applied: key 1's
+// earlier update, raised to its higher floor, outranked the later one,
+// exit 0 and verified. It is refused, naming both records.
+func TestCommitFloorGoesDown(t *testing.T) {
+	m := loadMapping(t, ordersMapping)
+	ev := func(status string, lsn, tx int64, commit string) iongen.Struct {
+		e := orderEvent(1, int64(10), int64(5), status, lsn, false)
+		return withSource(withSource(e, "txId", tx), "sequence", fmt.Sprintf(`["%s","%d"]`, commit, lsn))
+	}
+	for _, f := range forms() {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "999999"), ev("second", 2000, 2, "1500")), 2)
+			if !errors.Is(err, ErrContradiction) {
+				t.Fatalf("err = %v, want ErrContradiction", err)
+			}
+			for _, want := range []string{"record 2 (", "key id=1", "LSN 2000", "lsn_commit 1500", "record 1", "999999"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q: %v", want, err)
+				}
+			}
+			// In commit order the later transaction wins.
+			b, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "900"), ev("second", 2000, 2, "1500")), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sorted()[0]; r.vals[3].s != "second" {
+				t.Errorf("key 1 holds %q, want \"second\"", r.vals[3].s)
+			}
+		})
 	}
 }

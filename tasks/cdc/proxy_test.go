@@ -3,7 +3,6 @@ package cdc
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +36,8 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			}
 			t.Logf("error: %v", err)
 			noOutputs(t, cfg)
-			// Issue 11: the batch is one INSERT block, one part: a cut before
-			// or during the insert leaves none of its rows, after it all; the
+			// The batch is one INSERT block, one part: a cut before or
+			// during the insert leaves none of its rows, after it all; the
 			// ledger records only a verified batch.
 			wantRows := map[string]string{"before the insert": "0", "during the insert": "0", "after the insert": "2"}[when]
 			if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != wantRows {
@@ -291,18 +290,4 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 			})
 		}
 	}
-}
-
-// proxied starts a proxy in front of e's ClickHouse and returns it with the
-// URL that goes through it.
-func (e *env) proxied() (*testenv.Proxy, string) {
-	e.t.Helper()
-	u, err := url.Parse(e.url)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p := testenv.StartProxy(e.t, u.Host, testenv.ProxyOptions{})
-	via := *u
-	via.Host = p.Addr()
-	return p, via.String()
 }

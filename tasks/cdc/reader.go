@@ -92,7 +92,7 @@ const utf8BOM = "\xEF\xBB\xBF"
 func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, reset func(), sink func(row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return outcome.Config.Mark(fmt.Errorf("%w: cannot open the batch file (CDC_BATCH_FILE): %w", ErrConfig, err))
+		return outcome.Config.Mark(fmt.Errorf("%w: cannot open the batch file (%s): %w", ErrConfig, EnvBatchFile, err))
 	}
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)

@@ -344,8 +344,8 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	case r.Unknown != "" && meta.Type == ion.NoType:
 		// Neither a known shape nor metadata: most likely another file.
 		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field, and a field %q the mapping %s does not know: the file does not look like "+
-			"a batch of Kestra's Debezium trigger; check that CDC_BATCH_FILE is the trigger's batch (trigger.uris['data']) and that the trigger "+
-			"sets metadata: ADD_FIELD", ErrMissingField, m.Source.MetadataField, r.Unknown, m.File))
+			"a batch of Kestra's Debezium trigger; check that %s is the trigger's batch (trigger.uris['data']) and that the trigger "+
+			"sets metadata: ADD_FIELD", ErrMissingField, m.Source.MetadataField, r.Unknown, m.File, EnvBatchFile))
 	case r.Unknown != "":
 		return refuse(r.Unknown, fmt.Errorf("%w: column %q is not in the mapping %s", ErrSourceChanged, r.Unknown, m.File))
 	case meta.Type == ion.NoType:

@@ -1,7 +1,7 @@
 package cdc
 
-// Tests of cdc setup against targets that are not what the mapping
-// describes.
+// Tests of cdc setup: it is idempotent, creates what the server supports,
+// and refuses targets that are not what the mapping describes.
 
 import (
 	"bytes"
@@ -278,5 +278,71 @@ func TestReadonlyUser(t *testing.T) {
 	}
 	if got := e.query("SELECT count() FROM system.tables WHERE database = ? AND name NOT IN ('orders_cdc', 'orders_cdc_ledger', 'orders_live')", e.db)[0]; got != "0" {
 		t.Errorf("%s other tables left (a lock?)", got)
+	}
+}
+
+func TestSetupIdempotentAndChecked(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	for range 2 {
+		res, err := Setup(context.Background(), e.config(""))
+		if err != nil {
+			t.Fatalf("Setup: %v", err)
+		}
+		if res.Table != e.db+".orders_cdc" || res.View != e.db+".orders_live" || len(res.Statements) != 3 {
+			t.Errorf("result %+v", res)
+		}
+	}
+	if got := e.query("SELECT engine_full FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); !strings.HasPrefix(got[0], "ReplacingMergeTree(_cdc_lsn) ORDER BY id") {
+		t.Errorf("engine %s", got)
+	}
+
+	// A mapping that disagrees with the existing table is a config error.
+	for name, edit := range map[string]func(m *Mapping){
+		"type":    func(m *Mapping) { m.cols[3].typ = colType{kind: kindInt, bits: 64} },
+		"key":     func(m *Mapping) { m.Key = []string{"customer_id"}; m.keyIdx = []int{1} },
+		"version": func(m *Mapping) { m.Target.VersionColumn = "_cdc_version" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := *e.m
+			m.cols = append([]colSpec(nil), e.m.cols...)
+			edit(&m)
+			cfg := e.config("")
+			cfg.Mapping = &m
+			_, err := Setup(context.Background(), cfg)
+			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
+		})
+	}
+
+	// create_database: true creates the database.
+	m := loadMapping(t, ordersMapping)
+	m.Target.Database, m.Target.CreateDatabase = e.db+"_made", true
+	cfg := e.config("")
+	cfg.Mapping = m
+	t.Cleanup(func() { _ = e.conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+m.Target.Database) })
+	res, err := Setup(context.Background(), cfg)
+	if err != nil || len(res.Statements) != 4 || !strings.HasPrefix(res.Statements[0], "CREATE DATABASE IF NOT EXISTS ") {
+		t.Fatalf("Setup with create_database: %+v, %v", res, err)
+	}
+}
+
+// TestSetupDateTime64: DateTime64 columns are a configuration error
+// (ErrUnsupportedServer) on a server without them (18.16) and are created
+// on a newer one.
+func TestSetupDateTime64(t *testing.T) {
+	e := newEnv(t, "testdata/types_current.mapping.yaml")
+	caps := e.caps()
+	_, err := Setup(context.Background(), e.config(""))
+	if caps.dateTime64 {
+		if err != nil {
+			t.Fatalf("Setup on a server with DateTime64: %v", err)
+		}
+		return
+	}
+	testenv.WantError(t, err, outcome.Config, ErrUnsupportedServer)
+	testenv.CheckError(t, err, outcome.Config, ErrUnsupportedServer, `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`)
+	// Apply refuses the same way, after validating the batch.
+	_, _, err = e.apply(false, everythingEvent(everythingRow(1, true), 5))
+	if !errors.Is(err, ErrUnsupportedServer) {
+		t.Errorf("Apply: %v", err)
 	}
 }

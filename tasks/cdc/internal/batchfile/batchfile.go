@@ -26,7 +26,7 @@ const (
 	SegmentSize = 1 << 20
 	// MaxBinarySegment bounds a binary segment that has no version marker to
 	// cut at (a single-stream file not written by Kestra); beyond it
-	// SplitBinary returns ErrSequential.
+	// Splitter.Binary returns ErrSequential.
 	MaxBinarySegment = 64 << 20
 )
 
@@ -53,13 +53,8 @@ func (s *Segment) LineOf(rec, records int64) int64 {
 	return s.FirstLine + rec - 1
 }
 
-// SplitText cuts the file into segments of whole lines of about SegmentSize.
-func SplitText(f io.Reader, emit func(*Segment) error) error {
-	return (*Splitter)(nil).Text(f, emit)
-}
-
-// A Splitter cuts files as SplitText and SplitBinary do, in buffers it
-// takes back once their reader is done with a segment (Recycle): a batch
+// A Splitter cuts files into segments (Text, Binary), in buffers it takes
+// back once their reader is done with a segment (Recycle): a batch
 // then costs a few segments of memory, not its size in allocations. A nil
 // Splitter allocates every buffer. Text and Binary may run while Recycle is
 // called from another goroutine.
@@ -96,7 +91,8 @@ func (sp *Splitter) buffer(capacity int) []byte {
 	return make([]byte, 0, capacity)
 }
 
-// Text is SplitText in the Splitter's buffers.
+// Text cuts a text Ion file into segments of whole lines of about
+// SegmentSize.
 func (sp *Splitter) Text(f io.Reader, emit func(*Segment) error) error {
 	var carry []byte
 	var offset int64

@@ -27,12 +27,12 @@ func encode(t testing.TB, binary bool, n int) []byte {
 	return b.Bytes()
 }
 
-// TestSplitBinaryCutsAtMarkers: every segment but the first starts where
+// TestBinaryCutsAtMarkers: every segment but the first starts where
 // a row's version marker is, and segments hold SegmentSize or a little more.
-func TestSplitBinaryCutsAtMarkers(t *testing.T) {
+func TestBinaryCutsAtMarkers(t *testing.T) {
 	data := encode(t, true, 5000)
 	var segs []*Segment
-	if err := SplitBinary(bytes.NewReader(data), func(s *Segment) error { segs = append(segs, s); return nil }); err != nil {
+	if err := NewSplitter(0).Binary(bytes.NewReader(data), func(s *Segment) error { segs = append(segs, s); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(segs) < 2 {
@@ -48,12 +48,12 @@ func TestSplitBinaryCutsAtMarkers(t *testing.T) {
 	}
 }
 
-// TestSplitTextLines: segments are whole lines, numbered across segments.
-func TestSplitTextLines(t *testing.T) {
+// TestTextLines: segments are whole lines, numbered across segments.
+func TestTextLines(t *testing.T) {
 	data := encode(t, false, 5000)
 	line := int64(1)
 	var got []byte
-	if err := SplitText(bytes.NewReader(data), func(s *Segment) error {
+	if err := NewSplitter(0).Text(bytes.NewReader(data), func(s *Segment) error {
 		if s.FirstLine != line || s.Data[len(s.Data)-1] != '\n' {
 			t.Errorf("segment at line %d (want %d) ends with %q", s.FirstLine, line, s.Data[len(s.Data)-1])
 		}
@@ -68,12 +68,12 @@ func TestSplitTextLines(t *testing.T) {
 	}
 }
 
-// TestSplitTextLongLine: a line longer than a segment (a huge value in a
+// TestTextLongLine: a line longer than a segment (a huge value in a
 // field the decoder skips) used to be re-copied for every MiB the splitter
 // read: quadratic, a 100 MB line took 5.7 s and 490 MB RSS, a 200 MB line
 // 19.5 s and 1.2 GB. The bytes the splitter allocates must stay linear in
 // the input.
-func TestSplitTextLongLine(t *testing.T) {
+func TestTextLongLine(t *testing.T) {
 	line := `{id:1,customer_id:1,amount_cents:1,status:"a",deleted:false,metadata:{foo:"` +
 		strings.Repeat("x", 32<<20) + `",source:{db:"shop",schema:"public",table:"orders",lsn:7}}}` + "\n"
 	input := line + `{id:2}` + "\n" + line
@@ -81,7 +81,7 @@ func TestSplitTextLongLine(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	err := SplitText(strings.NewReader(input), func(s *Segment) error {
+	err := NewSplitter(0).Text(strings.NewReader(input), func(s *Segment) error {
 		got = append(got, s.Data...)
 		return nil
 	})
@@ -101,7 +101,7 @@ func TestSplitTextLongLine(t *testing.T) {
 }
 
 // FuzzSplit: on any input the splitters lose no byte and keep offsets
-// contiguous; SplitBinary stops exactly at the value ScanBinary calls bad.
+// contiguous; Binary stops exactly at the value ScanBinary calls bad.
 func FuzzSplit(f *testing.F) {
 	for _, binary := range []bool{false, true} {
 		f.Add(encode(f, binary, 3))
@@ -123,20 +123,20 @@ func FuzzSplit(f *testing.F) {
 			}
 			return nil
 		}
-		err := SplitBinary(bytes.NewReader(data), collect)
+		err := NewSplitter(0).Binary(bytes.NewReader(data), collect)
 		if err == nil && !bytes.Equal(got, data[:end]) {
-			t.Fatalf("SplitBinary lost bytes: %d of %d", len(got), end)
+			t.Fatalf("Binary lost bytes: %d of %d", len(got), end)
 		}
 		limit, sbad, serr := ScanBinary(bytes.NewReader(data))
 		if serr != nil || (sbad == nil) != (limit == int64(len(data))) {
 			t.Fatalf("ScanBinary: %d, %v, %v", limit, sbad, serr)
 		}
 		if err == nil && ((bad == nil) != (sbad == nil) || (bad != nil && (*bad != *sbad || limit != end))) {
-			t.Fatalf("SplitBinary stops at %v, ScanBinary at %d %v", bad, limit, sbad)
+			t.Fatalf("Binary stops at %v, ScanBinary at %d %v", bad, limit, sbad)
 		}
 		got = nil
-		if err := SplitText(bytes.NewReader(data), collect); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("SplitText: %v, %d of %d bytes", err, len(got), len(data))
+		if err := NewSplitter(0).Text(bytes.NewReader(data), collect); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Text: %v, %d of %d bytes", err, len(got), len(data))
 		}
 	})
 }

@@ -93,17 +93,12 @@ func appendN(dst []byte, r io.Reader, n int64) (out []byte, short bool, err erro
 	return dst, false, nil
 }
 
-// SplitBinary cuts a binary Ion file into segments that each start with a
+// Binary cuts a binary Ion file into segments that each start with a
 // version marker, so every segment carries its own symbol tables (Kestra
 // 2.x writes one before each row). A value that cannot be framed, or runs
 // past the end of the file, ends the last segment as its Bad value. A file
 // without markers to cut at returns ErrSequential once a segment would
 // pass MaxBinarySegment.
-func SplitBinary(f io.Reader, emit func(*Segment) error) error {
-	return (*Splitter)(nil).Binary(f, emit)
-}
-
-// Binary is SplitBinary in the Splitter's buffers.
 func (sp *Splitter) Binary(f io.Reader, emit func(*Segment) error) error {
 	br := bufio.NewReaderSize(f, 1<<20)
 	// A segment ends at the first version marker past SegmentSize; Kestra's

@@ -1,5 +1,5 @@
-// Command benchcdc is the benchmark behind .ci/bench-cdc (issue 3,
-// Performance). In one run it generates a Debezium batch of the seed's
+// Command benchcdc is the benchmark behind .ci/bench-cdc (the README's
+// Benchmarks). In one run it generates a Debezium batch of the seed's
 // orders table (by default 100,000 events over 50,000 keys, repeated
 // updates, 10% deletes) as Kestra writes it (text Ion, and binary Ion), the
 // JSON lines IonToJson would make of it, and the final rows as TSV; then it
@@ -504,7 +504,7 @@ func (c config) mapping(dir, db, table string) (string, error) {
 var timerMetric = regexp.MustCompile(`"name":"([a-z_]+)","type":"timer","value":([0-9.e-]+)`)
 
 // changesink runs setup (untimed), then times apply on the batch file with
-// the given decoding workers (0: one per CPU).
+// the given decoding workers (0: GOMAXPROCS).
 func (c config) changesink(db, table, batch string, workers int) (result, error) {
 	dir, err := os.MkdirTemp(c.dir, "cs-")
 	if err != nil {

@@ -81,7 +81,7 @@ func FuzzBinary(f *testing.F) {
 		f.Add(pad(f, c))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_ = batchfile.SplitBinary(bytes.NewReader(data), func(s *batchfile.Segment) error {
+		_ = batchfile.NewSplitter(0).Binary(bytes.NewReader(data), func(s *batchfile.Segment) error {
 			for seg := s.Data; len(seg) > 0; {
 				n := NextChunk(seg)
 				chunk := seg[:n]

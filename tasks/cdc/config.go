@@ -1,0 +1,99 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// The env contract of cdc setup and apply, declared here because the
+// errors name the variables: cmd/changesink reads them (its flags take
+// these names, and override them) and fills a Config. This package never
+// reads the environment.
+const (
+	EnvMapping            = "CDC_MAPPING"            // the file LoadMapping reads into Config.Mapping
+	EnvClickHouseURL      = "CLICKHOUSE_URL"         // ClickHouse.URL
+	EnvClickHouseUsername = "CLICKHOUSE_USERNAME"    // ClickHouse.Username
+	EnvClickHousePassword = "CLICKHOUSE_PASSWORD"    // ClickHouse.Password
+	EnvClickHouseCAFile   = "CLICKHOUSE_CA_FILE"     // ClickHouse.CAFile
+	EnvClickHouseTimeout  = "CDC_CLICKHOUSE_TIMEOUT" // ClickHouse.Timeout
+	EnvBatchFile          = "CDC_BATCH_FILE"         // Config.BatchFile
+	EnvWorkers            = "CDC_WORKERS"            // Config.Workers
+)
+
+// Defaults and bounds of the settings.
+const (
+	// DefaultTimeout bounds each ClickHouse call when ClickHouse.Timeout
+	// is 0.
+	DefaultTimeout = 2 * time.Minute
+	// minTimeout is the shortest ClickHouse.Timeout: a shorter one would
+	// fail every call, as transient, which no retry helps.
+	minTimeout = time.Second
+	// MaxWorkers bounds Config.Workers; 0 decodes with runtime.GOMAXPROCS(0)
+	// workers (decodeFileWith).
+	MaxWorkers = 64
+	// DefaultBatchFile is the batch file cmd/changesink reads when
+	// EnvBatchFile is unset.
+	DefaultBatchFile = "changes.ion"
+)
+
+// Config is everything Setup and Apply need.
+type Config struct {
+	// Mapping is the table mapping (LoadMapping). Required.
+	Mapping *Mapping
+	// ClickHouse is the target server. Required.
+	ClickHouse ClickHouse
+	// BatchFile is the Debezium INLINE batch, text or binary Ion. Apply only.
+	BatchFile string
+	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
+	OutDir kestra.Dir
+	// Workers decode the batch concurrently: 0 = runtime.GOMAXPROCS(0),
+	// at most MaxWorkers.
+	Workers int
+	// Log receives Apply's progress lines (waiting for the target's lock,
+	// breaking a killed run's lock); nil discards them.
+	Log *slog.Logger
+
+	// hooks is a test seam: unexported, set only by this package's tests to
+	// stop a run at a chosen step (a crash after the insert, a server that
+	// goes away mid-batch).
+	hooks hooks
+	// lockTiming overrides defaultLockTiming (tests: a stale lock broken in
+	// seconds).
+	lockTiming lockTiming
+}
+
+type hooks struct {
+	// locked runs once the target's lock is held (a run killed while
+	// holding it).
+	locked       func(context.Context) error
+	beforeInsert func(context.Context) error
+	afterInsert  func(context.Context) error
+	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
+}
+
+// Validate checks the fields shared by Setup and Apply; apply adds the batch
+// file and output directory.
+func (c Config) Validate(apply bool) error {
+	switch {
+	case c.Mapping == nil:
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (%s)", ErrConfig, EnvMapping))
+	case c.ClickHouse.URL == "":
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", ErrConfig, EnvClickHouseURL))
+	case c.ClickHouse.Timeout < 0:
+		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
+	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < minTimeout:
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under %[4]s, too short for a ClickHouse call "+
+			"(connecting, a query, the insert): use at least %[4]s (the default is %[5]s)",
+			ErrConfig, EnvClickHouseTimeout, c.ClickHouse.Timeout, minTimeout, DefaultTimeout))
+	case c.Workers < 0 || c.Workers > MaxWorkers:
+		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..%d", ErrConfig, c.Workers, MaxWorkers))
+	case apply && c.BatchFile == "":
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", ErrConfig, EnvBatchFile))
+	}
+	return nil
+}
