@@ -80,12 +80,10 @@ func TestCDCParity(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(scenarios)) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			base := "parity_" + strings.ReplaceAll(name, "-", "_") + "_" + testenv.RandomHex(4)
 			p := &cdcParity{name: name, sc: scenarios[name], python: env["CHANGESINK_TEST_PYTHON"], bin: bin, ch: ch,
-				chURL: env["CHANGESINK_TEST_CLICKHOUSE"], scripts: scripts, conv: conv,
-				a: base + "_seed", b: base + "_text", c: base + "_bin"}
-			for _, db := range []string{p.a, p.b, p.c} {
-				createCHDatabase(t, ch, db)
+				chURL: env["CHANGESINK_TEST_CLICKHOUSE"], scripts: scripts, conv: conv}
+			for db, prefix := range map[*string]string{&p.a: "parity_seed_", &p.b: "parity_text_", &p.c: "parity_bin_"} {
+				*db, _ = testenv.CreateClickHouseDatabase(t, p.chURL, prefix)
 			}
 			// A and C get the seed's DDL (C then also changesink's setup: a
 			// target the seed flow made keeps working); B only changesink's setup.

@@ -61,17 +61,6 @@ func (c chClient) must(t *testing.T, query string) string {
 	return out
 }
 
-// createCHDatabase creates database name and drops it in t.Cleanup.
-func createCHDatabase(t *testing.T, c chClient, name string) {
-	t.Helper()
-	c.must(t, "CREATE DATABASE "+name)
-	t.Cleanup(func() {
-		if _, err := c.run("DROP DATABASE IF EXISTS "+name, nil, false); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-}
-
 // orderRows returns the winning rows of db.orders_cdc (FINAL), one
 // JSONEachRow line each, ordered by id, plus the physical row count (to
 // prove a refused batch wrote nothing).

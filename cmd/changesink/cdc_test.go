@@ -60,7 +60,7 @@ func cdcBatch(t *testing.T, path string, binary bool, status string) {
 // retargeted to it as orders.mapping.yaml. It returns the server's URL, the
 // admin connection (open until the test ends), the database name and the
 // directory.
-func cdcWorkspace(ctx context.Context, t *testing.T, prefix string) (chURL string, admin clickhouse.Conn, db, work string) {
+func cdcWorkspace(t *testing.T, prefix string) (chURL string, admin clickhouse.Conn, db, work string) {
 	t.Helper()
 	chURL = testenv.ClickHouseURL(t)
 	db, _ = testenv.CreateClickHouseDatabase(t, chURL, prefix)
@@ -144,7 +144,7 @@ func setCDCEnv(t *testing.T, work, chURL string, env map[string]string) {
 func TestCDCCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	chURL, _, db, work := cdcWorkspace(ctx, t, "cdc_cmd_")
+	chURL, _, db, work := cdcWorkspace(t, "cdc_cmd_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new ✓")
 	cdcBatch(t, filepath.Join(work, "binary.ion"), true, "new ✓")
 	cdcBatch(t, filepath.Join(work, "bad.ion"), false, strings.Repeat("x", 33))
@@ -249,7 +249,7 @@ func TestCDCFaultExitCodes(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_HTTP")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	chURL, admin, db, work := cdcWorkspace(ctx, t, "cdc_brk_")
+	chURL, admin, db, work := cdcWorkspace(t, "cdc_brk_")
 	if err := admin.Exec(ctx, "CREATE TABLE "+db+".orders_cdc (id Int64, customer_id Int64, amount_cents Int64, "+
 		"_cdc_lsn UInt64, _cdc_deleted UInt8) ENGINE = ReplacingMergeTree(_cdc_lsn) ORDER BY id"); err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func TestCDCFaultExitCodes(t *testing.T) {
 func TestCDCOutputFileCannotBeWritten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	chURL, admin, db, work := cdcWorkspace(ctx, t, "cdc_full_")
+	chURL, admin, db, work := cdcWorkspace(t, "cdc_full_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "new")
 	setCDCEnv(t, work, chURL, nil)
 	var out bytes.Buffer

@@ -340,7 +340,7 @@ func TestImageCDC(t *testing.T) {
 	image := testImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	chURL, admin, db, work := cdcWorkspace(ctx, t, "img_cdc_")
+	chURL, admin, db, work := cdcWorkspace(t, "img_cdc_")
 	for src, dst := range map[string]string{"orders.text.ion": "changes.ion", "orders.binary.ion": "binary.ion"} {
 		raw := testenv.ReadFile(t, filepath.Join("../../tasks/cdc/testdata", src))
 		testenv.WriteFile(t, filepath.Join(work, dst), raw, 0o644)

@@ -248,7 +248,7 @@ func TestCDCOverTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := testenv.BuildChangesink(t)
-	_, _, db, work := cdcWorkspace(ctx, t, "cdc_tls_")
+	_, _, db, work := cdcWorkspace(t, "cdc_tls_")
 	cdcBatch(t, filepath.Join(work, "changes.ion"), false, "paid")
 	caFile := copyFile(t, vars["CHANGESINK_TEST_TLS_CA"], work, "clickhouse-ca.pem")
 	otherCAFile := copyFile(t, vars["CHANGESINK_TEST_TLS_OTHER_CA"], work, "other-ca.pem")

@@ -15,7 +15,8 @@ import (
 const ClickHouseVar = "CHANGESINK_TEST_CLICKHOUSE"
 
 // ClickHouseURL returns the test ClickHouse's URL (ClickHouseVar), or skips
-// the test loudly (fails it under Strict) when it is unset.
+// the test loudly (fails it under CHANGESINK_REQUIRE_SERVICES=1) when it
+// is unset.
 func ClickHouseURL(t testing.TB) string {
 	t.Helper()
 	return Lookup(t, ClickHouseVar)[ClickHouseVar]
