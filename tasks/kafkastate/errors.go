@@ -72,8 +72,8 @@ var (
 	// value.decode('utf-8').
 	ErrValueNotUTF8 = errors.New("value is not valid utf-8")
 	// ErrValueNotJSON: a value is not one JSON text, or holds something
-	// PostgreSQL's jsonb or the seed's json.loads refuses (see
-	// ValidateValue). Seed: json.loads.
+	// PostgreSQL's jsonb or the seed's json.loads refuses (the rules:
+	// validateValue in record.go). Seed: json.loads.
 	ErrValueNotJSON = errors.New("value is not valid json")
 	// ErrValueTooLarge: a value is valid JSON but too large for PostgreSQL
 	// jsonb (a string over 256 MB, a container whose jsonb form passes
