@@ -407,7 +407,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
 			var logs bytes.Buffer
 			_, err := materialize(runCtx, cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
-				hooks{inDoubtWait: 3 * time.Second, commitTimeout: tc.commitTimeout})
+				hooks{inDoubtWaitOverride: 3 * time.Second, commitTimeout: tc.commitTimeout})
 			if werr := <-watchErr; werr != nil {
 				t.Fatalf("%v; run: %v", werr, err)
 			}

@@ -45,9 +45,10 @@ type hooks struct {
 	// last time and sends COMMIT: tests stop the run (cancel its context)
 	// here or, a little later, while the COMMIT is in flight.
 	beforeCommit func()
-	// inDoubtWait, when set, bounds how long a batch whose COMMIT answer
-	// was lost asks what became of it (inDoubtWait otherwise).
-	inDoubtWait time.Duration
+	// inDoubtWaitOverride, when set, replaces the constant inDoubtWait as
+	// the bound on how long a batch whose COMMIT answer was lost asks what
+	// became of it: tests shorten the wait.
+	inDoubtWaitOverride time.Duration
 	// commitTimeout, when set, replaces pgTimeout as the COMMIT's bound:
 	// tests make a COMMIT waiting for a synchronous standby outlast it.
 	commitTimeout time.Duration
@@ -381,7 +382,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
 		return nil, err
 	}
-	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON), wait: h.inDoubtWait}
+	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON), wait: h.inDoubtWaitOverride}
 	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid, &doubt.start); err != nil {
 		return nil, err
 	}
