@@ -1,9 +1,10 @@
 package main
 
-// The steady-state mode (issue 10, cost growth): batches of -records records
-// into a kafka_state.records table that already holds N keys of the topic,
-// half of each batch updating stored keys spread over the whole key space
-// and half adding new keys, against the same batches into an empty table,
+// The steady-state mode, which asks whether a batch costs more as the table
+// it merges into grows: batches of -records records into a
+// kafka_state.records table that already holds N keys of the topic, half of
+// each batch updating stored keys spread over the whole key space and half
+// adding new keys, against the same batches into an empty table,
 // with the physical reference measured the same way (raw COPY of as many new
 // rows into the same table, committed).
 
