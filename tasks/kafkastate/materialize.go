@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -627,7 +626,7 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		db = sp
 	}
 	err := execSQL(ctx, db, "merge the batch into kafka_state.records", merge, topic)
-	var pe *pgconn.PgError
+	state, pe := sqlstateOf(err)
 	switch {
 	case err == nil && useMerge:
 		cctx, cancel := context.WithTimeout(ctx, pgTimeout)
@@ -638,9 +637,9 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		return nil
 	case err == nil:
 		return nil
-	case errors.As(err, &pe) && pe.Code == pgerrcode.ProgramLimitExceeded: // an index row too large
+	case state == stateLimitExceeded: // an index row too large
 		return keyTooLong(topic, partitions, states, pe)
-	case useMerge && errors.As(err, &pe) && pe.Code == pgerrcode.NotNullViolation && pe.ColumnName == "record_key":
+	case useMerge && state == stateNotNull && pe.ColumnName == "record_key":
 		rctx, cancel := context.WithTimeout(ctx, pgTimeout)
 		rerr := db.Rollback(rctx) // ROLLBACK TO SAVEPOINT
 		cancel()
@@ -704,9 +703,7 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 		savedFor string
 	)
 	err = queryRow(ctx, conn, "read kafka_state.positions", sqlSavedTopic, []any{topic}, &saved, &savedFor)
-	var pe *pgconn.PgError
-	if errors.Is(err, pgx.ErrNoRows) ||
-		errors.As(err, &pe) && (pe.Code == pgerrcode.UndefinedTable || pe.Code == pgerrcode.InvalidSchemaName) { // setup never ran
+	if state, _ := sqlstateOf(err); errors.Is(err, pgx.ErrNoRows) || state == stateNoSetup {
 		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions holds no read positions for it "+
 			"(no batch ever read it): fix TOPIC, or create the topic (cleanup.policy=compact); nothing was read or written", topic, ErrTopicUnavailable))
 	}
@@ -786,11 +783,8 @@ var copyLine = regexp.MustCompile(`^COPY ` + stagingTable + `, line ([0-9]+), co
 // allocation past PostgreSQL's 1 GB limit while parsing it (XX000 "invalid
 // memory alloc request size"), and the COPY line it happened on.
 func valueTooLarge(err error) (pe *pgconn.PgError, line int, ok bool) {
-	if !errors.As(err, &pe) {
-		return nil, 0, false
-	}
-	if pe.Code != pgerrcode.ProgramLimitExceeded &&
-		(pe.Code != pgerrcode.InternalError || !strings.HasPrefix(pe.Message, "invalid memory alloc request size")) {
+	state, pe := sqlstateOf(err)
+	if state != stateLimitExceeded && (state != stateInternal || !strings.HasPrefix(pe.Message, "invalid memory alloc request size")) {
 		return nil, 0, false
 	}
 	m := copyLine.FindStringSubmatch(pe.Where)
