@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,7 +284,13 @@ func openTopic(ctx context.Context, brokers, topic string, partitions int32) (*k
 	return kcl, adm, closeTopic, nil
 }
 
+// createDatabase creates database name through adminDSN and returns
+// adminDSN pointed at it, and the function that drops it.
 func createDatabase(ctx context.Context, adminDSN, name string) (string, func(), error) {
+	dsn, err := withDatabase(adminDSN, name)
+	if err != nil {
+		return "", nil, err
+	}
 	conn, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		return "", nil, err
@@ -292,11 +299,6 @@ func createDatabase(ctx context.Context, adminDSN, name string) (string, func(),
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", nil, err
 	}
-	cfg, err := pgx.ParseConfig(adminDSN)
-	if err != nil {
-		return "", nil, err
-	}
-	dsn := strings.Replace(adminDSN, "/"+cfg.Database+"?", "/"+name+"?", 1)
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -306,6 +308,19 @@ func createDatabase(ctx context.Context, adminDSN, name string) (string, func(),
 		}
 	}
 	return dsn, drop, nil
+}
+
+// withDatabase returns the connection URL dsn (CHANGESINK_TEST_PG's form,
+// postgres://...) with its database replaced by name, user, password, host
+// and parameters kept. The URL is not quoted in the error: it holds the
+// password.
+func withDatabase(dsn, name string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("CHANGESINK_TEST_PG is not a postgres:// URL")
+	}
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 func execSQL(ctx context.Context, dsn, sql string) error {
