@@ -154,36 +154,30 @@ func sqlstateOf(err error) (sqlstate, *pgconn.PgError) {
 	if !errors.As(err, &pe) {
 		return stateOther, nil
 	}
-	if pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) {
+	if pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) { // class 28
 		return stateLoginRefused, pe
 	}
-	switch pe.Code {
-	case pgerrcode.InvalidCatalogName:
-		return stateLoginRefused, pe
-	case pgerrcode.QueryCanceled:
-		return stateCanceled, pe
-	case pgerrcode.LockNotAvailable:
-		return stateLockTimeout, pe
-	case pgerrcode.IdleInTransactionSessionTimeout:
-		return stateIdleTimeout, pe
-	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
-		return stateNoSetup, pe
-	case pgerrcode.ReadOnlySQLTransaction:
-		return stateReadOnly, pe
-	case pgerrcode.InsufficientPrivilege:
-		return stateNoPrivilege, pe
-	case pgerrcode.NotNullViolation:
-		return stateNotNull, pe
-	case pgerrcode.CheckViolation, pgerrcode.ForeignKeyViolation, pgerrcode.ExclusionViolation, pgerrcode.RestrictViolation:
-		return stateConstraint, pe
-	case pgerrcode.ProgramLimitExceeded:
-		return stateLimitExceeded, pe
-	case pgerrcode.InternalError:
-		return stateInternal, pe
-	case pgerrcode.UniqueViolation, pgerrcode.DuplicateSchema, pgerrcode.DuplicateTable, pgerrcode.DuplicateObject:
-		return stateDuplicate, pe
-	case pgerrcode.InvalidTextRepresentation, pgerrcode.NumericValueOutOfRange:
-		return stateNotAnInteger, pe
+	for _, row := range []struct {
+		state sqlstate
+		codes []string
+	}{
+		{stateLoginRefused, []string{pgerrcode.InvalidCatalogName}},
+		{stateCanceled, []string{pgerrcode.QueryCanceled}},
+		{stateLockTimeout, []string{pgerrcode.LockNotAvailable}},
+		{stateIdleTimeout, []string{pgerrcode.IdleInTransactionSessionTimeout}},
+		{stateNoSetup, []string{pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName}},
+		{stateReadOnly, []string{pgerrcode.ReadOnlySQLTransaction}},
+		{stateNoPrivilege, []string{pgerrcode.InsufficientPrivilege}},
+		{stateNotNull, []string{pgerrcode.NotNullViolation}},
+		{stateConstraint, []string{pgerrcode.CheckViolation, pgerrcode.ForeignKeyViolation, pgerrcode.ExclusionViolation, pgerrcode.RestrictViolation}},
+		{stateLimitExceeded, []string{pgerrcode.ProgramLimitExceeded}},
+		{stateInternal, []string{pgerrcode.InternalError}},
+		{stateDuplicate, []string{pgerrcode.UniqueViolation, pgerrcode.DuplicateSchema, pgerrcode.DuplicateTable, pgerrcode.DuplicateObject}},
+		{stateNotAnInteger, []string{pgerrcode.InvalidTextRepresentation, pgerrcode.NumericValueOutOfRange}},
+	} {
+		if slices.Contains(row.codes, pe.Code) {
+			return row.state, pe
+		}
 	}
 	return stateOther, pe
 }
