@@ -191,7 +191,7 @@ func steadyOne(ctx context.Context, e env, bin string, keys, n, batches int, par
 			return out, err
 		}
 		env := append(batchEnv(topic, n, 60, props, dsn), "CHANGESINK_LOG_LEVEL=DEBUG")
-		res, rss, output, err := timeProcessOutput(ctx, bin, []string{"kafka-state", "materialize"}, env)
+		res, rss, output, err := e.timeProcessOutput(ctx, bin, []string{"kafka-state", "materialize"}, env)
 		if err != nil {
 			return out, fmt.Errorf("changesink batch %d: %w", b+1, err)
 		}
