@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/changesink/changesink/internal/kafkatest"
 )
 
 // CreateTopic creates topic name through adm with the given partitions
@@ -33,20 +35,13 @@ func CreateTopic(t testing.TB, adm *kadm.Client, name string, partitions int32, 
 }
 
 // WaitForLeaders waits (up to a minute) until every one of the topic's
-// partitions has a leader: metadata lags a topic's creation and a change of
-// its partition count.
+// partitions has a leader (kafkatest.WaitLeaders): metadata lags a topic's
+// creation and a change of its partition count.
 func WaitForLeaders(t testing.TB, adm *kadm.Client, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
-		offs, err := adm.ListEndOffsets(ctx, name)
-		if err == nil && offs.Error() == nil && len(offs[name]) == partitions {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("topic %s: %d partitions have no leader: %v", name, partitions, errors.Join(err, offs.Error()))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := kafkatest.WaitLeaders(ctx, adm, name, partitions); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,19 +69,39 @@ func redactedScheme(dsn string) string {
 // created later, such as a database it owns).
 func CreateRole(t testing.TB, adminDSN, name, password string) {
 	t.Helper()
-	adminExec(t, adminDSN, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD '"+strings.ReplaceAll(password, "'", "''")+"'")
+	adminExec(t, adminDSN, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD "+literal(password))
 	t.Cleanup(func() { adminCleanup(t, adminDSN, "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize()) })
 }
 
-// CreateDatabase creates database name (owned by owner, or by the admin role
-// when owner is "") through the admin connection adminDSN, drops it when the
-// test ends (WITH (FORCE): open sessions do not keep it), and returns
-// adminDSN pointed at it.
+// DatabaseOptions are what CreateDatabaseWith sets on a new database.
+type DatabaseOptions struct {
+	// Owner owns the database ("": the admin role).
+	Owner string
+	// Encoding is the database's encoding, such as LATIN1 ("": the
+	// template's, UTF8 on the test servers). A database with an encoding of
+	// its own is made from template0 with the C locale, which takes every
+	// encoding.
+	Encoding string
+}
+
+// CreateDatabase is CreateDatabaseWith owned by owner (the admin role when
+// owner is "").
 func CreateDatabase(t testing.TB, adminDSN, name, owner string) string {
 	t.Helper()
+	return CreateDatabaseWith(t, adminDSN, name, DatabaseOptions{Owner: owner})
+}
+
+// CreateDatabaseWith creates database name with opts through the admin
+// connection adminDSN, drops it when the test ends (WITH (FORCE): open
+// sessions do not keep it), and returns adminDSN pointed at it.
+func CreateDatabaseWith(t testing.TB, adminDSN, name string, opts DatabaseOptions) string {
+	t.Helper()
 	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
-	if owner != "" {
-		sql += " OWNER " + pgx.Identifier{owner}.Sanitize()
+	if opts.Owner != "" {
+		sql += " OWNER " + pgx.Identifier{opts.Owner}.Sanitize()
+	}
+	if opts.Encoding != "" {
+		sql += " ENCODING " + literal(opts.Encoding) + " LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
 	}
 	dsn := WithDatabase(t, adminDSN, name)
 	adminExec(t, adminDSN, sql)
@@ -90,6 +110,9 @@ func CreateDatabase(t testing.TB, adminDSN, name, owner string) string {
 	})
 	return dsn
 }
+
+// literal quotes s as an SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func adminExec(t testing.TB, adminDSN, sql string) {
 	t.Helper()

@@ -25,6 +25,10 @@ const (
 	EnvPGDSN           = "PG_DSN"           // Postgres.DSN
 	EnvPGUser          = "PGUSER"           // Postgres.User
 	EnvPGPassword      = "PGPASSWORD"       // Postgres.Password
+	// EnvReportOnly is verify's switch (the seed's If and Fail tasks): a
+	// record ahead of its position is reported (VerifyResult.Ahead) instead
+	// of refused.
+	EnvReportOnly = "REPORT_ONLY"
 )
 
 // Bounds and defaults of the batch, as in the seed's flow inputs.

@@ -52,8 +52,8 @@ var (
 	// ErrTombstonesMayBeLost: a compacted topic's cleaner may have removed
 	// tombstones the batch had not read yet, because more than
 	// delete.retention.ms passed since the positions were last caught up
-	// (see TombstoneError; changesink addition, issue 9 §3: the seed would
-	// leave such keys live).
+	// (see TombstoneError; changesink addition: the seed reads on past the
+	// gap and leaves the keys of the removed tombstones live for ever).
 	ErrTombstonesMayBeLost = errors.New("tombstones may have been removed before they were read")
 	// ErrNullKey: a record has a null key. Seed: 'Null Kafka key; the entire
 	// batch will roll back'.
@@ -72,8 +72,8 @@ var (
 	// value.decode('utf-8').
 	ErrValueNotUTF8 = errors.New("value is not valid utf-8")
 	// ErrValueNotJSON: a value is not one JSON text, or holds something
-	// PostgreSQL's jsonb or the seed's json.loads refuses (see
-	// ValidateValue). Seed: json.loads.
+	// PostgreSQL's jsonb or the seed's json.loads refuses (the rules:
+	// validateValue in record.go). Seed: json.loads.
 	ErrValueNotJSON = errors.New("value is not valid json")
 	// ErrValueTooLarge: a value is valid JSON but too large for PostgreSQL
 	// jsonb (a string over 256 MB, a container whose jsonb form passes

@@ -2,7 +2,9 @@ package kafkastate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +52,62 @@ func produceMany(t testing.TB, cl *kgo.Client, topic string, partitions int32, n
 	}
 }
 
+// childEnv carries, as JSON (a childRun), the batch a fault test has the
+// test binary run as a process of its own (materializer): one that is
+// killed, or that runs while another holds the topic's lock.
+const childEnv = "KAFKASTATE_TEST_CHILD"
+
+// childRun is the batch a child process runs: Config into the working
+// directory Dir.
+type childRun struct {
+	Config Config
+	Dir    string
+}
+
+// TestMain runs the test binary as a materializer when a fault test starts
+// it as one (materializer).
+func TestMain(m *testing.M) {
+	if run := os.Getenv(childEnv); run != "" {
+		os.Exit(materializeChild(run))
+	}
+	os.Exit(m.Run())
+}
+
+// materializer is the command that runs one batch of cfg in a process of
+// its own: the test binary again (TestMain), killed if ctx ends first.
+func materializer(ctx context.Context, t testing.TB, cfg Config) *exec.Cmd {
+	t.Helper()
+	run, err := json.Marshal(childRun{Config: cfg, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+string(run))
+	return cmd
+}
+
+// materializeChild runs the batch of run (a childRun) and reports it as
+// changesink does: Kestra's lines on stdout (the outputs; or an ERROR line
+// and the outputs error_class and error) and the class's exit code.
+func materializeChild(run string) int {
+	em := kestra.NewEmitter(os.Stdout, nil)
+	var r childRun
+	err := json.Unmarshal([]byte(run), &r)
+	if err == nil {
+		var res *Result
+		res, err = Materialize(context.Background(), r.Config, kestra.Dir{Path: r.Dir}, slog.New(kestra.NewLogHandler(em, slog.LevelInfo)))
+		if err == nil {
+			err = em.Report(res)
+		}
+	}
+	if err != nil {
+		kind := outcome.Classify(err)
+		_ = em.Fail(kind.String(), err.Error())
+		return kind.ExitCode()
+	}
+	return 0
+}
+
 // binaryEnv is the environment of a changesink run for e (the seed's env
 // contract), without the parent's PG*/KAFKA* variables.
 func (e *env) binaryEnv(cfg Config, workDir string) []string {
@@ -72,37 +130,36 @@ func (e *env) binaryEnv(cfg Config, workDir string) []string {
 	)
 }
 
-// largeBatchEnv is a topic of 60,000 records over six partitions (one batch,
-// whose COPY takes long enough to be interrupted) and the built binary.
-func largeBatchEnv(t *testing.T) (*env, string, Config) {
+// largeBatchEnv is a topic of 60,000 records over six partitions: one
+// batch, whose COPY takes long enough to be interrupted.
+func largeBatchEnv(t *testing.T) (*env, Config) {
 	t.Helper()
 	e := newEnv(t)
-	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 6, nil)
 	produceMany(t, e.kcl, e.topic, 6, 60000)
 	cfg := e.config()
 	cfg.PollSeconds = 30
-	return e, bin, cfg
+	return e, cfg
 }
 
-// startMidCopy starts kafka-state materialize and returns once its COPY runs.
-func startMidCopy(t *testing.T, e *env, bin string, cfg Config) *testenv.Process {
+// startMidCopy starts cmd, a run of e's batch, and returns once its COPY
+// runs.
+func startMidCopy(t *testing.T, e *env, cmd *exec.Cmd) *testenv.Process {
 	t.Helper()
-	cmd := exec.Command(bin, "kafka-state", "materialize")
-	cmd.Env = e.binaryEnv(cfg, t.TempDir())
 	child := testenv.Start(t, cmd)
 	waitForCopy(t, e, 20*time.Second)
 	return child
 }
 
-// TestSIGKILLMidBatchThenRerun: the changesink process is killed with
-// SIGKILL while it copies a large batch into PostgreSQL; nothing is
-// committed, and a re-run started at once (its backend may still hold the
-// topic lock for a moment: the re-run waits for it, LockWait) leaves exactly
-// the tables of an uninterrupted run into another database.
+// TestSIGKILLMidBatchThenRerun: a materializer process (the test binary
+// run as one) is killed with SIGKILL while it copies a large batch into
+// PostgreSQL; nothing is committed, and a re-run started at once (its
+// backend may still hold the topic lock for a moment: the re-run waits for
+// it, LockWait) leaves exactly the tables of an uninterrupted run into
+// another database.
 func TestSIGKILLMidBatchThenRerun(t *testing.T) {
-	e, bin, cfg := largeBatchEnv(t)
-	child := startMidCopy(t, e, bin, cfg)
+	e, cfg := largeBatchEnv(t)
+	child := startMidCopy(t, e, materializer(context.Background(), t, cfg))
 	if killed := child.Kill(t); killed.Signal != syscall.SIGKILL {
 		t.Fatalf("the run was not killed mid-batch (exit %d): %s", killed.Code, killed.Output())
 	}
@@ -111,9 +168,7 @@ func TestSIGKILLMidBatchThenRerun(t *testing.T) {
 	}
 
 	// Re-run at once, to the end (60,000 records fit in one batch).
-	rerun := exec.Command(bin, "kafka-state", "materialize")
-	rerun.Env = e.binaryEnv(cfg, t.TempDir())
-	if r, err := testenv.Run(rerun); err != nil || r.Code != 0 {
+	if r, err := testenv.Run(materializer(context.Background(), t, cfg)); err != nil || r.Code != 0 {
 		t.Fatalf("re-run: exit %d, %v\n%s", r.Code, err, r.Output())
 	}
 	// An uninterrupted run into another database.
@@ -265,15 +320,15 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 }
 
 // TestTwoMaterializersAtOnce: while one materializer holds the topic (it is
-// paused before its end-of-batch check), a second one, the built binary,
-// waits LockWait, then exits 3 (transient) with the lock message naming the
-// first one's backend and changes nothing; the first then commits. The
+// paused before its end-of-batch check), a second one, a process of its own
+// (materializer), waits LockWait, then exits 3 (transient) with the lock
+// message naming the first one's backend and changes nothing; the first
+// then commits. The
 // message says what the README's runbook says: a task retry: repeats every
 // failure (Kestra's retry has no condition on error_class; it said "a Kestra
 // retry on error_class transient does it").
 func TestTwoMaterializersAtOnce(t *testing.T) {
 	e := newEnv(t)
-	bin := testenv.BuildChangesink(t)
 	createTopic(t, e.adm, e.topic, 2, nil)
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(1, "b", `2`))
 	var (
@@ -284,10 +339,8 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	res, err := e.run(t, e.config(), hooks{beforeRecheck: func(ctx context.Context) error {
 		wg.Add(1)
 		defer wg.Done()
-		cmd := exec.CommandContext(ctx, bin, "kafka-state", "materialize")
-		cmd.Env = e.binaryEnv(e.config(), t.TempDir())
 		var err error
-		if second, err = testenv.Run(cmd); err == nil {
+		if second, err = testenv.Run(materializer(ctx, t, e.config())); err == nil {
 			exitCode = second.Code
 		}
 		return nil
@@ -570,16 +623,21 @@ func TestStopSaysWhatWasLeft(t *testing.T) {
 // that it was stopped, by which signal, and that nothing was committed;
 // about one run in three said only "postgresql: copy the batch into the
 // staging table: read tcp ...: use of closed network connection", and every
-// stop was called SIGTERM.
+// stop was called SIGTERM. It runs the built binary, not the test binary
+// as the other fault tests' child processes: the stop's cause comes from
+// cmd/changesink's signal handling, which such a child would only imitate.
 func TestSignalMidBatchSaysStopped(t *testing.T) {
-	e, bin, cfg := largeBatchEnv(t)
+	e, cfg := largeBatchEnv(t)
+	bin := testenv.BuildChangesink(t)
 	for _, sig := range []struct {
 		sig  syscall.Signal
 		name string // signal.NotifyContext's cause
 	}{{syscall.SIGINT, "interrupt signal received"}, {syscall.SIGTERM, "terminated signal received"}} {
 		t.Run(sig.sig.String(), func(t *testing.T) {
 			waitForNoSession(t, e, 10*time.Second) // the previous run's backend may hold the topic lock a moment
-			child := startMidCopy(t, e, bin, cfg)
+			cmd := exec.Command(bin, "kafka-state", "materialize")
+			cmd.Env = e.binaryEnv(cfg, t.TempDir())
+			child := startMidCopy(t, e, cmd)
 			got := child.Stop(t, sig.sig)
 			out := got.Output()
 			if got.Code == 0 {

@@ -15,8 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/changesink/changesink/internal/outcome"
 )
 
 // Fetch sizing. A response holds at most fetchMaxBytes (a batch larger than
@@ -155,10 +153,10 @@ func (f *fetcher) leader(ctx context.Context, leader int32, parts []*partState) 
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return kafkaRequestErr(err, "kafka fetch of topic %q from broker %d", f.topic, leader)
+			return kafkaRequestErr(fetchRequest, err, "kafka fetch of topic %q from broker %d", f.topic, leader)
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return partitionErr(f.topic, active[0].partition, active[0].next, err)
+			return kafkaCodeErr(fetchRequest, fmt.Sprintf("kafka fetch of topic %q from broker %d", f.topic, leader), err, nil)
 		}
 		for ti := range resp.Topics {
 			for pi := range resp.Topics[ti].Partitions {
@@ -189,13 +187,10 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 		Partition:      rp.Partition,
 	}, rp, f.dec, nil)
 	if fp.Err != nil {
-		if errors.Is(fp.Err, kerr.OffsetOutOfRange) {
-			return outcome.Refused.Mark(&OffsetError{Topic: f.topic, Partition: rp.Partition, Saved: st.start, LogStart: -1, End: -1,
-				Fetched: true, FetchOffset: st.next})
-		}
-		var ke *kerr.Error
-		if errors.As(fp.Err, &ke) {
-			return partitionErr(f.topic, rp.Partition, st.next, fp.Err)
+		var code *kerr.Error
+		if errors.As(fp.Err, &code) {
+			oor := &OffsetError{Topic: f.topic, Partition: rp.Partition, Saved: st.start, LogStart: -1, End: -1, Fetched: true, FetchOffset: st.next}
+			return kafkaCodeErr(fetchRequest, fmt.Sprintf("topic %q partition %d", f.topic, rp.Partition), fp.Err, oor)
 		}
 		return fmt.Errorf("kafka fetch of topic %q partition %d at offset %d: %w", f.topic, rp.Partition, st.next, fp.Err)
 	}

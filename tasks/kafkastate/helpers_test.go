@@ -213,15 +213,21 @@ type stored struct {
 	Offset    int64
 }
 
-// pgThroughProxy starts a proxy in front of e's PostgreSQL (opts.Conn
-// carries each connection) and returns e's DSN pointing at it.
-func (e *env) pgThroughProxy(t testing.TB, opts testenv.ProxyOptions) string {
+// pgAddr is the host and port of e's PostgreSQL (CHANGESINK_TEST_PG's).
+func (e *env) pgAddr(t testing.TB) string {
 	t.Helper()
 	cc, err := pgx.ParseConfig(e.pg.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), opts)
+	return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+}
+
+// pgThroughProxy starts a proxy in front of e's PostgreSQL (opts.Conn
+// carries each connection) and returns e's DSN pointing at it.
+func (e *env) pgThroughProxy(t testing.TB, opts testenv.ProxyOptions) string {
+	t.Helper()
+	p := testenv.StartProxy(t, e.pgAddr(t), opts)
 	return testenv.WithHost(t, e.pg.DSN, p.Addr())
 }
 

@@ -188,14 +188,10 @@ func TestInDoubtStatus(t *testing.T) {
 	go func() { _, err := waiting.conn.Exec(ctx, `UPDATE indoubt_row SET id = 3`); updated <- err }()
 	waitForSessions(t, e, 10*time.Second, 20*time.Millisecond, "the UPDATE to wait for the row lock", func(n int) bool { return n == 1 },
 		`pid = $1 AND wait_event_type = 'Lock'`, waiting.d.pid)
-	closed := cc.Copy()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := Postgres{DSN: testenv.WithHost(t, e.pg.DSN, testenv.ClosedAddr(t))}.connConfig() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed.Host, closed.Port = "127.0.0.1", uint16(ln.Addr().(*net.TCPAddr).Port)
-	closed.Fallbacks = nil
-	ln.Close() // nothing listens there now
 	with := func(d inDoubt, edit func(*inDoubt)) inDoubt { edit(&d); return d }
 	batch := func(d *inDoubt) { d.clusterID, d.topicID, d.next = clusterID, topicID, nextJSON }
 	short := func(d *inDoubt) { d.wait = 2 * time.Second }
@@ -407,7 +403,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
 			var logs bytes.Buffer
 			_, err := materialize(runCtx, cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
-				hooks{inDoubtWait: 3 * time.Second, commitTimeout: tc.commitTimeout})
+				hooks{inDoubtWaitOverride: 3 * time.Second, commitTimeout: tc.commitTimeout})
 			if werr := <-watchErr; werr != nil {
 				t.Fatalf("%v; run: %v", werr, err)
 			}

@@ -38,7 +38,7 @@ func TestNumbersAgreeWithJSONB(t *testing.T) {
 		if pgErr != nil && !errors.As(pgErr, &pe) {
 			t.Fatalf("jsonb %s: %v", n, pgErr)
 		}
-		verr := ValidateValue([]byte(n))
+		verr := validateValue([]byte(n))
 		if errors.Is(verr, ErrNonFinite) {
 			continue // the seed refuses it too
 		}

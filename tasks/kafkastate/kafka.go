@@ -54,15 +54,81 @@ func newClient(props Properties) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// kafkaRequestErr classifies a failed request: authentication problems, TLS
-// handshakes that cannot succeed, a broker that closed the connection
-// during the TLS handshake (a plaintext listener) and a port that answers
-// with a TLS alert or HTTP (notKafkaAnswer) are configuration errors;
-// anything else (a broker down, a timeout, a dropped connection) is
-// transient.
-func kafkaRequestErr(err error, format string, args ...any) error {
-	wrapped := fmt.Errorf(format+": %w", append(args, err)...)
-	var handshakeEOF *tlsHandshakeEOF
+// kafkaRequest is a request changesink sends to Kafka: what an error code
+// in its answer means depends on it (kafkaCodeErr).
+type kafkaRequest int
+
+const (
+	metadataRequest kafkaRequest = iota
+	describeConfigsRequest
+	listOffsetsRequest
+	fetchRequest
+)
+
+// acl is what the client must be granted, where the broker has an
+// authorizer, to send r; list offsets and fetch both name READ and
+// DESCRIBE, which a batch needs for the two.
+func (r kafkaRequest) acl() string {
+	switch r {
+	case describeConfigsRequest:
+		return "DESCRIBE_CONFIGS on the topic (changesink reads cleanup.policy and delete.retention.ms to know how long tombstones stay)"
+	case listOffsetsRequest, fetchRequest:
+		return "READ and DESCRIBE on the topic"
+	}
+	return "DESCRIBE on the topic"
+}
+
+// kafkaCodeErr is the one place that decides what a Kafka error code means
+// to a run, whichever request got it (req): a code in an answer
+// (kerr.ErrorForCode of a resource's or a partition's ErrorCode), or one the
+// connection's SASL handshake failed with. where begins the message (the
+// request, the topic, the partition); oor is the refusal of
+// OFFSET_OUT_OF_RANGE, naming the offsets asked for, nil for a request
+// whose answer does not carry that code.
+//
+//   - SASL failures and authorization failures are configuration errors;
+//     the remedy of the latter names the ACL req needs.
+//   - A topic or topic id the broker does not know is refused:
+//     ErrTopicUnavailable when the topic's configs are read (check TOPIC),
+//     ErrTopicChanged once its offsets are read (deleted or recreated
+//     during the batch).
+//   - OFFSET_OUT_OF_RANGE is refused with oor.
+//   - Any other retriable code (a leader moving, a broker starting) is
+//     transient.
+//   - Anything else is returned unmarked: internal.
+func kafkaCodeErr(req kafkaRequest, where string, code error, oor *OffsetError) error {
+	switch {
+	case errors.Is(code, kerr.SaslAuthenticationFailed), errors.Is(code, kerr.IllegalSaslState), errors.Is(code, kerr.UnsupportedSaslMechanism):
+		return outcome.Config.Mark(fmt.Errorf("%s: %w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", where, code))
+	case errors.Is(code, kerr.TopicAuthorizationFailed), errors.Is(code, kerr.ClusterAuthorizationFailed):
+		return outcome.Config.Mark(fmt.Errorf("%s: %w; grant the client %s", where, code, req.acl()))
+	case errors.Is(code, kerr.UnknownTopicOrPartition), errors.Is(code, kerr.UnknownTopicID), errors.Is(code, kerr.InconsistentTopicID):
+		if req == listOffsetsRequest || req == fetchRequest {
+			return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; nothing was committed; if the topic was recreated, rebuild into an empty destination",
+				where, ErrTopicChanged, code))
+		}
+		return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; check TOPIC", where, ErrTopicUnavailable, code))
+	case errors.Is(code, kerr.OffsetOutOfRange) && oor != nil:
+		return outcome.Refused.Mark(oor)
+	case kerr.IsRetriable(code):
+		return outcome.Transient.Mark(fmt.Errorf("%s: %w; retry", where, code))
+	}
+	return fmt.Errorf("%s: %w", where, code)
+}
+
+// kafkaRequestErr classifies a failed request: a broker that closed the
+// connection during the TLS handshake (a plaintext listener), a port that
+// answers with a TLS alert or HTTP (notKafkaAnswer) and TLS handshakes that
+// cannot succeed are configuration errors; a Kafka error code (the SASL
+// handshake's) is as kafkaCodeErr says; anything else (a broker down, a
+// timeout, a dropped connection) is transient.
+func kafkaRequestErr(req kafkaRequest, err error, format string, args ...any) error {
+	where := fmt.Sprintf(format, args...)
+	wrapped := fmt.Errorf("%s: %w", where, err)
+	var (
+		handshakeEOF *tlsHandshakeEOF
+		code         *kerr.Error
+	)
 	switch {
 	case errors.As(err, &handshakeEOF):
 		return outcome.Config.Mark(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
@@ -77,10 +143,8 @@ func kafkaRequestErr(err error, format string, args ...any) error {
 			"ssl.ca.location or ssl.ca.pem holds the CA that signed the broker's certificate, or, when neither is set, that "+
 			"the system trust store does; that the broker's certificate names the host in bootstrap.servers; and, "+
 			"when the broker requires a client certificate, ssl.certificate.location and ssl.key.location)", wrapped))
-	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
-		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed),
-		errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outcome.Config.Mark(fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", wrapped))
+	case errors.As(err, &code):
+		return kafkaCodeErr(req, where, err, nil)
 	}
 	if errors.Is(err, context.Canceled) {
 		// The run was stopped: the broker is not to blame (materialize says so).
@@ -120,7 +184,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		// The first request of a run: name the brokers, where a TLS or
 		// SASL failure shows.
 		brokers, _ := cl.OptValue(kgo.SeedBrokers).([]string)
-		return topicMeta{}, kafkaRequestErr(err, "kafka metadata for topic %q from %s", topic, strings.Join(brokers, ","))
+		return topicMeta{}, kafkaRequestErr(metadataRequest, err, "kafka metadata for topic %q from %s", topic, strings.Join(brokers, ","))
 	}
 	var t *kmsg.MetadataResponseTopic
 	for i := range resp.Topics {
@@ -132,6 +196,9 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: the broker did not describe it; check TOPIC", topic, ErrTopicUnavailable))
 	}
 	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		// The seed refuses whatever error the topic's metadata carries
+		// ('Topic metadata is unavailable'): its code decides the hint
+		// alone, not the class (kafkaCodeErr's).
 		hint := "check TOPIC and the client's ACLs"
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
 			hint = "the topic does not exist; create it (cleanup.policy=compact) or fix TOPIC"
@@ -192,7 +259,7 @@ func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (reten
 	req.Resources = []kmsg.DescribeConfigsRequestResource{res}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return retention{}, kafkaRequestErr(err, "kafka describe configs of topic %q", topic)
+		return retention{}, kafkaRequestErr(describeConfigsRequest, err, "kafka describe configs of topic %q", topic)
 	}
 	return retentionFrom(topic, resp)
 }
@@ -205,17 +272,7 @@ func retentionFrom(topic string, resp *kmsg.DescribeConfigsResponse) (retention,
 	}
 	r := resp.Resources[0]
 	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		switch {
-		case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-			return retention{}, outcome.Config.Mark(fmt.Errorf("topic %q: kafka describe configs: %w; grant the client DESCRIBE_CONFIGS on the topic "+
-				"(changesink reads cleanup.policy and delete.retention.ms to know how long tombstones stay)", topic, err))
-		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			return retention{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; check TOPIC", topic, ErrTopicUnavailable, err))
-		}
-		if kerr.IsRetriable(err) {
-			return retention{}, outcome.Transient.Mark(fmt.Errorf("topic %q: kafka describe configs: %w; retry", topic, err))
-		}
-		return retention{}, fmt.Errorf("topic %q: kafka describe configs: %w", topic, err)
+		return retention{}, kafkaCodeErr(describeConfigsRequest, fmt.Sprintf("topic %q: kafka describe configs", topic), err, nil)
 	}
 	var (
 		out                   retention
@@ -284,12 +341,13 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 			req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
 			resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
 			if err != nil {
-				return nil, kafkaRequestErr(err, "kafka list offsets for topic %q on broker %d", topic, leader)
+				return nil, kafkaRequestErr(listOffsetsRequest, err, "kafka list offsets for topic %q on broker %d", topic, leader)
 			}
 			for _, t := range resp.Topics {
 				for _, rp := range t.Partitions {
 					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						return nil, partitionErr(topic, rp.Partition, -1, err)
+						// ListOffsets does not answer OFFSET_OUT_OF_RANGE.
+						return nil, kafkaCodeErr(listOffsetsRequest, fmt.Sprintf("topic %q partition %d", topic, rp.Partition), err, nil)
 					}
 					w := out[rp.Partition]
 					if ts == -2 {
@@ -308,23 +366,4 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 		}
 	}
 	return out, nil
-}
-
-// partitionErr classifies a partition-level error code from ListOffsets or
-// Fetch: the topic gone or replaced is ErrTopicChanged; an offset out of
-// range is ErrOffsetOutOfRange; leadership moves and other retriable codes
-// are transient.
-func partitionErr(topic string, p int32, offset int64, err error) error {
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID), errors.Is(err, kerr.InconsistentTopicID):
-		return outcome.Refused.Mark(fmt.Errorf("topic %q partition %d: %w: %v; nothing was committed; if the topic was recreated, rebuild into an empty destination",
-			topic, p, ErrTopicChanged, err))
-	case errors.Is(err, kerr.OffsetOutOfRange):
-		return outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: offset, LogStart: -1, End: -1})
-	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outcome.Config.Mark(fmt.Errorf("topic %q partition %d: %w; grant READ and DESCRIBE on the topic", topic, p, err))
-	case kerr.IsRetriable(err):
-		return outcome.Transient.Mark(fmt.Errorf("topic %q partition %d: %w; retry", topic, p, err))
-	}
-	return fmt.Errorf("topic %q partition %d: %w", topic, p, err)
 }

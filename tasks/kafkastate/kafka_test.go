@@ -91,19 +91,15 @@ func TestRetentionFrom(t *testing.T) {
 // says so in text only, and changesink makes it a configuration error
 // naming the setting, since a retry cannot help.
 func TestHTTPPortIsAConfigError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Serve(t, ln, func(c net.Conn) {
+	addr := testenv.ServeLocal(t, func(c net.Conn) {
 		_, _ = c.Read(make([]byte, 512))
 		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.RequestRetries(0))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	_, err = describeTopic(context.Background(), cl, "orders")
-	testenv.WantError(t, err, outcome.Config, nil, ln.Addr().String(), "'HTTP' in ascii", "bootstrap.servers names another service's port")
+	testenv.WantError(t, err, outcome.Config, nil, addr, "'HTTP' in ascii", "bootstrap.servers names another service's port")
 }

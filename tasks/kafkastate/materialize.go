@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,9 +44,10 @@ type hooks struct {
 	// last time and sends COMMIT: tests stop the run (cancel its context)
 	// here or, a little later, while the COMMIT is in flight.
 	beforeCommit func()
-	// inDoubtWait, when set, bounds how long a batch whose COMMIT answer
-	// was lost asks what became of it (inDoubtWait otherwise).
-	inDoubtWait time.Duration
+	// inDoubtWaitOverride, when set, replaces the constant inDoubtWait as
+	// the bound on how long a batch whose COMMIT answer was lost asks what
+	// became of it: tests shorten the wait.
+	inDoubtWaitOverride time.Duration
 	// commitTimeout, when set, replaces pgTimeout as the COMMIT's bound:
 	// tests make a COMMIT waiting for a synchronous standby outlast it.
 	commitTimeout time.Duration
@@ -381,7 +381,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	if err := queryRow(ctx, tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
 		return nil, err
 	}
-	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON), wait: h.inDoubtWait}
+	doubt := inDoubt{topic: topic, clusterID: meta.clusterID, topicID: meta.topicIDText(), next: string(nextJSON), wait: h.inDoubtWaitOverride}
 	if err := queryRow(ctx, tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid, &doubt.start); err != nil {
 		return nil, err
 	}
@@ -626,7 +626,7 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		db = sp
 	}
 	err := execSQL(ctx, db, "merge the batch into kafka_state.records", merge, topic)
-	var pe *pgconn.PgError
+	state, pe := sqlstateOf(err)
 	switch {
 	case err == nil && useMerge:
 		cctx, cancel := context.WithTimeout(ctx, pgTimeout)
@@ -637,9 +637,9 @@ func mergeBatch(ctx context.Context, tx pgx.Tx, topic, merge string, useMerge bo
 		return nil
 	case err == nil:
 		return nil
-	case errors.As(err, &pe) && pe.Code == pgerrcode.ProgramLimitExceeded: // an index row too large
+	case state == stateLimitExceeded: // an index row too large
 		return keyTooLong(topic, partitions, states, pe)
-	case useMerge && errors.As(err, &pe) && pe.Code == pgerrcode.NotNullViolation && pe.ColumnName == "record_key":
+	case useMerge && state == stateNotNull && pe.ColumnName == "record_key":
 		rctx, cancel := context.WithTimeout(ctx, pgTimeout)
 		rerr := db.Rollback(rctx) // ROLLBACK TO SAVEPOINT
 		cancel()
@@ -703,9 +703,7 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 		savedFor string
 	)
 	err = queryRow(ctx, conn, "read kafka_state.positions", sqlSavedTopic, []any{topic}, &saved, &savedFor)
-	var pe *pgconn.PgError
-	if errors.Is(err, pgx.ErrNoRows) ||
-		errors.As(err, &pe) && (pe.Code == pgerrcode.UndefinedTable || pe.Code == pgerrcode.InvalidSchemaName) { // setup never ran
+	if state, _ := sqlstateOf(err); errors.Is(err, pgx.ErrNoRows) || state == stateNoSetup {
 		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions holds no read positions for it "+
 			"(no batch ever read it): fix TOPIC, or create the topic (cleanup.policy=compact); nothing was read or written", topic, ErrTopicUnavailable))
 	}
@@ -785,11 +783,8 @@ var copyLine = regexp.MustCompile(`^COPY ` + stagingTable + `, line ([0-9]+), co
 // allocation past PostgreSQL's 1 GB limit while parsing it (XX000 "invalid
 // memory alloc request size"), and the COPY line it happened on.
 func valueTooLarge(err error) (pe *pgconn.PgError, line int, ok bool) {
-	if !errors.As(err, &pe) {
-		return nil, 0, false
-	}
-	if pe.Code != pgerrcode.ProgramLimitExceeded &&
-		(pe.Code != pgerrcode.InternalError || !strings.HasPrefix(pe.Message, "invalid memory alloc request size")) {
+	state, pe := sqlstateOf(err)
+	if state != stateLimitExceeded && (state != stateInternal || !strings.HasPrefix(pe.Message, "invalid memory alloc request size")) {
 		return nil, 0, false
 	}
 	m := copyLine.FindStringSubmatch(pe.Where)

@@ -115,7 +115,7 @@ func TestRetryBeforeCommit(t *testing.T) {
 		{"a statement timeout says it", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.QueryCanceled}, "merge"), ""},
 		{"a lock timeout says it", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.LockNotAvailable}, "read kafka_state.positions"), ""},
 		{"a stop says it", stoppedBeforeCommit(stopped, "t", pgErr(stopped, terminated, "merge")), ""},
-		{"kafka says it", kafkaRequestErr(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka metadata"), ""},
+		{"kafka says it", kafkaRequestErr(metadataRequest, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka metadata"), ""},
 		{"internal", errors.New("copy the batch into the staging table: 3 rows copied, 5 records read"), ""},
 		{"a refusal", outcome.Refused.Mark(ErrTopicChanged), ""},
 		{"none", nil, ""},

@@ -93,13 +93,101 @@ func (g *cancelGate) commitWarnings() []string {
 	return slices.Clone(g.warnings)
 }
 
+// sqlstate is what a PostgreSQL error's SQLSTATE means to kafka-state.
+// sqlstateOf is the one table of the SQLSTATEs it acts on: connectErr and
+// pgErr give each its class and remedy, and the steps that act on one
+// themselves (setup's retry, the merge, the COPY, verify's cast, the
+// unknown-topic lookup) add what only they know. outcome.Classify decides
+// the SQLSTATEs that are not here (stateOther).
+type sqlstate int
+
+const (
+	// stateOther: a SQLSTATE kafka-state does not act on, or no
+	// PostgreSQL error at all.
+	stateOther sqlstate = iota
+	// stateLoginRefused: class 28 (invalid authorization specification: a
+	// wrong password, no such role) or 3D000 invalid_catalog_name (no such
+	// database), answered to a connect.
+	stateLoginRefused
+	// stateCanceled: 57014 query_canceled, by statement_timeout or by the
+	// run's own stop.
+	stateCanceled
+	// stateLockTimeout: 55P03 lock_not_available, lock_timeout ended a wait
+	// for a lock another session holds.
+	stateLockTimeout
+	// stateIdleTimeout: 25P03 idle_in_transaction_session_timeout.
+	stateIdleTimeout
+	// stateNoSetup: 42P01 undefined_table, 3F000 invalid_schema_name: setup
+	// never ran in this database.
+	stateNoSetup
+	// stateReadOnly: 25006 read_only_sql_transaction (a standby, or
+	// default_transaction_read_only).
+	stateReadOnly
+	// stateNoPrivilege: 42501 insufficient_privilege.
+	stateNoPrivilege
+	// stateNotNull: 23502 not_null_violation (also how the MERGE refuses a
+	// key stored at another partition: mergeSQL).
+	stateNotNull
+	// stateConstraint: the other constraint violations, 23514 check, 23503
+	// foreign key, 23P01 exclusion, 23001 restrict.
+	stateConstraint
+	// stateLimitExceeded: 54000 program_limit_exceeded, an index row or a
+	// jsonb value too large.
+	stateLimitExceeded
+	// stateInternal: XX000 internal_error, such as "tuple concurrently
+	// updated" (two CREATE OR REPLACE VIEW at once) or "invalid memory
+	// alloc request size" (a value past PostgreSQL's 1 GB allocation limit).
+	stateInternal
+	// stateDuplicate: 23505 unique_violation, 42P06 duplicate_schema, 42P07
+	// duplicate_table, 42710 duplicate_object, raised by two concurrent
+	// CREATE ... IF NOT EXISTS.
+	stateDuplicate
+	// stateNotAnInteger: 22P02 invalid_text_representation, 22003
+	// numeric_value_out_of_range, raised by a cast to bigint.
+	stateNotAnInteger
+)
+
+// sqlstateOf returns what err's SQLSTATE means to kafka-state, and the
+// PostgreSQL error it is read from (nil when err holds none).
+func sqlstateOf(err error) (sqlstate, *pgconn.PgError) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return stateOther, nil
+	}
+	if pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) { // class 28
+		return stateLoginRefused, pe
+	}
+	for _, row := range []struct {
+		state sqlstate
+		codes []string
+	}{
+		{stateLoginRefused, []string{pgerrcode.InvalidCatalogName}},
+		{stateCanceled, []string{pgerrcode.QueryCanceled}},
+		{stateLockTimeout, []string{pgerrcode.LockNotAvailable}},
+		{stateIdleTimeout, []string{pgerrcode.IdleInTransactionSessionTimeout}},
+		{stateNoSetup, []string{pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName}},
+		{stateReadOnly, []string{pgerrcode.ReadOnlySQLTransaction}},
+		{stateNoPrivilege, []string{pgerrcode.InsufficientPrivilege}},
+		{stateNotNull, []string{pgerrcode.NotNullViolation}},
+		{stateConstraint, []string{pgerrcode.CheckViolation, pgerrcode.ForeignKeyViolation, pgerrcode.ExclusionViolation, pgerrcode.RestrictViolation}},
+		{stateLimitExceeded, []string{pgerrcode.ProgramLimitExceeded}},
+		{stateInternal, []string{pgerrcode.InternalError}},
+		{stateDuplicate, []string{pgerrcode.UniqueViolation, pgerrcode.DuplicateSchema, pgerrcode.DuplicateTable, pgerrcode.DuplicateObject}},
+		{stateNotAnInteger, []string{pgerrcode.InvalidTextRepresentation, pgerrcode.NumericValueOutOfRange}},
+	} {
+		if slices.Contains(row.codes, pe.Code) {
+			return row.state, pe
+		}
+	}
+	return stateOther, pe
+}
+
 // connectErr classifies a failed connect. pgconn's connect errors name host,
 // port, user and database, never the password. Authentication failures
 // (SQLSTATE class 28), a missing database and a refused certificate are
 // configuration errors; the rest is as pgErr says.
 func connectErr(ctx context.Context, err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pgerrcode.IsInvalidAuthorizationSpecification(pe.Code) || pe.Code == pgerrcode.InvalidCatalogName) {
+	if state, _ := sqlstateOf(err); state == stateLoginRefused {
 		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
 	}
 	// pgx's untyped error for a server that answered the TLS request with
@@ -117,7 +205,7 @@ func connectErr(ctx context.Context, err error) error {
 			"certificate holds)", err))
 	}
 	err = pgErr(ctx, err, "connect")
-	if !errors.As(err, &pe) && ctx.Err() == nil && outcome.Classify(err) == outcome.Transient {
+	if _, pe := sqlstateOf(err); pe == nil && ctx.Err() == nil && outcome.Classify(err) == outcome.Transient {
 		return outcome.Transient.Mark(fmt.Errorf("%w (PostgreSQL did not answer at the host and port PG_DSN names; nothing was written, "+
 			"a retry may succeed once it does)", err))
 	}
@@ -194,42 +282,41 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 }
 
 // pgErr wraps a PostgreSQL error with what was being done. A statement
-// timeout (query_canceled after statement_timeout) and a lock timeout (a
-// lock another session holds, past lock_timeout) are transient like a lost
-// connection; a missing schema or table (setup never ran in this database),
-// missing privileges and a read-only server or database are configuration
-// errors; outcome.Classify handles the rest by SQLSTATE.
+// timeout (query_canceled after statement_timeout), a lock timeout (a lock
+// another session holds, past lock_timeout) and a session ended for idling
+// in its transaction are transient like a lost connection, each saying why;
+// a missing schema or table (setup never ran in this database), missing
+// privileges, a read-only server or database and a constraint added to
+// setup's tables by hand are configuration errors; outcome.Classify
+// handles the rest by SQLSTATE.
 func pgErr(ctx context.Context, err error, what string) error {
 	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return wrapped
-	}
-	switch pe.Code {
-	case pgerrcode.QueryCanceled:
+	state, pe := sqlstateOf(err)
+	switch state {
+	case stateCanceled:
 		if ctx.Err() == nil { // statement_timeout, not a stop
 			return outcome.Transient.Mark(fmt.Errorf("%w (a statement ran past statement_timeout (90 s in setup and materialize): most often "+
 				"it waited for a lock another session holds on kafka_state rows, such as a hand edit left in an open "+
 				"transaction (find it in pg_locks and pg_stat_activity and end it), else the server is overloaded; "+
 				"nothing was committed: retry)", wrapped))
 		}
-	case pgerrcode.LockNotAvailable:
+	case stateLockTimeout:
 		// lock_timeout (set on the role or database) ended a wait for a
 		// row or table lock another session holds.
 		return outcome.Transient.Mark(fmt.Errorf("%w (another session holds a lock on kafka_state rows or tables, such as a hand edit "+
 			"left in an open transaction, and the role's or database's lock_timeout ended the wait; nothing was committed: "+
 			"find the session in pg_locks and pg_stat_activity, end its transaction, and retry)", wrapped))
-	case pgerrcode.IdleInTransactionSessionTimeout:
+	case stateIdleTimeout:
 		return outcome.Transient.Mark(fmt.Errorf("%w (the server ended the session while the batch waited for Kafka; nothing was committed: "+
 			"retry, and if it recurs raise idle_in_transaction_session_timeout for the PG_DSN role above 30 s)", wrapped))
-	case pgerrcode.UndefinedTable, pgerrcode.InvalidSchemaName:
+	case stateNoSetup:
 		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
-	case pgerrcode.ReadOnlySQLTransaction:
+	case stateReadOnly:
 		return outcome.Config.Mark(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
-	case pgerrcode.InsufficientPrivilege:
+	case stateNoPrivilege:
 		return outcome.Config.Mark(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
 			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
-	case pgerrcode.NotNullViolation, pgerrcode.CheckViolation, pgerrcode.ForeignKeyViolation, pgerrcode.ExclusionViolation, pgerrcode.RestrictViolation:
+	case stateNotNull, stateConstraint:
 		if setupOwns(pe) {
 			// changesink broke a rule of its own tables (the merge's
 			// moved-key NULL is caught before this): a bug, internal.
@@ -255,7 +342,7 @@ func setupOwns(pe *pgconn.PgError) bool {
 	if pe.SchemaName != "kafka_state" {
 		return false
 	}
-	if pe.Code == pgerrcode.NotNullViolation {
+	if state, _ := sqlstateOf(pe); state == stateNotNull {
 		switch pe.TableName + "." + pe.ColumnName {
 		case "records.topic", "records.record_key", "records.deleted", "records.kafka_offset", "records.kafka_partition",
 			"positions.topic", "positions.next_offsets", "positions.updated_at", "positions.cluster_id", "positions.topic_id":

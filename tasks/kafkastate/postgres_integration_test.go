@@ -6,7 +6,6 @@ package kafkastate
 // SQLSTATE decisions behind them without a server.
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -161,21 +160,8 @@ func TestNonUTF8Database(t *testing.T) {
 	e := newTopicEnv(t, 1)
 	produce(t, e.kcl, e.topic, kv(0, "café", `{"v":"café"}`))
 
-	name := testenv.UniqueName(t, "ks_latin1_")
-	admin := e.conn(t)
+	latin1 := Postgres{DSN: testenv.CreateDatabaseWith(t, e.adminPG, testenv.UniqueName(t, "ks_latin1_"), testenv.DatabaseOptions{Encoding: "LATIN1"})}
 	ctx := testCtx(t, time.Minute)
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if conn, err := pgx.Connect(ctx, e.adminPG); err == nil {
-			_, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
-			conn.Close(ctx)
-		}
-	})
-	latin1 := Postgres{DSN: testenv.WithDatabase(t, e.adminPG, name)}
 
 	check := func(what string, err error) {
 		t.Helper()

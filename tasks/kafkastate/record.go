@@ -53,11 +53,11 @@ type problem struct {
 func (p *problem) Error() string { return p.rule.Error() + " (" + p.detail + ")" }
 func (p *problem) Unwrap() error { return p.rule }
 
-// ValidateKey checks a record key against the seed's rules: not null
+// validateKey checks a record key against the seed's rules: not null
 // (ErrNullKey), valid UTF-8 (ErrKeyNotUTF8, the seed's key.decode('utf-8')),
 // and free of NUL bytes (ErrKeyNUL: PostgreSQL text cannot hold them). An
 // empty key is a key. The error unwraps to the rule's sentinel.
-func ValidateKey(key []byte) error {
+func validateKey(key []byte) error {
 	if p := checkKey(key); p != nil {
 		return p
 	}
@@ -77,7 +77,7 @@ func checkKey(key []byte) *problem {
 	return nil
 }
 
-// ValidateValue checks a non-null record value the way the seed's
+// validateValue checks a non-null record value the way the seed's
 // json.loads(value.decode('utf-8'), parse_constant=invalid_constant)
 // followed by PostgreSQL's jsonb input does, in one pass and without
 // decoding it. It returns nil or an error that unwraps to:
@@ -99,7 +99,7 @@ func checkKey(key []byte) *problem {
 // digit (the seed round-trips through a Python float), duplicate object keys
 // keep the last value (as both json.loads and jsonb do), and -0 is stored as
 // jsonb stores it (0).
-func ValidateValue(value []byte) error {
+func validateValue(value []byte) error {
 	if p := checkValue(value); p != nil {
 		return p
 	}
@@ -468,8 +468,8 @@ func (s *jsonScanner) hex4(at int) (rune, bool) {
 	return r, true
 }
 
-// checkRecord applies ValidateKey and (unless the record is a tombstone)
-// ValidateValue to one record, returning a *RecordError naming it, marked
+// checkRecord applies validateKey and (unless the record is a tombstone)
+// validateValue to one record, returning a *RecordError naming it, marked
 // as a refusal.
 func checkRecord(topic string, partition int32, offset int64, key, value []byte, tombstone bool) error {
 	p := checkKey(key)

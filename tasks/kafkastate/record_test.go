@@ -88,7 +88,7 @@ func TestValidateValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantValidated(t, fmt.Sprintf("ValidateValue(%.40q)", tt.value), ValidateValue([]byte(tt.value)), tt.want)
+			wantValidated(t, fmt.Sprintf("validateValue(%.40q)", tt.value), validateValue([]byte(tt.value)), tt.want)
 		})
 	}
 }
@@ -109,7 +109,7 @@ func TestValidateValueMatchesGoForPlainJSON(t *testing.T) {
 	// Every accepted value is valid JSON for Go too, and the deepest
 	// accepted nesting is exactly maxDepth.
 	deep := strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth)
-	if err := ValidateValue([]byte(deep)); err != nil {
+	if err := validateValue([]byte(deep)); err != nil {
 		t.Fatalf("depth %d refused: %v", maxDepth, err)
 	}
 	if !json.Valid([]byte(deep)) {
@@ -132,7 +132,7 @@ func TestValidateKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantValidated(t, fmt.Sprintf("ValidateKey(%q)", tt.key), ValidateKey(tt.key), tt.want)
+			wantValidated(t, fmt.Sprintf("validateKey(%q)", tt.key), validateKey(tt.key), tt.want)
 		})
 	}
 }
@@ -166,7 +166,7 @@ func TestValidateValueFixtures(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			b := testenv.ReadFile(t, f)
 			prefix, _, _ := strings.Cut(filepath.Base(f), "-")
-			got := ValidateValue(b)
+			got := validateValue(b)
 			if prefix == "ok" {
 				if got != nil {
 					t.Fatalf("got %v, want accepted", got)
@@ -224,7 +224,7 @@ func FuzzValidateKey(f *testing.F) {
 	f.Add([]byte{0xff})
 	f.Add([]byte("a\x00"))
 	f.Fuzz(func(t *testing.T, k []byte) {
-		err := ValidateKey(k)
+		err := validateKey(k)
 		if err == nil && (k == nil || bytes.IndexByte(k, 0) >= 0 || !utf8.Valid(k)) {
 			t.Fatalf("accepted key %q", k)
 		}
@@ -240,7 +240,7 @@ func BenchmarkValidateValue(b *testing.B) {
 	v := []byte(`{"id":4711,"name":"Customer 0004711","email":"customer0004711@example.com","tier":"gold","balance":74307.11,"active":true,"tags":["a","b","c"],"city":"Lisbon","pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
 	b.SetBytes(int64(len(v)))
 	for b.Loop() {
-		if err := ValidateValue(v); err != nil {
+		if err := validateValue(v); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -266,14 +266,14 @@ func BenchmarkJSONValid(b *testing.B) {
 // numbers beyond PostgreSQL numeric.
 func TestZeroWithHugeExponent(t *testing.T) {
 	for _, v := range []string{`{"n":0e1073741823}`, `[0.0E+99999999999]`, `-0e1073741824`} {
-		err := ValidateValue([]byte(v))
+		err := validateValue([]byte(v))
 		if !errors.Is(err, ErrValueNotJSON) {
-			t.Errorf("ValidateValue(%s) = %v, want ErrValueNotJSON", v, err)
+			t.Errorf("validateValue(%s) = %v, want ErrValueNotJSON", v, err)
 		}
 	}
 	for _, v := range []string{`0e1073741822`, `{"n":0.0e1073741822}`} {
-		if err := ValidateValue([]byte(v)); err != nil {
-			t.Errorf("ValidateValue(%s) = %v, want nil (jsonb accepts it)", v, err)
+		if err := validateValue([]byte(v)); err != nil {
+			t.Errorf("validateValue(%s) = %v, want nil (jsonb accepts it)", v, err)
 		}
 	}
 }

@@ -551,7 +551,7 @@ func TestValueTooLargeForJSONB(t *testing.T) {
 		big = append(big, '0')
 	}
 	big = append(big, ']')
-	if err := ValidateValue(big); err != nil {
+	if err := validateValue(big); err != nil {
 		t.Fatalf("the test value must pass the validator: %v", err)
 	}
 	producer := newProducer(t, e.brokers, kgo.ProducerBatchMaxBytes(64<<20), kgo.ProducerBatchCompression(kgo.ZstdCompression()))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -98,19 +97,11 @@ func setupOnce(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // isCatalogRace reports the errors two concurrent CREATE ... IF NOT EXISTS
-// or CREATE OR REPLACE VIEW statements can raise.
+// or CREATE OR REPLACE VIEW statements can raise: a duplicate (a unique
+// violation on pg_namespace_nspname_index or pg_type_typname_nsp_index, a
+// duplicate schema, table or object) or an internal error ("tuple
+// concurrently updated", CREATE OR REPLACE VIEW).
 func isCatalogRace(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return false
-	}
-	switch pe.Code {
-	case pgerrcode.UniqueViolation, // on pg_namespace_nspname_index, pg_type_typname_nsp_index
-		pgerrcode.DuplicateSchema,
-		pgerrcode.DuplicateTable,
-		pgerrcode.DuplicateObject,
-		pgerrcode.InternalError: // "tuple concurrently updated" (CREATE OR REPLACE VIEW)
-		return true
-	}
-	return false
+	state, _ := sqlstateOf(err)
+	return state == stateDuplicate || state == stateInternal
 }

@@ -94,7 +94,7 @@ func TestTLS(t *testing.T) {
 		{"plaintext client on a TLS listener", props(map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA_SSL"]}), e.pg,
 			[]string{vars["CHANGESINK_TEST_KAFKA_SSL"], "tls alert", "set security.protocol to SSL or SASL_SSL"}},
 		{"PostgreSQL certificate from another CA (verify-ca)", props(map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA_SSL"], "security.protocol": "SSL",
-			"ssl.ca.location": ca}), pgTLS("verify-ca", otherCA), []string{"127.0.0.1:5432", "sslrootcert"}},
+			"ssl.ca.location": ca}), pgTLS("verify-ca", otherCA), []string{e.pgAddr(t), "sslrootcert"}},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// The tombstone rule (issue 9 §3). Kafka's cleaner keeps a tombstone at
-// least delete.retention.ms after the cleaning pass that first compacted it
-// (that pass stamps the batch with a delete horizon: the pass's start plus
-// delete.retention.ms); later passes drop it. A pass never cleans past the
+// The tombstone rule: a batch must not read past a tombstone the cleaner
+// may have removed before the batch got to it. Kafka's cleaner keeps a
+// tombstone at least delete.retention.ms after the cleaning pass that first
+// compacted it (that pass stamps the batch with a delete horizon: the
+// pass's start plus delete.retention.ms); later passes drop it. A pass never cleans past the
 // last stable offset, so a record that was not yet stable at time A cannot
 // lose its tombstone before A + delete.retention.ms. A batch that reads a
 // tombstone's offset after that, with nothing there any more, would leave

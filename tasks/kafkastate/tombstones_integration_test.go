@@ -19,9 +19,10 @@ import (
 // oneDay is Kafka's default delete.retention.ms.
 const oneDay = "86400000"
 
-// fastCleaning are the configs of issue 9 §3's repro: a compacted topic
-// whose segments roll after 1.5 s and whose cleaner runs as soon as
-// anything is dirty; delete.retention.ms is given by the test.
+// fastCleaning are the configs under which the cleaner removes a tombstone
+// before a lagging batch reads it: a compacted topic whose segments roll
+// after 1.5 s and whose cleaner runs as soon as anything is dirty;
+// delete.retention.ms is given by the test.
 func fastCleaning(deleteRetentionMs string) map[string]*string {
 	return map[string]*string{
 		"cleanup.policy":            kadm.StringPtr("compact"),
@@ -32,10 +33,10 @@ func fastCleaning(deleteRetentionMs string) map[string]*string {
 	}
 }
 
-// TestTombstoneCompactedAwayWhileLagging is issue 9 §3's repro on the real
-// broker: a key is materialized, its tombstone is produced, and the cleaner
-// removes the tombstone (delete.retention.ms=0) before the next batch reads
-// it. Before the fix that batch succeeded and left the key live for ever
+// TestTombstoneCompactedAwayWhileLagging is the data loss the tombstone
+// rule prevents, on the real broker: a key is materialized, its tombstone
+// is produced, and the cleaner removes the tombstone (delete.retention.ms=0)
+// before the next batch reads it. Before the fix that batch succeeded and left the key live for ever
 // (and verify said valid); now it is refused before reading, naming the
 // partition, the unread range, the time since the positions were last
 // caught up and delete.retention.ms, and changes nothing. The remedy the

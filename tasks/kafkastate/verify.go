@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -72,8 +70,7 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 		}
 		return res, nil
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == pgerrcode.InvalidTextRepresentation || pe.Code == pgerrcode.NumericValueOutOfRange) {
+	if state, pe := sqlstateOf(err); state == stateNotAnInteger {
 		// The cast of a next offset to bigint failed: materialize refuses
 		// the same row with ErrBadPositions.
 		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",

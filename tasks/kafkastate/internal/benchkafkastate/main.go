@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,9 +43,6 @@ import (
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
-// verbose prints the timed processes' output.
-var verbose bool
-
 func main() {
 	bin := flag.String("bin", "", "the changesink binary to time")
 	n := flag.Int("records", 100000, "records to produce and materialize (1..100000)")
@@ -52,14 +50,14 @@ func main() {
 	skipSeed := flag.Bool("skip-seed", false, "do not time the seed script")
 	steady := flag.String("steady", "", "steady-state mode after the main run: comma-separated counts of keys already stored (e.g. 1000000,10000000)")
 	batches := flag.Int("batches", 3, "steady-state mode: timed batches per table size")
-	flag.BoolVar(&verbose, "v", false, "print changesink's output (set CHANGESINK_LOG_LEVEL=DEBUG for its phase timings)")
+	verbose := flag.Bool("v", false, "print changesink's output (set CHANGESINK_LOG_LEVEL=DEBUG for its phase timings)")
 	flag.Parse()
 	sizes, err := parseSizes(*steady)
 	if err == nil && (*batches < 1 || *batches > 20) {
 		err = errors.New("-batches must be 1..20")
 	}
 	if err == nil {
-		err = run(*bin, *n, int32(*partitions), *skipSeed, sizes, *batches)
+		err = run(*bin, *n, int32(*partitions), *skipSeed, sizes, *batches, *verbose)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-kafka-state:", err)
@@ -69,6 +67,8 @@ func main() {
 
 type env struct {
 	brokers, adminPG, python, seeds string
+	// verbose prints the timed processes' output.
+	verbose bool
 }
 
 func getenv(names ...string) (map[string]string, error) {
@@ -83,7 +83,7 @@ func getenv(names ...string) (map[string]string, error) {
 	return out, nil
 }
 
-func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batches int) error {
+func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batches int, verbose bool) error {
 	if bin == "" {
 		return errors.New("-bin is required")
 	}
@@ -98,7 +98,8 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 	if err != nil {
 		return err
 	}
-	e := env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], python: vars["CHANGESINK_TEST_PYTHON"], seeds: vars["CHANGESINK_TEST_SEEDS"]}
+	e := env{brokers: vars["CHANGESINK_TEST_KAFKA"], adminPG: vars["CHANGESINK_TEST_PG"], python: vars["CHANGESINK_TEST_PYTHON"], seeds: vars["CHANGESINK_TEST_SEEDS"],
+		verbose: verbose}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute+time.Duration(len(steady))*45*time.Minute)
 	defer cancel()
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
@@ -160,7 +161,7 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 	if err := execSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	r, rss, err := timeProcess(ctx, bin, []string{"kafka-state", "materialize"}, batchEnv(topic, n, 60, props, dbs["changesink"]))
+	r, rss, err := e.timeProcess(ctx, bin, []string{"kafka-state", "materialize"}, batchEnv(topic, n, 60, props, dbs["changesink"]))
 	if err != nil {
 		return fmt.Errorf("changesink: %w", err)
 	}
@@ -183,7 +184,7 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		script := filepath.Join(e.seeds, "reference", "kafka_state_materialize.py")
-		r, rss, err := timeProcess(ctx, e.python, []string{script}, batchEnv(topic, n, 60, props, dbs["seed"]))
+		r, rss, err := e.timeProcess(ctx, e.python, []string{script}, batchEnv(topic, n, 60, props, dbs["seed"]))
 		if err != nil {
 			return fmt.Errorf("seed script: %w", err)
 		}
@@ -283,7 +284,13 @@ func openTopic(ctx context.Context, brokers, topic string, partitions int32) (*k
 	return kcl, adm, closeTopic, nil
 }
 
+// createDatabase creates database name through adminDSN and returns
+// adminDSN pointed at it, and the function that drops it.
 func createDatabase(ctx context.Context, adminDSN, name string) (string, func(), error) {
+	dsn, err := withDatabase(adminDSN, name)
+	if err != nil {
+		return "", nil, err
+	}
 	conn, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		return "", nil, err
@@ -292,11 +299,6 @@ func createDatabase(ctx context.Context, adminDSN, name string) (string, func(),
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", nil, err
 	}
-	cfg, err := pgx.ParseConfig(adminDSN)
-	if err != nil {
-		return "", nil, err
-	}
-	dsn := strings.Replace(adminDSN, "/"+cfg.Database+"?", "/"+name+"?", 1)
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -306,6 +308,19 @@ func createDatabase(ctx context.Context, adminDSN, name string) (string, func(),
 		}
 	}
 	return dsn, drop, nil
+}
+
+// withDatabase returns the connection URL dsn (CHANGESINK_TEST_PG's form,
+// postgres://...) with its database replaced by name, user, password, host
+// and parameters kept. The URL is not quoted in the error: it holds the
+// password.
+func withDatabase(dsn, name string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("CHANGESINK_TEST_PG is not a postgres:// URL")
+	}
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 func execSQL(ctx context.Context, dsn, sql string) error {
@@ -363,8 +378,8 @@ type batch struct {
 
 // timeProcess runs one batch in a fresh working directory and returns its
 // consumed count (from batch-report.json), wall time and peak RSS in KiB.
-func timeProcess(ctx context.Context, name string, args, env []string) (batch, int64, error) {
-	b, rss, _, err := timeProcessOutput(ctx, name, args, env)
+func (e env) timeProcess(ctx context.Context, name string, args, env []string) (batch, int64, error) {
+	b, rss, _, err := e.timeProcessOutput(ctx, name, args, env)
 	return b, rss, err
 }
 
@@ -375,7 +390,7 @@ func execCommand(ctx context.Context, name string, env []string, args ...string)
 }
 
 // timeProcessOutput is timeProcess that also returns the process's output.
-func timeProcessOutput(ctx context.Context, name string, args, env []string) (batch, int64, []byte, error) {
+func (e env) timeProcessOutput(ctx context.Context, name string, args, env []string) (batch, int64, []byte, error) {
 	dir, err := os.MkdirTemp("", "bench-kafka-state-*")
 	if err != nil {
 		return batch{}, 0, nil, err
@@ -386,7 +401,7 @@ func timeProcessOutput(ctx context.Context, name string, args, env []string) (ba
 	if err != nil {
 		return batch{}, 0, out, err
 	}
-	if verbose {
+	if e.verbose {
 		fmt.Printf("--- %s %s (cpu user %s, system %s)\n%s", filepath.Base(name), strings.Join(args, " "),
 			proc.State.UserTime().Round(time.Millisecond), proc.State.SystemTime().Round(time.Millisecond), out)
 	}

@@ -1,9 +1,10 @@
 package main
 
-// The steady-state mode (issue 10, cost growth): batches of -records records
-// into a kafka_state.records table that already holds N keys of the topic,
-// half of each batch updating stored keys spread over the whole key space
-// and half adding new keys, against the same batches into an empty table,
+// The steady-state mode, which asks whether a batch costs more as the table
+// it merges into grows: batches of -records records into a
+// kafka_state.records table that already holds N keys of the topic, half of
+// each batch updating stored keys spread over the whole key space and half
+// adding new keys, against the same batches into an empty table,
 // with the physical reference measured the same way (raw COPY of as many new
 // rows into the same table, committed).
 
@@ -190,7 +191,7 @@ func steadyOne(ctx context.Context, e env, bin string, keys, n, batches int, par
 			return out, err
 		}
 		env := append(batchEnv(topic, n, 60, props, dsn), "CHANGESINK_LOG_LEVEL=DEBUG")
-		res, rss, output, err := timeProcessOutput(ctx, bin, []string{"kafka-state", "materialize"}, env)
+		res, rss, output, err := e.timeProcessOutput(ctx, bin, []string{"kafka-state", "materialize"}, env)
 		if err != nil {
 			return out, fmt.Errorf("changesink batch %d: %w", b+1, err)
 		}
