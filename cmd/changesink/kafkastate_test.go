@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
@@ -361,6 +364,88 @@ func TestBatchBoundsParseLikeTheSeed(t *testing.T) {
 				case tt.want != 0 && int(got) != tt.want:
 					t.Errorf("%s=%q parsed as %d, want %d", env, tt.value, got, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// TestKafkaStateSignalMidBatch: changesink stopped by SIGINT or SIGTERM
+// during a large batch (once its COPY runs) exits 3 saying that it was
+// stopped, by which signal, and that nothing was committed; about one run
+// in three said only "postgresql: copy the batch into the staging table:
+// read tcp ...: use of closed network connection", and every stop was
+// called SIGTERM. The stop's cause comes from this command's signal
+// handling (signal.NotifyContext), so the built binary is what runs.
+func TestKafkaStateSignalMidBatch(t *testing.T) {
+	vars := testenv.Lookup(t, "CHANGESINK_TEST_PG", "CHANGESINK_TEST_KAFKA")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := testenv.BuildChangesink(t)
+	db, conn := pgDatabase(ctx, t, vars["CHANGESINK_TEST_PG"], "ks_signal_")
+	// 60,000 records over six partitions: one batch, whose COPY takes long
+	// enough to be interrupted.
+	kcl, topic := kafkaTopic(t, vars["CHANGESINK_TEST_KAFKA"], "ks_signal_", 6)
+	if err := kafkatest.ProduceMany(ctx, kcl, topic, 6, 60000); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		kafkastate.EnvPGDSN + "=" + testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db),
+		kafkastate.EnvTopic + "=" + topic, kafkastate.EnvMaxRecords + "=100000", kafkastate.EnvPollSeconds + "=30",
+		kafkastate.EnvKafkaProperties + "=" + jsonObject(t, map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA"]})}
+	changesink := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(env, "WORKING_DIR="+t.TempDir())
+		return cmd
+	}
+	if r, err := testenv.Run(changesink("kafka-state", "setup")); err != nil || r.Code != 0 {
+		t.Fatalf("setup: exit %d, %v\n%s", r.Code, err, r.Output())
+	}
+	// sessions counts the sessions of db that match where.
+	sessions := func(where string) int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND `+where).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor := func(what string, timeout, poll time.Duration, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(timeout); !done(); time.Sleep(poll) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited %s for %s", timeout, what)
+			}
+		}
+	}
+	for _, sig := range []struct {
+		sig  syscall.Signal
+		name string // signal.NotifyContext's cause
+	}{{syscall.SIGINT, "interrupt signal received"}, {syscall.SIGTERM, "terminated signal received"}} {
+		t.Run(sig.sig.String(), func(t *testing.T) {
+			// The previous run's backend may hold the topic lock a moment.
+			waitFor("the previous run's session to end", 10*time.Second, 20*time.Millisecond, func() bool { return sessions("true") == 0 })
+			child := testenv.Start(t, changesink("kafka-state", "materialize"))
+			waitFor("the batch's COPY", 20*time.Second, 2*time.Millisecond, func() bool {
+				return sessions(`state = 'active' AND query ILIKE 'copy%'`) > 0
+			})
+			got := child.Stop(t, sig.sig)
+			out := got.Output()
+			if got.Code == 0 {
+				t.Fatalf("the run committed before the signal reached it; the test needs a longer batch:\n%.2000s", out)
+			}
+			if got.Code != 3 || !strings.Contains(out, `"error_class":"transient"`) ||
+				!strings.Contains(out, "kafka-state materialize was stopped ("+sig.name+") before its commit: nothing was committed; re-run") {
+				t.Errorf("exit %d, output:\n%.3000s\nwant exit 3, transient, saying it was stopped (%s) before its commit", got.Code, out, sig.name)
+			}
+			if sig.sig == syscall.SIGINT && strings.Contains(out, "SIGTERM") {
+				t.Errorf("a SIGINT is called SIGTERM:\n%.3000s", out)
+			}
+			var positions, records int
+			if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM kafka_state.positions), (SELECT count(*) FROM kafka_state.records)`).Scan(&positions, &records); err != nil {
+				t.Fatal(err)
+			}
+			if positions != 0 || records != 0 {
+				t.Fatalf("a stopped run committed something: %d positions rows, %d records", positions, records)
 			}
 		})
 	}

@@ -1,5 +1,6 @@
 // Package kafkatest holds what changesink's Kafka integration tests and the
-// demo producer need from a real broker beyond producing: a transaction
+// demo producer need from a real broker: many records of a realistic size
+// produced at once (ProduceMany), a transaction
 // written and waited for until it is complete in the log, and DeleteRecords
 // that outlasts a topic config change still on its way to the log.
 //
@@ -15,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -131,4 +133,29 @@ func Transact(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, commit bo
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	return WaitStable(ctx, kadm.NewClient(cl), recs[0].Topic, Past(recs))
+}
+
+// ProduceMany writes n records of about 200 bytes of JSON over the topic's
+// partitions (the client must use kgo.ManualPartitioner): keys
+// customer-0000000 up to n/2 are written twice, so later values replace
+// earlier ones, and every 50th record is a tombstone. It produces in
+// batches of 5,000 and returns the first error.
+func ProduceMany(ctx context.Context, cl *kgo.Client, topic string, partitions int32, n int) error {
+	pad := strings.Repeat("x", 120)
+	batch := make([]*kgo.Record, 0, 5000)
+	for i := 0; i < n; i++ {
+		k := i % (n/2 + 1)
+		r := &kgo.Record{Topic: topic, Partition: int32(k) % partitions, Key: fmt.Appendf(nil, "customer-%07d", k)}
+		if i%50 != 49 {
+			r.Value = fmt.Appendf(nil, `{"id":%d,"seq":%d,"name":"Customer %d","active":true,"pad":"%s"}`, k, i, k, pad)
+		}
+		batch = append(batch, r)
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				return fmt.Errorf("produce %d records to %s: %w", len(batch), topic, err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return nil
 }

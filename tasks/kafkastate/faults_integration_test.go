@@ -16,39 +16,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
 
 // produceMany writes n records of about 200 bytes of JSON over the topic's
-// partitions: keys k0..k(n/2) are written twice (so later values replace
-// earlier ones) and every 50th record is a tombstone.
+// partitions (kafkatest.ProduceMany), within 5 minutes.
 func produceMany(t testing.TB, cl *kgo.Client, topic string, partitions int32, n int) {
 	t.Helper()
-	ctx := testCtx(t, 5*time.Minute)
-	pad := strings.Repeat("x", 120)
-	batch := make([]*kgo.Record, 0, 5000)
-	flush := func() {
-		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-		batch = batch[:0]
-	}
-	for i := 0; i < n; i++ {
-		k := i % (n/2 + 1)
-		key := fmt.Sprintf("customer-%07d", k)
-		r := &kgo.Record{Topic: topic, Partition: int32(k) % partitions, Key: []byte(key)}
-		if i%50 != 49 {
-			r.Value = fmt.Appendf(nil, `{"id":%d,"seq":%d,"name":"Customer %d","active":true,"pad":"%s"}`, k, i, k, pad)
-		}
-		batch = append(batch, r)
-		if len(batch) == cap(batch) {
-			flush()
-		}
-	}
-	if len(batch) > 0 {
-		flush()
+	if err := kafkatest.ProduceMany(testCtx(t, 5*time.Minute), cl, topic, partitions, n); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -613,45 +592,6 @@ func TestStopSaysWhatWasLeft(t *testing.T) {
 			}
 			if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
 				t.Fatalf("a stopped run committed: positions %v", next)
-			}
-		})
-	}
-}
-
-// TestSignalMidBatchSaysStopped: the built binary stopped by SIGINT or
-// SIGTERM during a large batch (here once its COPY runs) exits 3 saying
-// that it was stopped, by which signal, and that nothing was committed;
-// about one run in three said only "postgresql: copy the batch into the
-// staging table: read tcp ...: use of closed network connection", and every
-// stop was called SIGTERM. It runs the built binary, not the test binary
-// as the other fault tests' child processes: the stop's cause comes from
-// cmd/changesink's signal handling, which such a child would only imitate.
-func TestSignalMidBatchSaysStopped(t *testing.T) {
-	e, cfg := largeBatchEnv(t)
-	bin := testenv.BuildChangesink(t)
-	for _, sig := range []struct {
-		sig  syscall.Signal
-		name string // signal.NotifyContext's cause
-	}{{syscall.SIGINT, "interrupt signal received"}, {syscall.SIGTERM, "terminated signal received"}} {
-		t.Run(sig.sig.String(), func(t *testing.T) {
-			waitForNoSession(t, e, 10*time.Second) // the previous run's backend may hold the topic lock a moment
-			cmd := exec.Command(bin, "kafka-state", "materialize")
-			cmd.Env = e.binaryEnv(cfg, t.TempDir())
-			child := startMidCopy(t, e, cmd)
-			got := child.Stop(t, sig.sig)
-			out := got.Output()
-			if got.Code == 0 {
-				t.Fatalf("the run committed before the signal reached it; the test needs a longer batch:\n%.2000s", out)
-			}
-			if got.Code != 3 || !strings.Contains(out, `"error_class":"transient"`) ||
-				!strings.Contains(out, "kafka-state materialize was stopped ("+sig.name+") before its commit: nothing was committed; re-run") {
-				t.Errorf("exit %d, output:\n%.3000s\nwant exit 3, transient, saying it was stopped (%s) before its commit", got.Code, out, sig.name)
-			}
-			if sig.sig == syscall.SIGINT && strings.Contains(out, "SIGTERM") {
-				t.Errorf("a SIGINT is called SIGTERM:\n%.3000s", out)
-			}
-			if s := e.snapshot(t); s != "--\n--\n" {
-				t.Fatalf("a stopped run committed something:\n%.500s", s)
 			}
 		})
 	}
