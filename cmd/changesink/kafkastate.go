@@ -32,6 +32,7 @@ func kafkaStateVars() kong.Vars {
 		"EnvPGDSN":           kafkastate.EnvPGDSN,
 		"EnvPGUser":          kafkastate.EnvPGUser,
 		"EnvPGPassword":      kafkastate.EnvPGPassword,
+		"EnvReportOnly":      kafkastate.EnvReportOnly,
 		"DefaultMaxRecords":  itoa(kafkastate.DefaultMaxRecords),
 		"MinMaxRecords":      itoa(kafkastate.MinMaxRecords),
 		"MaxMaxRecords":      itoa(kafkastate.MaxMaxRecords),
@@ -99,7 +100,7 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 
 type kafkaStateVerifyCmd struct {
 	Topic      string `name:"topic" env:"${EnvTopic}" required:"" help:"The topic whose stored records to check."`
-	ReportOnly bool   `name:"report-only" env:"REPORT_ONLY" help:"When a record is ahead of its durable position, log the refusal at ERROR, report valid=false and exit 0, so that the flow decides (the seed's If and Fail tasks); without it, verify exits 1."`
+	ReportOnly bool   `name:"report-only" env:"${EnvReportOnly}" help:"When a record is ahead of its durable position, log the refusal at ERROR, report valid=false and exit 0, so that the flow decides (the seed's If and Fail tasks); without it, verify exits 1."`
 	kafkaStatePG
 }
 
