@@ -49,9 +49,9 @@ type CLI struct {
 	Version    versionCmd    `cmd:"" help:"Print the version and the commit it was built from."`
 	Help       helpCmd       `cmd:"" help:"Show help for a command."`
 
-	LogLevel slog.Level `name:"log-level" env:"CHANGESINK_LOG_LEVEL" default:"INFO" help:"Log level: DEBUG, INFO, WARN or ERROR."`
+	LogLevel slog.Level `name:"log-level" env:"${EnvLogLevel}" default:"INFO" help:"Log level: DEBUG, INFO, WARN or ERROR."`
 	Output   string     `name:"output" env:"${EnvOutput}" enum:"auto,kestra,text" default:"auto" help:"kestra: Kestra protocol lines on stdout (outputs, metrics, leveled logs); text: plain messages, warnings and errors on stderr; auto (default): text when stdout is a terminal, else kestra."`
-	WorkDir  string     `name:"work-dir" env:"WORKING_DIR" default:"." type:"existingdir" help:"Directory for input and output files (Kestra sets WORKING_DIR)."`
+	WorkDir  string     `name:"work-dir" env:"${EnvWorkingDir}" default:"." type:"existingdir" help:"Directory for input and output files (Kestra sets ${EnvWorkingDir})."`
 }
 
 // app is what every command's Run receives: the run's context, where to
@@ -86,6 +86,9 @@ func main() {
 // envOutput chooses text or Kestra lines (--output); it is read before the
 // command line is parsed, so a parse error prints in the chosen form too.
 const envOutput = "CHANGESINK_OUTPUT"
+
+// envLogLevel sets --log-level.
+const envLogLevel = "CHANGESINK_LOG_LEVEL"
 
 // stdio is where a run prints, and what decides how.
 type stdio struct {
@@ -145,16 +148,10 @@ func newParser(cli *CLI, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, 
 		kong.Exit(exit),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
-		kong.Vars{"EnvOutput": envOutput},
+		kong.Vars{"EnvOutput": envOutput, "EnvLogLevel": envLogLevel, "EnvWorkingDir": kestra.EnvWorkingDir},
 		kafkaStateVars(),
 		cdcVars(),
 	)
-}
-
-// run is main for tests: Kestra's view (stdout a pipe, no env lookup for
-// the output mode beyond the arguments).
-func run(ctx context.Context, args []string, stdout io.Writer) int {
-	return runIO(ctx, args, stdio{out: stdout, err: stdout})
 }
 
 // runIO is main without the process: it returns the exit code.

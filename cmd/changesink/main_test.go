@@ -18,6 +18,12 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 )
 
+// run is main for tests: Kestra's view (stdout a pipe, no env lookup for
+// the output mode beyond the arguments).
+func run(ctx context.Context, args []string, stdout io.Writer) int {
+	return runIO(ctx, args, stdio{out: stdout, err: stdout})
+}
+
 type panicCLI struct {
 	Boom panicCmd `cmd:""`
 }

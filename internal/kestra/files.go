@@ -7,8 +7,12 @@ import (
 	"strings"
 )
 
-// Dir is the task's working directory, where Kestra's outputFiles globs look
-// for files. Kestra sets WORKING_DIR in both the Docker and Process runners.
+// EnvWorkingDir is the env var in which Kestra's Docker and Process runners
+// name the task's working directory.
+const EnvWorkingDir = "WORKING_DIR"
+
+// Dir is the task's working directory (EnvWorkingDir), where Kestra's
+// outputFiles globs look for files.
 type Dir struct {
 	// Path is an absolute or relative directory path; "" means ".".
 	Path string

@@ -388,8 +388,8 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		if err := f.Commit(); err != nil {
 			// The target is right; only the task's outputs are missing.
 			return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but an output file "+
-				"could not be published in WORKING_DIR: %w; re-run the batch: a replay writes nothing twice and writes expected.jsonl again, "+
-				"with an empty pending.jsonl (this run applied those rows)", err))
+				"could not be published in %s: %w; re-run the batch: a replay writes nothing twice and writes expected.jsonl again, "+
+				"with an empty pending.jsonl (this run applied those rows)", kestra.EnvWorkingDir, err))
 		}
 	}
 	res.Total = time.Since(start)
@@ -685,6 +685,6 @@ func writeRows(dir kestra.Dir, name string, m *Mapping, rows []*row) (*kestra.Fi
 // the insert: a full disk (or a file-size limit) in the working directory,
 // not a bug.
 func outputFileErr(name string, err error) error {
-	return outcome.Transient.Mark(fmt.Errorf("write %s: %w: the working directory (WORKING_DIR) cannot take the output files (disk full?); "+
-		"none of the batch was written to ClickHouse; free space there and re-run the batch", name, err))
+	return outcome.Transient.Mark(fmt.Errorf("write %s: %w: the working directory (%s) cannot take the output files (disk full?); "+
+		"none of the batch was written to ClickHouse; free space there and re-run the batch", name, err, kestra.EnvWorkingDir))
 }

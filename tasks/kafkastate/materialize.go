@@ -135,7 +135,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// anything changes, whether the working directory takes it.
 	report, err := dir.Create(ReportFile)
 	if err != nil {
-		return nil, outcome.Config.Mark(fmt.Errorf("WORKING_DIR: %w; use a writable working directory (nothing was done)", err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%s: %w; use a writable working directory (nothing was done)", kestra.EnvWorkingDir, err))
 	}
 	defer report.Abort()
 	started := time.Now()
@@ -389,7 +389,7 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 	// rename is left: a full disk fails the run before anything is committed.
 	res := &Result{Topic: topic, Consumed: consumed, Tombstones: tombstones, NextOffsets: next, LiveKeys: live}
 	if err := res.stageReport(report); err != nil {
-		return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in WORKING_DIR and re-run: %w", topic, ReportFile, err))
+		return nil, outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in %s and re-run: %w", topic, ReportFile, kestra.EnvWorkingDir, err))
 	}
 	if h.beforeCommit != nil {
 		h.beforeCommit()
@@ -450,8 +450,8 @@ func materialize(ctx context.Context, cfg Config, dir kestra.Dir, log *slog.Logg
 		// The state is right; only the task's outputs are missing. A re-run
 		// commits nothing twice and reports what came after this batch.
 		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is committed (its records and positions are in PostgreSQL), but %s "+
-			"could not be published in WORKING_DIR: %w; re-run (a re-run converges: it commits nothing twice, and reports the records after this batch)",
-			ReportFile, err))
+			"could not be published in %s: %w; re-run (a re-run converges: it commits nothing twice, and reports the records after this batch)",
+			ReportFile, kestra.EnvWorkingDir, err))
 	}
 	return res, nil
 }
