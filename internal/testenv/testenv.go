@@ -1,27 +1,32 @@
 // Package testenv gates changesink's integration tests on the services that
-// .ci/services starts and .ci/env describes.
+// .ci/services starts and .ci/env describes, and holds what the tests of
+// every package share on them.
 //
 // An integration test reads its service's address from an env var
-// (CHANGESINK_TEST_KAFKA, CHANGESINK_TEST_PG, CHANGESINK_TEST_CLICKHOUSE, ...).
-// When one is unset the test skips with a loud message naming it, so that a
-// developer without the services still gets the unit tests; .ci/run sets
-// CHANGESINK_REQUIRE_SERVICES=1, which turns every such skip into a
-// failure, so in CI nothing skips.
+// (CHANGESINK_TEST_KAFKA, CHANGESINK_TEST_PG, CHANGESINK_TEST_CLICKHOUSE, ...)
+// through Lookup. When one is unset the test skips with a loud message naming
+// it, so that a developer without the services still gets the unit tests;
+// .ci/run sets CHANGESINK_REQUIRE_SERVICES=1, which turns every such skip into
+// a failure, so in CI nothing skips.
 //
-// It also holds what the integration tests of every package share on those
-// services: names no other test, process or checkout uses (UniqueName,
-// RandomHex), PostgreSQL databases and roles dropped when the test ends
-// (CreateDatabase, CreateRole) and DSNs derived from the admin one
-// (WithDatabase, WithParams), Kafka topics deleted when the test ends
-// (CreateTopic, WaitForLeaders), a TCP proxy on a port of its own that
-// stands for a service going away or hanging (StartProxy), a test server's
-// accept loop (Serve), the changesink binary built for tests that run it
-// (BuildChangesink, Build), a child process run, or started and killed, with
-// its output and exit code or signal (Run, Start, Process.Kill), files read
-// or written or the test failed (ReadFile, WriteFile), every value of an
-// Ion stream as ion-go reads it (IonValues), the seed flows' task SQL and
-// scripts (SeedTask), and the check that an error is of the class, sentinel
-// and message a test wants (WantError, CheckError).
+// What it shares, by file:
+//   - names.go: names no other test, process or checkout uses (UniqueName,
+//     RandomHex);
+//   - postgres.go, clickhouse.go, kafka.go: databases, roles and topics of a
+//     test's own, dropped or deleted when it ends, and connection URLs derived
+//     with net/url from the admin one (WithDatabase, WithHost, ...);
+//   - proxy.go, serve.go, tls.go: a TCP proxy on a port of its own that
+//     stands for a service going away, hanging or cutting a connection; test
+//     servers and addresses where nothing listens (ServeLocal, ClosedAddr); a
+//     test CA and TLS listeners;
+//   - build.go, run.go: the changesink binary built for the tests of
+//     cmd/changesink and parity, and child processes run, or started and
+//     stopped by a signal, with their output and exit code;
+//   - seeds.go: the original seed flows, their task SQL and scripts (Seeds,
+//     SeedTask), and the repository's root;
+//   - files.go, ion.go, wanterror.go: files read or written or the test
+//     failed, every value of an Ion stream as ion-go reads it, and the check
+//     that an error has the class, sentinel and message a test wants.
 package testenv
 
 import (
