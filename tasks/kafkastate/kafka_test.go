@@ -103,3 +103,47 @@ func TestHTTPPortIsAConfigError(t *testing.T) {
 	_, err = describeTopic(context.Background(), cl, "orders")
 	testenv.WantError(t, err, outcome.Config, nil, addr, "'HTTP' in ascii", "bootstrap.servers names another service's port")
 }
+
+// TestKafkaCodeErr: the class and remedy of every Kafka error code a run
+// acts on, for each request that can get it (kafkaCodeErr, the one place
+// that decides them).
+func TestKafkaCodeErr(t *testing.T) {
+	oor := &OffsetError{Topic: "orders", Partition: 2, Saved: 7, LogStart: -1, End: -1, Fetched: true, FetchOffset: 9}
+	tests := []struct {
+		name string
+		req  kafkaRequest
+		code error
+		oor  *OffsetError
+		kind outcome.Kind
+		is   error
+		says []string
+	}{
+		{"SASL authentication failed", metadataRequest, kerr.SaslAuthenticationFailed, nil, outcome.Config, kerr.SaslAuthenticationFailed,
+			[]string{"where: ", "check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES"}},
+		{"unsupported SASL mechanism", metadataRequest, kerr.UnsupportedSaslMechanism, nil, outcome.Config, nil, []string{"sasl.mechanism"}},
+		{"metadata not authorized", metadataRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, kerr.TopicAuthorizationFailed,
+			[]string{"grant the client DESCRIBE on the topic"}},
+		{"describe configs not authorized", describeConfigsRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, nil,
+			[]string{"grant the client DESCRIBE_CONFIGS on the topic"}},
+		{"list offsets not authorized", listOffsetsRequest, kerr.ClusterAuthorizationFailed, nil, outcome.Config, nil,
+			[]string{"grant the client READ and DESCRIBE on the topic"}},
+		{"fetch not authorized", fetchRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, nil,
+			[]string{"grant the client READ and DESCRIBE on the topic"}},
+		{"topic unknown to describe configs", describeConfigsRequest, kerr.UnknownTopicOrPartition, nil, outcome.Refused, ErrTopicUnavailable,
+			[]string{"check TOPIC"}},
+		{"topic gone during list offsets", listOffsetsRequest, kerr.UnknownTopicOrPartition, nil, outcome.Refused, ErrTopicChanged,
+			[]string{"nothing was committed", "rebuild into an empty destination"}},
+		{"topic id replaced during the fetch", fetchRequest, kerr.InconsistentTopicID, nil, outcome.Refused, ErrTopicChanged,
+			[]string{"INCONSISTENT_TOPIC_ID"}},
+		{"fetched offset out of range", fetchRequest, kerr.OffsetOutOfRange, oor, outcome.Refused, ErrOffsetOutOfRange,
+			[]string{"fetch at offset 9 with OFFSET_OUT_OF_RANGE"}},
+		{"offset out of range where no request asks for one", listOffsetsRequest, kerr.OffsetOutOfRange, nil, outcome.Internal, kerr.OffsetOutOfRange, nil},
+		{"leader moved", fetchRequest, kerr.NotLeaderForPartition, nil, outcome.Transient, kerr.NotLeaderForPartition, []string{"; retry"}},
+		{"an unforeseen code", listOffsetsRequest, kerr.InvalidRequest, nil, outcome.Internal, kerr.InvalidRequest, []string{"where: "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testenv.WantError(t, kafkaCodeErr(tt.req, "where", tt.code, tt.oor), tt.kind, tt.is, tt.says...)
+		})
+	}
+}
