@@ -3,12 +3,9 @@ package kafkastate
 import (
 	"errors"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 func TestRetentionAllowed(t *testing.T) {
@@ -131,27 +128,5 @@ func TestTombstoneErrorMessage(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestRunbookNamesEveryRefusal: the README's kafka-state runbook has a row
-// whose first cell quotes every refusal's message.
-func TestRunbookNamesEveryRefusal(t *testing.T) {
-	raw := testenv.ReadFile(t, filepath.Join("..", "..", "README.md"))
-	_, runbook, _ := strings.Cut(string(raw), "<!-- RUNBOOK:kafka-state -->")
-	runbook, _, _ = strings.Cut(runbook, "<!-- /RUNBOOK:kafka-state -->")
-	var firstCells strings.Builder
-	for _, line := range strings.Split(runbook, "\n") {
-		if cells := strings.Split(line, "|"); len(cells) > 2 {
-			firstCells.WriteString(cells[1])
-		}
-	}
-	for _, sentinel := range []error{ErrTopicUnavailable, ErrNoIDs, ErrLocked, ErrIDsChanged, ErrPartitionsChanged,
-		ErrValuesWithoutPositions, ErrBadPositions, ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey, ErrKeyNotUTF8,
-		ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged,
-		ErrAheadOfPositions} {
-		if !strings.Contains(firstCells.String(), "`"+sentinel.Error()+"`") {
-			t.Errorf("the README's kafka-state runbook has no row for %q", sentinel)
-		}
 	}
 }

@@ -1,0 +1,85 @@
+package testenv
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Sentinels returns the message of every package-level sentinel in the Go
+// file path, by name: each `ErrX = errors.New("message")` of its var
+// declarations. A test that must cover every sentinel reads the list from
+// the code, so a new sentinel is covered without anyone remembering to add
+// it.
+func Sentinels(t testing.TB, path string) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	out := map[string]string{}
+	for _, decl := range f.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.VAR {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Err") || i >= len(vs.Values) {
+					continue
+				}
+				call, ok := vs.Values[i].(*ast.CallExpr)
+				if !ok || len(call.Args) != 1 {
+					continue
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "New" {
+					continue
+				}
+				lit, ok := call.Args[0].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				msg, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", path, name.Name, err)
+				}
+				out[name.Name] = msg
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s declares no sentinel (ErrX = errors.New(...))", path)
+	}
+	return out
+}
+
+// RunbookMessages returns what the README's runbook of job says between
+// its markers <!-- RUNBOOK:job --> and <!-- /RUNBOOK:job -->, with each
+// table row cut to its first cell (the error message the row explains):
+// the messages an on-call engineer can look up there.
+func RunbookMessages(t testing.TB, job string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(Root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, runbook, found := strings.Cut(string(raw), "<!-- RUNBOOK:"+job+" -->")
+	runbook, _, closed := strings.Cut(runbook, "<!-- /RUNBOOK:"+job+" -->")
+	if !found || !closed {
+		t.Fatalf("README.md has no <!-- RUNBOOK:%s --> ... <!-- /RUNBOOK:%s --> section", job, job)
+	}
+	var out strings.Builder
+	for _, line := range strings.Split(runbook, "\n") {
+		if c := strings.Split(line, "|"); len(c) > 2 && strings.HasPrefix(line, "|") {
+			line = c[1]
+		}
+		out.WriteString(line + "\n")
+	}
+	return out.String()
+}
