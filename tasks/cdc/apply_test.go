@@ -373,7 +373,7 @@ func TestConfigValidate(t *testing.T) {
 		{"one second", func(c *Config) { c.ClickHouse.Timeout = time.Second }, ""},
 		{"negative timeout", func(c *Config) { c.ClickHouse.Timeout = -time.Second }, "negative ClickHouse timeout"},
 		{"a millisecond", func(c *Config) { c.ClickHouse.Timeout = time.Millisecond }, "CDC_CLICKHOUSE_TIMEOUT 1ms is under 1s"},
-		{"65 workers", func(c *Config) { c.Workers = 65 }, "workers 65 outside 0..64"},
+		{"65 workers", func(c *Config) { c.Workers = 65 }, "CDC_WORKERS 65 outside 0..64"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := ok

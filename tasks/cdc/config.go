@@ -91,7 +91,7 @@ func (c Config) Validate(apply bool) error {
 			"(connecting, a query, the insert): use at least %[4]s (the default is %[5]s)",
 			ErrConfig, EnvClickHouseTimeout, c.ClickHouse.Timeout, minTimeout, DefaultTimeout))
 	case c.Workers < 0 || c.Workers > MaxWorkers:
-		return outcome.Config.Mark(fmt.Errorf("%w: workers %d outside 0..%d", ErrConfig, c.Workers, MaxWorkers))
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", ErrConfig, EnvWorkers, c.Workers, MaxWorkers))
 	case apply && c.BatchFile == "":
 		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", ErrConfig, EnvBatchFile))
 	}

@@ -36,7 +36,7 @@
 // ErrNotStruct, ErrSourceChanged, ErrWrongSource, ErrMissingField,
 // ErrBadLSN, ErrBadTxID, ErrBadDeleteMarker, ErrBadValue, ErrToast,
 // ErrContradiction, ErrConflict, ErrKeyChange, ErrTargetConflict,
-// ErrWentBackwards and ErrVerify (the only one found after the insert).
+// ErrWentBackwards and ErrVerify (found after the insert).
 // ErrMapping (*MappingError), ErrTargetMismatch, ErrNoDatabase,
 // ErrUnsupportedServer and ErrConfig are marked outcome.Config (exit 2),
 // except ErrTargetMismatch for stored rows of the target or its ledger that

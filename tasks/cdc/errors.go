@@ -9,7 +9,9 @@ import (
 // Refusals of a batch. Apply returns them wrapped in a *RecordError (when a
 // record is to blame) and marked with outcome.Refused, so callers test them
 // with errors.Is and the process exits 1. Nothing is written to ClickHouse
-// when one of them is returned, except ErrVerify (found after the insert).
+// when one of them is returned, except ErrVerify and an ErrTargetMismatch
+// of a stored row the read-back cannot read: both are found after the
+// insert, and a re-run converges.
 var (
 	// ErrEmptyBatch: the batch holds no change events (seed: "Empty CDC batch").
 	ErrEmptyBatch = errors.New("empty CDC batch")

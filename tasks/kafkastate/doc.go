@@ -34,15 +34,16 @@
 //
 // Refusals are the sentinels of errors.go, marked outcome.Refused (exit 1),
 // naming the topic and, where they apply, the partition, offset and key
-// (*RecordError, *TombstoneError, *AheadError): ErrTopicUnavailable,
-// ErrNoIDs, ErrIDsChanged, ErrPartitionsChanged, ErrValuesWithoutPositions,
-// ErrBadPositions, ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey,
-// ErrKeyNotUTF8, ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8,
-// ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions,
-// ErrTopicChanged and ErrAheadOfPositions. A held topic lock (ErrLocked),
-// lost connections and timeouts are outcome.Transient (exit 3); bounds,
-// KAFKA_PROPERTIES, PostgreSQL settings and a TOPIC no batch ever read are
-// outcome.Config (exit 2).
+// (*RecordError, *OffsetError, *MovedKeyError, *TombstoneError,
+// *AheadError): ErrTopicUnavailable, ErrNoIDs, ErrIDsChanged,
+// ErrPartitionsChanged, ErrValuesWithoutPositions, ErrBadPositions,
+// ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey, ErrKeyNotUTF8,
+// ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON,
+// ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged and
+// ErrAheadOfPositions. A held topic lock (ErrLocked), lost connections and
+// timeouts are outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES,
+// PostgreSQL settings and a TOPIC no batch ever read, or read on another
+// cluster, are outcome.Config (exit 2).
 //
 // What each batch reads and writes, statement by statement, and the
 // tombstone rule: docs/kafka-state.md. The seed rule each check keeps:

@@ -10,25 +10,23 @@ import (
 // Materialize and Verify wrap them (directly or through a typed error whose
 // Unwrap returns one of them) and mark the result with outcome.Refused.Mark, so
 // callers test errors.Is(err, ErrX) and outcome.Classify(err) ==
-// outcome.Refused. A refused run has changed no table.
+// outcome.Refused; ErrTopicUnavailable is sometimes a configuration error
+// instead (its comment says when). A refused run has changed no table.
 var (
 	// ErrTopicUnavailable: the topic does not exist, has no partitions, or
 	// its metadata carries an error. Seed: 'Topic metadata is unavailable'.
-	// A topic that does not exist and that no batch ever read (no saved
-	// positions: TOPIC misspelt, or the topic not created yet) is marked
-	// outcome.Config instead.
+	// A topic that does not exist is refused only when positions this
+	// cluster's batches saved say it was read and then deleted; it is
+	// marked outcome.Config when no batch ever read it (no saved positions:
+	// TOPIC misspelt, or the topic not created yet) or the saved positions
+	// were read on another cluster (KAFKA_PROPERTIES names the wrong one),
+	// and takes the class of the PostgreSQL failure when the positions
+	// cannot be read.
 	ErrTopicUnavailable = errors.New("topic metadata is unavailable")
 	// ErrNoIDs: the broker reports no cluster id or an all-zero topic id
 	// (brokers older than Kafka 2.8 / metadata v10). Seed: 'Broker must
 	// expose cluster and topic IDs'.
 	ErrNoIDs = errors.New("broker must expose cluster and topic ids")
-	// ErrLocked: another materializer (changesink or the seed) holds the
-	// per-topic advisory transaction lock, still after waiting LockWait.
-	// Seed: 'Another materializer holds this topic lock'. Transient, not a
-	// refusal: the holder is another run in progress or a killed run whose
-	// session PostgreSQL has not closed yet, and a retry succeeds once it
-	// ends.
-	ErrLocked = errors.New("another materializer holds this topic lock")
 	// ErrIDsChanged: the saved cluster id or topic id differs from the
 	// broker's. Seed: 'Cluster or topic ID changed; rebuild into an empty
 	// destination'.
@@ -96,6 +94,18 @@ var (
 	// partition's durable next offset. Seed: check_saved_positions and
 	// stop_on_inconsistent_state.
 	ErrAheadOfPositions = errors.New("a record is ahead of its durable read position")
+)
+
+// Transient failures (marked outcome.Transient, exit 3): a retry succeeds
+// once what stood in the way ends.
+var (
+	// ErrLocked: another materializer (changesink or the seed) holds the
+	// per-topic advisory transaction lock, still after waiting LockWait.
+	// Seed: 'Another materializer holds this topic lock', a refusal there;
+	// here the holder is another run in progress or a killed run whose
+	// session PostgreSQL has not closed yet, and a retry succeeds once it
+	// ends.
+	ErrLocked = errors.New("another materializer holds this topic lock")
 )
 
 // RecordError is a refusal of one Kafka record: where it is and which rule it
