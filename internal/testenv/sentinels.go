@@ -4,8 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,4 +84,19 @@ func RunbookMessages(t testing.TB, job string) string {
 		out.WriteString(line + "\n")
 	}
 	return out.String()
+}
+
+// CheckRunbook fails t for every sentinel (name to message, as Sentinels
+// returns) whose message's first words, up to a " (" that starts its
+// remedy, the README's runbook of job does not quote in backquotes: an
+// on-call engineer looks an error up there by its first words.
+func CheckRunbook(t testing.TB, job string, sentinels map[string]string) {
+	t.Helper()
+	runbook := RunbookMessages(t, job)
+	for _, name := range slices.Sorted(maps.Keys(sentinels)) {
+		words, _, _ := strings.Cut(sentinels[name], " (")
+		if !strings.Contains(runbook, "`"+words+"`") {
+			t.Errorf("the README's %s runbook has no row for %s (%q)", job, name, words)
+		}
+	}
 }
