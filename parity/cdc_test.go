@@ -98,10 +98,7 @@ func TestCDCParity(t *testing.T) {
 			}
 			dir := t.TempDir()
 			for db, path := range map[string]*string{p.a: &p.mapA, p.b: &p.mapB, p.c: &p.mapC} {
-				m, err := retargetMapping(mapping, db)
-				if err != nil {
-					t.Fatalf("mapping: %v", err)
-				}
+				m := testenv.RetargetMapping(t, mapping, db)
 				*path = writeFile(t, dir, db+".mapping.yaml", m)
 				if db == p.a {
 					continue // the seed's database: only a swapped batch's apply uses it
@@ -140,39 +137,6 @@ func shippedOrdersMapping(t *testing.T) []byte {
 		t.Fatalf("no orders mapping: %s is absent and %s has no variables.orders_mapping", ordersMapping, shippedCDCFlow)
 	}
 	return []byte(m)
-}
-
-// retargetMapping returns the mapping with its target database set to db.
-// It looks for target.database, else for the one `database: default`.
-func retargetMapping(raw []byte, db string) ([]byte, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	var hits []*yaml.Node
-	var walk func(n *yaml.Node, parent string)
-	walk = func(n *yaml.Node, parent string) {
-		if n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				if k.Value == "database" && v.Kind == yaml.ScalarNode && (parent == "target" || v.Value == "default") {
-					hits = append(hits, v)
-				}
-				walk(v, k.Value)
-			}
-			return
-		}
-		for _, c := range n.Content {
-			walk(c, parent)
-		}
-	}
-	walk(&doc, "")
-	if len(hits) != 1 {
-		return nil, fmt.Errorf("found %d target database fields in %s (want one: target.database or `database: default`); update retargetMapping", len(hits), ordersMapping)
-	}
-	hits[0].Value = db
-	hits[0].Style = 0
-	return yaml.Marshal(&doc)
 }
 
 func (p *cdcParity) csEnv(mapping, batchFile string) map[string]string {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/amazon-ion/ion-go/ion"
-	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc"
@@ -76,49 +75,10 @@ func cdcWorkspace(t *testing.T, prefix string) (chURL string, admin clickhouse.C
 // dst names db.
 func retargetMapping(t *testing.T, src, dst, db string) {
 	t.Helper()
-	var doc yaml.Node
-	if err := yaml.Unmarshal(testenv.ReadFile(t, src), &doc); err != nil {
-		t.Fatalf("%s: %v", src, err)
-	}
-	field := yamlValue(&doc, "target", "database")
-	if field == nil || field.Kind != yaml.ScalarNode {
-		t.Fatalf("%s has no target.database", src)
-	}
-	field.Value = db
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WriteFile(t, dst, b.Bytes(), 0o644)
+	testenv.WriteFile(t, dst, testenv.RetargetMapping(t, testenv.ReadFile(t, src), db), 0o644)
 	if m, err := cdc.LoadMapping(dst); err != nil || m.Target.Database != db {
 		t.Fatalf("the retargeted mapping %s: %v", dst, err)
 	}
-}
-
-// yamlValue returns the node at path (keys of nested mappings) in a YAML
-// document, nil when one is absent.
-func yamlValue(n *yaml.Node, path ...string) *yaml.Node {
-	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-		n = n.Content[0]
-	}
-	for _, key := range path {
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				next = n.Content[i+1]
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		n = next
-	}
-	return n
 }
 
 // setCDCEnv sets the env of a cdc command run in the workspace work (the
