@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,19 +147,6 @@ func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (str
 	return db, conn
 }
 
-// dsnAs returns the connection URL dsn with its user (and password, or
-// none) replaced by user: the PG_DSN a flow passes when PGUSER and
-// PGPASSWORD carry the credentials.
-func dsnAs(t *testing.T, dsn string, user *url.Userinfo) *url.URL {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = user
-	return u
-}
-
 // TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
 // and verify through the command line with a PostgreSQL role whose password
 // comes from PGPASSWORD, then failing runs that handle secrets (a wrong
@@ -196,8 +181,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 			vars["CHANGESINK_TEST_KAFKA_SCRAM"], vars["CHANGESINK_TEST_KAFKA_SCRAM_USER"], password)
 	}
 	// PG_DSN names the role but holds no password (PGPASSWORD does), as the seed flow passes it.
-	dsnURL := dsnAs(t, testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db), url.User(role))
-	dsn := dsnURL.String()
+	dsn := testenv.WithUser(t, testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db), role)
 	t.Setenv(kafkastate.EnvPGDSN, dsn)
 	t.Setenv(kafkastate.EnvPGUser, role)
 	t.Setenv(kafkastate.EnvPGPassword, pgSecret)
@@ -226,13 +210,13 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
 		map[string]string{kafkastate.EnvKafkaProperties: `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
 	step("wrong password in PG_DSN", 2, "check PG_DSN",
-		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: dsnAs(t, dsn, url.UserPassword(role, wrongPG)).String()},
+		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: testenv.WithPassword(t, dsn, wrongPG)},
 		"kafka-state", "materialize")
 	// An unescaped '@' in the DSN's password: libpq's rule makes its tail
 	// the host, which the connect error printed (and called transient).
 	atSecret := "at-Secret-" + testenv.RandomHex(6)
 	step("'@' in the DSN's password", 2, "%40",
-		map[string]string{kafkastate.EnvPGDSN: fmt.Sprintf("postgres://%s:%s@%s@%s%s?%s", role, wrongPG, atSecret, dsnURL.Host, dsnURL.Path, dsnURL.RawQuery)},
+		map[string]string{kafkastate.EnvPGDSN: strings.Replace(dsn, "//"+role+"@", "//"+role+":"+wrongPG+"@"+atSecret+"@", 1)},
 		"kafka-state", "setup")
 	step("misspelt topic", 2, "holds no read positions for it",
 		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
@@ -260,7 +244,7 @@ func TestKafkaStateVerifyReportOnly(t *testing.T) {
 	defer cancel()
 	db, conn := pgDatabase(ctx, t, vars["CHANGESINK_TEST_PG"], "ks_report_")
 	cfg := conn.Config()
-	t.Setenv(kafkastate.EnvPGDSN, dsnAs(t, testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db), url.User(cfg.User)).String())
+	t.Setenv(kafkastate.EnvPGDSN, testenv.WithUser(t, testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db), cfg.User))
 	t.Setenv(kafkastate.EnvPGUser, cfg.User)
 	t.Setenv(kafkastate.EnvPGPassword, cfg.Password)
 	t.Setenv(kafkastate.EnvTopic, "orders")
@@ -388,17 +372,14 @@ func TestKafkaStateSignalMidBatch(t *testing.T) {
 	if err := kafkatest.ProduceMany(ctx, kcl, topic, 6, 60000); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		kafkastate.EnvPGDSN + "=" + testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db),
-		kafkastate.EnvTopic + "=" + topic, kafkastate.EnvMaxRecords + "=100000", kafkastate.EnvPollSeconds + "=30",
-		kafkastate.EnvKafkaProperties + "=" + jsonObject(t, map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA"]})}
-	changesink := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(env, "WORKING_DIR="+t.TempDir())
-		return cmd
+	env := map[string]string{
+		kafkastate.EnvPGDSN:      testenv.WithDatabase(t, vars["CHANGESINK_TEST_PG"], db),
+		kafkastate.EnvTopic:      topic,
+		kafkastate.EnvMaxRecords: "100000", kafkastate.EnvPollSeconds: "30",
+		kafkastate.EnvKafkaProperties: jsonObject(t, map[string]string{"bootstrap.servers": vars["CHANGESINK_TEST_KAFKA"]}),
 	}
-	if r, err := testenv.Run(changesink("kafka-state", "setup")); err != nil || r.Code != 0 {
-		t.Fatalf("setup: exit %d, %v\n%s", r.Code, err, r.Output())
+	if r := runAsFlow(ctx, t, bin, t.TempDir(), env, "kafka-state", "setup"); r.Code != 0 {
+		t.Fatalf("setup: exit %d\n%s", r.Code, r.Output())
 	}
 	// sessions counts the sessions of db that match where.
 	sessions := func(where string) int {
@@ -424,7 +405,7 @@ func TestKafkaStateSignalMidBatch(t *testing.T) {
 		t.Run(sig.sig.String(), func(t *testing.T) {
 			// The previous run's backend may hold the topic lock a moment.
 			waitFor("the previous run's session to end", 10*time.Second, 20*time.Millisecond, func() bool { return sessions("true") == 0 })
-			child := testenv.Start(t, changesink("kafka-state", "materialize"))
+			child := testenv.Start(t, flowCommand(ctx, bin, t.TempDir(), env, "kafka-state", "materialize"))
 			waitFor("the batch's COPY", 20*time.Second, 2*time.Millisecond, func() bool {
 				return sessions(`state = 'active' AND query ILIKE 'copy%'`) > 0
 			})

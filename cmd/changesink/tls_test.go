@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
@@ -25,16 +26,22 @@ import (
 // apart. They use the TLS listeners .ci/services starts with the
 // certificates of .ci/tls.
 
-// runAsFlow runs bin with exactly env (plus WORKING_DIR=work) in work.
-func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[string]string, args ...string) testenv.Result {
-	t.Helper()
+// flowCommand is bin run as a flow's task runs it: with exactly env (plus
+// the working directory, work) in work.
+func flowCommand(ctx context.Context, bin, work string, env map[string]string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = work
-	cmd.Env = []string{"WORKING_DIR=" + work}
+	cmd.Env = []string{kestra.EnvWorkingDir + "=" + work}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	r, err := testenv.Run(cmd)
+	return cmd
+}
+
+// runAsFlow runs bin as a flow's task does (flowCommand) to its end.
+func runAsFlow(ctx context.Context, t *testing.T, bin, work string, env map[string]string, args ...string) testenv.Result {
+	t.Helper()
+	r, err := testenv.Run(flowCommand(ctx, bin, work, env, args...))
 	if err != nil {
 		t.Fatalf("run %v: %v", args, err)
 	}

@@ -37,6 +37,14 @@ func WithHost(t testing.TB, dsn, hostport string) string {
 	return withURL(t, dsn, func(u *url.URL) { u.Host = hostport })
 }
 
+// WithUser returns the connection URL dsn with user as its user and no
+// password: the PG_DSN a flow passes when PGUSER and PGPASSWORD carry the
+// credentials.
+func WithUser(t testing.TB, dsn, user string) string {
+	t.Helper()
+	return withURL(t, dsn, func(u *url.URL) { u.User = url.User(user) })
+}
+
 // WithPassword returns the connection URL dsn with its user's password
 // replaced by password.
 func WithPassword(t testing.TB, dsn, password string) string {

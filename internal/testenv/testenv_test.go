@@ -67,6 +67,9 @@ func TestDSNs(t *testing.T) {
 	if got, want := WithHost(t, admin, "127.0.0.1:40001"), "postgres://u:p%40w@127.0.0.1:40001/admin?sslmode=disable"; got != want {
 		t.Errorf("WithHost = %q, want %q", got, want)
 	}
+	if got, want := WithUser(t, admin, "role"), "postgres://role@127.0.0.1:5432/admin?sslmode=disable"; got != want {
+		t.Errorf("WithUser = %q, want %q", got, want)
+	}
 	got := WithParams(t, admin, map[string]string{"sslmode": "verify-full", "sslrootcert": "/ca.pem"})
 	if want := "postgres://u:p%40w@127.0.0.1:5432/admin?sslmode=verify-full&sslrootcert=%2Fca.pem"; got != want {
 		t.Errorf("WithParams = %q, want %q", got, want)
