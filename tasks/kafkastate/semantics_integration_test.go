@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
 )
 
@@ -197,6 +198,28 @@ func TestMergeStatements(t *testing.T) {
 	})
 }
 
+// seedEnv is the environment of a run of the seed's script for e (its env
+// contract), without the parent's PG*/KAFKA* variables.
+func (e *env) seedEnv(cfg Config, workDir string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "KAFKA_") || strings.HasPrefix(kv, EnvTopic+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out,
+		EnvTopic+"="+cfg.Topic,
+		fmt.Sprintf("%s=%d", EnvMaxRecords, cfg.MaxRecords),
+		fmt.Sprintf("%s=%d", EnvPollSeconds, cfg.PollSeconds),
+		EnvKafkaProperties+"="+cfg.KafkaProperties,
+		EnvPGDSN+"="+cfg.Postgres.DSN,
+		EnvPGUser+"="+cfg.Postgres.User,
+		EnvPGPassword+"="+cfg.Postgres.Password,
+		kestra.EnvWorkingDir+"="+workDir,
+	)
+}
+
 // runSeed runs the seed's script (parity/seeds/reference) for one batch of e's
 // topic into e's database and returns its report.
 func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
@@ -208,7 +231,7 @@ func runSeed(t *testing.T, e *env, maxRecords int) map[string]any {
 	cfg := e.config()
 	cfg.MaxRecords = maxRecords
 	cfg.PollSeconds = 5
-	cmd.Env = e.binaryEnv(cfg, dir)
+	cmd.Env = e.seedEnv(cfg, dir)
 	cmd.Dir = dir
 	res, err := testenv.Run(cmd)
 	if err != nil || res.Code != 0 {
