@@ -10,16 +10,16 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// ClickHouseVar names the test ClickHouse's native-protocol URL
+// clickHouseVar names the test ClickHouse's native-protocol URL
 // (clickhouse://host:port/default), which .ci/env sets.
-const ClickHouseVar = "CHANGESINK_TEST_CLICKHOUSE"
+const clickHouseVar = "CHANGESINK_TEST_CLICKHOUSE"
 
-// ClickHouseURL returns the test ClickHouse's URL (ClickHouseVar), or skips
+// ClickHouseURL returns the test ClickHouse's URL (clickHouseVar), or skips
 // the test loudly (fails it under CHANGESINK_REQUIRE_SERVICES=1) when it
 // is unset.
 func ClickHouseURL(t testing.TB) string {
 	t.Helper()
-	return Lookup(t, ClickHouseVar)[ClickHouseVar]
+	return Lookup(t, clickHouseVar)[clickHouseVar]
 }
 
 // OpenClickHouse opens a connection to the ClickHouse server at dsn (a

@@ -10,9 +10,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// SeedsVar names the seeds folder when set; .ci/env sets it to the
+// seedsVar names the seeds folder when set; .ci/env sets it to the
 // repository's copy, parity/seeds, which is used when it is unset.
-const SeedsVar = "CHANGESINK_TEST_SEEDS"
+const seedsVar = "CHANGESINK_TEST_SEEDS"
 
 // SeedFiles returns the seed flows and their extracted Python, as the seeds
 // folder holds them (paths relative to it).
@@ -23,27 +23,27 @@ func SeedFiles() []string {
 }
 
 // Seeds returns the folder of the original seed flows and their Python:
-// SeedsVar when set, else parity/seeds of this repository. The seeds are
+// seedsVar when set, else parity/seeds of this repository. The seeds are
 // part of the repository, so there is nothing to skip: it fails t when a
 // seed file is missing from the folder.
 func Seeds(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(SeedsVar)
+	dir := os.Getenv(seedsVar)
 	if dir == "" {
-		dir = filepath.Join(Root(t), "parity", "seeds")
+		dir = filepath.Join(root(t), "parity", "seeds")
 	}
 	for _, f := range SeedFiles() {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Fatalf("the seeds folder %s (%s, else parity/seeds) lacks %s: %v", dir, SeedsVar, f, err)
+			t.Fatalf("the seeds folder %s (%s, else parity/seeds) lacks %s: %v", dir, seedsVar, f, err)
 		}
 	}
 	return dir
 }
 
-// Root returns the repository's root: the nearest folder above the test's
+// root returns the repository's root: the nearest folder above the test's
 // working directory whose go.mod is this module's. It fails t when there is
 // none.
-func Root(t testing.TB) string {
+func root(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {

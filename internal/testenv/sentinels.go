@@ -33,25 +33,9 @@ func Sentinels(t testing.TB, path string) map[string]string {
 		for _, spec := range gen.Specs {
 			vs := spec.(*ast.ValueSpec)
 			for i, name := range vs.Names {
-				if !strings.HasPrefix(name.Name, "Err") || i >= len(vs.Values) {
-					continue
+				if msg, ok := errorsNew(vs.Values, i); ok && strings.HasPrefix(name.Name, "Err") {
+					out[name.Name] = msg
 				}
-				call, ok := vs.Values[i].(*ast.CallExpr)
-				if !ok || len(call.Args) != 1 {
-					continue
-				}
-				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "New" {
-					continue
-				}
-				lit, ok := call.Args[0].(*ast.BasicLit)
-				if !ok || lit.Kind != token.STRING {
-					continue
-				}
-				msg, err := strconv.Unquote(lit.Value)
-				if err != nil {
-					t.Fatalf("%s: %s: %v", path, name.Name, err)
-				}
-				out[name.Name] = msg
 			}
 		}
 	}
@@ -61,13 +45,32 @@ func Sentinels(t testing.TB, path string) map[string]string {
 	return out
 }
 
-// RunbookMessages returns what the README's runbook of job says between
+// errorsNew returns the message of values[i] when it is a call X.New with
+// one string literal, as errors.New("message").
+func errorsNew(values []ast.Expr, i int) (string, bool) {
+	if i >= len(values) {
+		return "", false
+	}
+	call, ok := values[i].(*ast.CallExpr)
+	if !ok || len(call.Args) != 1 {
+		return "", false
+	}
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	lit, isLit := call.Args[0].(*ast.BasicLit)
+	if !ok || sel.Sel.Name != "New" || !isLit || lit.Kind != token.STRING {
+		return "", false
+	}
+	msg, err := strconv.Unquote(lit.Value)
+	return msg, err == nil
+}
+
+// runbookMessages returns what the README's runbook of job says between
 // its markers <!-- RUNBOOK:job --> and <!-- /RUNBOOK:job -->, with each
 // table row cut to its first cell (the error message the row explains):
 // the messages an on-call engineer can look up there.
-func RunbookMessages(t testing.TB, job string) string {
+func runbookMessages(t testing.TB, job string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(Root(t), "README.md"))
+	raw, err := os.ReadFile(filepath.Join(root(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func RunbookMessages(t testing.TB, job string) string {
 // on-call engineer looks an error up there by its first words.
 func CheckRunbook(t testing.TB, job string, sentinels map[string]string) {
 	t.Helper()
-	runbook := RunbookMessages(t, job)
+	runbook := runbookMessages(t, job)
 	for _, name := range slices.Sorted(maps.Keys(sentinels)) {
 		words, _, _ := strings.Cut(sentinels[name], " (")
 		if !strings.Contains(runbook, "`"+words+"`") {
