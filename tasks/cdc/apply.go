@@ -3,11 +3,18 @@ package cdc
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -52,53 +59,24 @@ func Setup(ctx context.Context, cfg Config) (*SetupResult, error) {
 		return nil, err
 	}
 	m := cfg.Mapping
-	t, err := connect(ctx, cfg.ClickHouse, m)
+	t, err := target.Connect(ctx, cfg.ClickHouse, m)
 	if err != nil {
 		return nil, err
 	}
-	defer t.close()
-	if err := t.checkSupported(); err != nil {
+	defer t.Close()
+	if err := t.CheckSupported(); err != nil {
 		return nil, err
 	}
-	res := &SetupResult{
+	stmts, err := t.Setup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &SetupResult{
 		Table:         m.Target.Database + "." + m.Target.Table,
 		View:          m.Target.Database + "." + m.Target.LiveView,
-		ServerVersion: t.version,
-	}
-	if m.Target.CreateDatabase {
-		res.Statements = append(res.Statements, createDatabaseSQL(m))
-	}
-	if err := t.checkOrphanLedger(ctx); err != nil {
-		return nil, err
-	}
-	table := createTableSQL(m, t.caps)
-	res.Statements = append(res.Statements, table, createViewSQL(m), createLedgerSQL(m))
-	for _, s := range res.Statements {
-		if err := t.exec(ctx, s); err != nil {
-			if chCode(err) == chUnknownDatabase {
-				// Not "run cdc setup first": this is setup.
-				return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: create it (CREATE DATABASE %s), or set "+
-					"target.create_database: true in the mapping so that setup creates it", ErrNoDatabase,
-					quoteIdent(m.Target.Database), quoteIdent(m.Target.Database)))
-			}
-			return nil, err
-		}
-		// An existing table is checked before the view is created over it:
-		// a missing column would otherwise fail the view with ClickHouse's
-		// "Unknown identifier" instead of ErrTargetMismatch naming it.
-		if s == table {
-			if _, err := t.checkSchema(ctx); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := t.checkView(ctx); err != nil {
-		return nil, err
-	}
-	if err := t.checkLedger(ctx); err != nil {
-		return nil, err
-	}
-	return res, nil
+		ServerVersion: t.Version,
+		Statements:    stmts,
+	}, nil
 }
 
 // Result is the outcome of one applied batch.
@@ -177,13 +155,13 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	connected := make(chan connection, 1)
 	go func() { connected <- open(cctx, cfg.ClickHouse, m) }()
 	b, err := decodeFile(ctx, cfg.BatchFile, m, cfg.Workers)
-	if err == nil && b.events == 0 {
-		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, ErrEmptyBatch))
+	if err == nil && b.Events == 0 {
+		err = outcome.Refused.Mark(fmt.Errorf("%s: %w", cfg.BatchFile, change.ErrEmptyBatch))
 	}
 	if err != nil {
 		stopConnect()
 		if c := <-connected; c.target != nil {
-			c.target.close()
+			c.target.Close()
 		}
 		return nil, markInput(err)
 	}
@@ -192,7 +170,7 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	st.step = "connecting to ClickHouse"
 	c := <-connected
 	if c.target != nil {
-		defer c.target.close()
+		defer c.target.Close()
 	}
 	if c.err != nil {
 		return nil, c.err
@@ -204,25 +182,25 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}
 	if c.viewMade {
 		log.Warn(fmt.Sprintf("cdc: the live view %s was missing (dropped by hand?); made it again, as cdc setup does",
-			qualified(m.Target.Database, m.Target.LiveView)))
+			mapping.Qualified(m.Target.Database, m.Target.LiveView)))
 	}
 
 	// One writer per target: everything from the reads to the ledger row
 	// happens under the lock.
 	step := time.Now()
 	timing := cfg.lockTiming
-	if timing == (lockTiming{}) {
-		timing = defaultLockTiming
+	if timing == (target.LockTiming{}) {
+		timing = target.DefaultLockTiming
 	}
 	st.step = "waiting for the target's lock"
-	lk, err := tbl.lock(ctx, timing, log)
+	lk, err := tbl.Lock(ctx, timing, log)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.releaseWithin())
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.ReleaseWithin())
 		defer cancel()
-		_ = lk.release(rctx)
+		_ = lk.Release(rctx)
 	}()
 	st.step = "reading the target"
 	if cfg.hooks.locked != nil {
@@ -230,80 +208,86 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 	}
-	if err := lk.sweepAsides(ctx, log); err != nil {
+	if err := lk.SweepAsides(ctx, log); err != nil {
 		return nil, err
 	}
-	led, err := tbl.ensureLedger(ctx, lk.id, b.digest())
+	led, err := tbl.EnsureLedger(ctx, lk.ID, b.Digest())
 	if err != nil {
 		return nil, err
 	}
-	prev := led.last // the ledger row this batch follows
-	if led.replay != nil {
-		prev = led.beforeReplay
+	prev := led.Last // the ledger row this batch follows
+	if led.Replay != nil {
+		prev = led.BeforeReplay
 	}
-	if prev != nil && len(prev.openKeys) > 0 {
+	if prev != nil && len(prev.OpenKeys) > 0 {
 		// The previous batch left keys with two live rows: decode again,
 		// starting those keys from what it left.
-		if b, err = tbl.redecodeWithSeeds(ctx, cfg.BatchFile, cfg.Workers, prev.openKeys, led.replay != nil); err != nil {
+		if b, err = redecodeWithSeeds(ctx, tbl, cfg.BatchFile, cfg.Workers, prev.OpenKeys, led.Replay != nil); err != nil {
 			return nil, err
 		}
 	}
 	if prev != nil {
-		b.floorAt(prev.snapshotLSN)
+		b.FloorAt(prev.SnapshotLSN)
 	}
-	expected := b.sorted()
-	if _, err := fillFromTarget(ctx, tbl, expected, b.trunc); err != nil {
-		return nil, err
+	expected := b.Sorted()
+	if need := merge.UnchangedRows(expected); len(need) > 0 {
+		cur, err := tbl.Read(ctx, need)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := merge.FillFromTarget(m, need, cur, b.Trunc); err != nil {
+			return nil, err
+		}
 	}
 	// expected.jsonl is written while the target is read, unless a TRUNCATE
 	// adds markers to it (truncated, below: then once they are known); a
 	// read error wins over a file error, as the file would not have been
 	// needed.
 	var expWrite *backgroundFile
-	if b.trunc == nil {
+	if b.Trunc == nil {
 		expWrite = writeInBackground(cfg.OutDir, ExpectedFile, m, expected)
 		defer expWrite.abort()
 	}
-	current, err := tbl.current(ctx, expected)
+	current, err := tbl.Current(ctx, expected)
 	if err != nil {
 		return nil, err
 	}
-	open, err := b.checkKeyChanges(ctx, tbl, current)
+	open, err := keyChangesOf(ctx, tbl, b, current)
 	if err != nil {
 		return nil, err
 	}
-	if b.trunc != nil {
-		markers, err := tbl.truncated(ctx, b)
+	if b.Trunc != nil {
+		markers, err := tbl.Truncated(ctx, b.Trunc, b.Has)
 		if err != nil {
 			return nil, err
 		}
 		if len(markers) > 0 {
 			expected = append(expected, markers...)
-			slices.SortFunc(expected, func(x, y *row) int { return compareKeys(m, x, y) })
+			slices.SortFunc(expected, func(x, y *change.Row) int { return change.CompareKeys(m, x, y) })
 		}
 		expWrite = writeInBackground(cfg.OutDir, ExpectedFile, m, expected)
 		defer expWrite.abort()
 	}
-	res.Events, res.Keys = b.events, int64(len(expected))
-	sel, err := selectPending(m, expected, current, prev)
+	res.Events, res.Keys = b.Events, int64(len(expected))
+	sel, err := merge.SelectPending(m, expected, current, prev)
 	if err != nil {
 		return nil, err
 	}
-	var src sourceID // the ledger's record of the source, for a batch not applied yet
-	if led.replay == nil {
-		src = sourceOf(cfg.BatchFile, m)
-		if err := wentBackwards(tbl, b, src, sel, led); err != nil {
+	var src change.SourceID // the ledger's record of the source, for a batch not applied yet
+	if led.Replay == nil {
+		src = decode.SourceOf(cfg.BatchFile, m)
+		if err := merge.WentBackwards(m, b, src, sel, led); err != nil {
 			return nil, err
 		}
-		if err := unplacedAfter(tbl, sel); err != nil {
+		if err := merge.UnplacedAfter(m, sel); err != nil {
 			return nil, err
 		}
 	}
-	pending := sel.pending
-	if err := checkFilled(m, pending); err != nil {
+	pending := sel.Pending
+	if err := merge.CheckFilled(m, pending); err != nil {
 		return nil, err
 	}
-	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), sel.deletes
+	res.Pending, res.Skipped, res.Deletes = int64(len(pending)), res.Keys-int64(len(pending)), sel.Deletes
 	res.Read = time.Since(step)
 
 	// The files are written before the insert and published after the verify.
@@ -325,11 +309,11 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 		}
 	}
 	if len(pending) > 0 {
-		if err := lk.check(ctx); err != nil {
+		if err := lk.Check(ctx); err != nil {
 			return nil, err
 		}
 		st.sent = true
-		if err := tbl.insert(ctx, pending); err != nil {
+		if err := tbl.Insert(ctx, pending); err != nil {
 			return nil, err
 		}
 	}
@@ -348,17 +332,11 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 	res.Verify = time.Since(step)
 
 	st.step = stepLedger
-	if led.replay == nil {
-		if err := lk.check(ctx); err != nil {
+	if led.Replay == nil {
+		if err := lk.Check(ctx); err != nil {
 			return nil, err
 		}
-		if err := tbl.appendLedger(ctx, led.last, b.entry(lk.id, src, expected, len(pending), open, led.last)); err != nil {
-			if chCode(err) == chUnknownTable {
-				// Apply makes the ledger itself (ensureLedger): not a setup
-				// to run, and the batch's rows are in (the exit-3 case).
-				return nil, outcome.Transient.Mark(fmt.Errorf("the ledger %s was dropped during this run: the batch is in the target and verified, not recorded; "+
-					"re-run the batch (the re-run makes the ledger again and records it): %w", qualified(m.Target.Database, ledgerName(m)), err))
-			}
+		if err := tbl.RecordBatch(ctx, led.Last, b.Entry(lk.ID, src, expected, len(pending), open, led.Last)); err != nil {
 			return nil, err
 		}
 	}
@@ -368,20 +346,20 @@ func Apply(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return nil, err
 		}
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.releaseWithin())
-	err = lk.release(rctx)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.ReleaseWithin())
+	err = lk.Release(rctx)
 	cancel()
 	if err != nil {
 		// The target is right and recorded; only the lock may be left.
 		stopped := ""
 		if ctx.Err() != nil {
-			stopped = fmt.Sprintf(" (the run was stopped meanwhile, %s, and gave the lock up to %s to be given back)", outcome.StopCause(ctx), lk.releaseWithin())
+			stopped = fmt.Sprintf(" (the run was stopped meanwhile, %s, and gave the lock up to %s to be given back)", outcome.StopCause(ctx), lk.ReleaseWithin())
 		}
 		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but giving back "+
 			"the lock failed%s: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
 			"is broken by the next run %[4]s after its last heartbeat; a table %[5]s left by this run holds no lock, and the first run "+
 			"to take the lock %[4]s after this one drops it (or now: DROP TABLE IF EXISTS %[5]s)",
-			stopped, err, lk.name, lk.timing.stale, lk.aside()))
+			stopped, err, lk.Name, lk.Timing.Stale, lk.Aside()))
 	}
 
 	for _, f := range []*kestra.File{expFile, pendFile} {
@@ -435,7 +413,7 @@ type backgroundFile struct {
 
 // writeInBackground starts writing rows into the not-yet-published output
 // file name (writeRows).
-func writeInBackground(dir kestra.Dir, name string, m *Mapping, rows []*row) *backgroundFile {
+func writeInBackground(dir kestra.Dir, name string, m *mapping.Mapping, rows []*change.Row) *backgroundFile {
 	w := &backgroundFile{done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -459,8 +437,8 @@ func (w *backgroundFile) abort() {
 
 // connection is the target as open found it, or why it could not.
 type connection struct {
-	target   *target // nil when the connection failed
-	table    *table
+	target   *target.Server // nil when the connection failed
+	table    *target.Table
 	viewMade bool // the live view was missing: open made it again
 	err      error
 }
@@ -471,142 +449,64 @@ type connection struct {
 // "drop the live view" step without the cdc setup after it) is made again,
 // as setup makes it: the run's summary sends readers to it, and a batch
 // applied without it would leave them failing on a missing view.
-func open(ctx context.Context, cfg ClickHouse, m *Mapping) connection {
-	t, err := connect(ctx, cfg, m)
+func open(ctx context.Context, cfg target.ClickHouse, m *mapping.Mapping) connection {
+	t, err := target.Connect(ctx, cfg, m)
 	if err != nil {
 		return connection{err: err}
 	}
-	if err := t.checkSupported(); err != nil {
+	if err := t.CheckSupported(); err != nil {
 		return connection{target: t, err: err}
 	}
-	tbl, err := t.checkSchema(ctx)
+	tbl, err := t.CheckSchema(ctx)
 	if err != nil {
 		return connection{target: t, err: err}
 	}
-	made, err := t.ensureView(ctx)
+	made, err := t.EnsureView(ctx)
 	return connection{target: t, table: tbl, viewMade: made, err: err}
 }
 
-// selection is what selectPending decided.
-type selection struct {
-	pending []*row
-	deletes int64
-	// newer counts keys the target holds at a lower version, older keys it
-	// holds at a higher one, same exact replays; keys it lacks count in none.
-	newer, older, same, absent int
-	firstOlder                 *row
-	firstOlderTarget           uint64
-	// unplaced is the first older key whose version could not be placed
-	// after its snapshot (unplacedAfter), and the target's version of it.
-	unplaced       *row
-	unplacedTarget uint64
-}
-
-// selectPending implements the seed's select_changes: a key is pending when
-// the target lacks it or holds an older version; an equal version with a
-// different payload is refused (ErrTargetConflict), except a later change
-// of the transaction the previous batch ended in, at that transaction's
-// floor (order.go: both share a version, the later insert wins); an equal
-// one is a replay.
-func selectPending(m *Mapping, expected []*row, current map[string]*row, prev *ledgerEntry) (selection, error) {
-	var sel selection
-	for _, r := range expected {
-		cur := current[r.key]
-		switch {
-		case cur == nil:
-			sel.absent++
-		case cur.lsn < r.lsn:
-			sel.newer++
-		case cur.lsn == r.lsn && samePayload(cur, r):
-			sel.same++
-			continue
-		case cur.lsn == r.lsn && continuesFloor(r, prev):
-			sel.newer++
-		case cur.lsn == r.lsn:
-			return sel, outcome.Refused.Mark(rowError(m, r, ErrTargetConflict))
-		default:
-			sel.older++
-			if sel.firstOlder == nil {
-				sel.firstOlder, sel.firstOlderTarget = r, cur.lsn
-			}
-			// Only a change that carries a sequence without lsn_commit: a
-			// batch without sequences (hand-made) is versioned by its
-			// LSNs, and an older key is skipped, as the seed does.
-			if sel.unplaced == nil && prev != nil && prev.kind == ledgerBaseline && r.change.unfloored() && r.change.sequenced {
-				sel.unplaced, sel.unplacedTarget = r, cur.lsn
-			}
-			continue
-		}
-		sel.pending = append(sel.pending, r)
-		if r.deleted {
-			sel.deletes++
+// keyChangesOf runs the batch's key-change checks against the target's
+// current rows, reading the older rows of the keys it carries to the next
+// batch, and returns the keys left open.
+func keyChangesOf(ctx context.Context, tbl *target.Table, b *merge.Batch, current map[string]*change.Row) ([]change.OpenKey, error) {
+	kc, err := b.CheckKeyChanges(current)
+	if err != nil {
+		return nil, err
+	}
+	var old map[string]*change.Row
+	if len(kc.Carried) > 0 {
+		if old, err = tbl.Read(ctx, kc.Carried); err != nil {
+			return nil, err
 		}
 	}
-	return sel, nil
+	return b.OpenCarried(kc, old)
 }
 
-// continuesFloor reports a row at its transaction's floor in the
-// transaction the previous batch ended in: the target's row at that
-// version is an earlier change of the same transaction.
-func continuesFloor(r *row, prev *ledgerEntry) bool {
-	return prev != nil && prev.lastTxSet && r.change.txIDSet && r.change.txID == prev.lastTx &&
-		isFloor(r) && r.change.floor == prev.lastFloor
-}
-
-// wentBackwards refuses a batch that was never applied when none of its
-// keys is newer than the target, none is an exact replay of a row the
-// target holds, and some are older: the versions of the source no longer
-// follow the target's (a restore, a migration, a failover with other LSNs),
-// or an old batch replayed after newer ones. Skipping such a batch as
-// "older" would lose its changes silently. A key the target holds at the
-// batch's very version and payload shows the batch belongs to the history
-// the target has (part of an applied batch replayed): its older keys were
-// superseded, and are skipped as before.
-func wentBackwards(t *table, b *batch, src sourceID, sel selection, led ledgerState) error {
-	if sel.newer > 0 || sel.same > 0 || sel.older == 0 {
-		return nil
+// redecodeWithSeeds decodes the batch again, starting the keys the
+// previous batch left with two live rows from what it left (the target
+// holds their newest row).
+func redecodeWithSeeds(ctx context.Context, t *target.Table, path string, workers int, open []change.OpenKey, replay bool) (*merge.Batch, error) {
+	keys := make([]*change.Row, 0, len(open))
+	for _, o := range open {
+		k, err := hex.DecodeString(o.Key)
+		if err != nil {
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger's open key %q is not hex", change.ErrTargetMismatch, o.Key))
+		}
+		keys = append(keys, &change.Row{Key: string(k), Vals: change.KeyValues(t.M, string(k))})
 	}
-	m := t.m
-	r := sel.firstOlder
-	ledger := qualified(m.Target.Database, ledgerName(m))
-	last := "the ledger " + ledger + " is empty"
-	if led.last != nil {
-		last = "the ledger's last row is " + describeEntry(ledger, led.last)
+	cur, err := t.Read(ctx, keys)
+	if err != nil {
+		return nil, err
 	}
-	e := rowError(m, r, fmt.Errorf("%w The target %s holds version %d for this key; none of this batch's %d keys is newer than the target or the same as a row it holds (%d older, %d new to it), "+
-		"and this batch (digest %s, from %s) was never applied: %s. "+
-		"If the source database was restored from a backup, migrated to another cluster or failed over, its LSNs no longer follow the target's: "+
-		"rebuild the target (DROP TABLE %s, %s and the view %s, run changesink cdc setup) and have the trigger take a new snapshot "+
-		"(a new slotName and stateName, or drop the replication slot and the trigger's state). "+
-		"If this is an old batch replayed by mistake, do not apply it",
-		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
-		sel.absent, b.digest()[:16], src.describe(), last,
-		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
-	return outcome.Refused.Mark(e)
-}
-
-// unplacedAfter refuses a batch that was never applied with a key older
-// than the target whose change has no lsn_commit (the first transaction
-// after a snapshot) when neither the batch nor the ledger knows that
-// snapshot: the ledger's last row is a baseline (made over rows already in
-// the target: a target the seed flow filled, or a ledger dropped by hand).
-// Its version may belong after the snapshot's rows (docs/cdc.md, "Versions"),
-// so skipping it as older could lose it.
-func unplacedAfter(t *table, sel selection) error {
-	if sel.unplaced == nil {
-		return nil
+	seeds, err := merge.SeedsOf(t.M, open, cur, replay)
+	if err != nil {
+		return nil, err
 	}
-	m := t.m
-	ledger := qualified(m.Target.Database, ledgerName(m))
-	e := rowError(m, sel.unplaced, fmt.Errorf("%w The target %s holds version %d for this key, above this change's LSN, "+
-		"but the change has no lsn_commit (metadata.source.sequence [null, …]: the first transaction after a snapshot) and neither this batch nor the ledger %s knows that snapshot's LSN "+
-		"(its last row is a baseline: the ledger was made over rows already in the target, by a target the seed flow filled or after the ledger was dropped), "+
-		"so whether the change follows the snapshot cannot be told, and skipping it as older could lose it. "+
-		"Rebuild the target from a new snapshot (DROP TABLE %s, %s and the view %s, run changesink cdc setup, have the trigger take a new snapshot); "+
-		"do not drop the ledger by hand. Nothing was written",
-		ErrWentBackwards, qualified(m.Target.Database, m.Target.Table), sel.unplacedTarget, ledger,
-		qualified(m.Target.Database, m.Target.Table), ledger, qualified(m.Target.Database, m.Target.LiveView)))
-	return outcome.Refused.Mark(e)
+	b, err := decodeFileWith(ctx, path, t.M, decodeOptions{workers: workers, seeds: seeds})
+	if err != nil {
+		return nil, markInput(err)
+	}
+	return b, nil
 }
 
 // markInput marks decode errors: refusals of the input, or a file that
@@ -620,54 +520,37 @@ func markInput(err error) error {
 	// unmarked *RecordError and a file-system error (a directory given as
 	// the batch fails its first read with EISDIR); here the first is a
 	// refusal of the input and the second a batch the flow did not pass.
-	var re *RecordError
+	var re *change.RecordError
 	if errors.As(err, &re) {
-		if errors.Is(err, ErrMalformed) {
+		if errors.Is(err, change.ErrMalformed) {
 			err = fmt.Errorf("%w; the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch "+
 				"(a hand-made file: fix it). Nothing was written", err)
 		}
 		return outcome.Refused.Mark(err)
 	}
-	return outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))
+	return outcome.Config.Mark(fmt.Errorf("%w: %w", change.ErrConfig, err))
 }
 
 // verify reads every captured key back (seed task verify_batch): each must
 // hold this exact version, or a newer one.
-func verify(ctx context.Context, t *table, expected []*row) (int64, error) {
-	actual, err := t.read(ctx, expected)
+func verify(ctx context.Context, t *target.Table, expected []*change.Row) (int64, error) {
+	actual, err := t.Read(ctx, expected)
 	if err != nil {
 		return 0, err
 	}
-	var verified int64
-	for _, want := range expected {
-		got := actual[want.key]
-		var why string
-		switch {
-		case got == nil:
-			why = "the captured key is missing from ClickHouse"
-		case got.lsn < want.lsn:
-			why = fmt.Sprintf("ClickHouse holds the older version %d", got.lsn)
-		case got.lsn == want.lsn && !samePayload(got, want):
-			why = "ClickHouse holds a different payload at this version"
-		}
-		if why != "" {
-			return verified, outcome.Refused.Mark(rowError(t.m, want, fmt.Errorf("%w: %s", ErrVerify, why)))
-		}
-		verified++
-	}
-	return verified, nil
+	return merge.CompareReadBack(t.M, expected, actual)
 }
 
 // writeRows writes rows as JSON lines into a not-yet-published output file.
-func writeRows(dir kestra.Dir, name string, m *Mapping, rows []*row) (*kestra.File, error) {
+func writeRows(dir kestra.Dir, name string, m *mapping.Mapping, rows []*change.Row) (*kestra.File, error) {
 	f, err := dir.Create(name)
 	if err != nil {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w", ErrConfig, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w", change.ErrConfig, err))
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	var line []byte
 	for _, r := range rows {
-		line = appendJSONRow(line[:0], m, r)
+		line = change.AppendJSON(line[:0], m, r)
 		line = append(line, '\n')
 		if _, err := w.Write(line); err != nil {
 			f.Abort()

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
@@ -68,7 +71,7 @@ func TestApplyRefusalWritesNothing(t *testing.T) {
 	_, cfg, err := e.apply(false,
 		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(10), int64(500), strings.Repeat("x", 33), int64(101), false))
-	testenv.WantError(t, err, outcome.Refused, ErrBadValue)
+	testenv.WantError(t, err, outcome.Refused, change.ErrBadValue)
 	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
 		t.Errorf("refused batch wrote %s rows", n[0])
 	}
@@ -127,14 +130,14 @@ func TestApplyEveryType(t *testing.T) {
 func TestApplyWithoutSetup(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	_, cfg, err := e.apply(false, orderEvent(1, int64(1), int64(1), "x", int64(5), false))
-	testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, "run changesink cdc setup first")
+	testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, "run changesink cdc setup first")
 	noOutputs(t, cfg)
 }
 
 func TestApplyEmptyBatch(t *testing.T) {
 	for _, data := range [][]byte{nil, []byte("\n\n"), batchfile.IVM} {
 		_, err := Apply(context.Background(), offlineConfig(t, loadMapping(t, ordersMapping), writeFile(t, "changes.ion", data)))
-		if !errors.Is(err, ErrEmptyBatch) || outcome.Classify(err) != outcome.Refused {
+		if !errors.Is(err, change.ErrEmptyBatch) || outcome.Classify(err) != outcome.Refused {
 			t.Errorf("%q: err = %v, want a refused ErrEmptyBatch (before any connection)", data, err)
 		}
 	}
@@ -178,7 +181,7 @@ func TestApplyTargetConflict(t *testing.T) {
 	}
 	_, cfg, err := e.apply(false, orderEvent(2, int64(1), int64(1), "x", int64(90), false),
 		orderEvent(1, int64(10), int64(501), "new", int64(100), false))
-	testenv.WantError(t, err, outcome.Refused, ErrTargetConflict)
+	testenv.WantError(t, err, outcome.Refused, change.ErrTargetConflict)
 	if want := "record 2 (key id=1, LSN 100): target has a different payload for the same key and LSN"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
@@ -246,7 +249,7 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.openTable(cfg.ClickHouse).insert(context.Background(), b.sorted()); err != nil {
+	if err := e.openTable(cfg.ClickHouse).Insert(context.Background(), b.Sorted()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -281,7 +284,7 @@ func TestApplyVerifyFailure(t *testing.T) {
 		return e.conn.Exec(ctx, "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 2, 20, 700, 'other', 101, 0")
 	}
 	_, err := Apply(context.Background(), cfg)
-	testenv.WantError(t, err, outcome.Refused, ErrVerify)
+	testenv.WantError(t, err, outcome.Refused, change.ErrVerify)
 	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this version"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
@@ -339,7 +342,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 		orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
 	cfg := e.config(path)
 	cfg.hooks.afterInsert = func(ctx context.Context) error {
-		return e.conn.Exec(ctx, "DROP TABLE "+qualified(e.db, ledgerName(e.m)))
+		return e.conn.Exec(ctx, "DROP TABLE "+mapping.Qualified(e.db, mapping.LedgerName(e.m)))
 	}
 	_, err := Apply(context.Background(), cfg)
 	if err == nil {
@@ -351,7 +354,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 	}
 	noOutputs(t, cfg)
 	e.replays(path, 2)
-	if got := e.query("SELECT kind FROM " + qualified(e.db, ledgerName(e.m)) + " ORDER BY seq"); strings.Join(got, ",") != "baseline,batch" {
+	if got := e.query("SELECT kind FROM " + mapping.Qualified(e.db, mapping.LedgerName(e.m)) + " ORDER BY seq"); strings.Join(got, ",") != "baseline,batch" {
 		t.Errorf("ledger %v", got)
 	}
 }
@@ -371,8 +374,8 @@ func TestApplyOlderBatchAfterNewer(t *testing.T) {
 	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(20), int64(1), "new", int64(150), false),
 		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
-	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards, "record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
+	testenv.WantError(t, err, outcome.Refused, change.ErrWentBackwards)
+	testenv.CheckError(t, err, outcome.Refused, change.ErrWentBackwards, "record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
 		"rebuild the target", "do not apply it")
 	noOutputs(t, cfg)
 	if after := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn"); strings.Join(after, "\n") != strings.Join(before, "\n") {
@@ -404,8 +407,8 @@ func TestSourceLSNReset(t *testing.T) {
 	}
 	before := e.physical()
 	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
-	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards,
+	testenv.WantError(t, err, outcome.Refused, change.ErrWentBackwards)
+	testenv.CheckError(t, err, outcome.Refused, change.ErrWentBackwards,
 		"record 1 (key id=1, LSN 2100): versions went backwards: was the source restored or migrated? The target "+e.db+".orders_cdc holds version 80000000",
 		"was never applied", `from connector postgresql "kestra_" (Debezium 3.2.1.Final) on database shop`,
 		e.db+".orders_cdc_ledger row 1 (batch applied", "rebuild the target", "a new slotName and stateName")
@@ -430,7 +433,7 @@ func TestSourceLSNResetOverSeedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := e.apply(false, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
-	if !errors.Is(err, ErrWentBackwards) || !strings.Contains(err.Error(), "the rows the target held when its ledger was made") {
+	if !errors.Is(err, change.ErrWentBackwards) || !strings.Contains(err.Error(), "the rows the target held when its ledger was made") {
 		t.Fatalf("err = %v, want ErrWentBackwards naming the baseline", err)
 	}
 	if got := e.query("SELECT kind, high_version FROM " + e.db + ".orders_cdc_ledger"); strings.Join(got, "\n") != "baseline\t80000000" {
@@ -447,7 +450,7 @@ func snapshotWithoutLedger(t *testing.T) *env {
 	if _, _, err := e.apply(true, overlapEvent("READ", 1, "snap", 1000, "first", ""), overlapEvent("READ", 2, "snap2", 1000, "last", "")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
+	if err := e.conn.Exec(context.Background(), "DROP TABLE "+mapping.Qualified(e.db, mapping.LedgerName(e.m))); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -468,8 +471,8 @@ func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
 	if err == nil {
 		t.Fatalf("applied; live rows %s", e.liveJSON())
 	}
-	testenv.WantError(t, err, outcome.Refused, ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, ErrWentBackwards, "record 1 (key id=1, LSN 950)", "no lsn_commit", "snapshot", "holds version 1000")
+	testenv.WantError(t, err, outcome.Refused, change.ErrWentBackwards)
+	testenv.CheckError(t, err, outcome.Refused, change.ErrWentBackwards, "record 1 (key id=1, LSN 950)", "no lsn_commit", "snapshot", "holds version 1000")
 	noOutputs(t, cfg)
 	if after := e.physical(); after != before {
 		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
@@ -30,15 +33,15 @@ func BenchmarkDecodeSegment(b *testing.B) {
 		seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
 		for _, dec := range []struct {
 			name string
-			new  func(*Mapping) *recordDecoder
-		}{{"ionrec", newRecordDecoder}, {"ion-go", newIonDecoder}} {
+			new  func(*mapping.Mapping) *decode.RecordDecoder
+		}{{"ionrec", decode.NewRecordDecoder}, {"ion-go", decode.NewIonDecoder}} {
 			b.Run(f.name+"/"+dec.name, func(b *testing.B) {
 				d := dec.new(m)
 				b.SetBytes(int64(len(data)))
 				cpu := cpuTime()
 				for b.Loop() {
-					if res := decodeSegment(d, seg, f.binary); res.err != nil || res.n != benchEvents {
-						b.Fatal(res.n, res.err)
+					if res := decode.DecodeSegment(d, seg, f.binary); res.Err != nil || res.N != benchEvents {
+						b.Fatal(res.N, res.Err)
 					}
 				}
 				reportEvents(b, cpu)

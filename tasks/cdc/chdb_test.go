@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
 
@@ -60,107 +65,107 @@ func runChdb(t *testing.T, py string, steps []chdbStep) (version string, results
 }
 
 // chJSON renders a canonical value for ClickHouse's JSONEachRow input.
-func chJSON(t colType, v value) any {
-	if v.null {
+func chJSON(t mapping.Type, v change.Value) any {
+	if v.Null {
 		return nil
 	}
-	switch t.kind {
-	case kindInt, kindDate, kindDateTime, kindDateTime64:
-		switch t.kind {
-		case kindDate:
-			return time.Unix(int64(v.n)*86400, 0).UTC().Format("2006-01-02")
-		case kindDateTime:
-			return time.Unix(int64(v.n), 0).In(t.loc).Format("2006-01-02 15:04:05")
-		case kindDateTime64:
-			return chDateTime64(int64(v.n), t)
+	switch t.Kind {
+	case mapping.KindInt, mapping.KindDate, mapping.KindDateTime, mapping.KindDateTime64:
+		switch t.Kind {
+		case mapping.KindDate:
+			return time.Unix(int64(v.N)*86400, 0).UTC().Format("2006-01-02")
+		case mapping.KindDateTime:
+			return time.Unix(int64(v.N), 0).In(t.Loc).Format("2006-01-02 15:04:05")
+		case mapping.KindDateTime64:
+			return chDateTime64(int64(v.N), t)
 		}
-		return json.Number(strconv.FormatInt(int64(v.n), 10))
-	case kindUint:
-		return json.Number(strconv.FormatUint(v.n, 10))
-	case kindFloat32, kindFloat64:
-		return math.Float64frombits(v.n)
-	case kindDecimal:
-		return string(appendDecimal(nil, v.s, t.scale))
-	case kindBool:
-		return v.n != 0
-	case kindUUID:
+		return json.Number(strconv.FormatInt(int64(v.N), 10))
+	case mapping.KindUint:
+		return json.Number(strconv.FormatUint(v.N, 10))
+	case mapping.KindFloat32, mapping.KindFloat64:
+		return math.Float64frombits(v.N)
+	case mapping.KindDecimal:
+		return string(change.AppendDecimal(nil, v.S, t.Scale))
+	case mapping.KindBool:
+		return v.N != 0
+	case mapping.KindUUID:
 		var u uuid.UUID
-		copy(u[:], v.s)
+		copy(u[:], v.S)
 		return u.String()
 	}
-	return v.s
+	return v.S
 }
 
-func chDateTime64(ticks int64, t colType) string {
-	tm := ticksTime(ticks, t).In(t.loc)
+func chDateTime64(ticks int64, t mapping.Type) string {
+	tm := change.TicksTime(ticks, t).In(t.Loc)
 	s := tm.Format("2006-01-02 15:04:05")
-	if t.prec > 0 {
+	if t.Prec > 0 {
 		frac := fmt.Sprintf("%09d", tm.Nanosecond())
-		s += "." + frac[:t.prec]
+		s += "." + frac[:t.Prec]
 	}
 	return s
 }
 
 // chValue parses one JSONEachRow output field into a canonical value.
-func chValue(t colType, raw any) (value, error) {
+func chValue(t mapping.Type, raw any) (change.Value, error) {
 	if raw == nil {
-		return value{null: true}, nil
+		return change.Value{Null: true}, nil
 	}
 	text := fmt.Sprint(raw)
-	switch t.kind {
-	case kindInt:
+	switch t.Kind {
+	case mapping.KindInt:
 		n, err := strconv.ParseInt(text, 10, 64)
-		return value{n: uint64(n)}, err
-	case kindUint:
+		return change.Value{N: uint64(n)}, err
+	case mapping.KindUint:
 		n, err := strconv.ParseUint(text, 10, 64)
-		return value{n: n}, err
-	case kindFloat32:
+		return change.Value{N: n}, err
+	case mapping.KindFloat32:
 		f, err := strconv.ParseFloat(text, 32)
-		return floatValue(float64(float32(f))), err
-	case kindFloat64:
+		return change.FloatValue(float64(float32(f))), err
+	case mapping.KindFloat64:
 		f, err := strconv.ParseFloat(text, 64)
-		return floatValue(f), err
-	case kindDecimal:
+		return change.FloatValue(f), err
+	case mapping.KindDecimal:
 		d, err := ion.ParseDecimal(text)
 		if err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
 		coef, exp := d.CoEx()
-		n, err := rescale(coef, int64(exp), t)
+		n, err := change.Rescale(coef, int64(exp), t)
 		if err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
-		return value{s: n.String()}, nil
-	case kindString:
-		return value{s: text}, nil
-	case kindBool:
+		return change.Value{S: n.String()}, nil
+	case mapping.KindString:
+		return change.Value{S: text}, nil
+	case mapping.KindBool:
 		if raw == true {
-			return value{n: 1}, nil
+			return change.Value{N: 1}, nil
 		}
-		return value{}, nil
-	case kindDate:
+		return change.Value{}, nil
+	case mapping.KindDate:
 		d, err := time.Parse("2006-01-02", text)
-		return value{n: uint64(d.Unix() / 86400)}, err
-	case kindDateTime:
-		tm, err := time.ParseInLocation("2006-01-02 15:04:05", text, t.loc)
-		return value{n: uint64(tm.Unix())}, err
-	case kindDateTime64:
-		tm, err := time.ParseInLocation("2006-01-02 15:04:05.999999999", text, t.loc)
+		return change.Value{N: uint64(d.Unix() / 86400)}, err
+	case mapping.KindDateTime:
+		tm, err := time.ParseInLocation("2006-01-02 15:04:05", text, t.Loc)
+		return change.Value{N: uint64(tm.Unix())}, err
+	case mapping.KindDateTime64:
+		tm, err := time.ParseInLocation("2006-01-02 15:04:05.999999999", text, t.Loc)
 		if err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
-		return timeValue(tm, t)
-	case kindUUID:
+		return decode.TimeValue(tm, t)
+	case mapping.KindUUID:
 		u, err := uuid.Parse(text)
-		return value{s: string(u[:])}, err
+		return change.Value{S: string(u[:])}, err
 	}
-	return value{}, fmt.Errorf("kind %d", t.kind)
+	return change.Value{}, fmt.Errorf("kind %d", t.Kind)
 }
 
 // chRows parses JSONEachRow output of readSQL into canonical rows by key.
-func chRows(t *testing.T, m *Mapping, out string) map[string]*row {
+func chRows(t *testing.T, m *mapping.Mapping, out string) map[string]*change.Row {
 	t.Helper()
-	rows := map[string]*row{}
+	rows := map[string]*change.Row{}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.UseNumber()
 	for dec.More() {
@@ -168,51 +173,51 @@ func chRows(t *testing.T, m *Mapping, out string) map[string]*row {
 		if err := dec.Decode(&obj); err != nil {
 			t.Fatal(err)
 		}
-		r := &row{vals: make([]value, len(m.cols))}
-		for i := range m.cols {
-			v, err := chValue(m.cols[i].typ, obj[m.cols[i].name])
+		r := &change.Row{Vals: make([]change.Value, len(m.Cols))}
+		for i := range m.Cols {
+			v, err := chValue(m.Cols[i].Type, obj[m.Cols[i].Name])
 			if err != nil {
-				t.Fatalf("column %s = %v: %v", m.cols[i].name, obj[m.cols[i].name], err)
+				t.Fatalf("column %s = %v: %v", m.Cols[i].Name, obj[m.Cols[i].Name], err)
 			}
-			r.vals[i] = v
+			r.Vals[i] = v
 		}
 		lsn, err := strconv.ParseUint(fmt.Sprint(obj[m.Target.VersionColumn]), 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.lsn, r.deleted = lsn, fmt.Sprint(obj[m.Target.DeletedColumn]) == "1"
-		r.key = string(encodeKey(nil, m, r.vals))
-		rows[r.key] = r
+		r.Version, r.Deleted = lsn, fmt.Sprint(obj[m.Target.DeletedColumn]) == "1"
+		r.Key = string(change.EncodeKey(nil, m, r.Vals))
+		rows[r.Key] = r
 	}
 	return rows
 }
 
 // insertStep renders rows for the insert statement changesink sends.
-func insertStep(m *Mapping, rows []*row) chdbStep {
+func insertStep(m *mapping.Mapping, rows []*change.Row) chdbStep {
 	var objs []map[string]any
 	for _, r := range rows {
 		obj := map[string]any{}
-		for i := range m.cols {
-			obj[m.cols[i].name] = chJSON(m.cols[i].typ, r.vals[i])
+		for i := range m.Cols {
+			obj[m.Cols[i].Name] = chJSON(m.Cols[i].Type, r.Vals[i])
 		}
-		obj[m.Target.VersionColumn] = json.Number(strconv.FormatUint(r.lsn, 10))
-		obj[m.Target.DeletedColumn] = map[bool]int{false: 0, true: 1}[r.deleted]
+		obj[m.Target.VersionColumn] = json.Number(strconv.FormatUint(r.Version, 10))
+		obj[m.Target.DeletedColumn] = map[bool]int{false: 0, true: 1}[r.Deleted]
 		objs = append(objs, obj)
 	}
-	return chdbStep{"insert": insertSQL(m), "rows": objs}
+	return chdbStep{"insert": target.InsertSQL(m), "rows": objs}
 }
 
 // keysStep stands in for the external table of the batch's keys.
-func keysStep(m *Mapping, rows []*row) chdbStep {
+func keysStep(m *mapping.Mapping, rows []*change.Row) chdbStep {
 	var cols [][]string
-	for n, i := range m.keyIdx {
-		cols = append(cols, []string{keysColumn(n), m.cols[i].typ.ddl(latestCaps())})
+	for n, i := range m.KeyIdx {
+		cols = append(cols, []string{target.KeysColumn(n), m.Cols[i].Type.DDL(mapping.LatestCaps())})
 	}
 	var objs []map[string]any
 	for _, r := range rows {
 		obj := map[string]any{}
-		for n, i := range m.keyIdx {
-			obj[keysColumn(n)] = chJSON(m.cols[i].typ, r.vals[i])
+		for n, i := range m.KeyIdx {
+			obj[target.KeysColumn(n)] = chJSON(m.Cols[i].Type, r.Vals[i])
 		}
 		objs = append(objs, obj)
 	}
@@ -220,13 +225,13 @@ func keysStep(m *Mapping, rows []*row) chdbStep {
 }
 
 // oneRow decodes one event into its canonical row.
-func oneRow(t *testing.T, m *Mapping, event iongen.Struct) *row {
+func oneRow(t *testing.T, m *mapping.Mapping, event iongen.Struct) *change.Row {
 	t.Helper()
 	b, err := decodeBytes(t, m, encode(t, false, event), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.at(0)
+	return b.At(0)
 }
 
 // TestCurrentServerSQLInChdb runs the statements changesink generates for a
@@ -238,35 +243,35 @@ func oneRow(t *testing.T, m *Mapping, event iongen.Struct) *row {
 // schema check accepts the types a current server reports.
 func TestCurrentServerSQLInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
-	for _, mapping := range []string{"testdata/types_current.mapping.yaml", ordersMapping, "testdata/quoting.mapping.yaml"} {
-		t.Run(mapping, func(t *testing.T) {
-			m := loadMapping(t, mapping)
+	for _, mappingFile := range []string{"testdata/types_current.mapping.yaml", ordersMapping, "testdata/quoting.mapping.yaml"} {
+		t.Run(mappingFile, func(t *testing.T) {
+			m := loadMapping(t, mappingFile)
 			m.Target.CreateDatabase = true
 			a1, a2, b1, bDel, c1 := chdbRows(t, m)
 
 			db, tbl := m.Target.Database, m.Target.Table
 			steps := []chdbStep{
-				{"sql": createDatabaseSQL(m)},
-				{"sql": createTableSQL(m, latestCaps())},
-				{"sql": createViewSQL(m)},
-				{"sql": createTableSQL(m, latestCaps())}, // setup is idempotent
-				{"sql": createViewSQL(m)},
-				insertStep(m, []*row{a1, b1, c1}),
-				insertStep(m, []*row{a2, bDel, a2}), // a retried insert: a2 twice
-				keysStep(m, []*row{a2, bDel}),
-				{"sql": readSQL(m), "format": "JSONEachRow"},
-				{"sql": "SELECT count() AS n FROM " + qualified(db, m.Target.LiveView), "format": "JSONEachRow"},
+				{"sql": target.CreateDatabaseSQL(m)},
+				{"sql": target.CreateTableSQL(m, mapping.LatestCaps())},
+				{"sql": target.CreateViewSQL(m)},
+				{"sql": target.CreateTableSQL(m, mapping.LatestCaps())}, // setup is idempotent
+				{"sql": target.CreateViewSQL(m)},
+				insertStep(m, []*change.Row{a1, b1, c1}),
+				insertStep(m, []*change.Row{a2, bDel, a2}), // a retried insert: a2 twice
+				keysStep(m, []*change.Row{a2, bDel}),
+				{"sql": target.ReadSQL(m), "format": "JSONEachRow"},
+				{"sql": "SELECT count() AS n FROM " + mapping.Qualified(db, m.Target.LiveView), "format": "JSONEachRow"},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + tbl + "'", "format": "JSONEachRow"},
 				{"sql": "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = '" + db + "' AND name = '" + tbl + "'", "format": "JSONEachRow"},
-				{"sql": versionsSQL(m), "format": "JSONEachRow"},
+				{"sql": target.VersionsSQL(m), "format": "JSONEachRow"},
 				// The ledger and the lock (results 5..).
-				{"sql": createLedgerSQL(m)},
-				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + ledgerName(m) + "'", "format": "JSONEachRow"},
-				{"sql": lockCreateSQL(qualified(db, lockName(m)), "0123456789abcdef", "h'ost", 7)},
-				{"sql": lockBeatSQL(qualified(db, lockName(m)), "0123456789abcdef", "h'ost", 7)},
-				{"sql": renameSQL(qualified(db, lockName(m)), qualified(db, lockName(m)+"_xaside"))},
-				{"sql": lockHolderSQL(qualified(db, lockName(m)+"_xaside")), "format": "JSONEachRow"},
-				{"sql": strings.Replace(truncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
+				{"sql": target.CreateLedgerSQL(m)},
+				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + mapping.LedgerName(m) + "'", "format": "JSONEachRow"},
+				{"sql": target.LockCreateSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": target.LockBeatSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": target.RenameSQL(mapping.Qualified(db, mapping.LockName(m)), mapping.Qualified(db, mapping.LockName(m)+"_xaside"))},
+				{"sql": target.LockHolderSQL(mapping.Qualified(db, mapping.LockName(m)+"_xaside")), "format": "JSONEachRow"},
+				{"sql": strings.Replace(target.TruncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
 			}
 			version, results := runChdb(t, py, steps)
 			t.Logf("chdb runs ClickHouse %s", version)
@@ -283,13 +288,13 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 				lsns = append(lsns, fmt.Sprint(obj[m.Target.VersionColumn]))
 			}
 			sort.Strings(lsns)
-			if want := []string{fmt.Sprint(min(a2.lsn, bDel.lsn)), fmt.Sprint(max(a2.lsn, bDel.lsn))}; !slices.Equal(lsns, want) {
+			if want := []string{fmt.Sprint(min(a2.Version, bDel.Version)), fmt.Sprint(max(a2.Version, bDel.Version))}; !slices.Equal(lsns, want) {
 				t.Errorf("versions read %v, want %v:\n%s", lsns, want, results[4])
 			}
 
 			// The ledger has its columns; the lock's rows name the holder
 			// after a rename; the TRUNCATE read finds the live keys.
-			for _, c := range ledgerColumns {
+			for _, c := range target.LedgerColumns {
 				if !strings.Contains(results[5], `"name":"`+c[0]+`","type":"`+c[1]+`"`) {
 					t.Errorf("ledger column %s %s missing on a current server:\n%s", c[0], c[1], results[5])
 				}
@@ -305,10 +310,10 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			if len(got) != 2 {
 				t.Fatalf("read returned %d keys, want 2 (the keys table holds 2):\n%s", len(got), results[0])
 			}
-			for _, want := range []*row{a2, bDel} {
-				r := got[want.key]
-				if r == nil || !samePayload(r, want) {
-					t.Errorf("key %s: got %s, want %s", renderKey(m, want.vals), renderJSON(m, r), renderJSON(m, want))
+			for _, want := range []*change.Row{a2, bDel} {
+				r := got[want.Key]
+				if r == nil || !change.SamePayload(r, want) {
+					t.Errorf("key %s: got %s, want %s", change.RenderKey(m, want.Vals), renderJSON(m, r), renderJSON(m, want))
 				}
 			}
 			if !strings.Contains(results[1], `"n":"2"`) && !strings.Contains(results[1], `"n":2`) {
@@ -324,9 +329,9 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 				}
 				types[c.Name] = c.Type
 			}
-			for i := range m.cols {
-				if !m.cols[i].typ.sameType(types[m.cols[i].name]) {
-					t.Errorf("column %s is %q on ClickHouse %s; the schema check would refuse it", m.cols[i].name, types[m.cols[i].name], version)
+			for i := range m.Cols {
+				if !m.Cols[i].Type.SameType(types[m.Cols[i].Name]) {
+					t.Errorf("column %s is %q on ClickHouse %s; the schema check would refuse it", m.Cols[i].Name, types[m.Cols[i].Name], version)
 				}
 			}
 			var tb struct {
@@ -337,8 +342,8 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			if err := json.Unmarshal([]byte(results[3]), &tb); err != nil {
 				t.Fatal(err)
 			}
-			if tb.Engine != "ReplacingMergeTree" || engineVersion(tb.EngineFull) != m.Target.VersionColumn ||
-				normKey(tb.SortingKey) != normKey(strings.Join(m.Key, ",")) {
+			if tb.Engine != "ReplacingMergeTree" || target.EngineVersion(tb.EngineFull) != m.Target.VersionColumn ||
+				target.NormKey(tb.SortingKey) != target.NormKey(strings.Join(m.Key, ",")) {
 				t.Errorf("the schema check would refuse system.tables %+v", tb)
 			}
 		})
@@ -347,7 +352,7 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 
 // chdbRows builds the rows of the chdb test for a mapping: key a at LSN 5
 // then 7, key b created at 3 and deleted at 6, key c at 4 (not asked for).
-func chdbRows(t *testing.T, m *Mapping) (a1, a2, b1, bDel, c1 *row) {
+func chdbRows(t *testing.T, m *mapping.Mapping) (a1, a2, b1, bDel, c1 *change.Row) {
 	t.Helper()
 	src := func(lsn int64, del bool) iongen.Struct {
 		op := "UPDATE"
@@ -415,11 +420,11 @@ func chdbRows(t *testing.T, m *Mapping) (a1, a2, b1, bDel, c1 *row) {
 	return a1, a2, b1, bDel, c1
 }
 
-func renderJSON(m *Mapping, r *row) string {
+func renderJSON(m *mapping.Mapping, r *change.Row) string {
 	if r == nil {
 		return "nothing"
 	}
-	return string(appendJSONRow(nil, m, r))
+	return string(change.AppendJSON(nil, m, r))
 }
 
 // TestTextColumnsConvertInPlaceInChdb: on ClickHouse 18.16 the real
@@ -432,52 +437,52 @@ func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
 	dir := "testdata/debezium/types_edge"
 	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
-	mText, err := ParseMapping("types_edge.yaml", []byte(raw))
+	mText, err := mapping.Parse("types_edge.yaml", []byte(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	retype := map[string]string{"at": "Nullable(DateTime64(6, 'UTC'))", "at_tz": "Nullable(DateTime64(6, 'UTC'))", "num": "Nullable(Decimal(76, 38))"}
-	mCur, err := ParseMapping("types_edge.current.yaml", retyped(t, raw, retype))
+	mCur, err := mapping.Parse("types_edge.current.yaml", retyped(t, raw, retype))
 	if err != nil {
 		t.Fatal(err)
 	}
-	decodeAll := func(m *Mapping) []*row {
-		var rows []*row
+	decodeAll := func(m *mapping.Mapping) []*change.Row {
+		var rows []*change.Row
 		for _, f := range []string{"changes-01.binary.ion", "changes-02.binary.ion"} {
 			b, err := decodeFile(context.Background(), filepath.Join(dir, f), m, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows = append(rows, b.sorted()...)
+			rows = append(rows, b.Sorted()...)
 		}
 		return rows
 	}
 	textRows, curRows := decodeAll(mText), decodeAll(mCur)
 	// The floats (NaN, ±Infinity) are not what this test is about, and
 	// JSONEachRow cannot carry them: zero in both.
-	for _, rows := range [][]*row{textRows, curRows} {
+	for _, rows := range [][]*change.Row{textRows, curRows} {
 		for _, r := range rows {
-			for i := range mText.cols {
-				if k := mText.cols[i].typ.kind; k == kindFloat32 || k == kindFloat64 {
-					r.vals[i] = floatValue(0)
+			for i := range mText.Cols {
+				if k := mText.Cols[i].Type.Kind; k == mapping.KindFloat32 || k == mapping.KindFloat64 {
+					r.Vals[i] = change.FloatValue(0)
 				}
 			}
 		}
 	}
-	name := qualified(mText.Target.Database, mText.Target.Table)
-	steps := []chdbStep{{"sql": createDatabaseSQL(mText)}, {"sql": createTableSQL(mText, latestCaps())}, insertStep(mText, textRows)}
+	name := mapping.Qualified(mText.Target.Database, mText.Target.Table)
+	steps := []chdbStep{{"sql": target.CreateDatabaseSQL(mText)}, {"sql": target.CreateTableSQL(mText, mapping.LatestCaps())}, insertStep(mText, textRows)}
 	for _, col := range []string{"at", "at_tz", "num"} {
 		steps = append(steps, chdbStep{"sql": "ALTER TABLE " + name + " MODIFY COLUMN " + col + " " + retype[col]})
 	}
-	steps = append(steps, keysStep(mCur, curRows), chdbStep{"sql": readSQL(mCur), "format": "JSONEachRow"})
+	steps = append(steps, keysStep(mCur, curRows), chdbStep{"sql": target.ReadSQL(mCur), "format": "JSONEachRow"})
 	version, results := runChdb(t, py, steps)
 	got := chRows(t, mCur, results[0])
 	if len(got) != len(curRows) {
 		t.Fatalf("ClickHouse %s: %d rows after the ALTER, want %d:\n%s", version, len(got), len(curRows), results[0])
 	}
 	for _, want := range curRows {
-		if r := got[want.key]; r == nil || !samePayload(r, want) {
-			t.Errorf("ClickHouse %s, key %s: converted %s, changesink writes %s", version, renderKey(mCur, want.vals), renderJSON(mCur, r), renderJSON(mCur, want))
+		if r := got[want.Key]; r == nil || !change.SamePayload(r, want) {
+			t.Errorf("ClickHouse %s, key %s: converted %s, changesink writes %s", version, change.RenderKey(mCur, want.Vals), renderJSON(mCur, r), renderJSON(mCur, want))
 		}
 	}
 	t.Logf("ClickHouse %s: %d rows converted in place to DateTime64(6, 'UTC') and Decimal(76, 38), equal to what changesink writes with those types", version, len(got))

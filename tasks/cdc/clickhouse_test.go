@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -20,7 +24,7 @@ import (
 func TestReadAcrossParts(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
-	name := qualified(e.db, e.m.Target.Table)
+	name := mapping.Qualified(e.db, e.m.Target.Table)
 	for _, part := range []string{ // one INSERT, one part each
 		"SELECT 1, 10, 1, 'a200', 200, 0 UNION ALL SELECT 2, 20, 2, 'b100', 100, 0 UNION ALL SELECT 3, 30, 3, 'c50', 50, 0",
 		"SELECT 1, 11, 1, 'a100', 100, 0 UNION ALL SELECT 2, 0, 0, '', 300, 1",
@@ -31,26 +35,26 @@ func TestReadAcrossParts(t *testing.T) {
 		}
 	}
 	tbl := e.lockedTable()
-	key := func(id int64, lsn uint64) *row {
-		r := &row{lsn: lsn, vals: make([]value, len(e.m.cols))}
-		r.vals[0] = value{n: uint64(id)}
-		r.key = string(encodeKey(nil, e.m, r.vals))
+	key := func(id int64, lsn uint64) *change.Row {
+		r := &change.Row{Version: lsn, Vals: make([]change.Value, len(e.m.Cols))}
+		r.Vals[0] = change.Value{N: uint64(id)}
+		r.Key = string(change.EncodeKey(nil, e.m, r.Vals))
 		return r
 	}
-	batch := []*row{key(1, 200), key(2, 150), key(3, 50), key(5, 1)}
-	render := func(got map[string]*row) string {
+	batch := []*change.Row{key(1, 200), key(2, 150), key(3, 50), key(5, 1)}
+	render := func(got map[string]*change.Row) string {
 		var lines []string
 		for _, r := range got {
-			line := fmt.Sprintf("version lsn=%d deleted=%v", r.lsn, r.deleted)
-			if r.vals != nil {
-				line = fmt.Sprintf("%s lsn=%d deleted=%v %s", renderKey(e.m, r.vals), r.lsn, r.deleted, appendJSONRow(nil, e.m, r))
+			line := fmt.Sprintf("version lsn=%d deleted=%v", r.Version, r.Deleted)
+			if r.Vals != nil {
+				line = fmt.Sprintf("%s lsn=%d deleted=%v %s", change.RenderKey(e.m, r.Vals), r.Version, r.Deleted, change.AppendJSON(nil, e.m, r))
 			}
 			lines = append(lines, line)
 		}
 		sort.Strings(lines)
 		return strings.Join(lines, "\n")
 	}
-	full, err := tbl.read(context.Background(), batch)
+	full, err := tbl.Read(context.Background(), batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +69,7 @@ id=3 lsn=50 deleted=false {"id": 3, "customer_id": 30, "amount_cents": 3, "statu
 	if strings.Join(old, "\n") != "1\t10\t1\ta200\t200\t0\n2\t0\t0\t\t300\t1\n3\t30\t3\tc50\t50\t0" {
 		t.Errorf("FINAL ... WHERE gives %q", old)
 	}
-	cur, err := tbl.current(context.Background(), batch)
+	cur, err := tbl.Current(context.Background(), batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,21 +112,21 @@ func TestSystemTablesUnderOtherDDL(t *testing.T) {
 	}()
 	// An empty lock aside (a holder whose rows a restart emptied) is read
 	// through system.tables (its creation time).
-	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+e.db+"."+asideName(e.m, "00000000000000ee")+
+	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+e.db+"."+target.AsideName(e.m, "00000000000000ee")+
 		" (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"); err != nil {
 		t.Fatal(err)
 	}
 	tbl := e.lockedTable()
-	l := &targetLock{t: tbl, id: newHolderID(), timing: testLockTiming, name: qualified(e.db, lockName(e.m))}
+	l := &target.Lock{Table: tbl, ID: target.NewHolderID(), Timing: testLockTiming, Name: mapping.Qualified(e.db, mapping.LockName(e.m))}
 	ctx := context.Background()
 	for i := range 200 {
-		if _, found, err := tbl.describe(ctx, e.db, e.m.Target.Table); err != nil || !found {
+		if _, found, err := tbl.Describe(ctx, e.db, e.m.Target.Table); err != nil || !found {
 			t.Fatalf("read %d of the target's engine: found %v, %v", i, found, err)
 		}
-		if _, found, err := l.holder(ctx, asideName(e.m, "00000000000000ee")); err != nil || !found {
+		if _, found, err := l.Holder(ctx, target.AsideName(e.m, "00000000000000ee")); err != nil || !found {
 			t.Fatalf("read %d of an empty lock: found %v, %v", i, found, err)
 		}
-		if names, err := l.asides(ctx, lockName(e.m)+"_x"); err != nil || len(names) != 1 {
+		if names, err := l.Asides(ctx, mapping.LockName(e.m)+"_x"); err != nil || len(names) != 1 {
 			t.Fatalf("list %d of the locks aside: %v, %v", i, names, err)
 		}
 	}
@@ -139,8 +143,8 @@ func TestSystemTablesUnderOtherDDL(t *testing.T) {
 // keeps failing that way is transient and says why, not "run setup
 // first"; any other failure is returned at once, classified.
 func TestSystemTablesRereads(t *testing.T) {
-	tg := &target{m: loadMapping(t, ordersMapping)}
-	raced := &clickhouse.Exception{Code: chUnknownTable, Message: "Table shop.other_cdc_lock doesn't exist."}
+	tg := &target.Server{M: loadMapping(t, ordersMapping)}
+	raced := &clickhouse.Exception{Code: target.ChUnknownTable, Message: "Table shop.other_cdc_lock doesn't exist."}
 	for _, tc := range []struct {
 		name  string
 		fails int // reads that fail before one succeeds (-1: all)
@@ -153,13 +157,13 @@ func TestSystemTablesRereads(t *testing.T) {
 		{"a race every time", -1, raced, 20, outcome.Transient,
 			"read the engine of x: code: 60, message: Table shop.other_cdc_lock doesn't exist. (ClickHouse failed to list the tables of " +
 				"database default 20 times in a row while other tables of it were renamed or dropped, as ClickHouse 18.16 does: a retry of the run converges)"},
-		{"a file of another table gone", 1, &clickhouse.Exception{Code: chFileDoesntExist, Message: "Cannot open file"}, 2, outcome.OK, ""},
-		{"another failure", -1, &clickhouse.Exception{Code: chAccessDenied, Message: "Not enough privileges."}, 1, outcome.Config,
+		{"a file of another table gone", 1, &clickhouse.Exception{Code: target.ChFileDoesntExist, Message: "Cannot open file"}, 2, outcome.OK, ""},
+		{"another failure", -1, &clickhouse.Exception{Code: target.ChAccessDenied, Message: "Not enough privileges."}, 1, outcome.Config,
 			"read the engine of x: code: 497, message: Not enough privileges. (the ClickHouse user may not write here"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := 0
-			err := tg.systemTables(context.Background(), "read the engine of x", func() error {
+			err := tg.SystemTables(context.Background(), "read the engine of x", func() error {
 				reads++
 				if tc.fails < 0 || reads <= tc.fails {
 					return tc.err

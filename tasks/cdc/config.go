@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -15,38 +18,48 @@ import (
 // these names, and override them) and fills a Config. This package never
 // reads the environment.
 const (
-	EnvMapping            = "CDC_MAPPING"            // the file LoadMapping reads into Config.Mapping
-	EnvClickHouseURL      = "CLICKHOUSE_URL"         // ClickHouse.URL
-	EnvClickHouseUsername = "CLICKHOUSE_USERNAME"    // ClickHouse.Username
-	EnvClickHousePassword = "CLICKHOUSE_PASSWORD"    // ClickHouse.Password
-	EnvClickHouseCAFile   = "CLICKHOUSE_CA_FILE"     // ClickHouse.CAFile
-	EnvClickHouseTimeout  = "CDC_CLICKHOUSE_TIMEOUT" // ClickHouse.Timeout
-	EnvBatchFile          = "CDC_BATCH_FILE"         // Config.BatchFile
-	EnvWorkers            = "CDC_WORKERS"            // Config.Workers
+	EnvMapping            = "CDC_MAPPING"    // the file LoadMapping reads into Config.Mapping
+	EnvBatchFile          = "CDC_BATCH_FILE" // Config.BatchFile
+	EnvWorkers            = "CDC_WORKERS"    // Config.Workers
+	EnvClickHouseURL      = target.EnvClickHouseURL
+	EnvClickHouseUsername = target.EnvClickHouseUsername
+	EnvClickHousePassword = target.EnvClickHousePassword
+	EnvClickHouseCAFile   = target.EnvClickHouseCAFile
+	EnvClickHouseTimeout  = target.EnvClickHouseTimeout
 )
 
 // Defaults and bounds of the settings.
 const (
-	// DefaultTimeout bounds each ClickHouse call when ClickHouse.Timeout
-	// is 0.
-	DefaultTimeout = 2 * time.Minute
-	// minTimeout is the shortest ClickHouse.Timeout: a shorter one would
-	// fail every call, as transient, which no retry helps.
-	minTimeout = time.Second
 	// MaxWorkers bounds Config.Workers; 0 decodes with runtime.GOMAXPROCS(0)
 	// workers (decodeFileWith).
 	MaxWorkers = 64
 	// DefaultBatchFile is the batch file cmd/changesink reads when
 	// EnvBatchFile is unset.
 	DefaultBatchFile = "changes.ion"
+	// DefaultTimeout bounds each ClickHouse call when ClickHouse.Timeout
+	// is 0.
+	DefaultTimeout = target.DefaultTimeout
 )
+
+// Mapping describes one source table and its ClickHouse target
+// (mapping.Mapping); ClickHouse is how to reach the target server.
+type (
+	Mapping    = mapping.Mapping
+	ClickHouse = target.ClickHouse
+)
+
+// LoadMapping reads and checks the mapping file at path (mapping.Load).
+func LoadMapping(path string) (*Mapping, error) { return mapping.Load(path) }
+
+// ParseMapping checks the mapping in data, read from file (mapping.Parse).
+func ParseMapping(file string, data []byte) (*Mapping, error) { return mapping.Parse(file, data) }
 
 // Config is everything Setup and Apply need.
 type Config struct {
 	// Mapping is the table mapping (LoadMapping). Required.
-	Mapping *Mapping
+	Mapping *mapping.Mapping
 	// ClickHouse is the target server. Required.
-	ClickHouse ClickHouse
+	ClickHouse target.ClickHouse
 	// BatchFile is the Debezium INLINE batch, text or binary Ion. Apply only.
 	BatchFile string
 	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
@@ -64,7 +77,7 @@ type Config struct {
 	hooks hooks
 	// lockTiming overrides defaultLockTiming (tests: a stale lock broken in
 	// seconds).
-	lockTiming lockTiming
+	lockTiming target.LockTiming
 }
 
 type hooks struct {
@@ -81,19 +94,19 @@ type hooks struct {
 func (c Config) Validate(apply bool) error {
 	switch {
 	case c.Mapping == nil:
-		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (%s)", ErrConfig, EnvMapping))
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (%s)", change.ErrConfig, EnvMapping))
 	case c.ClickHouse.URL == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", ErrConfig, EnvClickHouseURL))
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", change.ErrConfig, target.EnvClickHouseURL))
 	case c.ClickHouse.Timeout < 0:
-		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", ErrConfig))
-	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < minTimeout:
+		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", change.ErrConfig))
+	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < target.MinTimeout:
 		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under %[4]s, too short for a ClickHouse call "+
 			"(connecting, a query, the insert): use at least %[4]s (the default is %[5]s)",
-			ErrConfig, EnvClickHouseTimeout, c.ClickHouse.Timeout, minTimeout, DefaultTimeout))
+			change.ErrConfig, target.EnvClickHouseTimeout, c.ClickHouse.Timeout, target.MinTimeout, target.DefaultTimeout))
 	case c.Workers < 0 || c.Workers > MaxWorkers:
-		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", ErrConfig, EnvWorkers, c.Workers, MaxWorkers))
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvWorkers, c.Workers, MaxWorkers))
 	case apply && c.BatchFile == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", ErrConfig, EnvBatchFile))
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", change.ErrConfig, EnvBatchFile))
 	}
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -14,7 +17,7 @@ import (
 // does.
 func TestConfigValidate(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
-	ok := Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:9000/default"}, BatchFile: "changes.ion"}
+	ok := Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://127.0.0.1:9000/default"}, BatchFile: "changes.ion"}
 	for _, tt := range []struct {
 		name string
 		edit func(*Config)
@@ -36,7 +39,7 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			testenv.WantError(t, err, outcome.Config, ErrConfig, tt.want)
+			testenv.WantError(t, err, outcome.Config, change.ErrConfig, tt.want)
 		})
 	}
 }

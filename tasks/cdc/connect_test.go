@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -107,7 +111,7 @@ func TestPlaintextOnTLSPortIsConfig(t *testing.T) {
 				err := run(context.Background(), cfg)
 				var is error
 				if tt.kind == outcome.Config {
-					is = ErrConfig
+					is = change.ErrConfig
 				}
 				testenv.WantError(t, err, tt.kind, is, tt.says...)
 				if strings.Contains(err.Error(), cfg.ClickHouse.Password) {
@@ -204,7 +208,7 @@ func TestStopWhileConnecting(t *testing.T) {
 // can never connect; it was reported as transient (exit 3).
 func TestInvalidPortIsConfig(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
-	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}})
+	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}})
 	testenv.CheckError(t, err, outcome.Config, nil)
 }
 
@@ -218,8 +222,8 @@ func TestURLNotADSN(t *testing.T) {
 		{"no address", "clickhouse:///default?password=s3cret-pw", "parse dsn address failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: tc.url, Timeout: 5 * time.Second}})
-			testenv.WantError(t, err, outcome.Config, ErrConfig, tc.says, "use the native protocol, clickhouse://host:9000/database")
+			_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: tc.url, Timeout: 5 * time.Second}})
+			testenv.WantError(t, err, outcome.Config, change.ErrConfig, tc.says, "use the native protocol, clickhouse://host:9000/database")
 			if strings.Contains(err.Error(), "s3cret-pw") {
 				t.Errorf("the error shows the password: %v", err)
 			}
@@ -250,7 +254,7 @@ func TestStopAtTheLedger(t *testing.T) {
 func TestNothingListeningIsTransient(t *testing.T) {
 	addr := testenv.ClosedAddr(t)
 	m := loadMapping(t, ordersMapping)
-	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}})
+	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}})
 	testenv.WantError(t, err, outcome.Transient, nil, addr, "ClickHouse was unreachable, too slow or dropped the connection: a retry of the run converges")
 }
 
@@ -270,7 +274,7 @@ func TestClickHouseCAFile(t *testing.T) {
 	testenv.WriteFile(t, notPEM, []byte("not a certificate"), 0o600)
 	secure := func(caFile string) Config {
 		cfg := e.config("")
-		cfg.ClickHouse = ClickHouse{URL: vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], CAFile: caFile, Timeout: 30 * time.Second,
+		cfg.ClickHouse = target.ClickHouse{URL: vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], CAFile: caFile, Timeout: 30 * time.Second,
 			Username: vars["CHANGESINK_TEST_CLICKHOUSE_USER"], Password: vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]}
 		return cfg
 	}
@@ -330,8 +334,8 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			switch tc.at {
 			case "lock held by another run":
 				// A fresh lock of another holder: the run waits for it.
-				lock := qualified(e.db, lockName(e.m))
-				if err := e.conn.Exec(context.Background(), lockCreateSQL(lock, "0123456789abcdef", "elsewhere", 7)); err != nil {
+				lock := mapping.Qualified(e.db, mapping.LockName(e.m))
+				if err := e.conn.Exec(context.Background(), target.LockCreateSQL(lock, "0123456789abcdef", "elsewhere", 7)); err != nil {
 					t.Fatal(err)
 				}
 				time.AfterFunc(500*time.Millisecond, cancel)
@@ -345,7 +349,7 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			testenv.CheckError(t, err, outcome.Transient, context.Canceled, tc.want, "re-run")
 			noOutputs(t, cfg)
 			if tc.at == "lock held by another run" { // that run ends
-				if err := e.conn.Exec(context.Background(), "DROP TABLE "+qualified(e.db, lockName(e.m))); err != nil {
+				if err := e.conn.Exec(context.Background(), "DROP TABLE "+mapping.Qualified(e.db, mapping.LockName(e.m))); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -19,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
@@ -186,8 +190,8 @@ func mappingPGTypes(t *testing.T, path string) []string {
 func runRealScenario(t *testing.T, sc *realScenario) {
 	t.Helper()
 	e := newEnv(t, sc.mappingPath)
-	if len(sc.pgTypes) != len(e.m.cols) {
-		t.Fatalf("%d type comments for %d columns", len(sc.pgTypes), len(e.m.cols))
+	if len(sc.pgTypes) != len(e.m.Cols) {
+		t.Fatalf("%d type comments for %d columns", len(sc.pgTypes), len(e.m.Cols))
 	}
 	if want, ok := expectSetupRefused[sc.name]; ok {
 		_, err := Setup(context.Background(), e.config(""))
@@ -239,8 +243,8 @@ func (e *env) liveRows(t *testing.T, pgTypes []string) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rows, err := e.conn.Query(ctx, "SELECT "+columnList(e.m, false)+" FROM "+qualified(e.db, e.m.Target.LiveView)+
-		" ORDER BY "+keyList(e.m))
+	rows, err := e.conn.Query(ctx, "SELECT "+target.ColumnList(e.m, false)+" FROM "+mapping.Qualified(e.db, e.m.Target.LiveView)+
+		" ORDER BY "+target.KeyList(e.m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +261,7 @@ func (e *env) liveRows(t *testing.T, pgTypes []string) [][]string {
 		}
 		r := make([]string, len(dest))
 		for i, d := range dest {
-			r[i] = canonCH(e.m.cols[i].typ, pgTypes[i], reflect.ValueOf(d).Elem())
+			r[i] = canonCH(e.m.Cols[i].Type, pgTypes[i], reflect.ValueOf(d).Elem())
 		}
 		out = append(out, r)
 	}
@@ -271,7 +275,7 @@ func (e *env) liveRows(t *testing.T, pgTypes []string) [][]string {
 // canonPG makes of rows.jsonl. A String column holding a PostgreSQL
 // timestamp, timestamptz, date or numeric (source_type) must hold it in the
 // one text form README's type table gives.
-func canonCH(t colType, pg string, rv reflect.Value) string {
+func canonCH(t mapping.Type, pg string, rv reflect.Value) string {
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
 			return "NULL"
@@ -320,7 +324,7 @@ func canonCH(t colType, pg string, rv reflect.Value) string {
 	case decimal.Decimal:
 		return "dec:" + x.Rat().RatString()
 	case time.Time:
-		if t.kind == kindDate {
+		if t.Kind == mapping.KindDate {
 			return "date:" + x.UTC().Format("2006-01-02")
 		}
 		return "time:" + x.UTC().Format(time.RFC3339Nano)
@@ -332,7 +336,7 @@ func canonCH(t colType, pg string, rv reflect.Value) string {
 
 // expectedRows renders rows.jsonl, with the batch's values where the
 // source's never reached it (batchSays), as the live view must hold them.
-func (sc *realScenario) expectedRows(t *testing.T, m *Mapping) [][]string {
+func (sc *realScenario) expectedRows(t *testing.T, m *mapping.Mapping) [][]string {
 	t.Helper()
 	says := batchSays[sc.name]
 	var out [][]string
@@ -345,7 +349,7 @@ func (sc *realScenario) expectedRows(t *testing.T, m *Mapping) [][]string {
 		rows = append(rows, r)
 	}
 	if len(rows) > len(sc.rows) { // in the live view's order: by key
-		k := m.cols[m.keyIdx[0]].name
+		k := m.Cols[m.KeyIdx[0]].Name
 		slices.SortStableFunc(rows, func(a, b map[string]json.RawMessage) int {
 			x, okx := new(big.Int).SetString(string(a[k]), 10)
 			y, oky := new(big.Int).SetString(string(b[k]), 10)
@@ -356,20 +360,20 @@ func (sc *realScenario) expectedRows(t *testing.T, m *Mapping) [][]string {
 		})
 	}
 	for n, src := range rows {
-		r := make([]string, len(m.cols))
-		key := src[m.cols[m.keyIdx[0]].name]
-		for i := range m.cols {
-			c := &m.cols[i]
-			raw, ok := src[c.name]
+		r := make([]string, len(m.Cols))
+		key := src[m.Cols[m.KeyIdx[0]].Name]
+		for i := range m.Cols {
+			c := &m.Cols[i]
+			raw, ok := src[c.Name]
 			if !ok {
-				t.Fatalf("rows.jsonl row %d has no column %q", n+1, c.name)
+				t.Fatalf("rows.jsonl row %d has no column %q", n+1, c.Name)
 			}
-			if v, ok := says.rows[string(key)][c.name]; ok {
+			if v, ok := says.rows[string(key)][c.Name]; ok {
 				raw = json.RawMessage(v)
 			}
-			s, err := canonPG(sc.pgTypes[i], c.typ, raw)
+			s, err := canonPG(sc.pgTypes[i], c.Type, raw)
 			if err != nil {
-				t.Fatalf("rows.jsonl row %d column %q (%s): %v", n+1, c.name, sc.pgTypes[i], err)
+				t.Fatalf("rows.jsonl row %d column %q (%s): %v", n+1, c.Name, sc.pgTypes[i], err)
 			}
 			r[i] = s
 		}
@@ -380,7 +384,7 @@ func (sc *realScenario) expectedRows(t *testing.T, m *Mapping) [][]string {
 
 // canonPG renders one rows.jsonl value (PostgreSQL's row_to_json of a column
 // of type pg) as canonCH renders the ClickHouse column t that holds it.
-func canonPG(pg string, t colType, raw json.RawMessage) (string, error) {
+func canonPG(pg string, t mapping.Type, raw json.RawMessage) (string, error) {
 	if string(raw) == "null" {
 		return "NULL", nil
 	}
@@ -469,7 +473,7 @@ func canonPG(pg string, t colType, raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("the oracle does not know PostgreSQL type %q", pg)
 }
 
-func compareRows(t *testing.T, m *Mapping, want, got [][]string) {
+func compareRows(t *testing.T, m *mapping.Mapping, want, got [][]string) {
 	t.Helper()
 	render := func(r []string) string { return strings.Join(r, " | ") }
 	if len(want) != len(got) {
@@ -485,10 +489,10 @@ func compareRows(t *testing.T, m *Mapping, want, got [][]string) {
 	}
 	checked := 0
 	for n := range want {
-		for i := range m.cols {
+		for i := range m.Cols {
 			checked++
 			if want[n][i] != got[n][i] {
-				t.Errorf("row %d (%s) column %q: live view %s, source %s", n+1, want[n][m.keyIdx[0]], m.cols[i].name,
+				t.Errorf("row %d (%s) column %q: live view %s, source %s", n+1, want[n][m.KeyIdx[0]], m.Cols[i].Name,
 					short(got[n][i]), short(want[n][i]))
 			}
 		}
@@ -512,7 +516,7 @@ func TestRealBatchesCurrentServerTypes(t *testing.T) {
 	dir := "testdata/debezium/types_edge"
 	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
 	current := retyped(t, raw, map[string]string{"at": "Nullable(DateTime64(6, 'UTC'))", "at_tz": "Nullable(DateTime64(6, 'UTC'))", "num": "Nullable(Decimal(76, 38))"})
-	m, err := ParseMapping("types_edge.current.yaml", current)
+	m, err := mapping.Parse("types_edge.current.yaml", current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,10 +529,10 @@ func TestRealBatchesCurrentServerTypes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", f, err)
 				}
-				for _, r := range b.sorted() {
-					vals := make([]string, len(m.cols))
-					for i := range m.cols {
-						vals[i] = canonValue(m.cols[i].typ, sc.pgTypes[i], r.vals[i])
+				for _, r := range b.Sorted() {
+					vals := make([]string, len(m.Cols))
+					for i := range m.Cols {
+						vals[i] = canonValue(m.Cols[i].Type, sc.pgTypes[i], r.Vals[i])
 					}
 					got[vals[0]] = vals
 				}
@@ -553,7 +557,7 @@ func TestRealBatchesCurrentServerTypes(t *testing.T) {
 		{"num", "Nullable(Decimal(38, 9))",
 			`column "num": value does not fit its column: 0.00000000000000000001 has more than 9 decimal places`},
 	} {
-		m, err := ParseMapping("types_edge.yaml", retyped(t, raw, map[string]string{tt.col: tt.to}))
+		m, err := mapping.Parse("types_edge.yaml", retyped(t, raw, map[string]string{tt.col: tt.to}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -566,7 +570,7 @@ func TestRealBatchesCurrentServerTypes(t *testing.T) {
 	}
 	// A timestamp has no time zone: Debezium sends its wall-clock time as
 	// UTC, so a DateTime64 in another zone would show another time.
-	_, err = ParseMapping("types_edge.yaml", retyped(t, raw, map[string]string{"at": "Nullable(DateTime64(6, 'Europe/Paris'))"}))
+	_, err = mapping.Parse("types_edge.yaml", retyped(t, raw, map[string]string{"at": "Nullable(DateTime64(6, 'Europe/Paris'))"}))
 	if err == nil || !strings.Contains(err.Error(), `column "at": a PostgreSQL timestamp cannot be mapped to Nullable(DateTime64(6, 'Europe/Paris')); map it to DateTime('UTC')`) {
 		t.Errorf("timestamp into DateTime64(6, 'Europe/Paris'): %v", err)
 	}
@@ -589,23 +593,23 @@ func retyped(t *testing.T, raw string, types map[string]string) []byte {
 
 // canonValue renders a decoded value as canonCH renders the ClickHouse
 // value it is written as.
-func canonValue(t colType, pg string, v value) string {
+func canonValue(t mapping.Type, pg string, v change.Value) string {
 	switch {
-	case v.null:
+	case v.Null:
 		return "NULL"
-	case t.kind == kindDateTime64:
-		return "time:" + ticksTime(int64(v.n), t).Format(time.RFC3339Nano)
-	case t.kind == kindDecimal:
-		n, _ := new(big.Int).SetString(v.s, 10)
-		return "dec:" + new(big.Rat).SetFrac(n, pow10(t.scale)).RatString()
-	case t.kind == kindFloat32:
-		return canonCH(t, pg, reflect.ValueOf(float32(math.Float64frombits(v.n))))
-	case t.kind == kindFloat64:
-		return canonCH(t, pg, reflect.ValueOf(math.Float64frombits(v.n)))
-	case t.kind == kindInt:
-		return fmt.Sprintf("int:%d", int64(v.n))
-	case t.kind == kindString:
-		return canonCH(t, pg, reflect.ValueOf(v.s))
+	case t.Kind == mapping.KindDateTime64:
+		return "time:" + change.TicksTime(int64(v.N), t).Format(time.RFC3339Nano)
+	case t.Kind == mapping.KindDecimal:
+		n, _ := new(big.Int).SetString(v.S, 10)
+		return "dec:" + new(big.Rat).SetFrac(n, change.Pow10(t.Scale)).RatString()
+	case t.Kind == mapping.KindFloat32:
+		return canonCH(t, pg, reflect.ValueOf(float32(math.Float64frombits(v.N))))
+	case t.Kind == mapping.KindFloat64:
+		return canonCH(t, pg, reflect.ValueOf(math.Float64frombits(v.N)))
+	case t.Kind == mapping.KindInt:
+		return fmt.Sprintf("int:%d", int64(v.N))
+	case t.Kind == mapping.KindString:
+		return canonCH(t, pg, reflect.ValueOf(v.S))
 	}
 	return fmt.Sprintf("?%v", v)
 }
@@ -641,18 +645,18 @@ func TestRealDefaultIdentityDeletes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("a DEFAULT-identity delete is refused: %v", err)
 				}
-				var del *row
-				for _, r := range b.sorted() {
-					if r.deleted && renderKey(m, r.vals) == m.Key[0]+"="+tt.key {
+				var del *change.Row
+				for _, r := range b.Sorted() {
+					if r.Deleted && change.RenderKey(m, r.Vals) == m.Key[0]+"="+tt.key {
 						del = r
 					}
 				}
 				if del == nil {
 					t.Fatalf("no delete of key %s in %s", tt.key, path)
 				}
-				for i := range m.cols {
-					if !m.cols[i].isKey && !del.vals[i].equal(zeroValue(m.cols[i].typ)) {
-						t.Errorf("column %s of the delete is %v, want the seed's zero %v", m.cols[i].name, del.vals[i], zeroValue(m.cols[i].typ))
+				for i := range m.Cols {
+					if !m.Cols[i].IsKey && !del.Vals[i].Equal(change.Zero(m.Cols[i].Type)) {
+						t.Errorf("column %s of the delete is %v, want the seed's zero %v", m.Cols[i].Name, del.Vals[i], change.Zero(m.Cols[i].Type))
 					}
 				}
 			})
@@ -691,14 +695,14 @@ func deleteFields(t *testing.T, path string) map[string]string {
 func TestRealAbsentColumns(t *testing.T) {
 	dir := "testdata/debezium/types"
 	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
-	m, err := ParseMapping("types.yaml", retyped(t, raw, map[string]string{"uid_n": "UUID"}))
+	m, err := mapping.Parse("types.yaml", retyped(t, raw, map[string]string{"uid_n": "UUID"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, form := range []string{"binary", "text"} {
 		_, err := decodeFile(context.Background(), filepath.Join(dir, "changes-01."+form+".ion"), m, 1)
-		var re *RecordError
-		if !errors.As(err, &re) || !errors.Is(err, ErrMissingField) || re.Record != 1 || re.Key != "id=1" || re.Column != "uid_n" ||
+		var re *change.RecordError
+		if !errors.As(err, &re) || !errors.Is(err, change.ErrMissingField) || re.Record != 1 || re.Key != "id=1" || re.Column != "uid_n" ||
 			!strings.Contains(err.Error(), `column "uid_n" is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but UUID is not Nullable; make it Nullable(UUID)`) {
 			t.Errorf("%s: %v", form, err)
 		}

@@ -17,6 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
@@ -24,10 +29,10 @@ import (
 )
 
 // jsonLines renders a batch's latest rows as expected.jsonl.
-func jsonLines(b *batch) string {
+func jsonLines(b *merge.Batch) string {
 	var out []byte
-	for _, r := range b.sorted() {
-		out = appendJSONRow(out, b.m, r)
+	for _, r := range b.Sorted() {
+		out = change.AppendJSON(out, b.M, r)
 		out = append(out, '\n')
 	}
 	return string(out)
@@ -57,8 +62,8 @@ func TestDecodeOrders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.events != 7 || b.len() != 4 {
-				t.Errorf("events=%d keys=%d, want 7 and 4", b.events, b.len())
+			if b.Events != 7 || b.Len() != 4 {
+				t.Errorf("events=%d keys=%d, want 7 and 4", b.Events, b.Len())
 			}
 			if got := jsonLines(b); got != want {
 				t.Errorf("expected.jsonl\n got %s\nwant %s", got, want)
@@ -84,104 +89,104 @@ func ordersRefusals() []refusal {
 	long := strings.Repeat("é", 33)
 	return []refusal{
 		{"unknown column", []any{ok, iongen.Event(append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"note", "n"}), false, src("shop", "public", "orders", int64(101)))},
-			ErrSourceChanged, `record 2 (key id=2, LSN 101), column "note": source columns changed; update the mapping before continuing: column "note" is not in the mapping ../../flows/orders.mapping.yaml`},
+			change.ErrSourceChanged, `record 2 (key id=2, LSN 101), column "note": source columns changed; update the mapping before continuing: column "note" is not in the mapping ../../flows/orders.mapping.yaml`},
 		{"wrong table", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, src("shop", "public", "customers", int64(101)))},
-			ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.customers in database shop`},
+			change.ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.customers in database shop`},
 		{"wrong database", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, src("shop_test", "public", "orders", int64(101)))},
-			ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.orders in database shop_test`},
+			change.ErrWrongSource, `record 1 (key id=2, LSN 101): change from another source table: expected changes from public.orders in database shop, got public.orders in database shop_test`},
 		{"no metadata", []any{orderRow(2, int64(1), int64(2), "x")},
-			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's Debezium trigger)`},
+			change.ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's Debezium trigger)`},
 		{"not a trigger batch", []any{iongen.Struct{{"not", "a change event"}, {"id", int64(2)}}},
-			ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field, and a field "not" the mapping ../../flows/orders.mapping.yaml does not know: ` +
-				`the file does not look like a batch of Kestra's Debezium trigger; check that CDC_BATCH_FILE is the trigger's batch (trigger.uris['data']) and that the trigger sets metadata: ADD_FIELD`},
+			change.ErrMissingField, `record 1 (key id=2), column "metadata": missing field: no "metadata" field, and a field "not" the mapping ../../flows/orders.mapping.yaml does not know: ` +
+				`the file does not look like a batch of Kestra's Debezium trigger; check that the batch file is the trigger's batch (trigger.uris['data']) and that the trigger sets metadata: ADD_FIELD`},
 		{"no source", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Struct{{"operation", "UPDATE"}})},
-			ErrMissingField, `record 1 (key id=2), column "metadata.source": missing field: no metadata.source struct`},
+			change.ErrMissingField, `record 1 (key id=2), column "metadata.source": missing field: no metadata.source struct`},
 		{"no lsn", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("UPDATE", iongen.Struct{{"db", "shop"}, {"schema", "public"}, {"table", "orders"}}))},
-			ErrMissingField, `record 1 (key id=2), column "metadata.source.lsn": missing field: no metadata.source.lsn`},
+			change.ErrMissingField, `record 1 (key id=2), column "metadata.source.lsn": missing field: no metadata.source.lsn`},
 		{"lsn zero", []any{orderEvent(2, int64(1), int64(2), "x", int64(0), false)},
-			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: 0 is outside 1..18446744073709551615`},
+			change.ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: 0 is outside 1..18446744073709551615`},
 		{"lsn 2^64", []any{orderEvent(2, int64(1), int64(2), "x", two64, false)},
-			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: 18446744073709551616 is outside 1..18446744073709551615`},
+			change.ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: 18446744073709551616 is outside 1..18446744073709551615`},
 		{"lsn string", []any{orderEvent(2, int64(1), int64(2), "x", "24023128", false)},
-			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: expected an Ion int, got an Ion string`},
+			change.ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: expected an Ion int, got an Ion string`},
 		{"lsn bool", []any{orderEvent(2, int64(1), int64(2), "x", true, false)},
-			ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: expected an Ion int, got an Ion bool`},
+			change.ErrBadLSN, `record 1 (key id=2), column "metadata.source.lsn": invalid source LSN: expected an Ion int, got an Ion bool`},
 		{"txId string", []any{withSource(orderEvent(2, int64(1), int64(2), "x", int64(101), false), "txId", "700")},
-			ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: expected an Ion int, got an Ion string`},
+			change.ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: expected an Ion int, got an Ion string`},
 		{"txId decimal", []any{withSource(orderEvent(2, int64(1), int64(2), "x", int64(101), false), "txId", iongen.Decimal("700."))},
-			ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: expected an Ion int, got an Ion decimal`},
+			change.ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: expected an Ion int, got an Ion decimal`},
 		{"txId negative", []any{withSource(orderEvent(2, int64(1), int64(2), "x", int64(101), false), "txId", int64(-700))},
-			ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: -700 is outside 0..9223372036854775807`},
+			change.ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: -700 is outside 0..9223372036854775807`},
 		{"txId 2^64", []any{withSource(orderEvent(2, int64(1), int64(2), "x", int64(101), false), "txId", two64)},
-			ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: 18446744073709551616 is outside 0..9223372036854775807`},
+			change.ErrBadTxID, `record 1 (key id=2, LSN 101), column "metadata.source.txId": invalid source transaction id: 18446744073709551616 is outside 0..9223372036854775807`},
 		{"key missing", []any{iongen.Event(iongen.Struct{{"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
-			ErrMissingField, `record 1 (LSN 5), column "id": missing field: key column "id" is absent`},
+			change.ErrMissingField, `record 1 (LSN 5), column "id": missing field: key column "id" is absent`},
 		{"key bool", []any{iongen.Event(iongen.Struct{{"id", true}, {"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
-			ErrBadValue, `record 1 (LSN 5), column "id": value does not fit its column: expected an Ion int (or a decimal without fraction digits, 5.) for Int64, got an Ion bool`},
+			change.ErrBadValue, `record 1 (LSN 5), column "id": value does not fit its column: expected an Ion int (or a decimal without fraction digits, 5.) for Int64, got an Ion bool`},
 		{"key null", []any{iongen.Event(iongen.Struct{{"id", nil}, {"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
-			ErrBadValue, `record 1 (LSN 5), column "id": value does not fit its column: null in a column that is not Nullable (Int64)`},
+			change.ErrBadValue, `record 1 (LSN 5), column "id": value does not fit its column: null in a column that is not Nullable (Int64)`},
 		{"int out of range", []any{orderEvent(2, new(big.Int).Lsh(big.NewInt(1), 63), int64(2), "x", int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "customer_id": value does not fit its column: 9223372036854775808 is out of range for Int64`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "customer_id": value does not fit its column: 9223372036854775808 is out of range for Int64`},
 		{"int as decimal", []any{orderEvent(2, int64(1), iongen.Decimal("12.50"), "x", int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "amount_cents": value does not fit its column: expected an Ion int for Int64, got the decimal 12.50`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "amount_cents": value does not fit its column: expected an Ion int for Int64, got the decimal 12.50`},
 		{"int as decimal 5.0", []any{orderEvent(2, int64(1), iongen.Decimal("5.0"), "x", int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "amount_cents": value does not fit its column: expected an Ion int for Int64, got the decimal 5.0`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "amount_cents": value does not fit its column: expected an Ion int for Int64, got the decimal 5.0`},
 		{"int as bool", []any{orderEvent(2, false, int64(2), "x", int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "customer_id": value does not fit its column: expected an Ion int (or a decimal without fraction digits, 5.) for Int64, got an Ion bool`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "customer_id": value does not fit its column: expected an Ion int (or a decimal without fraction digits, 5.) for Int64, got an Ion bool`},
 		{"status too long", []any{orderEvent(2, int64(1), int64(2), long, int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: 33 characters exceed max_length 32`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: 33 characters exceed max_length 32`},
 		{"status not a string", []any{orderEvent(2, int64(1), int64(2), int64(7), int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: expected an Ion string, symbol or blob for String, got an Ion int`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: expected an Ion string, symbol or blob for String, got an Ion int`},
 		{"status null", []any{orderEvent(2, int64(1), int64(2), nil, int64(9), false)},
-			ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: null in a column that is not Nullable (String)`},
+			change.ErrBadValue, `record 1 (key id=2, LSN 9), column "status": value does not fit its column: null in a column that is not Nullable (String)`},
 		{"missing column", []any{iongen.Event(iongen.Struct{{"id", int64(2)}, {"customer_id", int64(1)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(5)))},
-			ErrMissingField, `record 1 (key id=2, LSN 5), column "amount_cents": missing field: column "amount_cents" is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but Int64 is not Nullable; make it Nullable(Int64) in the mapping and the target table, or fix the source`},
+			change.ErrMissingField, `record 1 (key id=2, LSN 5), column "amount_cents": missing field: column "amount_cents" is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but Int64 is not Nullable; make it Nullable(Int64) in the mapping and the target table, or fix the source`},
 		// A create (or a snapshot read) has no previous version to take an
 		// unchanged TOAST value from; an update's is filled (toast_test.go).
-		{"toast status", []any{createEvent(orderRow(2, int64(1), int64(2), toastPlaceholder), int64(9))},
-			ErrToast, `record 1 (key id=2, LSN 9), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
-		{"toast int column", []any{createEvent(orderRow(2, toastPlaceholder, int64(2), "x"), int64(9))},
-			ErrToast, `record 1 (key id=2, LSN 9), column "customer_id": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
-		{"toast as a blob", []any{createEvent(orderRow(2, int64(1), int64(2), iongen.Blob(toastPlaceholder)), int64(9))},
-			ErrToast, `record 1 (key id=2, LSN 9), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
-		{"toast in a key", []any{iongen.Event(iongen.Struct{{"id", toastPlaceholder}, {"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(9)))},
-			ErrToast, `record 1 (LSN 9), column "id": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table: a key column cannot be left unchanged`},
-		{"toast after a delete", []any{orderEvent(2, nil, nil, nil, int64(9), true), orderEvent(2, int64(1), int64(2), toastPlaceholder, int64(10), false)},
-			ErrToast, `record 2 (key id=2, LSN 10), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table: the update leaves the column unchanged, but the key's previous event in this batch (record 1) is a delete, so there is no previous value; the batch is inconsistent, inspect it`},
+		{"toast status", []any{createEvent(orderRow(2, int64(1), int64(2), change.ToastPlaceholder), int64(9))},
+			change.ErrToast, `record 1 (key id=2, LSN 9), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
+		{"toast int column", []any{createEvent(orderRow(2, change.ToastPlaceholder, int64(2), "x"), int64(9))},
+			change.ErrToast, `record 1 (key id=2, LSN 9), column "customer_id": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
+		{"toast as a blob", []any{createEvent(orderRow(2, int64(1), int64(2), iongen.Blob(change.ToastPlaceholder)), int64(9))},
+			change.ErrToast, `record 1 (key id=2, LSN 9), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table`},
+		{"toast in a key", []any{iongen.Event(iongen.Struct{{"id", change.ToastPlaceholder}, {"customer_id", int64(1)}, {"amount_cents", int64(2)}, {"status", "x"}}, false, src("shop", "public", "orders", int64(9)))},
+			change.ErrToast, `record 1 (LSN 9), column "id": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table: a key column cannot be left unchanged`},
+		{"toast after a delete", []any{orderEvent(2, nil, nil, nil, int64(9), true), orderEvent(2, int64(1), int64(2), change.ToastPlaceholder, int64(10), false)},
+			change.ErrToast, `record 2 (key id=2, LSN 10), column "status": incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table: the update leaves the column unchanged, but the key's previous event in this batch (record 1) is a delete, so there is no previous value; the batch is inconsistent, inspect it`},
 		{"deleted not bool", []any{append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"deleted", "true"}, iongen.Field{"metadata", src("shop", "public", "orders", int64(9))})},
-			ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got an Ion string`},
+			change.ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got an Ion string`},
 		{"deleted null", []any{append(orderRow(2, int64(1), int64(2), "x"), iongen.Field{"deleted", iongen.Null(0x1)}, iongen.Field{"metadata", src("shop", "public", "orders", int64(9))})},
-			ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got null`},
+			change.ErrBadDeleteMarker, `record 1 (key id=2, LSN 9), column "deleted": invalid delete marker: expected true or false, got null`},
 		{"truncate with a column", []any{iongen.Event(iongen.Struct{{"id", int64(3)}}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
-			ErrContradiction, `record 1 (key id=3, LSN 9), column "id": event contradicts itself: a TRUNCATE event with the row column "id" (the trigger writes a TRUNCATE without columns)`},
+			change.ErrContradiction, `record 1 (key id=3, LSN 9), column "id": event contradicts itself: a TRUNCATE event with the row column "id" (the trigger writes a TRUNCATE without columns)`},
 		{"delete without the marker", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("DELETE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
-			ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation is DELETE but "deleted" is not true (a delete applied as a live row would resurrect it); replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file`},
+			change.ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation is DELETE but "deleted" is not true (a delete applied as a live row would resurrect it); replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file`},
 		{"update with the marker", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), true, iongen.Metadata("UPDATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
-			ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation is UPDATE but "deleted" is true (a live row applied as a delete would lose it); replay the batch as the trigger wrote it, or fix the replay file`},
+			change.ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation is UPDATE but "deleted" is true (a live row applied as a delete would lose it); replay the batch as the trigger wrote it, or fix the replay file`},
 		{"unknown operation", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false, iongen.Metadata("MERGE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")))},
-			ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation "MERGE" is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)`},
+			change.ErrContradiction, `record 1 (key id=2, LSN 9), column "metadata.operation": event contradicts itself: metadata.operation "MERGE" is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)`},
 		{"conflict", []any{ok, orderEvent(1, int64(10), int64(501), "new", int64(100), false)},
-			ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
+			change.ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
 		{"conflict with an older version", []any{ok, orderEvent(1, int64(10), int64(500), "new", int64(200), false), orderEvent(1, int64(11), int64(500), "new", int64(100), false)},
-			ErrConflict, `record 3 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
+			change.ErrConflict, `record 3 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
 		{"delete conflicts with update", []any{ok, orderEvent(1, nil, nil, nil, int64(100), true)},
-			ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
+			change.ErrConflict, `record 2 (key id=1, LSN 100, same as record 1): conflicting changes share a key and LSN`},
 		{"not a struct", []any{ok, iongen.List{int64(1)}},
-			ErrNotStruct, `record 2: change event is not an Ion struct: got an Ion list (each record of a Debezium trigger batch is one struct: the row's columns, deleted and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)`},
+			change.ErrNotStruct, `record 2: change event is not an Ion struct: got an Ion list (each record of a Debezium trigger batch is one struct: the row's columns, deleted and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)`},
 		{"repeated field", []any{append(orderEvent(2, int64(1), int64(2), "x", int64(9), false), iongen.Field{"status", "y"})},
-			ErrMalformed, `record 1 (key id=2, LSN 9), column "status": malformed Ion: field "status" appears twice in one event`},
+			change.ErrMalformed, `record 1 (key id=2, LSN 9), column "status": malformed Ion: field "status" appears twice in one event`},
 		// A repeated metadata field is refused as a repeated column is: one
 		// of two LSNs (or operations, or databases) was taken silently, the
 		// first or the last by where the repeat stood.
 		{"repeated LSN", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false,
 			iongen.Metadata("UPDATE", append(iongen.Source("shop", "public", "orders", int64(9), 1, "false"), iongen.Field{"lsn", int64(999999)})))},
-			ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.source.lsn": malformed Ion: field "metadata.source.lsn" appears twice in one event`},
+			change.ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.source.lsn": malformed Ion: field "metadata.source.lsn" appears twice in one event`},
 		{"repeated source database", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false,
 			iongen.Metadata("UPDATE", append(iongen.Struct{{"db", "other"}}, iongen.Source("shop", "public", "orders", int64(9), 1, "false")...)))},
-			ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.source.db": malformed Ion: field "metadata.source.db" appears twice in one event`},
+			change.ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.source.db": malformed Ion: field "metadata.source.db" appears twice in one event`},
 		{"repeated operation", []any{iongen.Event(orderRow(2, int64(1), int64(2), "x"), false,
 			append(iongen.Metadata("UPDATE", iongen.Source("shop", "public", "orders", int64(9), 1, "false")), iongen.Field{"operation", "DELETE"}))},
-			ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.operation": malformed Ion: field "metadata.operation" appears twice in one event`},
+			change.ErrMalformed, `record 1 (key id=2, LSN 9), column "metadata.operation": malformed Ion: field "metadata.operation" appears twice in one event`},
 	}
 }
 
@@ -237,7 +242,7 @@ func TestDecodeAccepts(t *testing.T) {
 			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "x", "_cdc_lsn": 18446744073709551615, "_cdc_deleted": 0}`},
 		{"32 code points in 64 bytes", orderEvent(1, int64(1), int64(2), strings.Repeat("é", 32), int64(5), false),
 			`{"id": 1, "customer_id": 1, "amount_cents": 2, "status": "` + strings.Repeat("é", 32) + `", "_cdc_lsn": 5, "_cdc_deleted": 0}`},
-		{"delete with TOAST in a non-key column", orderEvent(1, nil, int64(3), toastPlaceholder, int64(5), true),
+		{"delete with TOAST in a non-key column", orderEvent(1, nil, int64(3), change.ToastPlaceholder, int64(5), true),
 			`{"id": 1, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 5, "_cdc_deleted": 1}`},
 		{"delete with only the key", iongen.Event(iongen.Struct{{"id", int64(1)}}, true, iongen.Metadata("DELETE", iongen.Source("shop", "public", "orders", int64(5), 1, "false"))),
 			`{"id": 1, "customer_id": 0, "amount_cents": 0, "status": "", "_cdc_lsn": 5, "_cdc_deleted": 1}`},
@@ -308,10 +313,10 @@ func TestDecodeMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := decodeBytes(t, m, tt.data, 2)
-			if !errors.Is(err, ErrMalformed) {
+			if !errors.Is(err, change.ErrMalformed) {
 				t.Fatalf("err = %v, want ErrMalformed", err)
 			}
-			var re *RecordError
+			var re *change.RecordError
 			if !errors.As(err, &re) || re.Record == 0 {
 				t.Fatalf("err %v names no record", err)
 			}
@@ -348,12 +353,12 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stream := newBatch(m)
-			if err := decodeStream(context.Background(), path, m, stream.add); err != nil {
+			stream := merge.NewBatch(m)
+			if err := decode.DecodeStream(context.Background(), path, m, stream.Add); err != nil {
 				t.Fatal(err)
 			}
-			if one.events != 12000 || one.len() != 5000 {
-				t.Errorf("events=%d keys=%d", one.events, one.len())
+			if one.Events != 12000 || one.Len() != 5000 {
+				t.Errorf("events=%d keys=%d", one.Events, one.Len())
 			}
 			a, b, c := jsonLines(one), jsonLines(many), jsonLines(stream)
 			if a != b || a != c {
@@ -364,8 +369,8 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			bad[10500] = orderEvent(77, int64(1), int64(2), strings.Repeat("x", 40), int64(5), false)
 			badPath := writeFile(t, "bad.ion", encode(t, f.binary, bad...))
 			_, err1 := decodeFile(context.Background(), badPath, m, 3)
-			err2 := decodeStream(context.Background(), badPath, m, newBatch(m).add)
-			var re1, re2 *RecordError
+			err2 := decode.DecodeStream(context.Background(), badPath, m, merge.NewBatch(m).Add)
+			var re1, re2 *change.RecordError
 			if !errors.As(err1, &re1) || !errors.As(err2, &re2) || re1.Record != 10501 || re2.Record != 10501 {
 				t.Fatalf("segment error %v, stream error %v; want record 10501", err1, err2)
 			}
@@ -407,15 +412,15 @@ func TestOutOfOrderVersions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(b.outOfOrder) != 1 || !strings.Contains(jsonLines(b), `"amount_cents": 10, "status": "x", "_cdc_lsn": 300`) {
-				t.Errorf("out of order %v, rows %s", b.outOfOrder, jsonLines(b))
+			if len(b.OutOfOrder) != 1 || !strings.Contains(jsonLines(b), `"amount_cents": 10, "status": "x", "_cdc_lsn": 300`) {
+				t.Errorf("out of order %v, rows %s", b.OutOfOrder, jsonLines(b))
 			}
 			_, err = decodeBytes(t, m, encode(t, f.binary, ev(1, 10, 300), ev(1, 11, 100), ev(2, 5, 50), ev(1, 12, 200), ev(1, 13, 100)), 2)
 			want := "record 5 (key id=1, LSN 100, same as record 2): conflicting changes share a key and LSN"
 			if !f.binary {
 				want = withLine(want)
 			}
-			if !errors.Is(err, ErrConflict) || err.Error() != want {
+			if !errors.Is(err, change.ErrConflict) || err.Error() != want {
 				t.Errorf("err = %v, want %s", err, want)
 			}
 		})
@@ -437,7 +442,7 @@ func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
 			path := writeFile(t, "changes.ion", encode(t, f.binary, events...))
 			before := runtime.NumGoroutine()
 			refuse := errors.New("stop at the first row")
-			err := decodeSegments(context.Background(), path, m, decodeOptions{workers: 4}, f.binary, func(row) error { return refuse })
+			err := decode.DecodeSegments(context.Background(), path, m, decode.Options{Workers: 4}, f.binary, func(change.Row) error { return refuse })
 			if !errors.Is(err, refuse) {
 				t.Fatalf("err = %v", err)
 			}
@@ -463,7 +468,7 @@ func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
 func TestDecodeMatchesIonGo(t *testing.T) {
 	type input struct {
 		name, path string
-		m          *Mapping
+		m          *mapping.Mapping
 	}
 	var inputs []input
 	for _, c := range committedBatches {
@@ -503,19 +508,19 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			data := encode(t, f.binary, triggerBatch(3000)...)
-			d := newRecordDecoder(m)
+			d := decode.NewRecordDecoder(m)
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
-			res := decodeSegment(d, seg, f.binary)
-			if res.err != nil || res.n != 3000 {
-				t.Fatalf("%d records, %v", res.n, res.err)
+			res := decode.DecodeSegment(d, seg, f.binary)
+			if res.Err != nil || res.N != 3000 {
+				t.Fatalf("%d records, %v", res.N, res.Err)
 			}
-			if d.fallbacks != 0 {
-				t.Errorf("%d records went to ion-go", d.fallbacks)
+			if d.Fallbacks != 0 {
+				t.Errorf("%d records went to ion-go", d.Fallbacks)
 			}
-			last := res.rows[len(res.rows)-1].change
-			last.sum = 0
+			last := res.Rows[len(res.Rows)-1].Meta
+			last.Sum = 0
 			lsn := uint64(24023128 + 56*2999) // its transaction's lsn_commit is its first event's LSN - 56 (triggerBatch)
-			if want := (change{operation: "UPDATE", txID: 770 + 2999/4, txIDSet: true, deletedSet: true, lsn: lsn, commit: uint64(24023128 + 56*(2999/4*4) - 56), commitSet: true, sequenced: true}); last != want {
+			if want := (change.Meta{Op: "UPDATE", TxID: 770 + 2999/4, TxIDSet: true, DeletedSet: true, LSN: lsn, Commit: uint64(24023128 + 56*(2999/4*4) - 56), CommitSet: true, Sequenced: true}); last != want {
 				t.Errorf("change of the last record %+v, want %+v", last, want)
 			}
 		})
@@ -558,27 +563,27 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 				name := filepath.Join(dir, ev.Batch+"."+f.name+".ion")
 				t.Run(name, func(t *testing.T) {
 					data := testenv.ReadFile(t, name)
-					d := newRecordDecoder(m)
-					res := decodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
-					if res.err == nil && len(res.rows) != len(ev.Changes) {
-						t.Fatalf("%d records, the manifest lists %d changes", len(res.rows), len(ev.Changes))
+					d := decode.NewRecordDecoder(m)
+					res := decode.DecodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
+					if res.Err == nil && len(res.Rows) != len(ev.Changes) {
+						t.Fatalf("%d records, the manifest lists %d changes", len(res.Rows), len(ev.Changes))
 					}
-					for i, r := range res.rows {
-						c := r.change
+					for i, r := range res.Rows {
+						c := r.Meta
 						// The snapshot marker is not kept (a READ without lsn_commit is a
 						// snapshot row, order.go); the sequence is kept parsed.
 						commit := "null"
-						if c.commitSet {
-							commit = fmt.Sprintf("%q", fmt.Sprint(c.commit))
+						if c.CommitSet {
+							commit = fmt.Sprintf("%q", fmt.Sprint(c.Commit))
 						}
 						want := regexp.MustCompile(` snapshot=\S+`).ReplaceAllString(ev.Changes[i], "")
-						got := fmt.Sprintf("op=%s lsn=%d txId=%d sequence=[%s,%q]", letter[c.operation], c.lsn, c.txID, commit, fmt.Sprint(c.lsn))
-						if !c.txIDSet || !c.deletedSet || got != want {
-							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.txIDSet, c.deletedSet, ev.Changes[i])
+						got := fmt.Sprintf("op=%s lsn=%d txId=%d sequence=[%s,%q]", letter[c.Op], c.LSN, c.TxID, commit, fmt.Sprint(c.LSN))
+						if !c.TxIDSet || !c.DeletedSet || got != want {
+							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.TxIDSet, c.DeletedSet, ev.Changes[i])
 						}
 					}
-					if d.fallbacks > 0 {
-						t.Errorf("%d records went to ion-go", d.fallbacks)
+					if d.Fallbacks > 0 {
+						t.Errorf("%d records went to ion-go", d.Fallbacks)
 					}
 				})
 			}
@@ -642,16 +647,16 @@ func TestSurrogateEscapes(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := b.at(1).vals[3].s; got != tt.want {
+					if got := b.At(1).Vals[3].S; got != tt.want {
 						t.Errorf("status %q, want %q", got, tt.want)
 					}
 					return
 				}
 				if err == nil {
-					t.Fatalf("accepted, status %q", b.at(1).vals[3].s)
+					t.Fatalf("accepted, status %q", b.At(1).Vals[3].S)
 				}
-				var re *RecordError
-				if !errors.As(err, &re) || !errors.Is(err, ErrMalformed) || re.Record != 2 {
+				var re *change.RecordError
+				if !errors.As(err, &re) || !errors.Is(err, change.ErrMalformed) || re.Record != 2 {
 					t.Fatalf("not ErrMalformed naming record 2: %v", err)
 				}
 				if want := int64(bytes.Index(data, []byte(tt.refused))); re.Offset != want {
@@ -695,7 +700,7 @@ func TestContradictions(t *testing.T) {
 			}
 			before := e.physical()
 			_, cfg, err := e.apply(true, orderEvent(2, int64(20), int64(1), "fine", int64(101), false), tc.event)
-			testenv.WantError(t, err, outcome.Refused, ErrContradiction)
+			testenv.WantError(t, err, outcome.Refused, change.ErrContradiction)
 			if !strings.HasPrefix(err.Error(), `record 2 (key id=1, LSN 102), column "metadata.operation": event contradicts itself: `) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("message %v", err)
 			}
@@ -713,7 +718,7 @@ func TestSequenceContradiction(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
 	ev := withSource(orderEvent(1, int64(1), int64(1), "x", int64(950), false), "sequence", `["900","951"]`)
 	_, err := decodeBytes(t, m, encode(t, true, ev), 1)
-	if !errors.Is(err, ErrContradiction) || !strings.Contains(err.Error(), `metadata.source.sequence ["900","951"] names LSN 951, but metadata.source.lsn is 950`) {
+	if !errors.Is(err, change.ErrContradiction) || !strings.Contains(err.Error(), `metadata.source.sequence ["900","951"] names LSN 951, but metadata.source.lsn is 950`) {
 		t.Fatalf("err = %v", err)
 	}
 }

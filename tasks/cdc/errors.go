@@ -1,204 +1,42 @@
 package cdc
 
 import (
-	"errors"
-	"fmt"
-	"strings"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
 
-// Refusals of a batch. Apply returns them wrapped in a *RecordError (when a
-// record is to blame) and marked with outcome.Refused, so callers test them
-// with errors.Is and the process exits 1. Nothing is written to ClickHouse
-// when one of them is returned, except ErrVerify and an ErrTargetMismatch
-// of a stored row the read-back cannot read: both are found after the
-// insert, and a re-run converges.
+// The refusals, transient failures and configuration errors of setup and
+// apply, declared by the layers that raise them (change, mapping) and
+// named here so that callers test them with errors.Is on this package.
 var (
-	// ErrEmptyBatch: the batch holds no change events (seed: "Empty CDC batch").
-	ErrEmptyBatch = errors.New("empty CDC batch")
-	// ErrMalformed: the file is not Ion, or a record is truncated or garbled.
-	ErrMalformed = errors.New("malformed Ion")
-	// ErrNotStruct: a top-level value is not a struct (one change event).
-	ErrNotStruct = errors.New("change event is not an Ion struct")
-	// ErrSourceChanged: an event carries a column the mapping does not know
-	// (seed: "Source columns changed; update this fixed-schema flow").
-	ErrSourceChanged = errors.New("source columns changed; update the mapping before continuing")
-	// ErrWrongSource: metadata.source db/schema/table differ from the mapping
-	// (seed: "Expected changes from public.orders in the configured source database").
-	ErrWrongSource = errors.New("change from another source table")
-	// ErrMissingField: a required field (a mapped column of a create/update/read
-	// event, a key column, metadata, metadata.source or its lsn) is absent.
-	ErrMissingField = errors.New("missing field")
-	// ErrBadLSN: metadata.source.lsn is not an integer in 1..2^64-1 (seed:
-	// "Invalid source LSN").
-	ErrBadLSN = errors.New("invalid source LSN")
-	// ErrBadTxID: metadata.source.txId is present but not an integer in
-	// 0..2^63-1 (Debezium writes PostgreSQL's transaction id, a long; an
-	// absent or null txId is a change without one).
-	ErrBadTxID = errors.New("invalid source transaction id")
-	// ErrBadDeleteMarker: the deleted field is present but not a boolean
-	// (seed: "Invalid delete marker").
-	ErrBadDeleteMarker = errors.New("invalid delete marker")
-	// ErrBadValue: a value has the wrong Ion type for its column, does not
-	// fit the column's range, precision or maximum length, or is null in a
-	// column that is not Nullable (seed: "Invalid <column>", "Unsupported status").
-	ErrBadValue = errors.New("value does not fit its column")
-	// ErrToast: a column holds Debezium's unavailable-value placeholder for an
-	// unchanged TOAST value (seed: "incomplete TOAST value").
-	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table")
-	// ErrContradiction: an event contradicts itself or the events before it
-	// (Debezium writes none of these):
-	//   - metadata.operation DELETE without deleted true, or CREATE, UPDATE
-	//     or READ with deleted true;
-	//   - an operation Debezium does not send;
-	//   - a TRUNCATE with row columns, or whose deleted is not true;
-	//   - a metadata.source.sequence naming another LSN than source.lsn, or
-	//     an lsn_commit outside 0..2^64-2;
-	//   - two lsn_commit values in one transaction (its consecutive events);
-	//   - an lsn_commit below an earlier event's (transactions arrive in
-	//     commit order, so it never goes down in a batch);
-	//   - two changes of one transaction tied at its commit floor (one
-	//     version) whose LSNs go down (the records were reordered).
-	ErrContradiction = errors.New("event contradicts itself")
-	// ErrWentBackwards: a batch that was never applied is not newer than
-	// what the target holds (a source restored, migrated or failed over
-	// with other LSNs, or an old batch replayed after newer ones).
-	ErrWentBackwards = errors.New("versions went backwards: was the source restored or migrated?")
-	// ErrKeyChange: a primary-key change (a deferrable key swapped or
-	// shifted in one transaction) whose result the batch does not determine;
-	// the message names the keys.
-	ErrKeyChange = errors.New("a primary-key change cannot be applied key by key")
-	// ErrConflict: two events share a key and an LSN but differ (seed:
-	// "Conflicting changes share an id and LSN").
-	ErrConflict = errors.New("conflicting changes share a key and LSN")
-	// ErrTargetConflict: the target already holds a different row at the
-	// batch's key and LSN (seed: "Target has a different payload for the same
-	// id and LSN"). Nothing was written.
-	ErrTargetConflict = errors.New("target has a different payload for the same key and LSN")
-	// ErrVerify: the read-back after the insert does not show the captured
-	// version or a newer one (seed: "ClickHouse read-back does not match the
-	// captured version", "Captured key is missing from ClickHouse").
-	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
+	ErrEmptyBatch        = change.ErrEmptyBatch
+	ErrMalformed         = change.ErrMalformed
+	ErrNotStruct         = change.ErrNotStruct
+	ErrSourceChanged     = change.ErrSourceChanged
+	ErrWrongSource       = change.ErrWrongSource
+	ErrMissingField      = change.ErrMissingField
+	ErrBadLSN            = change.ErrBadLSN
+	ErrBadTxID           = change.ErrBadTxID
+	ErrBadDeleteMarker   = change.ErrBadDeleteMarker
+	ErrBadValue          = change.ErrBadValue
+	ErrToast             = change.ErrToast
+	ErrContradiction     = change.ErrContradiction
+	ErrWentBackwards     = change.ErrWentBackwards
+	ErrKeyChange         = change.ErrKeyChange
+	ErrConflict          = change.ErrConflict
+	ErrTargetConflict    = change.ErrTargetConflict
+	ErrVerify            = change.ErrVerify
+	ErrTargetLocked      = change.ErrTargetLocked
+	ErrTargetMismatch    = change.ErrTargetMismatch
+	ErrNoDatabase        = change.ErrNoDatabase
+	ErrUnsupportedServer = change.ErrUnsupportedServer
+	ErrConfig            = change.ErrConfig
+	ErrMapping           = mapping.ErrMapping
 )
 
-// Transient failures, marked with outcome.Transient (exit 3): a retry of
-// the run converges.
-var (
-	// ErrTargetLocked: another cdc apply held the target's lock for the
-	// whole wait, or this run lost its lock before the insert or the ledger
-	// row (its heartbeats stopped landing, or another run broke it).
-	ErrTargetLocked = errors.New("another cdc apply holds the target's lock")
+// RecordError locates a refusal in the batch (see change.RecordError);
+// MappingError a mistake in the mapping file.
+type (
+	RecordError  = change.RecordError
+	MappingError = mapping.MappingError
 )
-
-// Configuration errors, marked with outcome.Config (exit 2).
-var (
-	// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
-	ErrMapping = errors.New("invalid mapping")
-	// ErrTargetMismatch: the target's shape differs from the mapping (the
-	// table's columns, engine, version column or sorting key, the live view's
-	// columns, the ledger's columns, or a ledger left by a dropped table):
-	// outcome.Config; re-run cdc setup on a fresh table, or fix the mapping.
-	// It is also the refusal (outcome.Refused, exit 1) of stored rows of the
-	// target or its ledger that cannot be read or are not what changesink
-	// wrote (a value its column cannot hold, a delete marker other than 0 or
-	// 1, malformed open keys in the ledger): repair or rebuild the target.
-	ErrTargetMismatch = errors.New("target table does not match the mapping")
-	// ErrNoDatabase: cdc setup found no target database and the mapping does
-	// not ask it to create one (target.create_database).
-	ErrNoDatabase = errors.New("target database does not exist")
-	// ErrUnsupportedServer: the ClickHouse server lacks a type the mapping
-	// uses (DateTime64 needs ClickHouse 20.1 or newer, a Decimal of more
-	// than 38 digits 21.6 or newer).
-	ErrUnsupportedServer = errors.New("ClickHouse server does not support the mapping")
-	// ErrConfig: a Config field is missing or out of range.
-	ErrConfig = errors.New("invalid configuration")
-)
-
-// RecordError locates a refusal in the batch: the record number (1-based,
-// counting top-level values), the text line when known, the byte offset for
-// malformed input, and the key, LSN and column when they are known.
-type RecordError struct {
-	// Record is the 1-based number of the change event in the batch; 0 when
-	// the error is not tied to one record.
-	Record int64
-	// Line is the 1-based text line of the record, 0 when unknown (binary Ion).
-	Line int64
-	// Offset is the byte offset in the file for malformed input, -1 when unknown.
-	Offset int64
-	// Key renders the record's key columns ("id=42"), "" when unknown.
-	Key string
-	// LSN is the record's source LSN, 0 when unknown.
-	LSN uint64
-	// Version is the record's version (order.go) when it is not its LSN, else 0.
-	Version uint64
-	// Column is the column or field at fault, "" when none.
-	Column string
-	// Other names a second record involved (equal-LSN conflicts), 0 if none.
-	Other int64
-	// Err is the cause; it wraps one of the package's sentinels.
-	Err error
-}
-
-func (e *RecordError) Error() string {
-	var b strings.Builder
-	if e.Record > 0 {
-		fmt.Fprintf(&b, "record %d", e.Record)
-	} else {
-		b.WriteString("batch")
-	}
-	var where []string
-	if e.Line > 0 {
-		where = append(where, fmt.Sprintf("line %d", e.Line))
-	}
-	if e.Offset >= 0 {
-		where = append(where, fmt.Sprintf("byte %d", e.Offset))
-	}
-	if e.Key != "" {
-		where = append(where, "key "+e.Key)
-	}
-	if e.LSN != 0 {
-		where = append(where, fmt.Sprintf("LSN %d", e.LSN))
-	}
-	if e.Version != 0 && e.Version != e.LSN {
-		where = append(where, fmt.Sprintf("version %d", e.Version))
-	}
-	if e.Other > 0 {
-		where = append(where, fmt.Sprintf("same as record %d", e.Other))
-	}
-	if len(where) > 0 {
-		b.WriteString(" (" + strings.Join(where, ", ") + ")")
-	}
-	if e.Column != "" {
-		fmt.Fprintf(&b, ", column %q", e.Column)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-func (e *RecordError) Unwrap() error { return e.Err }
-
-// MappingError is a mistake in the mapping file, located by line and column
-// (1-based; 0 when the YAML parser gives no position).
-type MappingError struct {
-	File   string
-	Line   int
-	Column int
-	Msg    string
-}
-
-func (e *MappingError) Error() string {
-	file := e.File
-	if file == "" {
-		file = "mapping"
-	}
-	switch {
-	case e.Line > 0 && e.Column > 0:
-		return fmt.Sprintf("%s:%d:%d: %s", file, e.Line, e.Column, e.Msg)
-	case e.Line > 0:
-		return fmt.Sprintf("%s:%d: %s", file, e.Line, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", file, e.Msg)
-}
-
-// Unwrap makes every MappingError match ErrMapping.
-func (e *MappingError) Unwrap() error { return ErrMapping }

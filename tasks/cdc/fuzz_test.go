@@ -10,6 +10,11 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
@@ -52,12 +57,12 @@ func FuzzDecode(f *testing.F) {
 		path := filepath.Join(dir, fmt.Sprintf("changes-%p.ion", &data))
 		testenv.WriteFile(t, path, data, 0o644)
 		defer os.Remove(path)
-		for _, m := range []*Mapping{orders, types} {
+		for _, m := range []*mapping.Mapping{orders, types} {
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}
-			sameResults(t, m, located(m, decodeOptions{}, seg, false), located(m, decodeOptions{ionOnly: true}, seg, false))
-			sameResults(t, m, decodeLines(newRecordDecoder(m), seg), decodeLines(newIonDecoder(m), seg))
+			sameResults(t, m, located(m, decode.Options{}, seg, false), located(m, decode.Options{IonOnly: true}, seg, false))
+			sameResults(t, m, decode.DecodeLines(decode.NewRecordDecoder(m), seg), decode.DecodeLines(decode.NewIonDecoder(m), seg))
 			_ = batchfile.NewSplitter(0).Binary(bytes.NewReader(data), func(s *batchfile.Segment) error {
-				sameResults(t, m, decodeSegment(newRecordDecoder(m), s, true), decodeSegment(newIonDecoder(m), s, true))
+				sameResults(t, m, decode.DecodeSegment(decode.NewRecordDecoder(m), s, true), decode.DecodeSegment(decode.NewIonDecoder(m), s, true))
 				return nil
 			})
 			got, gerr := decodeFileWith(context.Background(), path, m, decodeOptions{workers: 2})
@@ -72,26 +77,26 @@ func FuzzDecode(f *testing.F) {
 
 // located decodes a segment as a worker and the merge do: a text refusal
 // not yet located by line is located by decodeLines.
-func located(m *Mapping, opts decodeOptions, s *batchfile.Segment, binary bool) segResult {
-	res := decodeSegment(opts.decoder(m), s, binary)
-	if res.err != nil && !binary && !res.lined {
-		res = decodeLines(opts.decoder(m), s)
+func located(m *mapping.Mapping, opts decode.Options, s *batchfile.Segment, binary bool) decode.SegResult {
+	res := decode.DecodeSegment(opts.Decoder(m), s, binary)
+	if res.Err != nil && !binary && !res.Lined {
+		res = decode.DecodeLines(opts.Decoder(m), s)
 	}
 	return res
 }
 
-func sameResults(t *testing.T, m *Mapping, got, want segResult) {
+func sameResults(t *testing.T, m *mapping.Mapping, got, want decode.SegResult) {
 	t.Helper()
 	checkResult(t, m, got)
-	sameErrors(t, got.err, want.err)
-	if got.n != want.n || len(got.rows) != len(want.rows) || (len(got.rows) > 0 && !reflect.DeepEqual(got.rows, want.rows)) {
-		t.Fatalf("records %d, rows\n%+v\nion-go: records %d, rows\n%+v", got.n, got.rows, want.n, want.rows)
+	sameErrors(t, got.Err, want.Err)
+	if got.N != want.N || len(got.Rows) != len(want.Rows) || (len(got.Rows) > 0 && !reflect.DeepEqual(got.Rows, want.Rows)) {
+		t.Fatalf("records %d, rows\n%+v\nion-go: records %d, rows\n%+v", got.N, got.Rows, want.N, want.Rows)
 	}
 }
 
 // refusals are the sentinels a decode may refuse with.
-var refusals = []error{ErrEmptyBatch, ErrMalformed, ErrNotStruct, ErrSourceChanged, ErrWrongSource, ErrMissingField,
-	ErrBadLSN, ErrBadTxID, ErrBadDeleteMarker, ErrBadValue, ErrToast, ErrContradiction, ErrKeyChange, ErrConflict}
+var refusals = []error{change.ErrEmptyBatch, change.ErrMalformed, change.ErrNotStruct, change.ErrSourceChanged, change.ErrWrongSource, change.ErrMissingField,
+	change.ErrBadLSN, change.ErrBadTxID, change.ErrBadDeleteMarker, change.ErrBadValue, change.ErrToast, change.ErrContradiction, change.ErrKeyChange, change.ErrConflict}
 
 // sameErrors: both nil, or the same message and class.
 func sameErrors(t *testing.T, got, want error) {
@@ -112,45 +117,45 @@ func sameErrors(t *testing.T, got, want error) {
 	}
 }
 
-func sameBatches(t *testing.T, got, want *batch) {
+func sameBatches(t *testing.T, got, want *merge.Batch) {
 	t.Helper()
-	if got.events != want.events || got.len() != want.len() || jsonLines(got) != jsonLines(want) ||
-		!reflect.DeepEqual(got.outOfOrder, want.outOfOrder) {
-		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.events, got.len(), jsonLines(got),
-			want.events, want.len(), jsonLines(want))
+	if got.Events != want.Events || got.Len() != want.Len() || jsonLines(got) != jsonLines(want) ||
+		!reflect.DeepEqual(got.OutOfOrder, want.OutOfOrder) {
+		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.Events, got.Len(), jsonLines(got),
+			want.Events, want.Len(), jsonLines(want))
 	}
-	for i := range int32(got.len()) {
-		if !reflect.DeepEqual(*got.at(i), *want.at(i)) {
-			t.Fatalf("row %d\n%+v\nion-go\n%+v", i, *got.at(i), *want.at(i))
+	for i := range int32(got.Len()) {
+		if !reflect.DeepEqual(*got.At(i), *want.At(i)) {
+			t.Fatalf("row %d\n%+v\nion-go\n%+v", i, *got.At(i), *want.At(i))
 		}
 	}
 }
 
-func checkResult(t *testing.T, m *Mapping, res segResult) {
+func checkResult(t *testing.T, m *mapping.Mapping, res decode.SegResult) {
 	t.Helper()
-	b := newBatch(m)
-	for _, r := range res.rows {
-		if len(r.vals) != len(m.cols) || r.key == "" || r.lsn == 0 {
+	b := merge.NewBatch(m)
+	for _, r := range res.Rows {
+		if len(r.Vals) != len(m.Cols) || r.Key == "" || r.Version == 0 {
 			t.Fatalf("bad row %+v", r)
 		}
-		if err := b.add(r); err != nil {
-			var re *RecordError
+		if err := b.Add(r); err != nil {
+			var re *change.RecordError
 			// The merge's own refusals: equal versions that differ, and
 			// events that contradict each other (two lsn_commit values in a
 			// transaction, a commit floor going down, a floor tie out of
 			// LSN order) or a key change it cannot follow.
-			if !errors.As(err, &re) || !(errors.Is(err, ErrConflict) || errors.Is(err, ErrContradiction) || errors.Is(err, ErrKeyChange)) {
+			if !errors.As(err, &re) || !(errors.Is(err, change.ErrConflict) || errors.Is(err, change.ErrContradiction) || errors.Is(err, change.ErrKeyChange)) {
 				t.Fatalf("merge error %T %v", err, err)
 			}
 		}
-		_ = appendJSONRow(nil, m, &r)
+		_ = change.AppendJSON(nil, m, &r)
 	}
-	if res.err != nil {
-		var re *RecordError
-		if !errors.As(res.err, &re) || re.Record < 1 || re.Err == nil {
-			t.Fatalf("error %T %v does not name a record", res.err, res.err)
+	if res.Err != nil {
+		var re *change.RecordError
+		if !errors.As(res.Err, &re) || re.Record < 1 || re.Err == nil {
+			t.Fatalf("error %T %v does not name a record", res.Err, res.Err)
 		}
-		_ = res.err.Error()
+		_ = res.Err.Error()
 	}
 }
 

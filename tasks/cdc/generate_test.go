@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -40,7 +42,7 @@ func ordersFixture() []any {
 		ev("UPDATE", 3, int64(102), int64(5), "cancelled — client a écrit", 24023500, "false"),
 		ev("DELETE", 2, nil, nil, nil, 24023600, "false"),
 		ev("CREATE", 4, int64(103), int64(-7), "refund \"partial\"", 24023700, "false"),
-		ev("DELETE", 3, int64(102), int64(5), toastPlaceholder, 24023800, "false"),
+		ev("DELETE", 3, int64(102), int64(5), change.ToastPlaceholder, 24023800, "false"),
 		ev("UPDATE", 1, int64(100), int64(1300), "shipped", 24023900, "false"),
 		ev("UPDATE", 1, int64(100), int64(1300), "shipped", 24023900, "false"), // a replay
 	}

@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/kestra"
@@ -24,9 +28,9 @@ import (
 // ordersMapping is the mapping shipped in flows/ for the seed's orders table.
 const ordersMapping = "../../flows/orders.mapping.yaml"
 
-func loadMapping(t testing.TB, path string) *Mapping {
+func loadMapping(t testing.TB, path string) *mapping.Mapping {
 	t.Helper()
-	m, err := LoadMapping(path)
+	m, err := mapping.Load(path)
 	if err != nil {
 		t.Fatalf("LoadMapping(%s): %v", path, err)
 	}
@@ -84,14 +88,14 @@ func writeFile(t testing.TB, name string, data []byte) string {
 // address nothing listens at (testenv.ClosedAddr), writing into a fresh
 // directory: for runs that must end, refused or misconfigured, before the
 // server is needed.
-func offlineConfig(t testing.TB, m *Mapping, batch string) Config {
+func offlineConfig(t testing.TB, m *mapping.Mapping, batch string) Config {
 	t.Helper()
-	return Config{Mapping: m, ClickHouse: ClickHouse{URL: "clickhouse://" + testenv.ClosedAddr(t) + "/default"},
+	return Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + testenv.ClosedAddr(t) + "/default"},
 		BatchFile: batch, OutDir: kestra.Dir{Path: t.TempDir()}}
 }
 
 // decodeBytes decodes a batch held in memory with the given worker count.
-func decodeBytes(t testing.TB, m *Mapping, data []byte, workers int) (*batch, error) {
+func decodeBytes(t testing.TB, m *mapping.Mapping, data []byte, workers int) (*merge.Batch, error) {
 	t.Helper()
 	return decodeFile(context.Background(), writeFile(t, "changes.ion", data), m, workers)
 }
@@ -159,7 +163,7 @@ type env struct {
 	url  string
 	conn driver.Conn
 	db   string
-	m    *Mapping
+	m    *mapping.Mapping
 }
 
 func newEnv(t testing.TB, mappingPath string) *env {
@@ -175,12 +179,12 @@ func newEnv(t testing.TB, mappingPath string) *env {
 
 // testLockTiming breaks a stale lock (a run a test cut or killed) within
 // seconds instead of defaultLockTiming's 30 s.
-var testLockTiming = lockTiming{beat: 200 * time.Millisecond, stale: 4 * time.Second, wait: 20 * time.Second, poll: 50 * time.Millisecond}
+var testLockTiming = target.LockTiming{Beat: 200 * time.Millisecond, Stale: 4 * time.Second, Wait: 20 * time.Second, Poll: 50 * time.Millisecond}
 
 func (e *env) config(batch string) Config {
 	return Config{
 		Mapping:    e.m,
-		ClickHouse: ClickHouse{URL: e.url, Timeout: time.Minute},
+		ClickHouse: target.ClickHouse{URL: e.url, Timeout: time.Minute},
 		BatchFile:  batch,
 		OutDir:     kestra.Dir{Path: e.t.TempDir()},
 		lockTiming: testLockTiming,
@@ -188,14 +192,14 @@ func (e *env) config(batch string) Config {
 }
 
 // caps connects with e's mapping and returns what the server supports.
-func (e *env) caps() serverCaps {
+func (e *env) caps() mapping.ServerCaps {
 	e.t.Helper()
-	tg, err := connect(context.Background(), e.config("").ClickHouse, e.m)
+	tg, err := target.Connect(context.Background(), e.config("").ClickHouse, e.m)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer tg.close()
-	return tg.caps
+	defer tg.Close()
+	return tg.Caps
 }
 
 func (e *env) setup() {
@@ -284,20 +288,20 @@ func deref(p any) any {
 }
 
 // lockedTable opens the env's target as apply does.
-func (e *env) lockedTable() *table {
+func (e *env) lockedTable() *target.Table {
 	e.t.Helper()
 	return e.openTable(e.config("").ClickHouse)
 }
 
 // openTable connects to ch and checks the env's target as apply does.
-func (e *env) openTable(ch ClickHouse) *table {
+func (e *env) openTable(ch target.ClickHouse) *target.Table {
 	e.t.Helper()
-	tg, err := connect(context.Background(), ch, e.m)
+	tg, err := target.Connect(context.Background(), ch, e.m)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(tg.close)
-	tbl, err := tg.checkSchema(context.Background())
+	e.t.Cleanup(tg.Close)
+	tbl, err := tg.CheckSchema(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -359,11 +363,11 @@ func form(binary bool) string {
 func (e *env) liveJSON() string {
 	e.t.Helper()
 	var cols []string
-	for i := range e.m.cols {
-		cols = append(cols, quoteIdent(e.m.cols[i].name))
+	for i := range e.m.Cols {
+		cols = append(cols, mapping.QuoteIdent(e.m.Cols[i].Name))
 	}
 	var b strings.Builder
-	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + keyList(e.m)) {
+	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + mapping.Qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + target.KeyList(e.m)) {
 		parts := strings.Split(line, "\t")
 		obj := "{"
 		for i, p := range parts {
@@ -371,10 +375,10 @@ func (e *env) liveJSON() string {
 				obj += ","
 			}
 			v, _ := json.Marshal(p)
-			if e.m.cols[i].typ.kind == kindInt {
+			if e.m.Cols[i].Type.Kind == mapping.KindInt {
 				v = []byte(p)
 			}
-			obj += fmt.Sprintf("%q:%s", e.m.cols[i].name, v)
+			obj += fmt.Sprintf("%q:%s", e.m.Cols[i].Name, v)
 		}
 		b.WriteString(obj + "}\n")
 	}
@@ -399,7 +403,7 @@ func sourceRows(t *testing.T, name string) string {
 // physical returns every physical row of the target (for "nothing changed").
 func (e *env) physical() string {
 	e.t.Helper()
-	return strings.Join(e.query("SELECT * FROM "+qualified(e.db, e.m.Target.Table)+" ORDER BY tuple(*)"), "\n")
+	return strings.Join(e.query("SELECT * FROM "+mapping.Qualified(e.db, e.m.Target.Table)+" ORDER BY tuple(*)"), "\n")
 }
 
 // endsAsTheSourceThenReplays applies a real scenario's batches in one form:

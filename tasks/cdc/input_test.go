@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
@@ -28,7 +31,7 @@ func TestBatchFileIsADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Apply(context.Background(), offlineConfig(t, m, dir))
-	testenv.WantError(t, err, outcome.Config, ErrConfig)
+	testenv.WantError(t, err, outcome.Config, change.ErrConfig)
 }
 
 // TestMalformedBatchSaysWhatToDo: a batch cut short is refused, naming
@@ -43,7 +46,7 @@ func TestMalformedBatchSaysWhatToDo(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "changes.ion")
 			testenv.WriteFile(t, path, data[:len(data)-5], 0o644)
 			_, err := Apply(context.Background(), offlineConfig(t, m, path))
-			testenv.WantError(t, err, outcome.Refused, ErrMalformed, "record 2 (", "byte ",
+			testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (", "byte ",
 				"the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch (a hand-made file: fix it). Nothing was written")
 		})
 	}
@@ -57,7 +60,7 @@ func TestByteOrderMark(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "changes.ion")
 	testenv.WriteFile(t, path, append([]byte("\xEF\xBB\xBF"), data...), 0o644)
 	_, err := Apply(context.Background(), offlineConfig(t, m, path))
-	testenv.WantError(t, err, outcome.Refused, ErrMalformed, "record 1 (byte 0): malformed Ion: the file starts with a UTF-8 byte order mark (EF BB BF)",
+	testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 1 (byte 0): malformed Ion: the file starts with a UTF-8 byte order mark (EF BB BF)",
 		"save it without the mark")
 }
 
@@ -85,9 +88,9 @@ func TestInvalidUTF8Refused(t *testing.T) {
 				data = bytes.Replace(data, []byte("QQQ"), []byte{0xFF, 0xC3, 0x28}, 1)
 				b, err := decodeBytes(t, m, data, 2)
 				if err == nil {
-					t.Fatalf("a string that is not UTF-8 was accepted: %q", b.at(int32(b.len() - 1)).vals[3].s)
+					t.Fatalf("a string that is not UTF-8 was accepted: %q", b.At(int32(b.Len() - 1)).Vals[3].S)
 				}
-				var re *RecordError
+				var re *change.RecordError
 				if !errors.As(err, &re) || re.Record != 2 {
 					t.Fatalf("error does not name record 2: %v", err)
 				}
@@ -97,7 +100,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 				if !f.binary && where == "string" && (re.Column != "status" || re.Key != "id=2" || re.LSN != 101 || re.Line != 2) {
 					t.Errorf("error does not name line 2, key id=2, LSN 101, column status: %v", err)
 				}
-				if !errors.Is(err, ErrMalformed) {
+				if !errors.Is(err, change.ErrMalformed) {
 					t.Errorf("not ErrMalformed: %v", err)
 				}
 				if k := outcome.Classify(markInput(err)); k != outcome.Refused {
@@ -130,7 +133,7 @@ func TestHugeNumberMessage(t *testing.T) {
 	huge, _ := new(big.Int).SetString(digits, 10)
 	tests := []struct {
 		name  string
-		m     *Mapping
+		m     *mapping.Mapping
 		event iongen.Struct
 	}{
 		{"int in Int64", orders, orderEvent(1, huge, int64(1), "x", int64(5), false)},
@@ -171,7 +174,7 @@ func TestSurrogateEscapesApplied(t *testing.T) {
 		return writeFile(t, "changes.ion", bytes.Replace(data, []byte(`"QQQ"`), []byte(status), 1))
 	}
 	_, _, err := e.applyFile(batch(`"a\ud800b"`))
-	testenv.WantError(t, err, outcome.Refused, ErrMalformed, "record 2 (line 2, byte ", `the escape \ud800 names no Unicode character`, "Nothing was written")
+	testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (line 2, byte ", `the escape \ud800 names no Unicode character`, "Nothing was written")
 	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
 		t.Fatalf("%s rows written by a refused batch", n[0])
 	}

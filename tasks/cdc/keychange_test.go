@@ -8,6 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
@@ -75,7 +80,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "floor tie with a lower LSN",
 			target: map[int64]string{7: "seven"},
 			batch:  []any{ev("UPDATE", 7, "later", 1100, 42, "5000"), ev("UPDATE", 7, "earlier", 1000, 42, "5000")},
-			err:    ErrContradiction, record: 2, key: "id=7", lsn: 1000, version: 5001, column: "metadata.source.lsn",
+			err:    change.ErrContradiction, record: 2, key: "id=7", lsn: 1000, version: 5001, column: "metadata.source.lsn",
 			why: "this change of transaction 42 shares its version with record 1 (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN 1100: " +
 				"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
 		},
@@ -85,7 +90,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "lsn_commit goes down",
 			target: map[int64]string{7: "seven", 8: "eight"},
 			batch:  []any{ev("UPDATE", 7, "first", 1000, 1, "999999"), ev("UPDATE", 8, "second", 2000, 2, "1500")},
-			err:    ErrContradiction, record: 2, key: "id=8", lsn: 2000, column: "metadata.source.sequence",
+			err:    change.ErrContradiction, record: 2, key: "id=8", lsn: 2000, column: "metadata.source.sequence",
 			why: "lsn_commit 1500 in metadata.source.sequence is below record 1's, 999999: transactions arrive in commit order, and each one's lsn_commit is the end of the last COMMIT before it, so it never goes down in a batch (the records were reordered or edited); " +
 				"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
 		},
@@ -95,7 +100,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "two live rows, then an event below them",
 			target: map[int64]string{7: "seven"},
 			batch:  twoRows(ev("DELETE", 7, "seven*", 1050, 9, "")),
-			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1050,
+			err:    change.ErrKeyChange, record: 3, key: "id=7", lsn: 1050,
 			why: "key id=7: its events are not in commit order",
 		},
 		{
@@ -104,7 +109,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "a CREATE of a live key without txId",
 			target: map[int64]string{7: "seven"},
 			batch:  []any{ev("UPDATE", 7, "seven*", 1000, 8, ""), withSource(ev("CREATE", 7, "again", 1100, 9, "1050"), "txId", nil)},
-			err:    ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
+			err:    change.ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
 			why: "key id=7: a CREATE of a live key without a transaction id (metadata.source.txId)",
 		},
 		{
@@ -112,7 +117,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "a later transaction's change of a key left with two rows",
 			target: map[int64]string{7: "seven"},
 			batch:  truncateDropped(ev("UPDATE", 7, "later", 1200, 10, "1150")),
-			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
+			err:    change.ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
 			why: "key id=7: transaction 9 ended with two live rows of this key (a CREATE while its row was live, and no delete of one of them)",
 		},
 		{
@@ -121,7 +126,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "an update while the key has two live rows",
 			target: map[int64]string{7: "seven"},
 			batch:  twoRows(ev("UPDATE", 7, "x", 1200, 9, "")),
-			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
+			err:    change.ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
 			why: "key id=7: an UPDATE while the key has two live rows inside transaction 9: which row it changed is not in the batch",
 		},
 		{
@@ -133,7 +138,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			batch: []any{ev("UPDATE", 7, "seven*", 1000, 9, ""),
 				ev("DELETE", 6, "", 1100, 9, ""), ev("CREATE", 7, "six", 1100, 9, ""),
 				ev("DELETE", 7, "", 1200, 9, ""), ev("CREATE", 6, "seven*", 1200, 9, "")},
-			err: ErrKeyChange, record: 4, key: "id=7", lsn: 1200,
+			err: change.ErrKeyChange, record: 4, key: "id=7", lsn: 1200,
 			why: "key id=7: a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows: which one it removed is not in the batch; set REPLICA IDENTITY FULL on the source table",
 		},
 		{
@@ -143,7 +148,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "a delete whose before image is neither live row",
 			target: map[int64]string{7: "seven"},
 			batch:  twoRows(ev("DELETE", 7, "neither", 1200, 9, "")),
-			err:    ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
+			err:    change.ErrKeyChange, record: 3, key: "id=7", lsn: 1200,
 			why: "key id=7: a delete whose before image is none of the key's live rows",
 		},
 		{
@@ -157,7 +162,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			earlier: [][]any{{ev("DELETE", 1, "a", 1000, 9, ""), ev("CREATE", 2, "a", 1000, 9, ""),
 				ev("DELETE", 2, "b", 1100, 9, ""), ev("CREATE", 3, "b", 1100, 9, "")}},
 			batch: []any{ev("DELETE", 3, "b", 1200, 9, "")},
-			err:   ErrKeyChange, record: 1, key: "id=3", lsn: 1200,
+			err:   change.ErrKeyChange, record: 1, key: "id=3", lsn: 1200,
 			why: "key id=3: a delete of the row this key got in the previous batch, leaving a row whose values that batch did not hold",
 		},
 		{
@@ -166,7 +171,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			name:   "a batch ending after the transaction that left two rows",
 			target: map[int64]string{7: "seven"},
 			batch:  truncateDropped(ev("CREATE", 8, "eight", 1200, 10, "1150")),
-			err:    ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
+			err:    change.ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
 			why: "key id=7: transaction 9 left two live rows of this key (a CREATE while its row was live, and no delete of one of them before the transaction's end)",
 		},
 	} {
@@ -178,10 +183,10 @@ func TestKeyChangeRefusals(t *testing.T) {
 					t.Fatalf("earlier batch %d: %v", n+1, err)
 				}
 			}
-			ledger := "SELECT count() FROM " + qualified(e.db, ledgerName(e.m))
+			ledger := "SELECT count() FROM " + mapping.Qualified(e.db, mapping.LedgerName(e.m))
 			live, phys, entries := e.liveJSON(), e.physical(), e.query(ledger)
 			_, cfg, err := e.apply(true, tc.batch...)
-			want := &RecordError{Record: tc.record, Offset: -1, Key: tc.key, LSN: tc.lsn, Version: tc.version, Column: tc.column,
+			want := &change.RecordError{Record: tc.record, Offset: -1, Key: tc.key, LSN: tc.lsn, Version: tc.version, Column: tc.column,
 				Err: fmt.Errorf("%w: %s", tc.err, tc.why)}
 			refusedAt(t, err, tc.err, want)
 			noOutputs(t, cfg)
@@ -197,10 +202,10 @@ func TestKeyChangeRefusals(t *testing.T) {
 
 // refusedAt checks err is a refusal (exit 1) wrapping sentinel, whose
 // RecordError is want, message included.
-func refusedAt(t *testing.T, err, sentinel error, want *RecordError) {
+func refusedAt(t *testing.T, err, sentinel error, want *change.RecordError) {
 	t.Helper()
 	testenv.WantError(t, err, outcome.Refused, sentinel)
-	var re *RecordError
+	var re *change.RecordError
 	if !errors.As(err, &re) {
 		t.Fatalf("err = %v, not a *RecordError", err)
 	}
@@ -229,31 +234,31 @@ func TestKeyChangeTargetRowVanished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg, err := connect(ctx, e.config("").ClickHouse, e.m)
+	tg, err := target.Connect(ctx, e.config("").ClickHouse, e.m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tg.close()
-	tbl, err := tg.checkSchema(ctx)
+	defer tg.Close()
+	tbl, err := tg.CheckSchema(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	current, err := tbl.current(ctx, b.sorted())
+	current, err := tbl.Current(ctx, b.Sorted())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// With the row there, key 7 is carried (as Apply would).
-	open, err := b.checkKeyChanges(ctx, tbl, current)
+	open, err := keyChangesOf(ctx, tbl, b, current)
 	if err != nil || len(open) != 1 || open[0].Shown != "id=7" || open[0].Tx != 9 ||
-		!slices.Equal(open[0].Others, []string{fmt.Sprintf("%016x", imageSum(e.m, []value{{n: 7}, {s: "seven"}}))}) {
+		!slices.Equal(open[0].Others, []string{fmt.Sprintf("%016x", merge.ImageSum(e.m, []change.Value{{N: 7}, {S: "seven"}}))}) {
 		t.Fatalf("with the target's row: open %+v, err %v", open, err)
 	}
-	if err := e.conn.Exec(ctx, "TRUNCATE TABLE "+qualified(e.db, e.m.Target.Table)); err != nil {
+	if err := e.conn.Exec(ctx, "TRUNCATE TABLE "+mapping.Qualified(e.db, e.m.Target.Table)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.checkKeyChanges(ctx, tbl, current)
-	refusedAt(t, err, ErrKeyChange, &RecordError{Record: 1, Offset: -1, Key: "id=7", LSN: 1000,
-		Err: fmt.Errorf("%w: key id=7: the target's row of this key vanished while the batch ran (another writer?)", ErrKeyChange)})
+	_, err = keyChangesOf(ctx, tbl, b, current)
+	refusedAt(t, err, change.ErrKeyChange, &change.RecordError{Record: 1, Offset: -1, Key: "id=7", LSN: 1000,
+		Err: fmt.Errorf("%w: key id=7: the target's row of this key vanished while the batch ran (another writer?)", change.ErrKeyChange)})
 	if !strings.Contains(err.Error(), "record 1 (key id=7, LSN 1000)") {
 		t.Errorf("message %v", err)
 	}
@@ -303,8 +308,8 @@ func TestPKSwapDefaultIdentityRefused(t *testing.T) {
 	_, cfg, err := e.apply(true,
 		swapEvent("DELETE", 6, "", 1000, 9), swapEvent("CREATE", 7, "six", 1000, 9),
 		swapEvent("DELETE", 7, "", 1100, 9), swapEvent("CREATE", 6, "seven", 1100, 9))
-	testenv.WantError(t, err, outcome.Refused, ErrKeyChange)
-	testenv.CheckError(t, err, outcome.Refused, ErrKeyChange, "key id=7", "the target holds this key live", "REPLICA IDENTITY FULL")
+	testenv.WantError(t, err, outcome.Refused, change.ErrKeyChange)
+	testenv.CheckError(t, err, outcome.Refused, change.ErrKeyChange, "key id=7", "the target holds this key live", "REPLICA IDENTITY FULL")
 	noOutputs(t, cfg)
 	if e.physical() != before {
 		t.Error("the refused batch changed the target")
@@ -374,7 +379,7 @@ func TestPKShiftNotContinued(t *testing.T) {
 	}
 	before := e.physical()
 	_, cfg, err := e.apply(true, swapEvent("CREATE", 5, "five", 1300, 10))
-	testenv.WantError(t, err, outcome.Refused, ErrKeyChange, "key id=3", "does not continue that transaction")
+	testenv.WantError(t, err, outcome.Refused, change.ErrKeyChange, "key id=3", "does not continue that transaction")
 	noOutputs(t, cfg)
 	if e.physical() != before {
 		t.Error("the refused batch changed the target")
@@ -388,7 +393,7 @@ func TestPKDualLeftByACommittedTransaction(t *testing.T) {
 	e := scenarioEnv(t, "pkswap")
 	e.seedSwap(map[int64]string{7: "seven"})
 	_, _, err := e.apply(false, swapEvent("CREATE", 7, "again", 1000, 9), swapEvent("CREATE", 8, "eight", 1100, 10))
-	if !errors.Is(err, ErrKeyChange) || !strings.Contains(err.Error(), "key id=7") || !strings.Contains(err.Error(), "skipped.operations") {
+	if !errors.Is(err, change.ErrKeyChange) || !strings.Contains(err.Error(), "key id=7") || !strings.Contains(err.Error(), "skipped.operations") {
 		t.Fatalf("err = %v, want ErrKeyChange for key id=7", err)
 	}
 }

@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -70,7 +74,7 @@ func TestConcurrentCDCWriters(t *testing.T) {
 				if errs[1] != nil || results[1].Pending != 0 || results[1].Skipped != 1 || results[1].Verified != 1 {
 					t.Errorf("the second run of the same batch: %v, %v", results[1], errs[1])
 				}
-			} else if !errors.Is(errs[1], ErrTargetConflict) || outcome.Classify(errs[1]) != outcome.Refused {
+			} else if !errors.Is(errs[1], change.ErrTargetConflict) || outcome.Classify(errs[1]) != outcome.Refused {
 				t.Errorf("the second run: %v, want a refused ErrTargetConflict", errs[1])
 			}
 			if got := e.query("SELECT status FROM " + e.db + ".orders_cdc FINAL"); len(got) != 1 || got[0] != "from A" {
@@ -87,9 +91,9 @@ func TestConcurrentCDCWriters(t *testing.T) {
 }
 
 // mustLock takes tbl's lock or fails the test.
-func mustLock(t *testing.T, tbl *table, timing lockTiming) *targetLock {
+func mustLock(t *testing.T, tbl *target.Table, timing target.LockTiming) *target.Lock {
 	t.Helper()
-	l, err := tbl.lock(context.Background(), timing, slog.New(slog.DiscardHandler))
+	l, err := tbl.Lock(context.Background(), timing, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +102,14 @@ func mustLock(t *testing.T, tbl *table, timing lockTiming) *targetLock {
 
 // proxiedTable opens the env's target as apply does, through a proxy in
 // front of its server, with the call timeout given.
-func (e *env) proxiedTable(timeout time.Duration) (*testenv.Proxy, *table) {
+func (e *env) proxiedTable(timeout time.Duration) (*testenv.Proxy, *target.Table) {
 	e.t.Helper()
 	p, via := e.proxied()
-	return p, e.openTable(ClickHouse{URL: via, Timeout: timeout})
+	return p, e.openTable(target.ClickHouse{URL: via, Timeout: timeout})
 }
 
 // lockTarget sets a target up and returns its table, for the lock's tests.
-func lockTarget(t *testing.T) *table {
+func lockTarget(t *testing.T) *target.Table {
 	e := newEnv(t, ordersMapping)
 	e.setup()
 	return e.lockedTable()
@@ -113,10 +117,10 @@ func lockTarget(t *testing.T) *table {
 
 // abandon stops a held lock's heartbeat without releasing it: what the
 // server sees of a run killed while holding it.
-func (l *targetLock) abandon() {
-	close(l.stop)
-	<-l.done
-	l.stop = nil
+func abandon(l *target.Lock) {
+	close(l.Stop)
+	<-l.Done
+	l.Stop = nil
 }
 
 // TestLockWaitsThenTimesOut: a live holder keeps the lock: a second run
@@ -125,23 +129,23 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 	tbl := lockTarget(t)
 	timing := testLockTiming
 	a := mustLock(t, tbl, timing)
-	defer a.release(context.Background())
-	timing.wait = 2 * time.Second
+	defer a.Release(context.Background())
+	timing.Wait = 2 * time.Second
 	var logs bytes.Buffer
-	_, err := tbl.lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
-	testenv.WantError(t, err, outcome.Transient, ErrTargetLocked)
+	_, err := tbl.Lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
+	testenv.WantError(t, err, outcome.Transient, change.ErrTargetLocked)
 	host, _ := os.Hostname()
-	holder := fmt.Sprintf("holder %s on host %s, pid %d", a.id, host, os.Getpid())
+	holder := fmt.Sprintf("holder %s on host %s, pid %d", a.ID, host, os.Getpid())
 	if !strings.Contains(err.Error(), holder) {
 		t.Errorf("message does not name the holder (%s): %v", holder, err)
 	}
 	// One line when the wait starts, not one per try.
 	if lines := strings.Split(strings.TrimSpace(logs.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") ||
-		!strings.Contains(lines[0], "cdc: the lock "+a.name+" is taken ("+holder) ||
-		!strings.Contains(lines[0], fmt.Sprintf("waiting up to %s, and breaking it once its last heartbeat is over %s old", timing.wait, timing.stale)) {
+		!strings.Contains(lines[0], "cdc: the lock "+a.Name+" is taken ("+holder) ||
+		!strings.Contains(lines[0], fmt.Sprintf("waiting up to %s, and breaking it once its last heartbeat is over %s old", timing.Wait, timing.Stale)) {
 		t.Errorf("log, want one INFO line saying the run waits for %s:\n%s", holder, logs.String())
 	}
-	if err := a.check(context.Background()); err != nil {
+	if err := a.Check(context.Background()); err != nil {
 		t.Errorf("the holder lost its lock: %v", err)
 	}
 }
@@ -152,35 +156,35 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 func TestLockBreaksStale(t *testing.T) {
 	tbl := lockTarget(t)
 	timing := testLockTiming
-	timing.stale = 2 * time.Second
+	timing.Stale = 2 * time.Second
 	a := mustLock(t, tbl, timing)
-	a.abandon()
+	abandon(a)
 	start := time.Now()
 	var logs bytes.Buffer
-	b, err := tbl.lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
+	b, err := tbl.Lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.release(context.Background())
+	defer b.Release(context.Background())
 	waited := time.Since(start)
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "cdc: broke the lock "+a.name+": holder "+a.id) ||
-		!strings.Contains(logs.String(), fmt.Sprintf("over %s (a run killed, or cut off from ClickHouse, while it held the lock", timing.stale)) {
-		t.Errorf("log, want a WARN line saying the run broke %s's lock:\n%s", a.id, logs.String())
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "cdc: broke the lock "+a.Name+": holder "+a.ID) ||
+		!strings.Contains(logs.String(), fmt.Sprintf("over %s (a run killed, or cut off from ClickHouse, while it held the lock", timing.Stale)) {
+		t.Errorf("log, want a WARN line saying the run broke %s's lock:\n%s", a.ID, logs.String())
 	}
 	if waited < time.Second {
-		t.Errorf("broke a lock whose heartbeat was %s old (stale: %s)", waited, timing.stale)
+		t.Errorf("broke a lock whose heartbeat was %s old (stale: %s)", waited, timing.Stale)
 	}
-	if err := a.check(context.Background()); !errors.Is(err, ErrTargetLocked) {
+	if err := a.Check(context.Background()); !errors.Is(err, change.ErrTargetLocked) {
 		t.Errorf("the zombie's check: %v, want ErrTargetLocked", err)
 	}
-	if err := b.check(context.Background()); err != nil {
+	if err := b.Check(context.Background()); err != nil {
 		t.Errorf("the new holder: %v", err)
 	}
 	// The zombie's release leaves the new holder's lock alone.
-	if err := a.dropOwn(context.Background()); err != nil {
+	if err := a.DropOwn(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.check(context.Background()); err != nil {
+	if err := b.Check(context.Background()); err != nil {
 		t.Errorf("the new holder after the zombie's release: %v", err)
 	}
 }
@@ -197,24 +201,24 @@ func TestABrokenHolderStaysOut(t *testing.T) {
 	e.setup()
 	p, viaProxy := e.proxiedTable(2 * time.Second)
 	timing := testLockTiming
-	timing.stale = 2 * time.Second
+	timing.Stale = 2 * time.Second
 	r := mustLock(t, viaProxy, timing)
 	p.Freeze()
-	time.Sleep(timing.stale + 1500*time.Millisecond) // R's last heartbeat is stale by the server's clock
+	time.Sleep(timing.Stale + 1500*time.Millisecond) // R's last heartbeat is stale by the server's clock
 	w := mustLock(t, e.lockedTable(), timing)
-	defer w.release(context.Background())
+	defer w.Release(context.Background())
 	p.Thaw()
-	time.Sleep(10 * timing.beat) // R's held and new heartbeats reach the server
-	if n := e.query("SELECT count() FROM "+w.name+" WHERE holder = ?", r.id); n[0] != "0" {
+	time.Sleep(10 * timing.Beat) // R's held and new heartbeats reach the server
+	if n := e.query("SELECT count() FROM "+w.Name+" WHERE holder = ?", r.ID); n[0] != "0" {
 		t.Errorf("%s rows of the broken holder in the new holder's lock, want none", n[0])
 	}
-	if err := r.check(context.Background()); !errors.Is(err, ErrTargetLocked) {
+	if err := r.Check(context.Background()); !errors.Is(err, change.ErrTargetLocked) {
 		t.Errorf("the broken holder's check: %v, want ErrTargetLocked (two holders)", err)
 	}
-	if err := r.release(context.Background()); err != nil {
+	if err := r.Release(context.Background()); err != nil {
 		t.Errorf("the broken holder's release: %v", err)
 	}
-	if err := w.check(context.Background()); err != nil {
+	if err := w.Check(context.Background()); err != nil {
 		t.Errorf("the new holder after the broken holder's release: %v", err)
 	}
 }
@@ -226,13 +230,13 @@ func TestLockBreakIsABASafe(t *testing.T) {
 	tbl := lockTarget(t)
 	timing := testLockTiming
 	c := mustLock(t, tbl, timing)
-	defer c.release(context.Background())
-	w := &targetLock{t: tbl, id: newHolderID(), timing: timing, name: c.name}
-	stale := holderInfo{id: "a-holder-long-gone", age: time.Hour}
-	if broken, err := w.breakStale(context.Background(), stale); err != nil || broken {
+	defer c.Release(context.Background())
+	w := &target.Lock{Table: tbl, ID: target.NewHolderID(), Timing: timing, Name: c.Name}
+	stale := target.HolderInfo{ID: "a-holder-long-gone", Age: time.Hour}
+	if broken, err := w.BreakStale(context.Background(), stale); err != nil || broken {
 		t.Fatalf("breakStale: broken %v, %v; want the lock given back", broken, err)
 	}
-	if err := c.check(context.Background()); err != nil {
+	if err := c.Check(context.Background()); err != nil {
 		t.Errorf("the fresh holder lost its lock to a break meant for another: %v", err)
 	}
 }
@@ -247,7 +251,7 @@ func TestLockDropsLocksLeftAside(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
 	timing := testLockTiming
-	timing.stale = 2 * time.Second
+	timing.Stale = 2 * time.Second
 	exec := func(sql string) {
 		t.Helper()
 		if err := e.conn.Exec(context.Background(), sql); err != nil {
@@ -255,22 +259,22 @@ func TestLockDropsLocksLeftAside(t *testing.T) {
 		}
 	}
 	aside := func(id, beat string) string {
-		name := e.db + "." + asideName(e.m, id)
+		name := e.db + "." + target.AsideName(e.m, id)
 		exec("CREATE TABLE " + name + " ENGINE = Memory AS SELECT 'holder-" + id[:4] + "' AS holder, 'host' AS host, toUInt32(7) AS pid, " + beat + " AS beat")
 		return name
 	}
 	old := aside("00000000000000aa", "now() - 3600")
-	empty := e.db + "." + asideName(e.m, "00000000000000bb")
+	empty := e.db + "." + target.AsideName(e.m, "00000000000000bb")
 	exec("CREATE TABLE " + empty + " (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory")
-	exec("CREATE TABLE " + e.db + "." + lockName(e.m) + "_xnot_a_holder (x UInt8) ENGINE = Memory")
-	exec("CREATE TABLE " + e.db + "." + lockName(e.m) + "_x00000000000000AA (x UInt8) ENGINE = Memory")
-	time.Sleep(timing.stale + 1500*time.Millisecond) // the server's clock counts whole seconds
+	exec("CREATE TABLE " + e.db + "." + mapping.LockName(e.m) + "_xnot_a_holder (x UInt8) ENGINE = Memory")
+	exec("CREATE TABLE " + e.db + "." + mapping.LockName(e.m) + "_x00000000000000AA (x UInt8) ENGINE = Memory")
+	time.Sleep(timing.Stale + 1500*time.Millisecond) // the server's clock counts whole seconds
 	aside("00000000000000cc", "now()")
 
 	var logs bytes.Buffer
 	l := mustLock(t, e.lockedTable(), timing)
-	defer l.release(context.Background())
-	if err := l.sweepAsides(context.Background(), slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+	defer l.Release(context.Background())
+	if err := l.SweepAsides(context.Background(), slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 		t.Fatal(err)
 	}
 	got := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock_x%' ORDER BY name", e.db)
@@ -286,7 +290,7 @@ func TestLockDropsLocksLeftAside(t *testing.T) {
 			t.Errorf("log, want %q:\n%s", line, logs.String())
 		}
 	}
-	if err := l.check(context.Background()); err != nil {
+	if err := l.Check(context.Background()); err != nil {
 		t.Errorf("the sweeping holder: %v", err)
 	}
 }
@@ -342,7 +346,7 @@ func TestApplyBreaksAKilledHolder(t *testing.T) {
 func TestApplyBreaksAnEmptyLock(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
-	lock := qualified(e.db, lockName(e.m))
+	lock := mapping.Qualified(e.db, mapping.LockName(e.m))
 	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+lock+" (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"); err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +365,7 @@ func TestApplyBreaksAnEmptyLock(t *testing.T) {
 // holdingChild applies the batch and, once it holds the lock, says so and
 // waits to be killed.
 func holdingChild() {
-	m, err := LoadMapping(ordersMapping)
+	m, err := mapping.Load(ordersMapping)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return
@@ -372,7 +376,7 @@ func holdingChild() {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
-	cfg := Config{Mapping: m, ClickHouse: ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
+	cfg := Config{Mapping: m, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
 		BatchFile: os.Getenv("CDC_TEST_CHILD_BATCH"), OutDir: kestra.Dir{Path: dir}, lockTiming: testLockTiming}
 	cfg.hooks.locked = func(context.Context) error {
 		if err := os.WriteFile(os.Getenv("CDC_TEST_CHILD_HOLD"), nil, 0o644); err != nil {
@@ -396,20 +400,20 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	e.setup()
 	p, viaProxy := e.proxiedTable(time.Minute)
 	a := mustLock(t, viaProxy, testLockTiming)
-	if err := a.release(context.Background()); err != nil {
+	if err := a.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	b := mustLock(t, e.lockedTable(), testLockTiming)
-	defer b.release(context.Background())
+	defer b.Release(context.Background())
 	p.CutOn([]byte("RENAME"))
-	if err := a.release(context.Background()); err != nil {
+	if err := a.Release(context.Background()); err != nil {
 		t.Fatalf("the second release sent a statement: %v", err)
 	}
-	h, found, err := b.holder(context.Background(), lockName(b.t.m))
-	if err != nil || !found || h.id != b.id {
-		t.Fatalf("after the first holder's second release the lock is %+v (found %v, %v), want b's %s", h, found, err, b.id)
+	h, found, err := b.Holder(context.Background(), mapping.LockName(b.Table.M))
+	if err != nil || !found || h.ID != b.ID {
+		t.Fatalf("after the first holder's second release the lock is %+v (found %v, %v), want b's %s", h, found, err, b.ID)
 	}
-	if err := b.check(context.Background()); err != nil {
+	if err := b.Check(context.Background()); err != nil {
 		t.Errorf("the next holder lost its lock: %v", err)
 	}
 }

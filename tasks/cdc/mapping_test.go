@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -15,10 +17,10 @@ import (
 
 func TestShippedOrdersMapping(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
-	if got, want := m.Source, (Source{"shop", "public", "orders", "deleted", "metadata"}); got != want {
+	if got, want := m.Source, (mapping.Source{Database: "shop", Schema: "public", Table: "orders", DeletedField: "deleted", MetadataField: "metadata"}); got != want {
 		t.Errorf("Source = %+v, want %+v", got, want)
 	}
-	if got, want := m.Target, (Target{"default", "orders_cdc", "orders_live", false, "_cdc_lsn", "_cdc_deleted"}); got != want {
+	if got, want := m.Target, (mapping.Target{Database: "default", Table: "orders_cdc", LiveView: "orders_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}); got != want {
 		t.Errorf("Target = %+v, want %+v", got, want)
 	}
 	if strings.Join(m.Key, ",") != "id" {
@@ -31,17 +33,17 @@ func TestShippedOrdersMapping(t *testing.T) {
 	if got, want := strings.Join(cols, ", "), "id Int64, customer_id Int64, amount_cents Int64, status String"; got != want {
 		t.Errorf("columns = %s, want %s", got, want)
 	}
-	if m.cols[3].maxLen != 32 {
-		t.Errorf("status max_length = %d, want 32 (the seed's len(status) > 32 check)", m.cols[3].maxLen)
+	if m.Cols[3].MaxLen != 32 {
+		t.Errorf("status max_length = %d, want 32 (the seed's len(status) > 32 check)", m.Cols[3].MaxLen)
 	}
 }
 
 func TestMappingDefaults(t *testing.T) {
-	m, err := ParseMapping("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: UInt64}]\n"))
+	m, err := mapping.Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: UInt64}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Target{Database: "default", Table: "x", LiveView: "x_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}
+	want := mapping.Target{Database: "default", Table: "x", LiveView: "x_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}
 	if m.Target != want {
 		t.Errorf("Target = %+v, want %+v", m.Target, want)
 	}
@@ -114,14 +116,14 @@ func TestMappingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseMapping("m.yaml", []byte(tt.yaml))
+			_, err := mapping.Parse("m.yaml", []byte(tt.yaml))
 			if err == nil {
 				t.Fatalf("ParseMapping accepted:\n%s", tt.yaml)
 			}
 			if got := err.Error(); got != tt.want {
 				t.Errorf("error\n got %s\nwant %s", got, tt.want)
 			}
-			if !errors.Is(err, ErrMapping) {
+			if !errors.Is(err, mapping.ErrMapping) {
 				t.Errorf("error does not match ErrMapping: %v", err)
 			}
 		})
@@ -129,8 +131,8 @@ func TestMappingErrors(t *testing.T) {
 }
 
 func TestLoadMappingMissingFile(t *testing.T) {
-	_, err := LoadMapping("testdata/no-such.mapping.yaml")
-	testenv.WantError(t, err, outcome.Config, ErrMapping, "testdata/no-such.mapping.yaml: cannot read the mapping file")
+	_, err := mapping.Load("testdata/no-such.mapping.yaml")
+	testenv.WantError(t, err, outcome.Config, mapping.ErrMapping, "testdata/no-such.mapping.yaml: cannot read the mapping file")
 }
 
 func TestParseType(t *testing.T) {
@@ -152,31 +154,31 @@ func TestParseType(t *testing.T) {
 		{" Nullable( String ) ", "Nullable(String)", "Nullable(String)"},
 	}
 	for _, tt := range tests {
-		ct, err := parseType(tt.in)
+		ct, err := mapping.ParseType(tt.in)
 		if err != nil {
 			t.Errorf("parseType(%q): %v", tt.in, err)
 			continue
 		}
-		if got := ct.ddl(capsFor(18, 16)); got != tt.old {
+		if got := ct.DDL(mapping.CapsFor(18, 16)); got != tt.old {
 			t.Errorf("%q on 18.16 = %q, want %q", tt.in, got, tt.old)
 		}
-		if got := ct.ddl(capsFor(25, 8)); got != tt.current {
+		if got := ct.DDL(mapping.CapsFor(25, 8)); got != tt.current {
 			t.Errorf("%q on 25.8 = %q, want %q", tt.in, got, tt.current)
 		}
-		if !ct.sameType(tt.old) || !ct.sameType(tt.current) {
+		if !ct.SameType(tt.old) || !ct.SameType(tt.current) {
 			t.Errorf("%q: sameType refuses its own rendering", tt.in)
 		}
 	}
 	for _, bad := range []string{"Nullable(Nullable(Int8))", "Decimal(0, 0)", "Decimal(77, 1)", "DateTime64(10)", "DateTime64(3, UTC)",
 		"DateTime('')", "Int", "LowCardinality(String)", "Array(Int8)", "string"} {
-		if _, err := parseType(bad); err == nil {
+		if _, err := mapping.ParseType(bad); err == nil {
 			t.Errorf("parseType(%q) accepted", bad)
 		}
 	}
-	if caps := capsFor(20, 1); !caps.dateTime64 || caps.boolType {
+	if caps := mapping.CapsFor(20, 1); !caps.DateTime64 || caps.BoolType {
 		t.Errorf("capsFor(20.1) = %+v", caps)
 	}
-	if caps := capsFor(19, 17); caps.dateTime64 {
+	if caps := mapping.CapsFor(19, 17); caps.DateTime64 {
 		t.Errorf("capsFor(19.17) = %+v", caps)
 	}
 }
@@ -199,7 +201,7 @@ func TestSourceTypeRules(t *testing.T) {
 		"{name: c, type: \"DateTime64(3, 'Europe/Paris')\", source_type: timestamp(3) with time zone}",
 		"{name: c, type: Nullable(String), source_type: jsonb}", "{name: c, type: String, source_type: bytea}",
 	} {
-		if _, err := ParseMapping("m.yaml", []byte(head+"  - "+ok+"\n")); err != nil {
+		if _, err := mapping.Parse("m.yaml", []byte(head+"  - "+ok+"\n")); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
@@ -223,8 +225,8 @@ func TestSourceTypeRules(t *testing.T) {
 			`m.yaml:6:42: column "c": source_type "text(5)" is not a PostgreSQL type changesink reads (supported: smallint, integer, bigint, ` +
 				`numeric, numeric(p, s), real, double precision, boolean, text, varchar(n), uuid, date, timestamp, timestamptz, json, jsonb, bytea)`},
 	} {
-		_, err := ParseMapping("m.yaml", []byte(head+"  - "+tt.col+"\n"))
-		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrMapping) {
+		_, err := mapping.Parse("m.yaml", []byte(head+"  - "+tt.col+"\n"))
+		if err == nil || err.Error() != tt.want || !errors.Is(err, mapping.ErrMapping) {
 			t.Errorf("%s:\n got %v\nwant %s", tt.col, err, tt.want)
 		}
 	}
@@ -235,7 +237,7 @@ func TestSourceTypeRules(t *testing.T) {
 // in the key and columns lists, which refused them with a wrong message
 // ("expected a string", "a column must be a mapping").
 func TestMappingAliases(t *testing.T) {
-	m, err := ParseMapping("m.yaml", []byte(`source: {database: &db shop, schema: public, table: t}
+	m, err := mapping.Parse("m.yaml", []byte(`source: {database: &db shop, schema: public, table: t}
 target: {table: x, database: *db}
 columns:
   - {name: &id id, type: &money "Decimal(12, 2)"}
@@ -246,10 +248,10 @@ key: [*id, *code]
 	if err != nil {
 		t.Fatalf("ParseMapping: %v", err)
 	}
-	if m.Target.Database != "shop" || len(m.cols) != 3 || m.cols[1].typ.kind != kindDecimal || m.keyNames() != "(id, code)" {
+	if m.Target.Database != "shop" || len(m.Cols) != 3 || m.Cols[1].Type.Kind != mapping.KindDecimal || m.KeyNames() != "(id, code)" {
 		t.Errorf("mapping %+v %+v %v", m.Target, m.Columns, m.Key)
 	}
-	_, err = ParseMapping("m.yaml", []byte(`source: {database: d, schema: s, table: t}
+	_, err = mapping.Parse("m.yaml", []byte(`source: {database: d, schema: s, table: t}
 target: {table: x}
 key: [id]
 columns:
@@ -267,7 +269,7 @@ columns:
 // Local" as an internal error. It is a mapping mistake, located.
 func TestMappingLocalTimeZone(t *testing.T) {
 	for _, typ := range []string{"DateTime('Local')", "DateTime64(3, 'Local')", "Nullable(DateTime('Local'))"} {
-		_, err := ParseMapping("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [id]\n"+
+		_, err := mapping.Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [id]\n"+
 			"columns:\n  - {name: id, type: Int64}\n  - {name: at, type: \""+typ+"\"}\n"))
 		if err == nil || !strings.Contains(err.Error(), "m.yaml:6:") || !strings.Contains(err.Error(), "Local") {
 			t.Errorf("%s: %v, want a mapping error on line 6", typ, err)
@@ -294,7 +296,7 @@ func TestYAMLKeys(t *testing.T) {
 		Last   int   `yaml:"last,flow"`
 	}
 	_ = outer{}.hidden
-	got := yamlKeys(reflect.TypeFor[outer]())
+	got := mapping.YamlKeys(reflect.TypeFor[outer]())
 	if want := []string{"a", "b", "plain", "x", "y", "last"}; !slices.Equal(got, want) {
 		t.Errorf("yamlKeys = %v, want %v", got, want)
 	}

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -32,7 +36,7 @@ func TestSequenceOf(t *testing.T) {
 		{`[1,2]`, 0, 0, false, false, false},
 		{``, 0, 0, false, false, false},
 	} {
-		c, cs, l, ls, ok := sequenceOf(tc.in)
+		c, cs, l, ls, ok := decode.SequenceOf(tc.in)
 		if ok != tc.ok || (ok && (c != tc.commit || cs != tc.commitSet || l != tc.lsn || ls != tc.lsnSet)) {
 			t.Errorf("sequenceOf(%q) = %d %v %d %v %v", tc.in, c, cs, l, ls, ok)
 		}
@@ -44,7 +48,7 @@ func FuzzSequenceOf(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c, cs, l, ls, ok := sequenceOf(s)
+		c, cs, l, ls, ok := decode.SequenceOf(s)
 		if !ok {
 			return
 		}
@@ -56,7 +60,7 @@ func FuzzSequenceOf(f *testing.F) {
 			return fmt.Sprintf("%q", fmt.Sprint(n))
 		}
 		back := "[" + elem(c, cs) + "," + elem(l, ls) + "]"
-		c2, cs2, l2, ls2, ok2 := sequenceOf(back)
+		c2, cs2, l2, ls2, ok2 := decode.SequenceOf(back)
 		if !ok2 || c2 != c || cs2 != cs || l2 != l || ls2 != ls {
 			t.Fatalf("%q parsed to %s, which parses differently", s, back)
 		}
@@ -90,12 +94,12 @@ func TestVersions(t *testing.T) {
 			{"READ", 500, 1000, 1001, true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var o orderer
+			var o change.Orderer
 			for i, e := range tc.evs {
-				r := row{change: change{operation: e.op, lsn: e.lsn, commit: e.commit, commitSet: e.commit != 0}}
-				o.stamp(&r)
-				if r.lsn != e.want || r.change.floorSet != e.floorSet {
-					t.Errorf("event %d (%s at %d, lsn_commit %d): version %d floored %v, want %d %v", i+1, e.op, e.lsn, e.commit, r.lsn, r.change.floorSet, e.want, e.floorSet)
+				r := change.Row{Meta: change.Meta{Op: e.op, LSN: e.lsn, Commit: e.commit, CommitSet: e.commit != 0}}
+				o.Stamp(&r)
+				if r.Version != e.want || r.Meta.FloorSet != e.floorSet {
+					t.Errorf("event %d (%s at %d, lsn_commit %d): version %d floored %v, want %d %v", i+1, e.op, e.lsn, e.commit, r.Version, r.Meta.FloorSet, e.want, e.floorSet)
 				}
 			}
 		})
@@ -141,7 +145,7 @@ func TestDigestIsTheBatchNotItsForm(t *testing.T) {
 			if err != nil {
 				return "", err
 			}
-			return b.digest(), nil
+			return b.Digest(), nil
 		}
 		d, err := digest(bin)
 		if err != nil {
@@ -186,7 +190,7 @@ func TestOverlapInOneBatch(t *testing.T) {
 				t.Errorf("outputs %v", res.Outputs())
 			}
 			// The version is just above the snapshot's LSN (order.go).
-			if got := e.query("SELECT _cdc_lsn FROM " + qualified(e.db, e.m.Target.Table) + " FINAL"); got[0] != "1001" {
+			if got := e.query("SELECT _cdc_lsn FROM " + mapping.Qualified(e.db, e.m.Target.Table) + " FINAL"); got[0] != "1001" {
 				t.Errorf("version %v, want 1001", got)
 			}
 		})
@@ -240,7 +244,7 @@ func TestFloorTieAcrossBatches(t *testing.T) {
 	if _, _, err := e.apply(false, ev("a", 900, 9)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.apply(false, ev("other tx", 950, 10)); !errors.Is(err, ErrTargetConflict) {
+	if _, _, err := e.apply(false, ev("other tx", 950, 10)); !errors.Is(err, change.ErrTargetConflict) {
 		t.Fatalf("another transaction at the same version: %v, want ErrTargetConflict", err)
 	}
 	res, _, err := e.apply(true, ev("b", 950, 9))
@@ -301,7 +305,7 @@ func TestTransactionWithTwoCommitFloors(t *testing.T) {
 		for _, f := range forms() {
 			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
 				_, err := decodeBytes(t, m, encode(t, f.binary, ev(1, 1000, tc.first), ev(2, 1100, tc.then)), 2)
-				if !errors.Is(err, ErrContradiction) {
+				if !errors.Is(err, change.ErrContradiction) {
 					t.Fatalf("err = %v, want ErrContradiction", err)
 				}
 				if k := outcome.Classify(markInput(err)); k != outcome.Refused {
@@ -320,8 +324,8 @@ func TestTransactionWithTwoCommitFloors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := b.sorted()[0]; r.vals[2].n != 2 {
-		t.Errorf("key 1 holds amount %d, want the later change's 2", r.vals[2].n)
+	if r := b.Sorted()[0]; r.Vals[2].N != 2 {
+		t.Errorf("key 1 holds amount %d, want the later change's 2", r.Vals[2].N)
 	}
 }
 
@@ -342,7 +346,7 @@ func TestTransactionOutOfLSNOrder(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			_, err := decodeBytes(t, m, encode(t, f.binary, ev("second", 1100), ev("first", 1000)), 2)
-			if !errors.Is(err, ErrContradiction) {
+			if !errors.Is(err, change.ErrContradiction) {
 				t.Fatalf("err = %v, want ErrContradiction", err)
 			}
 			for _, want := range []string{"record 2 (", "key id=1", "LSN 1000", "transaction 42", "record 1", "LSN 1100"} {
@@ -355,8 +359,8 @@ func TestTransactionOutOfLSNOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := b.sorted()[0]; r.vals[3].s != "second" || r.lsn != 5001 {
-				t.Errorf("key 1 holds %q at %d, want \"second\" at 5001", r.vals[3].s, r.lsn)
+			if r := b.Sorted()[0]; r.Vals[3].S != "second" || r.Version != 5001 {
+				t.Errorf("key 1 holds %q at %d, want \"second\" at 5001", r.Vals[3].S, r.Version)
 			}
 		})
 	}
@@ -377,7 +381,7 @@ func TestCommitFloorGoesDown(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			_, err := decodeBytes(t, m, encode(t, f.binary, ev("first", 1000, 1, "999999"), ev("second", 2000, 2, "1500")), 2)
-			if !errors.Is(err, ErrContradiction) {
+			if !errors.Is(err, change.ErrContradiction) {
 				t.Fatalf("err = %v, want ErrContradiction", err)
 			}
 			for _, want := range []string{"record 2 (", "key id=1", "LSN 2000", "lsn_commit 1500", "record 1", "999999"} {
@@ -390,8 +394,8 @@ func TestCommitFloorGoesDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := b.sorted()[0]; r.vals[3].s != "second" {
-				t.Errorf("key 1 holds %q, want \"second\"", r.vals[3].s)
+			if r := b.Sorted()[0]; r.Vals[3].S != "second" {
+				t.Errorf("key 1 holds %q, want \"second\"", r.Vals[3].S)
 			}
 		})
 	}

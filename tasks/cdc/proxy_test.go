@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
@@ -21,7 +25,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			p, path, cfg := e.proxiedOrders()
 			if when == "during the insert" {
-				p.CutOn([]byte(insertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
+				p.CutOn([]byte(target.InsertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
 			} else {
 				setHook(t, &cfg, when, func(context.Context) error { p.Close(); return nil })
 			}
@@ -30,7 +34,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 				t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 			}
 			testenv.CheckError(t, err, outcome.Transient, nil)
-			var re *RecordError
+			var re *change.RecordError
 			if errors.As(err, &re) {
 				t.Errorf("a lost server reported as a record fault: %v", err)
 			}
@@ -116,7 +120,7 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 
 			// A lock an earlier run left renamed aside an hour ago: the
 			// re-run, once it holds the lock, drops it.
-			left := qualified(e.db, asideName(e.m, "00000000000000aa"))
+			left := mapping.Qualified(e.db, target.AsideName(e.m, "00000000000000aa"))
 			if err := e.conn.Exec(context.Background(), "CREATE TABLE "+left+
 				" ENGINE = Memory AS SELECT 'gone' AS holder, 'host' AS host, toUInt32(7) AS pid, now() - 3600 AS beat"); err != nil {
 				t.Fatal(err)
@@ -125,7 +129,7 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("re-run after the thaw: %v", err)
 			}
-			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name = ?", e.db, asideName(e.m, "00000000000000aa")); len(got) != 0 {
+			if got := e.query("SELECT name FROM system.tables WHERE database = ? AND name = ?", e.db, target.AsideName(e.m, "00000000000000aa")); len(got) != 0 {
 				t.Errorf("the re-run left %s", left)
 			}
 			if res.Verified != 2 {
@@ -190,21 +194,21 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 	}
 	probe := loadMapping(t, ordersMapping)
 	probe.Target.Database = "DB"
-	lock := qualified("DB", lockName(probe))
-	ledger := qualified("DB", ledgerName(probe))
+	lock := mapping.Qualified("DB", mapping.LockName(probe))
+	ledger := mapping.Qualified("DB", mapping.LedgerName(probe))
 	cuts := []struct{ name, sql string }{
 		{"lock create", "CREATE TABLE " + lock},
 		{"ledger create", "CREATE TABLE IF NOT EXISTS " + ledger},
-		{"ledger read", "SELECT " + ledgerColumnList(true) + " FROM " + ledger},
-		{"versions read", versionsSQL(probe)},
-		{"insert", insertSQL(probe)},
+		{"ledger read", "SELECT " + target.LedgerColumnList(true) + " FROM " + ledger},
+		{"versions read", target.VersionsSQL(probe)},
+		{"insert", target.InsertSQL(probe)},
 		{"insert data", "paid"}, // a value of the batch's block: the server got the query, not the whole block
-		{"verify read", readSQL(probe)},
-		{"lock check", strings.TrimSuffix(lockMineSQL(lock), "?")},
+		{"verify read", target.ReadSQL(probe)},
+		{"lock check", strings.TrimSuffix(target.LockMineSQL(lock), "?")},
 		{"ledger row", "INSERT INTO " + ledger},
 		{"release", "RENAME TABLE " + lock},
 		{"release drop", "DROP TABLE IF EXISTS " + lock + "_x"},
-		{"truncated keys read", strings.TrimSuffix(truncatedSQL(probe), "?")},
+		{"truncated keys read", strings.TrimSuffix(target.TruncatedSQL(probe), "?")},
 	}
 	for _, bt := range batches {
 		for _, c := range cuts {
@@ -225,7 +229,7 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 					// target the seed flow made, one set up before the
 					// ledger): empty it, so the cut run sends the CREATE.
 					// The re-run then starts the ledger with a baseline.
-					if err := e.conn.Exec(context.Background(), "TRUNCATE TABLE "+qualified(e.db, ledgerName(e.m))); err != nil {
+					if err := e.conn.Exec(context.Background(), "TRUNCATE TABLE "+mapping.Qualified(e.db, mapping.LedgerName(e.m))); err != nil {
 						t.Fatal(err)
 					}
 					batchRows = "1"
@@ -235,7 +239,7 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				path := writeFile(t, "changes.ion", encode(t, true, second...))
 				cfg := e.config(path)
 				cfg.ClickHouse.URL = viaProxy
-				p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", quoteIdent(e.db)+".")))
+				p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", mapping.QuoteIdent(e.db)+".")))
 				res, err := Apply(context.Background(), cfg)
 				select {
 				case <-p.Done():
@@ -268,14 +272,14 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				if got := e.liveJSON(); got != want {
 					t.Errorf("live rows after the re-run\n%s\nwant\n%s", got, want)
 				}
-				if n := e.query("SELECT count() FROM " + qualified(e.db, ledgerName(e.m)) + " WHERE kind = 'batch'"); n[0] != batchRows {
+				if n := e.query("SELECT count() FROM " + mapping.Qualified(e.db, mapping.LedgerName(e.m)) + " WHERE kind = 'batch'"); n[0] != batchRows {
 					t.Errorf("%s ledger rows after the re-run, want %s", n[0], batchRows)
 				}
 				left := e.query("SELECT name FROM system.tables WHERE database = ? AND name LIKE 'orders_cdc_lock%'", e.db)
 				if c.name == "release drop" && len(left) == 1 {
 					// Cut while dropping its renamed lock: the table is left,
 					// and the message names it and how to drop it.
-					drop := "DROP TABLE IF EXISTS " + qualified(e.db, left[0])
+					drop := "DROP TABLE IF EXISTS " + mapping.Qualified(e.db, left[0])
 					if !strings.Contains(cutErr.Error(), drop) {
 						t.Errorf("the message does not say %q: %v", drop, cutErr)
 					}

@@ -3,6 +3,8 @@ package cdc
 import (
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -37,7 +39,7 @@ func TestApplyQuotedNames(t *testing.T) {
 			t.Errorf("run %d: %v", i+1, res.Outputs())
 		}
 	}
-	if got := e.query("SELECT count() FROM " + quoteIdent(e.db) + "." + quoteIdent("order live")); got[0] != "1" {
+	if got := e.query("SELECT count() FROM " + mapping.QuoteIdent(e.db) + "." + mapping.QuoteIdent("order live")); got[0] != "1" {
 		t.Errorf("live rows %v", got)
 	}
 }

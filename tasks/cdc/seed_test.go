@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/internal/testenv"
@@ -105,41 +108,41 @@ func TestOutputFilesMatchTheSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expected := b.sorted()
+	expected := b.Sorted()
 
 	dir := t.TempDir()
 	testenv.WriteFile(t, filepath.Join(dir, "changes.jsonl"), ionToJSONL(t, data), 0o644)
 	out := runSeedScript(t, py, seeds, "cdc_prepare_batch.py", dir)
 	seedExpected := testenv.ReadFile(t, filepath.Join(dir, "expected.jsonl"))
-	if b.len() < 100 || bytes.Count(seedExpected, []byte("\n")) != b.len() {
-		t.Fatalf("%d keys, seed wrote %d lines", b.len(), bytes.Count(seedExpected, []byte("\n")))
+	if b.Len() < 100 || bytes.Count(seedExpected, []byte("\n")) != b.Len() {
+		t.Fatalf("%d keys, seed wrote %d lines", b.Len(), bytes.Count(seedExpected, []byte("\n")))
 	}
 	if got := jsonLines(b); got != string(seedExpected) {
 		t.Errorf("expected.jsonl differs from the seed's:\n ours %.400s\nseed's %.400s", got, seedExpected)
 	}
-	if want := fmt.Sprintf(`"events": %d, "keys": %d`, b.events, b.len()); !strings.Contains(out, want) {
+	if want := fmt.Sprintf(`"events": %d, "keys": %d`, b.Events, b.Len()); !strings.Contains(out, want) {
 		t.Errorf("seed outputs %s, ours %s", out, want)
 	}
 
 	// The target holds every third key at an older LSN, every fifth at the
 	// same version (a replay), and nothing else.
-	current := map[string]*row{}
+	current := map[string]*change.Row{}
 	var cur bytes.Buffer
 	for i, r := range expected {
-		var c row
+		var c change.Row
 		switch {
 		case i%3 == 0:
 			c = *r
-			c.lsn = r.lsn - 500
+			c.Version = r.Version - 500
 		case i%5 == 0:
 			c = *r
 		default:
 			continue
 		}
-		current[c.key] = &c
-		line := appendJSONRow(nil, m, &c)
+		current[c.Key] = &c
+		line := change.AppendJSON(nil, m, &c)
 		// read_current selects toString(_cdc_lsn): the LSN is a string there.
-		lsn := strconv.FormatUint(c.lsn, 10)
+		lsn := strconv.FormatUint(c.Version, 10)
 		line = bytes.Replace(line, []byte(`"_cdc_lsn": `+lsn), []byte(`"_cdc_lsn": "`+lsn+`"`), 1)
 		cur.Write(line)
 		cur.WriteByte('\n')
@@ -147,17 +150,17 @@ func TestOutputFilesMatchTheSeed(t *testing.T) {
 	testenv.WriteFile(t, filepath.Join(dir, "current.jsonl"), cur.Bytes(), 0o644)
 	out = runSeedScript(t, py, seeds, "cdc_select_changes.py", dir)
 	seedPending := testenv.ReadFile(t, filepath.Join(dir, "pending.jsonl"))
-	sel, err := selectPending(m, expected, current, nil)
+	sel, err := merge.SelectPending(m, expected, current, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, deletes := sel.pending, sel.deletes
+	pending, deletes := sel.Pending, sel.Deletes
 	if len(pending) == 0 || len(pending) == len(expected) {
 		t.Fatalf("%d of %d pending: the case tests nothing", len(pending), len(expected))
 	}
 	var ours []byte
 	for _, r := range pending {
-		ours = appendJSONRow(ours, m, r)
+		ours = change.AppendJSON(ours, m, r)
 		ours = append(ours, '\n')
 	}
 	if string(ours) != string(seedPending) {

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -34,7 +37,7 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Setup(context.Background(), e.config(""))
-			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
+			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
 			if name == "missing column" && !strings.Contains(err.Error(), `"status"`) {
 				t.Errorf("error does not name the missing column: %v", err)
 			}
@@ -50,11 +53,11 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 // on 18.16 setup failed with the server's "Wrong precision" as an internal
 // error (exit 4). Like DateTime64 it is ErrUnsupportedServer (exit 2).
 func TestSetupDecimal256(t *testing.T) {
-	if !capsFor(21, 6).decimal256 || capsFor(21, 5).decimal256 || !latestCaps().decimal256 {
-		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", capsFor(21, 5).decimal256, capsFor(21, 6).decimal256, latestCaps().decimal256)
+	if !mapping.CapsFor(21, 6).Decimal256 || mapping.CapsFor(21, 5).Decimal256 || !mapping.LatestCaps().Decimal256 {
+		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", mapping.CapsFor(21, 5).Decimal256, mapping.CapsFor(21, 6).Decimal256, mapping.LatestCaps().Decimal256)
 	}
 	e := newEnv(t, ordersMapping)
-	m, err := ParseMapping("wide.yaml", []byte("source: {database: shop, schema: public, table: t}\n"+
+	m, err := mapping.Parse("wide.yaml", []byte("source: {database: shop, schema: public, table: t}\n"+
 		"target: {database: "+e.db+", table: wide}\nkey: [id]\n"+
 		"columns: [{name: id, type: Int64}, {name: amount, type: \"Decimal(76, 2)\"}]\n"))
 	if err != nil {
@@ -63,13 +66,13 @@ func TestSetupDecimal256(t *testing.T) {
 	e.m = m
 	caps := e.caps()
 	_, err = Setup(context.Background(), e.config(""))
-	if caps.decimal256 {
+	if caps.Decimal256 {
 		if err != nil {
 			t.Fatalf("Setup on a server with Decimal256: %v", err)
 		}
 		return
 	}
-	testenv.WantError(t, err, outcome.Config, ErrUnsupportedServer, `column "amount"`)
+	testenv.WantError(t, err, outcome.Config, change.ErrUnsupportedServer, `column "amount"`)
 }
 
 // TestSetupStaleLiveView: after a column is added (to the mapping and
@@ -83,7 +86,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 	if err := e.conn.Exec(context.Background(), "ALTER TABLE "+e.db+".orders_cdc ADD COLUMN note Nullable(String) AFTER status"); err != nil {
 		t.Fatal(err)
 	}
-	wider, err := ParseMapping("wider.yaml", []byte("source: {database: shop, schema: public, table: orders}\n"+
+	wider, err := mapping.Parse("wider.yaml", []byte("source: {database: shop, schema: public, table: orders}\n"+
 		"target: {database: "+e.db+", table: orders_cdc, live_view: orders_live}\nkey: [id]\ncolumns:\n"+
 		"  - {name: id, type: Int64}\n  - {name: customer_id, type: Int64}\n  - {name: amount_cents, type: Int64}\n"+
 		"  - {name: status, type: String, max_length: 32}\n  - {name: note, type: Nullable(String)}\n"))
@@ -93,7 +96,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 	cfg := e.config("")
 	cfg.Mapping = wider
 	_, err = Setup(context.Background(), cfg)
-	testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, "orders_live")
+	testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, "orders_live")
 	t.Log(err)
 	// Dropping the view, as the message says, lets setup make the new one.
 	if err := e.conn.Exec(context.Background(), "DROP TABLE "+e.db+".orders_live"); err != nil {
@@ -112,7 +115,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Setup(context.Background(), e2.config(""))
-	if !errors.Is(err, ErrTargetMismatch) || !strings.Contains(err.Error(), "orders_live") {
+	if !errors.Is(err, change.ErrTargetMismatch) || !strings.Contains(err.Error(), "orders_live") {
 		t.Fatalf("a Memory table as the live view: %v, want ErrTargetMismatch", err)
 	}
 }
@@ -125,8 +128,8 @@ func TestSetupNoDatabase(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.m.Target.Database = e.db + "_absent"
 	_, err := Setup(context.Background(), e.config(""))
-	testenv.WantError(t, err, outcome.Config, ErrNoDatabase)
-	testenv.CheckError(t, err, outcome.Config, ErrNoDatabase, e.db+"_absent", "CREATE DATABASE", "create_database: true")
+	testenv.WantError(t, err, outcome.Config, change.ErrNoDatabase)
+	testenv.CheckError(t, err, outcome.Config, change.ErrNoDatabase, e.db+"_absent", "CREATE DATABASE", "create_database: true")
 	if strings.Contains(err.Error(), "run changesink cdc setup") {
 		t.Errorf("setup tells the user to run setup: %v", err)
 	}
@@ -185,8 +188,8 @@ func TestSetupAfterTheTableWasDropped(t *testing.T) {
 				}
 				return
 			}
-			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
-			testenv.CheckError(t, err, outcome.Config, ErrTargetMismatch, e.db+".orders_cdc_ledger row 1", "does not exist",
+			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
+			testenv.CheckError(t, err, outcome.Config, change.ErrTargetMismatch, e.db+".orders_cdc_ledger row 1", "does not exist",
 				"DROP TABLE "+e.db+".orders_cdc_ledger", "new snapshot", "Restore the table")
 			if exists != "0" {
 				t.Errorf("setup made a new table under a ledger of applied batches")
@@ -225,7 +228,7 @@ func TestApplyChecksTheLiveView(t *testing.T) {
 			cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
 			_, err := Apply(context.Background(), cfg)
 			if !tc.ok {
-				testenv.WantError(t, err, outcome.Config, ErrTargetMismatch, e.db+".orders_live")
+				testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, e.db+".orders_live")
 				if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
 					t.Errorf("%s rows written past a wrong live view", got)
 				}
@@ -297,19 +300,19 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 	}
 
 	// A mapping that disagrees with the existing table is a config error.
-	for name, edit := range map[string]func(m *Mapping){
-		"type":    func(m *Mapping) { m.cols[3].typ = colType{kind: kindInt, bits: 64} },
-		"key":     func(m *Mapping) { m.Key = []string{"customer_id"}; m.keyIdx = []int{1} },
-		"version": func(m *Mapping) { m.Target.VersionColumn = "_cdc_version" },
+	for name, edit := range map[string]func(m *mapping.Mapping){
+		"type":    func(m *mapping.Mapping) { m.Cols[3].Type = mapping.Type{Kind: mapping.KindInt, Bits: 64} },
+		"key":     func(m *mapping.Mapping) { m.Key = []string{"customer_id"}; m.KeyIdx = []int{1} },
+		"version": func(m *mapping.Mapping) { m.Target.VersionColumn = "_cdc_version" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := *e.m
-			m.cols = append([]colSpec(nil), e.m.cols...)
+			m.Cols = append([]mapping.Col(nil), e.m.Cols...)
 			edit(&m)
 			cfg := e.config("")
 			cfg.Mapping = &m
 			_, err := Setup(context.Background(), cfg)
-			testenv.WantError(t, err, outcome.Config, ErrTargetMismatch)
+			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
 		})
 	}
 
@@ -332,17 +335,17 @@ func TestSetupDateTime64(t *testing.T) {
 	e := newEnv(t, "testdata/types_current.mapping.yaml")
 	caps := e.caps()
 	_, err := Setup(context.Background(), e.config(""))
-	if caps.dateTime64 {
+	if caps.DateTime64 {
 		if err != nil {
 			t.Fatalf("Setup on a server with DateTime64: %v", err)
 		}
 		return
 	}
-	testenv.WantError(t, err, outcome.Config, ErrUnsupportedServer)
-	testenv.CheckError(t, err, outcome.Config, ErrUnsupportedServer, `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`)
+	testenv.WantError(t, err, outcome.Config, change.ErrUnsupportedServer)
+	testenv.CheckError(t, err, outcome.Config, change.ErrUnsupportedServer, `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`)
 	// Apply refuses the same way, after validating the batch.
 	_, _, err = e.apply(false, everythingEvent(everythingRow(1, true), 5))
-	if !errors.Is(err, ErrUnsupportedServer) {
+	if !errors.Is(err, change.ErrUnsupportedServer) {
 		t.Errorf("Apply: %v", err)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
@@ -15,25 +18,25 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden files and the generated batches")
 
 // allStatements renders every statement changesink sends for a mapping.
-func allStatements(m *Mapping, caps serverCaps) string {
-	lock := qualified(m.Target.Database, lockName(m))
-	aside := qualified(m.Target.Database, lockName(m)+"_x0123456789abcdef")
-	stmts := []string{createDatabaseSQL(m), createTableSQL(m, caps), createViewSQL(m), createLedgerSQL(m), readSQL(m), versionsSQL(m), insertSQL(m),
-		truncatedSQL(m), lockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), lockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), lockHolderSQL(lock), lockMineSQL(lock),
-		lockMadeSQL, renameSQL(lock, aside), columnsSQL, tableSQL}
+func allStatements(m *mapping.Mapping, caps mapping.ServerCaps) string {
+	lock := mapping.Qualified(m.Target.Database, mapping.LockName(m))
+	aside := mapping.Qualified(m.Target.Database, mapping.LockName(m)+"_x0123456789abcdef")
+	stmts := []string{target.CreateDatabaseSQL(m), target.CreateTableSQL(m, caps), target.CreateViewSQL(m), target.CreateLedgerSQL(m), target.ReadSQL(m), target.VersionsSQL(m), target.InsertSQL(m),
+		target.TruncatedSQL(m), target.LockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), target.LockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), target.LockHolderSQL(lock), target.LockMineSQL(lock),
+		target.LockMadeSQL, target.RenameSQL(lock, aside), target.ColumnsSQL, target.TableSQL}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
 func TestSQLGolden(t *testing.T) {
 	tests := []struct {
 		golden, mapping string
-		caps            serverCaps
+		caps            mapping.ServerCaps
 	}{
-		{"sql_orders_18.16.golden", ordersMapping, capsFor(18, 16)},
-		{"sql_orders_current.golden", ordersMapping, latestCaps()},
-		{"sql_types_18.16.golden", "testdata/types.mapping.yaml", capsFor(18, 16)},
-		{"sql_types_current.golden", "testdata/types_current.mapping.yaml", latestCaps()},
-		{"sql_quoting.golden", "testdata/quoting.mapping.yaml", latestCaps()},
+		{"sql_orders_18.16.golden", ordersMapping, mapping.CapsFor(18, 16)},
+		{"sql_orders_current.golden", ordersMapping, mapping.LatestCaps()},
+		{"sql_types_18.16.golden", "testdata/types.mapping.yaml", mapping.CapsFor(18, 16)},
+		{"sql_types_current.golden", "testdata/types_current.mapping.yaml", mapping.LatestCaps()},
+		{"sql_quoting.golden", "testdata/quoting.mapping.yaml", mapping.LatestCaps()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -60,7 +63,7 @@ func TestQuoteIdent(t *testing.T) {
 		"2fa": "`2fa`", "my-table": "`my-table`", "naïve": "`naïve`", "a b": "`a b`", "x`y": "`x\\`y`", `x\y`: "`x\\\\y`",
 	}
 	for in, want := range tests {
-		if got := quoteIdent(in); got != want {
+		if got := mapping.QuoteIdent(in); got != want {
 			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
 		}
 	}
@@ -90,8 +93,8 @@ func TestOrdersDDLIsTheSeeds(t *testing.T) {
 		}
 	}
 	m := loadMapping(t, ordersMapping)
-	for _, caps := range []serverCaps{capsFor(18, 16), latestCaps()} {
-		ours := []string{createTableSQL(m, caps), createViewSQL(m)}
+	for _, caps := range []mapping.ServerCaps{mapping.CapsFor(18, 16), mapping.LatestCaps()} {
+		ours := []string{target.CreateTableSQL(m, caps), target.CreateViewSQL(m)}
 		if len(seed) != len(ours) {
 			t.Fatalf("seed has %d statements: %q", len(seed), seed)
 		}

@@ -10,6 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/target"
+
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -21,39 +26,39 @@ import (
 // written.
 func TestSeedsOfRefusesALedgerItDidNotWrite(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
-	vals := make([]value, len(m.cols))
-	vals[m.keyIdx[0]] = value{n: 42}
-	key := string(encodeKey(nil, m, vals))
-	held := map[string]*row{key: {key: key, lsn: 900, vals: make([]value, len(m.cols))}}
-	good := openDual{Key: hex.EncodeToString([]byte(key)), Shown: "id=42", Tx: 7, Others: []string{"1f", "ffffffffffffffff"}}
-	seeds, err := seedsOf(m, []openDual{good}, held, false)
+	vals := make([]change.Value, len(m.Cols))
+	vals[m.KeyIdx[0]] = change.Value{N: 42}
+	key := string(change.EncodeKey(nil, m, vals))
+	held := map[string]*change.Row{key: {Key: key, Version: 900, Vals: make([]change.Value, len(m.Cols))}}
+	good := change.OpenKey{Key: hex.EncodeToString([]byte(key)), Shown: "id=42", Tx: 7, Others: []string{"1f", "ffffffffffffffff"}}
+	seeds, err := merge.SeedsOf(m, []change.OpenKey{good}, held, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := seeds[key]; s == nil || s.tx != 7 || s.version != 900 || len(s.others) != 2 || s.others[0] != 0x1f || s.others[1] != 1<<64-1 {
+	if s := seeds[key]; s == nil || s.Tx != 7 || s.Version != 900 || len(s.Others) != 2 || s.Others[0] != 0x1f || s.Others[1] != 1<<64-1 {
 		t.Fatalf("seeds = %+v, want key id=42 in transaction 7 at version 900 with hashes 1f and ffffffffffffffff", seeds[key])
 	}
 	for _, tc := range []struct {
 		name string
-		open openDual
-		held map[string]*row
+		open change.OpenKey
+		held map[string]*change.Row
 		is   error
 		says string
 	}{
-		{"key not hex", openDual{Key: "zz", Shown: "id=42"}, held, ErrTargetMismatch, `open key "zz" is not hex`},
-		{"hash not hex", openDual{Key: good.Key, Shown: "id=42", Others: []string{"g1"}}, held, ErrTargetMismatch, `open key id=42 has a malformed row hash "g1"`},
-		{"hash too long", openDual{Key: good.Key, Shown: "id=42", Others: []string{"1ffffffffffffffff"}}, held, ErrTargetMismatch, "malformed row hash"},
-		{"newest row gone", good, map[string]*row{}, ErrKeyChange, "no longer holds its newest row"},
-		{"newest row deleted", good, map[string]*row{key: {key: key, deleted: true}}, ErrKeyChange, "another writer changed the target: rebuild it"},
+		{"key not hex", change.OpenKey{Key: "zz", Shown: "id=42"}, held, change.ErrTargetMismatch, `open key "zz" is not hex`},
+		{"hash not hex", change.OpenKey{Key: good.Key, Shown: "id=42", Others: []string{"g1"}}, held, change.ErrTargetMismatch, `open key id=42 has a malformed row hash "g1"`},
+		{"hash too long", change.OpenKey{Key: good.Key, Shown: "id=42", Others: []string{"1ffffffffffffffff"}}, held, change.ErrTargetMismatch, "malformed row hash"},
+		{"newest row gone", good, map[string]*change.Row{}, change.ErrKeyChange, "no longer holds its newest row"},
+		{"newest row deleted", good, map[string]*change.Row{key: {Key: key, Deleted: true}}, change.ErrKeyChange, "another writer changed the target: rebuild it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := seedsOf(m, []openDual{tc.open}, tc.held, false)
+			_, err := merge.SeedsOf(m, []change.OpenKey{tc.open}, tc.held, false)
 			testenv.WantError(t, err, outcome.Refused, tc.is, tc.says)
 		})
 	}
 	// A replay of the batch that met the key accepts whatever the target
 	// holds now, a deleted row or none.
-	if _, err := seedsOf(m, []openDual{good}, map[string]*row{}, true); err != nil {
+	if _, err := merge.SeedsOf(m, []change.OpenKey{good}, map[string]*change.Row{}, true); err != nil {
 		t.Errorf("replay: %v", err)
 	}
 }
@@ -74,7 +79,7 @@ func TestApplyRefusesATamperedLedger(t *testing.T) {
 			}
 		}, outcome.Config, []string{"no column holder"}},
 		{"open_keys not JSON", func(e *env, ledger string) {
-			e.insertCopy(ledger, strings.Split(ledgerColumnList(false), ", "), map[string]string{"seq": "seq + 1", "open_keys": `'[{"key":'`}, "ORDER BY seq DESC LIMIT 1")
+			e.insertCopy(ledger, strings.Split(target.LedgerColumnList(false), ", "), map[string]string{"seq": "seq + 1", "open_keys": `'[{"key":'`}, "ORDER BY seq DESC LIMIT 1")
 		}, outcome.Refused, []string{"row 2 has malformed open_keys", "restore the ledger or rebuild the target"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,12 +88,12 @@ func TestApplyRefusesATamperedLedger(t *testing.T) {
 			if _, _, err := e.apply(false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)); err != nil {
 				t.Fatal(err)
 			}
-			ledger := qualified(e.db, ledgerName(e.m))
+			ledger := mapping.Qualified(e.db, mapping.LedgerName(e.m))
 			tc.tamper(e, ledger)
 			before := e.liveJSON()
 			_, cfg, err := e.apply(false, orderEvent(1, int64(10), int64(600), "paid", int64(101), false))
-			testenv.WantError(t, err, tc.kind, ErrTargetMismatch, "the ledger "+ledger)
-			testenv.CheckError(t, err, tc.kind, ErrTargetMismatch, tc.says...)
+			testenv.WantError(t, err, tc.kind, change.ErrTargetMismatch, "the ledger "+ledger)
+			testenv.CheckError(t, err, tc.kind, change.ErrTargetMismatch, tc.says...)
 			noOutputs(t, cfg)
 			if got := e.liveJSON(); got != before {
 				t.Errorf("the refused run changed the target:\n%s\nwas\n%s", got, before)
@@ -129,14 +134,14 @@ func TestApplyRefusesAnUnreadableTargetValue(t *testing.T) {
 	if _, _, err := e.apply(false, everythingEvent(everythingRow(1, false), 5)); err != nil {
 		t.Fatal(err)
 	}
-	target := qualified(e.db, "everything_cdc")
+	target := mapping.Qualified(e.db, "everything_cdc")
 	cols := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'everything_cdc'", e.db)
 	e.insertCopy(target, cols, map[string]string{"flag": "toUInt8(2)", e.m.Target.VersionColumn: e.m.Target.VersionColumn + " + 1"}, "")
 	rows := "SELECT count(), max(" + e.m.Target.VersionColumn + "), sum(flag) FROM " + target
 	before := e.query(rows)
 	_, cfg, err := e.apply(false, everythingEvent(everythingRow(1, false), 6)) // same version: its payload is read
 	want := `holds a value its column "flag" cannot hold at key id=1, code="A-1", version 6 (a Bool column stored as UInt8 holds 2)`
-	testenv.WantError(t, err, outcome.Refused, ErrTargetMismatch, target+" "+want, "repair that row or rebuild the target")
+	testenv.WantError(t, err, outcome.Refused, change.ErrTargetMismatch, target+" "+want, "repair that row or rebuild the target")
 	noOutputs(t, cfg)
 	if got := e.query(rows); !slices.Equal(got, before) {
 		t.Errorf("the refused run changed the target: %v, was %v", got, before)

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/internal/testenv"
 )
 
@@ -85,15 +88,15 @@ func TestRealToastUnchangedFromTarget(t *testing.T) {
 
 			// Without the previous versions: refused, nothing written.
 			_, cfg, err := e.applyFile(batch("changes-02"))
-			var re *RecordError
-			if !errors.Is(err, ErrToast) || !errors.As(err, &re) || re.Key != "id=1" || re.Column != "body" ||
+			var re *change.RecordError
+			if !errors.Is(err, change.ErrToast) || !errors.As(err, &re) || re.Key != "id=1" || re.Column != "body" ||
 				!strings.Contains(err.Error(), "neither this batch nor the target holds that version (the target does not hold the key); "+
 					"apply the trigger's earlier batches first, in order, then replay this one") {
 				t.Fatalf("changes-02 into an empty target: %v; want a TOAST refusal naming key id=1 and column body", err)
 			}
 			t.Logf("refused: %v", err)
 			noOutputs(t, cfg)
-			if n := e.query("SELECT count() FROM " + qualified(e.db, e.m.Target.Table)); n[0] != "0" {
+			if n := e.query("SELECT count() FROM " + mapping.Qualified(e.db, e.m.Target.Table)); n[0] != "0" {
 				t.Fatalf("the refused batch wrote %s rows", n[0])
 			}
 
@@ -121,7 +124,7 @@ func TestRealToastUnchangedFromTarget(t *testing.T) {
 				exp, _ := outputFile(t, cfg, ExpectedFile)
 				t.Logf("%s: %v", b, res.Outputs())
 				if b == "changes-02" && strings.Contains(exp, `"id": 1, "status": "touched", "body": "__debezium_unavailable_value"`) !=
-					(e.query("SELECT count() FROM " + qualified(e.db, e.m.Target.LiveView) + " WHERE id = 1")[0] == "0") {
+					(e.query("SELECT count() FROM " + mapping.Qualified(e.db, e.m.Target.LiveView) + " WHERE id = 1")[0] == "0") {
 					t.Errorf("expected.jsonl shows the placeholder exactly when row 1's value is not known (deleted at a newer LSN):\n%.300s", exp)
 				}
 			}
@@ -145,7 +148,7 @@ func (e *env) applyFile(path string) (*Result, Config, error) {
 // key whose target row is a delete.
 func TestUnchangedToastRules(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
-	ph := toastPlaceholder
+	ph := change.ToastPlaceholder
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			b, err := decodeBytes(t, m, encode(t, f.binary,
@@ -173,7 +176,7 @@ func TestUnchangedToastRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, cfg, err := e.apply(true, orderEvent(3, int64(31), int64(300), ph, int64(12), false))
-	if !errors.Is(err, ErrToast) || !strings.Contains(err.Error(), `record 1 (key id=3, LSN 12), column "status": incomplete TOAST value`) ||
+	if !errors.Is(err, change.ErrToast) || !strings.Contains(err.Error(), `record 1 (key id=3, LSN 12), column "status": incomplete TOAST value`) ||
 		!strings.Contains(err.Error(), "(the target holds the key deleted (LSN 11))") {
 		t.Errorf("an update of a key the target holds deleted: %v", err)
 	}

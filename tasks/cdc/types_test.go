@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -133,10 +136,10 @@ func TestTypeRefusals(t *testing.T) {
 			"bytea as a blob: map the column as String)"},
 		// The TOAST placeholder, in a create (an update's is filled from
 		// the row's previous version), in every form it arrives in.
-		{"note", toastPlaceholder, ""},
-		{"payload", iongen.Blob(toastPlaceholder), ""},
-		{"uid", iongen.Blob(toastPlaceholder), ""},
-		{"qty", iongen.Symbol(toastPlaceholder), ""},
+		{"note", change.ToastPlaceholder, ""},
+		{"payload", iongen.Blob(change.ToastPlaceholder), ""},
+		{"uid", iongen.Blob(change.ToastPlaceholder), ""},
+		{"qty", iongen.Symbol(change.ToastPlaceholder), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.column, func(t *testing.T) {
@@ -155,7 +158,7 @@ func TestTypeRefusals(t *testing.T) {
 				ev = iongen.Event(row, false, iongen.Metadata("CREATE", iongen.Source("shop", "public", "everything", int64(42), 9, "false")))
 			}
 			_, err := decodeBytes(t, m, encode(t, true, ev), 1)
-			var re *RecordError
+			var re *change.RecordError
 			if !errors.As(err, &re) {
 				t.Fatalf("err = %v, want a RecordError", err)
 			}
@@ -167,12 +170,12 @@ func TestTypeRefusals(t *testing.T) {
 				t.Errorf("located at record %d column %q key %q LSN %d", re.Record, re.Column, re.Key, re.LSN)
 			}
 			if tt.want == "" {
-				if !errors.Is(err, ErrToast) {
+				if !errors.Is(err, change.ErrToast) {
 					t.Errorf("err = %v, want ErrToast", err)
 				}
 				return
 			}
-			if !errors.Is(err, ErrBadValue) || !strings.HasSuffix(err.Error(), ": "+tt.want) {
+			if !errors.Is(err, change.ErrBadValue) || !strings.HasSuffix(err.Error(), ": "+tt.want) {
 				t.Errorf("error\n got %v\nwant …: %s", err, tt.want)
 			}
 		})
@@ -248,7 +251,7 @@ func TestOmittedNullableColumnsAreNull(t *testing.T) {
 // fraction digits and 1.x's fewest, a timestamptz in the worker JVM's zone
 // (Z or +01:00), Debezium's {scale, value} numeric, an upper-case UUID.
 func TestSourceTypeText(t *testing.T) {
-	m, err := ParseMapping("m.yaml", []byte(`source: {database: shop, schema: public, table: everything}
+	m, err := mapping.Parse("m.yaml", []byte(`source: {database: shop, schema: public, table: everything}
 target: {table: x}
 key: [id]
 columns:
@@ -315,8 +318,8 @@ columns:
 				}
 			}
 			_, err := decodeBytes(t, m, encode(t, true, everythingEvent(r, 5)), 1)
-			var re *RecordError
-			if !errors.As(err, &re) || re.Column != tt.column || !errors.Is(err, ErrBadValue) || !strings.HasSuffix(err.Error(), ": "+tt.want) {
+			var re *change.RecordError
+			if !errors.As(err, &re) || re.Column != tt.column || !errors.Is(err, change.ErrBadValue) || !strings.HasSuffix(err.Error(), ": "+tt.want) {
 				t.Errorf("error\n got %v\nwant column %q: …: %s", err, tt.column, tt.want)
 			}
 		})

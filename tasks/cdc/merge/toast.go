@@ -1,8 +1,10 @@
-package cdc
+package merge
 
 import (
-	"context"
 	"fmt"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 
 	"github.com/changesink/changesink/internal/outcome"
 )
@@ -36,24 +38,24 @@ import (
 // keepUnchanged fills next's placeholders from prev, the key's previous
 // event in the batch, which next replaces. A value prev did not know either
 // stays a placeholder for the target to fill.
-func keepUnchanged(m *Mapping, next, prev *row) error {
-	if prev.deleted {
-		return &RecordError{Record: next.rec, Offset: -1, Key: renderKey(m, next.vals), LSN: next.lsn, Column: firstUnchanged(m, next),
+func keepUnchanged(m *mapping.Mapping, next, prev *change.Row) error {
+	if prev.Deleted {
+		return &change.RecordError{Record: next.Record, Offset: -1, Key: change.RenderKey(m, next.Vals), LSN: next.Version, Column: firstUnchanged(m, next),
 			Err: fmt.Errorf("%w: the update leaves the column unchanged, but the key's previous event in this batch "+
-				"(record %d) is a delete, so there is no previous value; the batch is inconsistent, inspect it", ErrToast, prev.rec)}
+				"(record %d) is a delete, so there is no previous value; the batch is inconsistent, inspect it", change.ErrToast, prev.Record)}
 	}
-	next.unchanged = false
-	for i := range next.vals {
-		if !next.vals[i].toast {
+	next.Unchanged = false
+	for i := range next.Vals {
+		if !next.Vals[i].Toast {
 			continue
 		}
-		v := prev.vals[i]
-		if v.toast {
-			next.unchanged = true
+		v := prev.Vals[i]
+		if v.Toast {
+			next.Unchanged = true
 		} else {
-			v.filled = true
+			v.Filled = true
 		}
-		next.vals[i] = v
+		next.Vals[i] = v
 	}
 	return nil
 }
@@ -61,74 +63,72 @@ func keepUnchanged(m *Mapping, next, prev *row) error {
 // sameEvent is samePayload for two events of one key and LSN (one WAL
 // record): a placeholder and the value an earlier copy of the event was
 // given for it are the same.
-func sameEvent(a, b *row) bool {
-	if !a.unchanged && !b.unchanged {
-		return samePayload(a, b)
+func sameEvent(a, b *change.Row) bool {
+	if !a.Unchanged && !b.Unchanged {
+		return change.SamePayload(a, b)
 	}
-	if a.lsn != b.lsn || a.deleted != b.deleted || len(a.vals) != len(b.vals) {
+	if a.Version != b.Version || a.Deleted != b.Deleted || len(a.Vals) != len(b.Vals) {
 		return false
 	}
-	for i := range a.vals {
-		x, y := a.vals[i], b.vals[i]
-		if (x.toast && (y.toast || y.filled)) || (y.toast && x.filled) {
+	for i := range a.Vals {
+		x, y := a.Vals[i], b.Vals[i]
+		if (x.Toast && (y.Toast || y.Filled)) || (y.Toast && x.Filled) {
 			continue
 		}
-		if !x.equal(y) {
+		if !x.Equal(y) {
 			return false
 		}
 	}
 	return true
 }
 
-// fillFromTarget fills the placeholders the batch could not (the key's
-// first event in the batch left a column unchanged) from the target's
-// current row of each such key; see the rules above. It reads only those
-// keys, and nothing when the batch has none. trunc is the batch's latest
-// TRUNCATE (nil: none): a target row older than it is gone.
-func fillFromTarget(ctx context.Context, t *table, rows []*row, trunc *row) (int, error) {
-	var need []*row
+// unchangedRows returns the rows whose placeholders the batch could not
+// fill (the key's first event in the batch left a column unchanged): the
+// keys fillFromTarget needs the target's current rows of.
+func UnchangedRows(rows []*change.Row) []*change.Row {
+	var need []*change.Row
 	for _, r := range rows {
-		if r.unchanged {
+		if r.Unchanged {
 			need = append(need, r)
 		}
 	}
-	if len(need) == 0 {
-		return 0, nil
-	}
-	cur, err := t.read(ctx, need)
-	if err != nil {
-		return 0, err
-	}
-	m := t.m
+	return need
+}
+
+// fillFromTarget fills the placeholders of need (unchangedRows) from cur,
+// the target's current row of each such key; see the rules above. trunc
+// is the batch's latest TRUNCATE (nil: none): a target row older than it
+// is gone.
+func FillFromTarget(m *mapping.Mapping, need []*change.Row, cur map[string]*change.Row, trunc *change.Row) (int, error) {
 	filled := 0
 	for _, r := range need {
-		c := cur[r.key]
+		c := cur[r.Key]
 		var why string
 		switch {
 		case c == nil:
 			why = "the target does not hold the key"
-		case c.lsn > r.lsn:
+		case c.Version > r.Version:
 			continue // skipped: the target holds a newer version
-		case c.deleted:
-			why = fmt.Sprintf("the target holds the key deleted (LSN %d)", c.lsn)
-		case trunc != nil && c.lsn < trunc.lsn:
-			why = fmt.Sprintf("the TRUNCATE at record %d (LSN %d) removed the target's row", trunc.rec, trunc.lsn)
+		case c.Deleted:
+			why = fmt.Sprintf("the target holds the key deleted (LSN %d)", c.Version)
+		case trunc != nil && c.Version < trunc.Version:
+			why = fmt.Sprintf("the TRUNCATE at record %d (LSN %d) removed the target's row", trunc.Record, trunc.Version)
 		}
 		if why != "" {
-			return 0, outcome.Refused.Mark(&RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.lsn, Column: firstUnchanged(m, r),
+			return 0, outcome.Refused.Mark(&change.RecordError{Record: r.Record, Offset: -1, Key: change.RenderKey(m, r.Vals), LSN: r.Version, Column: firstUnchanged(m, r),
 				Err: fmt.Errorf("%w: the update leaves the column unchanged since the row's previous version, but neither this batch "+
 					"nor the target holds that version (%s); apply the trigger's earlier batches first, in order, then replay this one "+
-					"(see the runbook)", ErrToast, why)})
+					"(see the runbook)", change.ErrToast, why)})
 		}
-		for i := range r.vals {
-			if r.vals[i].toast {
-				v := c.vals[i]
-				v.filled = true
-				r.vals[i] = v
+		for i := range r.Vals {
+			if r.Vals[i].Toast {
+				v := c.Vals[i]
+				v.Filled = true
+				r.Vals[i] = v
 				filled++
 			}
 		}
-		r.unchanged = false
+		r.Unchanged = false
 	}
 	return filled, nil
 }
@@ -136,20 +136,20 @@ func fillFromTarget(ctx context.Context, t *table, rows []*row, trunc *row) (int
 // checkFilled refuses, as an internal error, a row about to be written that
 // still holds a placeholder: fillFromTarget leaves one only in keys the
 // target holds newer, which are never pending.
-func checkFilled(m *Mapping, pending []*row) error {
+func CheckFilled(m *mapping.Mapping, pending []*change.Row) error {
 	for _, r := range pending {
-		if r.unchanged {
+		if r.Unchanged {
 			return fmt.Errorf("internal error: key %s (record %d) would be written with an unknown TOAST value in column %q",
-				renderKey(m, r.vals), r.rec, firstUnchanged(m, r))
+				change.RenderKey(m, r.Vals), r.Record, firstUnchanged(m, r))
 		}
 	}
 	return nil
 }
 
-func firstUnchanged(m *Mapping, r *row) string {
-	for i := range r.vals {
-		if r.vals[i].toast {
-			return m.cols[i].name
+func firstUnchanged(m *mapping.Mapping, r *change.Row) string {
+	for i := range r.Vals {
+		if r.Vals[i].Toast {
+			return m.Cols[i].Name
 		}
 	}
 	return ""

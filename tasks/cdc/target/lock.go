@@ -1,4 +1,4 @@
-package cdc
+package target
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 
 	"github.com/changesink/changesink/internal/outcome"
 )
@@ -57,54 +60,52 @@ import (
 // can write beside the run that broke its lock.
 
 // lockTiming is how the lock is held and waited for.
-type lockTiming struct {
-	beat  time.Duration // heartbeat interval
-	stale time.Duration // a lock whose newest heartbeat is older is broken
-	wait  time.Duration // how long a run waits for a held lock
-	poll  time.Duration // how often a waiting run tries again
+type LockTiming struct {
+	Beat  time.Duration // heartbeat interval
+	Stale time.Duration // a lock whose newest heartbeat is older is broken
+	Wait  time.Duration // how long a run waits for a held lock
+	Poll  time.Duration // how often a waiting run tries again
 }
 
 // defaultLockTiming: a run killed moments ago is broken after 30 s, so a
 // run started right after it waits at most that (and at most 60 s for a
 // live holder, then fails transient: a Kestra retry fits).
-var defaultLockTiming = lockTiming{beat: 2 * time.Second, stale: 30 * time.Second, wait: 60 * time.Second, poll: 250 * time.Millisecond}
-
-func lockName(m *Mapping) string { return m.Target.Table + "_lock" }
+var DefaultLockTiming = LockTiming{Beat: 2 * time.Second, Stale: 30 * time.Second, Wait: 60 * time.Second, Poll: 250 * time.Millisecond}
 
 // holderInfo is who holds (or held) the lock, as its rows say.
-type holderInfo struct {
-	id, host string
+type HolderInfo struct {
+	ID, host string
 	pid      uint32
-	age      time.Duration // now() - newest heartbeat, by the server's clock
+	Age      time.Duration // now() - newest heartbeat, by the server's clock
 	rows     uint64
 }
 
-func (h holderInfo) String() string {
-	if h.id == "" {
+func (h HolderInfo) String() string {
+	if h.ID == "" {
 		return "an unknown holder (the lock table has no rows: a ClickHouse restart emptied it)"
 	}
-	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.id, h.host, h.pid, h.age.Round(time.Second))
+	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.ID, h.host, h.pid, h.Age.Round(time.Second))
 }
 
 // targetLock is a held lock.
-type targetLock struct {
-	t      *table
-	id     string
-	timing lockTiming
-	name   string // db.<table>_lock, quoted
+type Lock struct {
+	Table  *Table
+	ID     string
+	Timing LockTiming
+	Name   string // db.<table>_lock, quoted
 
 	mu       sync.Mutex
 	lastBeat time.Time // local monotonic time of the last heartbeat that landed
 	lost     error     // why the lock is no longer ours
-	stop     chan struct{}
-	done     chan struct{}
+	Stop     chan struct{}
+	Done     chan struct{}
 	// released is closed when the lock's release (giveBack) has ended,
 	// with its error in releaseErr; nil until release is first called.
 	released   chan struct{}
 	releaseErr error
 }
 
-func newHolderID() string {
+func NewHolderID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -113,75 +114,75 @@ func newHolderID() string {
 // lock takes the target's lock, waiting for a holder (and breaking a
 // stale one) as above. log gets a line when the run starts to wait and
 // when it breaks a lock.
-func (t *table) lock(ctx context.Context, timing lockTiming, log *slog.Logger) (*targetLock, error) {
-	m := t.m
-	l := &targetLock{t: t, id: newHolderID(), timing: timing, name: qualified(m.Target.Database, lockName(m))}
+func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (*Lock, error) {
+	m := t.M
+	l := &Lock{Table: t, ID: NewHolderID(), Timing: timing, Name: mapping.Qualified(m.Target.Database, mapping.LockName(m))}
 	host, _ := os.Hostname()
-	deadline := time.Now().Add(timing.wait)
-	create := lockCreateSQL(l.name, l.id, host, os.Getpid())
+	deadline := time.Now().Add(timing.Wait)
+	create := LockCreateSQL(l.Name, l.ID, host, os.Getpid())
 	waiting := false
 	for {
 		err := t.exec(ctx, create)
 		if err == nil {
 			l.lastBeat = time.Now()
-			l.stop, l.done = make(chan struct{}), make(chan struct{})
+			l.Stop, l.Done = make(chan struct{}), make(chan struct{})
 			go l.heartbeat(host)
 			return l, nil
 		}
 		if chCode(err) != chTableAlreadyExists {
 			return nil, err
 		}
-		h, found, err := l.holder(ctx, lockName(m))
+		h, found, err := l.Holder(ctx, mapping.LockName(m))
 		if err != nil {
 			return nil, err
 		}
 		if !found && time.Now().Before(deadline) {
 			continue // released meanwhile: take it
 		}
-		if found && h.age > timing.stale {
-			broken, err := l.breakStale(ctx, h)
+		if found && h.Age > timing.Stale {
+			broken, err := l.BreakStale(ctx, h)
 			if err != nil {
 				return nil, err
 			}
 			if broken {
 				log.Warn(fmt.Sprintf("cdc: broke the lock %s: %s, over %s (a run killed, or cut off from ClickHouse, while it held the lock; "+
-					"it writes nothing more)", l.name, h, timing.stale))
+					"it writes nothing more)", l.Name, h, timing.Stale))
 			}
 			continue
 		}
 		if !waiting {
 			waiting = true
 			log.Info(fmt.Sprintf("cdc: the lock %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
-				l.name, h, timing.wait, timing.stale))
+				l.Name, h, timing.Wait, timing.Stale))
 		}
 		if time.Now().After(deadline) {
 			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (another run of the flow, or a run killed less than %s ago: retry; "+
-				"if no run is alive and it persists, DROP TABLE %s)", ErrTargetLocked, l.name, h, timing.wait, timing.stale, l.name))
+				"if no run is alive and it persists, DROP TABLE %s)", change.ErrTargetLocked, l.Name, h, timing.Wait, timing.Stale, l.Name))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, outcome.Transient.Mark(fmt.Errorf("waiting for the lock %s (%s): %w", l.name, h, ctx.Err()))
-		case <-time.After(timing.poll):
+			return nil, outcome.Transient.Mark(fmt.Errorf("waiting for the lock %s (%s): %w", l.Name, h, ctx.Err()))
+		case <-time.After(timing.Poll):
 		}
 	}
 }
 
-func (l *targetLock) insertBeat(ctx context.Context, host string) error {
-	return l.t.exec(ctx, lockBeatSQL(l.name, l.id, host, os.Getpid()))
+func (l *Lock) insertBeat(ctx context.Context, host string) error {
+	return l.Table.exec(ctx, LockBeatSQL(l.Name, l.ID, host, os.Getpid()))
 }
 
 // holder reads who holds the lock table bare (a name in the target's
 // database: the lock or a lock renamed aside); found is false when it does
 // not exist.
-func (l *targetLock) holder(ctx context.Context, bare string) (holderInfo, bool, error) {
-	name := qualified(l.t.m.Target.Database, bare)
-	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+func (l *Lock) Holder(ctx context.Context, bare string) (HolderInfo, bool, error) {
+	name := mapping.Qualified(l.Table.M.Target.Database, bare)
+	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
-	var h holderInfo
+	var h HolderInfo
 	var newest, now time.Time
-	err := l.t.conn.QueryRow(cctx, lockHolderSQL(name)).
-		Scan(&h.id, &h.host, &h.pid, &newest, &now, &h.rows)
-	if chCode(err) == chUnknownTable {
+	err := l.Table.conn.QueryRow(cctx, LockHolderSQL(name)).
+		Scan(&h.ID, &h.host, &h.pid, &newest, &now, &h.rows)
+	if chCode(err) == ChUnknownTable {
 		return h, false, nil
 	}
 	if err != nil {
@@ -191,8 +192,8 @@ func (l *targetLock) holder(ctx context.Context, bare string) (holderInfo, bool,
 		// No row: measure from the table's creation (metadata_modification_time).
 		var made time.Time
 		gone := false
-		err := l.t.systemTables(cctx, "read the lock "+name, func() error {
-			err := l.t.conn.QueryRow(cctx, lockMadeSQL, l.t.m.Target.Database, bare).Scan(&made, &now)
+		err := l.Table.SystemTables(cctx, "read the lock "+name, func() error {
+			err := l.Table.conn.QueryRow(cctx, LockMadeSQL, l.Table.M.Target.Database, bare).Scan(&made, &now)
 			gone = errors.Is(err, sql.ErrNoRows)
 			if gone {
 				return nil
@@ -203,60 +204,60 @@ func (l *targetLock) holder(ctx context.Context, bare string) (holderInfo, bool,
 			return h, false, err
 		}
 		newest = made
-		h.id = ""
+		h.ID = ""
 	}
-	h.age = now.Sub(newest)
+	h.Age = now.Sub(newest)
 	return h, true, nil
 }
 
 // breakStale breaks the lock judged stale (h): rename, check, drop.
 // broken reports that it dropped that lock.
-func (l *targetLock) breakStale(ctx context.Context, h holderInfo) (broken bool, _ error) {
-	aside := l.aside()
-	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
-		if c := chCode(err); c == chUnknownTable || c == chTableAlreadyExists {
+func (l *Lock) BreakStale(ctx context.Context, h HolderInfo) (broken bool, _ error) {
+	aside := l.Aside()
+	if err := l.Table.exec(ctx, RenameSQL(l.Name, aside)); err != nil {
+		if c := chCode(err); c == ChUnknownTable || c == chTableAlreadyExists {
 			return false, nil // gone or re-taken meanwhile: compete again
 		}
 		return false, err
 	}
-	got, found, err := l.holder(ctx, asideName(l.t.m, l.id))
+	got, found, err := l.Holder(ctx, AsideName(l.Table.M, l.ID))
 	if err != nil {
 		return false, err
 	}
 	// An empty lock (a server restart emptied it: the lock is created with
 	// its holder row) is measured by its creation time, which the rename
 	// reset: still empty, it is the one judged stale.
-	if found && got.id == h.id && (got.age > l.timing.stale || (h.rows == 0 && got.rows == 0)) {
-		return true, l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+	if found && got.ID == h.ID && (got.Age > l.Timing.Stale || (h.rows == 0 && got.rows == 0)) {
+		return true, l.Table.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 	}
 	// Not the lock judged stale: give it back.
-	if err := l.t.exec(ctx, renameSQL(aside, l.name)); err != nil {
+	if err := l.Table.exec(ctx, RenameSQL(aside, l.Name)); err != nil {
 		// The lock was taken again meanwhile: the run it belonged to finds
 		// its lock gone at its next check and stops before writing.
-		return false, l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+		return false, l.Table.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 	}
 	return false, nil
 }
 
-func (l *targetLock) heartbeat(host string) {
-	defer close(l.done)
-	tick := time.NewTicker(l.timing.beat)
+func (l *Lock) heartbeat(host string) {
+	defer close(l.Done)
+	tick := time.NewTicker(l.Timing.Beat)
 	defer tick.Stop()
 	for {
 		select {
-		case <-l.stop:
+		case <-l.Stop:
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), min(l.t.timeout, l.timing.stale/2))
+		ctx, cancel := context.WithTimeout(context.Background(), min(l.Table.timeout, l.Timing.Stale/2))
 		err := l.insertBeat(ctx, host)
 		cancel()
 		l.mu.Lock()
 		switch {
 		case err == nil:
 			l.lastBeat = time.Now()
-		case chCode(err) == chUnknownTable:
-			l.lost = fmt.Errorf("the lock %s was broken by another run (this run's heartbeats stopped landing for over %s)", l.name, l.timing.stale)
+		case chCode(err) == ChUnknownTable:
+			l.lost = fmt.Errorf("the lock %s was broken by another run (this run's heartbeats stopped landing for over %s)", l.Name, l.Timing.Stale)
 		}
 		l.mu.Unlock()
 	}
@@ -264,24 +265,24 @@ func (l *targetLock) heartbeat(host string) {
 
 // check confirms the lock is still this run's: its heartbeats land, and
 // the lock table's holder is this run.
-func (l *targetLock) check(ctx context.Context) error {
+func (l *Lock) Check(ctx context.Context) error {
 	l.mu.Lock()
 	lost, last := l.lost, l.lastBeat
 	l.mu.Unlock()
-	if lost == nil && time.Since(last) > l.timing.stale/2 {
-		lost = fmt.Errorf("the last heartbeat of this run's lock %s landed %s ago; another run may break it", l.name, time.Since(last).Round(time.Second))
+	if lost == nil && time.Since(last) > l.Timing.Stale/2 {
+		lost = fmt.Errorf("the last heartbeat of this run's lock %s landed %s ago; another run may break it", l.Name, time.Since(last).Round(time.Second))
 	}
 	if lost == nil {
-		mine, err := l.mine(ctx, l.name)
+		mine, err := l.mine(ctx, l.Name)
 		if err != nil {
 			return err
 		}
 		if !mine {
-			lost = fmt.Errorf("the lock %s is no longer this run's (holder %s): another run broke it", l.name, l.id)
+			lost = fmt.Errorf("the lock %s is no longer this run's (holder %s): another run broke it", l.Name, l.ID)
 		}
 	}
 	if lost != nil {
-		return outcome.Transient.Mark(fmt.Errorf("%w: %w; nothing more is written by this run", ErrTargetLocked, lost))
+		return outcome.Transient.Mark(fmt.Errorf("%w: %w; nothing more is written by this run", change.ErrTargetLocked, lost))
 	}
 	return nil
 }
@@ -299,7 +300,7 @@ func (l *targetLock) check(ctx context.Context) error {
 // result, or errReleasing while that goes on. A second rename would move
 // the lock of the run that took it next aside, and that run could find it
 // gone (or lose it to a third).
-func (l *targetLock) release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context) error {
 	if l.released != nil {
 		select {
 		case <-l.released:
@@ -318,7 +319,7 @@ func (l *targetLock) release(ctx context.Context) error {
 	case <-l.released:
 		return l.releaseErr
 	case <-ctx.Done():
-		return classify(fmt.Errorf("give back the lock %s: ClickHouse did not answer in time: %w", l.name, context.Cause(ctx)))
+		return classify(fmt.Errorf("give back the lock %s: ClickHouse did not answer in time: %w", l.Name, context.Cause(ctx)))
 	}
 }
 
@@ -331,24 +332,24 @@ var errReleasing = errors.New("giving the lock back is still under way")
 // does not, a run that already waited out a timeout need not wait out a
 // second one in full (the next run breaks the lock left after
 // lockTiming.stale).
-func (l *targetLock) releaseWithin() time.Duration { return min(l.t.timeout, 10*time.Second) }
+func (l *Lock) ReleaseWithin() time.Duration { return min(l.Table.timeout, 10*time.Second) }
 
 // giveBack stops the heartbeat and drops the lock if it is this run's.
-func (l *targetLock) giveBack(ctx context.Context) error {
-	if l.stop != nil {
-		close(l.stop)
-		<-l.done
+func (l *Lock) giveBack(ctx context.Context) error {
+	if l.Stop != nil {
+		close(l.Stop)
+		<-l.Done
 	}
-	return l.dropOwn(ctx)
+	return l.DropOwn(ctx)
 }
 
 // aside is the name this run renames a lock to before dropping it.
-func (l *targetLock) aside() string {
-	return qualified(l.t.m.Target.Database, asideName(l.t.m, l.id))
+func (l *Lock) Aside() string {
+	return mapping.Qualified(l.Table.M.Target.Database, AsideName(l.Table.M, l.ID))
 }
 
 // asideName is the bare name holder id renames the lock to.
-func asideName(m *Mapping, id string) string { return lockName(m) + "_x" + id }
+func AsideName(m *mapping.Mapping, id string) string { return mapping.LockName(m) + "_x" + id }
 
 // sweepAsides drops the locks renamed aside (asideName) that runs cut
 // between their RENAME and their DROP left behind, once their newest
@@ -363,11 +364,11 @@ func asideName(m *Mapping, id string) string { return lockName(m) + "_x" + id }
 // failure to drop one is logged, and the next holder tries again; only a
 // transient failure (a server that stopped answering) is returned, since
 // the run's next call would wait for it again.
-func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) error {
-	m := l.t.m
-	prefix := lockName(m) + "_x"
+func (l *Lock) SweepAsides(ctx context.Context, log *slog.Logger) error {
+	m := l.Table.M
+	prefix := mapping.LockName(m) + "_x"
 	transient := func(err error) bool { return ctx.Err() != nil || outcome.Classify(err) == outcome.Transient }
-	names, err := l.asides(ctx, prefix)
+	names, err := l.Asides(ctx, prefix)
 	if err != nil {
 		if transient(err) {
 			return err
@@ -376,13 +377,13 @@ func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) error {
 		return nil
 	}
 	for _, bare := range names {
-		h, found, err := l.holder(ctx, bare)
-		if err == nil && (!found || h.id == l.id || h.age <= l.timing.stale) {
+		h, found, err := l.Holder(ctx, bare)
+		if err == nil && (!found || h.ID == l.ID || h.Age <= l.Timing.Stale) {
 			continue
 		}
-		name := qualified(m.Target.Database, bare)
+		name := mapping.Qualified(m.Target.Database, bare)
 		if err == nil {
-			err = l.t.exec(ctx, "DROP TABLE IF EXISTS "+name)
+			err = l.Table.exec(ctx, "DROP TABLE IF EXISTS "+name)
 		}
 		if err != nil {
 			if transient(err) {
@@ -398,13 +399,13 @@ func (l *targetLock) sweepAsides(ctx context.Context, log *slog.Logger) error {
 
 // asides lists the tables of the target's database named prefix followed
 // by a holder id (newHolderID: 16 lowercase hex digits).
-func (l *targetLock) asides(ctx context.Context, prefix string) ([]string, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+func (l *Lock) Asides(ctx context.Context, prefix string) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
 	var names []string
-	err := l.t.systemTables(cctx, "list "+qualified(l.t.m.Target.Database, prefix)+"…", func() error {
+	err := l.Table.SystemTables(cctx, "list "+mapping.Qualified(l.Table.M.Target.Database, prefix)+"…", func() error {
 		names = names[:0]
-		rows, err := l.t.conn.Query(cctx, lockAsidesSQL, l.t.m.Target.Database, len(prefix), prefix)
+		rows, err := l.Table.conn.Query(cctx, lockAsidesSQL, l.Table.M.Target.Database, len(prefix), prefix)
 		if err != nil {
 			return err
 		}
@@ -423,16 +424,16 @@ func (l *targetLock) asides(ctx context.Context, prefix string) ([]string, error
 	return names, err
 }
 
-func (l *targetLock) dropOwn(ctx context.Context) error {
+func (l *Lock) DropOwn(ctx context.Context) error {
 	// A lock broken meanwhile (and maybe taken again) is not this run's to
 	// give back: renaming another run's lock aside, even for a moment,
 	// makes that run's heartbeat or check find it gone.
-	if mine, err := l.mine(ctx, l.name); err != nil || !mine {
+	if mine, err := l.mine(ctx, l.Name); err != nil || !mine {
 		return err
 	}
-	aside := l.aside()
-	if err := l.t.exec(ctx, renameSQL(l.name, aside)); err != nil {
-		if chCode(err) == chUnknownTable {
+	aside := l.Aside()
+	if err := l.Table.exec(ctx, RenameSQL(l.Name, aside)); err != nil {
+		if chCode(err) == ChUnknownTable {
 			return nil
 		}
 		return err
@@ -443,22 +444,22 @@ func (l *targetLock) dropOwn(ctx context.Context) error {
 	}
 	if !mine {
 		// Broken and taken again between the check and the rename.
-		if err := l.t.exec(ctx, renameSQL(aside, l.name)); err == nil {
+		if err := l.Table.exec(ctx, RenameSQL(aside, l.Name)); err == nil {
 			return nil
 		}
 	}
-	return l.t.exec(ctx, "DROP TABLE IF EXISTS "+aside)
+	return l.Table.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 }
 
 // mine reports whether the lock table name (qualified) holds this run's
 // rows; a table that does not exist holds none.
-func (l *targetLock) mine(ctx context.Context, name string) (bool, error) {
+func (l *Lock) mine(ctx context.Context, name string) (bool, error) {
 	var n uint64
-	cctx, cancel := context.WithTimeout(ctx, l.t.timeout)
+	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
-	err := l.t.conn.QueryRow(cctx, lockMineSQL(name), l.id).Scan(&n)
+	err := l.Table.conn.QueryRow(cctx, LockMineSQL(name), l.ID).Scan(&n)
 	switch {
-	case chCode(err) == chUnknownTable:
+	case chCode(err) == ChUnknownTable:
 		return false, nil
 	case err != nil:
 		return false, classify(fmt.Errorf("check the lock %s: %w", name, err))

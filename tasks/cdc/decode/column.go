@@ -1,4 +1,4 @@
-package cdc
+package decode
 
 import (
 	"errors"
@@ -11,53 +11,47 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
 
 	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
-// toastPlaceholder is Debezium's default unavailable.value.placeholder: the
-// value of an unchanged TOASTed column under REPLICA IDENTITY DEFAULT.
-const toastPlaceholder = "__debezium_unavailable_value"
-
-// badValue builds an ErrBadValue cause.
-func badValue(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadValue, fmt.Sprintf(format, args...))
-}
-
-func wrongType(t colType, got ion.Type) error {
+func wrongType(t mapping.Type, got ion.Type) error {
 	switch got {
 	case ion.StructType:
-		return badValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
+		return change.BadValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
 			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t)
 	case ion.DecimalType:
-		return badValue("expected %s for %s, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) as a decimal: "+
+		return change.BadValue("expected %s for %s, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) as a decimal: "+
 			"map the column as Decimal(p, s), or String with source_type: numeric)", expectedIon(t), t)
 	case ion.BlobType:
-		return badValue("expected %s for %s, got an Ion blob (Debezium writes a PostgreSQL bytea as a blob: map the column as String)",
+		return change.BadValue("expected %s for %s, got an Ion blob (Debezium writes a PostgreSQL bytea as a blob: map the column as String)",
 			expectedIon(t), t)
 	}
-	return badValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
+	return change.BadValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
 }
 
-func expectedIon(t colType) string {
-	switch t.kind {
-	case kindInt, kindUint:
+func expectedIon(t mapping.Type) string {
+	switch t.Kind {
+	case mapping.KindInt, mapping.KindUint:
 		return "an Ion int (or a decimal without fraction digits, 5.)"
-	case kindFloat32, kindFloat64:
+	case mapping.KindFloat32, mapping.KindFloat64:
 		return "an Ion float"
-	case kindDecimal:
+	case mapping.KindDecimal:
 		return "an Ion decimal or int (or a decimal string, or Debezium's {scale, value} struct)"
-	case kindString:
+	case mapping.KindString:
 		return "an Ion string, symbol or blob"
-	case kindBool:
+	case mapping.KindBool:
 		return "an Ion bool"
-	case kindDate:
+	case mapping.KindDate:
 		return "an Ion day timestamp (2024-01-15) or a LocalDate string"
-	case kindDateTime, kindDateTime64:
+	case mapping.KindDateTime, mapping.KindDateTime64:
 		return "an Ion timestamp or a ZonedDateTime/OffsetDateTime/LocalDateTime string"
-	case kindUUID:
+	case mapping.KindUUID:
 		return "an Ion string holding a UUID"
 	}
 	return "a value"
@@ -74,56 +68,56 @@ func expectedIon(t colType) string {
 // any form (a string, a symbol, or a blob for a bytea) and any column, is
 // read as value.toast: the value the row held before (finish and the batch
 // decide whether it can be known).
-func convert(s *ionrec.Scalar, c *colSpec) (value, error) {
-	t := c.typ
+func convert(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
+	t := c.Type
 	if s.Null {
-		if t.nullable {
-			return value{null: true}, nil
+		if t.Nullable {
+			return change.Value{Null: true}, nil
 		}
-		return value{}, badValue("null in a column that is not Nullable (%s)", t)
+		return change.Value{}, change.BadValue("null in a column that is not Nullable (%s)", t)
 	}
 	if s.Type == ion.StringType && !utf8.Valid(s.Bytes) {
-		return value{}, errNotUTF8
+		return change.Value{}, errNotUTF8
 	}
 	if isToastPlaceholder(s) {
-		return value{toast: true}, nil
+		return change.Value{Toast: true}, nil
 	}
-	if t.kind == kindString {
-		switch c.src {
-		case pgTimestamp, pgTimestamptz:
+	if t.Kind == mapping.KindString {
+		switch c.Source {
+		case mapping.PGTimestamp, mapping.PGTimestamptz:
 			return timestampText(s, c)
-		case pgDate:
+		case mapping.PGDate:
 			return dateText(s, c)
-		case pgNumeric:
+		case mapping.PGNumeric:
 			return numericText(s, c)
-		case pgUUID:
+		case mapping.PGUUID:
 			return uuidText(s, c)
 		}
 		if s.Type == ion.BlobType || s.Type == ion.ClobType {
 			return blobValue(s, c)
 		}
 	}
-	switch t.kind {
-	case kindInt:
+	switch t.Kind {
+	case mapping.KindInt:
 		return intValue(s, t)
-	case kindUint:
+	case mapping.KindUint:
 		return uintValue(s, t)
-	case kindFloat32, kindFloat64:
+	case mapping.KindFloat32, mapping.KindFloat64:
 		return floatColumnValue(s, t)
-	case kindDecimal:
+	case mapping.KindDecimal:
 		return decimalValue(s, t)
-	case kindString:
+	case mapping.KindString:
 		return stringValue(s, c)
-	case kindBool:
+	case mapping.KindBool:
 		return boolValue(s, t)
-	case kindDate:
+	case mapping.KindDate:
 		return dateValue(s, t)
-	case kindDateTime, kindDateTime64:
+	case mapping.KindDateTime, mapping.KindDateTime64:
 		return dateTimeValue(s, t)
-	case kindUUID:
+	case mapping.KindUUID:
 		return uuidValue(s, t)
 	}
-	return value{}, badValue("unsupported column kind")
+	return change.Value{}, change.BadValue("unsupported column kind")
 }
 
 // isToastPlaceholder reports Debezium's placeholder in any of the forms it
@@ -139,182 +133,182 @@ func isToastPlaceholder(s *ionrec.Scalar) bool {
 	default:
 		return false
 	}
-	return string(s.Bytes) == toastPlaceholder
+	return string(s.Bytes) == change.ToastPlaceholder
 }
 
 // Int8..Int64: an Ion int, or a decimal written without fraction digits.
-func intValue(s *ionrec.Scalar, t colType) (value, error) {
+func intValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	var n number
 	switch s.Type {
 	case ion.DecimalType:
 		var err error
 		if n, err = integralDecimal(s, t); err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
 	case ion.IntType:
 		n = intOf(s)
 	default:
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
 	v, ok := n.int64()
 	if !ok {
-		return value{}, badValue("%s is out of range for Int%d", shortNumber(n.String()), t.bits)
+		return change.Value{}, change.BadValue("%s is out of range for Int%d", change.ShortNumber(n.String()), t.Bits)
 	}
 	return checkInt(v, t)
 }
 
 // UInt8..UInt64: an Ion int, or a decimal written without fraction digits.
-func uintValue(s *ionrec.Scalar, t colType) (value, error) {
+func uintValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	var u uint64
 	switch s.Type {
 	case ion.DecimalType:
 		n, err := integralDecimal(s, t)
 		if err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
 		var ok bool
 		if u, ok = n.uint64(); !ok {
-			return value{}, badValue("%s is out of range for UInt%d", shortNumber(n.String()), t.bits)
+			return change.Value{}, change.BadValue("%s is out of range for UInt%d", change.ShortNumber(n.String()), t.Bits)
 		}
 	case ion.IntType:
 		n := intOf(s)
 		var ok bool
 		if u, ok = n.uint64(); !ok {
 			if v, small := n.int64(); small {
-				return value{}, badValue("%d is negative for an unsigned column", v)
+				return change.Value{}, change.BadValue("%d is negative for an unsigned column", v)
 			}
-			return value{}, badValue("%s is out of range for UInt64", shortNumber(n.String()))
+			return change.Value{}, change.BadValue("%s is out of range for UInt64", change.ShortNumber(n.String()))
 		}
 	default:
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
-	if t.bits < 64 && u >= uint64(1)<<t.bits {
-		return value{}, badValue("%d is out of range for UInt%d", u, t.bits)
+	if t.Bits < 64 && u >= uint64(1)<<t.Bits {
+		return change.Value{}, change.BadValue("%d is out of range for UInt%d", u, t.Bits)
 	}
-	return value{n: u}, nil
+	return change.Value{N: u}, nil
 }
 
 // Float32, Float64: an Ion float; a Float32 only when exactly a float32.
-func floatColumnValue(s *ionrec.Scalar, t colType) (value, error) {
+func floatColumnValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	if s.Type != ion.FloatType {
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
 	f := s.Float
-	if t.kind == kindFloat32 && !math.IsNaN(f) && float64(float32(f)) != f {
-		return value{}, badValue("%v is not exactly a Float32 (a PostgreSQL real arrives widened exactly; map a double precision column to Float64)", f)
+	if t.Kind == mapping.KindFloat32 && !math.IsNaN(f) && float64(float32(f)) != f {
+		return change.Value{}, change.BadValue("%v is not exactly a Float32 (a PostgreSQL real arrives widened exactly; map a double precision column to Float64)", f)
 	}
-	return floatValue(f), nil
+	return change.FloatValue(f), nil
 }
 
 // String: an Ion string, symbol, blob or clob, within max_length.
-func stringValue(s *ionrec.Scalar, c *colSpec) (value, error) {
+func stringValue(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
 	switch s.Type {
 	case ion.StringType:
 	case ion.SymbolType:
 		if s.NoText {
-			return value{}, badValue("a symbol without text")
+			return change.Value{}, change.BadValue("a symbol without text")
 		}
 	default:
-		return value{}, wrongType(c.typ, s.Type)
+		return change.Value{}, wrongType(c.Type, s.Type)
 	}
-	if c.maxLen > 0 && len(s.Bytes) > c.maxLen {
-		if n := utf8.RuneCount(s.Bytes); n > c.maxLen {
-			return value{}, badValue("%d characters exceed max_length %d", n, c.maxLen)
+	if c.MaxLen > 0 && len(s.Bytes) > c.MaxLen {
+		if n := utf8.RuneCount(s.Bytes); n > c.MaxLen {
+			return change.Value{}, change.BadValue("%d characters exceed max_length %d", n, c.MaxLen)
 		}
 	}
-	return value{s: string(s.Bytes)}, nil
+	return change.Value{S: string(s.Bytes)}, nil
 }
 
-func blobValue(s *ionrec.Scalar, c *colSpec) (value, error) {
-	if c.maxLen > 0 && len(s.Bytes) > c.maxLen {
-		return value{}, badValue("%d bytes exceed max_length %d", len(s.Bytes), c.maxLen)
+func blobValue(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
+	if c.MaxLen > 0 && len(s.Bytes) > c.MaxLen {
+		return change.Value{}, change.BadValue("%d bytes exceed max_length %d", len(s.Bytes), c.MaxLen)
 	}
-	return value{s: string(s.Bytes)}, nil
+	return change.Value{S: string(s.Bytes)}, nil
 }
 
 // Bool: an Ion bool.
-func boolValue(s *ionrec.Scalar, t colType) (value, error) {
+func boolValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	if s.Type != ion.BoolType {
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
 	if s.Bool {
-		return value{n: 1}, nil
+		return change.Value{N: 1}, nil
 	}
-	return value{n: 0}, nil
+	return change.Value{N: 0}, nil
 }
 
 // Date: a day timestamp, or a LocalDate string.
-func dateValue(s *ionrec.Scalar, t colType) (value, error) {
+func dateValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	var day time.Time
 	switch s.Type {
 	case ion.TimestampType:
 		if s.Prec != ion.TimestampPrecisionDay {
-			return value{}, badValue("a timestamp with precision %v for a Date column; a date arrives as a day timestamp such as 2024-01-15", s.Prec)
+			return change.Value{}, change.BadValue("a timestamp with precision %v for a Date column; a date arrives as a day timestamp such as 2024-01-15", s.Prec)
 		}
 		day = s.Time()
 	case ion.StringType:
 		d, err := time.Parse("2006-01-02", string(s.Bytes))
 		if err != nil {
-			return value{}, badValue("the string is not a date YYYY-MM-DD")
+			return change.Value{}, change.BadValue("the string is not a date YYYY-MM-DD")
 		}
 		day = d
 	default:
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
 	days := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
-	if days < 0 || days > maxDateDays {
-		return value{}, badValue("%s is outside the Date range 1970-01-01..2149-06-06", day.Format("2006-01-02"))
+	if days < 0 || days > mapping.MaxDateDays {
+		return change.Value{}, change.BadValue("%s is outside the Date range 1970-01-01..2149-06-06", day.Format("2006-01-02"))
 	}
-	return value{n: uint64(days)}, nil
+	return change.Value{N: uint64(days)}, nil
 }
 
 // DateTime, DateTime64: a timestamp with a time, or a java.time string.
-func dateTimeValue(s *ionrec.Scalar, t colType) (value, error) {
+func dateTimeValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	var tm time.Time
 	switch s.Type {
 	case ion.TimestampType:
 		if s.Prec < ion.TimestampPrecisionMinute {
-			return value{}, badValue("a date without a time (%v precision) for %s", s.Prec, t)
+			return change.Value{}, change.BadValue("a date without a time (%v precision) for %s", s.Prec, t)
 		}
 		tm = s.Time()
 	case ion.StringType:
-		parsed, err := parseDateTimeString(string(s.Bytes), t.loc)
+		parsed, err := parseDateTimeString(string(s.Bytes), t.Loc)
 		if err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
 		tm = parsed
 	default:
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
-	return timeValue(tm, t)
+	return TimeValue(tm, t)
 }
 
 // UUID: a string holding a UUID.
-func uuidValue(s *ionrec.Scalar, t colType) (value, error) {
+func uuidValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	if s.Type != ion.StringType {
-		return value{}, wrongType(t, s.Type)
+		return change.Value{}, wrongType(t, s.Type)
 	}
 	u, err := uuid.ParseBytes(s.Bytes)
 	if err != nil {
-		return value{}, badValue("the string is not a UUID")
+		return change.Value{}, change.BadValue("the string is not a UUID")
 	}
-	return value{s: string(u[:])}, nil
+	return change.Value{S: string(u[:])}, nil
 }
 
-func checkInt(n int64, t colType) (value, error) {
-	lim := int64(1) << (t.bits - 1)
-	if t.bits < 64 && (n < -lim || n >= lim) {
-		return value{}, badValue("%d is out of range for Int%d", n, t.bits)
+func checkInt(n int64, t mapping.Type) (change.Value, error) {
+	lim := int64(1) << (t.Bits - 1)
+	if t.Bits < 64 && (n < -lim || n >= lim) {
+		return change.Value{}, change.BadValue("%d is out of range for Int%d", n, t.Bits)
 	}
-	return value{n: uint64(n)}, nil
+	return change.Value{N: uint64(n)}, nil
 }
 
 // integralDecimal reads an Ion decimal written without fraction digits
 // (5.) as an integer. The seed accepts exactly these: IonToJson writes them
 // as JSON integers, while 5.0 becomes the float 5.0, which it refuses.
-func integralDecimal(s *ionrec.Scalar, t colType) (number, error) {
+func integralDecimal(s *ionrec.Scalar, t mapping.Type) (number, error) {
 	if s.Exp != 0 {
-		return number{}, badValue("expected an Ion int for %s, got the decimal %s", t, shortNumber(decimalString(s)))
+		return number{}, change.BadValue("expected an Ion int for %s, got the decimal %s", t, change.ShortNumber(decimalString(s)))
 	}
 	return number{neg: s.Neg, mag: s.Mag, big: s.Big}, nil
 }
@@ -379,24 +373,13 @@ func (n number) String() string {
 // binary reader refuses them itself; its text reader passes them through):
 // the file is corrupt. The reader is intact, so unlike other malformed
 // input the record's key and LSN are still read and named.
-var errNotUTF8 = fmt.Errorf("%w: a string that is not valid UTF-8 (the batch file is corrupt)", ErrMalformed)
-
-// shortNumber bounds the text of a number quoted in a refusal: a value of
-// thousands of digits is named by its first digits and its length, so a
-// refusal stays one readable line.
-func shortNumber(s string) string {
-	const shown = 40
-	if len(s) <= shown+20 {
-		return s
-	}
-	return fmt.Sprintf("%s… (%d characters)", s[:shown], len(s))
-}
+var errNotUTF8 = fmt.Errorf("%w: a string that is not valid UTF-8 (the batch file is corrupt)", change.ErrMalformed)
 
 func malformedValue(err error) error {
 	if err == nil {
 		err = errors.New("no value")
 	}
-	return fmt.Errorf("%w: %w", ErrMalformed, err)
+	return fmt.Errorf("%w: %w", change.ErrMalformed, err)
 }
 
 // readLSN reads metadata.source.lsn: an Ion int in 1..2^64-1 (seed:
@@ -407,51 +390,45 @@ func readLSN(s *ionrec.Scalar) (uint64, error) {
 	switch {
 	case s.Type == ion.DecimalType && !s.Null:
 		if s.Exp != 0 {
-			return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(s))
+			return 0, fmt.Errorf("%w: expected an Ion int, got %s", change.ErrBadLSN, describe(s))
 		}
 		n = intOf(s)
 	case s.Type == ion.IntType && !s.Null:
 		n = intOf(s)
 	default:
-		return 0, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadLSN, describe(s))
+		return 0, fmt.Errorf("%w: expected an Ion int, got %s", change.ErrBadLSN, describe(s))
 	}
 	if u, ok := n.uint64(); ok && u >= 1 {
 		return u, nil
 	}
-	return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", ErrBadLSN, shortNumber(n.String()))
+	return 0, fmt.Errorf("%w: %s is outside 1..18446744073709551615", change.ErrBadLSN, change.ShortNumber(n.String()))
 }
-
-var (
-	bigTen = big.NewInt(10)
-)
-
-func pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil) }
 
 // decimalValue reads an Ion decimal, int, decimal string
 // (decimal.handling.mode=string) or Debezium's VariableScaleDecimal struct
 // {scale: int, value: blob} (an unconstrained numeric, read by
 // readVariableScale) into Decimal(P, S) without rounding.
-func decimalValue(s *ionrec.Scalar, t colType) (value, error) {
+func decimalValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	coef, exp, err := decimalParts(s, t)
 	if err != nil {
-		return value{}, err
+		return change.Value{}, err
 	}
-	unscaled, err := rescale(coef, exp, t)
+	unscaled, err := change.Rescale(coef, exp, t)
 	if err != nil {
-		return value{}, err
+		return change.Value{}, err
 	}
-	return value{s: unscaled.String()}, nil
+	return change.Value{S: unscaled.String()}, nil
 }
 
 // decimalParts reads the shapes decimalValue takes as coef × 10^exp.
-func decimalParts(s *ionrec.Scalar, t colType) (*big.Int, int64, error) {
+func decimalParts(s *ionrec.Scalar, t mapping.Type) (*big.Int, int64, error) {
 	switch s.Type {
 	case ion.DecimalType, ion.IntType:
 		return intOf(s).bigInt(), int64(s.Exp), nil
 	case ion.StringType:
 		d, err := ion.ParseDecimal(strings.Replace(strings.TrimSpace(string(s.Bytes)), "E", "d", 1))
 		if err != nil {
-			return nil, 0, badValue("the string is not a decimal number")
+			return nil, 0, change.BadValue("the string is not a decimal number")
 		}
 		c, e := d.CoEx()
 		return c, int64(e), nil
@@ -478,50 +455,50 @@ const timeTextLayout = "2006-01-02 15:04:05.000000"
 // timestampText reads a timestamp or timestamptz (Kestra 2.x writes six
 // fraction digits and 1.x as few as needed; a timestamptz carries the
 // worker JVM's offset) as its UTC instant in timeTextLayout.
-func timestampText(s *ionrec.Scalar, c *colSpec) (value, error) {
+func timestampText(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
 	var tm time.Time
 	switch s.Type {
 	case ion.StringType:
 		parsed, err := parseDateTimeString(string(s.Bytes), time.UTC)
 		if err != nil {
-			return value{}, err
+			return change.Value{}, err
 		}
 		tm = parsed
 	case ion.TimestampType:
 		if s.Prec < ion.TimestampPrecisionMinute {
-			return value{}, badValue("a date without a time (%v precision) for a PostgreSQL %s", s.Prec, c.src)
+			return change.Value{}, change.BadValue("a date without a time (%v precision) for a PostgreSQL %s", s.Prec, c.Source)
 		}
 		tm = s.Time()
 	default:
-		return value{}, badValue("expected a string holding an ISO 8601 date-time for a PostgreSQL %s in %s, got an Ion %s", c.src, c.typ, s.Type)
+		return change.Value{}, change.BadValue("expected a string holding an ISO 8601 date-time for a PostgreSQL %s in %s, got an Ion %s", c.Source, c.Type, s.Type)
 	}
 	tm = tm.UTC()
 	if tm.Nanosecond()%1000 != 0 {
-		return value{}, badValue("%s has more sub-second digits than a PostgreSQL %s's microseconds", tm.Format(time.RFC3339Nano), c.src)
+		return change.Value{}, change.BadValue("%s has more sub-second digits than a PostgreSQL %s's microseconds", tm.Format(time.RFC3339Nano), c.Source)
 	}
 	if y := tm.Year(); y < 1 || y > 9999 {
-		return value{}, badValue("%s is outside the years 0001..9999 that %s holds as YYYY-MM-DD hh:mm:ss.ffffff", tm.Format(time.RFC3339Nano), c.typ)
+		return change.Value{}, change.BadValue("%s is outside the years 0001..9999 that %s holds as YYYY-MM-DD hh:mm:ss.ffffff", tm.Format(time.RFC3339Nano), c.Type)
 	}
 	return checkedText(tm.Format(timeTextLayout), c)
 }
 
 // dateText reads a date (Debezium writes YYYY-MM-DD) as YYYY-MM-DD.
-func dateText(s *ionrec.Scalar, c *colSpec) (value, error) {
+func dateText(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
 	var day time.Time
 	switch s.Type {
 	case ion.StringType:
 		d, err := time.Parse("2006-01-02", string(s.Bytes))
 		if err != nil {
-			return value{}, badValue("the string is not a date YYYY-MM-DD")
+			return change.Value{}, change.BadValue("the string is not a date YYYY-MM-DD")
 		}
 		day = d
 	case ion.TimestampType:
 		if s.Prec != ion.TimestampPrecisionDay {
-			return value{}, badValue("a timestamp with precision %v for a PostgreSQL date", s.Prec)
+			return change.Value{}, change.BadValue("a timestamp with precision %v for a PostgreSQL date", s.Prec)
 		}
 		day = s.Time()
 	default:
-		return value{}, badValue("expected a string YYYY-MM-DD for a PostgreSQL date in %s, got an Ion %s", c.typ, s.Type)
+		return change.Value{}, change.BadValue("expected a string YYYY-MM-DD for a PostgreSQL date in %s, got an Ion %s", c.Type, s.Type)
 	}
 	return checkedText(day.Format("2006-01-02"), c)
 }
@@ -529,18 +506,18 @@ func dateText(s *ionrec.Scalar, c *colSpec) (value, error) {
 // numericText reads a numeric (a decimal with the column's scale, or the
 // {scale, value} struct of an unconstrained one) as its exact decimal text,
 // with the digits Debezium sent: 12.50, 0.00000000000000000001, -1000.
-func numericText(s *ionrec.Scalar, c *colSpec) (value, error) {
+func numericText(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
 	switch s.Type {
 	case ion.DecimalType, ion.IntType, ion.StringType, ion.StructType:
 	default:
-		return value{}, badValue("expected an Ion decimal, int or {scale, value} struct for a PostgreSQL numeric in %s, got an Ion %s", c.typ, s.Type)
+		return change.Value{}, change.BadValue("expected an Ion decimal, int or {scale, value} struct for a PostgreSQL numeric in %s, got an Ion %s", c.Type, s.Type)
 	}
-	coef, exp, err := decimalParts(s, c.typ)
+	coef, exp, err := decimalParts(s, c.Type)
 	if err != nil {
-		return value{}, err
+		return change.Value{}, err
 	}
 	if exp > 1000 || exp < -1000 {
-		return value{}, badValue("the decimal's exponent %d is outside ±1000", exp)
+		return change.Value{}, change.BadValue("the decimal's exponent %d is outside ±1000", exp)
 	}
 	var text string
 	if exp >= 0 {
@@ -549,67 +526,28 @@ func numericText(s *ionrec.Scalar, c *colSpec) (value, error) {
 			text += strings.Repeat("0", int(exp))
 		}
 	} else {
-		text = string(appendDecimal(nil, coef.String(), int(-exp)))
+		text = string(change.AppendDecimal(nil, coef.String(), int(-exp)))
 	}
 	return checkedText(text, c)
 }
 
 // uuidText reads a uuid as its canonical lower-case text.
-func uuidText(s *ionrec.Scalar, c *colSpec) (value, error) {
+func uuidText(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
 	if s.Type != ion.StringType {
-		return value{}, badValue("expected a string holding a UUID for a PostgreSQL uuid in %s, got an Ion %s", c.typ, s.Type)
+		return change.Value{}, change.BadValue("expected a string holding a UUID for a PostgreSQL uuid in %s, got an Ion %s", c.Type, s.Type)
 	}
 	u, err := uuid.ParseBytes(s.Bytes)
 	if err != nil {
-		return value{}, badValue("the string is not a UUID")
+		return change.Value{}, change.BadValue("the string is not a UUID")
 	}
 	return checkedText(u.String(), c)
 }
 
-func checkedText(text string, c *colSpec) (value, error) {
-	if c.maxLen > 0 && utf8.RuneCountInString(text) > c.maxLen {
-		return value{}, badValue("%d characters exceed max_length %d", utf8.RuneCountInString(text), c.maxLen)
+func checkedText(text string, c *mapping.Col) (change.Value, error) {
+	if c.MaxLen > 0 && utf8.RuneCountInString(text) > c.MaxLen {
+		return change.Value{}, change.BadValue("%d characters exceed max_length %d", utf8.RuneCountInString(text), c.MaxLen)
 	}
-	return value{s: text}, nil
-}
-
-// rescale returns coef × 10^exp as an unscaled integer at t.scale, refusing
-// lost digits and values with more than t.prec digits. Work is bounded: no
-// power of ten above 10^(prec+digits) is ever computed.
-func rescale(coef *big.Int, exp int64, t colType) (*big.Int, error) {
-	if coef.Sign() == 0 {
-		return new(big.Int), nil
-	}
-	digits := int64(len(new(big.Int).Abs(coef).String()))
-	shift := exp + int64(t.scale)
-	if digits+shift > int64(t.prec) {
-		return nil, badValue("%s does not fit Decimal(%d, %d)", decimalText(coef, exp), t.prec, t.scale)
-	}
-	if shift >= 0 {
-		return new(big.Int).Mul(coef, pow10(int(shift))), nil
-	}
-	if -shift > digits {
-		return nil, badValue("%s has more than %d decimal places", decimalText(coef, exp), t.scale)
-	}
-	q, rem := new(big.Int).QuoRem(coef, pow10(int(-shift)), new(big.Int))
-	if rem.Sign() != 0 {
-		return nil, badValue("%s has more than %d decimal places", decimalText(coef, exp), t.scale)
-	}
-	return q, nil
-}
-
-func decimalText(coef *big.Int, exp int64) string {
-	return shortNumber(fullDecimalText(coef, exp))
-}
-
-func fullDecimalText(coef *big.Int, exp int64) string {
-	switch {
-	case exp < -60 || exp > 60:
-		return fmt.Sprintf("%se%d", coef.String(), exp)
-	case exp >= 0:
-		return coef.String() + strings.Repeat("0", int(exp))
-	}
-	return string(appendDecimal(nil, coef.String(), int(-exp)))
+	return change.Value{S: text}, nil
 }
 
 // readVariableScale reads Debezium's io.debezium.data.VariableScaleDecimal,
@@ -633,28 +571,28 @@ func readVariableScale(r ion.Reader) (*big.Int, int64, error) {
 		switch *f.Text {
 		case "scale":
 			if r.Type() != ion.IntType || r.IsNull() {
-				bad = badValue("{scale, value} struct: scale is not an int")
+				bad = change.BadValue("{scale, value} struct: scale is not an int")
 				continue
 			}
 			n, err := r.Int64Value()
 			if err != nil || n == nil || *n < -1000 || *n > 1000 {
-				bad = badValue("{scale, value} struct: scale out of range")
+				bad = change.BadValue("{scale, value} struct: scale out of range")
 				continue
 			}
 			scale = n
 		case "value":
 			if r.Type() != ion.BlobType || r.IsNull() {
-				bad = badValue("{scale, value} struct: value is not a blob")
+				bad = change.BadValue("{scale, value} struct: value is not a blob")
 				continue
 			}
 			b, err := r.ByteValue()
 			if err != nil || len(b) > 64 {
-				bad = badValue("{scale, value} struct: value is not a blob of at most 64 bytes")
+				bad = change.BadValue("{scale, value} struct: value is not a blob of at most 64 bytes")
 				continue
 			}
 			raw, haveRaw = b, true
 		default:
-			bad = badValue("a struct with field %q; expected Debezium's {scale, value} decimal", *f.Text)
+			bad = change.BadValue("a struct with field %q; expected Debezium's {scale, value} decimal", *f.Text)
 		}
 	}
 	if err := endStruct(r); err != nil {
@@ -664,7 +602,7 @@ func readVariableScale(r ion.Reader) (*big.Int, int64, error) {
 		return nil, 0, bad
 	}
 	if scale == nil || !haveRaw {
-		return nil, 0, badValue("a struct that is not Debezium's {scale, value} decimal")
+		return nil, 0, change.BadValue("a struct that is not Debezium's {scale, value} decimal")
 	}
 	return twosComplement(raw), -*scale, nil
 }
@@ -702,7 +640,7 @@ func parseDateTimeString(s string, loc *time.Location) (time.Time, error) {
 			return inZone(s, wall, loc)
 		}
 	}
-	return time.Time{}, badValue("the string is not an ISO 8601 date-time")
+	return time.Time{}, change.BadValue("the string is not an ISO 8601 date-time")
 }
 
 // inZone is the instant the wall-clock time wall (read as UTC) shows in
@@ -728,7 +666,7 @@ func inZone(s string, wall time.Time, loc *time.Location) (time.Time, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return time.Time{}, badValue("%s does not exist in %s (its clocks skip it, as when daylight saving time begins): "+
+		return time.Time{}, change.BadValue("%s does not exist in %s (its clocks skip it, as when daylight saving time begins): "+
 			"have the producer send the time with its offset", s, loc)
 	}
 	slices.SortFunc(found, time.Time.Compare)
@@ -736,46 +674,32 @@ func inZone(s string, wall time.Time, loc *time.Location) (time.Time, error) {
 	for i, f := range found {
 		at[i] = f.UTC().Format(time.RFC3339Nano)
 	}
-	return time.Time{}, badValue("%s occurs twice in %s (its clocks repeat it, as when daylight saving time ends: %s): "+
+	return time.Time{}, change.BadValue("%s occurs twice in %s (its clocks repeat it, as when daylight saving time ends: %s): "+
 		"have the producer send the time with its offset", s, loc, strings.Join(at, " or "))
 }
 
 // timeValue converts an instant to a DateTime (seconds) or DateTime64
 // (ticks) value, refusing sub-tick digits and out-of-range instants.
-func timeValue(tm time.Time, t colType) (value, error) {
+func TimeValue(tm time.Time, t mapping.Type) (change.Value, error) {
 	sec, nsec := tm.Unix(), int64(tm.Nanosecond())
-	if t.kind == kindDateTime {
+	if t.Kind == mapping.KindDateTime {
 		if nsec != 0 {
-			return value{}, badValue("%s has fractions of a second; DateTime stores whole seconds, and %s would round it: map the column to "+
+			return change.Value{}, change.BadValue("%s has fractions of a second; DateTime stores whole seconds, and %s would round it: map the column to "+
 				"DateTime64(6, 'UTC') on ClickHouse 20.1 or newer, or to String with source_type: timestamp (or timestamptz) on older servers",
 				tm.UTC().Format(time.RFC3339Nano), t)
 		}
 		if sec < 0 || sec > math.MaxUint32 {
-			return value{}, badValue("%s is outside the DateTime range 1970-01-01..2106-02-07", tm.UTC().Format(time.RFC3339))
+			return change.Value{}, change.BadValue("%s is outside the DateTime range 1970-01-01..2106-02-07", tm.UTC().Format(time.RFC3339))
 		}
-		return value{n: uint64(sec)}, nil
+		return change.Value{N: uint64(sec)}, nil
 	}
-	if sec < minDateTime64 || sec > maxDateTime64 {
-		return value{}, badValue("%s is outside the DateTime64 range 1900-01-01..2299-12-31", tm.UTC().Format(time.RFC3339Nano))
+	if sec < mapping.MinDateTime64 || sec > mapping.MaxDateTime64 {
+		return change.Value{}, change.BadValue("%s is outside the DateTime64 range 1900-01-01..2299-12-31", tm.UTC().Format(time.RFC3339Nano))
 	}
-	per := t.ticksPerSecond()
+	per := t.TicksPerSecond()
 	unit := int64(1_000_000_000) / per
 	if nsec%unit != 0 {
-		return value{}, badValue("%s has more sub-second digits than DateTime64(%d)", tm.UTC().Format(time.RFC3339Nano), t.prec)
+		return change.Value{}, change.BadValue("%s has more sub-second digits than DateTime64(%d)", tm.UTC().Format(time.RFC3339Nano), t.Prec)
 	}
-	return value{n: uint64(sec*per + nsec/unit)}, nil
-}
-
-// zeroValue is what a delete writes in a non-key column: the seed writes 0
-// and "" for a delete's other columns; Nullable columns get NULL.
-func zeroValue(t colType) value {
-	switch {
-	case t.nullable:
-		return value{null: true}
-	case t.kind == kindDecimal:
-		return value{s: "0"}
-	case t.kind == kindUUID:
-		return value{s: string(make([]byte, 16))}
-	}
-	return value{}
+	return change.Value{N: uint64(sec*per + nsec/unit)}, nil
 }

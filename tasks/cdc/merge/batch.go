@@ -1,7 +1,6 @@
-package cdc
+package merge
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 
 	"github.com/changesink/changesink/internal/outcome"
 )
@@ -34,18 +36,18 @@ import (
 // naming the keys (ErrKeyChange); what depends on the target (was the key
 // live before its first CREATE?) is checked once the target is read
 // (checkKeyChanges).
-type batch struct {
-	m      *Mapping
+type Batch struct {
+	M      *mapping.Mapping
 	seed   maphash.Seed
 	index  map[string]int32 // key bytes → index into rows
 	rows   rowStore         // the latest event of each key, in first-seen order
-	events int64
+	Events int64
 	// outOfOrder marks keys that got an event with a version below their
 	// latest one (a batch not in commit order, hand-made): their versions
 	// are checked by a second pass (history).
-	outOfOrder map[int32]bool
+	OutOfOrder map[int32]bool
 
-	ord orderer
+	ord change.Orderer
 	// sum is the digest: SHA-256 of the events' sums (eventSum) in file
 	// order; sums waits for it, written a block at a time.
 	sum  hash.Hash
@@ -53,19 +55,19 @@ type batch struct {
 	// img is the before image of the delete being merged (nil: none, or
 	// one that does not tell rows apart); scratch its storage, marker the
 	// delete's own values (markerOf).
-	img, scratch, marker []value
+	img, scratch, marker []change.Value
 
 	// trunc is the latest TRUNCATE event (nil: none): every key older than
 	// it is deleted, in the batch and in the target.
-	trunc *row
+	Trunc *change.Row
 	// duals are the keys that have two live rows at this point of the
 	// batch, by index; seeds are such keys left open by the previous batch
 	// (from the ledger), by key bytes, until the batch meets them.
 	duals map[int32]*dual
-	seeds map[string]*seedDual
+	Seeds map[string]*SeedDual
 	// first and last are the transactions of the first and last event;
 	// lastFloor is the last event's commit floor, when lastFloorSet.
-	first, last  txMark
+	first, last  change.TxMark
 	lastFloor    uint64
 	lastFloorSet bool
 	// lastCommit is the last event's lsn_commit (when lastCommitSet), of
@@ -78,14 +80,6 @@ type batch struct {
 	maxCommit    uint64
 	maxCommitRec int64
 }
-
-// txMark is an event's transaction, when it carried one.
-type txMark struct {
-	id  int64
-	set bool
-}
-
-func markOf(c *change) txMark { return txMark{c.txID, c.txIDSet} }
 
 // keyMeta is what the batch knows about how a key's history began: a key
 // whose first event is a CREATE may have had a live row before it (a
@@ -120,59 +114,65 @@ type dual struct {
 // image is a live row of a key: its values when the batch saw them, else
 // only their hash (a row left open by the previous batch).
 type image struct {
-	vals []value
+	vals []change.Value
 	sum  uint64
 }
 
 // seedDual is a key the previous batch left with two live rows: the target
 // holds its newest row (vals, at version), the others are known by hash.
-type seedDual struct {
+type SeedDual struct {
 	shown   string
-	tx      int64
-	vals    []value
-	version uint64
-	others  []uint64
+	Tx      int64
+	vals    []change.Value
+	Version uint64
+	Others  []uint64
 	met     bool
 }
 
-func newBatch(m *Mapping) *batch {
-	b := &batch{m: m, seed: maphash.MakeSeed()}
-	b.reset()
+func NewBatch(m *mapping.Mapping) *Batch {
+	b := &Batch{M: m, seed: maphash.MakeSeed()}
+	b.Reset()
 	return b
 }
 
-func (b *batch) reset() {
-	b.index, b.rows, b.events, b.outOfOrder = map[string]int32{}, rowStore{cols: len(b.m.cols)}, 0, map[int32]bool{}
-	b.ord, b.sum, b.sums, b.trunc, b.duals, b.first, b.last = orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, txMark{}, txMark{}
+func (b *Batch) Reset() {
+	b.index, b.rows, b.Events, b.OutOfOrder = map[string]int32{}, rowStore{cols: len(b.M.Cols)}, 0, map[int32]bool{}
+	b.ord, b.sum, b.sums, b.Trunc, b.duals, b.first, b.last = change.Orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, change.TxMark{}, change.TxMark{}
 	b.lastFloor, b.lastFloorSet = 0, false
 	b.maxCommit, b.maxCommitRec = 0, 0
-	for _, s := range b.seeds {
+	for _, s := range b.Seeds {
 		s.met = false
 	}
 }
 
+// has reports whether the batch holds key.
+func (b *Batch) Has(key string) bool {
+	_, ok := b.index[key]
+	return ok
+}
+
 // len is the number of keys; at returns the row of the i-th key seen.
-func (b *batch) len() int        { return b.rows.n }
-func (b *batch) at(i int32) *row { return b.rows.at(i) }
+func (b *Batch) Len() int               { return b.rows.n }
+func (b *Batch) At(i int32) *change.Row { return b.rows.at(i) }
 
 // digest is the hex SHA-256 of the batch's event sums (eventSum, xxHash64
 // of each decoded event, computed by the decoding workers) in file order:
 // the same for the text and binary form of one batch, and for a
 // re-delivery that differs only in processing times.
-func (b *batch) digest() string {
+func (b *Batch) Digest() string {
 	b.flushSums()
 	return hex.EncodeToString(b.sum.Sum(nil))
 }
 
 // fold adds an event's sum to the digest, in order.
-func (b *batch) fold(sum uint64) {
+func (b *Batch) fold(sum uint64) {
 	b.sums = binary.LittleEndian.AppendUint64(b.sums, sum)
 	if len(b.sums) >= 4096 {
 		b.flushSums()
 	}
 }
 
-func (b *batch) flushSums() {
+func (b *Batch) flushSums() {
 	b.sum.Write(b.sums)
 	b.sums = b.sums[:0]
 }
@@ -181,23 +181,23 @@ func (b *batch) flushSums() {
 // (zeros but the key) and returns its before image (nil when it does not
 // tell rows apart). The caller's values are left as they are: r's values
 // become the batch's marker buffer; both are valid until the next call.
-func (b *batch) markerOf(r *row) []value {
-	if !r.deleted || len(r.vals) == 0 { // a TRUNCATE has no values
+func (b *Batch) markerOf(r *change.Row) []change.Value {
+	if !r.Deleted || len(r.Vals) == 0 { // a TRUNCATE has no values
 		return nil
 	}
-	var img []value
-	if r.change.image {
-		b.scratch = append(b.scratch[:0], r.vals...)
+	var img []change.Value
+	if r.Meta.Image {
+		b.scratch = append(b.scratch[:0], r.Vals...)
 		img = b.scratch
 	}
-	b.marker = append(b.marker[:0], r.vals...)
-	for i := range b.m.cols {
-		if !b.m.cols[i].isKey {
-			b.marker[i] = zeroValue(b.m.cols[i].typ)
+	b.marker = append(b.marker[:0], r.Vals...)
+	for i := range b.M.Cols {
+		if !b.M.Cols[i].IsKey {
+			b.marker[i] = change.Zero(b.M.Cols[i].Type)
 		}
 	}
-	r.vals = b.marker
-	r.change.image = false
+	r.Vals = b.marker
+	r.Meta.Image = false
 	return img
 }
 
@@ -209,42 +209,42 @@ func (b *batch) markerOf(r *row) []value {
 // id and LSN"), else add refuses it. An event below the latest version is
 // left to the history pass. add copies what it keeps: r (and its values)
 // stay the caller's (its placeholders may be filled in place).
-func (b *batch) add(r row) error {
-	b.events++
-	b.fold(r.change.sum)
+func (b *Batch) Add(r change.Row) error {
+	b.Events++
+	b.fold(r.Meta.Sum)
 	b.img = b.markerOf(&r)
-	b.ord.stamp(&r)
-	if b.events == 1 {
-		b.first = markOf(&r.change)
+	b.ord.Stamp(&r)
+	if b.Events == 1 {
+		b.first = change.MarkOf(&r.Meta)
 	} else if err := b.sameCommit(&r); err != nil {
 		return err
 	}
-	b.last, b.lastFloor, b.lastFloorSet = markOf(&r.change), r.change.floor, r.change.floorSet
-	b.lastCommit, b.lastCommitSet, b.lastRec = r.change.commit, r.change.commitSet, r.rec
-	if r.change.commitSet && (b.maxCommitRec == 0 || r.change.commit > b.maxCommit) {
-		b.maxCommit, b.maxCommitRec = r.change.commit, r.rec
+	b.last, b.lastFloor, b.lastFloorSet = change.MarkOf(&r.Meta), r.Meta.Floor, r.Meta.FloorSet
+	b.lastCommit, b.lastCommitSet, b.lastRec = r.Meta.Commit, r.Meta.CommitSet, r.Record
+	if r.Meta.CommitSet && (b.maxCommitRec == 0 || r.Meta.Commit > b.maxCommit) {
+		b.maxCommit, b.maxCommitRec = r.Meta.Commit, r.Record
 	}
-	if r.change.operation == opTruncate {
+	if r.Meta.Op == change.OpTruncate {
 		b.truncate(&r)
 		return nil
 	}
-	i, ok := b.index[r.key]
+	i, ok := b.index[r.Key]
 	if !ok {
-		if s := b.seeds[r.key]; s != nil && !s.met {
+		if s := b.Seeds[r.Key]; s != nil && !s.met {
 			s.met = true
-			i = b.newKey(&row{key: r.key, lsn: s.version, vals: s.vals, change: change{txID: s.tx, txIDSet: true}}, 0)
-			d := &dual{tx: s.tx}
-			for _, sum := range s.others {
+			i = b.newKey(&change.Row{Key: r.Key, Version: s.Version, Vals: s.vals, Meta: change.Meta{TxID: s.Tx, TxIDSet: true}}, 0)
+			d := &dual{tx: s.Tx}
+			for _, sum := range s.Others {
 				d.others = append(d.others, image{sum: sum})
 			}
 			b.duals[i] = d
-			return b.accept(i, b.at(i), &r)
+			return b.accept(i, b.At(i), &r)
 		}
 		var flags uint8
-		if r.change.operation == opCreate {
+		if r.Meta.Op == change.OpCreate {
 			flags = flagCreate | flagCreateOpen
 		}
-		if r.change.unfloored() {
+		if r.Meta.Unfloored() {
 			flags |= flagFirstUnfloored
 		}
 		b.newKey(&r, flags)
@@ -252,27 +252,27 @@ func (b *batch) add(r row) error {
 	}
 	cur := b.rows.at(i)
 	switch {
-	case r.lsn == cur.lsn && sameEvent(&r, cur):
+	case r.Version == cur.Version && sameEvent(&r, cur):
 		return nil // an exact repeat
-	case r.lsn == cur.lsn && !floorTie(&r, cur):
-		return b.conflict(&r, cur.rec)
-	case r.lsn == cur.lsn && r.change.lsn < cur.change.lsn:
+	case r.Version == cur.Version && !change.FloorTie(&r, cur):
+		return b.conflict(&r, cur.Record)
+	case r.Version == cur.Version && r.Meta.LSN < cur.Meta.LSN:
 		// A floor tie is won by the later change, which the file order
 		// tells only when the transaction's LSNs go up (WAL order).
-		e := rowError(b.m, &r, fmt.Errorf("%w: this change of transaction %d shares its version with record %d (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN %d: "+
+		e := rowError(b.M, &r, fmt.Errorf("%w: this change of transaction %d shares its version with record %d (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN %d: "+
 			"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
-			ErrContradiction, r.change.txID, cur.rec, cur.change.lsn))
-		e.Column = b.m.Source.MetadataField + ".source.lsn"
+			change.ErrContradiction, r.Meta.TxID, cur.Record, cur.Meta.LSN))
+		e.Column = b.M.Source.MetadataField + ".source.lsn"
 		return e
-	case r.lsn < cur.lsn:
+	case r.Version < cur.Version:
 		if b.duals[i] != nil {
 			return b.keyChange(&r, "its events are not in commit order")
 		}
-		b.outOfOrder[i] = true
+		b.OutOfOrder[i] = true
 		return nil
 	}
-	if r.unchanged && b.duals[i] == nil { // with two live rows, accept refuses all but a delete
-		if err := keepUnchanged(b.m, &r, cur); err != nil {
+	if r.Unchanged && b.duals[i] == nil { // with two live rows, accept refuses all but a delete
+		if err := keepUnchanged(b.M, &r, cur); err != nil {
 			return err
 		}
 	}
@@ -285,8 +285,8 @@ func (b *batch) add(r row) error {
 // below an earlier event's (transactions arrive in commit order). The
 // version of each change is raised to its lsn_commit (order.go), so either
 // would reorder changes: an earlier update outranking a later one.
-func (b *batch) sameCommit(r *row) error {
-	c := &r.change
+func (b *Batch) sameCommit(r *change.Row) error {
+	c := &r.Meta
 	commit := func(n uint64, set bool) string {
 		if !set {
 			return "null"
@@ -295,65 +295,65 @@ func (b *batch) sameCommit(r *row) error {
 	}
 	var err error
 	switch {
-	case c.txIDSet && b.last.set && c.txID == b.last.id && (c.commitSet != b.lastCommitSet || c.commit != b.lastCommit):
+	case c.TxIDSet && b.last.Set && c.TxID == b.last.ID && (c.CommitSet != b.lastCommitSet || c.Commit != b.lastCommit):
 		err = fmt.Errorf("%w: transaction %d has lsn_commit %s in metadata.source.sequence, but %s in record %d (Debezium writes one lsn_commit for all of a transaction's changes); "+
 			"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
-			ErrContradiction, c.txID, commit(c.commit, c.commitSet), commit(b.lastCommit, b.lastCommitSet), b.lastRec)
-	case c.commitSet && b.maxCommitRec != 0 && c.commit < b.maxCommit:
+			change.ErrContradiction, c.TxID, commit(c.Commit, c.CommitSet), commit(b.lastCommit, b.lastCommitSet), b.lastRec)
+	case c.CommitSet && b.maxCommitRec != 0 && c.Commit < b.maxCommit:
 		err = fmt.Errorf("%w: lsn_commit %d in metadata.source.sequence is below record %d's, %d: transactions arrive in commit order, and each one's lsn_commit is the end of the last COMMIT before it, so it never goes down in a batch (the records were reordered or edited); "+
 			"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
-			ErrContradiction, c.commit, b.maxCommitRec, b.maxCommit)
+			change.ErrContradiction, c.Commit, b.maxCommitRec, b.maxCommit)
 	default:
 		return nil
 	}
-	e := &RecordError{Record: r.rec, Offset: -1, LSN: c.lsn, Column: b.m.Source.MetadataField + ".source.sequence", Err: err}
-	if len(r.vals) > 0 {
-		e.Key = renderKey(b.m, r.vals)
+	e := &change.RecordError{Record: r.Record, Offset: -1, LSN: c.LSN, Column: b.M.Source.MetadataField + ".source.sequence", Err: err}
+	if len(r.Vals) > 0 {
+		e.Key = change.RenderKey(b.M, r.Vals)
 	}
 	return e
 }
 
-func (b *batch) newKey(r *row, flags uint8) int32 {
-	i := b.rows.add(r, keyMeta{firstVer: r.lsn, createTx: r.change.txID, flags: flags})
-	b.index[r.key] = i
+func (b *Batch) newKey(r *change.Row, flags uint8) int32 {
+	i := b.rows.add(r, keyMeta{firstVer: r.Version, createTx: r.Meta.TxID, flags: flags})
+	b.index[r.Key] = i
 	return i
 }
 
 // set makes r the key's row (values copied into the row the store owns).
-func set(cur, r *row) {
-	vals := cur.vals
-	copy(vals, r.vals)
+func set(cur, r *change.Row) {
+	vals := cur.Vals
+	copy(vals, r.Vals)
 	*cur = *r
-	cur.vals = vals
+	cur.Vals = vals
 }
 
 // accept applies r, a later event than cur, to key i.
-func (b *batch) accept(i int32, cur, r *row) error {
+func (b *Batch) accept(i int32, cur, r *change.Row) error {
 	if d := b.duals[i]; d != nil {
 		return b.dualEvent(i, cur, r, d)
 	}
 	km := b.rows.metaAt(i)
 	open := km.flags&flagCreateOpen != 0
-	inCreateTx := open && r.change.txIDSet && r.change.txID == km.createTx
+	inCreateTx := open && r.Meta.TxIDSet && r.Meta.TxID == km.createTx
 	if open {
 		km.flags &^= flagCreateOpen
 	}
-	switch r.change.operation {
-	case opCreate:
-		if !cur.deleted {
+	switch r.Meta.Op {
+	case change.OpCreate:
+		if !cur.Deleted {
 			// A CREATE while the key's row is live: a deferred key change;
 			// the key has two rows until a delete removes one.
-			if !r.change.txIDSet {
+			if !r.Meta.TxIDSet {
 				return b.keyChange(r, "a CREATE of a live key without a transaction id (metadata.source.txId)")
 			}
 			if open {
 				// The row it joins may itself have joined an older one.
 				km.flags |= flagAmbiguous
 			}
-			b.duals[i] = &dual{tx: r.change.txID, others: []image{{vals: slices.Clone(cur.vals)}}}
+			b.duals[i] = &dual{tx: r.Meta.TxID, others: []image{{vals: slices.Clone(cur.Vals)}}}
 		}
-	case opDelete:
-		if inCreateTx && !cur.deleted && b.img != nil && !sameImage(b.m, b.img, cur.vals) {
+	case change.OpDelete:
+		if inCreateTx && !cur.Deleted && b.img != nil && !sameImage(b.M, b.img, cur.Vals) {
 			// The key was created in this transaction, and the delete
 			// removes a row other than that one: the key had an older row
 			// (a swapped or shifted deferrable key); the new row stays.
@@ -377,37 +377,37 @@ func (b *batch) accept(i int32, cur, r *row) error {
 
 // keepRow keeps cur's values and liveness at r's place in the history (a
 // delete that removed another physical row of the key).
-func keepRow(cur, r *row) {
-	cur.lsn, cur.rec, cur.change = r.lsn, r.rec, r.change
+func keepRow(cur, r *change.Row) {
+	cur.Version, cur.Record, cur.Meta = r.Version, r.Record, r.Meta
 }
 
 // dualEvent applies r to a key with two live rows.
-func (b *batch) dualEvent(i int32, cur, r *row, d *dual) error {
-	if !r.change.txIDSet || r.change.txID != d.tx {
+func (b *Batch) dualEvent(i int32, cur, r *change.Row, d *dual) error {
+	if !r.Meta.TxIDSet || r.Meta.TxID != d.tx {
 		return b.keyChange(r, fmt.Sprintf("transaction %d ended with two live rows of this key (a CREATE while its row was live, and no delete of one of them)", d.tx))
 	}
-	if r.change.operation != opDelete {
+	if r.Meta.Op != change.OpDelete {
 		return b.keyChange(r, fmt.Sprintf("%s while the key has two live rows inside transaction %d: which row it changed is not in the batch", opName(r), d.tx))
 	}
 	if b.img == nil {
 		// A delete of nothing but the key (REPLICA IDENTITY DEFAULT): fine
 		// only when every live row is the same.
 		for _, o := range d.others {
-			if o.vals == nil || !sameImage(b.m, o.vals, cur.vals) {
+			if o.vals == nil || !sameImage(b.M, o.vals, cur.Vals) {
 				return b.keyChange(r, "a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows: which one it removed is not in the batch; set REPLICA IDENTITY FULL on the source table")
 			}
 		}
 		b.dropOther(i, cur, r, d, 0)
 		return nil
 	}
-	sum := imageSum(b.m, b.img)
+	sum := ImageSum(b.M, b.img)
 	for n, o := range d.others {
-		if (o.vals != nil && sameImage(b.m, o.vals, b.img)) || (o.vals == nil && o.sum == sum) {
+		if (o.vals != nil && sameImage(b.M, o.vals, b.img)) || (o.vals == nil && o.sum == sum) {
 			b.dropOther(i, cur, r, d, n)
 			return nil
 		}
 	}
-	if !sameImage(b.m, cur.vals, b.img) {
+	if !sameImage(b.M, cur.Vals, b.img) {
 		return b.keyChange(r, "a delete whose before image is none of the key's live rows")
 	}
 	// The delete removed the newest row: the key is back to another one.
@@ -415,7 +415,7 @@ func (b *batch) dualEvent(i int32, cur, r *row, d *dual) error {
 	if last.vals == nil {
 		return b.keyChange(r, "a delete of the row this key got in the previous batch, leaving a row whose values that batch did not hold")
 	}
-	copy(cur.vals, last.vals)
+	copy(cur.Vals, last.vals)
 	d.others = d.others[:len(d.others)-1]
 	keepRow(cur, r)
 	if len(d.others) == 0 {
@@ -425,7 +425,7 @@ func (b *batch) dualEvent(i int32, cur, r *row, d *dual) error {
 }
 
 // dropOther removes d.others[n] (a delete removed it): the key keeps its row.
-func (b *batch) dropOther(i int32, cur, r *row, d *dual, n int) {
+func (b *Batch) dropOther(i int32, cur, r *change.Row, d *dual, n int) {
 	d.others = slices.Delete(d.others, n, n+1)
 	keepRow(cur, r)
 	if len(d.others) == 0 {
@@ -434,8 +434,8 @@ func (b *batch) dropOther(i int32, cur, r *row, d *dual, n int) {
 }
 
 // opName names the event's operation with its article ("an UPDATE").
-func opName(r *row) string {
-	switch op := r.change.operation; {
+func opName(r *change.Row) string {
+	switch op := r.Meta.Op; {
 	case op == "":
 		return "a change"
 	case strings.ContainsRune("AEIOU", rune(op[0])):
@@ -447,37 +447,37 @@ func opName(r *row) string {
 
 // truncate applies a TRUNCATE event: every key older than it is deleted
 // (the target's keys too: truncateKeys).
-func (b *batch) truncate(r *row) {
+func (b *Batch) truncate(r *change.Row) {
 	t := *r
-	b.trunc = &t
+	b.Trunc = &t
 	for i := range int32(b.rows.n) {
 		cur := b.rows.at(i)
-		if cur.lsn < r.lsn {
-			cur.lsn, cur.rec, cur.deleted, cur.change = r.lsn, r.rec, true, r.change
-			for c := range b.m.cols {
-				if !b.m.cols[c].isKey {
-					cur.vals[c] = zeroValue(b.m.cols[c].typ)
+		if cur.Version < r.Version {
+			cur.Version, cur.Record, cur.Deleted, cur.Meta = r.Version, r.Record, true, r.Meta
+			for c := range b.M.Cols {
+				if !b.M.Cols[c].IsKey {
+					cur.Vals[c] = change.Zero(b.M.Cols[c].Type)
 				}
 			}
 		}
 		b.rows.metaAt(i).flags &^= flagCreate | flagCreateOpen | flagAmbiguous
 		delete(b.duals, i)
 	}
-	for _, s := range b.seeds {
+	for _, s := range b.Seeds {
 		s.met = true // its rows are gone
 	}
 }
 
 // keyChange refuses a key-change shape the batch does not determine.
-func (b *batch) keyChange(r *row, why string) error {
-	e := rowError(b.m, r, fmt.Errorf("%w: key %s: %s", ErrKeyChange, renderKey(b.m, r.vals), why))
+func (b *Batch) keyChange(r *change.Row, why string) error {
+	e := rowError(b.M, r, fmt.Errorf("%w: key %s: %s", change.ErrKeyChange, change.RenderKey(b.M, r.Vals), why))
 	return e
 }
 
 // sameImage compares two row images by their non-key columns.
-func sameImage(m *Mapping, a, b []value) bool {
-	for i := range m.cols {
-		if !m.cols[i].isKey && !a[i].equal(b[i]) {
+func sameImage(m *mapping.Mapping, a, b []change.Value) bool {
+	for i := range m.Cols {
+		if !m.Cols[i].IsKey && !a[i].Equal(b[i]) {
 			return false
 		}
 	}
@@ -486,68 +486,59 @@ func sameImage(m *Mapping, a, b []value) bool {
 
 // imageSum is a stable hash of an image's non-key columns (a row carried
 // from one batch to the next by the ledger).
-func imageSum(m *Mapping, vals []value) uint64 {
+func ImageSum(m *mapping.Mapping, vals []change.Value) uint64 {
 	h := sha256.New()
 	var b [9]byte
-	for i := range m.cols {
-		if m.cols[i].isKey {
+	for i := range m.Cols {
+		if m.Cols[i].IsKey {
 			continue
 		}
 		v := vals[i]
-		binary.LittleEndian.PutUint64(b[:8], v.n)
+		binary.LittleEndian.PutUint64(b[:8], v.N)
 		b[8] = 0
-		if v.null {
+		if v.Null {
 			b[8] = 1
 		}
 		h.Write(b[:])
-		binary.LittleEndian.PutUint64(b[:8], uint64(len(v.s)))
+		binary.LittleEndian.PutUint64(b[:8], uint64(len(v.S)))
 		h.Write(b[:8])
-		h.Write([]byte(v.s))
+		h.Write([]byte(v.S))
 	}
 	return binary.LittleEndian.Uint64(h.Sum(nil))
-}
-
-// openDual is a key left with two live rows at the end of the batch, its
-// transaction continuing in the next batch (the ledger carries it).
-type openDual struct {
-	Key    string   `json:"key"`   // hex of the key bytes
-	Shown  string   `json:"shown"` // the key as messages render it
-	Tx     int64    `json:"tx"`
-	Others []string `json:"others"` // hex hashes of the rows the target does not hold
 }
 
 // finishKeys ends the batch's key-change tracking: a key that still has two
 // live rows is carried to the next batch when the batch ends inside that
 // transaction, and refused when the transaction ended. Keys the previous
 // batch left open must be met in the same transaction.
-func (b *batch) finishKeys() ([]openDual, error) {
-	var open []openDual
+func (b *Batch) finishKeys() ([]change.OpenKey, error) {
+	var open []change.OpenKey
 	for i, d := range b.duals {
-		r := b.at(i)
-		if !b.last.set || b.last.id != d.tx {
+		r := b.At(i)
+		if !b.last.Set || b.last.ID != d.tx {
 			return nil, b.keyChange(r, fmt.Sprintf("transaction %d left two live rows of this key (a CREATE while its row was live, and no delete of one of them before the transaction's end)", d.tx))
 		}
-		od := openDual{Key: hex.EncodeToString([]byte(r.key)), Shown: renderKey(b.m, r.vals), Tx: d.tx}
+		od := change.OpenKey{Key: hex.EncodeToString([]byte(r.Key)), Shown: change.RenderKey(b.M, r.Vals), Tx: d.tx}
 		for _, o := range d.others {
 			sum := o.sum
 			if o.vals != nil {
-				sum = imageSum(b.m, o.vals)
+				sum = ImageSum(b.M, o.vals)
 			}
 			od.Others = append(od.Others, fmt.Sprintf("%016x", sum))
 		}
 		open = append(open, od)
 	}
-	for k, s := range b.seeds {
+	for k, s := range b.Seeds {
 		if s.met {
 			continue
 		}
-		if !b.first.set || b.first.id != s.tx || !b.last.set || b.last.id != s.tx {
-			return nil, outcome.Refused.Mark(&RecordError{Offset: -1, Key: s.shown, Err: fmt.Errorf(
+		if !b.first.Set || b.first.ID != s.Tx || !b.last.Set || b.last.ID != s.Tx {
+			return nil, outcome.Refused.Mark(&change.RecordError{Offset: -1, Key: s.shown, Err: fmt.Errorf(
 				"%w: key %s: the previous batch ended inside transaction %d with two live rows of this key, and this batch does not continue that transaction to its end with a delete of one of them",
-				ErrKeyChange, s.shown, s.tx)})
+				change.ErrKeyChange, s.shown, s.Tx)})
 		}
-		od := openDual{Key: hex.EncodeToString([]byte(k)), Shown: s.shown, Tx: s.tx}
-		for _, sum := range s.others {
+		od := change.OpenKey{Key: hex.EncodeToString([]byte(k)), Shown: s.shown, Tx: s.Tx}
+		for _, sum := range s.Others {
 			od.Others = append(od.Others, fmt.Sprintf("%016x", sum))
 		}
 		open = append(open, od)
@@ -562,48 +553,48 @@ const chunkRows = 1024
 // copies the others, and the store owns the values it holds.
 type rowStore struct {
 	cols   int // values per row
-	chunks [][]row
-	vals   [][]value   // one slab per chunk, cols values per row
-	meta   [][]keyMeta // per chunk, the batch's bookkeeping of each row's key
+	chunks [][]change.Row
+	vals   [][]change.Value // one slab per chunk, cols values per row
+	meta   [][]keyMeta      // per chunk, the batch's bookkeeping of each row's key
 	n      int
 }
 
 // add copies r, values included, and returns its index; km is its key's
 // bookkeeping (metaAt).
-func (s *rowStore) add(r *row, km keyMeta) int32 {
+func (s *rowStore) add(r *change.Row, km keyMeta) int32 {
 	if s.n%chunkRows == 0 {
-		s.chunks = append(s.chunks, make([]row, 0, chunkRows))
-		s.vals = append(s.vals, make([]value, chunkRows*s.cols))
+		s.chunks = append(s.chunks, make([]change.Row, 0, chunkRows))
+		s.vals = append(s.vals, make([]change.Value, chunkRows*s.cols))
 		s.meta = append(s.meta, make([]keyMeta, 0, chunkRows))
 	}
 	c := len(s.chunks) - 1
 	k := s.n % chunkRows
 	vals := s.vals[c][k*s.cols : (k+1)*s.cols : (k+1)*s.cols]
-	copy(vals, r.vals)
+	copy(vals, r.Vals)
 	s.chunks[c] = append(s.chunks[c], *r)
-	s.chunks[c][k].vals = vals
+	s.chunks[c][k].Vals = vals
 	s.meta[c] = append(s.meta[c], km)
 	s.n++
 	return int32(s.n - 1)
 }
 
-func (s *rowStore) at(i int32) *row         { return &s.chunks[i/chunkRows][i%chunkRows] }
+func (s *rowStore) at(i int32) *change.Row  { return &s.chunks[i/chunkRows][i%chunkRows] }
 func (s *rowStore) metaAt(i int32) *keyMeta { return &s.meta[i/chunkRows][i%chunkRows] }
 
-func (b *batch) conflict(r *row, other int64) error {
-	e := rowError(b.m, r, ErrConflict)
+func (b *Batch) conflict(r *change.Row, other int64) error {
+	e := rowError(b.M, r, change.ErrConflict)
 	e.Other = other
 	return e
 }
 
 // rowError locates err at a batch row: its record, key, LSN and version.
-func rowError(m *Mapping, r *row, err error) *RecordError {
-	e := &RecordError{Record: r.rec, Offset: -1, Key: renderKey(m, r.vals), LSN: r.change.lsn, Err: err}
+func rowError(m *mapping.Mapping, r *change.Row, err error) *change.RecordError {
+	e := &change.RecordError{Record: r.Record, Offset: -1, Key: change.RenderKey(m, r.Vals), LSN: r.Meta.LSN, Err: err}
 	if e.LSN == 0 {
-		e.LSN = r.lsn
+		e.LSN = r.Version
 	}
-	if r.lsn != e.LSN {
-		e.Version = r.lsn
+	if r.Version != e.LSN {
+		e.Version = r.Version
 	}
 	return e
 }
@@ -614,8 +605,8 @@ func rowError(m *Mapping, r *row, err error) *RecordError {
 // could hide such a conflict with probability 2^-64; equal versions are
 // never refused.
 type history struct {
-	b    *batch
-	ord  orderer
+	b    *Batch
+	ord  change.Orderer
 	seen map[olderKey]olderVersion
 }
 
@@ -629,66 +620,66 @@ type olderVersion struct {
 	rec  int64
 }
 
-func newHistory(b *batch) *history { return &history{b: b, seen: map[olderKey]olderVersion{}} }
+func NewHistory(b *Batch) *history { return &history{b: b, seen: map[olderKey]olderVersion{}} }
 
-func (h *history) reset() { h.seen, h.ord = map[olderKey]olderVersion{}, orderer{} }
+func (h *history) Reset() { h.seen, h.ord = map[olderKey]olderVersion{}, change.Orderer{} }
 
-func (h *history) check(r row) error {
+func (h *history) Check(r change.Row) error {
 	h.b.markerOf(&r)
-	h.ord.stamp(&r)
-	if r.change.operation == opTruncate {
+	h.ord.Stamp(&r)
+	if r.Meta.Op == change.OpTruncate {
 		return nil
 	}
-	i, ok := h.b.index[r.key]
-	if !ok || !h.b.outOfOrder[i] {
+	i, ok := h.b.index[r.Key]
+	if !ok || !h.b.OutOfOrder[i] {
 		return nil
 	}
-	k := olderKey{i, r.lsn}
-	sum := hashRow(h.b.seed, &r)
+	k := olderKey{i, r.Version}
+	sum := change.HashRow(h.b.seed, &r)
 	if v, ok := h.seen[k]; ok {
 		if v.hash != sum {
 			return h.b.conflict(&r, v.rec)
 		}
 		return nil
 	}
-	h.seen[k] = olderVersion{hash: sum, rec: r.rec}
+	h.seen[k] = olderVersion{hash: sum, rec: r.Record}
 	return nil
 }
 
 // sorted returns the latest rows ordered by key, as the seed writes
 // expected.jsonl (for key in sorted(latest)).
-func (b *batch) sorted() []*row {
-	out := make([]*row, b.len())
+func (b *Batch) Sorted() []*change.Row {
+	out := make([]*change.Row, b.Len())
 	for i := range out {
-		out[i] = b.at(int32(i))
+		out[i] = b.At(int32(i))
 	}
-	slices.SortFunc(out, func(x, y *row) int { return compareKeys(b.m, x, y) })
+	slices.SortFunc(out, func(x, y *change.Row) int { return change.CompareKeys(b.M, x, y) })
 	return out
 }
 
 // floorAt places the rows the batch could not floor (the first transaction
 // after a snapshot that an earlier batch held) after that snapshot, the
 // ledger's snapshot LSN; 0 leaves them at their LSNs.
-func (b *batch) floorAt(snapshot uint64) {
+func (b *Batch) FloorAt(snapshot uint64) {
 	if snapshot == 0 {
 		return
 	}
-	up := func(r *row) {
-		if r.change.unfloored() {
-			r.change.floor, r.change.floorSet = snapshot, true
-			r.lsn = max(r.lsn, raise(r.change.lsn, snapshot))
+	up := func(r *change.Row) {
+		if r.Meta.Unfloored() {
+			r.Meta.Floor, r.Meta.FloorSet = snapshot, true
+			r.Version = max(r.Version, change.Raise(r.Meta.LSN, snapshot))
 		}
 	}
 	for i := range int32(b.rows.n) {
 		up(b.rows.at(i))
 		if km := b.rows.metaAt(i); km.flags&flagFirstUnfloored != 0 {
-			km.firstVer = max(km.firstVer, raise(km.firstVer, snapshot))
+			km.firstVer = max(km.firstVer, change.Raise(km.firstVer, snapshot))
 		}
 	}
-	if b.trunc != nil {
-		up(b.trunc)
+	if b.Trunc != nil {
+		up(b.Trunc)
 	}
-	if !b.lastFloorSet && b.events > 0 {
+	if !b.lastFloorSet && b.Events > 0 {
 		b.lastFloor, b.lastFloorSet = snapshot, true
 	}
 }
@@ -699,77 +690,88 @@ func (b *batch) floorAt(snapshot uint64) {
 // second row; that is right only when a delete in the same transaction
 // removed the old row (the batch saw it: resolved), or when the batch ends
 // inside that transaction (the key is carried to the next batch, open).
-// It returns the keys left open.
-func (b *batch) checkKeyChanges(ctx context.Context, t *table, current map[string]*row) ([]openDual, error) {
-	m := b.m
-	var carried []*row
-	var carriedTx []int64
+// It returns the keys left open so far and the carried keys, whose
+// target rows (read by the caller) openCarried adds.
+func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, error) {
+	var kc keyChanges
 	for i := range int32(b.rows.n) {
 		km := *b.rows.metaAt(i)
 		if km.flags&flagCreate == 0 {
 			continue
 		}
-		r := b.at(i)
-		cur := current[r.key]
-		if cur == nil || cur.deleted || cur.lsn >= km.firstVer {
+		r := b.At(i)
+		cur := current[r.Key]
+		if cur == nil || cur.Deleted || cur.Version >= km.firstVer {
 			continue
 		}
 		switch {
-		case km.flags&flagCreateOpen != 0 && b.last.set && b.last.id == km.createTx:
-			carried = append(carried, r)
-			carriedTx = append(carriedTx, km.createTx)
+		case km.flags&flagCreateOpen != 0 && b.last.Set && b.last.ID == km.createTx:
+			kc.Carried = append(kc.Carried, r)
+			kc.carriedTx = append(kc.carriedTx, km.createTx)
 		case km.flags&(flagCreateOpen|flagAmbiguous) != 0:
-			return nil, outcome.Refused.Mark(b.keyChange(r, fmt.Sprintf(
+			return kc, outcome.Refused.Mark(b.keyChange(r, fmt.Sprintf(
 				"the target holds this key live (version %d) and this batch creates it again in transaction %d; that is a deferred key change (a swap or shift of a DEFERRABLE primary key) only if a delete in the same transaction removes the old row, and here the batch holds no such delete (it deletes the new row, holds only the key in its before image, or updates one of the two rows), "+
 					"or a TRUNCATE that the trigger did not pass (Debezium's default skipped.operations=t drops it). Set REPLICA IDENTITY FULL on the source table and skipped.operations: none on the trigger, then rebuild the target (a new snapshot)",
-				cur.lsn, km.createTx)))
+				cur.Version, km.createTx)))
 		}
 	}
 	open, err := b.finishKeys()
 	if err != nil {
-		return nil, outcome.Refused.Mark(err)
+		return kc, outcome.Refused.Mark(err)
 	}
-	if len(carried) > 0 {
-		old, err := t.read(ctx, carried)
-		if err != nil {
-			return nil, err
+	kc.open = open
+	return kc, nil
+}
+
+// keyChanges is what checkKeyChanges found: the keys left open, and the
+// keys carried to the next batch with their transactions.
+type keyChanges struct {
+	open      []change.OpenKey
+	Carried   []*change.Row
+	carriedTx []int64
+}
+
+// openCarried adds the carried keys to the open ones, each with the hash
+// of its older row, old (the target's rows of the carried keys), and
+// returns them all in key order.
+func (b *Batch) OpenCarried(kc keyChanges, old map[string]*change.Row) ([]change.OpenKey, error) {
+	m := b.M
+	open := kc.open
+	for n, r := range kc.Carried {
+		o := old[r.Key]
+		if o == nil {
+			return nil, outcome.Refused.Mark(b.keyChange(r, "the target's row of this key vanished while the batch ran (another writer?)"))
 		}
-		for n, r := range carried {
-			o := old[r.key]
-			if o == nil {
-				return nil, outcome.Refused.Mark(b.keyChange(r, "the target's row of this key vanished while the batch ran (another writer?)"))
-			}
-			open = append(open, openDual{Key: hex.EncodeToString([]byte(r.key)), Shown: renderKey(m, r.vals), Tx: carriedTx[n],
-				Others: []string{fmt.Sprintf("%016x", imageSum(m, o.vals))}})
-		}
+		open = append(open, change.OpenKey{Key: hex.EncodeToString([]byte(r.Key)), Shown: change.RenderKey(m, r.Vals), Tx: kc.carriedTx[n],
+			Others: []string{fmt.Sprintf("%016x", ImageSum(m, o.Vals))}})
 	}
 	// In key order, so that the ledger's open_keys of a batch is the same
 	// text on every run.
-	slices.SortFunc(open, func(a, b openDual) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(open, func(a, b change.OpenKey) int { return strings.Compare(a.Key, b.Key) })
 	return open, nil
 }
 
 // entry is the ledger row of this batch, applied after prev.
-func (b *batch) entry(holder string, src sourceID, expected []*row, pending int, open []openDual, prev *ledgerEntry) *ledgerEntry {
-	e := &ledgerEntry{kind: ledgerBatch, digest: b.digest(), holder: holder, source: src, events: uint64(b.events), keys: uint64(len(expected)),
-		pending: uint64(pending), openKeys: open, snapshotLSN: b.ord.snapshot,
-		lastTx: b.last.id, lastTxSet: b.last.set, lastFloor: b.lastFloor}
+func (b *Batch) Entry(holder string, src change.SourceID, expected []*change.Row, pending int, open []change.OpenKey, prev *change.LedgerEntry) *change.LedgerEntry {
+	e := &change.LedgerEntry{Kind: change.LedgerBatch, Digest: b.Digest(), Holder: holder, Source: src, Events: uint64(b.Events), Keys: uint64(len(expected)),
+		Pending: uint64(pending), OpenKeys: open, SnapshotLSN: b.ord.Snapshot,
+		LastTx: b.last.ID, LastTxSet: b.last.Set, LastFloor: b.lastFloor}
 	for n, r := range expected {
-		if n == 0 || r.lsn < e.minVersion {
-			e.minVersion = r.lsn
+		if n == 0 || r.Version < e.MinVersion {
+			e.MinVersion = r.Version
 		}
-		e.maxVersion = max(e.maxVersion, r.lsn)
+		e.MaxVersion = max(e.MaxVersion, r.Version)
 	}
-	if b.trunc != nil {
-		e.maxVersion = max(e.maxVersion, b.trunc.lsn)
+	if b.Trunc != nil {
+		e.MaxVersion = max(e.MaxVersion, b.Trunc.Version)
 		if len(expected) == 0 {
-			e.minVersion = b.trunc.lsn
+			e.MinVersion = b.Trunc.Version
 		}
 	}
-	e.highVersion = e.maxVersion
+	e.HighVersion = e.MaxVersion
 	if prev != nil {
-		e.highVersion = max(e.highVersion, prev.highVersion)
-		e.snapshotLSN = max(e.snapshotLSN, prev.snapshotLSN)
+		e.HighVersion = max(e.HighVersion, prev.HighVersion)
+		e.SnapshotLSN = max(e.SnapshotLSN, prev.SnapshotLSN)
 	}
 	return e
 }

@@ -1,4 +1,4 @@
-package cdc
+package mapping
 
 import (
 	"bytes"
@@ -57,9 +57,9 @@ type Mapping struct {
 	Key     []string
 	Columns []Column
 
-	cols   []colSpec      // compiled columns, in Columns order
-	keyIdx []int          // indexes into cols of the key columns
-	byName map[string]int // column name → index into cols
+	Cols   []Col          // compiled columns, in Columns order
+	KeyIdx []int          // indexes into cols of the key columns
+	ByName map[string]int // column name → index into cols
 }
 
 // Source identifies the captured PostgreSQL table.
@@ -90,32 +90,32 @@ type Column struct {
 }
 
 // colSpec is a compiled column.
-type colSpec struct {
-	name   string
-	typ    colType
-	maxLen int
-	isKey  bool
-	src    pgType // pgNone: source_type not given
+type Col struct {
+	Name   string
+	Type   Type
+	MaxLen int
+	IsKey  bool
+	Source pgType // pgNone: source_type not given
 }
 
 // takesVarScale reports a column that reads Debezium's {scale, value}
 // struct of an unconstrained numeric: a Decimal, or a String holding a
 // numeric's text.
-func (c *colSpec) takesVarScale() bool { return c.typ.kind == kindDecimal || c.src == pgNumeric }
+func (c *Col) TakesVarScale() bool { return c.Type.Kind == KindDecimal || c.Source == PGNumeric }
 
-// LoadMapping reads and checks the mapping file at path. Errors are
+// Load reads and checks the mapping file at path. Errors are
 // *MappingError (line and column of the mistake) matching ErrMapping,
 // marked outcome.Config.
-func LoadMapping(path string) (*Mapping, error) {
+func Load(path string) (*Mapping, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, outcome.Config.Mark(&MappingError{File: path, Msg: fmt.Sprintf("cannot read the mapping file: %v", err)})
 	}
-	return ParseMapping(path, data)
+	return Parse(path, data)
 }
 
-// ParseMapping parses and checks a mapping; file names it in messages.
-func ParseMapping(file string, data []byte) (*Mapping, error) {
+// Parse parses and checks a mapping; file names it in messages.
+func Parse(file string, data []byte) (*Mapping, error) {
 	m, err := parseMapping(data)
 	if err != nil {
 		var me *MappingError
@@ -163,7 +163,7 @@ func (p pos) errorf(format string, args ...any) error {
 // of v's fields (yamlKeys). v points to a plain copy of the caller's struct
 // type (one without UnmarshalYAML, so decoding does not recurse).
 func decodeMap(n *yaml.Node, v any, what string) error {
-	allowed := yamlKeys(reflect.TypeOf(v).Elem())
+	allowed := YamlKeys(reflect.TypeOf(v).Elem())
 	if n.Kind != yaml.MappingNode {
 		return at(n).errorf("%s must be a mapping with the keys %s", what, strings.Join(allowed, ", "))
 	}
@@ -191,7 +191,7 @@ func decodeMap(n *yaml.Node, v any, what string) error {
 // type t: each exported field's yaml tag up to any option, or its name in
 // lower case where the tag gives none, and the keys of an inline struct
 // field in its place; a field tagged "-" is left out.
-func yamlKeys(t reflect.Type) []string {
+func YamlKeys(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -203,7 +203,7 @@ func yamlKeys(t reflect.Type) []string {
 		case name == "-":
 			continue
 		case slices.Contains(strings.Split(opts, ","), "inline") && f.Type.Kind() == reflect.Struct:
-			keys = append(keys, yamlKeys(f.Type)...)
+			keys = append(keys, YamlKeys(f.Type)...)
 			continue
 		case name == "":
 			name = strings.ToLower(f.Name)
@@ -354,7 +354,7 @@ func (r *rawColumn) UnmarshalYAML(n *yaml.Node) error {
 type rawColumns struct{ plist[rawColumn, *rawColumn] }
 
 func (s *rawColumns) UnmarshalYAML(n *yaml.Node) error {
-	return s.decode(n, "columns must be a list of {"+strings.Join(yamlKeys(reflect.TypeFor[rawColumn]()), ", ")+"}")
+	return s.decode(n, "columns must be a list of {"+strings.Join(YamlKeys(reflect.TypeFor[rawColumn]()), ", ")+"}")
 }
 
 type rawMapping struct {
@@ -468,7 +468,7 @@ func (r *rawMapping) compile() (*Mapping, error) {
 			DeletedField: deletedField.v, MetadataField: metadataField.v},
 		Target: Target{Database: database.v, Table: tgt.Table.v, LiveView: liveView.v, CreateDatabase: tgt.CreateDatabase.v,
 			VersionColumn: version.v, DeletedColumn: deleted.v},
-		byName: map[string]int{},
+		ByName: map[string]int{},
 	}
 	if !r.Columns.set || len(r.Columns.v) == 0 {
 		p := r.Columns.p
@@ -482,7 +482,7 @@ func (r *rawMapping) compile() (*Mapping, error) {
 			return nil, err
 		}
 		name := rc.Name.v
-		if _, dup := m.byName[name]; dup {
+		if _, dup := m.ByName[name]; dup {
 			return nil, rc.Name.p.errorf("column %q is listed twice", name)
 		}
 		switch name {
@@ -494,19 +494,19 @@ func (r *rawMapping) compile() (*Mapping, error) {
 		if !rc.Type.set {
 			return nil, rc.p.errorf("column %q needs a type", name)
 		}
-		t, err := parseType(rc.Type.v)
+		t, err := ParseType(rc.Type.v)
 		if err != nil {
 			return nil, rc.Type.p.errorf("column %q: %v", name, err)
 		}
-		spec := colSpec{name: name, typ: t}
+		spec := Col{Name: name, Type: t}
 		if rc.MaxLength.set {
-			if t.kind != kindString {
+			if t.Kind != KindString {
 				return nil, rc.MaxLength.p.errorf("column %q: max_length applies to String columns only", name)
 			}
 			if rc.MaxLength.v < 1 {
 				return nil, rc.MaxLength.p.errorf("column %q: max_length must be at least 1", name)
 			}
-			spec.maxLen = rc.MaxLength.v
+			spec.MaxLen = rc.MaxLength.v
 		}
 		if rc.SourceType.set {
 			src, err := parsePGType(rc.SourceType.v)
@@ -516,11 +516,11 @@ func (r *rawMapping) compile() (*Mapping, error) {
 			if !src.allows(t) {
 				return nil, rc.Type.p.errorf("column %q: a PostgreSQL %s cannot be mapped to %s; map it to %s", name, src, t, src.mapsTo())
 			}
-			spec.src = src
+			spec.Source = src
 		}
-		m.byName[name] = len(m.cols)
-		m.cols = append(m.cols, spec)
-		m.Columns = append(m.Columns, Column{Name: name, Type: rc.Type.v, MaxLength: spec.maxLen, SourceType: rc.SourceType.v})
+		m.ByName[name] = len(m.Cols)
+		m.Cols = append(m.Cols, spec)
+		m.Columns = append(m.Columns, Column{Name: name, Type: rc.Type.v, MaxLength: spec.MaxLen, SourceType: rc.SourceType.v})
 	}
 	if !r.Key.set || len(r.Key.v) == 0 {
 		p := r.Key.p
@@ -531,7 +531,7 @@ func (r *rawMapping) compile() (*Mapping, error) {
 	}
 	seenKey := map[string]bool{}
 	for _, k := range r.Key.v {
-		i, ok := m.byName[k.v]
+		i, ok := m.ByName[k.v]
 		if !ok {
 			return nil, k.p.errorf("key column %q is not in columns", k.v)
 		}
@@ -539,22 +539,22 @@ func (r *rawMapping) compile() (*Mapping, error) {
 			return nil, k.p.errorf("key column %q is listed twice", k.v)
 		}
 		seenKey[k.v] = true
-		t := m.cols[i].typ
-		if t.nullable {
+		t := m.Cols[i].Type
+		if t.Nullable {
 			return nil, k.p.errorf("key column %q must not be Nullable (ClickHouse cannot ORDER BY it)", k.v)
 		}
-		if t.kind == kindFloat32 || t.kind == kindFloat64 {
+		if t.Kind == KindFloat32 || t.Kind == KindFloat64 {
 			return nil, k.p.errorf("key column %q must not be a Float (equality on floats is not a key)", k.v)
 		}
-		m.cols[i].isKey = true
-		m.keyIdx = append(m.keyIdx, i)
+		m.Cols[i].IsKey = true
+		m.KeyIdx = append(m.KeyIdx, i)
 		m.Key = append(m.Key, k.v)
 	}
 	return m, nil
 }
 
 // keyNames renders the key columns for messages: "id" or "(a, b)".
-func (m *Mapping) keyNames() string {
+func (m *Mapping) KeyNames() string {
 	if len(m.Key) == 1 {
 		return m.Key[0]
 	}

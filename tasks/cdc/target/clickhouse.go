@@ -1,4 +1,4 @@
-package cdc
+package target
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
@@ -20,6 +23,25 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/redact"
+)
+
+// The env contract of the ClickHouse settings (cmd/changesink reads them
+// and fills a ClickHouse; this package never reads the environment).
+const (
+	EnvClickHouseURL      = "CLICKHOUSE_URL"         // ClickHouse.URL
+	EnvClickHouseUsername = "CLICKHOUSE_USERNAME"    // ClickHouse.Username
+	EnvClickHousePassword = "CLICKHOUSE_PASSWORD"    // ClickHouse.Password
+	EnvClickHouseCAFile   = "CLICKHOUSE_CA_FILE"     // ClickHouse.CAFile
+	EnvClickHouseTimeout  = "CDC_CLICKHOUSE_TIMEOUT" // ClickHouse.Timeout
+)
+
+const (
+	// DefaultTimeout bounds each ClickHouse call when ClickHouse.Timeout
+	// is 0.
+	DefaultTimeout = 2 * time.Minute
+	// minTimeout is the shortest ClickHouse.Timeout: a shorter one would
+	// fail every call, as transient, which no retry helps.
+	MinTimeout = time.Second
 )
 
 // ClickHouse is how to reach the target server.
@@ -41,18 +63,18 @@ type ClickHouse struct {
 }
 
 // target is a connection to the target table of a mapping.
-type target struct {
+type Server struct {
 	conn    driver.Conn
-	m       *Mapping
-	caps    serverCaps
-	version string
+	M       *mapping.Mapping
+	Caps    mapping.ServerCaps
+	Version string
 	timeout time.Duration
 }
 
 // table is the target table as checkSchema found it: the connection and,
 // for each mapped column (in mapping order), how it is stored.
-type table struct {
-	*target
+type Table struct {
+	*Server
 	cols []storedColumn
 }
 
@@ -68,7 +90,7 @@ type storedColumn struct {
 // connect opens and pings the server and learns its version. Connection
 // failures are transient; a bad URL, refused credentials and a TLS port
 // without secure=true (speaksTLS) are config errors.
-func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
+func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, error) {
 	opts, err := clickhouse.ParseDSN(cfg.URL)
 	if err != nil {
 		// The URL itself is left out: it may hold a password that a URL
@@ -78,15 +100,15 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 			msg = "it is a JDBC URL, as the seed flow's"
 		}
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is not a clickhouse-go DSN (%s): use the native protocol, "+
-			"clickhouse://host:9000/database (secure=true and the TLS port, 9440 by default, for TLS)", ErrConfig, EnvClickHouseURL, msg))
+			"clickhouse://host:9000/database (secure=true and the TLS port, 9440 by default, for TLS)", change.ErrConfig, EnvClickHouseURL, msg))
 	}
 	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s must use the native protocol (clickhouse://host:9000)", ErrConfig, EnvClickHouseURL))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s must use the native protocol (clickhouse://host:9000)", change.ErrConfig, EnvClickHouseURL))
 	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
 			return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is set but %s does not ask for TLS; "+
-				"add secure=true and use the server's TLS port (9440 by default)", ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
+				"add secure=true and use the server's TLS port (9440 by default)", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
 		}
 		pool, err := loadCAFile(cfg.CAFile)
 		if err != nil {
@@ -133,7 +155,7 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		case perr = <-pinged:
 			waiting = false
 		case <-slow.C:
-			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
 				return nil, httpPortErr(addr)
 			}
@@ -152,15 +174,15 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		// request line: a user name or password of 10 bytes), before the
 		// slow probe above; a TLS port resets, closes or sends an alert.
 		if ctx.Err() == nil && mayBeTLSPort(perr) {
-			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				return nil, httpPortErr(addr)
 			}
 			if opts.TLS == nil {
-				if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
+				if addr, ok := SpeaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
 					return nil, outcome.Config.Mark(fmt.Errorf("%w: %[2]s has no secure=true, but %[3]s speaks TLS (ClickHouse's TLS port, "+
 						"tcp_port_secure, is 9440 by default): add secure=true to %[2]s (and %[4]s when the server's "+
 						"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %[5]w",
-						ErrConfig, EnvClickHouseURL, addr, EnvClickHouseCAFile, err))
+						change.ErrConfig, EnvClickHouseURL, addr, EnvClickHouseCAFile, err))
 				}
 			}
 		}
@@ -175,16 +197,16 @@ func connect(ctx context.Context, cfg ClickHouse, m *Mapping) (*target, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &target{
+	return &Server{
 		conn:    conn,
-		m:       m,
-		caps:    capsFor(sv.Version.Major, sv.Version.Minor),
-		version: sv.Version.String(),
+		M:       m,
+		Caps:    mapping.CapsFor(sv.Version.Major, sv.Version.Minor),
+		Version: sv.Version.String(),
 		timeout: timeout,
 	}, nil
 }
 
-func (t *target) close() { t.conn.Close() }
+func (t *Server) Close() { t.conn.Close() }
 
 // settingsAsStrings is DBMS_MIN_REVISION_WITH_SETTINGS_SERIALIZED_AS_STRINGS:
 // clickhouse-go sends query settings as text only to servers past it (19.x);
@@ -210,7 +232,7 @@ func checkURLSettings(settings clickhouse.Settings, sv *driver.ServerVersion) er
 			}
 		}
 		return outcome.Config.Mark(fmt.Errorf("%w: %s sets the ClickHouse setting %s to a value ClickHouse %s cannot take "+
-			"(before 19.x a setting is a whole number of at least 0, or true or false): fix or remove it", ErrConfig, EnvClickHouseURL, k, sv.Version))
+			"(before 19.x a setting is a whole number of at least 0, or true or false): fix or remove it", change.ErrConfig, EnvClickHouseURL, k, sv.Version))
 	}
 	return nil
 }
@@ -219,11 +241,11 @@ func checkURLSettings(settings clickhouse.Settings, sv *driver.ServerVersion) er
 func loadCAFile(path string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: %w", ErrConfig, EnvClickHouseCAFile, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: %w", change.ErrConfig, EnvClickHouseCAFile, err))
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: no PEM certificate in %s", ErrConfig, EnvClickHouseCAFile, path))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: no PEM certificate in %s", change.ErrConfig, EnvClickHouseCAFile, path))
 	}
 	return pool, nil
 }
@@ -231,7 +253,7 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 // httpPortErr refuses a CLICKHOUSE_URL that names the HTTP interface.
 func httpPortErr(addr string) error {
 	return outcome.Config.Mark(fmt.Errorf("%w: %s points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); "+
-		"changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", ErrConfig, EnvClickHouseURL, addr))
+		"changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", change.ErrConfig, EnvClickHouseURL, addr))
 }
 
 // mayBeTLSPort reports a failed plaintext connection that a TLS port would
@@ -256,9 +278,9 @@ func mayBeTLSPort(err error) bool {
 // lock, the ledger and setup act on the missing-object ones.
 const (
 	chTableAlreadyExists = 57
-	chUnknownTable       = 60
+	ChUnknownTable       = 60
 	chUnknownDatabase    = 81
-	chFileDoesntExist    = 107
+	ChFileDoesntExist    = 107
 	chUnknownSetting     = 115
 	chTimeoutExceeded    = 159
 	chReadonly           = 164
@@ -273,7 +295,7 @@ const (
 	chTableIsReadOnly    = 242
 	chTooManyParts       = 252
 	chAllReplicasLost    = 279
-	chAccessDenied       = 497
+	ChAccessDenied       = 497
 	chAuthFailed         = 516
 	chPocoException      = 1000 // 18.16: "File not found" among others
 )
@@ -297,13 +319,13 @@ func classify(err error) error {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (check %s and %s, or the user in %s)", err, EnvClickHouseUsername, EnvClickHousePassword, EnvClickHouseURL))
-		case chReadonly, chAccessDenied:
+		case chReadonly, ChAccessDenied:
 			return outcome.Config.Mark(fmt.Errorf("%w (the ClickHouse user may not write here: cdc setup and apply need SELECT, INSERT, "+
 				"CREATE TABLE, DROP TABLE and RENAME TABLE in the target's database, and no readonly setting, in %s's "+
 				"query string or the user's settings profile: check %s and that user's grants and profile)", err, EnvClickHouseURL, EnvClickHouseUsername))
 		case chUnknownSetting:
 			return outcome.Config.Mark(fmt.Errorf("%w (a setting in %s's query string that this server does not know: fix its name or remove it)", err, EnvClickHouseURL))
-		case chUnknownTable, chUnknownDatabase:
+		case ChUnknownTable, chUnknownDatabase:
 			return outcome.Config.Mark(fmt.Errorf("%w (run changesink cdc setup first)", err))
 		case chMemoryLimit:
 			// Other queries' memory, or a limit too low for any batch: only
@@ -338,25 +360,25 @@ func classify(err error) error {
 
 // checkSupported returns ErrUnsupportedServer, a configuration error, for
 // a mapping the server cannot store.
-func (t *target) checkSupported() error {
-	for i := range t.m.cols {
-		c := &t.m.cols[i]
-		if c.typ.kind == kindDateTime64 && !t.caps.dateTime64 {
+func (t *Server) CheckSupported() error {
+	for i := range t.M.Cols {
+		c := &t.M.Cols[i]
+		if c.Type.Kind == mapping.KindDateTime64 && !t.Caps.DateTime64 {
 			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
 				"use DateTime (whole seconds), String with source_type: timestamp or timestamptz (microseconds, as "+
-				"YYYY-MM-DD hh:mm:ss.ffffff in UTC), or upgrade the server", ErrUnsupportedServer, c.name, c.typ, t.version))
+				"YYYY-MM-DD hh:mm:ss.ffffff in UTC), or upgrade the server", change.ErrUnsupportedServer, c.Name, c.Type, t.Version))
 		}
-		if c.typ.kind == kindDecimal && c.typ.prec > 38 && !t.caps.decimal256 {
+		if c.Type.Kind == mapping.KindDecimal && c.Type.Prec > 38 && !t.Caps.Decimal256 {
 			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
 				"use a precision of at most 38, String with source_type: numeric (the exact decimal text), or upgrade the server",
-				ErrUnsupportedServer, c.name, c.typ, t.version))
+				change.ErrUnsupportedServer, c.Name, c.Type, t.Version))
 		}
 	}
 	return nil
 }
 
 // exec runs one statement with the call timeout.
-func (t *target) exec(ctx context.Context, sql string) error {
+func (t *Server) exec(ctx context.Context, sql string) error {
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	if err := t.conn.Exec(cctx, sql); err != nil {
@@ -376,8 +398,8 @@ func firstLine(s string) string {
 // ReplacingMergeTree holding every mapped column with its type, the UInt64
 // version and the UInt8 delete marker. It returns the table as stored: each
 // column's stored type and codec (a Bool column may be stored as UInt8).
-func (t *target) checkSchema(ctx context.Context) (*table, error) {
-	m := t.m
+func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
+	m := t.M
 	obj, err := t.inspect(ctx, m.Target.Table)
 	if err != nil {
 		return nil, err
@@ -385,16 +407,16 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	name, cols := obj.name, obj.cols
 	engine, engineFull, sortingKey := obj.engine, obj.engineFull, obj.sortingKey
 	if !obj.found {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", ErrTargetMismatch, name))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", change.ErrTargetMismatch, name))
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", ErrTargetMismatch, name, engine))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
 	}
-	if v := engineVersion(engineFull); v != m.Target.VersionColumn {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", ErrTargetMismatch, name, v, m.Target.VersionColumn))
+	if v := EngineVersion(engineFull); v != m.Target.VersionColumn {
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
 	}
-	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", ErrTargetMismatch, name, sortingKey, m.keyNames()))
+	if got, want := NormKey(sortingKey), NormKey(strings.Join(m.Key, ",")); got != want {
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", change.ErrTargetMismatch, name, sortingKey, m.KeyNames()))
 	}
 	types := make(map[string]string, len(cols))
 	for _, c := range cols {
@@ -402,23 +424,23 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 	}
 	mismatch := func(col, want, got string) error {
 		if got == "" {
-			return outcome.Config.Mark(fmt.Errorf("%w: %s has no column %q (%s)", ErrTargetMismatch, name, col, want))
+			return outcome.Config.Mark(fmt.Errorf("%w: %s has no column %q (%s)", change.ErrTargetMismatch, name, col, want))
 		}
-		return outcome.Config.Mark(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", ErrTargetMismatch, name, col, got, want))
+		return outcome.Config.Mark(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", change.ErrTargetMismatch, name, col, got, want))
 	}
-	tbl := &table{target: t, cols: make([]storedColumn, len(m.cols))}
-	for i := range m.cols {
-		c := &m.cols[i]
-		got := types[c.name]
-		if !c.typ.sameType(got) {
-			return nil, mismatch(c.name, c.typ.ddl(t.caps), got)
+	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols))}
+	for i := range m.Cols {
+		c := &m.Cols[i]
+		got := types[c.Name]
+		if !c.Type.SameType(got) {
+			return nil, mismatch(c.Name, c.Type.DDL(t.Caps), got)
 		}
-		asUInt8 := c.typ.kind == kindBool && strings.Contains(got, "UInt8")
+		asUInt8 := c.Type.Kind == mapping.KindBool && strings.Contains(got, "UInt8")
 		cd, err := codecFor(c, asUInt8)
 		if err != nil {
 			return nil, err
 		}
-		tbl.cols[i] = storedColumn{typ: c.typ.ddl(serverCaps{boolType: !asUInt8}), codec: cd}
+		tbl.cols[i] = storedColumn{typ: c.Type.DDL(mapping.ServerCaps{BoolType: !asUInt8}), codec: cd}
 	}
 	if got := types[m.Target.VersionColumn]; got != "UInt64" {
 		return nil, mismatch(m.Target.VersionColumn, "UInt64", got)
@@ -433,8 +455,8 @@ func (t *target) checkSchema(ctx context.Context) (*table, error) {
 // columns, in order: CREATE VIEW IF NOT EXISTS keeps an existing object, so
 // a view made before a column was added (or a table of that name) would
 // otherwise pass as "in place" without it.
-func (t *target) checkView(ctx context.Context) error {
-	obj, err := t.inspect(ctx, t.m.Target.LiveView)
+func (t *Server) checkView(ctx context.Context) error {
+	obj, err := t.inspect(ctx, t.M.Target.LiveView)
 	if err != nil {
 		return err
 	}
@@ -442,39 +464,39 @@ func (t *target) checkView(ctx context.Context) error {
 }
 
 // checkViewObject is checkView of the live view as inspect found it.
-func (t *target) checkViewObject(obj object) error {
-	m := t.m
+func (t *Server) checkViewObject(obj object) error {
+	m := t.M
 	name, engine, cols := obj.name, obj.engine, obj.cols
 	got := make([]string, len(cols))
 	for i, c := range cols {
 		got[i] = c.name
 	}
-	want := make([]string, len(m.cols))
-	for i := range m.cols {
-		want[i] = m.cols[i].name
+	want := make([]string, len(m.Cols))
+	for i := range m.Cols {
+		want[i] = m.Cols[i].Name
 	}
 	drop := "drop it (DROP TABLE " + name + ") and re-run changesink cdc setup"
 	if engine != "View" {
-		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s is a %s, not a view; %s", ErrTargetMismatch, name, engine, drop))
+		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s is a %s, not a view; %s", change.ErrTargetMismatch, name, engine, drop))
 	}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s shows the columns (%s), the mapping has (%s); %s",
-			ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
+			change.ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
 	}
 	return nil
 }
 
 // ensureView makes the live view when no table or view has its name, and
 // checks it (checkView); made says it was missing.
-func (t *target) ensureView(ctx context.Context) (made bool, err error) {
-	obj, err := t.inspect(ctx, t.m.Target.LiveView)
+func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
+	obj, err := t.inspect(ctx, t.M.Target.LiveView)
 	switch {
 	case err != nil:
 		return false, err
 	case obj.found:
 		return false, t.checkViewObject(obj)
 	}
-	if err := t.exec(ctx, createViewSQL(t.m)); err != nil {
+	if err := t.exec(ctx, CreateViewSQL(t.M)); err != nil {
 		return false, err
 	}
 	return true, t.checkView(ctx)
@@ -491,13 +513,13 @@ type object struct {
 
 // inspect reads the target database's table (or view) named table: its
 // row in system.tables and, when it exists, its columns.
-func (t *target) inspect(ctx context.Context, table string) (object, error) {
+func (t *Server) inspect(ctx context.Context, table string) (object, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	db := t.m.Target.Database
-	obj := object{name: qualified(db, table)}
+	db := t.M.Target.Database
+	obj := object{name: mapping.Qualified(db, table)}
 	var err error
-	if obj.tableInfo, obj.found, err = t.describe(ctx, db, table); err != nil || !obj.found {
+	if obj.tableInfo, obj.found, err = t.Describe(ctx, db, table); err != nil || !obj.found {
 		return obj, err
 	}
 	obj.cols, err = t.columns(ctx, db, table)
@@ -511,10 +533,10 @@ type tableInfo struct {
 
 // describe reads db.table's engine from system.tables; found is false when
 // no such table or view exists.
-func (t *target) describe(ctx context.Context, db, table string) (info tableInfo, found bool, err error) {
-	err = t.systemTables(ctx, "read the engine of "+qualified(db, table), func() error {
+func (t *Server) Describe(ctx context.Context, db, table string) (info tableInfo, found bool, err error) {
+	err = t.SystemTables(ctx, "read the engine of "+mapping.Qualified(db, table), func() error {
 		info, found = tableInfo{}, false
-		rows, err := t.conn.Query(ctx, tableSQL, db, table)
+		rows, err := t.conn.Query(ctx, TableSQL, db, table)
 		if err != nil {
 			return err
 		}
@@ -543,7 +565,7 @@ func (t *target) describe(ctx context.Context, db, table string) (info tableInfo
 // the same database. Measured: 1 read in 20 under back-to-back lock DDL.
 // Such a failure is read again, up to 20 times; when it persists it is
 // transient, not the "run setup first" of a missing table.
-func (t *target) systemTables(ctx context.Context, what string, read func() error) error {
+func (t *Server) SystemTables(ctx context.Context, what string, read func() error) error {
 	const tries = 20
 	var err error
 	for try := 1; try <= tries; try++ {
@@ -559,14 +581,14 @@ func (t *target) systemTables(ctx context.Context, what string, read func() erro
 		}
 	}
 	return outcome.Transient.Mark(fmt.Errorf("%s: %w (ClickHouse failed to list the tables of database %s %d times in a row while "+
-		"other tables of it were renamed or dropped, as ClickHouse 18.16 does: a retry of the run converges)", what, err, t.m.Target.Database, tries))
+		"other tables of it were renamed or dropped, as ClickHouse 18.16 does: a retry of the run converges)", what, err, t.M.Target.Database, tries))
 }
 
 // ddlRace reports a system.tables read that failed on another table's
 // concurrent RENAME or DROP (systemTables).
 func ddlRace(err error) bool {
 	switch chCode(err) {
-	case chUnknownTable, chFileDoesntExist, chPocoException:
+	case ChUnknownTable, ChFileDoesntExist, chPocoException:
 		return true
 	}
 	return false
@@ -576,9 +598,9 @@ func ddlRace(err error) bool {
 type tableColumn struct{ name, typ string }
 
 // columns reads db.table's columns, in table order (columnsSQL).
-func (t *target) columns(ctx context.Context, db, table string) ([]tableColumn, error) {
-	name := qualified(db, table)
-	rows, err := t.conn.Query(ctx, columnsSQL, db, table)
+func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, error) {
+	name := mapping.Qualified(db, table)
+	rows, err := t.conn.Query(ctx, ColumnsSQL, db, table)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the columns of %s: %w", name, err))
 	}
@@ -600,7 +622,7 @@ func (t *target) columns(ctx context.Context, db, table string) ([]tableColumn, 
 // engineVersion returns the version column of a ReplacingMergeTree's
 // engine_full ("ReplacingMergeTree(_cdc_lsn) ORDER BY ..."): the last
 // engine argument, unquoted.
-func engineVersion(full string) string {
+func EngineVersion(full string) string {
 	open := strings.IndexByte(full, '(')
 	if open < 0 {
 		return ""
@@ -626,28 +648,28 @@ func engineVersion(full string) string {
 
 // normKey normalises a sorting key for comparison: no spaces, quotes or
 // parentheses.
-func normKey(s string) string {
+func NormKey(s string) string {
 	return strings.NewReplacer(" ", "", "`", "", "\"", "", "(", "", ")", "").Replace(s)
 }
 
 // keysTableFor builds the external table holding the keys of rows.
-func (t *table) keysTableFor(rows []*row) (*ext.Table, error) {
-	m := t.m
-	cols := make([]func(*ext.Table) error, len(m.keyIdx))
-	for n, i := range m.keyIdx {
-		cols[n] = ext.Column(keysColumn(n), column.Type(t.cols[i].typ))
+func (t *Table) keysTableFor(rows []*change.Row) (*ext.Table, error) {
+	m := t.M
+	cols := make([]func(*ext.Table) error, len(m.KeyIdx))
+	for n, i := range m.KeyIdx {
+		cols[n] = ext.Column(KeysColumn(n), column.Type(t.cols[i].typ))
 	}
 	tbl, err := ext.NewTable(keysTable, cols...)
 	if err != nil {
 		return nil, fmt.Errorf("build the keys table: %w", err)
 	}
-	vals := make([]value, len(rows))
-	for n, i := range m.keyIdx {
+	vals := make([]change.Value, len(rows))
+	for n, i := range m.KeyIdx {
 		for r := range rows {
-			vals[r] = rows[r].vals[i]
+			vals[r] = rows[r].Vals[i]
 		}
 		if _, err := tbl.Block().Columns[n].Append(t.cols[i].codec.slice(vals)); err != nil {
-			return nil, fmt.Errorf("fill the keys table column %q: %w", m.cols[i].name, err)
+			return nil, fmt.Errorf("fill the keys table column %q: %w", m.Cols[i].Name, err)
 		}
 	}
 	return tbl, nil
@@ -655,14 +677,14 @@ func (t *table) keysTableFor(rows []*row) (*ext.Table, error) {
 
 // read returns the winning version (FINAL) of each key of rows, by key
 // bytes; keys travel in an external table, never in the SQL text.
-func (t *table) read(ctx context.Context, rows []*row) (map[string]*row, error) {
-	return t.query(ctx, rows, readSQL(t.m), false)
+func (t *Table) Read(ctx context.Context, rows []*change.Row) (map[string]*change.Row, error) {
+	return t.query(ctx, rows, ReadSQL(t.M), false)
 }
 
 // versions is read without the payload: each key's winning version and
 // delete marker only (vals nil).
-func (t *table) versions(ctx context.Context, rows []*row) (map[string]*row, error) {
-	return t.query(ctx, rows, versionsSQL(t.m), true)
+func (t *Table) versions(ctx context.Context, rows []*change.Row) (map[string]*change.Row, error) {
+	return t.query(ctx, rows, VersionsSQL(t.M), true)
 }
 
 // current reads the target's winning version of each key of rows, as the
@@ -670,22 +692,22 @@ func (t *table) versions(ctx context.Context, rows []*row) (map[string]*row, err
 // the target holds at the batch's own LSN (the only ones selectPending
 // compares). A key whose version moved between the two reads keeps what
 // the second read found.
-func (t *table) current(ctx context.Context, rows []*row) (map[string]*row, error) {
+func (t *Table) Current(ctx context.Context, rows []*change.Row) (map[string]*change.Row, error) {
 	cur, err := t.versions(ctx, rows)
 	if err != nil {
 		return nil, err
 	}
-	var same []*row
+	var same []*change.Row
 	for _, r := range rows {
-		if c := cur[r.key]; c != nil && c.lsn == r.lsn {
+		if c := cur[r.Key]; c != nil && c.Version == r.Version {
 			same = append(same, r)
-			delete(cur, r.key)
+			delete(cur, r.Key)
 		}
 	}
 	if len(same) == 0 {
 		return cur, nil
 	}
-	full, err := t.read(ctx, same)
+	full, err := t.Read(ctx, same)
 	if err != nil {
 		return nil, err
 	}
@@ -698,9 +720,9 @@ func (t *table) current(ctx context.Context, rows []*row) (map[string]*row, erro
 // query runs a read of rows' keys: every mapped column, the version and
 // the delete marker, or (keysOnly) the key columns, the version and the
 // delete marker.
-func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly bool) (map[string]*row, error) {
-	m := t.m
-	out := make(map[string]*row, len(rows))
+func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
+	m := t.M
+	out := make(map[string]*change.Row, len(rows))
 	if len(rows) == 0 {
 		return out, nil
 	}
@@ -713,12 +735,12 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 	cctx = clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl))
 	res, err := t.conn.Query(cctx, sql)
 	if err != nil {
-		return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+		return nil, classify(fmt.Errorf("read %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
 	}
 	defer res.Close()
-	cols := m.keyIdx
+	cols := m.KeyIdx
 	if !keysOnly {
-		cols = make([]int, len(m.cols))
+		cols = make([]int, len(m.Cols))
 		for i := range cols {
 			cols[i] = i
 		}
@@ -730,20 +752,20 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 	var lsn uint64
 	var deleted uint8
 	dests = append(dests, &lsn, &deleted)
-	vals := make([]value, len(m.cols))
+	vals := make([]change.Value, len(m.Cols))
 	var keyBuf []byte
 	for res.Next() {
 		if err := res.Scan(dests...); err != nil {
-			return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+			return nil, classify(fmt.Errorf("read %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
 		}
 		if !keysOnly {
-			vals = make([]value, len(m.cols))
+			vals = make([]change.Value, len(m.Cols))
 		}
 		bad, badErr := -1, error(nil)
 		for n, i := range cols {
 			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
-				if bad < 0 || m.cols[i].isKey {
+				if bad < 0 || m.Cols[i].IsKey {
 					bad, badErr = i, err
 				}
 				continue
@@ -754,21 +776,21 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 			return nil, t.unreadable(bad, vals, lsn, badErr)
 		}
 		if deleted > 1 {
-			return nil, outcome.Refused.Mark(fmt.Errorf("%w: %s holds %d in %q at key %s", ErrTargetMismatch,
-				qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, renderKey(m, vals)))
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: %s holds %d in %q at key %s", change.ErrTargetMismatch,
+				mapping.Qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, change.RenderKey(m, vals)))
 		}
-		keyBuf = encodeKey(keyBuf[:0], m, vals)
-		r := &row{key: string(keyBuf), lsn: lsn, deleted: deleted != 0}
+		keyBuf = change.EncodeKey(keyBuf[:0], m, vals)
+		r := &change.Row{Key: string(keyBuf), Version: lsn, Deleted: deleted != 0}
 		if !keysOnly {
-			r.vals = vals
+			r.Vals = vals
 		}
-		if prev, dup := out[r.key]; dup && prev.lsn >= r.lsn {
+		if prev, dup := out[r.Key]; dup && prev.Version >= r.Version {
 			continue // a table ordered by more than the key; the highest version wins
 		}
-		out[r.key] = r
+		out[r.Key] = r
 	}
 	if err := res.Err(); err != nil {
-		return nil, classify(fmt.Errorf("read %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+		return nil, classify(fmt.Errorf("read %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
 	}
 	return out, nil
 }
@@ -779,44 +801,44 @@ func (t *table) query(ctx context.Context, rows []*row, sql string, keysOnly boo
 // run cut during the insert leaves either none of the batch's rows or all
 // of them. A retry after a cut writes the same (key, version) rows again;
 // FINAL collapses them.
-func (t *table) insert(ctx context.Context, rows []*row) error {
-	m := t.m
+func (t *Table) Insert(ctx context.Context, rows []*change.Row) error {
+	m := t.M
 	if err := t.insertBlock(ctx, rows); err != nil {
-		return classify(fmt.Errorf("insert into %s: %w", qualified(m.Target.Database, m.Target.Table), err))
+		return classify(fmt.Errorf("insert into %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
 	}
 	return nil
 }
 
-func (t *table) insertBlock(ctx context.Context, rows []*row) error {
-	m := t.m
+func (t *Table) insertBlock(ctx context.Context, rows []*change.Row) error {
+	m := t.M
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	b, err := t.conn.PrepareBatch(cctx, insertSQL(m))
+	b, err := t.conn.PrepareBatch(cctx, InsertSQL(m))
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	vals := make([]value, len(rows))
-	for i := range m.cols {
+	vals := make([]change.Value, len(rows))
+	for i := range m.Cols {
 		for r := range rows {
-			vals[r] = rows[r].vals[i]
+			vals[r] = rows[r].Vals[i]
 		}
 		if err := b.Column(i).Append(t.cols[i].codec.slice(vals)); err != nil {
-			return fmt.Errorf("column %q: %w", m.cols[i].name, err)
+			return fmt.Errorf("column %q: %w", m.Cols[i].Name, err)
 		}
 	}
 	lsns := make([]uint64, len(rows))
 	dels := make([]uint8, len(rows))
 	for r := range rows {
-		lsns[r] = rows[r].lsn
-		if rows[r].deleted {
+		lsns[r] = rows[r].Version
+		if rows[r].Deleted {
 			dels[r] = 1
 		}
 	}
-	if err := b.Column(len(m.cols)).Append(lsns); err != nil {
+	if err := b.Column(len(m.Cols)).Append(lsns); err != nil {
 		return fmt.Errorf("column %q: %w", m.Target.VersionColumn, err)
 	}
-	if err := b.Column(len(m.cols) + 1).Append(dels); err != nil {
+	if err := b.Column(len(m.Cols) + 1).Append(dels); err != nil {
 		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
 	}
 	return b.Send()
@@ -826,11 +848,11 @@ func (t *table) insertBlock(ctx context.Context, rows []*row) error {
 // mapping's type cannot hold (a Bool stored as UInt8 holding 2): a writer
 // other than changesink changed the target. It names the row by its key,
 // unless a key column is the one at fault, and by its version when known.
-func (t *table) unreadable(i int, vals []value, version uint64, err error) error {
-	m := t.m
+func (t *Table) unreadable(i int, vals []change.Value, version uint64, err error) error {
+	m := t.M
 	at := ""
-	if !m.cols[i].isKey {
-		at = " at key " + renderKey(m, vals)
+	if !m.Cols[i].IsKey {
+		at = " at key " + change.RenderKey(m, vals)
 	}
 	switch {
 	case version != 0 && at != "":
@@ -839,54 +861,96 @@ func (t *table) unreadable(i int, vals []value, version uint64, err error) error
 		at = fmt.Sprintf(" at version %d", version)
 	}
 	return outcome.Refused.Mark(fmt.Errorf("%w: %s holds a value its column %q cannot hold%s (%w): a writer other than changesink changed the target; repair that row or rebuild the target",
-		ErrTargetMismatch, qualified(m.Target.Database, m.Target.Table), m.cols[i].name, at, err))
+		change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, m.Target.Table), m.Cols[i].Name, at, err))
 }
 
-// truncated returns a delete marker, at the batch's latest TRUNCATE, for
-// every key the target holds live at an older version and the batch does
-// not hold (the batch's own keys were deleted by the TRUNCATE as it merged).
-func (t *table) truncated(ctx context.Context, b *batch) ([]*row, error) {
-	m := t.m
-	tr := b.trunc
+// truncated returns a delete marker, at the TRUNCATE tr, for every key the
+// target holds live at an older version and inBatch does not report (the
+// batch's own keys were deleted by the TRUNCATE as it merged).
+func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key string) bool) ([]*change.Row, error) {
+	m := t.M
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	name := qualified(m.Target.Database, m.Target.Table)
-	res, err := t.conn.Query(cctx, truncatedSQL(m), tr.lsn)
+	name := mapping.Qualified(m.Target.Database, m.Target.Table)
+	res, err := t.conn.Query(cctx, TruncatedSQL(m), tr.Version)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the live keys of %s older than the TRUNCATE: %w", name, err))
 	}
 	defer res.Close()
-	dests := make([]any, 0, len(m.keyIdx))
-	for _, i := range m.keyIdx {
+	dests := make([]any, 0, len(m.KeyIdx))
+	for _, i := range m.KeyIdx {
 		dests = append(dests, t.cols[i].codec.dest())
 	}
-	var out []*row
+	var out []*change.Row
 	var keyBuf []byte
 	for res.Next() {
 		if err := res.Scan(dests...); err != nil {
 			return nil, classify(fmt.Errorf("read %s: %w", name, err))
 		}
-		vals := make([]value, len(m.cols))
-		for n, i := range m.keyIdx {
+		vals := make([]change.Value, len(m.Cols))
+		for n, i := range m.KeyIdx {
 			v, err := t.cols[i].codec.value(dests[n])
 			if err != nil {
 				return nil, t.unreadable(i, vals, 0, err)
 			}
 			vals[i] = v
 		}
-		keyBuf = encodeKey(keyBuf[:0], m, vals)
-		if _, inBatch := b.index[string(keyBuf)]; inBatch {
+		keyBuf = change.EncodeKey(keyBuf[:0], m, vals)
+		if inBatch(string(keyBuf)) {
 			continue
 		}
-		for i := range m.cols {
-			if !m.cols[i].isKey {
-				vals[i] = zeroValue(m.cols[i].typ)
+		for i := range m.Cols {
+			if !m.Cols[i].IsKey {
+				vals[i] = change.Zero(m.Cols[i].Type)
 			}
 		}
-		out = append(out, &row{key: string(keyBuf), lsn: tr.lsn, deleted: true, vals: vals, rec: tr.rec, change: tr.change})
+		out = append(out, &change.Row{Key: string(keyBuf), Version: tr.Version, Deleted: true, Vals: vals, Record: tr.Record, Meta: tr.Meta})
 	}
 	if err := res.Err(); err != nil {
 		return nil, classify(fmt.Errorf("read %s: %w", name, err))
 	}
 	return out, nil
+}
+
+// setup creates (if absent) the target database when the mapping asks, the
+// ReplacingMergeTree table (an existing one is checked against the mapping
+// before the view is made over it), the live view and the ledger, checks
+// them, and returns the statements it ran, in order.
+func (t *Server) Setup(ctx context.Context) ([]string, error) {
+	m := t.M
+	var stmts []string
+	if m.Target.CreateDatabase {
+		stmts = append(stmts, CreateDatabaseSQL(m))
+	}
+	if err := t.checkOrphanLedger(ctx); err != nil {
+		return nil, err
+	}
+	table := CreateTableSQL(m, t.Caps)
+	stmts = append(stmts, table, CreateViewSQL(m), CreateLedgerSQL(m))
+	for _, s := range stmts {
+		if err := t.exec(ctx, s); err != nil {
+			if chCode(err) == chUnknownDatabase {
+				// Not "run cdc setup first": this is setup.
+				return nil, outcome.Config.Mark(fmt.Errorf("%w: %s: create it (CREATE DATABASE %s), or set "+
+					"target.create_database: true in the mapping so that setup creates it", change.ErrNoDatabase,
+					mapping.QuoteIdent(m.Target.Database), mapping.QuoteIdent(m.Target.Database)))
+			}
+			return nil, err
+		}
+		// An existing table is checked before the view is created over it:
+		// a missing column would otherwise fail the view with ClickHouse's
+		// "Unknown identifier" instead of ErrTargetMismatch naming it.
+		if s == table {
+			if _, err := t.CheckSchema(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := t.checkView(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.checkLedger(ctx); err != nil {
+		return nil, err
+	}
+	return stmts, nil
 }

@@ -1,4 +1,4 @@
-package cdc
+package target
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ const wrongProtocolAfter = 3 * time.Second
 // TLS when tlsConfig is set) with an HTTP status line, within a few seconds.
 // It is asked only when the native hello is slow, so a healthy native server
 // never sees the request (a native server would log it as a bad packet).
-func speaksHTTP(ctx context.Context, addrs []string, tlsConfig *tls.Config) (string, bool) {
+func SpeaksHTTP(ctx context.Context, addrs []string, tlsConfig *tls.Config) (string, bool) {
 	return firstThatAnswers(addrs, func(addr string) bool { return probeHTTP(ctx, addr, tlsConfig) })
 }
 
@@ -68,7 +68,7 @@ var errSawTLS = errors.New("the server answered the TLS client hello")
 // is never used for anything else: its handshake is stopped when the
 // server's certificate arrives, which is neither checked nor trusted, and
 // nothing but the TLS client hello is sent, no credentials.
-func speaksTLS(ctx context.Context, addrs []string, timeout time.Duration) (string, bool) {
+func SpeaksTLS(ctx context.Context, addrs []string, timeout time.Duration) (string, bool) {
 	return firstThatAnswers(addrs, func(addr string) bool { return probeTLS(ctx, addr, timeout) })
 }
 

@@ -1,4 +1,4 @@
-package cdc
+package decode
 
 import (
 	"bufio"
@@ -9,8 +9,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"strings"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 
 	"github.com/amazon-ion/ion-go/ion"
 	"golang.org/x/sync/errgroup"
@@ -21,65 +23,27 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
-type segResult struct {
-	rows  []row // local record numbers (1-based within the segment)
-	n     int64 // records decoded, including the failing one
-	err   error // *RecordError with local record numbers, or nil
-	lined bool  // decoded line by line (a refusal names its line)
+type SegResult struct {
+	Rows  []change.Row // local record numbers (1-based within the segment)
+	N     int64        // records decoded, including the failing one
+	Err   error        // *RecordError with local record numbers, or nil
+	Lined bool         // decoded line by line (a refusal names its line)
 }
 
-// decodeFile decodes and validates the batch file at path into the latest
-// row per key. Text Ion (Kestra 1.x, one value per line) is cut into
-// segments of whole lines and binary Ion (Kestra 2.x, a version marker
-// before each row) into segments that start at a version marker; workers
-// decode segments concurrently and the caller's goroutine merges their rows
-// in file order, so record numbers and the first refusal are the same as a
-// one-stream decode gives. Input that cannot be cut that way (a binary
-// stream with one symbol table, values spanning lines) is decoded as one
-// stream.
-//
-// Memory holds one row per key. Events of a key normally arrive in LSN
-// order, and then every equal-LSN pair meets the key's latest row; a key
-// whose events arrive out of order is only marked, and a second pass over
-// the file checks those keys' versions (see history).
-func decodeFile(ctx context.Context, path string, m *Mapping, workers int) (*batch, error) {
-	return decodeFileWith(ctx, path, m, decodeOptions{workers: workers})
-}
-
-// decodeOptions say how decodeFileWith reads a batch.
-type decodeOptions struct {
-	// workers decode segments concurrently; 0 = GOMAXPROCS.
-	workers int
+// scanOptions say how scanFile reads a batch.
+type Options struct {
+	// workers decode segments concurrently (at least 1).
+	Workers int
 	// ionOnly reads every record with ion-go, never with ionrec: the
 	// oracle the differential tests hold the default against.
-	ionOnly bool
-	// seeds are the keys the previous batch left with two live rows (batch.go).
-	seeds map[string]*seedDual
+	IonOnly bool
 }
 
-func (o decodeOptions) decoder(m *Mapping) *recordDecoder {
-	if o.ionOnly {
-		return newIonDecoder(m)
+func (o Options) Decoder(m *mapping.Mapping) *RecordDecoder {
+	if o.IonOnly {
+		return NewIonDecoder(m)
 	}
-	return newRecordDecoder(m)
-}
-
-func decodeFileWith(ctx context.Context, path string, m *Mapping, opts decodeOptions) (*batch, error) {
-	if opts.workers <= 0 {
-		opts.workers = runtime.GOMAXPROCS(0)
-	}
-	b := newBatch(m)
-	b.seeds = opts.seeds
-	if err := scanFile(ctx, path, m, opts, b.reset, b.add); err != nil {
-		return nil, err
-	}
-	if len(b.outOfOrder) > 0 {
-		h := newHistory(b)
-		if err := scanFile(ctx, path, m, opts, h.reset, h.check); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
+	return NewRecordDecoder(m)
 }
 
 // utf8BOM is the byte order mark some editors put at the start of a text
@@ -89,33 +53,33 @@ const utf8BOM = "\xEF\xBB\xBF"
 // scanFile decodes the file and hands every valid row to sink, in file
 // order; reset is called before a fallback to the one-stream decode
 // starts again from the first record.
-func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, reset func(), sink func(row) error) error {
+func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, reset func(), sink func(change.Row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return outcome.Config.Mark(fmt.Errorf("%w: cannot open the batch file (%s): %w", ErrConfig, EnvBatchFile, err))
+		return outcome.Config.Mark(fmt.Errorf("%w: cannot open the batch file: %w", change.ErrConfig, err))
 	}
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
 	f.Close()
 	if strings.HasPrefix(string(head[:n]), utf8BOM) {
-		return &RecordError{Record: 1, Offset: 0, Err: fmt.Errorf("%w: the file starts with a UTF-8 byte order mark (EF BB BF), which Ion text "+
-			"does not allow (an editor saved it so): save it without the mark", ErrMalformed)}
+		return &change.RecordError{Record: 1, Offset: 0, Err: fmt.Errorf("%w: the file starts with a UTF-8 byte order mark (EF BB BF), which Ion text "+
+			"does not allow (an editor saved it so): save it without the mark", change.ErrMalformed)}
 	}
 	binary := batchfile.IsBinary(head[:n])
 
-	perr := decodeSegments(ctx, path, m, opts, binary, sink)
+	perr := DecodeSegments(ctx, path, m, opts, binary, sink)
 	if perr == nil {
 		return nil
 	}
 	fallback := errors.Is(perr, batchfile.ErrSequential)
-	if !fallback && !(errors.Is(perr, ErrMalformed) && !binary) {
+	if !fallback && !(errors.Is(perr, change.ErrMalformed) && !binary) {
 		return perr
 	}
 	// Text that failed to parse line by line may still be valid Ion whose
 	// values span lines; binary without markers to cut at is one stream.
 	reset()
-	serr := decodeStream(ctx, path, m, sink)
-	if serr == nil || fallback || !errors.Is(serr, ErrMalformed) {
+	serr := DecodeStream(ctx, path, m, sink)
+	if serr == nil || fallback || !errors.Is(serr, change.ErrMalformed) {
 		return serr
 	}
 	// Both failed to parse: the line-located error reads better, unless
@@ -130,8 +94,8 @@ func scanFile(ctx context.Context, path string, m *Mapping, opts decodeOptions, 
 // decodeSegments runs the splitter, the workers and the in-order merge. It
 // returns only once the splitter and every worker have stopped, so a
 // fallback that decodes the file again never runs beside them.
-func decodeSegments(parent context.Context, path string, m *Mapping, opts decodeOptions, binary bool, sink func(row) error) error {
-	workers := max(opts.workers, 1)
+func DecodeSegments(parent context.Context, path string, m *mapping.Mapping, opts Options, binary bool, sink func(change.Row) error) error {
+	workers := max(opts.Workers, 1)
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	f, err := os.Open(path)
@@ -150,7 +114,7 @@ func decodeSegments(parent context.Context, path string, m *Mapping, opts decode
 		defer close(order)
 		defer close(jobs)
 		emit := func(s *batchfile.Segment) error {
-			j := segJob{seg: s, out: make(chan segResult, 1)}
+			j := segJob{seg: s, out: make(chan SegResult, 1)}
 			select {
 			case order <- j:
 			case <-gctx.Done():
@@ -170,14 +134,14 @@ func decodeSegments(parent context.Context, path string, m *Mapping, opts decode
 	})
 	for range workers {
 		g.Go(func() error {
-			d := opts.decoder(m)
+			d := opts.Decoder(m)
 			for j := range jobs {
-				j.out <- decodeSegment(d, j.seg, binary)
+				j.out <- DecodeSegment(d, j.seg, binary)
 			}
 			return nil
 		})
 	}
-	merr := mergeSegments(ctx, opts.decoder, m, order, binary, sink, split.Recycle)
+	merr := mergeSegments(ctx, opts.Decoder, m, order, binary, sink, split.Recycle)
 	cancel()
 	for range order { // unblock the splitter
 	}
@@ -194,46 +158,46 @@ func decodeSegments(parent context.Context, path string, m *Mapping, opts decode
 // segJob is one segment on its way through a worker; out receives its result.
 type segJob struct {
 	seg *batchfile.Segment
-	out chan segResult
+	out chan SegResult
 }
 
 // mergeSegments hands the rows of each segment to sink in file order,
 // numbering records across segments, until order closes or a refusal.
 // Each merged segment goes to done (no row refers to its bytes).
-func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder, m *Mapping, order <-chan segJob, binary bool,
-	sink func(row) error, done func(*batchfile.Segment)) error {
+func mergeSegments(ctx context.Context, newDecoder func(*mapping.Mapping) *RecordDecoder, m *mapping.Mapping, order <-chan segJob, binary bool,
+	sink func(change.Row) error, done func(*batchfile.Segment)) error {
 	var base int64
 	for j := range order {
-		var res segResult
+		var res SegResult
 		select {
 		case res = <-j.out:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if res.err != nil && !binary && !res.lined {
+		if res.Err != nil && !binary && !res.Lined {
 			// Locate the failure by line: decode the segment line by line.
-			res = decodeLines(newDecoder(m), j.seg)
+			res = DecodeLines(newDecoder(m), j.seg)
 		}
-		for i := range res.rows {
-			r := res.rows[i]
-			local := r.rec
-			r.rec += base
+		for i := range res.Rows {
+			r := res.Rows[i]
+			local := r.Record
+			r.Record += base
 			if err := sink(r); err != nil {
-				var re *RecordError
+				var re *change.RecordError
 				if errors.As(err, &re) && !binary {
-					re.Line = j.seg.LineOf(local, res.n)
+					re.Line = j.seg.LineOf(local, res.N)
 				}
 				return err
 			}
 		}
-		if res.err != nil {
-			var re *RecordError
-			if errors.As(res.err, &re) && re.Record > 0 {
+		if res.Err != nil {
+			var re *change.RecordError
+			if errors.As(res.Err, &re) && re.Record > 0 {
 				re.Record += base
 			}
-			return res.err
+			return res.Err
 		}
-		base += res.n
+		base += res.N
 		done(j.seg)
 	}
 	return nil
@@ -247,7 +211,7 @@ func mergeSegments(ctx context.Context, newDecoder func(*Mapping) *recordDecoder
 // by ion-go from its version marker on. Text goes line by line (as
 // decodeLines); when a line may depend on its neighbours, the segment is
 // read as one ion-go stream instead.
-func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResult {
+func DecodeSegment(d *RecordDecoder, s *batchfile.Segment, binary bool) SegResult {
 	switch {
 	case d.fast != nil && binary && batchfile.IsBinary(s.Data):
 		return d.binarySegment(s)
@@ -256,72 +220,72 @@ func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResul
 			return res
 		}
 	}
-	var res segResult
+	var res SegResult
 	if err := res.decodeIon(d, s.Data, s.Offset, binary); err != nil {
-		res.err = err
+		res.Err = err
 		return res
 	}
 	if s.Bad != nil {
-		res.n++
-		res.err = badRecord(res.n, s.Bad)
+		res.N++
+		res.Err = badRecord(res.N, s.Bad)
 	}
 	return res
 }
 
 // binarySegment decodes a binary segment chunk by chunk with the fast
 // reader, handing a chunk it cannot read to ion-go.
-func (d *recordDecoder) binarySegment(s *batchfile.Segment) segResult {
+func (d *RecordDecoder) binarySegment(s *batchfile.Segment) SegResult {
 	// Kestra writes a version marker before each record.
-	res := segResult{rows: make([]row, 0, bytes.Count(s.Data, batchfile.IVM))}
+	res := SegResult{Rows: make([]change.Row, 0, bytes.Count(s.Data, batchfile.IVM))}
 	for off := 0; off < len(s.Data); {
 		n := ionrec.NextChunk(s.Data[off:])
 		chunk := s.Data[off : off+n]
-		rows, recs := len(res.rows), res.n
+		rows, recs := len(res.Rows), res.N
 		err := d.fast.Binary(chunk, &d.rec.Record, func(*ionrec.Record) error {
-			row, err := d.finishFast(res.n + 1)
+			row, err := d.finishFast(res.N + 1)
 			if err != nil {
 				return err
 			}
-			res.n++
-			res.rows = append(res.rows, row)
+			res.N++
+			res.Rows = append(res.Rows, row)
 			return nil
 		})
 		switch {
 		case errors.Is(err, ionrec.ErrFallback):
-			d.fallbacks++
-			res.rows, res.n = res.rows[:rows], recs
+			d.Fallbacks++
+			res.Rows, res.N = res.Rows[:rows], recs
 			if err := res.decodeIon(d, chunk, s.Offset+int64(off), true); err != nil {
-				res.err = err
+				res.Err = err
 				return res
 			}
 		case err != nil:
-			res.n++
-			res.err = err
+			res.N++
+			res.Err = err
 			return res
 		}
 		off += n
 	}
 	if s.Bad != nil {
-		res.n++
-		res.err = badRecord(res.n, s.Bad)
+		res.N++
+		res.Err = badRecord(res.N, s.Bad)
 	}
 	return res
 }
 
 // finishFast checks the record the fast reader just read, unless ion-go
 // must read it (ErrFallback).
-func (d *recordDecoder) finishFast(rec int64) (row, error) {
+func (d *RecordDecoder) finishFast(rec int64) (change.Row, error) {
 	d.rec.dup = ""
 	clear(d.rec.errs)
 	if d.needsIon(d.rec) {
-		return row{}, ionrec.ErrFallback
+		return change.Row{}, ionrec.ErrFallback
 	}
 	return d.finish(d.rec, rec)
 }
 
 // decodeIon decodes data, at offset base in the file, as one ion-go
 // stream, appending to res; it returns the first refusal, located.
-func (res *segResult) decodeIon(d *recordDecoder, data []byte, base int64, binary bool) error {
+func (res *SegResult) decodeIon(d *RecordDecoder, data []byte, base int64, binary bool) error {
 	r := ion.NewReaderBytes(data)
 	if !binary {
 		r = textReader(data)
@@ -330,8 +294,8 @@ func (res *segResult) decodeIon(d *recordDecoder, data []byte, base int64, binar
 		return locate(err, base)
 	}
 	if err := r.Err(); err != nil {
-		res.n++
-		return &RecordError{Record: res.n, Offset: ionOffset(err, base), Err: malformedValue(adjustOffset(err, base))}
+		res.N++
+		return &change.RecordError{Record: res.N, Offset: ionOffset(err, base), Err: malformedValue(adjustOffset(err, base))}
 	}
 	return nil
 }
@@ -339,17 +303,17 @@ func (res *segResult) decodeIon(d *recordDecoder, data []byte, base int64, binar
 // decodeAll decodes every value r yields (version markers skipped) and
 // appends the rows to res, counting records; it stops at the first
 // refusal and returns it unlocated. The caller checks r.Err.
-func (res *segResult) decodeAll(d *recordDecoder, r ion.Reader) error {
+func (res *SegResult) decodeAll(d *RecordDecoder, r ion.Reader) error {
 	for r.Next() {
 		if isVersionSymbol(r) {
 			continue
 		}
-		res.n++
-		row, err := d.decode(r, res.n)
+		res.N++
+		row, err := d.decode(r, res.N)
 		if err != nil {
 			return err
 		}
-		res.rows = append(res.rows, row)
+		res.Rows = append(res.Rows, row)
 	}
 	return nil
 }
@@ -386,7 +350,7 @@ func (r *mendedReader) Err() error {
 // decodeLines decodes a text segment line by line, which pins a truncated
 // or garbled record to its line (a stream parse reads a truncated line into
 // the next ones).
-func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
+func DecodeLines(d *RecordDecoder, s *batchfile.Segment) SegResult {
 	res, _ := d.lines(s, false)
 	return res
 }
@@ -396,9 +360,9 @@ func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
 // depend on its neighbours (a long string, a block comment, a symbol table
 // or version marker, or a line ion-go cannot read alone, such as part of a
 // value spanning lines); with stopAtOdd, lines stops there.
-func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResult, odd bool) {
-	res.lined = true
-	res.rows = make([]row, 0, s.Lines)
+func (d *RecordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res SegResult, odd bool) {
+	res.Lined = true
+	res.Rows = make([]change.Row, 0, s.Lines)
 	data := s.Data
 	var off int64
 	line := s.FirstLine
@@ -420,23 +384,23 @@ func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResu
 		if d.fast != nil {
 			err := d.fast.Text(text, &d.rec.Record)
 			if err == nil {
-				var r row
-				if r, err = d.finishFast(res.n + 1); err == nil {
-					res.n++
-					res.rows = append(res.rows, r)
+				var r change.Row
+				if r, err = d.finishFast(res.N + 1); err == nil {
+					res.N++
+					res.Rows = append(res.Rows, r)
 					continue
 				}
 			}
 			if !errors.Is(err, ionrec.ErrFallback) {
-				res.n++
-				var re *RecordError
+				res.N++
+				var re *change.RecordError
 				if errors.As(err, &re) {
 					re.Line = lineNo
 				}
-				res.err = err
+				res.Err = err
 				return res, odd
 			}
-			d.fallbacks++
+			d.Fallbacks++
 			if hazard(text) {
 				odd = true
 				if stopAtOdd {
@@ -446,17 +410,17 @@ func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResu
 		}
 		r := textReader(text)
 		if err := res.decodeAll(d, r); err != nil {
-			var re *RecordError
+			var re *change.RecordError
 			if errors.As(err, &re) {
 				re.Line = lineNo
 			}
-			res.err = locate(err, s.Offset+start)
+			res.Err = locate(err, s.Offset+start)
 			return res, odd
 		}
 		if err := r.Err(); err != nil {
-			res.n++
+			res.N++
 			abs := s.Offset + start
-			res.err = &RecordError{Record: res.n, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
+			res.Err = &change.RecordError{Record: res.N, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
 			return res, odd || d.fast != nil
 		}
 	}
@@ -471,7 +435,7 @@ func hazard(text []byte) bool {
 }
 
 // decodeStream decodes the whole file as one Ion stream, sequentially.
-func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) error) error {
+func DecodeStream(ctx context.Context, path string, m *mapping.Mapping, sink func(change.Row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open batch file: %w", err)
@@ -504,7 +468,7 @@ func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) e
 		r = &mendedReader{Reader: ion.NewReader(bufio.NewReaderSize(ionesc.NewReader(in), 1<<20)),
 			text: func() io.Reader { return io.NewSectionReader(f, 0, math.MaxInt64) }}
 	}
-	d := newRecordDecoder(m)
+	d := NewRecordDecoder(m)
 	var rec int64
 	for r.Next() {
 		if isVersionSymbol(r) {
@@ -525,7 +489,7 @@ func decodeStream(ctx context.Context, path string, m *Mapping, sink func(row) e
 		}
 	}
 	if err := r.Err(); err != nil {
-		return &RecordError{Record: rec + 1, Offset: ionOffset(err, 0), Err: malformedValue(err)}
+		return &change.RecordError{Record: rec + 1, Offset: ionOffset(err, 0), Err: malformedValue(err)}
 	}
 	if bad != nil {
 		return badRecord(rec+1, bad)
@@ -548,8 +512,8 @@ func isVersionSymbol(r ion.Reader) bool {
 
 // locate turns the relative offset of a malformed-Ion error into a file offset.
 func locate(err error, base int64) error {
-	var re *RecordError
-	if errors.As(err, &re) && errors.Is(err, ErrMalformed) && re.Offset < 0 {
+	var re *change.RecordError
+	if errors.As(err, &re) && errors.Is(err, change.ErrMalformed) && re.Offset < 0 {
 		if off := ionOffset(re.Err, base); off >= 0 {
 			re.Offset = off
 			if ie := ionError(re.Err); ie != nil {
@@ -629,5 +593,5 @@ func adjustOffset(err error, base int64) error {
 
 // badRecord is the refusal of a value the framer refused.
 func badRecord(rec int64, b *batchfile.Unframed) error {
-	return &RecordError{Record: rec, Offset: b.Offset, Err: fmt.Errorf("%w: %s", ErrMalformed, b.Reason)}
+	return &change.RecordError{Record: rec, Offset: b.Offset, Err: fmt.Errorf("%w: %s", change.ErrMalformed, b.Reason)}
 }

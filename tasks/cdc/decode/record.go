@@ -1,8 +1,11 @@
-package cdc
+package decode
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 
 	"github.com/amazon-ion/ion-go/ion"
 
@@ -40,13 +43,13 @@ var (
 // shapeOf is the record shape of m's events: the mapped columns, then the
 // delete marker and the metadata struct, whose operation and source
 // {db, schema, table, lsn, snapshot, sequence, txId} are kept.
-func shapeOf(m *Mapping) ionrec.Shape {
-	top := make([]string, 0, len(m.cols)+2)
-	for i := range m.cols {
-		top = append(top, m.cols[i].name)
+func shapeOf(m *mapping.Mapping) ionrec.Shape {
+	top := make([]string, 0, len(m.Cols)+2)
+	for i := range m.Cols {
+		top = append(top, m.Cols[i].Name)
 	}
 	top = append(top, m.Source.DeletedField, m.Source.MetadataField)
-	return ionrec.Shape{Fields: [3][]string{top, metaFields, sourceFields}, Nest: [2]int{len(m.cols) + 1, metaSource}}
+	return ionrec.Shape{Fields: [3][]string{top, metaFields, sourceFields}, Nest: [2]int{len(m.Cols) + 1, metaSource}}
 }
 
 // record is one change event as read, before any check: each mapped
@@ -62,8 +65,8 @@ type record struct {
 	errs []error
 }
 
-func newRecord(m *Mapping, shape *ionrec.Shape) *record {
-	return &record{Record: *ionrec.NewRecord(shape), errs: make([]error, len(m.cols))}
+func newRecord(m *mapping.Mapping, shape *ionrec.Shape) *record {
+	return &record{Record: *ionrec.NewRecord(shape), errs: make([]error, len(m.Cols))}
 }
 
 func (r *record) reset() {
@@ -72,17 +75,17 @@ func (r *record) reset() {
 	clear(r.errs)
 }
 
-func (r *record) col(i int) *ionrec.Scalar          { return &r.Fields[0][i] }
-func (r *record) deleted(m *Mapping) *ionrec.Scalar { return &r.Fields[0][len(m.cols)] }
-func (r *record) meta(m *Mapping) *ionrec.Scalar    { return &r.Fields[0][len(m.cols)+1] }
-func (r *record) metaField(i int) *ionrec.Scalar    { return &r.Fields[1][i] }
-func (r *record) source(i int) *ionrec.Scalar       { return &r.Fields[2][i] }
+func (r *record) col(i int) *ionrec.Scalar                  { return &r.Fields[0][i] }
+func (r *record) deleted(m *mapping.Mapping) *ionrec.Scalar { return &r.Fields[0][len(m.Cols)] }
+func (r *record) meta(m *mapping.Mapping) *ionrec.Scalar    { return &r.Fields[0][len(m.Cols)+1] }
+func (r *record) metaField(i int) *ionrec.Scalar            { return &r.Fields[1][i] }
+func (r *record) source(i int) *ionrec.Scalar               { return &r.Fields[2][i] }
 
 // recordDecoder turns change events into canonical rows, applying the
 // seed's prepare_batch checks generalised by the mapping. It is not safe
 // for concurrent use; each worker has its own.
-type recordDecoder struct {
-	m     *Mapping
+type RecordDecoder struct {
+	m     *mapping.Mapping
 	shape ionrec.Shape
 	// fast reads the shapes Kestra writes; nil reads every record with
 	// ion-go (the oracle the differential tests compare against).
@@ -91,32 +94,32 @@ type recordDecoder struct {
 	keyBuf []byte
 	sumBuf []byte // eventSum's scratch
 	// fallbacks counts the runs of records the fast reader left to ion-go.
-	fallbacks int
+	Fallbacks int
 	// slab is where rows' values come from, a thousand rows at a time (a
 	// batch keeps a copy of the rows it keeps).
-	slab []value
+	slab []change.Value
 }
 
 // newVals returns a zeroed slice of one row's values.
-func (d *recordDecoder) newVals() []value {
-	n := len(d.m.cols)
+func (d *RecordDecoder) newVals() []change.Value {
+	n := len(d.m.Cols)
 	if len(d.slab) < n {
-		d.slab = make([]value, 1024*n)
+		d.slab = make([]change.Value, 1024*n)
 	}
 	vals := d.slab[:n:n]
 	d.slab = d.slab[n:]
 	return vals
 }
 
-func newRecordDecoder(m *Mapping) *recordDecoder {
-	d := newIonDecoder(m)
+func NewRecordDecoder(m *mapping.Mapping) *RecordDecoder {
+	d := NewIonDecoder(m)
 	d.fast = ionrec.NewReader(d.shape)
 	return d
 }
 
 // newIonDecoder returns a decoder that reads every record with ion-go.
-func newIonDecoder(m *Mapping) *recordDecoder {
-	d := &recordDecoder{m: m, shape: shapeOf(m)}
+func NewIonDecoder(m *mapping.Mapping) *RecordDecoder {
+	d := &RecordDecoder{m: m, shape: shapeOf(m)}
 	d.rec = newRecord(m, &d.shape)
 	return d
 }
@@ -124,9 +127,9 @@ func newIonDecoder(m *Mapping) *recordDecoder {
 // decode reads the event the ion-go reader is positioned on and checks it.
 // rec is its 1-based record number. A refusal is a *RecordError wrapping a
 // sentinel; it carries the key and LSN whenever they could be read.
-func (d *recordDecoder) decode(r ion.Reader, rec int64) (row, error) {
+func (d *RecordDecoder) decode(r ion.Reader, rec int64) (change.Row, error) {
 	if col, err := d.readIon(r, d.rec); err != nil {
-		return row{}, &RecordError{Record: rec, Offset: -1, Column: col, Err: err}
+		return change.Row{}, &change.RecordError{Record: rec, Offset: -1, Column: col, Err: err}
 	}
 	return d.finish(d.rec, rec)
 }
@@ -134,11 +137,11 @@ func (d *recordDecoder) decode(r ion.Reader, rec int64) (row, error) {
 // readIon reads the event the reader is on into rec: the mapped columns,
 // the delete marker and metadata (readMetadata). Malformed input stops it
 // at once (with the field at fault); other problems are left to finish.
-func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
+func (d *RecordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 	m := d.m
 	if r.Type() != ion.StructType || r.IsNull() {
 		return "", fmt.Errorf("%w: got %s (each record of a Debezium trigger batch is one struct: the row's columns, deleted "+
-			"and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)", ErrNotStruct, describeIon(r))
+			"and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)", change.ErrNotStruct, describeIon(r))
 	}
 	rec.reset()
 	if err := r.StepIn(); err != nil {
@@ -154,7 +157,7 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 		}
 		name := *f.Text
 		var slot *ionrec.Scalar
-		i, isCol := m.byName[name]
+		i, isCol := m.ByName[name]
 		switch {
 		case name == m.Source.DeletedField:
 			slot = rec.deleted(m)
@@ -180,10 +183,10 @@ func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 			if err := readMetadata(r, rec, name); err != nil {
 				return name, err
 			}
-		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.cols[i].takesVarScale():
+		case isCol && r.Type() == ion.StructType && !r.IsNull() && m.Cols[i].TakesVarScale():
 			coef, exp, err := readVariableScale(r)
 			switch {
-			case errors.Is(err, ErrMalformed):
+			case errors.Is(err, change.ErrMalformed):
 				return name, err
 			case err != nil:
 				slot.Type, rec.errs[i] = ion.StructType, err
@@ -301,17 +304,17 @@ func textIs(s *ionrec.Scalar, want string) bool { return isText(s) && string(s.B
 // columns, metadata, the source table, the LSN, a truncate, the key, the
 // delete marker, then the values) and returns its row. rec is the record's
 // 1-based number.
-func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
+func (d *RecordDecoder) finish(r *record, rec int64) (change.Row, error) {
 	m := d.m
 	vals := d.newVals()
 	errs := r.errs
 	keyOK := true
-	for _, i := range m.keyIdx {
+	for _, i := range m.KeyIdx {
 		s := r.col(i)
 		if s.Type != ion.NoType && errs[i] == nil {
-			vals[i], errs[i] = convert(s, &m.cols[i])
-			if errs[i] == nil && vals[i].toast {
-				errs[i] = fmt.Errorf("%w: a key column cannot be left unchanged", ErrToast)
+			vals[i], errs[i] = convert(s, &m.Cols[i])
+			if errs[i] == nil && vals[i].Toast {
+				errs[i] = fmt.Errorf("%w: a key column cannot be left unchanged", change.ErrToast)
 			}
 		}
 		if s.Type == ion.NoType || errs[i] != nil {
@@ -327,56 +330,56 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 		lsn, lsnErr = readLSN(s)
 		lsnSet = lsnErr == nil
 	}
-	refuse := func(col string, err error) (row, error) {
-		e := &RecordError{Record: rec, Offset: -1, Column: col, Err: err}
+	refuse := func(col string, err error) (change.Row, error) {
+		e := &change.RecordError{Record: rec, Offset: -1, Column: col, Err: err}
 		if lsnSet {
 			e.LSN = lsn
 		}
 		if keyOK {
-			e.Key = renderKey(m, vals)
+			e.Key = change.RenderKey(m, vals)
 		}
-		return row{}, e
+		return change.Row{}, e
 	}
 	db, schema, table := r.source(srcDB), r.source(srcSchema), r.source(srcTable)
 	switch {
 	case r.dup != "":
-		return refuse(r.dup, fmt.Errorf("%w: field %q appears twice in one event", ErrMalformed, r.dup))
+		return refuse(r.dup, fmt.Errorf("%w: field %q appears twice in one event", change.ErrMalformed, r.dup))
 	case r.Unknown != "" && meta.Type == ion.NoType:
 		// Neither a known shape nor metadata: most likely another file.
 		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field, and a field %q the mapping %s does not know: the file does not look like "+
-			"a batch of Kestra's Debezium trigger; check that %s is the trigger's batch (trigger.uris['data']) and that the trigger "+
-			"sets metadata: ADD_FIELD", ErrMissingField, m.Source.MetadataField, r.Unknown, m.File, EnvBatchFile))
+			"a batch of Kestra's Debezium trigger; check that the batch file is the trigger's batch (trigger.uris['data']) and that the trigger "+
+			"sets metadata: ADD_FIELD", change.ErrMissingField, m.Source.MetadataField, r.Unknown, m.File))
 	case r.Unknown != "":
-		return refuse(r.Unknown, fmt.Errorf("%w: column %q is not in the mapping %s", ErrSourceChanged, r.Unknown, m.File))
+		return refuse(r.Unknown, fmt.Errorf("%w: column %q is not in the mapping %s", change.ErrSourceChanged, r.Unknown, m.File))
 	case meta.Type == ion.NoType:
 		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's "+
-			"Debezium trigger)", ErrMissingField, m.Source.MetadataField))
+			"Debezium trigger)", change.ErrMissingField, m.Source.MetadataField))
 	case !metaOK:
-		return refuse(m.Source.MetadataField, fmt.Errorf("%w: metadata is %s, not a struct", ErrMissingField, describe(meta)))
+		return refuse(m.Source.MetadataField, fmt.Errorf("%w: metadata is %s, not a struct", change.ErrMissingField, describe(meta)))
 	case !sourceOK:
-		return refuse(m.Source.MetadataField+".source", fmt.Errorf("%w: no metadata.source struct", ErrMissingField))
+		return refuse(m.Source.MetadataField+".source", fmt.Errorf("%w: no metadata.source struct", change.ErrMissingField))
 	case !textIs(db, m.Source.Database) || !textIs(schema, m.Source.Schema) || !textIs(table, m.Source.Table):
-		return refuse("", fmt.Errorf("%w: expected changes from %s.%s in database %s, got %s.%s in database %s", ErrWrongSource,
+		return refuse("", fmt.Errorf("%w: expected changes from %s.%s in database %s, got %s.%s in database %s", change.ErrWrongSource,
 			m.Source.Schema, m.Source.Table, m.Source.Database, shown(schema), shown(table), shown(db)))
 	case lsnErr != nil:
 		return refuse(m.Source.MetadataField+".source.lsn", lsnErr)
 	case !lsnSet:
-		return refuse(m.Source.MetadataField+".source.lsn", fmt.Errorf("%w: no metadata.source.lsn", ErrMissingField))
-	case textIs(r.metaField(metaOperation), opTruncate):
+		return refuse(m.Source.MetadataField+".source.lsn", fmt.Errorf("%w: no metadata.source.lsn", change.ErrMissingField))
+	case textIs(r.metaField(metaOperation), change.OpTruncate):
 		return d.truncateRow(r, rec, lsn, refuse)
 	}
-	for _, i := range m.keyIdx {
+	for _, i := range m.KeyIdx {
 		switch {
 		case r.col(i).Type == ion.NoType:
-			return refuse(m.cols[i].name, fmt.Errorf("%w: key column %q is absent", ErrMissingField, m.cols[i].name))
+			return refuse(m.Cols[i].Name, fmt.Errorf("%w: key column %q is absent", change.ErrMissingField, m.Cols[i].Name))
 		case errs[i] != nil:
-			return refuse(m.cols[i].name, errs[i])
+			return refuse(m.Cols[i].Name, errs[i])
 		}
 	}
 	del := r.deleted(m)
 	deleted := del.Type == ion.BoolType && !del.Null && del.Bool
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null) {
-		return refuse(m.Source.DeletedField, fmt.Errorf("%w: expected true or false, got %s", ErrBadDeleteMarker, describe(del)))
+		return refuse(m.Source.DeletedField, fmt.Errorf("%w: expected true or false, got %s", change.ErrBadDeleteMarker, describe(del)))
 	}
 	if err := contradiction(m, r.metaField(metaOperation), deleted); err != nil {
 		return refuse(m.Source.MetadataField+".operation", err)
@@ -385,27 +388,27 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	if err != nil {
 		return refuse(m.Source.MetadataField+field, err)
 	}
-	for i := range m.cols {
-		c := &m.cols[i]
+	for i := range m.Cols {
+		c := &m.Cols[i]
 		s := r.col(i)
 		switch {
-		case c.isKey:
+		case c.IsKey:
 		case deleted:
 			// A delete's before image may hold nulls or nothing but the key
 			// (REPLICA IDENTITY DEFAULT); the seed writes zeros and "".
-			vals[i] = zeroValue(c.typ)
-		case s.Type == ion.NoType && c.typ.nullable:
+			vals[i] = change.Zero(c.Type)
+		case s.Type == ion.NoType && c.Type.Nullable:
 			// Kestra's trigger serializes events with NON_NULL inclusion:
 			// a NULL column is left out of the record, not written as null.
-			vals[i] = value{null: true}
+			vals[i] = change.Value{Null: true}
 		case s.Type == ion.NoType:
-			return refuse(c.name, fmt.Errorf("%w: column %q is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but %s is not Nullable; make it Nullable(%s) in the mapping and the target table, or fix the source", ErrMissingField, c.name, m.Columns[i].Type, m.Columns[i].Type))
+			return refuse(c.Name, fmt.Errorf("%w: column %q is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but %s is not Nullable; make it Nullable(%s) in the mapping and the target table, or fix the source", change.ErrMissingField, c.Name, m.Columns[i].Type, m.Columns[i].Type))
 		case errs[i] != nil:
-			return refuse(c.name, errs[i])
+			return refuse(c.Name, errs[i])
 		default:
 			v, err := convert(s, c)
 			if err != nil {
-				return refuse(c.name, err)
+				return refuse(c.Name, err)
 			}
 			vals[i] = v
 		}
@@ -416,9 +419,9 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 	// snapshot read has no previous version: refused, as the seed refuses.
 	unchanged := false
 	for i := range vals {
-		if vals[i].toast {
+		if vals[i].Toast {
 			if !textIs(r.metaField(metaOperation), "UPDATE") {
-				return refuse(m.cols[i].name, ErrToast)
+				return refuse(m.Cols[i].Name, change.ErrToast)
 			}
 			unchanged = true
 		}
@@ -427,12 +430,12 @@ func (d *recordDecoder) finish(r *record, rec int64) (row, error) {
 		// The before image, where it tells rows apart, is kept in vals until
 		// the batch merges the row (markerOf); the row then holds the seed's
 		// zeros.
-		ch.image = d.beforeImage(r, vals)
+		ch.Image = d.beforeImage(r, vals)
 	}
-	out := row{rec: rec, lsn: lsn, deleted: deleted, vals: vals, change: ch, unchanged: unchanged}
-	out.change.sum, d.sumBuf = eventSum(d.sumBuf, &out)
-	d.keyBuf = encodeKey(d.keyBuf[:0], m, out.vals)
-	out.key = string(d.keyBuf)
+	out := change.Row{Record: rec, Version: lsn, Deleted: deleted, Vals: vals, Meta: ch, Unchanged: unchanged}
+	out.Meta.Sum, d.sumBuf = change.EventSum(d.sumBuf, &out)
+	d.keyBuf = change.EncodeKey(d.keyBuf[:0], m, out.Vals)
+	out.Key = string(d.keyBuf)
 	return out, nil
 }
 
@@ -463,19 +466,19 @@ func describeIon(r ion.Reader) string {
 // sequence's lsn_commit, whether it carried the delete marker. A malformed
 // txId (txIDOf) and a sequence that names another LSN (checkSequence) are
 // refused; field names the one at fault, below the metadata field.
-func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (_ change, field string, _ error) {
-	c := change{deletedSet: del.Type != ion.NoType, lsn: lsn}
+func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (_ change.Meta, field string, _ error) {
+	c := change.Meta{DeletedSet: del.Type != ion.NoType, LSN: lsn}
 	tx, err := txIDOf(r.source(srcTxID))
 	if err != nil {
 		return c, ".source.txId", err
 	}
-	c.txID, c.txIDSet = tx.id, tx.set
+	c.TxID, c.TxIDSet = tx.ID, tx.Set
 	if s := r.metaField(metaOperation); isText(s) {
-		c.operation = intern(s.Bytes)
+		c.Op = intern(s.Bytes)
 	}
 	if s := r.source(srcSequence); isText(s) {
-		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(string(s.Bytes)); ok {
-			c.commit, c.commitSet, c.sequenced = commit, commitSet, true
+		if commit, commitSet, seqLSN, seqLSNSet, ok := SequenceOf(string(s.Bytes)); ok {
+			c.Commit, c.CommitSet, c.Sequenced = commit, commitSet, true
 			if err := checkSequence(s.Bytes, lsn, commit, commitSet, seqLSN, seqLSNSet); err != nil {
 				return c, ".source.sequence", err
 			}
@@ -488,25 +491,25 @@ func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (_ change, field string
 // one; anything but an integer in 0..2^63-1 is refused, since read as no
 // transaction id it would silently take the event out of its transaction's
 // checks.
-func txIDOf(s *ionrec.Scalar) (txMark, error) {
+func txIDOf(s *ionrec.Scalar) (change.TxMark, error) {
 	switch {
 	case s.Type == ion.NoType || s.Null:
-		return txMark{}, nil
+		return change.TxMark{}, nil
 	case s.Type != ion.IntType:
-		return txMark{}, fmt.Errorf("%w: expected an Ion int, got %s", ErrBadTxID, describe(s))
+		return change.TxMark{}, fmt.Errorf("%w: expected an Ion int, got %s", change.ErrBadTxID, describe(s))
 	}
 	n := intOf(s)
 	u, ok := n.uint64()
 	if !ok || u > 1<<63-1 {
-		return txMark{}, fmt.Errorf("%w: %s is outside 0..9223372036854775807", ErrBadTxID, shortNumber(n.String()))
+		return change.TxMark{}, fmt.Errorf("%w: %s is outside 0..9223372036854775807", change.ErrBadTxID, change.ShortNumber(n.String()))
 	}
-	return txMark{id: int64(u), set: true}, nil
+	return change.TxMark{ID: int64(u), Set: true}, nil
 }
 
 // intern returns the common operation and snapshot words without
 // allocating.
 func intern(b []byte) string {
-	for _, w := range [...]string{opCreate, opUpdate, opDelete, opRead, opTruncate, "false", "true", "first", "last",
+	for _, w := range [...]string{change.OpCreate, change.OpUpdate, change.OpDelete, change.OpRead, change.OpTruncate, "false", "true", "first", "last",
 		"first_in_data_collection", "last_in_data_collection", "incremental"} {
 		if string(b) == w {
 			return w
@@ -519,50 +522,40 @@ func intern(b []byte) string {
 // column (or a numeric held as text) holding a struct that is not exactly
 // Debezium's {scale, value} (ionrec keeps only that one), whose refusal
 // readVariableScale words.
-func (d *recordDecoder) needsIon(r *record) bool {
-	for i := range d.m.cols {
-		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.cols[i].takesVarScale() {
+func (d *RecordDecoder) needsIon(r *record) bool {
+	for i := range d.m.Cols {
+		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.Cols[i].TakesVarScale() {
 			return true
 		}
 	}
 	return false
 }
 
-// The operations Debezium's PostgreSQL connector sends, as Kestra's trigger
-// names them in metadata.operation.
-const (
-	opRead     = "READ"
-	opCreate   = "CREATE"
-	opUpdate   = "UPDATE"
-	opDelete   = "DELETE"
-	opTruncate = "TRUNCATE"
-)
-
 // contradiction refuses an event whose operation and delete marker
 // disagree, or whose operation Debezium does not send. An absent
 // operation leaves the marker to decide (a hand-made replay file; the seed
 // reads only the marker).
-func contradiction(m *Mapping, op *ionrec.Scalar, deleted bool) error {
+func contradiction(m *mapping.Mapping, op *ionrec.Scalar, deleted bool) error {
 	if op.Type == ion.NoType {
 		return nil
 	}
 	if !isText(op) {
-		return fmt.Errorf("%w: metadata.operation is %s, not a Debezium operation name (READ, CREATE, UPDATE, DELETE, TRUNCATE)", ErrContradiction, describe(op))
+		return fmt.Errorf("%w: metadata.operation is %s, not a Debezium operation name (READ, CREATE, UPDATE, DELETE, TRUNCATE)", change.ErrContradiction, describe(op))
 	}
 	marker := m.Source.DeletedField
 	switch name := string(op.Bytes); name {
-	case opDelete:
+	case change.OpDelete:
 		if !deleted {
 			return fmt.Errorf("%w: metadata.operation is DELETE but %q is not true (a delete applied as a live row would resurrect it); "+
-				"replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file", ErrContradiction, marker)
+				"replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file", change.ErrContradiction, marker)
 		}
-	case opCreate, opUpdate, opRead:
+	case change.OpCreate, change.OpUpdate, change.OpRead:
 		if deleted {
 			return fmt.Errorf("%w: metadata.operation is %s but %q is true (a live row applied as a delete would lose it); "+
-				"replay the batch as the trigger wrote it, or fix the replay file", ErrContradiction, name, marker)
+				"replay the batch as the trigger wrote it, or fix the replay file", change.ErrContradiction, name, marker)
 		}
 	default:
-		return fmt.Errorf("%w: metadata.operation %q is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)", ErrContradiction, name)
+		return fmt.Errorf("%w: metadata.operation %q is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)", change.ErrContradiction, name)
 	}
 	return nil
 }
@@ -570,22 +563,22 @@ func contradiction(m *Mapping, op *ionrec.Scalar, deleted bool) error {
 // truncateRow is a TRUNCATE event: no row columns, deleted true (or
 // absent). Its row has no key; the batch deletes every key older than it
 // (batch.go).
-func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse func(string, error) (row, error)) (row, error) {
+func (d *RecordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse func(string, error) (change.Row, error)) (change.Row, error) {
 	m := d.m
-	for i := range m.cols {
+	for i := range m.Cols {
 		if r.col(i).Type != ion.NoType {
-			return refuse(m.cols[i].name, fmt.Errorf("%w: a TRUNCATE event with the row column %q (the trigger writes a TRUNCATE without columns)", ErrContradiction, m.cols[i].name))
+			return refuse(m.Cols[i].Name, fmt.Errorf("%w: a TRUNCATE event with the row column %q (the trigger writes a TRUNCATE without columns)", change.ErrContradiction, m.Cols[i].Name))
 		}
 	}
 	del := r.deleted(m)
 	if del.Type != ion.NoType && (del.Type != ion.BoolType || del.Null || !del.Bool) {
-		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", ErrContradiction, m.Source.DeletedField, describe(del)))
+		return refuse(m.Source.DeletedField, fmt.Errorf("%w: a TRUNCATE event whose %q is %s, not true", change.ErrContradiction, m.Source.DeletedField, describe(del)))
 	}
 	ch, field, err := changeOf(r, del, lsn)
 	if err != nil {
 		return refuse(m.Source.MetadataField+field, err)
 	}
-	return row{rec: rec, lsn: lsn, deleted: true, change: ch}, nil
+	return change.Row{Record: rec, Version: lsn, Deleted: true, Meta: ch}, nil
 }
 
 // beforeImage converts a delete's before image into vals (the key is
@@ -594,17 +587,17 @@ func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse fun
 // when every column but the key holds its zero value or NULL (what REPLICA
 // IDENTITY DEFAULT sends: nothing but the key is known). Columns it could
 // not convert are left zero.
-func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
+func (d *RecordDecoder) beforeImage(r *record, vals []change.Value) bool {
 	m := d.m
 	informative, ok := false, true
-	for i := range m.cols {
-		c := &m.cols[i]
+	for i := range m.Cols {
+		c := &m.Cols[i]
 		s := r.col(i)
 		switch {
-		case c.isKey:
-		case s.Type == ion.NoType && c.typ.nullable:
-			vals[i] = value{null: true}
-		case s.Type == ion.NoType || r.errs[i] != nil || (s.Null && !c.typ.nullable):
+		case c.IsKey:
+		case s.Type == ion.NoType && c.Type.Nullable:
+			vals[i] = change.Value{Null: true}
+		case s.Type == ion.NoType || r.errs[i] != nil || (s.Null && !c.Type.Nullable):
 			ok = false // a null where none may be: not converted (no error built per delete)
 		default:
 			v, err := convert(s, c)
@@ -612,12 +605,12 @@ func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
 				ok = false
 				break
 			}
-			if v.toast {
+			if v.Toast {
 				ok = false // Debezium's placeholder: the value is not in the image
 				break
 			}
 			vals[i] = v
-			if !v.null && !v.equal(zeroValue(c.typ)) {
+			if !v.Null && !v.Equal(change.Zero(c.Type)) {
 				informative = true
 			}
 		}
@@ -628,9 +621,9 @@ func (d *recordDecoder) beforeImage(r *record, vals []value) bool {
 	if ok && informative {
 		return true
 	}
-	for i := range m.cols { // back to the seed's zeros, whichever reader decoded it
-		if !m.cols[i].isKey {
-			vals[i] = zeroValue(m.cols[i].typ)
+	for i := range m.Cols { // back to the seed's zeros, whichever reader decoded it
+		if !m.Cols[i].IsKey {
+			vals[i] = change.Zero(m.Cols[i].Type)
 		}
 	}
 	return false

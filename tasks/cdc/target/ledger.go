@@ -1,0 +1,300 @@
+package target
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// The ledger is a small MergeTree table next to the target,
+// <table>_ledger, with one row per applied batch (and one baseline row for
+// a target that held rows before the ledger existed). It is read and
+// written under the target's lock (lock.go). It answers three questions:
+//
+//   - Was this batch applied before? (digest: a replay, skipped and
+//     verified as before.)
+//   - Is a batch that was never applied newer than what the target holds?
+//     (high_version, last_tx, last_floor: else ErrWentBackwards.)
+//   - What does the next batch need from this one? (snapshot_lsn: the floor
+//     of the first transaction after a snapshot; open_keys: keys left with
+//     two live rows inside a transaction that continues.)
+//
+// It also records the source's identity as the batches show it
+// (metadata.source connector, name, version, db), which the refusals name.
+
+// ledgerColumns are the ledger's columns and their ClickHouse types, in
+// table order.
+var LedgerColumns = [][2]string{
+	{"seq", "UInt64"}, // 1, 2, ... in apply order
+	{"kind", "String"},
+	{"digest", "String"},
+	{"applied_at", "DateTime"},
+	{"holder", "String"},
+	{"events", "UInt64"},
+	{"keys", "UInt64"},
+	{"pending", "UInt64"},
+	{"min_version", "UInt64"},
+	{"max_version", "UInt64"},
+	{"high_version", "UInt64"},
+	{"snapshot_lsn", "UInt64"},
+	{"last_tx", "Int64"},
+	{"last_tx_set", "UInt8"},
+	{"last_floor", "UInt64"},
+	{"open_keys", "String"},
+	{"source_connector", "String"},
+	{"source_name", "String"},
+	{"source_version", "String"},
+	{"source_db", "String"},
+}
+
+// createLedgerSQL makes the ledger (setup, and apply on a target the seed
+// flow made).
+func CreateLedgerSQL(m *mapping.Mapping) string {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + mapping.Qualified(m.Target.Database, mapping.LedgerName(m)) + " (\n")
+	for i, c := range LedgerColumns {
+		b.WriteString("  " + c[0] + " " + c[1])
+		if c[0] == "applied_at" {
+			b.WriteString(" DEFAULT now()")
+		}
+		if i < len(LedgerColumns)-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(") ENGINE = MergeTree ORDER BY seq")
+	return b.String()
+}
+
+func LedgerColumnList(withTime bool) string {
+	names := make([]string, 0, len(LedgerColumns))
+	for _, c := range LedgerColumns {
+		if c[0] == "applied_at" && !withTime {
+			continue
+		}
+		names = append(names, c[0])
+	}
+	return strings.Join(names, ", ")
+}
+
+// readLedger reads the latest row and the row of digest, if any.
+func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerState, error) {
+	var st change.LedgerState
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
+	read := func(where string, args ...any) (*change.LedgerEntry, error) {
+		rows, err := t.conn.Query(cctx, "SELECT "+LedgerColumnList(true)+" FROM "+name+" "+where, args...)
+		if err != nil {
+			return nil, classify(fmt.Errorf("read the ledger %s: %w", name, err))
+		}
+		defer rows.Close()
+		var e *change.LedgerEntry
+		for rows.Next() {
+			var x change.LedgerEntry
+			var lastTxSet uint8
+			var open string
+			if err := rows.Scan(&x.Seq, &x.Kind, &x.Digest, &x.AppliedAt, &x.Holder, &x.Events, &x.Keys, &x.Pending,
+				&x.MinVersion, &x.MaxVersion, &x.HighVersion, &x.SnapshotLSN, &x.LastTx, &lastTxSet, &x.LastFloor, &open,
+				&x.Source.Connector, &x.Source.Name, &x.Source.Version, &x.Source.Db); err != nil {
+				return nil, classify(fmt.Errorf("read the ledger %s: %w", name, err))
+			}
+			x.LastTxSet = lastTxSet != 0
+			if open != "" {
+				if err := json.Unmarshal([]byte(open), &x.OpenKeys); err != nil {
+					return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v); it was written by something else than changesink: restore the ledger or rebuild the target",
+						change.ErrTargetMismatch, name, x.Seq, err))
+				}
+			}
+			e = &x
+		}
+		if err := rows.Err(); err != nil {
+			return nil, classify(fmt.Errorf("read the ledger %s: %w", name, err))
+		}
+		return e, nil
+	}
+	var err error
+	if st.Last, err = read("ORDER BY seq DESC LIMIT 1"); err != nil {
+		return st, err
+	}
+	if st.Last != nil && digest != "" {
+		if st.Replay, err = read("WHERE digest = ? AND kind = ? ORDER BY seq LIMIT 1", digest, change.LedgerBatch); err != nil {
+			return st, err
+		}
+		if st.Replay != nil && st.Replay.Seq > 1 {
+			if st.BeforeReplay, err = read("WHERE seq = ? LIMIT 1", st.Replay.Seq-1); err != nil {
+				return st, err
+			}
+		}
+	}
+	return st, nil
+}
+
+// appendLedger writes one ledger row (seq: the last one's plus one).
+func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *change.LedgerEntry) error {
+	e.Seq = 1
+	if prev != nil {
+		e.Seq = prev.Seq + 1
+	}
+	open := ""
+	if len(e.OpenKeys) > 0 {
+		b, err := json.Marshal(e.OpenKeys)
+		if err != nil {
+			return err
+		}
+		open = string(b)
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
+	b, err := t.conn.PrepareBatch(cctx, "INSERT INTO "+name+" ("+LedgerColumnList(false)+")")
+	if err != nil {
+		return ledgerWriteErr(name, err)
+	}
+	defer b.Close()
+	if err := b.Append(e.Seq, e.Kind, e.Digest, e.Holder, e.Events, e.Keys, e.Pending, e.MinVersion, e.MaxVersion,
+		e.HighVersion, e.SnapshotLSN, e.LastTx, uint8(boolByte(e.LastTxSet)), e.LastFloor, open,
+		e.Source.Connector, e.Source.Name, e.Source.Version, e.Source.Db); err != nil {
+		return fmt.Errorf("write the ledger %s: %w", name, err)
+	}
+	if err := b.Send(); err != nil {
+		return ledgerWriteErr(name, err)
+	}
+	return nil
+}
+
+// recordBatch appends the ledger row of a batch applied and verified after
+// prev. A ledger dropped during the run is transient: apply makes the
+// ledger itself (ensureLedger), so a re-run records the batch.
+func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry) error {
+	err := t.appendLedger(ctx, prev, e)
+	if err != nil && chCode(err) == ChUnknownTable {
+		// Not a setup to run, and the batch's rows are in (the exit-3 case).
+		return outcome.Transient.Mark(fmt.Errorf("the ledger %s was dropped during this run: the batch is in the target and verified, not recorded; "+
+			"re-run the batch (the re-run makes the ledger again and records it): %w", mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
+	}
+	return err
+}
+
+// ledgerWriteErr wraps a failed ledger write. A ledger dropped during the
+// run (UNKNOWN_TABLE) is left unclassified, for apply to say what it means
+// there (re-run: apply makes the ledger itself), not classify's "run
+// changesink cdc setup first".
+func ledgerWriteErr(name string, err error) error {
+	err = fmt.Errorf("write the ledger %s: %w", name, err)
+	if chCode(err) == ChUnknownTable {
+		return err
+	}
+	return classify(err)
+}
+
+// ensureLedger reads the ledger's latest row and the row of digest
+// (readLedger), creating the ledger first when it is missing (a target the
+// seed flow made, or one set up before the ledger existed) and checking
+// its columns when it cannot be read; a new ledger over a target that
+// holds rows gets a baseline row: the target's highest version, so that an
+// older batch is still told from a new one. A ledger with rows is read in
+// one pass. It runs under the lock.
+func (t *Table) EnsureLedger(ctx context.Context, holder, digest string) (change.LedgerState, error) {
+	st, err := t.readLedger(ctx, digest)
+	if err == nil && st.Last != nil {
+		return st, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if err != nil && chCode(err) != ChUnknownTable {
+		// Say which column is wrong, when that is why it cannot be read;
+		// after a timeout or a lost connection, asking again would only
+		// wait out another timeout.
+		if outcome.Classify(err) == outcome.Transient {
+			return st, err
+		}
+		if cerr := t.checkLedger(cctx); cerr != nil {
+			return st, cerr
+		}
+		return st, err
+	}
+	m := t.M
+	if err := t.exec(cctx, CreateLedgerSQL(m)); err != nil {
+		return st, err
+	}
+	if err := t.checkLedger(cctx); err != nil {
+		return st, err
+	}
+	var high uint64
+	var n uint64
+	name := mapping.Qualified(m.Target.Database, m.Target.Table)
+	if err := t.conn.QueryRow(cctx, "SELECT count(), max("+mapping.QuoteIdent(m.Target.VersionColumn)+") FROM "+name).Scan(&n, &high); err != nil {
+		return st, classify(fmt.Errorf("read the highest version of %s: %w", name, err))
+	}
+	if n > 0 {
+		if err := t.appendLedger(ctx, nil, &change.LedgerEntry{Kind: change.LedgerBaseline, Holder: holder, Keys: n, MaxVersion: high, HighVersion: high}); err != nil {
+			return st, err
+		}
+	}
+	return t.readLedger(ctx, digest)
+}
+
+// checkOrphanLedger refuses to set up a target table that does not exist
+// while its ledger holds rows: the table was dropped by hand (or lost), and
+// a new empty one would lack the rows of every batch the ledger records as
+// applied; later batches would then apply over it and the live view would
+// silently miss every key they do not touch.
+func (t *Server) checkOrphanLedger(ctx context.Context) error {
+	m := t.M
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	_, found, err := t.Describe(cctx, m.Target.Database, m.Target.Table)
+	cancel()
+	if err != nil || found {
+		return err
+	}
+	st, err := (&Table{Server: t}).readLedger(ctx, "")
+	switch {
+	case chCode(err) == ChUnknownTable || chCode(err) == chUnknownDatabase:
+		return nil
+	case err != nil:
+		return err
+	case st.Last == nil:
+		return nil
+	}
+	tbl, ledger := mapping.Qualified(m.Target.Database, m.Target.Table), mapping.Qualified(m.Target.Database, mapping.LedgerName(m))
+	return outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist, but its ledger %s records applied batches (its last row is %s): "+
+		"the table was dropped, and a new empty one would lack the rows of the batches the ledger records as applied. "+
+		"Restore the table from a backup; or rebuild: DROP TABLE %s (and DROP TABLE IF EXISTS %s, the live view), re-run changesink cdc setup, "+
+		"and have the trigger take a new snapshot (a new slotName and stateName, or drop the replication slot and the trigger's state). "+
+		"Nothing was created",
+		change.ErrTargetMismatch, tbl, ledger, change.DescribeEntry(ledger, st.Last), ledger, mapping.Qualified(m.Target.Database, m.Target.LiveView)))
+}
+
+// checkLedger refuses a ledger table whose columns are not the ledger's.
+func (t *Server) checkLedger(ctx context.Context) error {
+	m := t.M
+	cols, err := t.columns(ctx, m.Target.Database, mapping.LedgerName(m))
+	if err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for _, c := range cols {
+		got[c.name] = c.typ
+	}
+	for _, c := range LedgerColumns {
+		if got[c[0]] != c[1] {
+			return outcome.Config.Mark(fmt.Errorf("%w: the ledger %s has no column %s %s (it has %q); it is changesink's: drop it and re-run changesink cdc setup only if the target is rebuilt too",
+				change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, mapping.LedgerName(m)), c[0], c[1], got[c[0]]))
+		}
+	}
+	return nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
