@@ -59,7 +59,6 @@ func (c *cdcConn) config(a *app) (cdc.Config, error) {
 	return cdc.Config{
 		Mapping:    m,
 		ClickHouse: cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, CAFile: resolve(a, c.CAFile), Timeout: c.Timeout},
-		OutDir:     a.dir,
 	}, nil
 }
 
@@ -80,7 +79,7 @@ func (c *cdcSetupCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	res, err := cdc.Setup(a.ctx, cfg)
+	res, err := cdc.Setup(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
 	if err != nil {
 		return err
 	}
@@ -101,8 +100,7 @@ func (c *cdcApplyCmd) Run(a *app) error {
 	}
 	cfg.BatchFile = resolve(a, c.BatchFile)
 	cfg.Workers = c.Workers
-	cfg.Log = a.log
-	res, err := cdc.Apply(a.ctx, cfg)
+	res, err := cdc.Apply(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
 	if err != nil {
 		return err
 	}

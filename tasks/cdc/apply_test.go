@@ -136,7 +136,7 @@ func TestApplyWithoutSetup(t *testing.T) {
 
 func TestApplyEmptyBatch(t *testing.T) {
 	for _, data := range [][]byte{nil, []byte("\n\n"), batchfile.IVM} {
-		_, err := Apply(context.Background(), offlineConfig(t, loadMapping(t, ordersMapping), writeFile(t, "changes.ion", data)))
+		_, err := testApply(context.Background(), offlineConfig(t, loadMapping(t, ordersMapping), writeFile(t, "changes.ion", data)))
 		if !errors.Is(err, change.ErrEmptyBatch) || outcome.Classify(err) != outcome.Refused {
 			t.Errorf("%q: err = %v, want a refused ErrEmptyBatch (before any connection)", data, err)
 		}
@@ -201,22 +201,22 @@ func TestOutputsLostAfterTheLedger(t *testing.T) {
 	e.setup()
 	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)))
 	cfg := e.config(path)
-	cfg.hooks.afterInsert = func(context.Context) error { return os.RemoveAll(cfg.OutDir.Path) }
-	_, err := Apply(context.Background(), cfg)
+	cfg.hooks.afterInsert = func(context.Context) error { return os.RemoveAll(cfg.Dir.Path) }
+	_, err := testApply(context.Background(), cfg)
 	testenv.WantError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but an output file could not be published in WORKING_DIR",
 		"re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty pending.jsonl (this run applied those rows)")
 	cfg = e.config(path)
-	res, err := Apply(context.Background(), cfg)
+	res, err := testApply(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Pending != 0 || res.Skipped != 1 || res.Verified != 1 {
 		t.Errorf("re-run: pending %d, skipped %d, verified %d; want a replay: 0, 1, 1", res.Pending, res.Skipped, res.Verified)
 	}
-	if got := string(testenv.ReadFile(t, filepath.Join(cfg.OutDir.Path, ExpectedFile))); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"id": 1,`) {
+	if got := string(testenv.ReadFile(t, filepath.Join(cfg.Dir.Path, ExpectedFile))); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"id": 1,`) {
 		t.Errorf("the replay's %s = %q, want the batch's one row", ExpectedFile, got)
 	}
-	if got := string(testenv.ReadFile(t, filepath.Join(cfg.OutDir.Path, PendingFile))); got != "" {
+	if got := string(testenv.ReadFile(t, filepath.Join(cfg.Dir.Path, PendingFile))); got != "" {
 		t.Errorf("the replay's %s = %q, want it empty", PendingFile, got)
 	}
 }
@@ -236,7 +236,7 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	crash := errors.New("killed after the insert")
 	cfg := e.config(path)
 	cfg.hooks.afterInsert = func(context.Context) error { return crash }
-	if _, err := Apply(context.Background(), cfg); !errors.Is(err, crash) {
+	if _, err := testApply(context.Background(), cfg); !errors.Is(err, crash) {
 		t.Fatalf("err = %v", err)
 	}
 	noOutputs(t, cfg)
@@ -254,7 +254,7 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	}
 
 	cfg = e.config(path)
-	res, err := Apply(context.Background(), cfg)
+	res, err := testApply(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestApplyVerifyFailure(t *testing.T) {
 	cfg.hooks.afterInsert = func(ctx context.Context) error {
 		return e.conn.Exec(ctx, "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 2, 20, 700, 'other', 101, 0")
 	}
-	_, err := Apply(context.Background(), cfg)
+	_, err := testApply(context.Background(), cfg)
 	testenv.WantError(t, err, outcome.Refused, change.ErrVerify)
 	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this version"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
@@ -306,10 +306,10 @@ func TestOutputFileErrorWritesNothing(t *testing.T) {
 					events = append(events, iongen.Event(iongen.Struct{}, true, iongen.Metadata("TRUNCATE", iongen.Source("shop", "public", "orders", int64(200), 5, "false"))))
 				}
 				cfg := e.config(writeFile(t, "changes.ion", encode(t, false, events...)))
-				if err := os.Mkdir(filepath.Join(cfg.OutDir.Path, name), 0o755); err != nil {
+				if err := os.Mkdir(filepath.Join(cfg.Dir.Path, name), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				_, err := Apply(context.Background(), cfg)
+				_, err := testApply(context.Background(), cfg)
 				if err == nil || !strings.Contains(err.Error(), "is a directory") {
 					t.Fatalf("err = %v, want the output file's directory named", err)
 				}
@@ -319,7 +319,7 @@ func TestOutputFileErrorWritesNothing(t *testing.T) {
 						t.Errorf("%s: %s", q, n[0])
 					}
 				}
-				entries, _ := os.ReadDir(cfg.OutDir.Path)
+				entries, _ := os.ReadDir(cfg.Dir.Path)
 				if len(entries) != 1 {
 					t.Errorf("the failed run left %d entries in the output directory, want only the directory it found", len(entries))
 				}
@@ -344,7 +344,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 	cfg.hooks.afterInsert = func(ctx context.Context) error {
 		return e.conn.Exec(ctx, "DROP TABLE "+mapping.Qualified(e.db, mapping.LedgerName(e.m)))
 	}
-	_, err := Apply(context.Background(), cfg)
+	_, err := testApply(context.Background(), cfg)
 	if err == nil {
 		t.Fatal("succeeded without its ledger row")
 	}

@@ -132,7 +132,7 @@ func TestSystemTablesUnderOtherDDL(t *testing.T) {
 	}
 	for i := range 10 {
 		cfg := e.config(writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(10), int64(500+i), "new", int64(100+i), false))))
-		if _, err := Apply(ctx, cfg); err != nil {
+		if _, err := testApply(ctx, cfg); err != nil {
 			t.Fatalf("apply %d: %v", i, err)
 		}
 	}

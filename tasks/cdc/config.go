@@ -62,22 +62,60 @@ type Config struct {
 	ClickHouse target.ClickHouse
 	// BatchFile is the Debezium INLINE batch, text or binary Ion. Apply only.
 	BatchFile string
-	// OutDir receives expected.jsonl and pending.jsonl. Apply only.
-	OutDir kestra.Dir
 	// Workers decode the batch concurrently: 0 = runtime.GOMAXPROCS(0),
 	// at most MaxWorkers.
 	Workers int
-	// Log receives Apply's progress lines (waiting for the target's lock,
-	// breaking a killed run's lock); nil discards them.
+}
+
+// Validate checks the settings Setup and Apply share; Apply also needs the
+// batch file (checkBatchFile).
+func (c Config) Validate() error {
+	switch {
+	case c.Mapping == nil:
+		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (%s)", change.ErrConfig, EnvMapping))
+	case c.ClickHouse.URL == "":
+		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", change.ErrConfig, target.EnvClickHouseURL))
+	case c.ClickHouse.Timeout < 0:
+		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", change.ErrConfig))
+	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < target.MinTimeout:
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under %s, too short for a ClickHouse call",
+			change.ErrConfig, target.EnvClickHouseTimeout, c.ClickHouse.Timeout, target.MinTimeout))
+	case c.Workers < 0 || c.Workers > MaxWorkers:
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvWorkers, c.Workers, MaxWorkers))
+	}
+	return nil
+}
+
+// checkBatchFile refuses an Apply without a batch file.
+func (c Config) checkBatchFile() error {
+	if c.BatchFile == "" {
+		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", change.ErrConfig, EnvBatchFile))
+	}
+	return nil
+}
+
+// Env is what a run takes from where it runs rather than from its
+// settings: the working directory its output files go to and its logger.
+type Env struct {
+	// Dir receives expected.jsonl and pending.jsonl (Apply).
+	Dir kestra.Dir
+	// Log receives progress and warnings (waiting for the target's lock,
+	// breaking a killed run's lock, a live view made again); nil discards
+	// them.
 	Log *slog.Logger
 
 	// hooks is a test seam: unexported, set only by this package's tests to
 	// stop a run at a chosen step (a crash after the insert, a server that
 	// goes away mid-batch).
 	hooks hooks
-	// lockTiming overrides defaultLockTiming (tests: a stale lock broken in
-	// seconds).
-	lockTiming target.LockTiming
+}
+
+// log is e.Log, or a logger that discards.
+func (e Env) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
 }
 
 type hooks struct {
@@ -87,26 +125,15 @@ type hooks struct {
 	beforeInsert func(context.Context) error
 	afterInsert  func(context.Context) error
 	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
+	// lockTiming overrides target.DefaultLockTiming (a stale lock broken
+	// in seconds).
+	lockTiming target.LockTiming
 }
 
-// Validate checks the fields shared by Setup and Apply; apply adds the batch
-// file and output directory.
-func (c Config) Validate(apply bool) error {
-	switch {
-	case c.Mapping == nil:
-		return outcome.Config.Mark(fmt.Errorf("%w: no mapping (%s)", change.ErrConfig, EnvMapping))
-	case c.ClickHouse.URL == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", change.ErrConfig, target.EnvClickHouseURL))
-	case c.ClickHouse.Timeout < 0:
-		return outcome.Config.Mark(fmt.Errorf("%w: negative ClickHouse timeout", change.ErrConfig))
-	case c.ClickHouse.Timeout > 0 && c.ClickHouse.Timeout < target.MinTimeout:
-		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is under %[4]s, too short for a ClickHouse call "+
-			"(connecting, a query, the insert): use at least %[4]s (the default is %[5]s)",
-			change.ErrConfig, target.EnvClickHouseTimeout, c.ClickHouse.Timeout, target.MinTimeout, target.DefaultTimeout))
-	case c.Workers < 0 || c.Workers > MaxWorkers:
-		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvWorkers, c.Workers, MaxWorkers))
-	case apply && c.BatchFile == "":
-		return outcome.Config.Mark(fmt.Errorf("%w: no batch file (%s)", change.ErrConfig, EnvBatchFile))
+// run calls the hook f, when set.
+func (h hooks) run(ctx context.Context, f func(context.Context) error) error {
+	if f == nil {
+		return nil
 	}
-	return nil
+	return f(ctx)
 }

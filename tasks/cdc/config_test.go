@@ -32,7 +32,10 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := ok
 			tt.edit(&c)
-			err := c.Validate(true)
+			err := c.Validate()
+			if err == nil {
+				err = c.checkBatchFile()
+			}
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -44,7 +44,7 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 			cfg := e.config("")
 			cfg.ClickHouse.URL = dsn
 			cfg.ClickHouse.Timeout = 10 * time.Second
-			_, err := Setup(context.Background(), cfg)
+			_, err := testSetup(context.Background(), cfg)
 			if err == nil {
 				t.Fatal("Setup succeeded")
 			}
@@ -98,9 +98,9 @@ func TestPlaintextOnTLSPortIsConfig(t *testing.T) {
 		{"a plaintext port that closes", closes.Addr(), outcome.Transient, []string{closes.Addr(), "EOF"}},
 	}
 	for _, tt := range tests {
-		for cmd, run := range map[string]func(context.Context, Config) error{
-			"setup": func(ctx context.Context, cfg Config) error { _, err := Setup(ctx, cfg); return err },
-			"apply": func(ctx context.Context, cfg Config) error { _, err := Apply(ctx, cfg); return err },
+		for cmd, run := range map[string]func(context.Context, testRun) error{
+			"setup": func(ctx context.Context, cfg testRun) error { _, err := testSetup(ctx, cfg); return err },
+			"apply": func(ctx context.Context, cfg testRun) error { _, err := testApply(ctx, cfg); return err },
 		} {
 			t.Run(tt.name+"/"+cmd, func(t *testing.T) {
 				cfg := e.config(path)
@@ -179,9 +179,9 @@ func TestStopWhileConnecting(t *testing.T) {
 		c.Close()
 	}) + "/default"
 	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(1), int64(1), "new", int64(100), false)))
-	for name, run := range map[string]func(context.Context, Config) error{
-		"setup": func(ctx context.Context, cfg Config) error { _, err := Setup(ctx, cfg); return err },
-		"apply": func(ctx context.Context, cfg Config) error { _, err := Apply(ctx, cfg); return err },
+	for name, run := range map[string]func(context.Context, testRun) error{
+		"setup": func(ctx context.Context, cfg testRun) error { _, err := testSetup(ctx, cfg); return err },
+		"apply": func(ctx context.Context, cfg testRun) error { _, err := testApply(ctx, cfg); return err },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := e.config(path)
@@ -208,7 +208,7 @@ func TestStopWhileConnecting(t *testing.T) {
 // can never connect; it was reported as transient (exit 3).
 func TestInvalidPortIsConfig(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
-	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}})
+	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}}, Env{})
 	testenv.CheckError(t, err, outcome.Config, nil)
 }
 
@@ -222,7 +222,7 @@ func TestURLNotADSN(t *testing.T) {
 		{"no address", "clickhouse:///default?password=s3cret-pw", "parse dsn address failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: tc.url, Timeout: 5 * time.Second}})
+			_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: tc.url, Timeout: 5 * time.Second}}, Env{})
 			testenv.WantError(t, err, outcome.Config, change.ErrConfig, tc.says, "use the native protocol, clickhouse://host:9000/database")
 			if strings.Contains(err.Error(), "s3cret-pw") {
 				t.Errorf("the error shows the password: %v", err)
@@ -254,7 +254,7 @@ func TestStopAtTheLedger(t *testing.T) {
 func TestNothingListeningIsTransient(t *testing.T) {
 	addr := testenv.ClosedAddr(t)
 	m := loadMapping(t, ordersMapping)
-	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}})
+	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}}, Env{})
 	testenv.WantError(t, err, outcome.Transient, nil, addr, "ClickHouse was unreachable, too slow or dropped the connection: a retry of the run converges")
 }
 
@@ -272,26 +272,26 @@ func TestClickHouseCAFile(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	testenv.WriteFile(t, notPEM, []byte("not a certificate"), 0o600)
-	secure := func(caFile string) Config {
+	secure := func(caFile string) testRun {
 		cfg := e.config("")
 		cfg.ClickHouse = target.ClickHouse{URL: vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"], CAFile: caFile, Timeout: 30 * time.Second,
 			Username: vars["CHANGESINK_TEST_CLICKHOUSE_USER"], Password: vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]}
 		return cfg
 	}
-	if _, err := Setup(context.Background(), secure(vars["CHANGESINK_TEST_TLS_CA"])); err != nil {
+	if _, err := testSetup(context.Background(), secure(vars["CHANGESINK_TEST_TLS_CA"])); err != nil {
 		t.Fatalf("setup over TLS with CLICKHOUSE_CA_FILE: %v", err)
 	}
 	plain := secure(vars["CHANGESINK_TEST_TLS_CA"])
 	plain.ClickHouse.URL = e.url
 	for name, tt := range map[string]struct {
-		cfg  Config
+		cfg  testRun
 		want []string
 	}{
 		"another CA":   {secure(vars["CHANGESINK_TEST_TLS_OTHER_CA"]), []string{tlsURL.Host, "unknown authority", "CLICKHOUSE_CA_FILE"}},
 		"no such file": {secure(filepath.Join(t.TempDir(), "nope.pem")), []string{"CLICKHOUSE_CA_FILE", "nope.pem"}},
 		"not PEM":      {secure(notPEM), []string{"CLICKHOUSE_CA_FILE", "no PEM certificate"}},
 		"without TLS":  {plain, []string{"CLICKHOUSE_CA_FILE", "secure=true"}},
-		"wrong password": {func() Config {
+		"wrong password": {func() testRun {
 			c := secure(vars["CHANGESINK_TEST_TLS_CA"])
 			c.ClickHouse.Password += "-wrong"
 			return c
@@ -299,7 +299,7 @@ func TestClickHouseCAFile(t *testing.T) {
 			[]string{tlsURL.Host, "CLICKHOUSE_PASSWORD"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Setup(context.Background(), tt.cfg)
+			_, err := testSetup(context.Background(), tt.cfg)
 			testenv.WantError(t, err, outcome.Config, nil)
 			testenv.CheckError(t, err, outcome.Config, nil, tt.want...) // and go on to the password
 			if strings.Contains(err.Error(), vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]) {
@@ -342,7 +342,7 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			default:
 				setHook(t, &cfg, tc.at, stop)
 			}
-			_, err := Apply(ctx, cfg)
+			_, err := testApply(ctx, cfg)
 			if err == nil {
 				t.Fatal("a stopped run succeeded")
 			}
@@ -353,7 +353,7 @@ func TestStopSaysWhatToDo(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := Apply(context.Background(), e.config(path)); err != nil {
+			if _, err := testApply(context.Background(), e.config(path)); err != nil {
 				t.Fatalf("re-run: %v", err)
 			}
 		})
@@ -374,7 +374,7 @@ func TestURLSettingsAreConfig(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			cfg := e.config("")
 			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, tt.setting, tt.value)
-			_, err := Setup(context.Background(), cfg)
+			_, err := testSetup(context.Background(), cfg)
 			testenv.WantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
 			if got := e.query("SELECT count() FROM system.tables WHERE database = ?", e.db); len(got) != 1 || got[0] != "0" {
 				t.Errorf("setup left tables: %v", got)
@@ -396,7 +396,7 @@ func TestMemoryLimitSaysWhere(t *testing.T) {
 	cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, "max_memory_usage", "1000")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := Apply(ctx, cfg)
+	_, err := testApply(ctx, cfg)
 	testenv.WantError(t, err, outcome.Transient, nil, "code: 241", "Memory limit (for query) exceeded",
 		"for query: max_memory_usage", "CLICKHOUSE_URL's query string")
 }

@@ -194,7 +194,7 @@ func runRealScenario(t *testing.T, sc *realScenario) {
 		t.Fatalf("%d type comments for %d columns", len(sc.pgTypes), len(e.m.Cols))
 	}
 	if want, ok := expectSetupRefused[sc.name]; ok {
-		_, err := Setup(context.Background(), e.config(""))
+		_, err := testSetup(context.Background(), e.config(""))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Setup: %v; want a refusal mentioning %q", err, want)
 		}
@@ -203,7 +203,7 @@ func runRealScenario(t *testing.T, sc *realScenario) {
 	}
 	e.setup()
 	for _, f := range sc.batches {
-		res, err := Apply(context.Background(), e.config(f))
+		res, err := testApply(context.Background(), e.config(f))
 		want, refuse := expectRefused[sc.name][filepath.Base(f)]
 		switch {
 		case refuse && err == nil:

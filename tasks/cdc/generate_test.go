@@ -129,7 +129,7 @@ func TestApplyCommittedBatches(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
 	cfg := e.config(batchPath("orders", false))
-	res, err := Apply(context.Background(), cfg)
+	res, err := testApply(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestApplyCommittedBatches(t *testing.T) {
 	if want, _ := os.ReadFile("testdata/orders.expected.jsonl"); exp != string(want) {
 		t.Errorf("expected.jsonl\n%s\nwant\n%s", exp, want)
 	}
-	res, err = Apply(context.Background(), e.config(batchPath("orders", true)))
+	res, err = testApply(context.Background(), e.config(batchPath("orders", true)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestApplyCommittedBatches(t *testing.T) {
 	types := newEnv(t, "testdata/types.mapping.yaml")
 	types.setup()
 	for _, binary := range []bool{true, false} {
-		if _, err := Apply(context.Background(), types.config(batchPath("types", binary))); err != nil {
+		if _, err := testApply(context.Background(), types.config(batchPath("types", binary))); err != nil {
 			t.Fatal(err)
 		}
 	}

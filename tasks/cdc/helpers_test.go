@@ -88,10 +88,24 @@ func writeFile(t testing.TB, name string, data []byte) string {
 // address nothing listens at (testenv.ClosedAddr), writing into a fresh
 // directory: for runs that must end, refused or misconfigured, before the
 // server is needed.
-func offlineConfig(t testing.TB, m *mapping.Mapping, batch string) Config {
+func offlineConfig(t testing.TB, m *mapping.Mapping, batch string) testRun {
 	t.Helper()
-	return Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + testenv.ClosedAddr(t) + "/default"},
-		BatchFile: batch, OutDir: kestra.Dir{Path: t.TempDir()}}
+	return testRun{Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + testenv.ClosedAddr(t) + "/default"},
+		BatchFile: batch}, Env{Dir: kestra.Dir{Path: t.TempDir()}}}
+}
+
+// testRun is one run's Config and Env, as a test sets them up.
+type testRun struct {
+	Config
+	Env
+}
+
+// testApply applies r's batch.
+func testApply(ctx context.Context, r testRun) (*Result, error) { return Apply(ctx, r.Config, r.Env) }
+
+// testSetup sets r's target up.
+func testSetup(ctx context.Context, r testRun) (*SetupResult, error) {
+	return Setup(ctx, r.Config, r.Env)
 }
 
 // decodeBytes decodes a batch held in memory with the given worker count.
@@ -113,7 +127,7 @@ func forms() []struct {
 // setHook sets cfg's hook that runs at point: "locked" (the target's lock
 // held), "before the insert", "after the insert" or "after the ledger row"
 // (before the lock is given back).
-func setHook(t *testing.T, cfg *Config, point string, f func(context.Context) error) {
+func setHook(t *testing.T, cfg *testRun, point string, f func(context.Context) error) {
 	t.Helper()
 	switch point {
 	case "locked":
@@ -132,7 +146,7 @@ func setHook(t *testing.T, cfg *Config, point string, f func(context.Context) er
 // proxiedOrders sets e's target up and returns a proxy in front of its
 // server, a batch of two new orders and the config that applies it
 // through the proxy.
-func (e *env) proxiedOrders() (p *testenv.Proxy, batch string, cfg Config) {
+func (e *env) proxiedOrders() (p *testenv.Proxy, batch string, cfg testRun) {
 	e.t.Helper()
 	e.setup()
 	p, viaProxy := e.proxied()
@@ -148,7 +162,7 @@ func (e *env) proxiedOrders() (p *testenv.Proxy, batch string, cfg Config) {
 // pending, the verified keys as given.
 func (e *env) replays(batch string, verified int64) {
 	e.t.Helper()
-	res, err := Apply(context.Background(), e.config(batch))
+	res, err := testApply(context.Background(), e.config(batch))
 	if err != nil {
 		e.t.Fatalf("re-run: %v", err)
 	}
@@ -181,13 +195,10 @@ func newEnv(t testing.TB, mappingPath string) *env {
 // seconds instead of defaultLockTiming's 30 s.
 var testLockTiming = target.LockTiming{Beat: 200 * time.Millisecond, Stale: 4 * time.Second, Wait: 20 * time.Second, Poll: 50 * time.Millisecond}
 
-func (e *env) config(batch string) Config {
-	return Config{
-		Mapping:    e.m,
-		ClickHouse: target.ClickHouse{URL: e.url, Timeout: time.Minute},
-		BatchFile:  batch,
-		OutDir:     kestra.Dir{Path: e.t.TempDir()},
-		lockTiming: testLockTiming,
+func (e *env) config(batch string) testRun {
+	return testRun{
+		Config{Mapping: e.m, ClickHouse: target.ClickHouse{URL: e.url, Timeout: time.Minute}, BatchFile: batch},
+		Env{Dir: kestra.Dir{Path: e.t.TempDir()}, hooks: hooks{lockTiming: testLockTiming}},
 	}
 }
 
@@ -204,16 +215,16 @@ func (e *env) caps() mapping.ServerCaps {
 
 func (e *env) setup() {
 	e.t.Helper()
-	if _, err := Setup(context.Background(), e.config("")); err != nil {
+	if _, err := testSetup(context.Background(), e.config("")); err != nil {
 		e.t.Fatalf("Setup: %v", err)
 	}
 }
 
 // apply writes events as a batch file and applies it.
-func (e *env) apply(binary bool, events ...any) (*Result, Config, error) {
+func (e *env) apply(binary bool, events ...any) (*Result, testRun, error) {
 	e.t.Helper()
 	cfg := e.config(writeFile(e.t, "changes.ion", encode(e.t, binary, events...)))
-	res, err := Apply(context.Background(), cfg)
+	res, err := testApply(context.Background(), cfg)
 	return res, cfg, err
 }
 
@@ -250,9 +261,9 @@ func (e *env) query(sql string, args ...any) []string {
 }
 
 // outputFile reads an output file of a run (false when absent).
-func outputFile(t testing.TB, cfg Config, name string) (string, bool) {
+func outputFile(t testing.TB, cfg testRun, name string) (string, bool) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(cfg.OutDir.Path, name))
+	b, err := os.ReadFile(filepath.Join(cfg.Dir.Path, name))
 	if os.IsNotExist(err) {
 		return "", false
 	}
@@ -263,9 +274,9 @@ func outputFile(t testing.TB, cfg Config, name string) (string, bool) {
 }
 
 // noOutputs checks that a failed run left no file in its output directory.
-func noOutputs(t testing.TB, cfg Config) {
+func noOutputs(t testing.TB, cfg testRun) {
 	t.Helper()
-	entries, err := os.ReadDir(cfg.OutDir.Path)
+	entries, err := os.ReadDir(cfg.Dir.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +356,7 @@ func (e *env) applyScenario(name string, binary bool) *Result {
 			break
 		}
 		var err error
-		if res, err = Apply(context.Background(), e.config(path)); err != nil {
+		if res, err = testApply(context.Background(), e.config(path)); err != nil {
 			e.t.Fatalf("%s batch %d: %v", name, n, err)
 		}
 	}

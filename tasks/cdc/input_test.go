@@ -30,7 +30,7 @@ func TestBatchFileIsADirectory(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Apply(context.Background(), offlineConfig(t, m, dir))
+	_, err := testApply(context.Background(), offlineConfig(t, m, dir))
 	testenv.WantError(t, err, outcome.Config, change.ErrConfig)
 }
 
@@ -45,7 +45,7 @@ func TestMalformedBatchSaysWhatToDo(t *testing.T) {
 				orderEvent(2, int64(1), int64(1), "cut", int64(101), false))
 			path := filepath.Join(t.TempDir(), "changes.ion")
 			testenv.WriteFile(t, path, data[:len(data)-5], 0o644)
-			_, err := Apply(context.Background(), offlineConfig(t, m, path))
+			_, err := testApply(context.Background(), offlineConfig(t, m, path))
 			testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (", "byte ",
 				"the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch (a hand-made file: fix it). Nothing was written")
 		})
@@ -59,7 +59,7 @@ func TestByteOrderMark(t *testing.T) {
 	data := encode(t, false, orderEvent(1, int64(1), int64(1), "ok", int64(100), false))
 	path := filepath.Join(t.TempDir(), "changes.ion")
 	testenv.WriteFile(t, path, append([]byte("\xEF\xBB\xBF"), data...), 0o644)
-	_, err := Apply(context.Background(), offlineConfig(t, m, path))
+	_, err := testApply(context.Background(), offlineConfig(t, m, path))
 	testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 1 (byte 0): malformed Ion: the file starts with a UTF-8 byte order mark (EF BB BF)",
 		"save it without the mark")
 }

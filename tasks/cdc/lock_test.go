@@ -60,7 +60,7 @@ func TestConcurrentCDCWriters(t *testing.T) {
 					if i == 1 {
 						<-held
 					}
-					results[i], errs[i] = Apply(context.Background(), cfg)
+					results[i], errs[i] = testApply(context.Background(), cfg)
 				}()
 			}
 			wg.Wait()
@@ -376,8 +376,8 @@ func holdingChild() {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
-	cfg := Config{Mapping: m, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
-		BatchFile: os.Getenv("CDC_TEST_CHILD_BATCH"), OutDir: kestra.Dir{Path: dir}, lockTiming: testLockTiming}
+	cfg := testRun{Config{Mapping: m, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
+		BatchFile: os.Getenv("CDC_TEST_CHILD_BATCH")}, Env{Dir: kestra.Dir{Path: dir}, hooks: hooks{lockTiming: testLockTiming}}}
 	cfg.hooks.locked = func(context.Context) error {
 		if err := os.WriteFile(os.Getenv("CDC_TEST_CHILD_HOLD"), nil, 0o644); err != nil {
 			return err
@@ -385,7 +385,7 @@ func holdingChild() {
 		time.Sleep(time.Hour)
 		return nil
 	}
-	_, err = Apply(context.Background(), cfg)
+	_, err = testApply(context.Background(), cfg)
 	fmt.Fprintln(os.Stderr, "the child was not killed:", err)
 }
 

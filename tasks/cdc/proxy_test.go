@@ -29,7 +29,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			} else {
 				setHook(t, &cfg, when, func(context.Context) error { p.Close(); return nil })
 			}
-			res, err := Apply(context.Background(), cfg)
+			res, err := testApply(context.Background(), cfg)
 			if err == nil {
 				t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 			}
@@ -51,7 +51,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 				t.Errorf("the cut run wrote %s ledger rows", n[0])
 			}
 
-			res, err = Apply(context.Background(), e.config(path))
+			res, err = testApply(context.Background(), e.config(path))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 			default:
 				setHook(t, &cfg, when, freeze)
 			}
-			res, err := Apply(context.Background(), cfg)
+			res, err := testApply(context.Background(), cfg)
 			waited := time.Since(froze)
 			p.Thaw()
 			t.Logf("failed %s after the freeze: %v", waited.Round(10*time.Millisecond), err)
@@ -125,7 +125,7 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 				" ENGINE = Memory AS SELECT 'gone' AS holder, 'host' AS host, toUInt32(7) AS pid, now() - 3600 AS beat"); err != nil {
 				t.Fatal(err)
 			}
-			res, err = Apply(context.Background(), e.config(path))
+			res, err = testApply(context.Background(), e.config(path))
 			if err != nil {
 				t.Fatalf("re-run after the thaw: %v", err)
 			}
@@ -153,7 +153,7 @@ func TestStopWhileGivingBackTheLock(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	setHook(t, &cfg, "after the ledger row", func(context.Context) error { p.Freeze(); stop(); return nil })
-	_, err := Apply(ctx, cfg)
+	_, err := testApply(ctx, cfg)
 	p.Thaw()
 	testenv.CheckError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but giving back the lock failed "+
 		"(the run was stopped meanwhile, a stop signal, SIGTERM or SIGINT, or the task's timeout, and gave the lock up to 2s to be given back)")
@@ -240,7 +240,7 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				cfg := e.config(path)
 				cfg.ClickHouse.URL = viaProxy
 				p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", mapping.QuoteIdent(e.db)+".")))
-				res, err := Apply(context.Background(), cfg)
+				res, err := testApply(context.Background(), cfg)
 				select {
 				case <-p.Done():
 				default:

@@ -36,7 +36,7 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 			if err := e.conn.Exec(context.Background(), strings.ReplaceAll(ddl, "%s", e.db)); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Setup(context.Background(), e.config(""))
+			_, err := testSetup(context.Background(), e.config(""))
 			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
 			if name == "missing column" && !strings.Contains(err.Error(), `"status"`) {
 				t.Errorf("error does not name the missing column: %v", err)
@@ -65,7 +65,7 @@ func TestSetupDecimal256(t *testing.T) {
 	}
 	e.m = m
 	caps := e.caps()
-	_, err = Setup(context.Background(), e.config(""))
+	_, err = testSetup(context.Background(), e.config(""))
 	if caps.Decimal256 {
 		if err != nil {
 			t.Fatalf("Setup on a server with Decimal256: %v", err)
@@ -95,14 +95,14 @@ func TestSetupStaleLiveView(t *testing.T) {
 	}
 	cfg := e.config("")
 	cfg.Mapping = wider
-	_, err = Setup(context.Background(), cfg)
+	_, err = testSetup(context.Background(), cfg)
 	testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, "orders_live")
 	t.Log(err)
 	// Dropping the view, as the message says, lets setup make the new one.
 	if err := e.conn.Exec(context.Background(), "DROP TABLE "+e.db+".orders_live"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Setup(context.Background(), cfg); err != nil {
+	if _, err := testSetup(context.Background(), cfg); err != nil {
 		t.Fatalf("Setup after dropping the view: %v", err)
 	}
 	if got := e.query("SELECT name FROM system.columns WHERE database = ? AND table = 'orders_live'", e.db); strings.Join(got, ",") != "id,customer_id,amount_cents,status,note" {
@@ -114,7 +114,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 	if err := e2.conn.Exec(context.Background(), "CREATE TABLE "+e2.db+".orders_live (id Int64, customer_id Int64, amount_cents Int64, status String) ENGINE = Memory"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Setup(context.Background(), e2.config(""))
+	_, err = testSetup(context.Background(), e2.config(""))
 	if !errors.Is(err, change.ErrTargetMismatch) || !strings.Contains(err.Error(), "orders_live") {
 		t.Fatalf("a Memory table as the live view: %v, want ErrTargetMismatch", err)
 	}
@@ -127,7 +127,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 func TestSetupNoDatabase(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.m.Target.Database = e.db + "_absent"
-	_, err := Setup(context.Background(), e.config(""))
+	_, err := testSetup(context.Background(), e.config(""))
 	testenv.WantError(t, err, outcome.Config, change.ErrNoDatabase)
 	testenv.CheckError(t, err, outcome.Config, change.ErrNoDatabase, e.db+"_absent", "CREATE DATABASE", "create_database: true")
 	if strings.Contains(err.Error(), "run changesink cdc setup") {
@@ -177,7 +177,7 @@ func TestSetupAfterTheTableWasDropped(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			_, err := Setup(context.Background(), e.config(""))
+			_, err := testSetup(context.Background(), e.config(""))
 			exists := e.query("SELECT count() FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db)[0]
 			if !tc.refused {
 				if err != nil {
@@ -226,7 +226,7 @@ func TestApplyChecksTheLiveView(t *testing.T) {
 			var logs bytes.Buffer
 			cfg := e.config(writeFile(t, "changes.ion", encode(t, true, orderEvent(1, int64(7), int64(100), "new", int64(1000), false))))
 			cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
-			_, err := Apply(context.Background(), cfg)
+			_, err := testApply(context.Background(), cfg)
 			if !tc.ok {
 				testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, e.db+".orders_live")
 				if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
@@ -267,9 +267,9 @@ func TestReadonlyUser(t *testing.T) {
 				cfg.ClickHouse.URL += sep + "readonly=" + ro
 				var err error
 				if cmd == "setup" {
-					_, err = Setup(context.Background(), cfg)
+					_, err = testSetup(context.Background(), cfg)
 				} else {
-					_, err = Apply(context.Background(), cfg)
+					_, err = testApply(context.Background(), cfg)
 				}
 				testenv.WantError(t, err, outcome.Config, nil)
 				testenv.CheckError(t, err, outcome.Config, nil, "readonly mode", "INSERT", "CREATE TABLE", "CLICKHOUSE_URL's query string", "CLICKHOUSE_USERNAME")
@@ -287,7 +287,7 @@ func TestReadonlyUser(t *testing.T) {
 func TestSetupIdempotentAndChecked(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	for range 2 {
-		res, err := Setup(context.Background(), e.config(""))
+		res, err := testSetup(context.Background(), e.config(""))
 		if err != nil {
 			t.Fatalf("Setup: %v", err)
 		}
@@ -311,7 +311,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 			edit(&m)
 			cfg := e.config("")
 			cfg.Mapping = &m
-			_, err := Setup(context.Background(), cfg)
+			_, err := testSetup(context.Background(), cfg)
 			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
 		})
 	}
@@ -322,7 +322,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 	cfg := e.config("")
 	cfg.Mapping = m
 	t.Cleanup(func() { _ = e.conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+m.Target.Database) })
-	res, err := Setup(context.Background(), cfg)
+	res, err := testSetup(context.Background(), cfg)
 	if err != nil || len(res.Statements) != 4 || !strings.HasPrefix(res.Statements[0], "CREATE DATABASE IF NOT EXISTS ") {
 		t.Fatalf("Setup with create_database: %+v, %v", res, err)
 	}
@@ -334,7 +334,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 func TestSetupDateTime64(t *testing.T) {
 	e := newEnv(t, "testdata/types_current.mapping.yaml")
 	caps := e.caps()
-	_, err := Setup(context.Background(), e.config(""))
+	_, err := testSetup(context.Background(), e.config(""))
 	if caps.DateTime64 {
 		if err != nil {
 			t.Fatalf("Setup on a server with DateTime64: %v", err)

@@ -134,10 +134,10 @@ func TestRealToastUnchangedFromTarget(t *testing.T) {
 }
 
 // applyFile applies the batch file at path.
-func (e *env) applyFile(path string) (*Result, Config, error) {
+func (e *env) applyFile(path string) (*Result, testRun, error) {
 	e.t.Helper()
 	cfg := e.config(path)
-	res, err := Apply(context.Background(), cfg)
+	res, err := testApply(context.Background(), cfg)
 	return res, cfg, err
 }
 

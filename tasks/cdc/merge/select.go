@@ -9,8 +9,8 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// selection is what selectPending decided.
-type selection struct {
+// Selection is what selectPending decided.
+type Selection struct {
 	Pending []*change.Row
 	Deletes int64
 	// newer counts keys the target holds at a lower version, older keys it
@@ -30,8 +30,8 @@ type selection struct {
 // of the transaction the previous batch ended in, at that transaction's
 // floor (order.go: both share a version, the later insert wins); an equal
 // one is a replay.
-func SelectPending(m *mapping.Mapping, expected []*change.Row, current map[string]*change.Row, prev *change.LedgerEntry) (selection, error) {
-	var sel selection
+func SelectPending(m *mapping.Mapping, expected []*change.Row, current map[string]*change.Row, prev *change.LedgerEntry) (Selection, error) {
+	var sel Selection
 	for _, r := range expected {
 		cur := current[r.Key]
 		switch {
@@ -84,7 +84,7 @@ func continuesFloor(r *change.Row, prev *change.LedgerEntry) bool {
 // batch's very version and payload shows the batch belongs to the history
 // the target has (part of an applied batch replayed): its older keys were
 // superseded, and are skipped as before.
-func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel selection, led change.LedgerState) error {
+func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel Selection, led change.LedgerState) error {
 	if sel.newer > 0 || sel.same > 0 || sel.older == 0 {
 		return nil
 	}
@@ -113,7 +113,7 @@ func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel select
 // the target: a target the seed flow filled, or a ledger dropped by hand).
 // Its version may belong after the snapshot's rows (docs/cdc.md, "Versions"),
 // so skipping it as older could lose it.
-func UnplacedAfter(m *mapping.Mapping, sel selection) error {
+func UnplacedAfter(m *mapping.Mapping, sel Selection) error {
 	if sel.unplaced == nil {
 		return nil
 	}

@@ -1,0 +1,129 @@
+package cdc
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/target"
+)
+
+// reading is what readTarget learnt: the batch as the ledger places it,
+// its rows and the target's current rows of their keys.
+type reading struct {
+	b    *merge.Batch
+	led  change.LedgerState
+	prev *change.LedgerEntry // the ledger row this batch follows; nil: none
+	// rows are the batch's latest row per key in key order, with the
+	// delete markers of a TRUNCATE for the target's other keys.
+	rows    []*change.Row
+	current map[string]*change.Row // the target's winning row per key
+	open    []change.OpenKey       // keys left with two live rows
+	// expected is expected.jsonl (the rows), written while the target is
+	// read.
+	expected *backgroundFile
+}
+
+// readTarget reads, under the lock, the ledger (a replay? what does this
+// batch follow?) and the target's rows of the batch's keys: the previous
+// values of unchanged TOAST columns, the current versions, the older rows
+// of keys whose key changes, and the live keys a TRUNCATE removes.
+func (r *applyRun) readTarget(ctx context.Context, tbl *target.Table, lk *target.Lock, b *merge.Batch) (_ reading, err error) {
+	m := r.cfg.Mapping
+	step := time.Now()
+	rd := reading{b: b}
+	defer func() {
+		if err != nil {
+			rd.expected.abort()
+		}
+	}()
+	if rd.led, err = tbl.EnsureLedger(ctx, lk.ID, b.Digest()); err != nil {
+		return rd, err
+	}
+	rd.prev = rd.led.Last
+	if rd.led.Replay != nil {
+		rd.prev = rd.led.BeforeReplay
+	}
+	if rd.prev != nil && len(rd.prev.OpenKeys) > 0 {
+		// The previous batch left keys with two live rows: decode again,
+		// starting those keys from what it left.
+		if rd.b, err = redecodeWithSeeds(ctx, tbl, r.cfg.BatchFile, r.cfg.Workers, rd.prev.OpenKeys, rd.led.Replay != nil); err != nil {
+			return rd, err
+		}
+	}
+	if rd.prev != nil {
+		rd.b.FloorAt(rd.prev.SnapshotLSN)
+	}
+	rd.rows = rd.b.Sorted()
+	if err := fillUnchanged(ctx, tbl, rd.rows, rd.b.Trunc); err != nil {
+		return rd, err
+	}
+	// expected.jsonl is written while the target is read, unless a TRUNCATE
+	// adds markers to it (then once they are known); a read error wins over
+	// a file error, as the file would not have been needed.
+	if rd.b.Trunc == nil {
+		rd.expected = writeInBackground(r.env.Dir, ExpectedFile, m, rd.rows)
+	}
+	if rd.current, err = tbl.Current(ctx, rd.rows); err != nil {
+		return rd, err
+	}
+	if rd.open, err = keyChangesOf(ctx, tbl, rd.b, rd.current); err != nil {
+		return rd, err
+	}
+	if rd.b.Trunc != nil {
+		if rd.rows, err = withTruncated(ctx, tbl, rd.b, rd.rows); err != nil {
+			return rd, err
+		}
+		rd.expected = writeInBackground(r.env.Dir, ExpectedFile, m, rd.rows)
+	}
+	r.res.Events, r.res.Keys = rd.b.Events, int64(len(rd.rows))
+	r.res.Read = time.Since(step)
+	return rd, nil
+}
+
+// fillUnchanged fills the unchanged TOAST values the batch could not from
+// the target's current rows of those keys (merge.FillFromTarget).
+func fillUnchanged(ctx context.Context, tbl *target.Table, rows []*change.Row, trunc *change.Row) error {
+	need := merge.UnchangedRows(rows)
+	if len(need) == 0 {
+		return nil
+	}
+	cur, err := tbl.Read(ctx, need)
+	if err != nil {
+		return err
+	}
+	_, err = merge.FillFromTarget(tbl.M, need, cur, trunc)
+	return err
+}
+
+// keyChangesOf runs the batch's key-change checks against the target's
+// current rows, reading the older rows of the keys it carries to the next
+// batch, and returns the keys left open.
+func keyChangesOf(ctx context.Context, tbl *target.Table, b *merge.Batch, current map[string]*change.Row) ([]change.OpenKey, error) {
+	kc, err := b.CheckKeyChanges(current)
+	if err != nil {
+		return nil, err
+	}
+	var old map[string]*change.Row
+	if len(kc.Carried) > 0 {
+		if old, err = tbl.Read(ctx, kc.Carried); err != nil {
+			return nil, err
+		}
+	}
+	return b.OpenCarried(kc, old)
+}
+
+// withTruncated adds to rows a delete marker, at the batch's TRUNCATE, for
+// every key the target holds live at an older version and the batch does
+// not hold, in key order.
+func withTruncated(ctx context.Context, tbl *target.Table, b *merge.Batch, rows []*change.Row) ([]*change.Row, error) {
+	markers, err := tbl.Truncated(ctx, b.Trunc, b.Has)
+	if err != nil || len(markers) == 0 {
+		return rows, err
+	}
+	rows = append(rows, markers...)
+	slices.SortFunc(rows, func(x, y *change.Row) int { return change.CompareKeys(tbl.M, x, y) })
+	return rows, nil
+}

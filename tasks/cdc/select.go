@@ -1,0 +1,44 @@
+package cdc
+
+import (
+	"time"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+)
+
+// selection is what selectPending chose, and the source the ledger
+// records for a batch not applied before.
+type selection struct {
+	merge.Selection
+	src change.SourceID
+}
+
+// selectPending keeps the rows the target lacks or holds older
+// (merge.SelectPending), and refuses a batch never applied before whose
+// versions went backwards.
+func (r *applyRun) selectPending(rd reading) (selection, error) {
+	m := r.cfg.Mapping
+	step := time.Now()
+	var sel selection
+	var err error
+	if sel.Selection, err = merge.SelectPending(m, rd.rows, rd.current, rd.prev); err != nil {
+		return sel, err
+	}
+	if rd.led.Replay == nil {
+		sel.src = decode.SourceOf(r.cfg.BatchFile, m)
+		if err := merge.WentBackwards(m, rd.b, sel.src, sel.Selection, rd.led); err != nil {
+			return sel, err
+		}
+		if err := merge.UnplacedAfter(m, sel.Selection); err != nil {
+			return sel, err
+		}
+	}
+	if err := merge.CheckFilled(m, sel.Pending); err != nil {
+		return sel, err
+	}
+	r.res.Pending, r.res.Skipped, r.res.Deletes = int64(len(sel.Pending)), r.res.Keys-int64(len(sel.Pending)), sel.Deletes
+	r.res.Read += time.Since(step)
+	return sel, nil
+}
