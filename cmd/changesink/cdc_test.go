@@ -247,11 +247,11 @@ func TestCDCFaultExitCodes(t *testing.T) {
 			map[string]string{"CLICKHOUSE_URL": tlsURL.String(), "CLICKHOUSE_PASSWORD": secret}, []string{"cdc", "setup"}},
 		{"invalid port", 2, []string{`"error_class":"config"`, "invalid port"},
 			map[string]string{"CLICKHOUSE_URL": badPort.String()}, []string{"cdc", "setup"}},
-		{"HTTP port instead of native", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "use the native port"},
+		{"HTTP port instead of native", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "Set CLICKHOUSE_URL to the native protocol"},
 			map[string]string{"CLICKHOUSE_URL": httpPort.String()}, []string{"cdc", "setup"}},
 		// A 10-byte password: its length byte is '\n', which ends the HTTP
 		// interface's request line, so it answers at once (exit 4 before).
-		{"HTTP port, 10-byte password", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "use the native port"},
+		{"HTTP port, 10-byte password", 2, []string{`"error_class":"config"`, "answers as ClickHouse's HTTP interface", "Set CLICKHOUSE_URL to the native protocol"},
 			map[string]string{"CLICKHOUSE_URL": httpPort.String(), "CLICKHOUSE_USERNAME": "default", "CLICKHOUSE_PASSWORD": secret[:10]}, []string{"cdc", "setup"}},
 		{"batch file is a directory", 2, []string{`"error_class":"config"`, "a-directory"},
 			map[string]string{"CDC_BATCH_FILE": "a-directory", "CLICKHOUSE_PASSWORD": secret}, []string{"cdc", "apply"}},
@@ -324,7 +324,7 @@ func TestCDCOutputFileCannotBeWritten(t *testing.T) {
 	if res.Code != 3 {
 		t.Errorf("exit %d, want 3 (transient):\n%s", res.Code, res.Output())
 	}
-	for _, w := range []string{`"error_class":"transient"`, "expected.jsonl", "WORKING_DIR", "none of the batch was written", "re-run"} {
+	for _, w := range []string{`"error_class":"transient"`, "expected.jsonl", "WORKING_DIR", "none of it was written to ClickHouse", "re-run"} {
 		if !strings.Contains(res.Stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, res.Output())
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/redact"
+	"github.com/changesink/changesink/tasks/cdc"
 )
 
 // Stamped at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -225,10 +226,22 @@ func runCommand(kctx *kong.Context, a *app) (err error) {
 
 // fail prints the error once, masked, as an ERROR log line and as
 // error_class/error outputs (Kestra keeps outputs of a failed task, so a flow's
-// errors branch can act on the class), and returns the exit code.
+// errors branch can act on the class), with its hint (what to do, from the
+// task's hints table) apart, and returns the exit code.
 func fail(em *kestra.Emitter, kind outcome.Kind, err error) int {
-	_ = em.Fail(kind.String(), err.Error())
+	_ = em.Fail(kind.String(), err.Error(), hint(err))
 	return kind.ExitCode()
+}
+
+// hint is the remedy of err from the hints table of the task that failed:
+// each table knows only its own task's errors.
+func hint(err error) string {
+	for _, h := range []func(error) string{cdc.Hint} {
+		if s := h(err); s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 var flagInMessage = regexp.MustCompile(`--([a-z0-9][a-z0-9-]*)`)

@@ -192,24 +192,40 @@ func (e *Emitter) log(level Level, masked string) error {
 }
 
 // Fail reports a failed run of the given class (refused, config, transient,
-// internal): for Kestra an ERROR log line "changesink: <class>: <message>"
-// and the outputs error_class and error (Kestra keeps the outputs of a failed
-// task, so a flow's errors branch can act on the class); as text, that line
-// alone, on the error writer.
+// internal): for Kestra an ERROR log line "changesink: <class>: <message>",
+// a WARN line "hint: <hint>" when there is a hint (what to do, from the
+// task's hints table), and the outputs error_class, error and hint (Kestra
+// keeps the outputs of a failed task, so a flow's errors branch can act on
+// the class); as text, those lines alone, on the error writer.
 // The error_class output is changesink's own word and is never masked (a
 // password "transient" must not hide it from an errors branch); the error
-// output is the masked message, and the log line is masked whole, so that a
-// secret that straddles its prefix and the message is masked too.
-func (e *Emitter) Fail(class, message string) error {
+// and hint outputs are masked, and the log lines are masked whole, so that
+// a secret that straddles a prefix and the message is masked too.
+func (e *Emitter) Fail(class, message, hint string) error {
 	line := e.mask.Mask("changesink: " + class + ": " + message)
 	message = e.mask.Mask(message)
+	hintLine := ""
+	if hint != "" {
+		hint = e.mask.Mask(hint)
+		hintLine = e.mask.Mask("hint: " + hint)
+	}
 	if e.text {
-		return e.writeText(e.errw, line)
+		if err := e.writeText(e.errw, line); err != nil || hintLine == "" {
+			return err
+		}
+		return e.writeText(e.errw, hintLine)
 	}
 	if err := e.log(LevelError, line); err != nil {
 		return err
 	}
-	return e.write(map[string]any{"outputs": map[string]any{"error_class": class, "error": message}})
+	outputs := map[string]any{"error_class": class, "error": message}
+	if hintLine != "" {
+		if err := e.log(LevelWarn, hintLine); err != nil {
+			return err
+		}
+		outputs["hint"] = hint
+	}
+	return e.write(map[string]any{"outputs": outputs})
 }
 
 // Plain prints a plain stdout line, which Kestra shows as INFO. Line breaks

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/redact"
 )
 
 // kestraLine is Kestra's own matcher (TaskLogLineMatcher.LOG_DATA_SYNTAX).
@@ -169,7 +171,7 @@ func TestTextEmitter(t *testing.T) {
 	if err := em.Metrics([]Metric{Counter("events", 3, map[string]string{"view": "v"}), Timer("decode", 521400*time.Nanosecond, map[string]string{"view": "v"})}); err != nil {
 		t.Fatal(err)
 	}
-	if err := em.Fail("refused", "bad <record> hunter2"); err != nil {
+	if err := em.Fail("refused", "bad <record> hunter2", ""); err != nil {
 		t.Fatal(err)
 	}
 	wantOut := "batch done pw=xxxxx\n" +
@@ -188,13 +190,38 @@ func TestTextEmitter(t *testing.T) {
 // TestFailForKestra: a failure is an ERROR log line and the error outputs.
 func TestFailForKestra(t *testing.T) {
 	var out bytes.Buffer
-	if err := NewEmitter(&out, nil).Fail("transient", "lost"); err != nil {
+	if err := NewEmitter(&out, nil).Fail("transient", "lost", ""); err != nil {
 		t.Fatal(err)
 	}
 	want := `::{"logs":[{"level":"ERROR","message":"changesink: transient: lost"}]}::` + "\n" +
 		`::{"outputs":{"error":"lost","error_class":"transient"}}::` + "\n"
 	if out.String() != want {
 		t.Errorf("got %q\nwant %q", out.String(), want)
+	}
+}
+
+// TestFailWithHint: the hint is a line of its own after the error (WARN
+// for Kestra, on stderr as text) and, for Kestra, the hint output; a
+// secret in it is masked like one in the message.
+func TestFailWithHint(t *testing.T) {
+	mask := &redact.Masker{}
+	mask.Add("hunter2")
+	var out bytes.Buffer
+	if err := NewEmitter(&out, mask).Fail("refused", "bad hunter2", "retry with hunter2"); err != nil {
+		t.Fatal(err)
+	}
+	want := `::{"logs":[{"level":"ERROR","message":"changesink: refused: bad xxxxx"}]}::` + "\n" +
+		`::{"logs":[{"level":"WARN","message":"hint: retry with xxxxx"}]}::` + "\n" +
+		`::{"outputs":{"error":"bad xxxxx","error_class":"refused","hint":"retry with xxxxx"}}::` + "\n"
+	if out.String() != want {
+		t.Errorf("kestra\n got %q\nwant %q", out.String(), want)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := NewTextEmitter(&stdout, &stderr, mask).Fail("refused", "bad hunter2", "retry with hunter2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stderr.String(), "changesink: refused: bad xxxxx\nhint: retry with xxxxx\n"; got != want || stdout.Len() != 0 {
+		t.Errorf("text: stderr %q, stdout %q; want stderr %q", got, stdout.String(), want)
 	}
 }
 
@@ -208,7 +235,7 @@ func TestFailMasksAcrossThePrefix(t *testing.T) {
 		if text {
 			em = NewTextEmitter(&out, &errw, multiMask{"ient: ab"})
 		}
-		if err := em.Fail("transient", "ab cannot be reached"); err != nil {
+		if err := em.Fail("transient", "ab cannot be reached", ""); err != nil {
 			t.Fatal(err)
 		}
 		if got := out.String() + errw.String(); strings.Contains(got, "ient: ab") || !strings.Contains(got, "xxxxx") {
@@ -228,7 +255,7 @@ func TestFailMasksAcrossThePrefix(t *testing.T) {
 func TestProtocolWordsSurviveMasking(t *testing.T) {
 	var buf bytes.Buffer
 	em := NewEmitter(&buf, multiMask{"transient", "counter", "ERROR", "records"})
-	if err := em.Fail("transient", "login with transient failed: ERROR"); err != nil {
+	if err := em.Fail("transient", "login with transient failed: ERROR", ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := em.Metrics([]Metric{Counter("records", 2, map[string]string{"topic": "records-counter"})}); err != nil {

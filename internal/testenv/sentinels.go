@@ -64,20 +64,20 @@ func errorsNew(values []ast.Expr, i int) (string, bool) {
 	return msg, err == nil
 }
 
-// runbookMessages returns what the README's runbook of job says between
-// its markers <!-- RUNBOOK:job --> and <!-- /RUNBOOK:job -->, with each
-// table row cut to its first cell (the error message the row explains):
-// the messages an on-call engineer can look up there.
+// runbookMessages returns what docs/runbook.md says of job between its
+// markers <!-- RUNBOOK:job --> and <!-- /RUNBOOK:job -->, with each table
+// row cut to its first cell (the error message the row explains): the
+// messages an on-call engineer can look up there.
 func runbookMessages(t testing.TB, job string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	raw, err := os.ReadFile(filepath.Join(root(t), "docs", "runbook.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, runbook, found := strings.Cut(string(raw), "<!-- RUNBOOK:"+job+" -->")
 	runbook, _, closed := strings.Cut(runbook, "<!-- /RUNBOOK:"+job+" -->")
 	if !found || !closed {
-		t.Fatalf("README.md has no <!-- RUNBOOK:%s --> ... <!-- /RUNBOOK:%s --> section", job, job)
+		t.Fatalf("docs/runbook.md has no <!-- RUNBOOK:%s --> ... <!-- /RUNBOOK:%s --> section", job, job)
 	}
 	var out strings.Builder
 	for _, line := range strings.Split(runbook, "\n") {
@@ -91,15 +91,52 @@ func runbookMessages(t testing.TB, job string) string {
 
 // CheckRunbook fails t for every sentinel (name to message, as Sentinels
 // returns) whose message's first words, up to a " (" that starts its
-// remedy, the README's runbook of job does not quote in backquotes: an
-// on-call engineer looks an error up there by its first words.
+// remedy, the runbook of job (docs/runbook.md) does not quote in
+// backquotes: an on-call engineer looks an error up there by its first words.
 func CheckRunbook(t testing.TB, job string, sentinels map[string]string) {
 	t.Helper()
 	runbook := runbookMessages(t, job)
 	for _, name := range slices.Sorted(maps.Keys(sentinels)) {
 		words, _, _ := strings.Cut(sentinels[name], " (")
 		if !strings.Contains(runbook, "`"+words+"`") {
-			t.Errorf("the README's %s runbook has no row for %s (%q)", job, name, words)
+			t.Errorf("the %s runbook (docs/runbook.md) has no row for %s (%q)", job, name, words)
+		}
+	}
+}
+
+// RunbookHint is one entry of a task's hints table: the message of the
+// error it matches and the remedy the CLI prints.
+type RunbookHint struct{ Message, Text string }
+
+// CheckHintsInRunbook fails t for every hint that docs/runbook.md, between
+// the markers <!-- RUNBOOK:job --> and <!-- /RUNBOOK:job -->, does not
+// explain in a section of its own: a heading "### `Message`" followed by
+// the paragraph "**What to do:** Text", the hint word for word. An on-call
+// engineer looks the error up by its first words, and reads there the
+// remedy the CLI printed.
+func CheckHintsInRunbook(t testing.TB, job string, hints []RunbookHint) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root(t), "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, runbook, found := strings.Cut(string(raw), "<!-- RUNBOOK:"+job+" -->")
+	runbook, _, closed := strings.Cut(runbook, "<!-- /RUNBOOK:"+job+" -->")
+	if !found || !closed {
+		t.Fatalf("docs/runbook.md has no <!-- RUNBOOK:%s --> ... <!-- /RUNBOOK:%s --> section", job, job)
+	}
+	sections := map[string]string{}
+	for _, s := range strings.Split(runbook, "\n### ")[1:] {
+		head, body, _ := strings.Cut(s, "\n")
+		sections[head] = body
+	}
+	for _, h := range hints {
+		body, ok := sections["`"+h.Message+"`"]
+		switch {
+		case !ok:
+			t.Errorf("docs/runbook.md (%s) has no section ### `%s`", job, h.Message)
+		case !strings.Contains(strings.Join(strings.Fields(body), " "), "**What to do:** "+h.Text):
+			t.Errorf("docs/runbook.md (%s), section `%s`: its **What to do:** is not the hint %q", job, h.Message, h.Text)
 		}
 	}
 }

@@ -28,6 +28,22 @@ func WantError(t testing.TB, err error, kind outcome.Kind, is error, says ...str
 // so that the test still checks what a failed run must not have changed.
 func CheckError(t testing.TB, err error, kind outcome.Kind, is error, says ...string) bool {
 	t.Helper()
+	return CheckHinted(t, err, nil, kind, is, says...)
+}
+
+// WantHinted is WantError for a task whose remedies live in a hints table:
+// says may be found in the error's text or in hint(err), the remedy the
+// CLI prints apart.
+func WantHinted(t testing.TB, err error, hint func(error) string, kind outcome.Kind, is error, says ...string) {
+	t.Helper()
+	if !CheckHinted(t, err, hint, kind, is, says...) {
+		t.FailNow()
+	}
+}
+
+// CheckHinted is WantHinted for a test that goes on after a mismatch.
+func CheckHinted(t testing.TB, err error, hint func(error) string, kind outcome.Kind, is error, says ...string) bool {
+	t.Helper()
 	var miss []string
 	got := outcome.Classify(err)
 	if err == nil {
@@ -41,6 +57,9 @@ func CheckError(t testing.TB, err error, kind outcome.Kind, is error, says ...st
 	text := ""
 	if err != nil {
 		text = err.Error()
+		if hint != nil {
+			text += "\nhint: " + hint(err)
+		}
 	}
 	for _, s := range says {
 		if !strings.Contains(text, s) {
@@ -57,6 +76,10 @@ func CheckError(t testing.TB, err error, kind outcome.Kind, is error, says ...st
 	if len(says) > 0 {
 		want += fmt.Sprintf(", saying %q", says)
 	}
-	t.Errorf("err = %v (class %v)\nwant %s\nbut: %s", err, got, want, strings.Join(miss, "; "))
+	shown := text
+	if err == nil {
+		shown = "<nil>"
+	}
+	t.Errorf("err = %s (class %v)\nwant %s\nbut: %s", shown, got, want, strings.Join(miss, "; "))
 	return false
 }

@@ -71,7 +71,7 @@ func TestApplyRefusalWritesNothing(t *testing.T) {
 	_, cfg, err := e.apply(false,
 		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(10), int64(500), strings.Repeat("x", 33), int64(101), false))
-	testenv.WantError(t, err, outcome.Refused, change.ErrBadValue)
+	wantError(t, err, outcome.Refused, change.ErrBadValue)
 	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
 		t.Errorf("refused batch wrote %s rows", n[0])
 	}
@@ -130,7 +130,7 @@ func TestApplyEveryType(t *testing.T) {
 func TestApplyWithoutSetup(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	_, cfg, err := e.apply(false, orderEvent(1, int64(1), int64(1), "x", int64(5), false))
-	testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, "run changesink cdc setup first")
+	wantError(t, err, outcome.Config, change.ErrTargetMismatch, "run changesink cdc setup first")
 	noOutputs(t, cfg)
 }
 
@@ -181,7 +181,7 @@ func TestApplyTargetConflict(t *testing.T) {
 	}
 	_, cfg, err := e.apply(false, orderEvent(2, int64(1), int64(1), "x", int64(90), false),
 		orderEvent(1, int64(10), int64(501), "new", int64(100), false))
-	testenv.WantError(t, err, outcome.Refused, change.ErrTargetConflict)
+	wantError(t, err, outcome.Refused, change.ErrTargetConflict)
 	if want := "record 2 (key id=1, LSN 100): target has a different payload for the same key and LSN"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
@@ -203,8 +203,8 @@ func TestOutputsLostAfterTheLedger(t *testing.T) {
 	cfg := e.config(path)
 	cfg.hooks.afterInsert = func(context.Context) error { return os.RemoveAll(cfg.Dir.Path) }
 	_, err := testApply(context.Background(), cfg)
-	testenv.WantError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but an output file could not be published in WORKING_DIR",
-		"re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty pending.jsonl (this run applied those rows)")
+	wantError(t, err, outcome.Transient, errNotPublished, "the batch is applied, verified and recorded in the ledger, but the output files are not published: publish the output files in WORKING_DIR",
+		"Re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty pending.jsonl (this run applied those rows)")
 	cfg = e.config(path)
 	res, err := testApply(context.Background(), cfg)
 	if err != nil {
@@ -284,7 +284,7 @@ func TestApplyVerifyFailure(t *testing.T) {
 		return e.conn.Exec(ctx, "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 2, 20, 700, 'other', 101, 0")
 	}
 	_, err := testApply(context.Background(), cfg)
-	testenv.WantError(t, err, outcome.Refused, change.ErrVerify)
+	wantError(t, err, outcome.Refused, change.ErrVerify)
 	if want := "record 2 (key id=2, LSN 101): ClickHouse read-back does not match the captured version: ClickHouse holds a different payload at this version"; err.Error() != want {
 		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
@@ -348,7 +348,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 	if err == nil {
 		t.Fatal("succeeded without its ledger row")
 	}
-	testenv.CheckError(t, err, outcome.Transient, nil, "was dropped during this run", "re-run")
+	checkError(t, err, outcome.Transient, nil, "was dropped during this run", "re-run")
 	if strings.Contains(err.Error(), "setup first") {
 		t.Errorf("a dropped ledger is remade by apply, yet the error says to run setup: %v", err)
 	}
@@ -374,8 +374,8 @@ func TestApplyOlderBatchAfterNewer(t *testing.T) {
 	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(20), int64(1), "new", int64(150), false),
 		orderEvent(3, int64(30), int64(3), "new", int64(160), false))
-	testenv.WantError(t, err, outcome.Refused, change.ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, change.ErrWentBackwards, "record 1 (key id=1, LSN 100)", "holds version 200 for this key", "(2 older, 1 new to it)",
+	wantError(t, err, outcome.Refused, change.ErrWentBackwards)
+	checkError(t, err, outcome.Refused, change.ErrWentBackwards, "record 1 (key id=1, LSN 100)", "holds version 200 of this key", "(2 older, 1 new)",
 		"rebuild the target", "do not apply it")
 	noOutputs(t, cfg)
 	if after := e.query("SELECT id, amount_cents, status, _cdc_lsn, _cdc_deleted FROM " + e.db + ".orders_cdc ORDER BY id, _cdc_lsn"); strings.Join(after, "\n") != strings.Join(before, "\n") {
@@ -407,10 +407,10 @@ func TestSourceLSNReset(t *testing.T) {
 	}
 	before := e.physical()
 	_, cfg, err := e.apply(true, orderEvent(1, int64(10), int64(100), "after", int64(2100), false))
-	testenv.WantError(t, err, outcome.Refused, change.ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, change.ErrWentBackwards,
-		"record 1 (key id=1, LSN 2100): versions went backwards: was the source restored or migrated? The target "+e.db+".orders_cdc holds version 80000000",
-		"was never applied", `from connector postgresql "kestra_" (Debezium 3.2.1.Final) on database shop`,
+	wantError(t, err, outcome.Refused, change.ErrWentBackwards)
+	checkError(t, err, outcome.Refused, change.ErrWentBackwards,
+		"record 1 (key id=1, LSN 2100): versions went backwards: was the source restored or migrated? "+e.db+".orders_cdc holds version 80000000",
+		"never applied", `from connector postgresql "kestra_" (Debezium 3.2.1.Final) on database shop`,
 		e.db+".orders_cdc_ledger row 1 (batch applied", "rebuild the target", "a new slotName and stateName")
 	noOutputs(t, cfg)
 	if after := e.physical(); after != before {
@@ -471,8 +471,8 @@ func TestOverlapAfterTheLedgerWasDropped(t *testing.T) {
 	if err == nil {
 		t.Fatalf("applied; live rows %s", e.liveJSON())
 	}
-	testenv.WantError(t, err, outcome.Refused, change.ErrWentBackwards)
-	testenv.CheckError(t, err, outcome.Refused, change.ErrWentBackwards, "record 1 (key id=1, LSN 950)", "no lsn_commit", "snapshot", "holds version 1000")
+	wantError(t, err, outcome.Refused, change.ErrWentBackwards)
+	checkError(t, err, outcome.Refused, change.ErrWentBackwards, "record 1 (key id=1, LSN 950)", "no lsn_commit", "snapshot", "holds version 1000")
 	noOutputs(t, cfg)
 	if after := e.physical(); after != before {
 		t.Errorf("the refused batch changed the target:\n%s\nwas\n%s", after, before)

@@ -8,7 +8,6 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestConfigValidate: settings no run can succeed with are configuration
@@ -42,7 +41,7 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			testenv.WantError(t, err, outcome.Config, change.ErrConfig, tt.want)
+			wantError(t, err, outcome.Config, change.ErrConfig, tt.want)
 		})
 	}
 }

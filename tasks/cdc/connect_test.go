@@ -48,7 +48,7 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 			if err == nil {
 				t.Fatal("Setup succeeded")
 			}
-			testenv.CheckError(t, err, outcome.Config, nil, "secure")
+			checkError(t, err, outcome.Config, nil, "secure")
 			t.Log(err)
 		})
 	}
@@ -113,7 +113,7 @@ func TestPlaintextOnTLSPortIsConfig(t *testing.T) {
 				if tt.kind == outcome.Config {
 					is = change.ErrConfig
 				}
-				testenv.WantError(t, err, tt.kind, is, tt.says...)
+				wantError(t, err, tt.kind, is, tt.says...)
 				if strings.Contains(err.Error(), cfg.ClickHouse.Password) {
 					t.Errorf("the error shows the password: %v", err)
 				}
@@ -198,7 +198,7 @@ func TestStopWhileConnecting(t *testing.T) {
 			if el > 5*time.Second {
 				t.Errorf("returned %v after the stop (%v)", el, err)
 			}
-			testenv.CheckError(t, err, outcome.Transient, nil)
+			checkError(t, err, outcome.Transient, nil)
 			noOutputs(t, cfg)
 		})
 	}
@@ -209,7 +209,7 @@ func TestStopWhileConnecting(t *testing.T) {
 func TestInvalidPortIsConfig(t *testing.T) {
 	m := loadMapping(t, ordersMapping)
 	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://127.0.0.1:99999/default", Timeout: 5 * time.Second}}, Env{})
-	testenv.CheckError(t, err, outcome.Config, nil)
+	checkError(t, err, outcome.Config, nil)
 }
 
 // TestURLNotADSN: a CLICKHOUSE_URL clickhouse-go cannot parse, such as the
@@ -223,7 +223,7 @@ func TestURLNotADSN(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: tc.url, Timeout: 5 * time.Second}}, Env{})
-			testenv.WantError(t, err, outcome.Config, change.ErrConfig, tc.says, "use the native protocol, clickhouse://host:9000/database")
+			wantError(t, err, outcome.Config, target.ErrBadURL, tc.says, "native protocol: clickhouse://host:9000/database")
 			if strings.Contains(err.Error(), "s3cret-pw") {
 				t.Errorf("the error shows the password: %v", err)
 			}
@@ -240,7 +240,7 @@ func TestStopAtTheLedger(t *testing.T) {
 	cancel()
 	st := stopState{step: stepLedger, sent: true}
 	err := st.wrap(ctx, fmt.Errorf("write the ledger: %w", context.Canceled))
-	testenv.WantError(t, err, outcome.Transient, context.Canceled, "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while "+stepLedger,
+	wantError(t, err, outcome.Transient, context.Canceled, "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while "+stepLedger,
 		"the target holds the batch, verified; its ledger row may be missing", "re-run the batch (a re-run converges)")
 	other := errors.New("another failure")
 	if got := st.wrap(ctx, other); got != other {
@@ -255,7 +255,8 @@ func TestNothingListeningIsTransient(t *testing.T) {
 	addr := testenv.ClosedAddr(t)
 	m := loadMapping(t, ordersMapping)
 	_, err := Setup(context.Background(), Config{Mapping: m, ClickHouse: target.ClickHouse{URL: "clickhouse://" + addr + "/default", Timeout: 5 * time.Second}}, Env{})
-	testenv.WantError(t, err, outcome.Transient, nil, addr, "ClickHouse was unreachable, too slow or dropped the connection: a retry of the run converges")
+	wantError(t, err, outcome.Transient, target.ErrUnreachable, addr, "ClickHouse was unreachable, too slow or dropped the connection",
+		"a retry of the run converges")
 }
 
 // TestClickHouseCAFile: secure=true on the server's TLS port with the CA
@@ -300,8 +301,8 @@ func TestClickHouseCAFile(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := testSetup(context.Background(), tt.cfg)
-			testenv.WantError(t, err, outcome.Config, nil)
-			testenv.CheckError(t, err, outcome.Config, nil, tt.want...) // and go on to the password
+			wantError(t, err, outcome.Config, nil)
+			checkError(t, err, outcome.Config, nil, tt.want...) // and go on to the password
 			if strings.Contains(err.Error(), vars["CHANGESINK_TEST_CLICKHOUSE_PASSWORD"]) {
 				t.Errorf("error shows the password: %v", err)
 			}
@@ -346,7 +347,7 @@ func TestStopSaysWhatToDo(t *testing.T) {
 			if err == nil {
 				t.Fatal("a stopped run succeeded")
 			}
-			testenv.CheckError(t, err, outcome.Transient, context.Canceled, tc.want, "re-run")
+			checkError(t, err, outcome.Transient, context.Canceled, tc.want, "re-run")
 			noOutputs(t, cfg)
 			if tc.at == "lock held by another run" { // that run ends
 				if err := e.conn.Exec(context.Background(), "DROP TABLE "+mapping.Qualified(e.db, mapping.LockName(e.m))); err != nil {
@@ -375,7 +376,7 @@ func TestURLSettingsAreConfig(t *testing.T) {
 			cfg := e.config("")
 			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, tt.setting, tt.value)
 			_, err := testSetup(context.Background(), cfg)
-			testenv.WantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
+			wantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
 			if got := e.query("SELECT count() FROM system.tables WHERE database = ?", e.db); len(got) != 1 || got[0] != "0" {
 				t.Errorf("setup left tables: %v", got)
 			}
@@ -397,7 +398,7 @@ func TestMemoryLimitSaysWhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := testApply(ctx, cfg)
-	testenv.WantError(t, err, outcome.Transient, nil, "code: 241", "Memory limit (for query) exceeded",
+	wantError(t, err, outcome.Transient, target.ErrMemory, "code: 241", "Memory limit (for query) exceeded",
 		"for query: max_memory_usage", "CLICKHOUSE_URL's query string")
 }
 

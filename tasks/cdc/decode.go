@@ -163,10 +163,6 @@ func markInput(err error) error {
 	// refusal of the input and the second a batch the flow did not pass.
 	var re *change.RecordError
 	if errors.As(err, &re) {
-		if errors.Is(err, change.ErrMalformed) {
-			err = fmt.Errorf("%w; the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch "+
-				"(a hand-made file: fix it). Nothing was written", err)
-		}
 		return outcome.Refused.Mark(err)
 	}
 	return outcome.Config.Mark(fmt.Errorf("%w: %w", change.ErrConfig, err))

@@ -9,15 +9,20 @@
 //
 // Apply applies one batch: the Ion file Kestra's Debezium PostgreSQL
 // trigger writes (format INLINE, deleted and metadata ADD_FIELD, splitTable
-// OFF; text Ion from Kestra 1.x, binary from 2.x). In order: every record is
-// decoded and checked against the mapping (reader.go, record.go,
-// column.go), the latest change per key is kept by version (batch.go,
-// order.go), the target's lock is taken (lock.go), the ledger (ledger.go)
-// and the target's winning rows of the batch's keys are read (FINAL), the
-// pending rows are inserted in one block, every key is read back, the
-// ledger row is appended and the lock released; then expected.jsonl and
-// pending.jsonl, written before the insert, are published (renamed into
-// place) and the Result returned.
+// OFF; text Ion from Kestra 1.x, binary from 2.x). Its steps, each in a
+// file named for it: decode (while connecting), lock, readTarget,
+// selectPending, writeOutputs, insert, verify, record, release, publish.
+//
+// The work is layered in packages that import one way only:
+//
+//	mapping  the mapping file and the ClickHouse column types (no I/O)
+//	change   the change model: rows, values, versions, refusals, ledger rows
+//	decode   the trigger's Ion batches into rows
+//	merge    pure: the latest row per key, TOAST fill, key changes, selection
+//	target   ClickHouse: connect, setup, reads, insert, the ledger, the lock
+//
+// and this package, the orchestration, is the only one that calls more
+// than one of them, passing their results along as values.
 //
 // Guarantees:
 //   - Nothing is written when a record is refused: the whole batch is
@@ -30,21 +35,11 @@
 //   - Outputs and output files appear only after the read-back passed.
 //   - One apply at a time per target (the lock); values are never rounded.
 //
-// Refusals are the sentinels of errors.go, wrapped, when a record is to
-// blame, in a *RecordError that names the record, line, key, LSN and column,
-// and marked outcome.Refused (exit 1): ErrEmptyBatch, ErrMalformed,
-// ErrNotStruct, ErrSourceChanged, ErrWrongSource, ErrMissingField,
-// ErrBadLSN, ErrBadTxID, ErrBadDeleteMarker, ErrBadValue, ErrToast,
-// ErrContradiction, ErrConflict, ErrKeyChange, ErrTargetConflict,
-// ErrWentBackwards and ErrVerify (found after the insert).
-// ErrMapping (*MappingError), ErrTargetMismatch, ErrNoDatabase,
-// ErrUnsupportedServer and ErrConfig are marked outcome.Config (exit 2),
-// except ErrTargetMismatch for stored rows of the target or its ledger that
-// cannot be read or are not what changesink wrote, which is marked
-// outcome.Refused (exit 1); ErrTargetLocked and lost, unreachable or
-// overloaded servers outcome.Transient (exit 3).
-//
-// How versions follow commit order, how key changes, TRUNCATE and unchanged
-// TOAST values are applied, and the ClickHouse versions supported:
-// docs/cdc.md. The seed rule each check keeps: docs/seed-rules.md.
+// Errors say what failed and where (record, key, LSN, column, table); they
+// are marked with their class (internal/outcome: refused, config,
+// transient), and Hint gives the remedy of each, which the CLI prints apart
+// and docs/runbook.md explains. How versions follow commit order, how key
+// changes, TRUNCATE and unchanged TOAST values are applied, and the
+// ClickHouse versions supported: docs/cdc.md. The seed rule each check
+// keeps: docs/seed-rules.md.
 package cdc

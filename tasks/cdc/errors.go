@@ -1,6 +1,8 @@
 package cdc
 
 import (
+	"errors"
+
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
@@ -39,4 +41,14 @@ var (
 type (
 	RecordError  = change.RecordError
 	MappingError = mapping.MappingError
+)
+
+// Transient failures after the batch is applied, verified and recorded:
+// only the lock or the task's output files are left to do.
+var (
+	errNotReleased  = errors.New("the batch is applied, verified and recorded in the ledger, but giving back the lock failed")
+	errNotPublished = errors.New("the batch is applied, verified and recorded in the ledger, but the output files are not published")
+	// errOutputFiles: an output file could not be written before the
+	// insert (a full disk); nothing was written to ClickHouse.
+	errOutputFiles = errors.New("the working directory cannot take the output files")
 )

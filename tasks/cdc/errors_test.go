@@ -6,14 +6,30 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 )
 
-// TestRunbookNamesEveryError: the README's cdc runbook quotes the message
-// of every sentinel change/errors.go declares (refusals and the lock's transient
-// failure in its table, configuration errors in the paragraph after it),
-// so an on-call engineer finds each error there by its first words.
-func TestRunbookNamesEveryError(t *testing.T) {
-	sentinels := testenv.Sentinels(t, "change/errors.go")
-	// ErrMapping is never printed: a *MappingError prints
-	// <file>:<line>:<column>: <what is wrong>, which the runbook explains.
-	delete(sentinels, "ErrMapping")
-	testenv.CheckRunbook(t, "cdc", sentinels)
+// TestRunbookHasEveryHint: docs/runbook.md explains every error Hint knows
+// in a section headed by its message, whose "What to do" is the hint the
+// CLI prints, word for word: the two cannot drift apart.
+func TestRunbookHasEveryHint(t *testing.T) {
+	var hs []testenv.RunbookHint
+	for _, h := range hints() {
+		hs = append(hs, testenv.RunbookHint{Message: h.err.Error(), Text: h.text})
+	}
+	testenv.CheckHintsInRunbook(t, "cdc", hs)
+}
+
+// TestEverySentinelHasAHint: every sentinel the layers declare (change,
+// target) has a remedy in the hints table, so no error reaches an
+// operator without one.
+func TestEverySentinelHasAHint(t *testing.T) {
+	known := map[string]bool{}
+	for _, h := range hints() {
+		known[h.err.Error()] = true
+	}
+	for _, file := range []string{"change/errors.go", "target/errors.go", "mapping/errors.go"} {
+		for name, msg := range testenv.Sentinels(t, file) {
+			if !known[msg] {
+				t.Errorf("%s: %s (%q) has no hint", file, name, msg)
+			}
+		}
+	}
 }

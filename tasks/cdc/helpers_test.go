@@ -21,6 +21,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
@@ -467,4 +468,17 @@ func overlapEvent(op string, id int64, v string, lsn int64, snapshot string, seq
 		ev = withSource(ev, "sequence", sequence)
 	}
 	return ev
+}
+
+// wantError is testenv.WantError for cdc: says may be found in the error
+// or in its hint (Hint), which the CLI prints apart.
+func wantError(t testing.TB, err error, kind outcome.Kind, is error, says ...string) {
+	t.Helper()
+	testenv.WantHinted(t, err, Hint, kind, is, says...)
+}
+
+// checkError is wantError for a test that goes on after a mismatch.
+func checkError(t testing.TB, err error, kind outcome.Kind, is error, says ...string) bool {
+	t.Helper()
+	return testenv.CheckHinted(t, err, Hint, kind, is, says...)
 }

@@ -31,7 +31,7 @@ func TestBatchFileIsADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := testApply(context.Background(), offlineConfig(t, m, dir))
-	testenv.WantError(t, err, outcome.Config, change.ErrConfig)
+	wantError(t, err, outcome.Config, change.ErrConfig)
 }
 
 // TestMalformedBatchSaysWhatToDo: a batch cut short is refused, naming
@@ -46,8 +46,8 @@ func TestMalformedBatchSaysWhatToDo(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "changes.ion")
 			testenv.WriteFile(t, path, data[:len(data)-5], 0o644)
 			_, err := testApply(context.Background(), offlineConfig(t, m, path))
-			testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (", "byte ",
-				"the batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch (a hand-made file: fix it). Nothing was written")
+			wantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (", "byte ",
+				"The batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch", "Nothing was written")
 		})
 	}
 }
@@ -60,8 +60,8 @@ func TestByteOrderMark(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "changes.ion")
 	testenv.WriteFile(t, path, append([]byte("\xEF\xBB\xBF"), data...), 0o644)
 	_, err := testApply(context.Background(), offlineConfig(t, m, path))
-	testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 1 (byte 0): malformed Ion: the file starts with a UTF-8 byte order mark (EF BB BF)",
-		"save it without the mark")
+	wantError(t, err, outcome.Refused, change.ErrMalformed, "record 1 (byte 0): malformed Ion: the file starts with a UTF-8 byte order mark (EF BB BF)",
+		"save it without a byte order mark")
 }
 
 // TestInvalidUTF8Refused: an Ion string (or symbol) is Unicode text;
@@ -174,7 +174,7 @@ func TestSurrogateEscapesApplied(t *testing.T) {
 		return writeFile(t, "changes.ion", bytes.Replace(data, []byte(`"QQQ"`), []byte(status), 1))
 	}
 	_, _, err := e.applyFile(batch(`"a\ud800b"`))
-	testenv.WantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (line 2, byte ", `the escape \ud800 names no Unicode character`, "Nothing was written")
+	wantError(t, err, outcome.Refused, change.ErrMalformed, "record 2 (line 2, byte ", `the escape \ud800 names no Unicode character`, "Nothing was written")
 	if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc"); n[0] != "0" {
 		t.Fatalf("%s rows written by a refused batch", n[0])
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -81,8 +80,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			target: map[int64]string{7: "seven"},
 			batch:  []any{ev("UPDATE", 7, "later", 1100, 42, "5000"), ev("UPDATE", 7, "earlier", 1000, 42, "5000")},
 			err:    change.ErrContradiction, record: 2, key: "id=7", lsn: 1000, version: 5001, column: "metadata.source.lsn",
-			why: "this change of transaction 42 shares its version with record 1 (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN 1100: " +
-				"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+			why: "this change of transaction 42 ties with record 1 at the commit floor, but its LSN is below that record's LSN 1100: the records were reordered",
 		},
 		{
 			// Reordered or edited records (not the trigger's): tx 2's
@@ -91,8 +89,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			target: map[int64]string{7: "seven", 8: "eight"},
 			batch:  []any{ev("UPDATE", 7, "first", 1000, 1, "999999"), ev("UPDATE", 8, "second", 2000, 2, "1500")},
 			err:    change.ErrContradiction, record: 2, key: "id=8", lsn: 2000, column: "metadata.source.sequence",
-			why: "lsn_commit 1500 in metadata.source.sequence is below record 1's, 999999: transactions arrive in commit order, and each one's lsn_commit is the end of the last COMMIT before it, so it never goes down in a batch (the records were reordered or edited); " +
-				"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+			why: "lsn_commit 1500 in metadata.source.sequence is below record 1's, 999999 (transactions arrive in commit order)",
 		},
 		{
 			// Reordered records (not the trigger's): key 7 has two live rows
@@ -139,7 +136,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 				ev("DELETE", 6, "", 1100, 9, ""), ev("CREATE", 7, "six", 1100, 9, ""),
 				ev("DELETE", 7, "", 1200, 9, ""), ev("CREATE", 6, "seven*", 1200, 9, "")},
 			err: change.ErrKeyChange, record: 4, key: "id=7", lsn: 1200,
-			why: "key id=7: a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows: which one it removed is not in the batch; set REPLICA IDENTITY FULL on the source table",
+			why: "key id=7: a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows",
 		},
 		{
 			// Edited (not the trigger's): under REPLICA IDENTITY FULL a
@@ -172,7 +169,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 			target: map[int64]string{7: "seven"},
 			batch:  truncateDropped(ev("CREATE", 8, "eight", 1200, 10, "1150")),
 			err:    change.ErrKeyChange, record: 2, key: "id=7", lsn: 1100,
-			why: "key id=7: transaction 9 left two live rows of this key (a CREATE while its row was live, and no delete of one of them before the transaction's end)",
+			why: "key id=7: transaction 9 left two live rows of this key (a CREATE while its row was live, and no delete)",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,7 +201,7 @@ func TestKeyChangeRefusals(t *testing.T) {
 // RecordError is want, message included.
 func refusedAt(t *testing.T, err, sentinel error, want *change.RecordError) {
 	t.Helper()
-	testenv.WantError(t, err, outcome.Refused, sentinel)
+	wantError(t, err, outcome.Refused, sentinel)
 	var re *change.RecordError
 	if !errors.As(err, &re) {
 		t.Fatalf("err = %v, not a *RecordError", err)
@@ -308,8 +305,8 @@ func TestPKSwapDefaultIdentityRefused(t *testing.T) {
 	_, cfg, err := e.apply(true,
 		swapEvent("DELETE", 6, "", 1000, 9), swapEvent("CREATE", 7, "six", 1000, 9),
 		swapEvent("DELETE", 7, "", 1100, 9), swapEvent("CREATE", 6, "seven", 1100, 9))
-	testenv.WantError(t, err, outcome.Refused, change.ErrKeyChange)
-	testenv.CheckError(t, err, outcome.Refused, change.ErrKeyChange, "key id=7", "the target holds this key live", "REPLICA IDENTITY FULL")
+	wantError(t, err, outcome.Refused, change.ErrKeyChange)
+	checkError(t, err, outcome.Refused, change.ErrKeyChange, "key id=7", "the target holds this key live", "REPLICA IDENTITY FULL")
 	noOutputs(t, cfg)
 	if e.physical() != before {
 		t.Error("the refused batch changed the target")
@@ -379,7 +376,7 @@ func TestPKShiftNotContinued(t *testing.T) {
 	}
 	before := e.physical()
 	_, cfg, err := e.apply(true, swapEvent("CREATE", 5, "five", 1300, 10))
-	testenv.WantError(t, err, outcome.Refused, change.ErrKeyChange, "key id=3", "does not continue that transaction")
+	wantError(t, err, outcome.Refused, change.ErrKeyChange, "key id=3", "this batch does not delete one")
 	noOutputs(t, cfg)
 	if e.physical() != before {
 		t.Error("the refused batch changed the target")
@@ -393,7 +390,7 @@ func TestPKDualLeftByACommittedTransaction(t *testing.T) {
 	e := scenarioEnv(t, "pkswap")
 	e.seedSwap(map[int64]string{7: "seven"})
 	_, _, err := e.apply(false, swapEvent("CREATE", 7, "again", 1000, 9), swapEvent("CREATE", 8, "eight", 1100, 10))
-	if !errors.Is(err, change.ErrKeyChange) || !strings.Contains(err.Error(), "key id=7") || !strings.Contains(err.Error(), "skipped.operations") {
+	if !errors.Is(err, change.ErrKeyChange) || !strings.Contains(err.Error(), "key id=7") || !strings.Contains(Hint(err), "skipped.operations") {
 		t.Fatalf("err = %v, want ErrKeyChange for key id=7", err)
 	}
 }

@@ -56,11 +56,8 @@ func (r *applyRun) release(ctx context.Context, lk *target.Lock) error {
 	}
 	stopped := ""
 	if ctx.Err() != nil {
-		stopped = fmt.Sprintf(" (the run was stopped meanwhile, %s, and gave the lock up to %s to be given back)", outcome.StopCause(ctx), lk.ReleaseWithin())
+		stopped = fmt.Sprintf(" (stopped meanwhile, %s; waited up to %s)", outcome.StopCause(ctx), lk.ReleaseWithin())
 	}
-	return outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but giving back "+
-		"the lock failed%s: %w; re-run the batch: a replay writes nothing twice and publishes the output files. A lock left as %s "+
-		"is broken by the next run %[4]s after its last heartbeat; a table %[5]s left by this run holds no lock, and the first run "+
-		"to take the lock %[4]s after this one drops it (or now: DROP TABLE IF EXISTS %[5]s)",
-		stopped, err, lk.Name, lk.Timing.Stale, lk.Aside()))
+	return outcome.Transient.Mark(fmt.Errorf("%w%s: %w; the lock is %s (broken %s after its last heartbeat) or %s (dropped by the next run)",
+		errNotReleased, stopped, err, lk.Name, lk.Timing.Stale, lk.Aside()))
 }

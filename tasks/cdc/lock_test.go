@@ -133,7 +133,7 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 	timing.Wait = 2 * time.Second
 	var logs bytes.Buffer
 	_, err := tbl.Lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
-	testenv.WantError(t, err, outcome.Transient, change.ErrTargetLocked)
+	wantError(t, err, outcome.Transient, change.ErrTargetLocked)
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("holder %s on host %s, pid %d", a.ID, host, os.Getpid())
 	if !strings.Contains(err.Error(), holder) {

@@ -12,7 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 func TestShippedOrdersMapping(t *testing.T) {
@@ -132,7 +131,7 @@ func TestMappingErrors(t *testing.T) {
 
 func TestLoadMappingMissingFile(t *testing.T) {
 	_, err := mapping.Load("testdata/no-such.mapping.yaml")
-	testenv.WantError(t, err, outcome.Config, mapping.ErrMapping, "testdata/no-such.mapping.yaml: cannot read the mapping file")
+	wantError(t, err, outcome.Config, mapping.ErrMapping, "testdata/no-such.mapping.yaml: cannot read the mapping file")
 }
 
 func TestParseType(t *testing.T) {

@@ -41,9 +41,7 @@ func (o outputs) abort() {
 func (r *applyRun) publish(o outputs) error {
 	for _, f := range []*kestra.File{o.expected, o.pending} {
 		if err := f.Commit(); err != nil {
-			return outcome.Transient.Mark(fmt.Errorf("the batch is applied, verified and recorded in the ledger, but an output file "+
-				"could not be published in %s: %w; re-run the batch: a replay writes nothing twice and writes expected.jsonl again, "+
-				"with an empty pending.jsonl (this run applied those rows)", kestra.EnvWorkingDir, err))
+			return outcome.Transient.Mark(fmt.Errorf("%w: publish the output files in %s: %w", errNotPublished, kestra.EnvWorkingDir, err))
 		}
 	}
 	return nil
@@ -111,6 +109,5 @@ func writeRows(dir kestra.Dir, name string, m *mapping.Mapping, rows []*change.R
 // the insert: a full disk (or a file-size limit) in the working directory,
 // not a bug.
 func outputFileErr(name string, err error) error {
-	return outcome.Transient.Mark(fmt.Errorf("write %s: %w: the working directory (%s) cannot take the output files (disk full?); "+
-		"none of the batch was written to ClickHouse; free space there and re-run the batch", name, err, kestra.EnvWorkingDir))
+	return outcome.Transient.Mark(fmt.Errorf("%w: write %s in %s: %w", errOutputFiles, name, kestra.EnvWorkingDir, err))
 }

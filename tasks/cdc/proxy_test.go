@@ -12,7 +12,6 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
@@ -33,7 +32,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 			}
-			testenv.CheckError(t, err, outcome.Transient, nil)
+			checkError(t, err, outcome.Transient, nil)
 			var re *change.RecordError
 			if errors.As(err, &re) {
 				t.Errorf("a lost server reported as a record fault: %v", err)
@@ -105,9 +104,9 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Apply succeeded on a frozen server: %v", res.Outputs())
 			}
-			testenv.CheckError(t, err, outcome.Transient, nil, "ClickHouse was unreachable, too slow or dropped the connection")
+			checkError(t, err, outcome.Transient, nil, "ClickHouse was unreachable, too slow or dropped the connection")
 			if when == "after the ledger row" {
-				testenv.CheckError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but giving back the lock failed")
+				checkError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but giving back the lock failed")
 			}
 			// The claim is in whole timeouts: no call after the first waits
 			// out another one (the waits are timers; the rest is slack for
@@ -155,8 +154,8 @@ func TestStopWhileGivingBackTheLock(t *testing.T) {
 	setHook(t, &cfg, "after the ledger row", func(context.Context) error { p.Freeze(); stop(); return nil })
 	_, err := testApply(ctx, cfg)
 	p.Thaw()
-	testenv.CheckError(t, err, outcome.Transient, nil, "the batch is applied, verified and recorded in the ledger, but giving back the lock failed "+
-		"(the run was stopped meanwhile, a stop signal, SIGTERM or SIGINT, or the task's timeout, and gave the lock up to 2s to be given back)")
+	checkError(t, err, outcome.Transient, errNotReleased, "the batch is applied, verified and recorded in the ledger, but giving back the lock failed "+
+		"(stopped meanwhile, a stop signal, SIGTERM or SIGINT, or the task's timeout; waited up to 2s)")
 	if strings.Contains(err.Error(), "ledger row may be missing") {
 		t.Errorf("the message doubts the ledger row the run wrote: %v", err)
 	}
@@ -249,10 +248,10 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				if err == nil {
 					t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 				}
-				testenv.CheckError(t, err, outcome.Transient, nil)
+				checkError(t, err, outcome.Transient, nil)
 				if strings.HasPrefix(c.name, "release") {
 					// Cut after the ledger row: the message says the batch is in.
-					testenv.CheckError(t, err, outcome.Transient, nil, "applied, verified and recorded in the ledger", "re-run the batch")
+					checkError(t, err, outcome.Transient, nil, "applied, verified and recorded in the ledger", "Re-run the batch")
 				}
 				cutErr := err
 				noOutputs(t, cfg)

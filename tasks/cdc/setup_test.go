@@ -14,9 +14,9 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 )
 
 // TestSetupExistingTableMissingColumn: setup against an existing
@@ -37,7 +37,7 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := testSetup(context.Background(), e.config(""))
-			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
+			wantError(t, err, outcome.Config, change.ErrTargetMismatch)
 			if name == "missing column" && !strings.Contains(err.Error(), `"status"`) {
 				t.Errorf("error does not name the missing column: %v", err)
 			}
@@ -72,7 +72,7 @@ func TestSetupDecimal256(t *testing.T) {
 		}
 		return
 	}
-	testenv.WantError(t, err, outcome.Config, change.ErrUnsupportedServer, `column "amount"`)
+	wantError(t, err, outcome.Config, change.ErrUnsupportedServer, `column "amount"`)
 }
 
 // TestSetupStaleLiveView: after a column is added (to the mapping and
@@ -96,7 +96,7 @@ func TestSetupStaleLiveView(t *testing.T) {
 	cfg := e.config("")
 	cfg.Mapping = wider
 	_, err = testSetup(context.Background(), cfg)
-	testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, "orders_live")
+	wantError(t, err, outcome.Config, change.ErrTargetMismatch, "orders_live")
 	t.Log(err)
 	// Dropping the view, as the message says, lets setup make the new one.
 	if err := e.conn.Exec(context.Background(), "DROP TABLE "+e.db+".orders_live"); err != nil {
@@ -128,8 +128,8 @@ func TestSetupNoDatabase(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.m.Target.Database = e.db + "_absent"
 	_, err := testSetup(context.Background(), e.config(""))
-	testenv.WantError(t, err, outcome.Config, change.ErrNoDatabase)
-	testenv.CheckError(t, err, outcome.Config, change.ErrNoDatabase, e.db+"_absent", "CREATE DATABASE", "create_database: true")
+	wantError(t, err, outcome.Config, change.ErrNoDatabase)
+	checkError(t, err, outcome.Config, change.ErrNoDatabase, e.db+"_absent", "CREATE DATABASE", "create_database: true")
 	if strings.Contains(err.Error(), "run changesink cdc setup") {
 		t.Errorf("setup tells the user to run setup: %v", err)
 	}
@@ -188,9 +188,9 @@ func TestSetupAfterTheTableWasDropped(t *testing.T) {
 				}
 				return
 			}
-			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
-			testenv.CheckError(t, err, outcome.Config, change.ErrTargetMismatch, e.db+".orders_cdc_ledger row 1", "does not exist",
-				"DROP TABLE "+e.db+".orders_cdc_ledger", "new snapshot", "Restore the table")
+			wantError(t, err, outcome.Config, change.ErrOrphanLedger)
+			checkError(t, err, outcome.Config, change.ErrOrphanLedger, e.db+".orders_cdc_ledger row 1", "does not exist",
+				"drop the _ledger and the live view", "new snapshot", "Restore the table")
 			if exists != "0" {
 				t.Errorf("setup made a new table under a ledger of applied batches")
 			}
@@ -228,7 +228,7 @@ func TestApplyChecksTheLiveView(t *testing.T) {
 			cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
 			_, err := testApply(context.Background(), cfg)
 			if !tc.ok {
-				testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, e.db+".orders_live")
+				wantError(t, err, outcome.Config, change.ErrTargetMismatch, e.db+".orders_live")
 				if got := e.query("SELECT count() FROM " + e.db + ".orders_cdc")[0]; got != "0" {
 					t.Errorf("%s rows written past a wrong live view", got)
 				}
@@ -271,8 +271,8 @@ func TestReadonlyUser(t *testing.T) {
 				} else {
 					_, err = testApply(context.Background(), cfg)
 				}
-				testenv.WantError(t, err, outcome.Config, nil)
-				testenv.CheckError(t, err, outcome.Config, nil, "readonly mode", "INSERT", "CREATE TABLE", "CLICKHOUSE_URL's query string", "CLICKHOUSE_USERNAME")
+				wantError(t, err, outcome.Config, target.ErrNotAllowed)
+				checkError(t, err, outcome.Config, nil, "readonly mode", "INSERT", "CREATE TABLE", "CLICKHOUSE_URL's query string", "CLICKHOUSE_USERNAME")
 			})
 		}
 	}
@@ -312,7 +312,7 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 			cfg := e.config("")
 			cfg.Mapping = &m
 			_, err := testSetup(context.Background(), cfg)
-			testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch)
+			wantError(t, err, outcome.Config, change.ErrTargetMismatch)
 		})
 	}
 
@@ -341,8 +341,8 @@ func TestSetupDateTime64(t *testing.T) {
 		}
 		return
 	}
-	testenv.WantError(t, err, outcome.Config, change.ErrUnsupportedServer)
-	testenv.CheckError(t, err, outcome.Config, change.ErrUnsupportedServer, `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`)
+	wantError(t, err, outcome.Config, change.ErrUnsupportedServer)
+	checkError(t, err, outcome.Config, change.ErrUnsupportedServer, `column "at" is DateTime64(3, 'UTC'), but ClickHouse 18.16.1 has no DateTime64`)
 	// Apply refuses the same way, after validating the batch.
 	_, _, err = e.apply(false, everythingEvent(everythingRow(1, true), 5))
 	if !errors.Is(err, change.ErrUnsupportedServer) {

@@ -90,8 +90,8 @@ func TestRealToastUnchangedFromTarget(t *testing.T) {
 			_, cfg, err := e.applyFile(batch("changes-02"))
 			var re *change.RecordError
 			if !errors.Is(err, change.ErrToast) || !errors.As(err, &re) || re.Key != "id=1" || re.Column != "body" ||
-				!strings.Contains(err.Error(), "neither this batch nor the target holds that version (the target does not hold the key); "+
-					"apply the trigger's earlier batches first, in order, then replay this one") {
+				!strings.Contains(err.Error(), "neither the batch nor the target holds the previous version (the target does not hold the key)") ||
+				!strings.Contains(Hint(err), "Apply the trigger's earlier batches first, in order, then replay this one") {
 				t.Fatalf("changes-02 into an empty target: %v; want a TOAST refusal naming key id=1 and column body", err)
 			}
 			t.Logf("refused: %v", err)

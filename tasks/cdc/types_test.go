@@ -107,8 +107,7 @@ func TestTypeRefusals(t *testing.T) {
 		{"price", 12.5, "expected an Ion decimal or int (or a decimal string, or Debezium's {scale, value} struct) for Decimal(12, 2), got an Ion float"},
 		{"price", "twelve", "the string is not a decimal number"},
 		{"code", iongen.Struct{{"scale", int64(2)}, {"value", iongen.Blob{0x04, 0xE2}}},
-			"expected an Ion string, symbol or blob for String, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: " +
-				"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)"},
+			"expected an Ion string, symbol or blob for String, got an Ion struct (an unconstrained numeric: {scale, value})"},
 		{"code", "ABCDEFGHI", "9 characters exceed max_length 8"},
 		{"var_num", iongen.Struct{{"scale", int64(5)}, {"value", iongen.Blob{0x04, 0xE3}}}, "0.01251 has more than 4 decimal places"},
 		{"var_num", iongen.Struct{{"precision", int64(5)}}, `a struct with field "precision"; expected Debezium's {scale, value} decimal`},
@@ -124,16 +123,14 @@ func TestTypeRefusals(t *testing.T) {
 		// skips (spring forward) or shows twice (fall back) names no single
 		// instant, and is refused instead of moved by an hour.
 		{"zoned", iongen.Annotated{"LocalDateTime", "2024-03-31T02:30:00"}, "2024-03-31T02:30:00 does not exist in Europe/Paris " +
-			"(its clocks skip it, as when daylight saving time begins): have the producer send the time with its offset"},
+			"(its clocks skip it: daylight saving time begins)"},
 		{"zoned", iongen.Annotated{"LocalDateTime", "2024-10-27T02:30:00"}, "2024-10-27T02:30:00 occurs twice in Europe/Paris " +
-			"(its clocks repeat it, as when daylight saving time ends: 2024-10-27T00:30:00Z or 2024-10-27T01:30:00Z): have the producer send the time with its offset"},
+			"(its clocks repeat it: daylight saving time ends): 2024-10-27T00:30:00Z or 2024-10-27T01:30:00Z"},
 		{"uid", "not-a-uuid", "the string is not a UUID"},
 		{"uid", nil, "null in a column that is not Nullable (UUID)"},
 		{"qty", "5", "expected an Ion int (or a decimal without fraction digits, 5.) for Nullable(Int32), got an Ion string"},
-		{"f64", iongen.Decimal("12.50"), "expected an Ion float for Float64, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) " +
-			"as a decimal: map the column as Decimal(p, s), or String with source_type: numeric)"},
-		{"uid", iongen.Blob{0xde, 0xad}, "expected an Ion string holding a UUID for UUID, got an Ion blob (Debezium writes a PostgreSQL " +
-			"bytea as a blob: map the column as String)"},
+		{"f64", iongen.Decimal("12.50"), "expected an Ion float for Float64, got an Ion decimal (a numeric(p,s))"},
+		{"uid", iongen.Blob{0xde, 0xad}, "expected an Ion string holding a UUID for UUID, got an Ion blob (a bytea)"},
 		// The TOAST placeholder, in a create (an update's is filled from
 		// the row's previous version), in every form it arrives in.
 		{"note", change.ToastPlaceholder, ""},

@@ -264,7 +264,7 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 	}
 }
 
-// TestRunbookLockSQL: the README's runbook row for the topic lock gave the
+// TestRunbookLockSQL: the runbook's row (docs/runbook.md) for the topic lock gave the
 // key only as kestra-kafka-state:<topic>, and a user took
 // pg_advisory_lock(hashtext('kestra-kafka-state:…')), another key than the
 // batches' hashtextextended(…, 0). The row's SQL, run as written (<topic>
@@ -272,7 +272,7 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 // session, then fails), and finds its holder; the lock goes with the
 // transaction.
 func TestRunbookLockSQL(t *testing.T) {
-	raw := testenv.ReadFile(t, filepath.Join("..", "..", "README.md"))
+	raw := testenv.ReadFile(t, filepath.Join("..", "..", "docs", "runbook.md"))
 	var row string
 	for _, line := range strings.Split(string(raw), "\n") {
 		if strings.HasPrefix(line, "| `"+ErrLocked.Error()+"`") {

@@ -62,7 +62,7 @@ func materializeChild(run string) int {
 	}
 	if err != nil {
 		kind := outcome.Classify(err)
-		_ = em.Fail(kind.String(), err.Error())
+		_ = em.Fail(kind.String(), err.Error(), "")
 		return kind.ExitCode()
 	}
 	return 0

@@ -44,7 +44,7 @@ var (
 	ErrBadValue = errors.New("value does not fit its column")
 	// ErrToast: a column holds Debezium's unavailable-value placeholder for an
 	// unchanged TOAST value (seed: "incomplete TOAST value").
-	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value); set REPLICA IDENTITY FULL on the source table")
+	ErrToast = errors.New("incomplete TOAST value (__debezium_unavailable_value)")
 	// ErrContradiction: an event contradicts itself or the events before it
 	// (Debezium writes none of these):
 	//   - metadata.operation DELETE without deleted true, or CREATE, UPDATE
@@ -109,6 +109,28 @@ var (
 	ErrUnsupportedServer = errors.New("ClickHouse server does not support the mapping")
 	// ErrConfig: a Config field is missing or out of range.
 	ErrConfig = errors.New("invalid configuration")
+)
+
+// Narrower causes of the errors above, each with a remedy of its own
+// (cdc.Hint); errors.Is matches both a cause and the error it narrows.
+var (
+	// ErrNotTriggerBatch: a record has no metadata field: the file is not
+	// a batch of Kestra's Debezium trigger, or the trigger does not add the
+	// metadata (ErrMissingField).
+	ErrNotTriggerBatch = fmt.Errorf("%w: not a batch of Kestra's Debezium trigger with metadata", ErrMissingField)
+	// ErrNotNullable: a column the trigger left out (a NULL) is not
+	// Nullable in the mapping (ErrMissingField).
+	ErrNotNullable = fmt.Errorf("%w: NULL in a column that is not Nullable", ErrMissingField)
+	// ErrToastAfterDelete: an update leaves a TOAST column unchanged right
+	// after a delete of its key in the same batch (ErrToast).
+	ErrToastAfterDelete = fmt.Errorf("%w: unchanged after a delete", ErrToast)
+	// ErrUnplaced: a change older than the target, of the first
+	// transaction after a snapshot that neither the batch nor the ledger
+	// knows (ErrWentBackwards).
+	ErrUnplaced = fmt.Errorf("%w: a change after an unknown snapshot", ErrWentBackwards)
+	// ErrOrphanLedger: the target table is gone but its ledger records
+	// applied batches (ErrTargetMismatch).
+	ErrOrphanLedger = fmt.Errorf("%w: the table was dropped", ErrTargetMismatch)
 )
 
 // RecordError locates a refusal in the batch: the record number (1-based,

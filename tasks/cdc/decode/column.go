@@ -23,14 +23,11 @@ import (
 func wrongType(t mapping.Type, got ion.Type) error {
 	switch got {
 	case ion.StructType:
-		return change.BadValue("expected %s for %s, got an Ion struct (Debezium writes an unconstrained numeric as {scale, value}: "+
-			"map the column as Decimal(P, S), or set decimal.handling.mode: string on the trigger)", expectedIon(t), t)
+		return change.BadValue("expected %s for %s, got an Ion struct (an unconstrained numeric: {scale, value})", expectedIon(t), t)
 	case ion.DecimalType:
-		return change.BadValue("expected %s for %s, got an Ion decimal (Debezium writes a PostgreSQL numeric(p,s) as a decimal: "+
-			"map the column as Decimal(p, s), or String with source_type: numeric)", expectedIon(t), t)
+		return change.BadValue("expected %s for %s, got an Ion decimal (a numeric(p,s))", expectedIon(t), t)
 	case ion.BlobType:
-		return change.BadValue("expected %s for %s, got an Ion blob (Debezium writes a PostgreSQL bytea as a blob: map the column as String)",
-			expectedIon(t), t)
+		return change.BadValue("expected %s for %s, got an Ion blob (a bytea)", expectedIon(t), t)
 	}
 	return change.BadValue("expected %s for %s, got an Ion %s", expectedIon(t), t, got)
 }
@@ -666,16 +663,15 @@ func inZone(s string, wall time.Time, loc *time.Location) (time.Time, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return time.Time{}, change.BadValue("%s does not exist in %s (its clocks skip it, as when daylight saving time begins): "+
-			"have the producer send the time with its offset", s, loc)
+		return time.Time{}, change.BadValue("%s does not exist in %s (its clocks skip it: daylight saving time begins)", s, loc)
 	}
 	slices.SortFunc(found, time.Time.Compare)
 	at := make([]string, len(found))
 	for i, f := range found {
 		at[i] = f.UTC().Format(time.RFC3339Nano)
 	}
-	return time.Time{}, change.BadValue("%s occurs twice in %s (its clocks repeat it, as when daylight saving time ends: %s): "+
-		"have the producer send the time with its offset", s, loc, strings.Join(at, " or "))
+	return time.Time{}, change.BadValue("%s occurs twice in %s (its clocks repeat it: daylight saving time ends): %s",
+		s, loc, strings.Join(at, " or "))
 }
 
 // timeValue converts an instant to a DateTime (seconds) or DateTime64
@@ -684,8 +680,7 @@ func TimeValue(tm time.Time, t mapping.Type) (change.Value, error) {
 	sec, nsec := tm.Unix(), int64(tm.Nanosecond())
 	if t.Kind == mapping.KindDateTime {
 		if nsec != 0 {
-			return change.Value{}, change.BadValue("%s has fractions of a second; DateTime stores whole seconds, and %s would round it: map the column to "+
-				"DateTime64(6, 'UTC') on ClickHouse 20.1 or newer, or to String with source_type: timestamp (or timestamptz) on older servers",
+			return change.Value{}, change.BadValue("%s has fractions of a second, which %s (whole seconds) would round",
 				tm.UTC().Format(time.RFC3339Nano), t)
 		}
 		if sec < 0 || sec > math.MaxUint32 {

@@ -62,8 +62,8 @@ func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, re
 	n, _ := io.ReadFull(f, head)
 	f.Close()
 	if strings.HasPrefix(string(head[:n]), utf8BOM) {
-		return &change.RecordError{Record: 1, Offset: 0, Err: fmt.Errorf("%w: the file starts with a UTF-8 byte order mark (EF BB BF), which Ion text "+
-			"does not allow (an editor saved it so): save it without the mark", change.ErrMalformed)}
+		return &change.RecordError{Record: 1, Offset: 0, Err: fmt.Errorf("%w: the file starts with a UTF-8 byte order mark (EF BB BF), which Ion text does not allow",
+			change.ErrMalformed)}
 	}
 	binary := batchfile.IsBinary(head[:n])
 

@@ -140,8 +140,7 @@ func (d *RecordDecoder) decode(r ion.Reader, rec int64) (change.Row, error) {
 func (d *RecordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 	m := d.m
 	if r.Type() != ion.StructType || r.IsNull() {
-		return "", fmt.Errorf("%w: got %s (each record of a Debezium trigger batch is one struct: the row's columns, deleted "+
-			"and metadata; is this file a batch from the trigger's uris['data'] with format: INLINE?)", change.ErrNotStruct, describeIon(r))
+		return "", fmt.Errorf("%w: got %s (each record is one struct: the row's columns, deleted and metadata)", change.ErrNotStruct, describeIon(r))
 	}
 	rec.reset()
 	if err := r.StepIn(); err != nil {
@@ -346,14 +345,12 @@ func (d *RecordDecoder) finish(r *record, rec int64) (change.Row, error) {
 		return refuse(r.dup, fmt.Errorf("%w: field %q appears twice in one event", change.ErrMalformed, r.dup))
 	case r.Unknown != "" && meta.Type == ion.NoType:
 		// Neither a known shape nor metadata: most likely another file.
-		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field, and a field %q the mapping %s does not know: the file does not look like "+
-			"a batch of Kestra's Debezium trigger; check that the batch file is the trigger's batch (trigger.uris['data']) and that the trigger "+
-			"sets metadata: ADD_FIELD", change.ErrMissingField, m.Source.MetadataField, r.Unknown, m.File))
+		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field, and a field %q the mapping %s does not know",
+			change.ErrNotTriggerBatch, m.Source.MetadataField, r.Unknown, m.File))
 	case r.Unknown != "":
 		return refuse(r.Unknown, fmt.Errorf("%w: column %q is not in the mapping %s", change.ErrSourceChanged, r.Unknown, m.File))
 	case meta.Type == ion.NoType:
-		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field (set metadata: ADD_FIELD on the trigger; or the file is not a batch of Kestra's "+
-			"Debezium trigger)", change.ErrMissingField, m.Source.MetadataField))
+		return refuse(m.Source.MetadataField, fmt.Errorf("%w: no %q field", change.ErrNotTriggerBatch, m.Source.MetadataField))
 	case !metaOK:
 		return refuse(m.Source.MetadataField, fmt.Errorf("%w: metadata is %s, not a struct", change.ErrMissingField, describe(meta)))
 	case !sourceOK:
@@ -402,7 +399,8 @@ func (d *RecordDecoder) finish(r *record, rec int64) (change.Row, error) {
 			// a NULL column is left out of the record, not written as null.
 			vals[i] = change.Value{Null: true}
 		case s.Type == ion.NoType:
-			return refuse(c.Name, fmt.Errorf("%w: column %q is absent: the source value was NULL (Kestra's Debezium trigger leaves NULL columns out of the record), but %s is not Nullable; make it Nullable(%s) in the mapping and the target table, or fix the source", change.ErrMissingField, c.Name, m.Columns[i].Type, m.Columns[i].Type))
+			return refuse(c.Name, fmt.Errorf("%w: column %q is absent (a NULL, which the trigger leaves out), but %s is not Nullable",
+				change.ErrNotNullable, c.Name, m.Columns[i].Type))
 		case errs[i] != nil:
 			return refuse(c.Name, errs[i])
 		default:
@@ -546,13 +544,13 @@ func contradiction(m *mapping.Mapping, op *ionrec.Scalar, deleted bool) error {
 	switch name := string(op.Bytes); name {
 	case change.OpDelete:
 		if !deleted {
-			return fmt.Errorf("%w: metadata.operation is DELETE but %q is not true (a delete applied as a live row would resurrect it); "+
-				"replay the batch as the trigger wrote it (deleted: ADD_FIELD), or fix the replay file", change.ErrContradiction, marker)
+			return fmt.Errorf("%w: metadata.operation is DELETE but %q is not true (a delete applied as a live row would resurrect it)",
+				change.ErrContradiction, marker)
 		}
 	case change.OpCreate, change.OpUpdate, change.OpRead:
 		if deleted {
-			return fmt.Errorf("%w: metadata.operation is %s but %q is true (a live row applied as a delete would lose it); "+
-				"replay the batch as the trigger wrote it, or fix the replay file", change.ErrContradiction, name, marker)
+			return fmt.Errorf("%w: metadata.operation is %s but %q is true (a live row applied as a delete would lose it)",
+				change.ErrContradiction, name, marker)
 		}
 	default:
 		return fmt.Errorf("%w: metadata.operation %q is not one Debezium's PostgreSQL connector sends (READ, CREATE, UPDATE, DELETE, TRUNCATE)", change.ErrContradiction, name)

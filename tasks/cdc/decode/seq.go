@@ -70,7 +70,7 @@ func SequenceOf(s string) (commit uint64, commitSet bool, lsn uint64, lsnSet boo
 // source.lsn (Debezium writes [lsn_commit, lsn]).
 func checkSequence(seq []byte, lsn, commit uint64, commitSet bool, seqLSN uint64, seqLSNSet bool) error {
 	if seqLSNSet && seqLSN != lsn {
-		return fmt.Errorf("%w: metadata.source.sequence %s names LSN %d, but metadata.source.lsn is %d (Debezium writes [lsn_commit, lsn]); replay the batch the trigger wrote",
+		return fmt.Errorf("%w: metadata.source.sequence %s names LSN %d, but metadata.source.lsn is %d (Debezium writes [lsn_commit, lsn])",
 			change.ErrContradiction, seq, seqLSN, lsn)
 	}
 	if commitSet && commit == math.MaxUint64 {

@@ -259,9 +259,8 @@ func (b *Batch) Add(r change.Row) error {
 	case r.Version == cur.Version && r.Meta.LSN < cur.Meta.LSN:
 		// A floor tie is won by the later change, which the file order
 		// tells only when the transaction's LSNs go up (WAL order).
-		e := rowError(b.M, &r, fmt.Errorf("%w: this change of transaction %d shares its version with record %d (both were written before the transaction's commit floor, where the later change wins) but has a lower LSN than that record's LSN %d: "+
-			"Debezium sends a transaction's changes in WAL order, so the records were reordered; replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
-			change.ErrContradiction, r.Meta.TxID, cur.Record, cur.Meta.LSN))
+		e := rowError(b.M, &r, fmt.Errorf("%w: this change of transaction %d ties with record %d at the commit floor, "+
+			"but its LSN is below that record's LSN %d: the records were reordered", change.ErrContradiction, r.Meta.TxID, cur.Record, cur.Meta.LSN))
 		e.Column = b.M.Source.MetadataField + ".source.lsn"
 		return e
 	case r.Version < cur.Version:
@@ -296,12 +295,10 @@ func (b *Batch) sameCommit(r *change.Row) error {
 	var err error
 	switch {
 	case c.TxIDSet && b.last.Set && c.TxID == b.last.ID && (c.CommitSet != b.lastCommitSet || c.Commit != b.lastCommit):
-		err = fmt.Errorf("%w: transaction %d has lsn_commit %s in metadata.source.sequence, but %s in record %d (Debezium writes one lsn_commit for all of a transaction's changes); "+
-			"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+		err = fmt.Errorf("%w: transaction %d has lsn_commit %s in metadata.source.sequence, but %s in record %d (one transaction, one lsn_commit)",
 			change.ErrContradiction, c.TxID, commit(c.Commit, c.CommitSet), commit(b.lastCommit, b.lastCommitSet), b.lastRec)
 	case c.CommitSet && b.maxCommitRec != 0 && c.Commit < b.maxCommit:
-		err = fmt.Errorf("%w: lsn_commit %d in metadata.source.sequence is below record %d's, %d: transactions arrive in commit order, and each one's lsn_commit is the end of the last COMMIT before it, so it never goes down in a batch (the records were reordered or edited); "+
-			"replay the batch as the trigger wrote it, or fix the replay file. Nothing was written",
+		err = fmt.Errorf("%w: lsn_commit %d in metadata.source.sequence is below record %d's, %d (transactions arrive in commit order)",
 			change.ErrContradiction, c.Commit, b.maxCommitRec, b.maxCommit)
 	default:
 		return nil
@@ -394,7 +391,7 @@ func (b *Batch) dualEvent(i int32, cur, r *change.Row, d *dual) error {
 		// only when every live row is the same.
 		for _, o := range d.others {
 			if o.vals == nil || !sameImage(b.M, o.vals, cur.Vals) {
-				return b.keyChange(r, "a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows: which one it removed is not in the batch; set REPLICA IDENTITY FULL on the source table")
+				return b.keyChange(r, "a delete with only the key (REPLICA IDENTITY DEFAULT) while the key has two different live rows")
 			}
 		}
 		b.dropOther(i, cur, r, d, 0)
@@ -516,7 +513,7 @@ func (b *Batch) finishKeys() ([]change.OpenKey, error) {
 	for i, d := range b.duals {
 		r := b.At(i)
 		if !b.last.Set || b.last.ID != d.tx {
-			return nil, b.keyChange(r, fmt.Sprintf("transaction %d left two live rows of this key (a CREATE while its row was live, and no delete of one of them before the transaction's end)", d.tx))
+			return nil, b.keyChange(r, fmt.Sprintf("transaction %d left two live rows of this key (a CREATE while its row was live, and no delete)", d.tx))
 		}
 		od := change.OpenKey{Key: hex.EncodeToString([]byte(r.Key)), Shown: change.RenderKey(b.M, r.Vals), Tx: d.tx}
 		for _, o := range d.others {
@@ -534,7 +531,7 @@ func (b *Batch) finishKeys() ([]change.OpenKey, error) {
 		}
 		if !b.first.Set || b.first.ID != s.Tx || !b.last.Set || b.last.ID != s.Tx {
 			return nil, outcome.Refused.Mark(&change.RecordError{Offset: -1, Key: s.shown, Err: fmt.Errorf(
-				"%w: key %s: the previous batch ended inside transaction %d with two live rows of this key, and this batch does not continue that transaction to its end with a delete of one of them",
+				"%w: key %s: the previous batch ended inside transaction %d with two live rows of it; this batch does not delete one",
 				change.ErrKeyChange, s.shown, s.Tx)})
 		}
 		od := change.OpenKey{Key: hex.EncodeToString([]byte(k)), Shown: s.shown, Tx: s.Tx}
@@ -710,9 +707,7 @@ func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, err
 			kc.carriedTx = append(kc.carriedTx, km.createTx)
 		case km.flags&(flagCreateOpen|flagAmbiguous) != 0:
 			return kc, outcome.Refused.Mark(b.keyChange(r, fmt.Sprintf(
-				"the target holds this key live (version %d) and this batch creates it again in transaction %d; that is a deferred key change (a swap or shift of a DEFERRABLE primary key) only if a delete in the same transaction removes the old row, and here the batch holds no such delete (it deletes the new row, holds only the key in its before image, or updates one of the two rows), "+
-					"or a TRUNCATE that the trigger did not pass (Debezium's default skipped.operations=t drops it). Set REPLICA IDENTITY FULL on the source table and skipped.operations: none on the trigger, then rebuild the target (a new snapshot)",
-				cur.Version, km.createTx)))
+				"the target holds this key live (version %d) and transaction %d creates it again without deleting that row", cur.Version, km.createTx)))
 		}
 	}
 	open, err := b.finishKeys()

@@ -28,7 +28,7 @@ func SeedsOf(m *mapping.Mapping, open []change.OpenKey, cur map[string]*change.R
 		}
 		if r == nil || r.Deleted {
 			return nil, outcome.Refused.Mark(&change.RecordError{Offset: -1, Key: o.Shown, Err: fmt.Errorf(
-				"%w: key %s: the previous batch left this key with two live rows inside transaction %d, but the target no longer holds its newest row; another writer changed the target: rebuild it",
+				"%w: key %s: the previous batch left two live rows of it in transaction %d, but the target lost the newest (another writer?)",
 				change.ErrKeyChange, o.Shown, o.Tx)})
 		}
 		s := &SeedDual{shown: o.Shown, Tx: o.Tx, vals: r.Vals, Version: r.Version}

@@ -94,15 +94,9 @@ func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel Select
 	if led.Last != nil {
 		last = "the ledger's last row is " + change.DescribeEntry(ledger, led.Last)
 	}
-	e := rowError(m, r, fmt.Errorf("%w The target %s holds version %d for this key; none of this batch's %d keys is newer than the target or the same as a row it holds (%d older, %d new to it), "+
-		"and this batch (digest %s, from %s) was never applied: %s. "+
-		"If the source database was restored from a backup, migrated to another cluster or failed over, its LSNs no longer follow the target's: "+
-		"rebuild the target (DROP TABLE %s, %s and the view %s, run changesink cdc setup) and have the trigger take a new snapshot "+
-		"(a new slotName and stateName, or drop the replication slot and the trigger's state). "+
-		"If this is an old batch replayed by mistake, do not apply it",
-		change.ErrWentBackwards, mapping.Qualified(m.Target.Database, m.Target.Table), sel.firstOlderTarget, sel.older+sel.absent, sel.older,
-		sel.absent, b.Digest()[:16], src.Describe(), last,
-		mapping.Qualified(m.Target.Database, m.Target.Table), ledger, mapping.Qualified(m.Target.Database, m.Target.LiveView)))
+	e := rowError(m, r, fmt.Errorf("%w %s holds version %d of this key; of the batch's %d keys none is newer or the same (%d older, %d new); "+
+		"batch %s from %s, never applied; %s", change.ErrWentBackwards, mapping.Qualified(m.Target.Database, m.Target.Table),
+		sel.firstOlderTarget, sel.older+sel.absent, sel.older, sel.absent, b.Digest()[:16], src.Describe(), last))
 	return outcome.Refused.Mark(e)
 }
 
@@ -118,14 +112,9 @@ func UnplacedAfter(m *mapping.Mapping, sel Selection) error {
 		return nil
 	}
 	ledger := mapping.Qualified(m.Target.Database, mapping.LedgerName(m))
-	e := rowError(m, sel.unplaced, fmt.Errorf("%w The target %s holds version %d for this key, above this change's LSN, "+
-		"but the change has no lsn_commit (metadata.source.sequence [null, …]: the first transaction after a snapshot) and neither this batch nor the ledger %s knows that snapshot's LSN "+
-		"(its last row is a baseline: the ledger was made over rows already in the target, by a target the seed flow filled or after the ledger was dropped), "+
-		"so whether the change follows the snapshot cannot be told, and skipping it as older could lose it. "+
-		"Rebuild the target from a new snapshot (DROP TABLE %s, %s and the view %s, run changesink cdc setup, have the trigger take a new snapshot); "+
-		"do not drop the ledger by hand. Nothing was written",
-		change.ErrWentBackwards, mapping.Qualified(m.Target.Database, m.Target.Table), sel.unplacedTarget, ledger,
-		mapping.Qualified(m.Target.Database, m.Target.Table), ledger, mapping.Qualified(m.Target.Database, m.Target.LiveView)))
+	e := rowError(m, sel.unplaced, fmt.Errorf("%w: %s holds version %d of this key, above the change's LSN; the change has no lsn_commit "+
+		"and the ledger %s (a baseline) knows no snapshot to place it after", change.ErrUnplaced, mapping.Qualified(m.Target.Database, m.Target.Table),
+		sel.unplacedTarget, ledger))
 	return outcome.Refused.Mark(e)
 }
 

@@ -41,8 +41,8 @@ import (
 func keepUnchanged(m *mapping.Mapping, next, prev *change.Row) error {
 	if prev.Deleted {
 		return &change.RecordError{Record: next.Record, Offset: -1, Key: change.RenderKey(m, next.Vals), LSN: next.Version, Column: firstUnchanged(m, next),
-			Err: fmt.Errorf("%w: the update leaves the column unchanged, but the key's previous event in this batch "+
-				"(record %d) is a delete, so there is no previous value; the batch is inconsistent, inspect it", change.ErrToast, prev.Record)}
+			Err: fmt.Errorf("%w: the update leaves the column unchanged, but the key's previous event (record %d) is a delete",
+				change.ErrToastAfterDelete, prev.Record)}
 	}
 	next.Unchanged = false
 	for i := range next.Vals {
@@ -116,9 +116,8 @@ func FillFromTarget(m *mapping.Mapping, need []*change.Row, cur map[string]*chan
 		}
 		if why != "" {
 			return 0, outcome.Refused.Mark(&change.RecordError{Record: r.Record, Offset: -1, Key: change.RenderKey(m, r.Vals), LSN: r.Version, Column: firstUnchanged(m, r),
-				Err: fmt.Errorf("%w: the update leaves the column unchanged since the row's previous version, but neither this batch "+
-					"nor the target holds that version (%s); apply the trigger's earlier batches first, in order, then replay this one "+
-					"(see the runbook)", change.ErrToast, why)})
+				Err: fmt.Errorf("%w: the update leaves the column unchanged, but neither the batch nor the target holds the previous version (%s)",
+					change.ErrToast, why)})
 		}
 		for i := range r.Vals {
 			if r.Vals[i].Toast {

@@ -99,11 +99,10 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		if redact.JDBCURL(cfg.URL) {
 			msg = "it is a JDBC URL, as the seed flow's"
 		}
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is not a clickhouse-go DSN (%s): use the native protocol, "+
-			"clickhouse://host:9000/database (secure=true and the TLS port, 9440 by default, for TLS)", change.ErrConfig, EnvClickHouseURL, msg))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s is not a clickhouse-go DSN (%s)", change.ErrConfig, ErrBadURL, EnvClickHouseURL, msg))
 	}
 	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s must use the native protocol (clickhouse://host:9000)", change.ErrConfig, EnvClickHouseURL))
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s must use the native protocol (clickhouse://)", change.ErrConfig, ErrBadURL, EnvClickHouseURL))
 	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
@@ -179,10 +178,8 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 			}
 			if opts.TLS == nil {
 				if addr, ok := SpeaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
-					return nil, outcome.Config.Mark(fmt.Errorf("%w: %[2]s has no secure=true, but %[3]s speaks TLS (ClickHouse's TLS port, "+
-						"tcp_port_secure, is 9440 by default): add secure=true to %[2]s (and %[4]s when the server's "+
-						"certificate is not signed by a CA in the system trust store), or use the plaintext native port (9000 by default): %[5]w",
-						change.ErrConfig, EnvClickHouseURL, addr, EnvClickHouseCAFile, err))
+					return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s has no secure=true, but %s speaks TLS: %w",
+						change.ErrConfig, ErrTLS, EnvClickHouseURL, addr, err))
 				}
 			}
 		}
@@ -232,7 +229,7 @@ func checkURLSettings(settings clickhouse.Settings, sv *driver.ServerVersion) er
 			}
 		}
 		return outcome.Config.Mark(fmt.Errorf("%w: %s sets the ClickHouse setting %s to a value ClickHouse %s cannot take "+
-			"(before 19.x a setting is a whole number of at least 0, or true or false): fix or remove it", change.ErrConfig, EnvClickHouseURL, k, sv.Version))
+			"(before 19.x: a whole number of at least 0, or true or false)", change.ErrConfig, EnvClickHouseURL, k, sv.Version))
 	}
 	return nil
 }
@@ -252,8 +249,8 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 
 // httpPortErr refuses a CLICKHOUSE_URL that names the HTTP interface.
 func httpPortErr(addr string) error {
-	return outcome.Config.Mark(fmt.Errorf("%w: %s points at %s, which answers as ClickHouse's HTTP interface (port 8123, or 8443 with TLS); "+
-		"changesink speaks the native protocol: use the native port (9000, or 9440 with secure=true)", change.ErrConfig, EnvClickHouseURL, addr))
+	return outcome.Config.Mark(fmt.Errorf("%w: %w: %s points at %s, which answers as ClickHouse's HTTP interface",
+		change.ErrConfig, ErrBadURL, EnvClickHouseURL, addr))
 }
 
 // mayBeTLSPort reports a failed plaintext connection that a TLS port would
@@ -318,22 +315,17 @@ func classify(err error) error {
 	if errors.As(err, &ex) {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
-			return outcome.Config.Mark(fmt.Errorf("%w (check %s and %s, or the user in %s)", err, EnvClickHouseUsername, EnvClickHousePassword, EnvClickHouseURL))
+			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
 		case chReadonly, ChAccessDenied:
-			return outcome.Config.Mark(fmt.Errorf("%w (the ClickHouse user may not write here: cdc setup and apply need SELECT, INSERT, "+
-				"CREATE TABLE, DROP TABLE and RENAME TABLE in the target's database, and no readonly setting, in %s's "+
-				"query string or the user's settings profile: check %s and that user's grants and profile)", err, EnvClickHouseURL, EnvClickHouseUsername))
+			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrNotAllowed))
 		case chUnknownSetting:
-			return outcome.Config.Mark(fmt.Errorf("%w (a setting in %s's query string that this server does not know: fix its name or remove it)", err, EnvClickHouseURL))
+			return outcome.Config.Mark(fmt.Errorf("%w (%w in %s's query string)", err, ErrUnknownSetting, EnvClickHouseURL))
 		case ChUnknownTable, chUnknownDatabase:
-			return outcome.Config.Mark(fmt.Errorf("%w (run changesink cdc setup first)", err))
+			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrNotSetUp))
 		case chMemoryLimit:
 			// Other queries' memory, or a limit too low for any batch: only
 			// the first passes with a retry.
-			return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse ran out of memory for this statement: a retry converges once the "+
-				"server has memory to spare; if it recurs, raise the limit the message names (for query: max_memory_usage; for user: "+
-				"max_memory_usage_for_user; total: max_memory_usage_for_all_queries or the server's memory) where it is set: %s's "+
-				"query string, the user's settings profile or the server's configuration)", err, EnvClickHouseURL))
+			return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrMemory))
 		case chTimeoutExceeded, chSocketTimeout, chNetworkError, chTooManyQueries, chTooManyParts,
 			chTableIsReadOnly, chAllReplicasLost, chNoFreeConnection:
 			return outcome.Transient.Mark(err)
@@ -341,9 +333,7 @@ func classify(err error) error {
 		return err
 	}
 	if outcome.TLSFailure(err) {
-		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake failed: with secure=true, %s must name the "+
-			"server's TLS port, 9440 by default, and a host name the server's certificate holds; the certificate must be "+
-			"signed by a CA in %s or, when that is unset, in the system trust store)", err, EnvClickHouseURL, EnvClickHouseCAFile))
+		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrTLS))
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
@@ -352,8 +342,7 @@ func classify(err error) error {
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
-		return outcome.Transient.Mark(fmt.Errorf("%w (ClickHouse was unreachable, too slow or dropped the connection: "+
-			"a retry of the run converges)", err))
+		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
 	}
 	return err
 }
@@ -364,13 +353,11 @@ func (t *Server) CheckSupported() error {
 	for i := range t.M.Cols {
 		c := &t.M.Cols[i]
 		if c.Type.Kind == mapping.KindDateTime64 && !t.Caps.DateTime64 {
-			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has); "+
-				"use DateTime (whole seconds), String with source_type: timestamp or timestamptz (microseconds, as "+
-				"YYYY-MM-DD hh:mm:ss.ffffff in UTC), or upgrade the server", change.ErrUnsupportedServer, c.Name, c.Type, t.Version))
+			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no DateTime64 (20.1 or newer has)",
+				change.ErrUnsupportedServer, c.Name, c.Type, t.Version))
 		}
 		if c.Type.Kind == mapping.KindDecimal && c.Type.Prec > 38 && !t.Caps.Decimal256 {
-			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has); "+
-				"use a precision of at most 38, String with source_type: numeric (the exact decimal text), or upgrade the server",
+			return outcome.Config.Mark(fmt.Errorf("%w: column %q is %s, but ClickHouse %s has no Decimal of more than 38 digits (21.6 or newer has)",
 				change.ErrUnsupportedServer, c.Name, c.Type, t.Version))
 		}
 	}
@@ -580,8 +567,7 @@ func (t *Server) SystemTables(ctx context.Context, what string, read func() erro
 		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
 		}
 	}
-	return outcome.Transient.Mark(fmt.Errorf("%s: %w (ClickHouse failed to list the tables of database %s %d times in a row while "+
-		"other tables of it were renamed or dropped, as ClickHouse 18.16 does: a retry of the run converges)", what, err, t.M.Target.Database, tries))
+	return outcome.Transient.Mark(fmt.Errorf("%s: %w (%w: database %s, %d times in a row)", what, err, ErrTablesRace, t.M.Target.Database, tries))
 }
 
 // ddlRace reports a system.tables read that failed on another table's
@@ -860,7 +846,7 @@ func (t *Table) unreadable(i int, vals []change.Value, version uint64, err error
 	case version != 0:
 		at = fmt.Sprintf(" at version %d", version)
 	}
-	return outcome.Refused.Mark(fmt.Errorf("%w: %s holds a value its column %q cannot hold%s (%w): a writer other than changesink changed the target; repair that row or rebuild the target",
+	return outcome.Refused.Mark(fmt.Errorf("%w: %s holds a value its column %q cannot hold%s (%w): another writer changed the target",
 		change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, m.Target.Table), m.Cols[i].Name, at, err))
 }
 

@@ -108,7 +108,7 @@ func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerSta
 			x.LastTxSet = lastTxSet != 0
 			if open != "" {
 				if err := json.Unmarshal([]byte(open), &x.OpenKeys); err != nil {
-					return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v); it was written by something else than changesink: restore the ledger or rebuild the target",
+					return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v): not changesink's",
 						change.ErrTargetMismatch, name, x.Seq, err))
 				}
 			}
@@ -176,8 +176,7 @@ func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry) er
 	err := t.appendLedger(ctx, prev, e)
 	if err != nil && chCode(err) == ChUnknownTable {
 		// Not a setup to run, and the batch's rows are in (the exit-3 case).
-		return outcome.Transient.Mark(fmt.Errorf("the ledger %s was dropped during this run: the batch is in the target and verified, not recorded; "+
-			"re-run the batch (the re-run makes the ledger again and records it): %w", mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
+		return outcome.Transient.Mark(fmt.Errorf("%w: %s: %w", ErrLedgerDropped, mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
 	}
 	return err
 }
@@ -264,12 +263,8 @@ func (t *Server) checkOrphanLedger(ctx context.Context) error {
 		return nil
 	}
 	tbl, ledger := mapping.Qualified(m.Target.Database, m.Target.Table), mapping.Qualified(m.Target.Database, mapping.LedgerName(m))
-	return outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist, but its ledger %s records applied batches (its last row is %s): "+
-		"the table was dropped, and a new empty one would lack the rows of the batches the ledger records as applied. "+
-		"Restore the table from a backup; or rebuild: DROP TABLE %s (and DROP TABLE IF EXISTS %s, the live view), re-run changesink cdc setup, "+
-		"and have the trigger take a new snapshot (a new slotName and stateName, or drop the replication slot and the trigger's state). "+
-		"Nothing was created",
-		change.ErrTargetMismatch, tbl, ledger, change.DescribeEntry(ledger, st.Last), ledger, mapping.Qualified(m.Target.Database, m.Target.LiveView)))
+	return outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist, but its ledger %s records applied batches (its last row is %s)",
+		change.ErrOrphanLedger, tbl, ledger, change.DescribeEntry(ledger, st.Last)))
 }
 
 // checkLedger refuses a ledger table whose columns are not the ledger's.
@@ -285,7 +280,7 @@ func (t *Server) checkLedger(ctx context.Context) error {
 	}
 	for _, c := range LedgerColumns {
 		if got[c[0]] != c[1] {
-			return outcome.Config.Mark(fmt.Errorf("%w: the ledger %s has no column %s %s (it has %q); it is changesink's: drop it and re-run changesink cdc setup only if the target is rebuilt too",
+			return outcome.Config.Mark(fmt.Errorf("%w: the ledger %s has no column %s %s (it has %q)",
 				change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, mapping.LedgerName(m)), c[0], c[1], got[c[0]]))
 		}
 	}

@@ -156,8 +156,8 @@ func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (
 				l.Name, h, timing.Wait, timing.Stale))
 		}
 		if time.Now().After(deadline) {
-			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (another run of the flow, or a run killed less than %s ago: retry; "+
-				"if no run is alive and it persists, DROP TABLE %s)", change.ErrTargetLocked, l.Name, h, timing.Wait, timing.Stale, l.Name))
+			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (it is broken %s after its last heartbeat)",
+				change.ErrTargetLocked, l.Name, h, timing.Wait, timing.Stale))
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,112 @@
+package cdc
+
+import (
+	"errors"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/target"
+)
+
+// Hint returns what to do about err, a failure of Setup or Apply: the
+// remedy of the most specific cause err wraps, or "" when it has none.
+// The CLI prints it apart from the error (a "hint:" line and the hint
+// output); docs/runbook.md has a section for each, holding the same text.
+func Hint(err error) string {
+	for _, h := range hints() {
+		if errors.Is(err, h.err) {
+			return h.text
+		}
+	}
+	return ""
+}
+
+// hint is the remedy of one cause.
+type hint struct {
+	err  error
+	text string
+}
+
+// Replay is the step every input refusal's remedy ends with.
+const replayStep = "Nothing was written. After a failed execution the trigger stops and its offsets are saved: " +
+	"repair, re-run the execution with the saved batch as replay_file, then re-enable the trigger."
+
+// hints is the table Hint reads, narrower causes before the errors they
+// narrow.
+func hints() []hint {
+	return []hint{
+		{change.ErrEmptyBatch, "Check the replay file: a trigger poll with no changes starts no execution."},
+		{change.ErrMalformed, "The batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch " +
+			"(a hand-made file: fix it; save it without a byte order mark). " + replayStep},
+		{change.ErrNotStruct, "Check that the batch is the trigger's uris['data'] with format: INLINE. " + replayStep},
+		{change.ErrSourceChanged, "Add the column to the mapping and to the target table (ALTER TABLE … ADD COLUMN), " +
+			"drop the live view, re-run changesink cdc setup (it makes the view again), then replay the batch."},
+		{change.ErrWrongSource, "Check the trigger's includedTables and database, and the mapping's source. " + replayStep},
+		{change.ErrNotTriggerBatch, "Check that CDC_BATCH_FILE is the trigger's batch (trigger.uris['data']) and that the trigger " +
+			"sets metadata: ADD_FIELD. " + replayStep},
+		{change.ErrNotNullable, "Make the column Nullable(T) in the mapping and the target table (ALTER TABLE … MODIFY COLUMN), " +
+			"or fix the source. " + replayStep},
+		{change.ErrMissingField, "Check the trigger's deleted and metadata: ADD_FIELD settings and the mapping's field names. " + replayStep},
+		{change.ErrBadLSN, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
+		{change.ErrBadTxID, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
+		{change.ErrBadDeleteMarker, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
+		{change.ErrBadValue, "Widen the column's type or limit in the mapping and the target (docs/mapping.md, PostgreSQL types), " +
+			"or fix the source, then replay the batch. An unconstrained numeric ({scale, value}): Decimal(P, S), or " +
+			"decimal.handling.mode: string on the trigger; a numeric(p,s): Decimal(p, s), or String with source_type: numeric; " +
+			"a bytea: String; a timestamp with a fraction: DateTime64(6, 'UTC') on 20.1+, or String with source_type: timestamp; " +
+			"a local time that does not exist or occurs twice: have the producer send the time with its offset. " + replayStep},
+		{change.ErrToastAfterDelete, "The batch is inconsistent: inspect it; do not apply it."},
+		{change.ErrToast, "Apply the trigger's earlier batches first, in order, then replay this one; with none to apply, rebuild " +
+			"the target from a new snapshot. To stop placeholders at the source: ALTER TABLE … REPLICA IDENTITY FULL."},
+		{change.ErrContradiction, "Replay the batch as the trigger wrote it (deleted and metadata: ADD_FIELD); a hand-made replay " +
+			"file: fix it. " + replayStep},
+		{change.ErrUnplaced, "Rebuild the target from a new snapshot (drop the table, its _ledger and the live view, run " +
+			"changesink cdc setup, have the trigger take a new snapshot); do not drop the ledger by hand. Nothing was written."},
+		{change.ErrWentBackwards, "After a restore, a migration or a failover of the source: rebuild the target (drop the table, " +
+			"its _ledger and the live view, run changesink cdc setup) and have the trigger take a new snapshot (a new slotName " +
+			"and stateName). An old batch replayed by mistake: do not apply it. Nothing was written."},
+		{change.ErrKeyChange, "Set REPLICA IDENTITY FULL on the source table and skipped.operations: none on the trigger, then " +
+			"rebuild the target from a new snapshot. Nothing was written."},
+		{change.ErrConflict, "The batch is inconsistent: inspect it; do not apply it. Nothing was written."},
+		{change.ErrTargetConflict, "Find the other writer; delete the target rows of those keys and replay the batches that hold " +
+			"them. Nothing was written."},
+		{change.ErrVerify, "Re-run the batch (a retry converges: rows collapse under FINAL); if it persists, look for another writer."},
+		{change.ErrTargetLocked, "Retry (a task retry in the flow does it). A run killed while holding the lock is broken by the " +
+			"next run 30 s after its last heartbeat; if no run is alive and it persists, DROP TABLE <db>.<table>_lock."},
+		{change.ErrOrphanLedger, "Restore the table from a backup; or rebuild: drop the _ledger and the live view, re-run " +
+			"changesink cdc setup, and have the trigger take a new snapshot. Nothing was created."},
+		{change.ErrTargetMismatch, "Re-run changesink cdc setup on a fresh table, or fix the mapping; a live view that is not " +
+			"a view of the mapped columns: drop it and re-run setup. Found by a read (exit 1): another writer changed the " +
+			"target: repair that row or rebuild the target."},
+		{change.ErrNoDatabase, "Create the database, or set target.create_database: true in the mapping so that setup creates it."},
+		{change.ErrUnsupportedServer, "Map the column to a type the server has (DateTime, or String with source_type: " +
+			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
+		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
+		{target.ErrBadURL, "Set CLICKHOUSE_URL to the native protocol: clickhouse://host:9000/database (secure=true and the " +
+			"TLS port, 9440 by default, for TLS)."},
+		{target.ErrTLS, "With secure=true, CLICKHOUSE_URL must name the server's TLS port (9440 by default) and a host name " +
+			"its certificate holds, signed by a CA in CLICKHOUSE_CA_FILE or the system trust store. A TLS port without it: " +
+			"add secure=true to CLICKHOUSE_URL, or use the plaintext port (9000 by default)."},
+		{target.ErrCredentials, "Check CLICKHOUSE_USERNAME and CLICKHOUSE_PASSWORD, or the user in CLICKHOUSE_URL."},
+		{target.ErrNotAllowed, "cdc setup and apply need SELECT, INSERT, CREATE TABLE, DROP TABLE and RENAME TABLE in the " +
+			"target's database and no readonly setting: check the grants and settings profile of the user (CLICKHOUSE_USERNAME), " +
+			"and CLICKHOUSE_URL's query string."},
+		{target.ErrUnknownSetting, "Fix the setting's name in CLICKHOUSE_URL's query string, or remove it."},
+		{target.ErrNotSetUp, "Run changesink cdc setup first."},
+		{target.ErrMemory, "Retry: a retry converges once the server has memory to spare. If every run fails so, raise the " +
+			"limit the message names (for query: max_memory_usage; for user: max_memory_usage_for_user; total: " +
+			"max_memory_usage_for_all_queries or the server's memory) where it is set: CLICKHOUSE_URL's query string, the " +
+			"user's settings profile or the server's configuration."},
+		{target.ErrLedgerDropped, "Re-run the batch: the re-run makes the ledger again and records the batch."},
+		{target.ErrTablesRace, "Retry: a re-run converges (ClickHouse 18.16 fails such reads while other tables of the database " +
+			"are renamed or dropped)."},
+		{target.ErrUnreachable, "Retry: a retry of the run converges. Check that ClickHouse is up and that " +
+			"CDC_CLICKHOUSE_TIMEOUT fits the batch."},
+		{errNotReleased, "Re-run the batch: a replay writes nothing twice and publishes the output files. The lock left is " +
+			"broken by the next run 30 s after its last heartbeat."},
+		{errNotPublished, "Re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty " +
+			"pending.jsonl (this run applied those rows)."},
+		{errOutputFiles, "Free space in WORKING_DIR and re-run the batch: none of it was written to ClickHouse."},
+		{change.ErrConfig, "Fix the setting the message names (changesink help cdc lists every setting)."},
+	}
+}

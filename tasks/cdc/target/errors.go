@@ -1,0 +1,36 @@
+package target
+
+import "errors"
+
+// Causes of the failures the target reports, each with a remedy of its own
+// (cdc.Hint): classify and connect wrap the driver's error with one of
+// them, so the message says what happened and the hint what to do.
+var (
+	// ErrBadURL: CLICKHOUSE_URL is not a clickhouse-go DSN, or names an
+	// address that does not speak the native protocol.
+	ErrBadURL = errors.New("CLICKHOUSE_URL does not reach ClickHouse's native protocol")
+	// ErrCredentials: the server refused the user or the password.
+	ErrCredentials = errors.New("ClickHouse refused the user or password")
+	// ErrNotAllowed: the user may not read or write the target (grants, or
+	// a readonly setting).
+	ErrNotAllowed = errors.New("the ClickHouse user may not do this here")
+	// ErrUnknownSetting: CLICKHOUSE_URL's query string sets a setting the
+	// server does not know.
+	ErrUnknownSetting = errors.New("a setting the server does not know")
+	// ErrNotSetUp: the target table, its view or its database is missing.
+	ErrNotSetUp = errors.New("the target is not set up")
+	// ErrMemory: the server ran out of memory for the statement
+	// (transient: a retry converges once it has memory to spare).
+	ErrMemory = errors.New("ClickHouse ran out of memory for this statement")
+	// ErrTLS: the TLS handshake failed (a port, host name or CA problem).
+	ErrTLS = errors.New("the TLS handshake with ClickHouse failed")
+	// ErrUnreachable: the server was unreachable, too slow or dropped the
+	// connection (transient).
+	ErrUnreachable = errors.New("ClickHouse was unreachable, too slow or dropped the connection")
+	// ErrTablesRace: ClickHouse 18.16 failed to list a database's tables
+	// while others were renamed or dropped (transient).
+	ErrTablesRace = errors.New("ClickHouse failed to list the tables while others were renamed or dropped")
+	// ErrLedgerDropped: the ledger was dropped during the run, after the
+	// batch was inserted and verified (transient: a re-run records it).
+	ErrLedgerDropped = errors.New("the ledger was dropped during this run: the batch is in the target and verified, not recorded")
+)
