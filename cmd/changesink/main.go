@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -180,17 +179,15 @@ func runIO(ctx context.Context, args []string, s stdio) int {
 		return outcome.Config.ExitCode()
 	}
 	if err != nil {
-		if missing, ok := strings.CutPrefix(err.Error(), "missing flags: "); ok {
-			// kong's message for required flags neither set nor in the env.
-			return fail(em, outcome.Config, missingSettings(parser, flagInMessage.FindAllStringSubmatch(missing, -1)))
-		}
+		// kong's message as it wrote it, but for a word that may be part
+		// of a secret; the hint names the settings by their env vars.
 		if hidden := hideUnexpectedArgument(parser, err); hidden != nil {
-			return fail(em, outcome.Config, hidden)
+			err = hidden
 		}
-		return fail(em, outcome.Config, withEnvNames(parser, err))
+		return failHint(em, outcome.Config, err, parseHint(err))
 	}
-	if err := requireNonEmpty(parser, kctx); err != nil {
-		return fail(em, outcome.Config, err)
+	if err := requireNonEmpty(kctx); err != nil {
+		return failHint(em, outcome.Config, err, "Set them in the task's env (or pass the flags); `changesink help <command>` lists every setting and its env var.")
 	}
 	if kctx.Command() == "help" || kctx.Command() == "help <command>" {
 		helpArgs := append(append([]string{}, cli.Help.Command...), "--help")
@@ -229,7 +226,12 @@ func runCommand(kctx *kong.Context, a *app) (err error) {
 // errors branch can act on the class), with its hint (what to do, from the
 // task's hints table) apart, and returns the exit code.
 func fail(em *kestra.Emitter, kind outcome.Kind, err error) int {
-	_ = em.Fail(kind.String(), err.Error(), hint(err))
+	return failHint(em, kind, err, hint(err))
+}
+
+// failHint is fail with the hint given.
+func failHint(em *kestra.Emitter, kind outcome.Kind, err error, hint string) int {
+	_ = em.Fail(kind.String(), err.Error(), hint)
 	return kind.ExitCode()
 }
 
@@ -244,78 +246,54 @@ func hint(err error) string {
 	return ""
 }
 
-var flagInMessage = regexp.MustCompile(`--([a-z0-9][a-z0-9-]*)`)
-
-// errMissingSettings is the one message for required settings that are
-// unset or empty, whichever way they were missed.
+// errMissingSettings: required settings given as empty strings (an env
+// var that is set but empty passes kong's own required check).
 var errMissingSettings = errors.New("missing required settings")
 
-// missingSettings names each missing flag (kong's names, flags[i][1]) by its
-// env var first (flows set env vars) and then by the flag.
-func missingSettings(parser *kong.Kong, flags [][]string) error {
-	envs := flagEnvs(parser)
-	var named []string
-	for _, f := range flags {
-		if env, ok := envs[f[1]]; ok {
-			named = append(named, env+" (flag --"+f[1]+")")
-		} else {
-			named = append(named, "--"+f[1])
-		}
-	}
-	return fmt.Errorf("%w: %s; set them in the task's env (or pass the flags); `changesink help <command>` lists every setting", errMissingSettings, strings.Join(named, ", "))
-}
-
-// requireNonEmpty refuses a required setting given as an empty string (an env
-// var that is set but empty passes kong's required check), with the same
-// message as a setting that is not given at all.
-func requireNonEmpty(parser *kong.Kong, kctx *kong.Context) error {
-	var empty [][]string
+// requireNonEmpty refuses a required setting given as an empty string,
+// naming each by its env var (flows set env vars) and its flag.
+func requireNonEmpty(kctx *kong.Context) error {
+	var empty []string
 	for _, f := range kctx.Flags() {
 		if v, ok := kctx.FlagValue(f).(string); f.Required && ok && strings.TrimSpace(v) == "" {
-			empty = append(empty, []string{"", f.Name})
+			empty = append(empty, settingName(f))
 		}
 	}
 	if len(empty) == 0 {
 		return nil
 	}
-	return missingSettings(parser, empty)
+	return fmt.Errorf("%w: %s", errMissingSettings, strings.Join(empty, ", "))
 }
 
-// flagEnvs maps every flag name of the command tree to its env var(s).
-func flagEnvs(parser *kong.Kong) map[string]string {
-	envs := map[string]string{}
-	var walk func(n *kong.Node)
-	walk = func(n *kong.Node) {
-		for _, f := range n.Flags {
-			if len(f.Envs) > 0 {
-				envs[f.Name] = strings.Join(f.Envs, " or ")
-			}
-		}
-		for _, c := range n.Children {
-			walk(c)
-		}
+// settingName names a flag by its env var first (flows set env vars), then
+// by the flag itself.
+func settingName(f *kong.Flag) string {
+	if len(f.Envs) == 0 {
+		return "--" + f.Name
 	}
-	walk(parser.Model.Node)
-	return envs
+	return strings.Join(f.Envs, " or ") + " (flag --" + f.Name + ")"
 }
 
-// withEnvNames adds to a parse error the env var of every flag it names:
-// flows set env vars, not flags, so "missing flags: --mapping=STRING" alone
-// would send the operator looking for a flag the flow never passes.
-func withEnvNames(parser *kong.Kong, err error) error {
-	envs := flagEnvs(parser)
-	var named []string
-	seen := map[string]bool{}
-	for _, m := range flagInMessage.FindAllStringSubmatch(err.Error(), -1) {
-		if env, ok := envs[m[1]]; ok && !seen[m[1]] {
-			seen[m[1]] = true
-			named = append(named, "--"+m[1]+" is env "+env)
+// parseHint is the hint of a command-line error, which kong's own message
+// says: the required settings of the command it stopped at that are unset,
+// by env var and flag (from the parse's context, not from the message's
+// text), and where every setting is listed.
+func parseHint(err error) string {
+	const lists = "`changesink help <command>` lists every setting and its env var"
+	var pe *kong.ParseError
+	if !errors.As(err, &pe) || pe.Context == nil {
+		return lists + "."
+	}
+	var unset []string
+	for _, f := range pe.Context.Flags() {
+		if f.Required && !f.Set {
+			unset = append(unset, settingName(f))
 		}
 	}
-	if len(named) == 0 {
-		return err
+	if len(unset) == 0 {
+		return lists + "."
 	}
-	return fmt.Errorf("%w (%s)", err, strings.Join(named, ", "))
+	return "Set " + strings.Join(unset, ", ") + " in the task's env (or pass the flags); " + lists + "."
 }
 
 // hideUnexpectedArgument rewrites kong's "unexpected argument WORD" without

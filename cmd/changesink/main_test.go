@@ -60,9 +60,10 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	}
 }
 
-// Flows set env vars, not flags: a missing required setting names its env
-// var and its flag, with one message whether it is unset or empty, and every
-// required setting shows in its command's usage line.
+// Flows set env vars, not flags: a missing required setting is named by its
+// env var and its flag in the hint, whether it is unset (kong's own message)
+// or empty (changesink's), and every required setting shows in its
+// command's usage line.
 func TestMissingRequiredSettings(t *testing.T) {
 	required := map[string][]string{ // command → its required env vars
 		"cdc setup":               {"CDC_MAPPING", "CLICKHOUSE_URL"},
@@ -91,8 +92,12 @@ func TestMissingRequiredSettings(t *testing.T) {
 						t.Errorf("output lacks %q:\n%s", env+" (flag --"+flag+")", out.String())
 					}
 				}
-				if !strings.Contains(out.String(), "missing required settings: ") {
-					t.Errorf("output lacks the one message for missing settings:\n%s", out.String())
+				// Unset: kong's own message; empty (which kong takes as
+				// given): changesink's. Either way the hint names each
+				// setting by its env var (above).
+				want := map[string]string{"unset": "missing flags: --", "empty": "missing required settings: "}[how]
+				if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), `"hint":"Set `) {
+					t.Errorf("output lacks %q and the hint:\n%s", want, out.String())
 				}
 			})
 		}
@@ -190,7 +195,7 @@ func TestTextOutput(t *testing.T) {
 		os.Unsetenv("CDC_MAPPING")
 		var out, errw bytes.Buffer
 		code := runIO(context.Background(), []string{"--output=text", "cdc", "apply", "--clickhouse-url", "clickhouse://127.0.0.1:1/x"}, stdio{out: &out, err: &errw})
-		if code != 2 || out.Len() != 0 || !strings.HasPrefix(errw.String(), "changesink: config: missing required settings: CDC_MAPPING (flag --mapping)") {
+		if code != 2 || out.Len() != 0 || !strings.HasPrefix(errw.String(), "changesink: config: missing flags: --mapping=STRING\nhint: Set CDC_MAPPING (flag --mapping)") {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, the error on stderr", code, out.String(), errw.String())
 		}
 	})
@@ -252,4 +257,22 @@ func TestHelpForEveryCommand(t *testing.T) {
 			}
 		}
 	}
+}
+
+// flagEnvs maps every flag name of the command tree to its env var(s).
+func flagEnvs(parser *kong.Kong) map[string]string {
+	envs := map[string]string{}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if len(f.Envs) > 0 {
+				envs[f.Name] = strings.Join(f.Envs, " or ")
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(parser.Model.Node)
+	return envs
 }
