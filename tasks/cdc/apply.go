@@ -3,6 +3,9 @@ package cdc
 import (
 	"context"
 	"time"
+
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
 // Apply applies one batch: decode and check it all while connecting to the
@@ -33,27 +36,28 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 		return nil, err
 	}
 	defer r.giveUp(ctx, lk)
-	rd, err := r.readTarget(ctx, conn.table, lk, b)
+	t := r.table(conn.table, lk)
+	defer func() { r.expected.abort() }()
+	rd, err := t.readTarget(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	defer rd.expected.abort()
-	sel, err := r.selectPending(rd)
+	sel, err := t.selectPending(rd)
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.writeOutputs(rd, sel)
+	out, err := r.writeOutputs(sel)
 	if err != nil {
 		return nil, err
 	}
 	defer out.abort()
-	if err := r.insert(ctx, conn.table, lk, sel.Pending); err != nil {
+	if err := t.insert(ctx, sel.Pending); err != nil {
 		return nil, err
 	}
-	if err := r.verify(ctx, conn.table, rd.rows); err != nil {
+	if err := t.verify(ctx, rd.rows); err != nil {
 		return nil, err
 	}
-	if err := r.record(ctx, conn.table, lk, rd, sel); err != nil {
+	if err := t.record(ctx, rd, sel); err != nil {
 		return nil, err
 	}
 	if err := r.release(ctx, lk); err != nil {
@@ -67,13 +71,25 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 
 // applyRun is one Apply: its settings, and what the steps report (the
 // step it is in, for a stopped run's message; the timings and counts of
-// the Result).
+// the Result); expected is expected.jsonl, written while the target is
+// read.
 type applyRun struct {
-	cfg   Config
-	env   Env
-	start time.Time
-	stop  stopState
-	res   Result
+	cfg      Config
+	env      Env
+	start    time.Time
+	stop     stopState
+	res      Result
+	expected *backgroundFile
+}
+
+// table is the run's tableRun for the target tbl, held under lk.
+func (r *applyRun) table(tbl *target.Table, lk *target.Lock) *tableRun {
+	return &tableRun{m: r.cfg.Mapping, tbl: tbl, lk: lk, hooks: r.env.hooks, stop: &r.stop, res: &r.res,
+		origin: fileOrigin{path: r.cfg.BatchFile, workers: r.cfg.Workers, m: r.cfg.Mapping},
+		onRows: func(rows []*change.Row) {
+			r.expected.abort() // written before a TRUNCATE added its markers
+			r.expected = writeInBackground(r.env.Dir, ExpectedFile, r.cfg.Mapping, rows)
+		}}
 }
 
 // result returns the run's Result, its total time taken now.

@@ -17,8 +17,8 @@ type outputs struct {
 }
 
 // writeOutputs waits for expected.jsonl and writes pending.jsonl.
-func (r *applyRun) writeOutputs(rd reading, sel selection) (outputs, error) {
-	exp, err := rd.expected.wait()
+func (r *applyRun) writeOutputs(sel selection) (outputs, error) {
+	exp, err := r.expected.wait()
 	if err != nil {
 		return outputs{}, err
 	}

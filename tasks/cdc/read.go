@@ -21,25 +21,17 @@ type reading struct {
 	rows    []*change.Row
 	current map[string]*change.Row // the target's winning row per key
 	open    []change.OpenKey       // keys left with two live rows
-	// expected is expected.jsonl (the rows), written while the target is
-	// read.
-	expected *backgroundFile
 }
 
 // readTarget reads, under the lock, the ledger (a replay? what does this
 // batch follow?) and the target's rows of the batch's keys: the previous
 // values of unchanged TOAST columns, the current versions, the older rows
 // of keys whose key changes, and the live keys a TRUNCATE removes.
-func (r *applyRun) readTarget(ctx context.Context, tbl *target.Table, lk *target.Lock, b *merge.Batch) (_ reading, err error) {
-	m := r.cfg.Mapping
+func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, err error) {
+	tbl := t.tbl
 	step := time.Now()
 	rd := reading{b: b}
-	defer func() {
-		if err != nil {
-			rd.expected.abort()
-		}
-	}()
-	if rd.led, err = tbl.EnsureLedger(ctx, lk.ID, b.Digest()); err != nil {
+	if rd.led, err = tbl.EnsureLedger(ctx, t.lk.ID, b.Digest()); err != nil {
 		return rd, err
 	}
 	rd.prev = rd.led.Last
@@ -49,7 +41,7 @@ func (r *applyRun) readTarget(ctx context.Context, tbl *target.Table, lk *target
 	if rd.prev != nil && len(rd.prev.OpenKeys) > 0 {
 		// The previous batch left keys with two live rows: decode again,
 		// starting those keys from what it left.
-		if rd.b, err = redecodeWithSeeds(ctx, tbl, r.cfg.BatchFile, r.cfg.Workers, rd.prev.OpenKeys, rd.led.Replay != nil); err != nil {
+		if rd.b, err = t.origin.redecode(ctx, tbl, rd.prev.OpenKeys, rd.led.Replay != nil); err != nil {
 			return rd, err
 		}
 	}
@@ -60,11 +52,11 @@ func (r *applyRun) readTarget(ctx context.Context, tbl *target.Table, lk *target
 	if err := fillUnchanged(ctx, tbl, rd.rows, rd.b.Trunc); err != nil {
 		return rd, err
 	}
-	// expected.jsonl is written while the target is read, unless a TRUNCATE
-	// adds markers to it (then once they are known); a read error wins over
-	// a file error, as the file would not have been needed.
-	if rd.b.Trunc == nil {
-		rd.expected = writeInBackground(r.env.Dir, ExpectedFile, m, rd.rows)
+	// The rows are final here, unless a TRUNCATE adds markers to them (then
+	// once they are known): onRows may write them out while the target is
+	// read.
+	if rd.b.Trunc == nil && t.onRows != nil {
+		t.onRows(rd.rows)
 	}
 	if rd.current, err = tbl.Current(ctx, rd.rows); err != nil {
 		return rd, err
@@ -76,10 +68,12 @@ func (r *applyRun) readTarget(ctx context.Context, tbl *target.Table, lk *target
 		if rd.rows, err = withTruncated(ctx, tbl, rd.b, rd.rows); err != nil {
 			return rd, err
 		}
-		rd.expected = writeInBackground(r.env.Dir, ExpectedFile, m, rd.rows)
+		if t.onRows != nil {
+			t.onRows(rd.rows)
+		}
 	}
-	r.res.Events, r.res.Keys = rd.b.Events, int64(len(rd.rows))
-	r.res.Read = time.Since(step)
+	t.res.Events, t.res.Keys = t.res.Events+rd.b.Events, t.res.Keys+int64(len(rd.rows))
+	t.res.Read += time.Since(step)
 	return rd, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 )
 
@@ -18,8 +17,8 @@ type selection struct {
 // selectPending keeps the rows the target lacks or holds older
 // (merge.SelectPending), and refuses a batch never applied before whose
 // versions went backwards.
-func (r *applyRun) selectPending(rd reading) (selection, error) {
-	m := r.cfg.Mapping
+func (t *tableRun) selectPending(rd reading) (selection, error) {
+	m := t.m
 	step := time.Now()
 	var sel selection
 	var err error
@@ -27,7 +26,7 @@ func (r *applyRun) selectPending(rd reading) (selection, error) {
 		return sel, err
 	}
 	if rd.led.Replay == nil {
-		sel.src = decode.SourceOf(r.cfg.BatchFile, m)
+		sel.src = t.origin.source()
 		if err := merge.WentBackwards(m, rd.b, sel.src, sel.Selection, rd.led); err != nil {
 			return sel, err
 		}
@@ -38,7 +37,9 @@ func (r *applyRun) selectPending(rd reading) (selection, error) {
 	if err := merge.CheckFilled(m, sel.Pending); err != nil {
 		return sel, err
 	}
-	r.res.Pending, r.res.Skipped, r.res.Deletes = int64(len(sel.Pending)), r.res.Keys-int64(len(sel.Pending)), sel.Deletes
-	r.res.Read += time.Since(step)
+	t.res.Pending += int64(len(sel.Pending))
+	t.res.Skipped += int64(len(rd.rows) - len(sel.Pending))
+	t.res.Deletes += sel.Deletes
+	t.res.Read += time.Since(step)
 	return sel, nil
 }
