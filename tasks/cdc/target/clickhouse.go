@@ -60,6 +60,8 @@ type ClickHouse struct {
 	// Timeout bounds each call: connecting, each query, the insert; 0 is
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Conns is the most connections open at once; under 3, 3.
+	Conns int
 }
 
 // target is a connection to the target table of a mapping.
@@ -131,7 +133,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 	if opts.ReadTimeout == 0 || opts.ReadTimeout > timeout {
 		opts.ReadTimeout = timeout
 	}
-	opts.MaxOpenConns = 3 // a query, the insert or a read, and the lock's heartbeat
+	// A query, the insert or a read, and the lock's heartbeat; a run that
+	// holds more locks (cdc sync, one per target) asks for more.
+	opts.MaxOpenConns = max(3, cfg.Conns)
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, classify(fmt.Errorf("open ClickHouse %s: %w", strings.Join(opts.Addr, ","), err))
@@ -201,6 +205,14 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		Version: sv.Version.String(),
 		timeout: timeout,
 	}, nil
+}
+
+// With returns the server for the mapping m: the same connections (Close
+// the Server Connect returned, once), another target.
+func (t *Server) With(m *mapping.Mapping) *Server {
+	c := *t
+	c.M = m
+	return &c
 }
 
 func (t *Server) Close() { t.conn.Close() }

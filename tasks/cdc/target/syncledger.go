@@ -1,0 +1,158 @@
+package target
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+)
+
+// The sync ledger, <db>._changesink_sync, records how far cdc sync has
+// applied the stream of each replication slot: one row per flush, written
+// once every target's read-back passed and before the slot is confirmed.
+// A run starts from the slot's confirmed position, and the ledger tells
+// what that position means:
+//
+//   - the slot at the ledger's position: the last run ended cleanly;
+//   - the slot behind it: the last confirm was lost (a run killed between
+//     its ledger row and its confirm, or a PostgreSQL restart before the
+//     slot's position was saved), and what comes again is a replay, which
+//     the targets' versions skip;
+//   - the slot ahead of it: something else confirmed changes sync never
+//     applied (another consumer of the slot): a gap, refused
+//     (change.ErrSlotAhead).
+//
+// The source's identity (the PostgreSQL system identifier and the slot's
+// database) is recorded with each row, so a slot of the same name on
+// another server (a restore, a migration) is refused too.
+
+// syncLedgerName is the sync ledger's table name.
+const syncLedgerName = "_changesink_sync"
+
+// syncLedgerColumns are the sync ledger's columns, in table order.
+var syncLedgerColumns = [][2]string{
+	{"slot", "String"},
+	{"seq", "UInt64"}, // 1, 2, ... per slot
+	{"applied_at", "DateTime"},
+	{"holder", "String"},
+	{"system_id", "String"},
+	{"source_db", "String"},
+	{"through_lsn", "UInt64"}, // every transaction committed at or before it is applied
+	{"transactions", "UInt64"},
+	{"changes", "UInt64"},
+	{"tables", "String"}, // the tables of the flush and their counts, as JSON
+}
+
+// SyncEntry is one row of the sync ledger.
+type SyncEntry struct {
+	Slot      string
+	Seq       uint64
+	AppliedAt time.Time
+	Holder    string
+	// SystemID and SourceDB identify the source: PostgreSQL's system
+	// identifier (IDENTIFY_SYSTEM) and the slot's database.
+	SystemID, SourceDB string
+	// Through is the stream position the flush applied: every transaction
+	// whose commit ends at or before it.
+	Through               uint64
+	Transactions, Changes uint64
+	Tables                string
+}
+
+// SyncLedger is the sync ledger of one database.
+type SyncLedger struct {
+	s  *Server
+	db string
+}
+
+// SyncLedger returns the sync ledger in database db.
+func (t *Server) SyncLedger(db string) *SyncLedger { return &SyncLedger{s: t, db: db} }
+
+// name is the ledger's qualified name.
+func (l *SyncLedger) name() string { return mapping.Qualified(l.db, syncLedgerName) }
+
+// Ensure creates the ledger when it is missing and checks its columns.
+func (l *SyncLedger) Ensure(ctx context.Context) error {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + l.name() + " (")
+	for i, c := range syncLedgerColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c[0] + " " + c[1])
+		if c[0] == "applied_at" {
+			b.WriteString(" DEFAULT now()")
+		}
+	}
+	b.WriteString(") ENGINE = MergeTree ORDER BY (slot, seq)")
+	if err := l.s.exec(ctx, b.String()); err != nil {
+		return err
+	}
+	cols, err := l.s.columns(ctx, l.db, syncLedgerName)
+	if err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for _, c := range cols {
+		got[c.name] = c.typ
+	}
+	for _, c := range syncLedgerColumns {
+		if got[c[0]] != c[1] {
+			return outcome.Config.Mark(fmt.Errorf("%w: the sync ledger %s has no column %s %s (it has %q)",
+				change.ErrTargetMismatch, l.name(), c[0], c[1], got[c[0]]))
+		}
+	}
+	return nil
+}
+
+// Last returns the slot's latest row; nil when the ledger has none.
+func (l *SyncLedger) Last(ctx context.Context, slot string) (*SyncEntry, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	defer cancel()
+	rows, err := l.s.conn.Query(cctx, "SELECT slot, seq, applied_at, holder, system_id, source_db, through_lsn, transactions, changes, tables FROM "+
+		l.name()+" WHERE slot = ? ORDER BY seq DESC LIMIT 1", slot)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read the sync ledger %s: %w", l.name(), err))
+	}
+	defer rows.Close()
+	var e *SyncEntry
+	for rows.Next() {
+		var x SyncEntry
+		if err := rows.Scan(&x.Slot, &x.Seq, &x.AppliedAt, &x.Holder, &x.SystemID, &x.SourceDB, &x.Through,
+			&x.Transactions, &x.Changes, &x.Tables); err != nil {
+			return nil, classify(fmt.Errorf("read the sync ledger %s: %w", l.name(), err))
+		}
+		e = &x
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read the sync ledger %s: %w", l.name(), err))
+	}
+	return e, nil
+}
+
+// Append writes e after prev (nil: the slot's first row), numbering it.
+func (l *SyncLedger) Append(ctx context.Context, prev, e *SyncEntry) error {
+	e.Seq = 1
+	if prev != nil {
+		e.Seq = prev.Seq + 1
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	defer cancel()
+	b, err := l.s.conn.PrepareBatch(cctx, "INSERT INTO "+l.name()+
+		" (slot, seq, holder, system_id, source_db, through_lsn, transactions, changes, tables)")
+	if err != nil {
+		return classify(fmt.Errorf("write the sync ledger %s: %w", l.name(), err))
+	}
+	defer b.Close()
+	if err := b.Append(e.Slot, e.Seq, e.Holder, e.SystemID, e.SourceDB, e.Through, e.Transactions, e.Changes, e.Tables); err != nil {
+		return fmt.Errorf("write the sync ledger %s: %w", l.name(), err)
+	}
+	if err := b.Send(); err != nil {
+		return classify(fmt.Errorf("write the sync ledger %s: %w", l.name(), err))
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package target
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/change"
+)
+
+// TestSyncLedger: the sync ledger is made once (Ensure is idempotent),
+// numbers each slot's rows on its own, returns a slot's latest row, and a
+// table of that name that is not the ledger is refused.
+func TestSyncLedger(t *testing.T) {
+	url := testenv.ClickHouseURL(t)
+	db, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_sync_")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Connect(ctx, ClickHouse{URL: url, Timeout: time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := s.SyncLedger(db)
+	for range 2 {
+		if err := l.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := l.Last(ctx, "a"); err != nil || last != nil {
+		t.Fatalf("an empty ledger: %+v, %v", last, err)
+	}
+	var prevA *SyncEntry
+	for i, through := range []uint64{100, 250} {
+		e := &SyncEntry{Slot: "a", Holder: "h", SystemID: "7350", SourceDB: "shop", Through: through, Transactions: 2, Changes: 5, Tables: `{"public.orders":5}`}
+		if err := l.Append(ctx, prevA, e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != uint64(i+1) {
+			t.Errorf("seq %d, want %d", e.Seq, i+1)
+		}
+		prevA = e
+	}
+	if err := l.Append(ctx, nil, &SyncEntry{Slot: "b", Through: 7}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := l.Last(ctx, "a")
+	if err != nil || last == nil || last.Seq != 2 || last.Through != 250 || last.SystemID != "7350" || last.SourceDB != "shop" ||
+		last.Changes != 5 || last.Tables != `{"public.orders":5}` || last.AppliedAt.IsZero() {
+		t.Fatalf("last of slot a: %+v, %v", last, err)
+	}
+	if last, err := l.Last(ctx, "b"); err != nil || last == nil || last.Seq != 1 || last.Through != 7 {
+		t.Fatalf("last of slot b: %+v, %v", last, err)
+	}
+
+	other, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_sync_")
+	if err := s.exec(ctx, "CREATE TABLE "+other+"._changesink_sync (slot String, seq UInt32) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	err = s.SyncLedger(other).Ensure(ctx)
+	testenv.WantError(t, err, outcome.Config, change.ErrTargetMismatch, "the sync ledger "+other+"._changesink_sync has no column seq UInt64")
+}
