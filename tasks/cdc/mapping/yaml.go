@@ -48,10 +48,11 @@ type rawColumn struct {
 }
 
 type rawTable struct {
-	Source  *rawSource   `yaml:"source" what:"source"`
-	Target  *rawTarget   `yaml:"target" what:"target"`
-	Key     *[]string    `yaml:"key" what:"a list, as in [id]"`
-	Columns *[]rawColumn `yaml:"columns" what:"a column"`
+	Source        *rawSource   `yaml:"source" what:"source"`
+	Target        *rawTarget   `yaml:"target" what:"target"`
+	Key           *[]string    `yaml:"key" what:"a list, as in [id]"`
+	Columns       *[]rawColumn `yaml:"columns" what:"a column"`
+	SchemaChanges *string      `yaml:"schema_changes"`
 }
 
 // doc is a decoded mapping document: the node tree, for positions.

@@ -1,0 +1,375 @@
+package mapping
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// A Set is a mapping file for many tables, as cdc sync reads one slot's
+// publication into many targets:
+//
+//	defaults:                   # any key of a table, for every table
+//	  source: {database: shop, schema: public}
+//	  target: {database: analytics, table: "{table}"}   # the target name pattern
+//	  schema_changes: add_columns
+//	tables:
+//	  - source: {table: orders}
+//	    target: {table: orders_cdc}
+//	    key: [id]
+//	    columns: [...]          # the whole table, or only overrides (sync)
+//	  - source: {schema: sales, table: orders}
+//	    target: {table: sales_orders}
+//
+// A file of one table (the Mapping form) is a Set of that table. A table
+// of the source that the file does not list gets an entry of the
+// defaults, with its columns and key from the source's catalog; so does a
+// listed table that leaves its columns out. target.table in the defaults
+// is a pattern of {schema} and {table}, "{table}" unless given; two tables
+// whose targets would share a name are refused.
+type Set struct {
+	File     string
+	defaults rawTable
+	entries  []setEntry
+	d        doc
+}
+
+// setEntry is one table of the file, as written.
+type setEntry struct {
+	raw  rawTable
+	path []any // where it is in the file
+}
+
+// rawSet is the Set form of the file.
+type rawSet struct {
+	Defaults *rawTable   `yaml:"defaults" what:"defaults"`
+	Tables   *[]rawTable `yaml:"tables" what:"a table"`
+}
+
+// The schema-change policies of a table (schema_changes).
+const (
+	// AddColumns: a column the source adds is added to the target
+	// (Nullable), a column it drops stays (NULL from then on); other
+	// changes are refused.
+	AddColumns = "add_columns"
+	// Refuse: any change of the source's columns is refused, as the
+	// trigger flow refuses a column the mapping does not know.
+	Refuse = "refuse"
+)
+
+// LoadSet reads and checks the mapping file at path, in either form.
+func LoadSet(path string) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, outcome.Config.Mark(&MappingError{File: path, Msg: fmt.Sprintf("cannot read the mapping file: %v", err)})
+	}
+	return ParseSet(path, data)
+}
+
+// ParseSet checks a mapping file of either form; file names it in messages.
+func ParseSet(file string, data []byte) (*Set, error) {
+	s, err := parseSet(data)
+	if err != nil {
+		var me *MappingError
+		if !errors.As(err, &me) {
+			me = &MappingError{Msg: err.Error()}
+		}
+		me.File = file
+		return nil, outcome.Config.Mark(me)
+	}
+	s.File = file
+	return s, nil
+}
+
+func parseSet(data []byte) (*Set, error) {
+	var probe yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&probe); err == nil && hasKey(&probe, "tables") {
+		var raw rawSet
+		d, err := decodeDoc(data, &raw, "the mapping")
+		if err != nil {
+			return nil, err
+		}
+		s := &Set{d: d}
+		if raw.Defaults != nil {
+			s.defaults = *raw.Defaults
+			if raw.Defaults.Key != nil || raw.Defaults.Columns != nil {
+				return nil, d.at("defaults").errorf("defaults cannot hold key or columns: they belong to one table")
+			}
+		}
+		if raw.Tables == nil || len(*raw.Tables) == 0 {
+			return nil, d.at("tables").errorf("tables must list at least one table")
+		}
+		for i, t := range *raw.Tables {
+			s.entries = append(s.entries, setEntry{raw: t, path: []any{"tables", i}})
+		}
+		return s, s.check()
+	}
+	var raw rawTable
+	d, err := decodeDoc(data, &raw, "the mapping")
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{d: d, entries: []setEntry{{raw: raw}}}
+	return s, s.check()
+}
+
+// hasKey reports whether the document n's top node is a mapping with key.
+func hasKey(n *yaml.Node, key string) bool {
+	if len(n.Content) == 0 {
+		return false
+	}
+	top := resolveAlias(n.Content[0])
+	if top.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i < len(top.Content); i += 2 {
+		if top.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+// check refuses, before any catalog is read, what no source can mend: an
+// entry without a source table or listed twice, a bad policy, and the
+// mistakes of the entries that are complete.
+func (s *Set) check() error {
+	if err := s.checkPolicy(s.defaults.SchemaChanges, []any{"defaults"}); err != nil {
+		return err
+	}
+	seen := map[[2]string]bool{}
+	for _, e := range s.entries {
+		r := s.merged(e)
+		if r.Source == nil || r.Source.Table == nil {
+			return s.d.at(append(slices.Clone(e.path), "source")...).errorf("source.table is required")
+		}
+		k := [2]string{str(r.Source.Schema), *r.Source.Table}
+		if seen[k] {
+			return s.d.at(append(slices.Clone(e.path), "source", "table")...).errorf("table %s.%s is listed twice", k[0], k[1])
+		}
+		seen[k] = true
+		if err := s.checkPolicy(e.raw.SchemaChanges, append(slices.Clone(e.path), "schema_changes")); err != nil {
+			return err
+		}
+		if complete(r) {
+			if _, err := compile(s.d, e.path, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// complete reports an entry that needs nothing from the source's catalog:
+// target, key and columns given (else its columns are overrides).
+func complete(r rawTable) bool {
+	return r.Target != nil && r.Target.Table != nil && r.Key != nil && r.Columns != nil
+}
+
+func (s *Set) checkPolicy(p *string, path []any) error {
+	if p != nil && *p != AddColumns && *p != Refuse {
+		return s.d.at(path...).errorf("schema_changes is %q: use %s or %s", *p, AddColumns, Refuse)
+	}
+	return nil
+}
+
+// Tables lists the source tables the file names, as schema.table.
+func (s *Set) Tables() []string {
+	var out []string
+	for _, e := range s.entries {
+		r := s.merged(e)
+		out = append(out, str(r.Source.Schema)+"."+*r.Source.Table)
+	}
+	return out
+}
+
+// Single returns the file's one table, complete: the Mapping form, or a
+// Set of one table with its columns (cdc apply and setup without a source).
+func (s *Set) Single() (*Mapping, error) {
+	if len(s.entries) != 1 {
+		return nil, outcome.Config.Mark(&MappingError{File: s.File, Msg: fmt.Sprintf("the mapping lists %d tables; this command takes one", len(s.entries))})
+	}
+	m, err := compile(s.d, s.entries[0].path, s.merged(s.entries[0]))
+	return s.located(m, err)
+}
+
+// SourceColumn is a column of a source table, as its catalog shows it: for
+// generating the entry of a table the file lists without columns.
+type SourceColumn struct {
+	Name string
+	// Type and SourceType are the ClickHouse type and the PostgreSQL type
+	// the column maps to (pgvalue.Generate decides them).
+	Type, SourceType string
+	Key              bool // part of the replica identity: the target's key
+}
+
+// For returns the Mapping of the source table schema.table with the
+// columns cols: the file's entry (its columns override cols' of the same
+// name), or the defaults' for a table the file does not list.
+func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
+	e, listed := s.entry(schema, table)
+	r := s.merged(e)
+	if !listed {
+		r.Source = mergeSource(&rawSource{Schema: &schema, Table: &table}, s.defaults.Source)
+	}
+	if r.Target == nil {
+		d := s.defaultTarget()
+		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn}
+	}
+	if r.Target.Table == nil || !listed {
+		name := targetName(str(s.defaultTarget().Table), schema, table)
+		t := *r.Target
+		t.Table = &name
+		r.Target = &t
+	}
+	given, at := map[string]rawColumn{}, map[string]int{}
+	if r.Columns != nil {
+		for i, c := range *r.Columns {
+			given[str(c.Name)], at[str(c.Name)] = c, i
+		}
+	}
+	var merged []rawColumn
+	var key []string
+	for _, c := range cols {
+		rc, ok := given[c.Name]
+		if !ok {
+			name, typ, src := c.Name, c.Type, c.SourceType
+			rc = rawColumn{Name: &name, Type: &typ}
+			if src != "" {
+				rc.SourceType = &src
+			}
+		}
+		delete(given, c.Name)
+		merged = append(merged, rc)
+		if c.Key {
+			key = append(key, c.Name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(given)) {
+		return s.located(nil, s.d.at(append(slices.Clone(e.path), "columns", at[name], "name")...).errorf(
+			"column %q is not a column of %s.%s", name, schema, table))
+	}
+	r.Columns = &merged
+	if r.Key == nil {
+		r.Key = &key
+	}
+	m, err := compile(s.d, e.path, r)
+	return s.located(m, err)
+}
+
+// Policy is the schema-change policy of the source table schema.table.
+func (s *Set) Policy(schema, table string) string {
+	e, _ := s.entry(schema, table)
+	if p := e.raw.SchemaChanges; p != nil {
+		return *p
+	}
+	return orDefault(s.defaults.SchemaChanges, AddColumns)
+}
+
+// entry is the file's entry of schema.table; listed is false (and the
+// entry empty) when the file does not list it.
+func (s *Set) entry(schema, table string) (setEntry, bool) {
+	for _, e := range s.entries {
+		r := s.merged(e)
+		if str(r.Source.Schema) == schema && str(r.Source.Table) == table {
+			return e, true
+		}
+	}
+	return setEntry{path: []any{"defaults"}}, false
+}
+
+// merged is e with the defaults filled in where it leaves a key out (not
+// the target's table: the defaults' is a pattern, For's business).
+func (s *Set) merged(e setEntry) rawTable {
+	r := e.raw
+	r.Source = mergeSource(r.Source, s.defaults.Source)
+	if r.Target != nil {
+		d := s.defaultTarget()
+		t := *r.Target
+		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn}} {
+			if *f.v == nil {
+				*f.v = *f.d
+			}
+		}
+		if t.CreateDatabase == nil {
+			t.CreateDatabase = d.CreateDatabase
+		}
+		r.Target = &t
+	}
+	return r
+}
+
+// CheckDistinct refuses mappings whose targets (or their live views,
+// ledgers and locks) would share a name in one database: two source tables
+// written into one target.
+func CheckDistinct(ms []*Mapping) error {
+	owner := map[string]*Mapping{}
+	for _, m := range ms {
+		for _, name := range []string{m.Target.Table, m.Target.LiveView, LedgerName(m), LockName(m)} {
+			k := m.Target.Database + "." + name
+			if o, dup := owner[k]; dup && o != m {
+				return outcome.Config.Mark(&MappingError{File: m.File, Msg: fmt.Sprintf(
+					"the targets of %s.%s and %s.%s share the name %s: give one of them another target.table (or set the defaults' pattern, as in \"{schema}_{table}\")",
+					o.Source.Schema, o.Source.Table, m.Source.Schema, m.Source.Table, k)})
+			}
+			owner[k] = m
+		}
+	}
+	return nil
+}
+
+// defaultTarget is the defaults' target, never nil.
+func (s *Set) defaultTarget() rawTarget {
+	if s.defaults.Target == nil {
+		return rawTarget{}
+	}
+	return *s.defaults.Target
+}
+
+// mergeSource fills what src leaves out from def.
+func mergeSource(src, def *rawSource) *rawSource {
+	if def == nil {
+		return src
+	}
+	out := rawSource{}
+	if src != nil {
+		out = *src
+	}
+	for _, f := range []struct{ v, d **string }{{&out.Database, &def.Database}, {&out.Schema, &def.Schema},
+		{&out.DeletedField, &def.DeletedField}, {&out.MetadataField, &def.MetadataField}} {
+		if *f.v == nil {
+			*f.v = *f.d
+		}
+	}
+	return &out
+}
+
+// targetName fills the pattern ("" is "{table}") with schema and table.
+func targetName(pattern, schema, table string) string {
+	if pattern == "" {
+		pattern = "{table}"
+	}
+	return strings.NewReplacer("{schema}", schema, "{table}", table).Replace(pattern)
+}
+
+// located marks a compile error with the file's name.
+func (s *Set) located(m *Mapping, err error) (*Mapping, error) {
+	if err != nil {
+		var me *MappingError
+		if !errors.As(err, &me) {
+			me = &MappingError{Msg: err.Error()}
+		}
+		me.File = s.File
+		return nil, outcome.Config.Mark(me)
+	}
+	m.File = s.File
+	return m, nil
+}
