@@ -249,6 +249,14 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 					t.Fatalf("Apply succeeded with the server gone: %v", res.Outputs())
 				}
 				checkError(t, err, outcome.Transient, nil)
+				// The message names the step of a read: before the insert
+				// nothing was written; the read-back comes after it.
+				switch c.name {
+				case "versions read":
+					checkError(t, err, outcome.Transient, nil, "read the target's rows before the insert: read "+e.db+".orders_cdc")
+				case "verify read":
+					checkError(t, err, outcome.Transient, nil, "read back after the insert: read "+e.db+".orders_cdc")
+				}
 				if strings.HasPrefix(c.name, "release") {
 					// Cut after the ledger row: the message says the batch is in.
 					checkError(t, err, outcome.Transient, nil, "applied, verified and recorded in the ledger", "Re-run the batch")

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -59,7 +60,7 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 		t.onRows(rd.rows)
 	}
 	if rd.current, err = tbl.Current(ctx, rd.rows); err != nil {
-		return rd, err
+		return rd, fmt.Errorf("read the target's rows before the insert: %w", err)
 	}
 	if rd.open, err = keyChangesOf(ctx, tbl, rd.b, rd.current); err != nil {
 		return rd, err

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
@@ -15,7 +16,9 @@ func (t *tableRun) verify(ctx context.Context, rows []*change.Row) error {
 	t.stop.step = stepVerify
 	actual, err := t.tbl.Read(ctx, rows)
 	if err != nil {
-		return err
+		// The insert was sent: say this is the read-back, not the read
+		// before it (which wrote nothing).
+		return fmt.Errorf("read back after the insert: %w", err)
 	}
 	verified, err := merge.CompareReadBack(t.m, rows, actual)
 	t.res.Verified += verified
