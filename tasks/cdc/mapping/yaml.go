@@ -98,7 +98,7 @@ func explain(n *yaml.Node, t reflect.Type, what string) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		keys := YamlKeys(t)
+		keys := yamlKeys(t)
 		if n.Kind != yaml.MappingNode {
 			return at(n).errorf("%s must be a mapping with the keys %s", what, strings.Join(keys, ", "))
 		}
@@ -124,7 +124,7 @@ func explain(n *yaml.Node, t reflect.Type, what string) error {
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			if t.Elem().Kind() == reflect.Struct {
-				return at(n).errorf("%s must be a list of {%s}", listName(what), strings.Join(YamlKeys(t.Elem()), ", "))
+				return at(n).errorf("%s must be a list of {%s}", listName(what), strings.Join(yamlKeys(t.Elem()), ", "))
 			}
 			return at(n).errorf("expected %s", what)
 		}
@@ -166,11 +166,11 @@ func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
-// YamlKeys lists, in field order, the keys yaml.v3 decodes into the struct
+// yamlKeys lists, in field order, the keys yaml.v3 decodes into the struct
 // type t: each exported field's yaml tag up to any option, or its name in
 // lower case where the tag gives none, and the keys of an inline struct
 // field in its place; a field tagged "-" is left out.
-func YamlKeys(t reflect.Type) []string {
+func yamlKeys(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -182,7 +182,7 @@ func YamlKeys(t reflect.Type) []string {
 		case name == "-":
 			continue
 		case slices.Contains(strings.Split(opts, ","), "inline") && f.Type.Kind() == reflect.Struct:
-			keys = append(keys, YamlKeys(f.Type)...)
+			keys = append(keys, yamlKeys(f.Type)...)
 			continue
 		case name == "":
 			name = strings.ToLower(f.Name)

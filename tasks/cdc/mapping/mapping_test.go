@@ -1,4 +1,4 @@
-package cdc
+package mapping
 
 import (
 	"errors"
@@ -7,19 +7,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/changesink/changesink/tasks/cdc/mapping"
-
 	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
 func TestShippedOrdersMapping(t *testing.T) {
-	m := loadMapping(t, ordersMapping)
-	if got, want := m.Source, (mapping.Source{Database: "shop", Schema: "public", Table: "orders", DeletedField: "deleted", MetadataField: "metadata"}); got != want {
+	m, err := Load("../../../flows/orders.mapping.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Source, (Source{Database: "shop", Schema: "public", Table: "orders", DeletedField: "deleted", MetadataField: "metadata"}); got != want {
 		t.Errorf("Source = %+v, want %+v", got, want)
 	}
-	if got, want := m.Target, (mapping.Target{Database: "default", Table: "orders_cdc", LiveView: "orders_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}); got != want {
+	if got, want := m.Target, (Target{Database: "default", Table: "orders_cdc", LiveView: "orders_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}); got != want {
 		t.Errorf("Target = %+v, want %+v", got, want)
 	}
 	if strings.Join(m.Key, ",") != "id" {
@@ -38,11 +40,11 @@ func TestShippedOrdersMapping(t *testing.T) {
 }
 
 func TestMappingDefaults(t *testing.T) {
-	m, err := mapping.Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: UInt64}]\n"))
+	m, err := Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: UInt64}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := mapping.Target{Database: "default", Table: "x", LiveView: "x_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}
+	want := Target{Database: "default", Table: "x", LiveView: "x_live", VersionColumn: "_cdc_lsn", DeletedColumn: "_cdc_deleted"}
 	if m.Target != want {
 		t.Errorf("Target = %+v, want %+v", m.Target, want)
 	}
@@ -59,9 +61,9 @@ func TestMappingErrors(t *testing.T) {
 		want string // the whole message
 	}{
 		{"empty", "", "m.yaml: the mapping is empty"},
-		{"not a mapping", "- a\n", "m.yaml:1:1: the mapping must be a mapping with the keys source, target, key, columns"},
+		{"not a mapping", "- a\n", "m.yaml:1:1: the mapping must be a mapping with the keys source, target, key, columns, schema_changes"},
 		{"unknown top key", head + "key: [k]\ncolumns: [{name: k, type: Int64}]\nextra: 1\n",
-			`m.yaml:5:1: unknown key "extra" in the mapping (known keys: source, target, key, columns)`},
+			`m.yaml:5:1: unknown key "extra" in the mapping (known keys: source, target, key, columns, schema_changes)`},
 		{"unknown source key", "source: {database: d, schema: s, table: t, tabel: u}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
 			`m.yaml:1:44: unknown key "tabel" in source (known keys: database, schema, table, deleted_field, metadata_field)`},
 		{"unknown column key", head + "key: [k]\ncolumns:\n  - name: k\n    type: Int64\n    nullable: true\n",
@@ -115,14 +117,14 @@ func TestMappingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := mapping.Parse("m.yaml", []byte(tt.yaml))
+			_, err := Parse("m.yaml", []byte(tt.yaml))
 			if err == nil {
 				t.Fatalf("ParseMapping accepted:\n%s", tt.yaml)
 			}
 			if got := err.Error(); got != tt.want {
 				t.Errorf("error\n got %s\nwant %s", got, tt.want)
 			}
-			if !errors.Is(err, mapping.ErrMapping) {
+			if !errors.Is(err, ErrMapping) {
 				t.Errorf("error does not match ErrMapping: %v", err)
 			}
 		})
@@ -130,8 +132,8 @@ func TestMappingErrors(t *testing.T) {
 }
 
 func TestLoadMappingMissingFile(t *testing.T) {
-	_, err := mapping.Load("testdata/no-such.mapping.yaml")
-	wantError(t, err, outcome.Config, mapping.ErrMapping, "testdata/no-such.mapping.yaml: cannot read the mapping file")
+	_, err := Load("testdata/no-such.yaml")
+	testenv.WantError(t, err, outcome.Config, ErrMapping, "testdata/no-such.yaml: cannot read the mapping file")
 }
 
 func TestParseType(t *testing.T) {
@@ -153,15 +155,15 @@ func TestParseType(t *testing.T) {
 		{" Nullable( String ) ", "Nullable(String)", "Nullable(String)"},
 	}
 	for _, tt := range tests {
-		ct, err := mapping.ParseType(tt.in)
+		ct, err := ParseType(tt.in)
 		if err != nil {
 			t.Errorf("parseType(%q): %v", tt.in, err)
 			continue
 		}
-		if got := ct.DDL(mapping.CapsFor(18, 16)); got != tt.old {
+		if got := ct.DDL(CapsFor(18, 16)); got != tt.old {
 			t.Errorf("%q on 18.16 = %q, want %q", tt.in, got, tt.old)
 		}
-		if got := ct.DDL(mapping.CapsFor(25, 8)); got != tt.current {
+		if got := ct.DDL(CapsFor(25, 8)); got != tt.current {
 			t.Errorf("%q on 25.8 = %q, want %q", tt.in, got, tt.current)
 		}
 		if !ct.SameType(tt.old) || !ct.SameType(tt.current) {
@@ -170,14 +172,14 @@ func TestParseType(t *testing.T) {
 	}
 	for _, bad := range []string{"Nullable(Nullable(Int8))", "Decimal(0, 0)", "Decimal(77, 1)", "DateTime64(10)", "DateTime64(3, UTC)",
 		"DateTime('')", "Int", "LowCardinality(String)", "Array(Int8)", "string"} {
-		if _, err := mapping.ParseType(bad); err == nil {
+		if _, err := ParseType(bad); err == nil {
 			t.Errorf("parseType(%q) accepted", bad)
 		}
 	}
-	if caps := mapping.CapsFor(20, 1); !caps.DateTime64 || caps.BoolType {
+	if caps := CapsFor(20, 1); !caps.DateTime64 || caps.BoolType {
 		t.Errorf("capsFor(20.1) = %+v", caps)
 	}
-	if caps := mapping.CapsFor(19, 17); caps.DateTime64 {
+	if caps := CapsFor(19, 17); caps.DateTime64 {
 		t.Errorf("capsFor(19.17) = %+v", caps)
 	}
 }
@@ -200,7 +202,7 @@ func TestSourceTypeRules(t *testing.T) {
 		"{name: c, type: \"DateTime64(3, 'Europe/Paris')\", source_type: timestamp(3) with time zone}",
 		"{name: c, type: Nullable(String), source_type: jsonb}", "{name: c, type: String, source_type: bytea}",
 	} {
-		if _, err := mapping.Parse("m.yaml", []byte(head+"  - "+ok+"\n")); err != nil {
+		if _, err := Parse("m.yaml", []byte(head+"  - "+ok+"\n")); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
@@ -224,8 +226,8 @@ func TestSourceTypeRules(t *testing.T) {
 			`m.yaml:6:42: column "c": source_type "text(5)" is not a PostgreSQL type changesink reads (supported: smallint, integer, bigint, ` +
 				`numeric, numeric(p, s), real, double precision, boolean, text, varchar(n), uuid, date, timestamp, timestamptz, json, jsonb, bytea)`},
 	} {
-		_, err := mapping.Parse("m.yaml", []byte(head+"  - "+tt.col+"\n"))
-		if err == nil || err.Error() != tt.want || !errors.Is(err, mapping.ErrMapping) {
+		_, err := Parse("m.yaml", []byte(head+"  - "+tt.col+"\n"))
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrMapping) {
 			t.Errorf("%s:\n got %v\nwant %s", tt.col, err, tt.want)
 		}
 	}
@@ -236,7 +238,7 @@ func TestSourceTypeRules(t *testing.T) {
 // in the key and columns lists, which refused them with a wrong message
 // ("expected a string", "a column must be a mapping").
 func TestMappingAliases(t *testing.T) {
-	m, err := mapping.Parse("m.yaml", []byte(`source: {database: &db shop, schema: public, table: t}
+	m, err := Parse("m.yaml", []byte(`source: {database: &db shop, schema: public, table: t}
 target: {table: x, database: *db}
 columns:
   - {name: &id id, type: &money "Decimal(12, 2)"}
@@ -247,10 +249,10 @@ key: [*id, *code]
 	if err != nil {
 		t.Fatalf("ParseMapping: %v", err)
 	}
-	if m.Target.Database != "shop" || len(m.Cols) != 3 || m.Cols[1].Type.Kind != mapping.KindDecimal || m.KeyNames() != "(id, code)" {
+	if m.Target.Database != "shop" || len(m.Cols) != 3 || m.Cols[1].Type.Kind != KindDecimal || m.KeyNames() != "(id, code)" {
 		t.Errorf("mapping %+v %+v %v", m.Target, m.Columns, m.Key)
 	}
-	_, err = mapping.Parse("m.yaml", []byte(`source: {database: d, schema: s, table: t}
+	_, err = Parse("m.yaml", []byte(`source: {database: d, schema: s, table: t}
 target: {table: x}
 key: [id]
 columns:
@@ -268,7 +270,7 @@ columns:
 // Local" as an internal error. It is a mapping mistake, located.
 func TestMappingLocalTimeZone(t *testing.T) {
 	for _, typ := range []string{"DateTime('Local')", "DateTime64(3, 'Local')", "Nullable(DateTime('Local'))"} {
-		_, err := mapping.Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [id]\n"+
+		_, err := Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x}\nkey: [id]\n"+
 			"columns:\n  - {name: id, type: Int64}\n  - {name: at, type: \""+typ+"\"}\n"))
 		if err == nil || !strings.Contains(err.Error(), "m.yaml:6:") || !strings.Contains(err.Error(), "Local") {
 			t.Errorf("%s: %v, want a mapping error on line 6", typ, err)
@@ -295,7 +297,7 @@ func TestYAMLKeys(t *testing.T) {
 		Last   int   `yaml:"last,flow"`
 	}
 	_ = outer{}.hidden
-	got := mapping.YamlKeys(reflect.TypeFor[outer]())
+	got := yamlKeys(reflect.TypeFor[outer]())
 	if want := []string{"a", "b", "plain", "x", "y", "last"}; !slices.Equal(got, want) {
 		t.Errorf("yamlKeys = %v, want %v", got, want)
 	}
