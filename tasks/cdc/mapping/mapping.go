@@ -3,6 +3,7 @@ package mapping
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -313,4 +314,31 @@ func (m *Mapping) KeyNames() string {
 		return m.Key[0]
 	}
 	return "(" + strings.Join(m.Key, ", ") + ")"
+}
+
+// With returns a copy of m with the column c added after its columns (a
+// column the source added, which cdc sync adds to the target), checked as
+// a mapping file's columns are.
+func (m *Mapping) With(c Column) (*Mapping, error) {
+	rc := rawColumn{Name: &c.Name, Type: &c.Type}
+	if c.SourceType != "" {
+		rc.SourceType = &c.SourceType
+	}
+	if c.MaxLength > 0 {
+		rc.MaxLength = &c.MaxLength
+	}
+	out := *m
+	out.Cols, out.Columns, out.ByName = slices.Clone(m.Cols), slices.Clone(m.Columns), maps.Clone(m.ByName)
+	col, err := compileColumn(&out, rc, func(...any) pos { return pos{} })
+	if err != nil {
+		var me *MappingError
+		if errors.As(err, &me) {
+			me.File = m.File
+		}
+		return nil, outcome.Config.Mark(err)
+	}
+	out.ByName[col.Name] = len(out.Cols)
+	out.Cols = append(out.Cols, col)
+	out.Columns = append(out.Columns, c)
+	return &out, nil
 }

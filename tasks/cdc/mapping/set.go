@@ -201,20 +201,11 @@ func (s *Set) Single() (*Mapping, error) {
 	return s.located(m, err)
 }
 
-// SourceColumn is a column of a source table, as its catalog shows it: for
-// generating the entry of a table the file lists without columns.
-type SourceColumn struct {
-	Name string
-	// Type and SourceType are the ClickHouse type and the PostgreSQL type
-	// the column maps to (pgvalue.Generate decides them).
-	Type, SourceType string
-	Key              bool // part of the replica identity: the target's key
-}
-
-// For returns the Mapping of the source table schema.table with the
-// columns cols: the file's entry (its columns override cols' of the same
-// name), or the defaults' for a table the file does not list.
-func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
+// For returns the Mapping of the source table schema.table whose columns,
+// mapped from its catalog (pgvalue.Generate), are cols and whose key is
+// key: the file's entry (its columns override cols' of the same name, its
+// key the catalog's), or the defaults' for a table the file does not list.
+func (s *Set) For(schema, table string, cols []Column, key []string) (*Mapping, error) {
 	e, listed := s.entry(schema, table)
 	r := s.merged(e)
 	if !listed {
@@ -237,21 +228,20 @@ func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
 		}
 	}
 	var merged []rawColumn
-	var key []string
 	for _, c := range cols {
 		rc, ok := given[c.Name]
 		if !ok {
-			name, typ, src := c.Name, c.Type, c.SourceType
+			name, typ, src, maxLen := c.Name, c.Type, c.SourceType, c.MaxLength
 			rc = rawColumn{Name: &name, Type: &typ}
 			if src != "" {
 				rc.SourceType = &src
 			}
+			if maxLen > 0 {
+				rc.MaxLength = &maxLen
+			}
 		}
 		delete(given, c.Name)
 		merged = append(merged, rc)
-		if c.Key {
-			key = append(key, c.Name)
-		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(given)) {
 		return s.located(nil, s.d.at(append(slices.Clone(e.path), "columns", at[name], "name")...).errorf(
@@ -259,7 +249,8 @@ func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
 	}
 	r.Columns = &merged
 	if r.Key == nil {
-		r.Key = &key
+		k := slices.Clone(key)
+		r.Key = &k
 	}
 	m, err := compile(s.d, e.path, r)
 	return s.located(m, err)

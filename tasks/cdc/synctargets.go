@@ -1,0 +1,172 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+	"github.com/changesink/changesink/tasks/cdc/target"
+)
+
+// syncTable is one published table and its target in a sync run.
+type syncTable struct {
+	src    sourceTable
+	m      *mapping.Mapping
+	policy string // schema_changes
+	srv    *target.Server
+	run    *tableRun
+	batch  *merge.Batch
+	res    Result
+	// rel is the relation in effect (the stream's Relation event), and
+	// cols its columns' decoders: decs[i] reads relation column i into
+	// mapped column at[i] (at[i] < 0: the column is not mapped).
+	rel  *slot.Relation
+	decs []*pgvalue.Decoder
+	at   []int
+	// open holds the rows of the transaction being read; rows counts the
+	// rows of the flush being gathered.
+	open []change.Row
+	rows int64
+}
+
+func (t *syncTable) name() string { return t.src.qualified() }
+
+// mappings maps every published table to its target: the mapping file's
+// entry, or one from the source's catalog (pgvalue.Generate), checked to
+// be distinct.
+func mappings(set *mapping.Set, tables []sourceTable, caps mapping.ServerCaps) ([]*mapping.Mapping, error) {
+	var out []*mapping.Mapping
+	for _, t := range tables {
+		var cols []mapping.Column
+		var key []string
+		for _, c := range t.cols {
+			mc, err := pgvalue.Generate(t.qualified(), c, caps)
+			if err != nil {
+				return nil, outcome.Config.Mark(err)
+			}
+			cols = append(cols, mc)
+			if c.Key {
+				key = append(key, c.Name)
+			}
+		}
+		m, err := set.For(t.schema, t.name, cols, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, mapping.CheckDistinct(out)
+}
+
+// openTargets reads the published tables from the catalog, maps each to
+// its target, connects to ClickHouse and checks every target: the server
+// supports it, the table matches its mapping (cdc setup made it), the
+// live view is there. A published table without a target is refused: it
+// needs the initial load that cdc setup does.
+func (r *syncRun) openTargets(ctx context.Context) error {
+	src, err := readCatalog(ctx, r.conn, r.cfg.Publication)
+	if err != nil {
+		return sourceErr(err)
+	}
+	if len(src) == 0 {
+		return outcome.Config.Mark(fmt.Errorf("%w: publication %s publishes no table", change.ErrConfig, r.cfg.Publication))
+	}
+	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)), nil); err != nil {
+		return err
+	}
+	ms, err := mappings(r.cfg.Mappings, src, r.ch.Caps)
+	if err != nil {
+		return err
+	}
+	return r.openTargetsOf(ctx, src, ms)
+}
+
+// openTargetsOf checks the target of each published table src[i], mapped
+// by ms[i], and makes the run's tables of them, in name order.
+func (r *syncRun) openTargetsOf(ctx context.Context, src []sourceTable, ms []*mapping.Mapping) error {
+	r.tables = map[uint32]*syncTable{}
+	for i, m := range ms {
+		srv := r.ch.With(m)
+		if err := srv.CheckSupported(); err != nil {
+			return err
+		}
+		tbl, err := srv.CheckSchema(ctx)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", src[i].qualified(), err)
+		}
+		if _, err := srv.EnsureView(ctx); err != nil {
+			return err
+		}
+		t := &syncTable{src: src[i], m: m, policy: r.cfg.Mappings.Policy(src[i].schema, src[i].name), srv: srv,
+			batch: merge.NewBatch(m)}
+		t.run = &tableRun{m: m, tbl: tbl, hooks: r.env.hooks, origin: slotOrigin{r: r}, stop: &r.stop, res: &t.res}
+		r.tables[src[i].oid] = t
+		r.order = append(r.order, t)
+	}
+	slices.SortFunc(r.order, func(a, b *syncTable) int {
+		return strings.Compare(mapping.Qualified(a.m.Target.Database, a.m.Target.Table), mapping.Qualified(b.m.Target.Database, b.m.Target.Table))
+	})
+	r.ledger = r.ch.SyncLedger(r.order[0].m.Target.Database)
+	return nil
+}
+
+// withConns is c with a connection for each target's lock heartbeat,
+// beside those of the queries.
+func withConns(c target.ClickHouse, tables int) target.ClickHouse {
+	c.Conns = 3 + tables
+	return c
+}
+
+// lockTargets takes every target's lock, in name order (two runs never
+// wait on each other in a cycle).
+func (r *syncRun) lockTargets(ctx context.Context) error {
+	timing := r.env.hooks.lockTiming
+	if timing == (target.LockTiming{}) {
+		timing = target.DefaultLockTiming
+	}
+	r.stop.step = stepLock
+	for _, t := range r.order {
+		lk, err := t.run.tbl.Lock(ctx, timing, r.log)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", t.name(), err)
+		}
+		t.run.lk = lk
+		if err := lk.SweepAsides(ctx, r.log); err != nil {
+			return err
+		}
+	}
+	return r.env.hooks.run(ctx, r.env.hooks.locked)
+}
+
+// releaseTargets gives back every lock the run took, even when it was
+// stopped.
+func (r *syncRun) releaseTargets(ctx context.Context) {
+	for _, t := range r.order {
+		if lk := t.run.lk; lk != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.ReleaseWithin())
+			_ = lk.Release(rctx)
+			cancel()
+		}
+	}
+}
+
+// slotOrigin is a batch of the stream: it is never decoded again (a
+// flush ends at a transaction's end, where no key has two live rows), and
+// the ledger records the slot as its source.
+type slotOrigin struct{ r *syncRun }
+
+func (o slotOrigin) redecode(context.Context, *target.Table, []change.OpenKey, bool) (*merge.Batch, error) {
+	return nil, outcome.Refused.Mark(fmt.Errorf("%w: the target's ledger ends inside a transaction of the trigger flow, "+
+		"which cdc sync cannot continue", change.ErrKeyChange))
+}
+
+func (o slotOrigin) source() change.SourceID {
+	return change.SourceID{Connector: "pgoutput", Name: o.r.cfg.Slot, Version: o.r.systemID, Db: o.r.source}
+}
