@@ -51,6 +51,10 @@ type (
 // LoadMapping reads and checks the mapping file at path (mapping.Load).
 func LoadMapping(path string) (*Mapping, error) { return mapping.Load(path) }
 
+// LoadMappingSet reads and checks a mapping file of one table or many
+// (mapping.LoadSet), for cdc sync.
+func LoadMappingSet(path string) (*mapping.Set, error) { return mapping.LoadSet(path) }
+
 // ParseMapping checks the mapping in data, read from file (mapping.Parse).
 func ParseMapping(file string, data []byte) (*Mapping, error) { return mapping.Parse(file, data) }
 

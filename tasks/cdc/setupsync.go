@@ -73,7 +73,7 @@ func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 	if err != nil {
 		return created{}, err
 	}
-	pg := r.cfg.Source.Config.Copy()
+	pg := r.cfg.source.Config.Copy()
 	if pg.RuntimeParams == nil {
 		pg.RuntimeParams = map[string]string{}
 	}
@@ -87,7 +87,7 @@ func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 	if res.SlotCreated {
 		c = created{snap: res.Snapshot, at: res.ConsistentPoint}
 	}
-	conn := r.cfg.Source.Copy()
+	conn := r.cfg.source.Copy()
 	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
 	if r.conn, err = pgx.ConnectConfig(ctx, conn); err != nil {
 		c.release()
@@ -132,7 +132,7 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)), nil); err != nil {
 		return err
 	}
-	ms, err := mappings(r.cfg.Mappings, src, r.ch.Caps)
+	ms, err := mappings(r.cfg.Mappings, r.source, src, r.ch.Caps)
 	if err != nil {
 		return err
 	}
@@ -199,14 +199,18 @@ func (r *syncRun) loadTable(ctx context.Context, c created, t *syncTable) error 
 	cols := make([]string, len(t.src.cols))
 	rel := &slot.Relation{ID: t.src.oid, Namespace: t.src.schema, Name: t.src.name, Identity: t.src.identity}
 	for i, col := range t.src.cols {
-		cols[i] = pgx.Identifier{col.Name}.Sanitize() + "::text"
+		cols[i] = pgx.Identifier{col.Name}.Sanitize()
 		rel.Columns = append(rel.Columns, slot.Column{Name: col.Name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Key: col.Key})
 	}
 	if err := t.decoders(rel); err != nil {
 		return err
 	}
 	r.stop.step = "loading " + t.name()
-	rows, err := tx.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM ONLY "+pgx.Identifier{t.src.schema, t.src.name}.Sanitize())
+	// The simple protocol returns each value as its type's output function
+	// prints it, as pgoutput sends it (a cast to text would not: a boolean
+	// prints true, a char(n) loses its padding).
+	rows, err := tx.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM ONLY "+pgx.Identifier{t.src.schema, t.src.name}.Sanitize(),
+		pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return sourceErr(fmt.Errorf("table %s: read it under snapshot %s: %w", t.name(), c.snap.Name, err))
 	}

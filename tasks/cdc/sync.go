@@ -69,8 +69,10 @@ type syncRun struct {
 	stream           *slot.Stream
 	conn             *pgx.Conn
 	systemID, source string
-	// startedAt is where the slot stood when the run began.
-	startedAt slot.LSN
+	// startedAt is where the slot stood when the run began; caughtUpAt the
+	// WAL's end then (the run is caught up once it has everything before
+	// it); seen the furthest the server said it has decoded.
+	startedAt, caughtUpAt, seen slot.LSN
 
 	// The targets: by the source table's OID, and in name order (the
 	// order of their locks and flushes).

@@ -49,9 +49,8 @@ const (
 // SyncConfig is everything Sync needs, and what Setup needs to create the
 // publication and the slot and load the tables.
 type SyncConfig struct {
-	// Source is the database the slot decodes, as pgx.ParseConfig reads
-	// CDC_POSTGRES_DSN (its user and password set). Required.
-	Source *pgx.ConnConfig
+	// Postgres is the database the slot decodes. Required.
+	Postgres Postgres
 	// Slot and Publication name the replication slot and the publication.
 	Slot, Publication string
 	// Tables are the tables to publish (schema.table), for Setup; none:
@@ -72,12 +71,22 @@ type SyncConfig struct {
 	// them and confirms the slot (at a transaction's end); 0:
 	// DefaultFlushChanges.
 	FlushChanges int
+
+	// source is Postgres parsed (Validate).
+	source *pgx.ConnConfig
+}
+
+// Postgres is how to reach the source database.
+type Postgres struct {
+	// DSN is a libpq URL or key=value string (CDC_POSTGRES_DSN); User and
+	// Password, when set, override its own.
+	DSN, User, Password string
 }
 
 // Validate checks the sync settings and fills in the defaults.
 func (c *SyncConfig) Validate() error {
 	switch {
-	case c.Source == nil:
+	case c.Postgres.DSN == "":
 		return outcome.Config.Mark(fmt.Errorf("%w: no source database (%s)", change.ErrConfig, EnvPostgresDSN))
 	case c.ClickHouse.URL == "":
 		return outcome.Config.Mark(fmt.Errorf("%w: no ClickHouse URL (%s)", change.ErrConfig, target.EnvClickHouseURL))
@@ -103,5 +112,18 @@ func (c *SyncConfig) Validate() error {
 	if c.Mappings == nil {
 		c.Mappings = &mapping.Set{}
 	}
+	src, err := pgx.ParseConfig(c.Postgres.DSN)
+	if err != nil {
+		// pgx's message may quote the DSN, password and all: not shown.
+		return outcome.Config.Mark(fmt.Errorf("%w: %s is not a PostgreSQL connection string (a URL postgres://… or key=value pairs)",
+			change.ErrConfig, EnvPostgresDSN))
+	}
+	if c.Postgres.User != "" {
+		src.User = c.Postgres.User
+	}
+	if c.Postgres.Password != "" {
+		src.Password = c.Postgres.Password
+	}
+	c.source = src
 	return nil
 }

@@ -44,11 +44,22 @@ func (t *syncTable) sourceColumn(c slot.Column) pgvalue.Column {
 	return pgvalue.Column{Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod, Key: c.Key}
 }
 
-// read reads one tuple into a row of the open transaction: op is its
-// operation, image whether a delete's tuple holds the whole old row
-// (REPLICA IDENTITY FULL), lsn the change's position. A delete that holds
-// only the key has the seed's zeros in its other columns.
+// read reads one tuple into a row of the open transaction (readRow).
 func (t *syncTable) read(tup slot.Tuple, op string, image bool, lsn uint64) error {
+	row, err := t.readRow(tup, op, image, false, lsn)
+	if err != nil {
+		return err
+	}
+	t.open = append(t.open, row)
+	return nil
+}
+
+// readRow reads one tuple into a row: op is its operation, image whether a
+// delete's tuple holds the whole old row (REPLICA IDENTITY FULL), moved
+// whether it is the new row of an update that changed the key (its
+// unchanged TOAST values are the old key's), lsn the change's position. A
+// delete that holds only the key has the seed's zeros in its other columns.
+func (t *syncTable) readRow(tup slot.Tuple, op string, image, moved bool, lsn uint64) (change.Row, error) {
 	m := t.m
 	vals := make([]change.Value, len(m.Cols))
 	for j := range m.Cols {
@@ -68,11 +79,11 @@ func (t *syncTable) read(tup slot.Tuple, op string, image bool, lsn uint64) erro
 		}
 		val, err := t.decs[i].Value(v.Kind, v.Data)
 		if err != nil {
-			return t.refuse(vals, got, lsn, m.Cols[j].Name, err)
+			return row, t.refuse(vals, got, lsn, m.Cols[j].Name, err)
 		}
 		if val.Toast {
-			if m.Cols[j].IsKey || op != change.OpUpdate {
-				return t.refuse(vals, got, lsn, m.Cols[j].Name, fmt.Errorf("%w: %s with an unchanged TOAST value", change.ErrToast, op))
+			if m.Cols[j].IsKey || (op != change.OpUpdate && !moved) {
+				return row, t.refuse(vals, got, lsn, m.Cols[j].Name, fmt.Errorf("%w: %s with an unchanged TOAST value", change.ErrToast, op))
 			}
 			row.Unchanged = true
 		}
@@ -81,15 +92,14 @@ func (t *syncTable) read(tup slot.Tuple, op string, image bool, lsn uint64) erro
 	if !keyOnly {
 		for j := range m.Cols {
 			if !m.Cols[j].Type.Nullable && !t.has(j) {
-				return t.refuse(vals, got, lsn, m.Cols[j].Name, fmt.Errorf("%w: the source no longer has column %q, which is not Nullable in the target",
+				return row, t.refuse(vals, got, lsn, m.Cols[j].Name, fmt.Errorf("%w: the source no longer has column %q, which is not Nullable in the target",
 					change.ErrSchemaChange, m.Cols[j].Name))
 			}
 		}
 	}
 	row.Key = string(change.EncodeKey(nil, m, vals))
 	row.Vals = vals
-	t.open = append(t.open, row)
-	return nil
+	return row, nil
 }
 
 // has reports whether the relation in effect has mapped column j.

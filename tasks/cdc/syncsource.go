@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -18,7 +19,7 @@ import (
 // and the source's identity, and the slot's stream from its confirmed
 // position, under the settings the values are read with (pgvalue).
 func (r *syncRun) openSource(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, r.cfg.Source.Copy())
+	conn, err := pgx.ConnectConfig(ctx, r.cfg.source.Copy())
 	if err != nil {
 		return sourceErr(fmt.Errorf("connect to the source: %w", err))
 	}
@@ -26,7 +27,7 @@ func (r *syncRun) openSource(ctx context.Context) error {
 	if r.systemID, r.source, err = systemIdentity(ctx, conn); err != nil {
 		return sourceErr(err)
 	}
-	pg := r.cfg.Source.Config.Copy()
+	pg := r.cfg.source.Config.Copy()
 	if pg.RuntimeParams == nil {
 		pg.RuntimeParams = map[string]string{}
 	}
@@ -38,6 +39,13 @@ func (r *syncRun) openSource(ctx context.Context) error {
 	}
 	r.startedAt = r.stream.Confirmed()
 	r.f.floor = uint64(r.startedAt)
+	var end string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&end); err != nil {
+		return sourceErr(fmt.Errorf("read the source's WAL position: %w", err))
+	}
+	if r.caughtUpAt, err = pglogrepl.ParseLSN(end); err != nil {
+		return fmt.Errorf("read the source's WAL position %q: %w", end, err)
+	}
 	return nil
 }
 

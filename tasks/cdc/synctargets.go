@@ -41,7 +41,7 @@ func (t *syncTable) name() string { return t.src.qualified() }
 // mappings maps every published table to its target: the mapping file's
 // entry, or one from the source's catalog (pgvalue.Generate), checked to
 // be distinct.
-func mappings(set *mapping.Set, tables []sourceTable, caps mapping.ServerCaps) ([]*mapping.Mapping, error) {
+func mappings(set *mapping.Set, db string, tables []sourceTable, caps mapping.ServerCaps) ([]*mapping.Mapping, error) {
 	var out []*mapping.Mapping
 	for _, t := range tables {
 		var cols []mapping.Column
@@ -56,7 +56,7 @@ func mappings(set *mapping.Set, tables []sourceTable, caps mapping.ServerCaps) (
 				key = append(key, c.Name)
 			}
 		}
-		m, err := set.For(t.schema, t.name, cols, key)
+		m, err := set.For(db, t.schema, t.name, cols, key)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (r *syncRun) openTargets(ctx context.Context) error {
 	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)), nil); err != nil {
 		return err
 	}
-	ms, err := mappings(r.cfg.Mappings, src, r.ch.Caps)
+	ms, err := mappings(r.cfg.Mappings, r.source, src, r.ch.Caps)
 	if err != nil {
 		return err
 	}

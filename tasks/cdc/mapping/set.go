@@ -201,15 +201,21 @@ func (s *Set) Single() (*Mapping, error) {
 	return s.located(m, err)
 }
 
-// For returns the Mapping of the source table schema.table whose columns,
-// mapped from its catalog (pgvalue.Generate), are cols and whose key is
-// key: the file's entry (its columns override cols' of the same name, its
-// key the catalog's), or the defaults' for a table the file does not list.
-func (s *Set) For(schema, table string, cols []Column, key []string) (*Mapping, error) {
+// For returns the Mapping of the source table schema.table of database db
+// whose columns, mapped from its catalog (pgvalue.Generate), are cols and
+// whose key is key: the file's entry (its columns override cols' of the
+// same name, its key the catalog's; its source database, when it names
+// none, is db), or the defaults' for a table the file does not list.
+func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mapping, error) {
 	e, listed := s.entry(schema, table)
 	r := s.merged(e)
 	if !listed {
 		r.Source = mergeSource(&rawSource{Schema: &schema, Table: &table}, s.defaults.Source)
+	}
+	if r.Source.Database == nil {
+		src := *r.Source
+		src.Database = &db
+		r.Source = &src
 	}
 	if r.Target == nil {
 		d := s.defaultTarget()

@@ -32,7 +32,7 @@ func TestSetForListedAndGenerated(t *testing.T) {
 		t.Errorf("Tables() = %s", got)
 	}
 	// Listed, complete: the entry as written, the defaults filled in.
-	m, err := s.For("public", "orders", []Column{{Name: "id", Type: "Int64"}, {Name: "status", Type: "String"}}, []string{"id"})
+	m, err := s.For("shop", "public", "orders", []Column{{Name: "id", Type: "Int64"}, {Name: "status", Type: "String"}}, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestSetForListedAndGenerated(t *testing.T) {
 	}
 	// Listed with overrides only: the catalog's columns, the entry's
 	// types where it gives one; the target named by the pattern.
-	m, err = s.For("sales", "orders", []Column{{Name: "id", Type: "Int32", SourceType: "integer"},
+	m, err = s.For("shop", "sales", "orders", []Column{{Name: "id", Type: "Int32", SourceType: "integer"},
 		{Name: "amount", Type: "String", SourceType: "numeric"}, {Name: "note", Type: "Nullable(String)", SourceType: "text"}}, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestSetForListedAndGenerated(t *testing.T) {
 		t.Errorf("sales.orders: %+v %s key %s", m.Target, strings.Join(cols, ", "), m.KeyNames())
 	}
 	// Not listed: all from the catalog and the defaults.
-	m, err = s.For("public", "customers", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+	m, err = s.For("shop", "public", "customers", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,11 @@ func TestSetForRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.For("sales", "orders", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+	_, err = s.For("shop", "sales", "orders", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 	if err == nil || err.Error() != `s.yaml:15:16: column "amount" is not a column of sales.orders` {
 		t.Errorf("an override of a column the source lacks: %v", err)
 	}
-	_, err = s.For("public", "events", []Column{{Name: "payload", Type: "String"}}, nil)
+	_, err = s.For("shop", "public", "events", []Column{{Name: "payload", Type: "String"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "key is required") {
 		t.Errorf("a table without a key: %v", err)
 	}
@@ -141,7 +141,7 @@ func TestCheckDistinct(t *testing.T) {
 	}
 	var ms []*Mapping
 	for _, schema := range []string{"a", "b"} {
-		m, err := s.For(schema, "t", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+		m, err := s.For("d", schema, "t", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 		if err != nil {
 			t.Fatal(err)
 		}

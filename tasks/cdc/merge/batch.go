@@ -155,6 +155,15 @@ func (b *Batch) Has(key string) bool {
 func (b *Batch) Len() int               { return b.rows.n }
 func (b *Batch) At(i int32) *change.Row { return b.rows.at(i) }
 
+// Row returns the batch's latest row of key, nil when it holds none.
+func (b *Batch) Row(key string) *change.Row {
+	i, ok := b.index[key]
+	if !ok {
+		return nil
+	}
+	return b.rows.at(i)
+}
+
 // digest is the hex SHA-256 of the batch's event sums (eventSum, xxHash64
 // of each decoded event, computed by the decoding workers) in file order:
 // the same for the text and binary form of one batch, and for a
