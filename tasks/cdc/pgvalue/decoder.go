@@ -277,28 +277,26 @@ func (d *Decoder) decimal(b []byte) (change.Value, error) {
 		}
 		frac = frac[:d.t.Scale]
 	}
-	whole := n.whole
-	if len(whole) == 0 {
-		frac = trimZeros(frac)
+	pad := d.t.Scale - len(frac) // zeros after the fraction
+	lead := frac                 // the fraction's digits that follow the whole part's
+	if len(n.whole) == 0 {
+		lead = trimZeros(frac)
 	}
-	digits := len(whole) + len(frac)
-	if digits > 0 {
-		digits += d.t.Scale - len(frac)
-	}
-	if digits > d.t.Prec {
-		return change.Value{}, refuse(ErrOutOfRange, "%s does not fit %s", short(b), d.t)
-	}
+	digits := len(n.whole) + len(lead)
 	if digits == 0 {
 		return change.Value{S: "0"}, nil
+	}
+	if digits+pad > d.t.Prec {
+		return change.Value{}, refuse(ErrOutOfRange, "%s does not fit %s", short(b), d.t)
 	}
 	var buf [80]byte // Prec ≤ 76
 	out := buf[:0]
 	if n.neg {
 		out = append(out, '-')
 	}
-	out = append(out, whole...)
-	out = append(out, frac...)
-	for range d.t.Scale - len(n.frac) {
+	out = append(out, n.whole...)
+	out = append(out, lead...)
+	for range pad {
 		out = append(out, '0')
 	}
 	return change.Value{S: string(out)}, nil
