@@ -117,7 +117,7 @@ func (f family) mapsTo() string {
 	case famInt:
 		return "Int8..Int64, UInt8..UInt64, Decimal(P, S) or String"
 	case famNumeric:
-		return "Decimal(P, S) or String (its exact text); an integer type when every value is integral"
+		return "Decimal(P, S), String (its exact text), or an integer type for integral values"
 	case famFloat4, famFloat8:
 		return "Float64, Float32 (exact for real) or String"
 	case famBool:
@@ -127,7 +127,7 @@ func (f family) mapsTo() string {
 	case famDate:
 		return "Date (1970-01-01..2149-06-06) or String (any date)"
 	case famTimestamp, famTimestamptz:
-		return "DateTime64(6, 'UTC'), DateTime (whole seconds) or String (any time)"
+		return "DateTime64(6, 'UTC'), DateTime (whole seconds) or String"
 	}
 	return "String"
 }
@@ -173,7 +173,7 @@ func (d *Decoder) Text(b []byte) (change.Value, error) {
 		return change.Value{}, d.notText(b)
 	case opText:
 		if !utf8.Valid(b) {
-			return change.Value{}, refuse(ErrNotText, "%s text that is not valid UTF-8 (client_encoding must be UTF8)", d.srcType)
+			return change.Value{}, refuse(ErrNotText, "%s that is not UTF-8 (client_encoding must be UTF8)", d.srcType)
 		}
 		return d.str(b)
 	case opNumericText:
@@ -199,7 +199,7 @@ func (d *Decoder) Text(b []byte) (change.Value, error) {
 }
 
 func (d *Decoder) notText(b []byte) error {
-	return refuse(ErrNotText, "%q is not PostgreSQL's text of a %s", short(b), d.srcType)
+	return refuse(ErrNotText, "%q for a %s", short(b), d.srcType)
 }
 
 // short bounds a value quoted in a message.
