@@ -243,7 +243,7 @@ func FuzzTimestamp(f *testing.F) {
 			} else {
 				var ts pgtype.Timestamp
 				perr = pgScan(pgtype.TimestampOID, text, &ts)
-				pgTime = pgtype.Timestamptz{Time: ts.Time, InfinityModifier: ts.InfinityModifier, Valid: ts.Valid}
+				pgTime = pgtype.Timestamptz(ts)
 			}
 			if !ok {
 				if perr == nil && stampGrammar.MatchString(text) {
