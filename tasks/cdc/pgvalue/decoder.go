@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
@@ -52,7 +54,7 @@ type Decoder struct {
 // the mapped column col. It refuses (*ColumnError wrapping ErrWrongType) a
 // mapping whose source_type names another type than src's, and a
 // ClickHouse type that cannot hold src's values: see docs/mapping.md,
-// "Reading the replication slot". A String column holds, by src's type:
+// "The replication slot (cdc sync)". A String column holds, by src's type:
 // numeric its exact decimal text, uuid its lower-case text, date
 // YYYY-MM-DD, timestamp and timestamptz YYYY-MM-DD hh:mm:ss.ffffff in UTC,
 // bytea its bytes, and every other type its text as PostgreSQL prints it.
@@ -85,14 +87,12 @@ func NewDecoder(src Column, col *mapping.Col) (*Decoder, error) {
 		d.op = textOp(fam)
 		_, _, scaled := numericMod(src.TypeMod)
 		d.stripped = fam == famNumeric && !scaled
-		d.padded = src.TypeOID == bpcharOID
+		d.padded = src.TypeOID == pgtype.BPCharOID
 	default:
 		return nil, wrong("%s cannot hold it; map it to %s", col.Type, fam.mapsTo())
 	}
 	return d, nil
 }
-
-const bpcharOID = 1042
 
 func textOp(f family) op {
 	switch f {
