@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
@@ -52,7 +54,7 @@ type Decoder struct {
 // the mapped column col. It refuses (*ColumnError wrapping ErrWrongType) a
 // mapping whose source_type names another type than src's, and a
 // ClickHouse type that cannot hold src's values: see docs/mapping.md,
-// "Reading the replication slot". A String column holds, by src's type:
+// "The replication slot (cdc sync)". A String column holds, by src's type:
 // numeric its exact decimal text, uuid its lower-case text, date
 // YYYY-MM-DD, timestamp and timestamptz YYYY-MM-DD hh:mm:ss.ffffff in UTC,
 // bytea its bytes, and every other type its text as PostgreSQL prints it.
@@ -85,14 +87,12 @@ func NewDecoder(src Column, col *mapping.Col) (*Decoder, error) {
 		d.op = textOp(fam)
 		_, _, scaled := numericMod(src.TypeMod)
 		d.stripped = fam == famNumeric && !scaled
-		d.padded = src.TypeOID == bpcharOID
+		d.padded = src.TypeOID == pgtype.BPCharOID
 	default:
 		return nil, wrong("%s cannot hold it; map it to %s", col.Type, fam.mapsTo())
 	}
 	return d, nil
 }
-
-const bpcharOID = 1042
 
 func textOp(f family) op {
 	switch f {
@@ -117,7 +117,7 @@ func (f family) mapsTo() string {
 	case famInt:
 		return "Int8..Int64, UInt8..UInt64, Decimal(P, S) or String"
 	case famNumeric:
-		return "Decimal(P, S) or String (its exact text); an integer type when every value is integral"
+		return "Decimal(P, S), String (its exact text), or an integer type for integral values"
 	case famFloat4, famFloat8:
 		return "Float64, Float32 (exact for real) or String"
 	case famBool:
@@ -127,7 +127,7 @@ func (f family) mapsTo() string {
 	case famDate:
 		return "Date (1970-01-01..2149-06-06) or String (any date)"
 	case famTimestamp, famTimestamptz:
-		return "DateTime64(6, 'UTC'), DateTime (whole seconds) or String (any time)"
+		return "DateTime64(6, 'UTC'), DateTime (whole seconds) or String"
 	}
 	return "String"
 }
@@ -173,7 +173,7 @@ func (d *Decoder) Text(b []byte) (change.Value, error) {
 		return change.Value{}, d.notText(b)
 	case opText:
 		if !utf8.Valid(b) {
-			return change.Value{}, refuse(ErrNotText, "%s text that is not valid UTF-8 (client_encoding must be UTF8)", d.srcType)
+			return change.Value{}, refuse(ErrNotText, "%s that is not UTF-8 (client_encoding must be UTF8)", d.srcType)
 		}
 		return d.str(b)
 	case opNumericText:
@@ -199,7 +199,7 @@ func (d *Decoder) Text(b []byte) (change.Value, error) {
 }
 
 func (d *Decoder) notText(b []byte) error {
-	return refuse(ErrNotText, "%q is not PostgreSQL's text of a %s", short(b), d.srcType)
+	return refuse(ErrNotText, "%q for a %s", short(b), d.srcType)
 }
 
 // short bounds a value quoted in a message.
@@ -277,28 +277,26 @@ func (d *Decoder) decimal(b []byte) (change.Value, error) {
 		}
 		frac = frac[:d.t.Scale]
 	}
-	whole := n.whole
-	if len(whole) == 0 {
-		frac = trimZeros(frac)
+	pad := d.t.Scale - len(frac) // zeros after the fraction
+	lead := frac                 // the fraction's digits that follow the whole part's
+	if len(n.whole) == 0 {
+		lead = trimZeros(frac)
 	}
-	digits := len(whole) + len(frac)
-	if digits > 0 {
-		digits += d.t.Scale - len(frac)
-	}
-	if digits > d.t.Prec {
-		return change.Value{}, refuse(ErrOutOfRange, "%s does not fit %s", short(b), d.t)
-	}
+	digits := len(n.whole) + len(lead)
 	if digits == 0 {
 		return change.Value{S: "0"}, nil
+	}
+	if digits+pad > d.t.Prec {
+		return change.Value{}, refuse(ErrOutOfRange, "%s does not fit %s", short(b), d.t)
 	}
 	var buf [80]byte // Prec ≤ 76
 	out := buf[:0]
 	if n.neg {
 		out = append(out, '-')
 	}
-	out = append(out, whole...)
-	out = append(out, frac...)
-	for range d.t.Scale - len(n.frac) {
+	out = append(out, n.whole...)
+	out = append(out, lead...)
+	for range pad {
 		out = append(out, '0')
 	}
 	return change.Value{S: string(out)}, nil

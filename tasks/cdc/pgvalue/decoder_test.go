@@ -256,8 +256,8 @@ func TestCheckSettings(t *testing.T) {
 }
 
 // TestErrorsMatchTheirCauses: a refused value matches change.ErrBadValue
-// and its narrower cause, and reads as change.ErrBadValue's message first
-// (the runbook's heading).
+// and its narrower cause, and reads as their messages first (the
+// runbook's heading), then the value.
 func TestErrorsMatchTheirCauses(t *testing.T) {
 	m := caseMapping(t, []textCase{{col: "Decimal(12, 2)"}})
 	d, _ := NewDecoder(sourceColumn(t, "c", "numeric"), &m.Cols[1])
@@ -265,7 +265,7 @@ func TestErrorsMatchTheirCauses(t *testing.T) {
 	if !errors.Is(err, change.ErrBadValue) || !errors.Is(err, ErrSpecialValue) || errors.Is(err, ErrOutOfRange) {
 		t.Fatalf("got %v", err)
 	}
-	want := "value does not fit its column: numeric NaN does not fit Decimal(12, 2); map it to String with source_type: numeric"
+	want := "value does not fit its column: NaN or infinity: numeric NaN does not fit Decimal(12, 2); map it to String with source_type: numeric"
 	if err.Error() != want {
 		t.Errorf("got %q, want %q", err, want)
 	}

@@ -26,41 +26,32 @@ var (
 )
 
 // Refused values: each is a narrower cause of change.ErrBadValue (a
-// refused value matches both), with a remedy of its own.
+// refused value matches both; its message starts with both), with a remedy
+// of its own.
 var (
 	// ErrSpecialValue: numeric NaN or ±Infinity, or a date or timestamp
 	// ±infinity, in a type that has no such value (Decimal, an integer,
 	// Date, DateTime, DateTime64).
-	ErrSpecialValue = errors.New("a special value the column's type does not have")
+	ErrSpecialValue = fmt.Errorf("%w: NaN or infinity", change.ErrBadValue)
 	// ErrOutOfRange: a value beyond the column type's range or precision
 	// (an integer's bounds, a Decimal's digits, the Date, DateTime or
 	// DateTime64 range).
-	ErrOutOfRange = errors.New("a value beyond the column type's range")
+	ErrOutOfRange = fmt.Errorf("%w: out of range", change.ErrBadValue)
 	// ErrWouldRound: a value the column's type would round (more decimal
 	// places than a Decimal's scale, a fraction of a second DateTime or a
 	// DateTime64's precision drops, a double that is not exactly a Float32).
-	ErrWouldRound = errors.New("a value the column's type would round")
+	ErrWouldRound = fmt.Errorf("%w: it would be rounded", change.ErrBadValue)
 	// ErrTooLong: a string longer than the column's max_length.
-	ErrTooLong = errors.New("a string longer than max_length")
+	ErrTooLong = fmt.Errorf("%w: longer than max_length", change.ErrBadValue)
 	// ErrNotText: the bytes are not PostgreSQL's text output of the column's
 	// type under the settings Settings names (a corrupt stream, a setting
 	// that changed, text that is not UTF-8).
-	ErrNotText = errors.New("not PostgreSQL's text output of the column's type")
+	ErrNotText = fmt.Errorf("%w: not PostgreSQL's text of its type", change.ErrBadValue)
 )
 
-// valueError is a refused value: it reads as change.ErrBadValue's message
-// followed by what is wrong with the value, and matches change.ErrBadValue
-// and its narrower cause.
-type valueError struct {
-	cause error
-	msg   string
-}
-
-func (e *valueError) Error() string   { return change.ErrBadValue.Error() + ": " + e.msg }
-func (e *valueError) Unwrap() []error { return []error{e.cause, change.ErrBadValue} }
-
+// refuse returns a refused value: its cause, then what is wrong with it.
 func refuse(cause error, format string, args ...any) error {
-	return &valueError{cause: cause, msg: fmt.Sprintf(format, args...)}
+	return fmt.Errorf("%w: %s", cause, fmt.Sprintf(format, args...))
 }
 
 // ColumnError locates a refusal of a column's mapping or type: the table,
