@@ -3,6 +3,7 @@ package slot
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -77,6 +78,9 @@ type wireColumn struct {
 	typeMod int32
 }
 
+// errCutShort: a field runs past the end of the message.
+var errCutShort = errors.New("cut short")
+
 // decoder reads one pgoutput message from a byte slice, strictly: a
 // message cut short, with bytes left over, or with a field out of its
 // range is an error (never a panic), so a stream that is not what
@@ -98,7 +102,7 @@ func (d *decoder) need(n int, what string) bool {
 		return false
 	}
 	if n < 0 || len(d.buf)-d.pos < n {
-		d.fail("%s cut short: %d bytes left, %d needed", what, len(d.buf)-d.pos, n)
+		d.fail("%s: %w: %d bytes left, %d needed", what, errCutShort, len(d.buf)-d.pos, n)
 		return false
 	}
 	return true
@@ -147,7 +151,7 @@ func (d *decoder) cstring(what string) []byte {
 	}
 	end := bytes.IndexByte(d.buf[d.pos:], 0)
 	if end < 0 {
-		d.fail("%s has no terminating NUL", what)
+		d.fail("%s: %w: no terminating NUL", what, errCutShort)
 		return nil
 	}
 	s := d.buf[d.pos : d.pos+end : d.pos+end]
@@ -218,6 +222,9 @@ func decodeMessage(data []byte, m *message) error {
 		decodeTuple(&d, &m.old, "Delete old tuple")
 	case msgTruncate:
 		n := d.u32("Truncate relation count")
+		if d.err == nil && n == 0 {
+			d.fail("Truncate of no relation")
+		}
 		m.flags = d.u8("Truncate options")
 		if d.need(4*int(n), "Truncate relations") {
 			m.relIDs = m.relIDs[:0]
