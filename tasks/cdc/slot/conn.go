@@ -29,12 +29,12 @@ func connect(ctx context.Context, pg *pgconn.Config, replication bool) (*pgconn.
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case pgerrcode.InsufficientPrivilege:
-			if replication {
-				return nil, configErr(fmt.Errorf("open a replication connection as %s: %w: %w", pg.User, ErrNoReplication, err))
+			if replication { // the server's error alone: the connect error repeats the address and user
+				return nil, configErr(fmt.Errorf("open a replication connection as %s: %w: %w", pg.User, ErrNoReplication, pgErr))
 			}
 		case pgerrcode.TooManyConnections:
 			if replication {
-				return nil, transient(fmt.Errorf("open a replication connection: %w: %w", ErrNoSenderRoom, err))
+				return nil, transient(fmt.Errorf("open a replication connection: %w: %w", ErrNoSenderRoom, pgErr))
 			}
 		}
 	}
