@@ -88,6 +88,14 @@ func TestEnsureRefuses(t *testing.T) {
 			facts: func(slot, _ string) []string { return []string{slot, "slot_other_"} },
 		},
 		{
+			name: "slot without its publication",
+			prepare: func(slot, _ string) []string {
+				return []string{"SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')"}
+			},
+			sentinel: ErrSlotWithoutPublication, class: outcome.Refused,
+			facts: func(slot, pub string) []string { return []string{slot, pub} },
+		},
+		{
 			name:     "replica identity nothing",
 			setup:    func(s *Setup) { s.Tables = []Table{{"public", "nothing"}} },
 			sentinel: ErrReplicaIdentity, class: outcome.Refused,
@@ -315,7 +323,15 @@ func TestServerRefusals(t *testing.T) {
 		c := privateCluster(t, "wal_level = logical", "max_wal_senders = 1")
 		c.exec("CREATE TABLE a (id int PRIMARY KEY)")
 		c.setup("first", "pub", "a")
-		st := c.start("first", "pub")
+		var st *Stream
+		for deadline := time.Now().Add(30 * time.Second); st == nil; { // the setup's own walsender may still be exiting
+			var err error
+			st, err = Start(testCtx(t, time.Minute), c.pg, StreamConfig{Slot: "first", Publications: []string{"pub"}})
+			if err != nil && (!errors.Is(err, ErrNoSenderRoom) || time.Now().After(deadline)) {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		defer st.Close()
 		_, err := Ensure(testCtx(t, time.Minute), c.pg, Setup{Slot: "second", Publication: "pub", Tables: []Table{{"public", "a"}}})
 		wantRefusal(t, err, ErrNoSenderRoom, outcome.Transient, "second", "1 of 1")
