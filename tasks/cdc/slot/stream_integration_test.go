@@ -422,3 +422,48 @@ func TestIdleTimeout(t *testing.T) {
 		t.Errorf("after the context's end, the stream read %q", got)
 	}
 }
+
+// TestCommitOrder: transactions arrive in the order they commit, not the
+// order they began or wrote: one that began first and commits last
+// arrives last, whole.
+func TestCommitOrder(t *testing.T) {
+	src := newSource(t)
+	src.exec("CREATE TABLE co (id int PRIMARY KEY, who text)")
+	slot := slotName(t)
+	pub := slot + "_pub"
+	src.setup(slot, pub, "co")
+	ctx := testCtx(t, time.Minute)
+	early, err := pgx.Connect(ctx, src.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close(ctx)
+	tx, err := early.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO co VALUES (1, 'began first')"); err != nil {
+		t.Fatal(err)
+	}
+	src.exec("INSERT INTO co VALUES (2, 'began second')")
+	if _, err := tx.Exec(ctx, "INSERT INTO co VALUES (3, 'began first')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := src.start(slot, pub)
+	txs := readTxs(t, st, 2)
+	got := append(append([]string{}, txs[0].lines[1:]...), txs[1].lines[1:]...)
+	want := []string{
+		"relation public.co [id 23 key, who 25] identity d", "insert public.co (t:2 t:began second)", "commit",
+		"insert public.co (t:1 t:began first)", "insert public.co (t:3 t:began first)", "commit",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n\t%q\nwant\n\t%q", got, want)
+	}
+	if txs[0].commit.LSN >= txs[1].commit.LSN || txs[0].begin.Xid <= txs[1].begin.Xid {
+		t.Errorf("commits %s, %s of xids %d, %d: want the later xid first, in commit order", txs[0].commit.LSN,
+			txs[1].commit.LSN, txs[0].begin.Xid, txs[1].begin.Xid)
+	}
+}
