@@ -467,3 +467,68 @@ func TestCommitOrder(t *testing.T) {
 			txs[1].commit.LSN, txs[0].begin.Xid, txs[1].begin.Xid)
 	}
 }
+
+// TestNetworkStallAndCut: through a proxy, a connection that stops passing
+// bytes in the middle of a transaction makes Next return its context's
+// deadline, and the stream goes on where it was once bytes pass again
+// (nothing lost or repeated); a connection cut by the network is a
+// transient ErrConnLost.
+func TestNetworkStallAndCut(t *testing.T) {
+	src := newSource(t)
+	src.exec("CREATE TABLE nc (id int PRIMARY KEY, pad text)")
+	slot := slotName(t)
+	pub := slot + "_pub"
+	src.setup(slot, pub, "nc")
+	const rows = 100000
+	src.exec(fmt.Sprintf("INSERT INTO nc SELECT g, repeat('n', 200) FROM generate_series(1, %d) g", rows))
+
+	proxy := testenv.StartProxy(t, fmt.Sprintf("%s:%d", src.pg.Host, src.pg.Port), testenv.ProxyOptions{})
+	pg := src.pg.Copy()
+	host, port, _ := strings.Cut(proxy.Addr(), ":")
+	pg.Host = host
+	fmt.Sscan(port, &pg.Port)
+	ctx := testCtx(t, 2*time.Minute)
+	st, err := Start(ctx, pg, StreamConfig{Slot: slot, Publications: []string{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	next := 1
+	read := func(ctx context.Context, until int) error {
+		for next <= until {
+			ev, err := st.Next(ctx)
+			if err != nil {
+				return err
+			}
+			if ev.Kind == KindInsert {
+				if got := string(ev.New.Values[0].Data); got != fmt.Sprint(next) {
+					t.Fatalf("change %d has id %s", next, got)
+				}
+				next++
+			}
+		}
+		return nil
+	}
+	if err := read(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Freeze()
+	stalled, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err = read(stalled, rows)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a stalled connection: %v after %d changes, want the context's deadline", err, next-1)
+	}
+	if next > rows {
+		t.Fatalf("all %d changes arrived through a frozen proxy", rows)
+	}
+	proxy.Thaw()
+	if err := read(ctx, rows/2); err != nil {
+		t.Fatalf("after the stall, at change %d: %v", next, err)
+	}
+	proxy.Close()
+	err = read(ctx, rows)
+	if !errors.Is(err, ErrConnLost) || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("a cut connection: %v (%s), want ErrConnLost, transient", err, outcome.Classify(err))
+	}
+}
