@@ -295,3 +295,21 @@ func TestConfirmRule(t *testing.T) {
 		t.Errorf("idle position %s %v after the commit was confirmed, want 0/82", pos, ok)
 	}
 }
+
+// TestDocsHaveEveryHint: docs/cdc-slot.md gives every remedy Hint gives,
+// word for word, in the row of the sentinel's message.
+func TestDocsHaveEveryHint(t *testing.T) {
+	doc := string(testenv.ReadFile(t, filepath.Join("..", "..", "..", "docs", "cdc-slot.md")))
+	for _, h := range hints {
+		row := "| `" + h.err.Error() + "` |"
+		i := strings.Index(doc, row)
+		if i < 0 {
+			t.Errorf("docs/cdc-slot.md has no row for %q", h.err)
+			continue
+		}
+		line, _, _ := strings.Cut(doc[i:], "\n")
+		if !strings.HasSuffix(line, "| "+h.text+" |") {
+			t.Errorf("docs/cdc-slot.md's row for %q does not end with its hint:\n%s\nwant\n%s", h.err, line, h.text)
+		}
+	}
+}
