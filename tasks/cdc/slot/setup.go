@@ -140,7 +140,7 @@ func checkSlotBeforePublication(ctx context.Context, conn *pgconn.PgConn, s Setu
 	} else if err != nil {
 		return err
 	}
-	if err := h.refusal(0); err != nil && !errors.Is(err, ErrSlotActive) {
+	if err := h.refusal(); err != nil && !errors.Is(err, ErrSlotActive) {
 		return err // the slot's own refusal says more (ensureSlot waits for an active one)
 	}
 	err = checkPublications(ctx, conn, []string{s.Publication})
@@ -176,7 +176,7 @@ func ensureSlot(ctx context.Context, conn *pgconn.PgConn, pg *pgconn.Config, s S
 		if err != nil {
 			return nil, err
 		}
-		err = h.refusal(0)
+		err = h.refusal()
 		if err == nil || !errors.Is(err, ErrSlotActive) || time.Now().After(until) {
 			return nil, err
 		}

@@ -106,10 +106,7 @@ func Start(ctx context.Context, pg *pgconn.Config, cfg StreamConfig) (*Stream, e
 	if err != nil {
 		return nil, err
 	}
-	h, err := checkStreamable(ctx, conn, cfg)
-	if err == nil {
-		err = startReplication(ctx, conn, cfg)
-	}
+	h, err := startWaiting(ctx, conn, cfg)
 	if err != nil {
 		closeConn(conn)
 		return nil, err
@@ -122,20 +119,24 @@ func Start(ctx context.Context, pg *pgconn.Config, cfg StreamConfig) (*Stream, e
 	return s, nil
 }
 
-// checkStreamable refuses a slot that cannot be streamed and publications
-// that do not exist, waiting up to cfg.ActiveWait for an active slot.
-func checkStreamable(ctx context.Context, conn *pgconn.PgConn, cfg StreamConfig) (Health, error) {
+// startWaiting checks the slot and the publications and starts streaming,
+// waiting up to cfg.ActiveWait while another process streams from the
+// slot (also when it takes the slot between the check and the start).
+// It returns the slot's state as checked.
+func startWaiting(ctx context.Context, conn *pgconn.PgConn, cfg StreamConfig) (Health, error) {
 	until := time.Now().Add(cfg.ActiveWait)
 	for {
 		h, err := ReadHealth(ctx, conn, cfg.Slot)
-		if err != nil {
-			return h, err
-		}
-		err = h.refusal(0)
 		if err == nil {
-			return h, checkPublications(ctx, conn, cfg.Publications)
+			err = h.refusal()
 		}
-		if !errors.Is(err, ErrSlotActive) || time.Now().After(until) {
+		if err == nil {
+			if err = checkPublications(ctx, conn, cfg.Publications); err != nil {
+				return h, err
+			}
+			err = startReplication(ctx, conn, cfg)
+		}
+		if err == nil || !errors.Is(err, ErrSlotActive) || time.Now().After(until) {
 			return h, err
 		}
 		select {
@@ -213,7 +214,7 @@ func startRefusal(ctx context.Context, conn *pgconn.PgConn, slot string, refusal
 		if errors.Is(err, ErrSlotMissing) {
 			return err
 		}
-	} else if err := h.refusal(0); err != nil {
+	} else if err := h.refusal(); err != nil {
 		return err
 	}
 	var pgErr *pgconn.PgError

@@ -93,7 +93,7 @@ func TestHealthRefusal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := ok
 			c.change(&h)
-			err := h.refusal(0)
+			err := h.refusal()
 			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) || outcome.Classify(err) != c.class {
 				t.Errorf("refusal %v (%s), want %v (%s)", err, outcome.Classify(err), c.want, c.class)
 			}
