@@ -31,8 +31,10 @@ type StreamConfig struct {
 	// the mappings read).
 	Binary bool
 	// IdleTimeout: when positive, Next returns a KindIdle event once this
-	// long passes between transactions without a message. Zero: Next
-	// waits until a message arrives or its context ends.
+	// long passes between transactions without any of the publications'
+	// data (keepalives do not count: the server sends them whenever other
+	// tables or databases write). Zero: Next waits until a message arrives
+	// or its context ends.
 	IdleTimeout time.Duration
 	// ActiveWait: how long Start waits for a slot that another process
 	// streams from (a consumer that just died) before it gives up with
@@ -238,7 +240,8 @@ func (s *Stream) Relations() map[uint32]*Relation {
 func (s *Stream) Confirmed() LSN { return s.confirmed }
 
 // Next returns the next event, waiting for one until ctx ends (or, between
-// transactions, until StreamConfig.IdleTimeout passes: a KindIdle event).
+// transactions, until StreamConfig.IdleTimeout passes without data: a
+// KindIdle event).
 // The Event is reused: it is valid until the next call.
 //
 // When ctx ends, Next returns its error and the stream stays usable. Any
@@ -276,12 +279,12 @@ func (s *Stream) Next(ctx context.Context) (*Event, error) {
 			}
 			continue
 		}
-		if s.cfg.IdleTimeout > 0 {
-			s.lastMsg = time.Now()
-		}
 		cd, ok := msg.(*pgproto3.CopyData)
 		if !ok {
 			return nil, s.fail(unexpected(msg))
+		}
+		if s.cfg.IdleTimeout > 0 && len(cd.Data) > 0 && cd.Data[0] == pglogrepl.XLogDataByteID {
+			s.lastMsg = time.Now() // keepalives do not count: a server busy elsewhere sends them all the time
 		}
 		ev, err := s.handle(ctx, cd.Data)
 		if err != nil {
