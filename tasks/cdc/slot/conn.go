@@ -1,13 +1,19 @@
 package slot
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
+
+// readBuffer is the replication connection's read buffer.
+const readBuffer = 256 << 10
 
 // connect opens a connection to pg's database: a replication connection
 // (replication=database: it speaks the replication commands and simple
@@ -18,6 +24,12 @@ func connect(ctx context.Context, pg *pgconn.Config, replication bool) (*pgconn.
 	cfg := pg.Copy()
 	if replication {
 		cfg.RuntimeParams["replication"] = "database"
+		// pgproto3 reads at most 8 KiB per read(2): a stream of 100-byte
+		// messages costs a system call per 80 of them. A larger buffer
+		// below it takes what the socket holds in one.
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBuffer), w)
+		}
 	} else {
 		delete(cfg.RuntimeParams, "replication")
 	}
@@ -29,12 +41,12 @@ func connect(ctx context.Context, pg *pgconn.Config, replication bool) (*pgconn.
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case pgerrcode.InsufficientPrivilege:
-			if replication {
-				return nil, configErr(fmt.Errorf("open a replication connection as %s: %w: %w", pg.User, ErrNoReplication, err))
+			if replication { // the server's error alone: the connect error repeats the address and user
+				return nil, configErr(fmt.Errorf("open a replication connection as %s: %w: %w", pg.User, ErrNoReplication, pgErr))
 			}
 		case pgerrcode.TooManyConnections:
 			if replication {
-				return nil, transient(fmt.Errorf("open a replication connection: %w: %w", ErrNoSenderRoom, err))
+				return nil, transient(fmt.Errorf("open a replication connection: %w: %w", ErrNoSenderRoom, pgErr))
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package slot
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -77,6 +78,9 @@ type wireColumn struct {
 	typeMod int32
 }
 
+// errCutShort: a field runs past the end of the message.
+var errCutShort = errors.New("cut short")
+
 // decoder reads one pgoutput message from a byte slice, strictly: a
 // message cut short, with bytes left over, or with a field out of its
 // range is an error (never a panic), so a stream that is not what
@@ -93,19 +97,23 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) need(n int, what string) bool {
+// The field readers take the field's name in two parts (the message or
+// tuple, and the field), joined only when the message is malformed: the
+// decoder allocates nothing for a well-formed message.
+
+func (d *decoder) need(n int, what, part string) bool {
 	if d.err != nil {
 		return false
 	}
 	if n < 0 || len(d.buf)-d.pos < n {
-		d.fail("%s cut short: %d bytes left, %d needed", what, len(d.buf)-d.pos, n)
+		d.fail("%s%s: %w: %d bytes left, %d needed", what, part, errCutShort, len(d.buf)-d.pos, n)
 		return false
 	}
 	return true
 }
 
-func (d *decoder) u8(what string) uint8 {
-	if !d.need(1, what) {
+func (d *decoder) u8(what, part string) uint8 {
+	if !d.need(1, what, part) {
 		return 0
 	}
 	v := d.buf[d.pos]
@@ -113,8 +121,8 @@ func (d *decoder) u8(what string) uint8 {
 	return v
 }
 
-func (d *decoder) u16(what string) uint16 {
-	if !d.need(2, what) {
+func (d *decoder) u16(what, part string) uint16 {
+	if !d.need(2, what, part) {
 		return 0
 	}
 	v := binary.BigEndian.Uint16(d.buf[d.pos:])
@@ -122,8 +130,8 @@ func (d *decoder) u16(what string) uint16 {
 	return v
 }
 
-func (d *decoder) u32(what string) uint32 {
-	if !d.need(4, what) {
+func (d *decoder) u32(what, part string) uint32 {
+	if !d.need(4, what, part) {
 		return 0
 	}
 	v := binary.BigEndian.Uint32(d.buf[d.pos:])
@@ -131,8 +139,8 @@ func (d *decoder) u32(what string) uint32 {
 	return v
 }
 
-func (d *decoder) u64(what string) uint64 {
-	if !d.need(8, what) {
+func (d *decoder) u64(what, part string) uint64 {
+	if !d.need(8, what, part) {
 		return 0
 	}
 	v := binary.BigEndian.Uint64(d.buf[d.pos:])
@@ -141,13 +149,13 @@ func (d *decoder) u64(what string) uint64 {
 }
 
 // cstring reads a NUL-terminated string, without its NUL.
-func (d *decoder) cstring(what string) []byte {
+func (d *decoder) cstring(what, part string) []byte {
 	if d.err != nil {
 		return nil
 	}
 	end := bytes.IndexByte(d.buf[d.pos:], 0)
 	if end < 0 {
-		d.fail("%s has no terminating NUL", what)
+		d.fail("%s%s: %w: no terminating NUL", what, part, errCutShort)
 		return nil
 	}
 	s := d.buf[d.pos : d.pos+end : d.pos+end]
@@ -155,9 +163,9 @@ func (d *decoder) cstring(what string) []byte {
 	return s
 }
 
-func (d *decoder) done(what string) {
+func (d *decoder) done(kind byte) {
 	if d.err == nil && d.pos != len(d.buf) {
-		d.fail("%s has %d bytes left over", what, len(d.buf)-d.pos)
+		d.fail("%q message has %d bytes left over", kind, len(d.buf)-d.pos)
 	}
 }
 
@@ -169,100 +177,103 @@ func decodeMessage(data []byte, m *message) error {
 	if len(data) == 0 {
 		return fmt.Errorf("empty pgoutput message")
 	}
-	m.kind = d.u8("message type")
+	m.kind = d.u8("message", " type")
 	switch m.kind {
 	case msgBegin:
-		m.finalLSN = LSN(d.u64("Begin final LSN"))
-		m.commitTime = int64(d.u64("Begin commit time"))
-		m.xid = d.u32("Begin xid")
+		m.finalLSN = LSN(d.u64("Begin", " final LSN"))
+		m.commitTime = int64(d.u64("Begin", " commit time"))
+		m.xid = d.u32("Begin", " xid")
 	case msgCommit:
-		m.flags = d.u8("Commit flags")
-		m.commitLSN = LSN(d.u64("Commit LSN"))
-		m.endLSN = LSN(d.u64("Commit end LSN"))
-		m.commitTime = int64(d.u64("Commit time"))
+		m.flags = d.u8("Commit", " flags")
+		m.commitLSN = LSN(d.u64("Commit", " LSN"))
+		m.endLSN = LSN(d.u64("Commit", " end LSN"))
+		m.commitTime = int64(d.u64("Commit", " time"))
 	case msgOrigin:
-		m.lsn = LSN(d.u64("Origin LSN"))
-		m.name = d.cstring("Origin name")
+		m.lsn = LSN(d.u64("Origin", " LSN"))
+		m.name = d.cstring("Origin", " name")
 	case msgRelation:
 		decodeRelation(&d, m)
 	case msgType:
-		m.relID = d.u32("Type OID") // the type's OID
-		m.namespace = d.cstring("Type namespace")
-		m.name = d.cstring("Type name")
+		m.relID = d.u32("Type", " OID") // the type's OID
+		m.namespace = d.cstring("Type", " namespace")
+		m.name = d.cstring("Type", " name")
 	case msgInsert:
-		m.relID = d.u32("Insert relation")
+		m.relID = d.u32("Insert", " relation")
 		m.oldKind = 0
-		if tag := d.u8("Insert tuple tag"); d.err == nil && tag != 'N' {
+		if tag := d.u8("Insert", " tuple tag"); d.err == nil && tag != 'N' {
 			d.fail("Insert tuple tag %q, want 'N'", tag)
 		}
 		decodeTuple(&d, &m.new, "Insert tuple")
 	case msgUpdate:
-		m.relID = d.u32("Update relation")
+		m.relID = d.u32("Update", " relation")
 		m.oldKind = 0
-		tag := d.u8("Update tuple tag")
+		tag := d.u8("Update", " tuple tag")
 		if tag == OldKey || tag == OldFull {
 			m.oldKind = tag
 			decodeTuple(&d, &m.old, "Update old tuple")
-			tag = d.u8("Update new tuple tag")
+			tag = d.u8("Update", " new tuple tag")
 		}
 		if d.err == nil && tag != 'N' {
 			d.fail("Update tuple tag %q, want 'K', 'O' or 'N'", tag)
 		}
 		decodeTuple(&d, &m.new, "Update new tuple")
 	case msgDelete:
-		m.relID = d.u32("Delete relation")
-		m.oldKind = d.u8("Delete tuple tag")
+		m.relID = d.u32("Delete", " relation")
+		m.oldKind = d.u8("Delete", " tuple tag")
 		if d.err == nil && m.oldKind != OldKey && m.oldKind != OldFull {
 			d.fail("Delete tuple tag %q, want 'K' or 'O'", m.oldKind)
 		}
 		decodeTuple(&d, &m.old, "Delete old tuple")
 	case msgTruncate:
-		n := d.u32("Truncate relation count")
-		m.flags = d.u8("Truncate options")
-		if d.need(4*int(n), "Truncate relations") {
+		n := d.u32("Truncate", " relation count")
+		if d.err == nil && n == 0 {
+			d.fail("Truncate of no relation")
+		}
+		m.flags = d.u8("Truncate", " options")
+		if d.need(4*int(n), "Truncate", " relations") {
 			m.relIDs = m.relIDs[:0]
 			for range n {
-				m.relIDs = append(m.relIDs, d.u32("Truncate relation"))
+				m.relIDs = append(m.relIDs, d.u32("Truncate", " relation"))
 			}
 		}
 	case msgMessage:
-		m.flags = d.u8("Message flags")
+		m.flags = d.u8("Message", " flags")
 		if d.err == nil && m.flags > 1 {
 			d.fail("Message flags %d, want 0 or 1", m.flags)
 		}
-		m.lsn = LSN(d.u64("Message LSN"))
-		m.name = d.cstring("Message prefix")
-		n := d.u32("Message length")
-		if d.need(int(n), "Message content") {
+		m.lsn = LSN(d.u64("Message", " LSN"))
+		m.name = d.cstring("Message", " prefix")
+		n := d.u32("Message", " length")
+		if d.need(int(n), "Message", " content") {
 			m.content = d.buf[d.pos : d.pos+int(n) : d.pos+int(n)]
 			d.pos += int(n)
 		}
 	default:
 		return fmt.Errorf("pgoutput message type %q is not one protocol version 1 sends", m.kind)
 	}
-	d.done(string(rune(m.kind)) + " message")
+	d.done(m.kind)
 	return d.err
 }
 
 func decodeRelation(d *decoder, m *message) {
-	m.relID = d.u32("Relation id")
-	m.namespace = d.cstring("Relation namespace")
-	m.name = d.cstring("Relation name")
-	m.identity = d.u8("Relation replica identity")
-	n := int(d.u16("Relation column count"))
+	m.relID = d.u32("Relation", " id")
+	m.namespace = d.cstring("Relation", " namespace")
+	m.name = d.cstring("Relation", " name")
+	m.identity = d.u8("Relation", " replica identity")
+	n := int(d.u16("Relation", " column count"))
 	m.columns = m.columns[:0]
 	for i := 0; i < n && d.err == nil; i++ {
-		c := wireColumn{flags: d.u8("Relation column flags")}
-		c.name = d.cstring("Relation column name")
-		c.typeOID = d.u32("Relation column type")
-		c.typeMod = int32(d.u32("Relation column type modifier"))
+		c := wireColumn{flags: d.u8("Relation", " column flags")}
+		c.name = d.cstring("Relation", " column name")
+		c.typeOID = d.u32("Relation", " column type")
+		c.typeMod = int32(d.u32("Relation", " column type modifier"))
 		m.columns = append(m.columns, c)
 	}
 }
 
 // decodeTuple reads a TupleData into t, reusing t.Values.
 func decodeTuple(d *decoder, t *Tuple, what string) {
-	n := int(d.u16(what + " column count"))
+	n := int(d.u16(what, " column count"))
 	if d.err != nil {
 		return
 	}
@@ -272,13 +283,13 @@ func decodeTuple(d *decoder, t *Tuple, what string) {
 	t.Values = t.Values[:n]
 	for i := range n {
 		v := &t.Values[i]
-		v.Kind = d.u8(what + " value kind")
+		v.Kind = d.u8(what, " value kind")
 		v.Data = nil
 		switch v.Kind {
 		case ValueNull, ValueUnchanged:
 		case ValueText, ValueBinary:
-			l := d.u32(what + " value length")
-			if d.need(int(l), what+" value") {
+			l := d.u32(what, " value length")
+			if d.need(int(l), what, " value") {
 				v.Data = d.buf[d.pos : d.pos+int(l) : d.pos+int(l)]
 				d.pos += int(l)
 			}

@@ -207,6 +207,21 @@ func TestStreamDecodesEveryKind(t *testing.T) {
 			},
 		},
 		{
+			name:   "savepoints rolled back, transactions aborted",
+			ddl:    []string{"CREATE TABLE sp (id int PRIMARY KEY)"},
+			tables: []string{"sp"},
+			dml: []string{
+				"BEGIN; INSERT INTO sp VALUES (1); SAVEPOINT a; INSERT INTO sp VALUES (2); ROLLBACK TO a; INSERT INTO sp VALUES (3); COMMIT",
+				"BEGIN; INSERT INTO sp VALUES (4); ROLLBACK",
+				"BEGIN; SAVEPOINT b; INSERT INTO sp VALUES (5); RELEASE b; UPDATE sp SET id = 6 WHERE id = 5; COMMIT",
+			},
+			txs: 2,
+			want: []string{
+				"begin", "relation public.sp [id 23 key] identity d", "insert public.sp (t:1)", "insert public.sp (t:3)", "commit",
+				"begin", "insert public.sp (t:5)", "update public.sp K(t:5) (t:6)", "commit",
+			},
+		},
+		{
 			name:   "replication origin",
 			ddl:    []string{"CREATE TABLE o (id int PRIMARY KEY)"},
 			tables: []string{"o"},

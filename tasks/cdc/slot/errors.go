@@ -51,6 +51,11 @@ var (
 	// ErrPublicationMissing: the publication does not exist
 	// (outcome.Config: run setup).
 	ErrPublicationMissing = errors.New("publication does not exist")
+	// ErrSlotWithoutPublication: the slot exists but its publication does
+	// not: one created now could not decode the changes committed before it
+	// (the stream would fail with "publication does not exist")
+	// (outcome.Refused).
+	ErrSlotWithoutPublication = errors.New("slot exists but its publication does not")
 	// ErrPublicationActions: the publication leaves out inserts, updates,
 	// deletes or truncates (outcome.Refused).
 	ErrPublicationActions = errors.New("publication does not publish every operation")
@@ -179,7 +184,11 @@ var hints = []struct {
 	{ErrNoTable, "Create the table, or fix its name (schema.table) in the table list."},
 	{ErrReplicaIdentity, "Give the table a primary key, or ALTER TABLE … REPLICA IDENTITY FULL (or USING INDEX of a " +
 		"unique, non-partial index on NOT NULL columns), then run again."},
-	{ErrPublicationMissing, "Run the setup: it creates the publication."},
+	{ErrPublicationMissing, "Run the setup: it creates the publication. If the publication exists, it was created (or " +
+		"dropped and created again) after the slot, which cannot decode the changes before it: drop the slot " +
+		"(SELECT pg_drop_replication_slot('<slot>')), run the setup again and reload the targets from its snapshot."},
+	{ErrSlotWithoutPublication, "Drop the slot (SELECT pg_drop_replication_slot('<slot>')), run the setup again (the " +
+		"publication first, then a new slot) and reload the targets from its snapshot."},
 	{ErrPublicationActions, "ALTER PUBLICATION … SET (publish = 'insert, update, delete, truncate'), or use another " +
 		"publication name."},
 	{ErrPublicationTables, "ALTER PUBLICATION … ADD TABLE for the tables named (a table added to a running pipeline " +

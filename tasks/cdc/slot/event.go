@@ -52,7 +52,9 @@ const (
 	// transaction of the publications before it delivered. See
 	// Stream.IdlePosition for when that position may be confirmed.
 	KindKeepalive
-	// KindIdle: nothing arrived for StreamConfig.IdleTimeout.
+	// KindIdle: no data (keepalives aside) arrived for
+	// StreamConfig.IdleTimeout between transactions: the stream has caught
+	// up.
 	KindIdle
 )
 

@@ -92,9 +92,8 @@ func parseHealth(slot string, r [][]byte) (Health, error) {
 
 // refusal returns why the slot cannot be streamed from by this
 // connection's database, or nil: another plugin or a physical slot, another
-// database, lost WAL, or another process streaming from it (ignorePID is
-// this process's own walsender, 0 for none).
-func (h Health) refusal(ignorePID int32) error {
+// database, lost WAL, or another process streaming from it.
+func (h Health) refusal() error {
 	e := &SlotError{Slot: h.Slot, Plugin: h.Plugin, Database: h.Database, PID: h.ActivePID,
 		WALStatus: h.WALStatus, Restart: h.Restart, Confirmed: h.Confirmed}
 	switch {
@@ -110,7 +109,7 @@ func (h Health) refusal(ignorePID int32) error {
 	case h.WALStatus == "lost":
 		e.Err = ErrSlotLost
 		return refused(e)
-	case h.Active && h.ActivePID != ignorePID:
+	case h.Active:
 		e.Err = ErrSlotActive
 		return transient(e)
 	}

@@ -157,19 +157,43 @@ func (s *source) start(slot string, pubs ...string) *Stream {
 // it fails the test if they do not arrive within a minute.
 func transcript(t testing.TB, st *Stream, commits int) []string {
 	t.Helper()
-	ctx := testCtx(t, time.Minute)
 	var out []string
-	for commits > 0 {
+	for _, tx := range readTxs(t, st, commits) {
+		out = append(out, tx.lines...)
+	}
+	return out
+}
+
+// txRead is one transaction as read: its events rendered (a
+// non-transactional message before it included), its Begin and Commit.
+type txRead struct {
+	lines  []string
+	begin  Begin
+	commit Commit
+}
+
+// readTxs reads n whole transactions, within a minute.
+func readTxs(t testing.TB, st *Stream, n int) []txRead {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	var out []txRead
+	var cur txRead
+	for len(out) < n {
 		ev, err := st.Next(ctx)
 		if err != nil {
-			t.Fatalf("Next after %d lines (%q): %v", len(out), tail(out), err)
+			t.Fatalf("Next after %d transactions (%q): %v", len(out), tail(cur.lines), err)
 		}
 		if ev.Kind == KindKeepalive || ev.Kind == KindIdle {
 			continue
 		}
-		out = append(out, render(ev))
-		if ev.Kind == KindCommit {
-			commits--
+		cur.lines = append(cur.lines, render(ev))
+		switch ev.Kind {
+		case KindBegin:
+			cur.begin = ev.Tx
+		case KindCommit:
+			cur.commit = ev.Commit
+			out = append(out, cur)
+			cur = txRead{}
 		}
 	}
 	return out

@@ -105,6 +105,9 @@ func Ensure(ctx context.Context, pg *pgconn.Config, s Setup) (*SetupResult, erro
 	if err := checkTables(ctx, conn, s.Publication, s.Tables); err != nil {
 		return nil, err
 	}
+	if err := checkSlotBeforePublication(ctx, conn, s); err != nil {
+		return nil, err
+	}
 	res := &SetupResult{}
 	if res.PublicationCreated, err = ensurePublication(ctx, conn, s); err != nil {
 		return nil, err
@@ -126,6 +129,25 @@ func Ensure(ctx context.Context, pg *pgconn.Config, s Setup) (*SetupResult, erro
 		return nil, err
 	}
 	return res, nil
+}
+
+// checkSlotBeforePublication refuses a slot whose publication is missing:
+// the publication must predate every change the slot will decode.
+func checkSlotBeforePublication(ctx context.Context, conn *pgconn.PgConn, s Setup) error {
+	h, err := ReadHealth(ctx, conn, s.Slot)
+	if errors.Is(err, ErrSlotMissing) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := h.refusal(); err != nil && !errors.Is(err, ErrSlotActive) {
+		return err // the slot's own refusal says more (ensureSlot waits for an active one)
+	}
+	err = checkPublications(ctx, conn, []string{s.Publication})
+	if errors.Is(err, ErrPublicationMissing) {
+		return refused(&SlotError{Slot: s.Slot, Err: fmt.Errorf("%w (%s)", ErrSlotWithoutPublication, s.Publication)})
+	}
+	return err
 }
 
 // release is Release on a Snapshot that may be nil.
@@ -154,7 +176,7 @@ func ensureSlot(ctx context.Context, conn *pgconn.PgConn, pg *pgconn.Config, s S
 		if err != nil {
 			return nil, err
 		}
-		err = h.refusal(0)
+		err = h.refusal()
 		if err == nil || !errors.Is(err, ErrSlotActive) || time.Now().After(until) {
 			return nil, err
 		}

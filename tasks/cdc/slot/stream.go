@@ -31,8 +31,10 @@ type StreamConfig struct {
 	// the mappings read).
 	Binary bool
 	// IdleTimeout: when positive, Next returns a KindIdle event once this
-	// long passes between transactions without a message. Zero: Next
-	// waits until a message arrives or its context ends.
+	// long passes between transactions without any of the publications'
+	// data (keepalives do not count: the server sends them whenever other
+	// tables or databases write). Zero: Next waits until a message arrives
+	// or its context ends.
 	IdleTimeout time.Duration
 	// ActiveWait: how long Start waits for a slot that another process
 	// streams from (a consumer that just died) before it gives up with
@@ -106,10 +108,7 @@ func Start(ctx context.Context, pg *pgconn.Config, cfg StreamConfig) (*Stream, e
 	if err != nil {
 		return nil, err
 	}
-	h, err := checkStreamable(ctx, conn, cfg)
-	if err == nil {
-		err = startReplication(ctx, conn, cfg)
-	}
+	h, err := startWaiting(ctx, conn, cfg)
 	if err != nil {
 		closeConn(conn)
 		return nil, err
@@ -122,20 +121,24 @@ func Start(ctx context.Context, pg *pgconn.Config, cfg StreamConfig) (*Stream, e
 	return s, nil
 }
 
-// checkStreamable refuses a slot that cannot be streamed and publications
-// that do not exist, waiting up to cfg.ActiveWait for an active slot.
-func checkStreamable(ctx context.Context, conn *pgconn.PgConn, cfg StreamConfig) (Health, error) {
+// startWaiting checks the slot and the publications and starts streaming,
+// waiting up to cfg.ActiveWait while another process streams from the
+// slot (also when it takes the slot between the check and the start).
+// It returns the slot's state as checked.
+func startWaiting(ctx context.Context, conn *pgconn.PgConn, cfg StreamConfig) (Health, error) {
 	until := time.Now().Add(cfg.ActiveWait)
 	for {
 		h, err := ReadHealth(ctx, conn, cfg.Slot)
-		if err != nil {
-			return h, err
-		}
-		err = h.refusal(0)
 		if err == nil {
-			return h, checkPublications(ctx, conn, cfg.Publications)
+			err = h.refusal()
 		}
-		if !errors.Is(err, ErrSlotActive) || time.Now().After(until) {
+		if err == nil {
+			if err = checkPublications(ctx, conn, cfg.Publications); err != nil {
+				return h, err
+			}
+			err = startReplication(ctx, conn, cfg)
+		}
+		if err == nil || !errors.Is(err, ErrSlotActive) || time.Now().After(until) {
 			return h, err
 		}
 		select {
@@ -213,7 +216,7 @@ func startRefusal(ctx context.Context, conn *pgconn.PgConn, slot string, refusal
 		if errors.Is(err, ErrSlotMissing) {
 			return err
 		}
-	} else if err := h.refusal(0); err != nil {
+	} else if err := h.refusal(); err != nil {
 		return err
 	}
 	var pgErr *pgconn.PgError
@@ -237,7 +240,8 @@ func (s *Stream) Relations() map[uint32]*Relation {
 func (s *Stream) Confirmed() LSN { return s.confirmed }
 
 // Next returns the next event, waiting for one until ctx ends (or, between
-// transactions, until StreamConfig.IdleTimeout passes: a KindIdle event).
+// transactions, until StreamConfig.IdleTimeout passes without data: a
+// KindIdle event).
 // The Event is reused: it is valid until the next call.
 //
 // When ctx ends, Next returns its error and the stream stays usable. Any
@@ -275,12 +279,12 @@ func (s *Stream) Next(ctx context.Context) (*Event, error) {
 			}
 			continue
 		}
-		if s.cfg.IdleTimeout > 0 {
-			s.lastMsg = time.Now()
-		}
 		cd, ok := msg.(*pgproto3.CopyData)
 		if !ok {
 			return nil, s.fail(unexpected(msg))
+		}
+		if s.cfg.IdleTimeout > 0 && len(cd.Data) > 0 && cd.Data[0] == pglogrepl.XLogDataByteID {
+			s.lastMsg = time.Now() // keepalives do not count: a server busy elsewhere sends them all the time
 		}
 		ev, err := s.handle(ctx, cd.Data)
 		if err != nil {
