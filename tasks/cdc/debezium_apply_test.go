@@ -83,6 +83,11 @@ var batchKeeps = map[string]struct {
 		why:  "the seed's trigger settings drop a TRUNCATE (Debezium's default skipped.operations=t): rows 1 and 2 (snapshot) and 3 (inserted just before it) stay live",
 		rows: []string{`{"id":1,"v":"one"}`, `{"id":2,"v":"two"}`, `{"id":3,"v":"three"}`},
 	},
+	"resnapshot": {
+		why: "the seed's trigger settings drop a TRUNCATE; a re-snapshot reads the rows there are, and says nothing of rows 3 and 5, " +
+			"which the TRUNCATE removed (keys 1 and 2, created again, are warned of: TestRealResnapshot)",
+		rows: []string{`{"id":3,"v":"three"}`, `{"id":5,"v":"five"}`},
+	},
 }
 
 // batchSays holds, per scenario, rows whose source value never reached the

@@ -13,7 +13,7 @@ final class Scenarios {
     static List<Scenario> all() {
         return List.of(orders("orders_default", false), orders("orders_full", true), multichange(), types("types", true), types("types_default", false),
             typesEdge(), defaults(), toast("toast_default", false), toast("toast_full", true), pkSwap(),
-            truncate("truncate", Map.of()), truncate("truncate_passed", Map.of("skipped.operations", "none")),
+            truncate("truncate", Map.of()), truncate("truncate_passed", Map.of("skipped.operations", "none")), resnapshot(),
             overlapBlocked(), overlapStream(), infinity());
     }
 
@@ -262,6 +262,38 @@ final class Scenarios {
                     INSERT INTO public.trunc VALUES (3, 'three');
                     TRUNCATE public.trunc;
                     INSERT INTO public.trunc VALUES (4, 'four');"""));
+    }
+
+    /**
+     * An operator's recovery from a TRUNCATE the trigger dropped (the seed's settings): the trigger's offsets are
+     * deleted from the KV store, so its next evaluation snapshots again (snapshot.mode initial, the slot kept), and
+     * the stream goes on from the slot. Before the re-snapshot, keys 1 and 2 are created again while a batch holds
+     * them live (the TRUNCATE that removed them is missing); keys 3 and 5 were truncated and never come back.
+     */
+    static Scenario resnapshot() {
+        return new Scenario("resnapshot", "snapshot; TRUNCATE (dropped: the seed's settings) then keys created again; the offsets deleted"
+            + " (the operator's re-snapshot); then streamed changes",
+            "resnap",
+            List.of(Col.of("id", "integer PRIMARY KEY", "Int32"), Col.of("v", "text NOT NULL", "String")),
+            List.of("id"),
+            "INSERT INTO public.resnap VALUES (1, 'one'), (2, 'two'), (3, 'three'), (5, 'five');",
+            run -> {
+                run.poll("snapshot");
+                run.sql("UPDATE public.resnap SET v = 'two, updated' WHERE id = 2;");
+                run.poll("stream-1");
+                run.sql("""
+                    TRUNCATE public.resnap;
+                    INSERT INTO public.resnap VALUES (1, 'one again'), (2, 'two again'), (4, 'four');""");
+                run.poll("stream-2: the TRUNCATE dropped");
+                run.forgetOffsets("the operator deletes the trigger's offsets to snapshot again");
+                run.poll("re-snapshot");
+                run.sql("""
+                    UPDATE public.resnap SET v = 'one, streamed' WHERE id = 1;
+                    INSERT INTO public.resnap VALUES (6, 'six');
+                    DELETE FROM public.resnap WHERE id = 4;""");
+                run.poll("stream-3");
+                run.drain("drained");
+            });
     }
 
     private static final List<Col> OVERLAP = List.of(Col.of("id", "integer PRIMARY KEY", "Int32"),
