@@ -84,7 +84,7 @@ type applyRun struct {
 
 // table is the run's tableRun for the target tbl, held under lk.
 func (r *applyRun) table(tbl *target.Table, lk *target.Lock) *tableRun {
-	return &tableRun{m: r.cfg.Mapping, tbl: tbl, lk: lk, hooks: r.env.hooks, stop: &r.stop, res: &r.res,
+	return &tableRun{m: r.cfg.Mapping, tbl: tbl, lk: lk, hooks: r.env.hooks, stop: &r.stop, res: &r.res, log: r.env.log(),
 		origin: fileOrigin{path: r.cfg.BatchFile, workers: r.cfg.Workers, m: r.cfg.Mapping},
 		onRows: func(rows []*change.Row) {
 			r.expected.abort() // written before a TRUNCATE added its markers

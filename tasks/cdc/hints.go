@@ -65,7 +65,7 @@ func hints() []hint {
 		{change.ErrWentBackwards, "After a restore, a migration or a failover of the source: rebuild the target (drop the table, " +
 			"its _ledger and the live view, run changesink cdc setup) and have the trigger take a new snapshot (a new slotName " +
 			"and stateName). An old batch replayed by mistake: do not apply it. Nothing was written."},
-		{change.ErrKeyChange, "Set REPLICA IDENTITY FULL on the source table and skipped.operations: none on the trigger, then " +
+		{change.ErrKeyChange, "Set REPLICA IDENTITY FULL on the source table (a delete then says which row it removed), then " +
 			"rebuild the target from a new snapshot. Nothing was written."},
 		{change.ErrConflict, "The batch is inconsistent: inspect it; do not apply it. Nothing was written."},
 		{change.ErrTargetConflict, "Find the other writer; delete the target rows of those keys and replay the batches that hold " +

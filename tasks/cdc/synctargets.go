@@ -106,7 +106,7 @@ func (r *syncRun) openTargetsOf(ctx context.Context, src []sourceTable, ms []*ma
 		}
 		t := &syncTable{src: src[i], m: m, policy: r.cfg.Mappings.Policy(src[i].schema, src[i].name), srv: srv,
 			batch: merge.NewBatch(m)}
-		t.run = &tableRun{m: m, tbl: tbl, hooks: r.env.hooks, origin: slotOrigin{r: r}, stop: &r.stop, res: &t.res}
+		t.run = &tableRun{m: m, tbl: tbl, hooks: r.env.hooks, origin: slotOrigin{r: r}, stop: &r.stop, res: &t.res, log: r.log}
 		r.tables[src[i].oid] = t
 		r.order = append(r.order, t)
 	}
