@@ -64,6 +64,14 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	if rd.current, err = tbl.Current(ctx, rd.rows); err != nil {
 		return rd, fmt.Errorf("read the target's rows before the insert: %w", err)
 	}
+	if stale := merge.StaleFills(rd.rows, rd.current); len(stale) > 0 {
+		if err := refill(ctx, tbl, stale); err != nil {
+			return rd, err
+		}
+		if rd.b.Trunc == nil && t.onRows != nil {
+			t.onRows(rd.rows) // again, with the values taken from the target
+		}
+	}
 	if rd.open, err = keyChangesOf(ctx, tbl, rd.b, rd.current); err != nil {
 		return rd, err
 	}
@@ -116,6 +124,16 @@ func fillUnchanged(ctx context.Context, tbl *target.Table, rows []*change.Row, t
 	}
 	_, err = merge.FillFromTarget(tbl.M, need, cur, trunc)
 	return err
+}
+
+// refill takes the unchanged TOAST values of stale again from the
+// target's rows (merge.Refill).
+func refill(ctx context.Context, tbl *target.Table, stale []*change.Row) error {
+	cur, err := tbl.Read(ctx, stale)
+	if err != nil {
+		return fmt.Errorf("read the target's rows before the insert: %w", err)
+	}
+	return merge.Refill(tbl.M, stale, cur)
 }
 
 // keyChangesOf runs the batch's key-change checks against the target's
