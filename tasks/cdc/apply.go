@@ -36,6 +36,7 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 		return nil, err
 	}
 	defer r.giveUp(ctx, lk)
+	defer func() { err = lockFirst(ctx, lk, err, r.env.log()) }()
 	t := r.table(conn.table, lk)
 	defer func() { r.expected.abort() }()
 	rd, err := t.readTarget(ctx, b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -249,7 +250,15 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.openTable(cfg.ClickHouse).Insert(context.Background(), b.Sorted()); err != nil {
+	tbl := e.openTable(cfg.ClickHouse)
+	lk, err := tbl.Lock(context.Background(), testLockTiming, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Insert(context.Background(), b.Sorted(), lk.Fence()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -129,6 +129,9 @@ type hooks struct {
 	beforeInsert func(context.Context) error
 	afterInsert  func(context.Context) error
 	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
+	// checked runs after each lock check that guards a write, before the
+	// write ("insert", "ledger"): a holder frozen there.
+	checked func(ctx context.Context, write string) error
 	// lockTiming overrides target.DefaultLockTiming (a stale lock broken
 	// in seconds).
 	lockTiming target.LockTiming

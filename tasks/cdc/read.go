@@ -34,7 +34,7 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	tbl := t.tbl
 	step := time.Now()
 	rd := reading{b: b}
-	if rd.led, err = tbl.EnsureLedger(ctx, t.lk.ID, b.Digest()); err != nil {
+	if rd.led, err = tbl.EnsureLedger(ctx, t.lk.Fence(), b.Digest()); err != nil {
 		return rd, err
 	}
 	rd.prev = rd.led.Last

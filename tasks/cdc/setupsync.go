@@ -176,7 +176,7 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 	r.stop.step = stepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(c.at),
 		Changes: uint64(r.res.Changes), Tables: "{}"}
-	if err := r.ledger.Append(ctx, r.last, &e); err != nil {
+	if err := r.appendLedger(ctx, &e); err != nil {
 		return err
 	}
 	r.last = &e

@@ -38,6 +38,7 @@ func Sync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncResult, err erro
 		return nil, err
 	}
 	defer r.releaseTargets(ctx)
+	defer func() { err = r.lockFirst(ctx, err) }()
 	if err := r.checkPosition(ctx); err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 	r.stop.step = stepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source,
 		Through: r.f.through, Transactions: uint64(r.f.transactions), Changes: uint64(r.f.changes), Tables: countsJSON(counts)}
-	if err := r.ledger.Append(ctx, r.last, &e); err != nil {
+	if err := r.appendLedger(ctx, &e); err != nil {
 		return err
 	}
 	r.last = &e
@@ -143,6 +143,25 @@ func (r *syncRun) holderID() string {
 	return ""
 }
 
+// appendLedger appends e to the sync ledger after the last row, fenced by
+// the first target's lock (target.Fence), then checks that lock: still
+// the run's, it proves the row was written under it.
+func (r *syncRun) appendLedger(ctx context.Context, e *target.SyncEntry) error {
+	var lk *target.Lock
+	var f target.Fence
+	if len(r.order) > 0 && r.order[0].run.lk != nil {
+		lk = r.order[0].run.lk
+		f = lk.Fence()
+	}
+	if err := r.ledger.Append(ctx, r.last, e, f); err != nil {
+		return err
+	}
+	if lk != nil {
+		return lk.Check(ctx)
+	}
+	return nil
+}
+
 // confirmIdle moves a caught-up slot to the server's keepalive position,
 // so a publication that is quiet while the rest of the database writes
 // does not pin the WAL: nothing is pending (no transaction open, the last
@@ -156,7 +175,7 @@ func (r *syncRun) confirmIdle(ctx context.Context) error {
 	}
 	r.stop.step = stepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(pos), Tables: "{}"}
-	if err := r.ledger.Append(ctx, r.last, &e); err != nil {
+	if err := r.appendLedger(ctx, &e); err != nil {
 		return err
 	}
 	r.last = &e

@@ -145,6 +145,19 @@ func (r *syncRun) lockTargets(ctx context.Context) error {
 	return r.env.hooks.run(ctx, r.env.hooks.locked)
 }
 
+// lockFirst puts a lost lock of any target in place of a refusal (see
+// the function lockFirst).
+func (r *syncRun) lockFirst(ctx context.Context, err error) error {
+	for _, t := range r.order {
+		if t.run.lk != nil {
+			if err2 := lockFirst(ctx, t.run.lk, err, r.log); err2 != err {
+				return err2
+			}
+		}
+	}
+	return err
+}
+
 // releaseTargets gives back every lock the run took, even when it was
 // stopped.
 func (r *syncRun) releaseTargets(ctx context.Context) {

@@ -793,55 +793,6 @@ func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysO
 	return out, nil
 }
 
-// insert writes rows in one native INSERT block, one columnar append per
-// column: ClickHouse writes one block into a table without PARTITION BY
-// (as setup makes it) as one part, renamed into place when complete, so a
-// run cut during the insert leaves either none of the batch's rows or all
-// of them. A retry after a cut writes the same (key, version) rows again;
-// FINAL collapses them.
-func (t *Table) Insert(ctx context.Context, rows []*change.Row) error {
-	m := t.M
-	if err := t.insertBlock(ctx, rows); err != nil {
-		return classify(fmt.Errorf("insert into %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
-	}
-	return nil
-}
-
-func (t *Table) insertBlock(ctx context.Context, rows []*change.Row) error {
-	m := t.M
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	b, err := t.conn.PrepareBatch(cctx, InsertSQL(m))
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	vals := make([]change.Value, len(rows))
-	for i := range m.Cols {
-		for r := range rows {
-			vals[r] = rows[r].Vals[i]
-		}
-		if err := b.Column(i).Append(t.cols[i].codec.slice(vals)); err != nil {
-			return fmt.Errorf("column %q: %w", m.Cols[i].Name, err)
-		}
-	}
-	lsns := make([]uint64, len(rows))
-	dels := make([]uint8, len(rows))
-	for r := range rows {
-		lsns[r] = rows[r].Version
-		if rows[r].Deleted {
-			dels[r] = 1
-		}
-	}
-	if err := b.Column(len(m.Cols)).Append(lsns); err != nil {
-		return fmt.Errorf("column %q: %w", m.Target.VersionColumn, err)
-	}
-	if err := b.Column(len(m.Cols) + 1).Append(dels); err != nil {
-		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
-	}
-	return b.Send()
-}
-
 // unreadable refuses a target row holding a value in column i that the
 // mapping's type cannot hold (a Bool stored as UInt8 holding 2): a writer
 // other than changesink changed the target. It names the row by its key,

@@ -33,4 +33,8 @@ var (
 	// ErrLedgerDropped: the ledger was dropped during the run, after the
 	// batch was inserted and verified (transient: a re-run records it).
 	ErrLedgerDropped = errors.New("the ledger was dropped during this run: the batch is in the target and verified, not recorded")
+	// ErrLedgerSeq: the ledger holds two rows of one sequence number, which
+	// a holder whose lock was broken wrote before writes were fenced
+	// (fence.go): which batch is the last one is undefined.
+	ErrLedgerSeq = errors.New("the ledger holds two rows of one sequence number")
 )

@@ -55,9 +55,9 @@ import (
 //     before writing. So two runs never both write, and the name of the
 //     one holding the lock is in every message about it.
 //
-// What no check can close: a holder frozen (SIGSTOP, a paused VM) for longer
-// than lockTiming.stale between its last check and the end of its insert
-// can write beside the run that broke its lock.
+// A holder frozen (SIGSTOP, a paused VM) for longer than lockTiming.stale
+// between its last check and a write does not write beside the run that
+// broke its lock: every write is fenced by the lock (fence.go).
 
 // lockTiming is how the lock is held and waited for.
 type LockTiming struct {
