@@ -56,6 +56,9 @@ func hints() []hint {
 		{change.ErrBadLSN, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
 		{change.ErrBadTxID, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
 		{change.ErrBadDeleteMarker, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
+		{change.ErrNotShown, "Map the column to a type the server shows the value in: DateTime64 (20.1+), or String with " +
+			"source_type: date or timestamp; or upgrade the server (current releases show the whole Date and DateTime " +
+			"range). Then replay the batch, or re-run cdc sync. Nothing was written."},
 		{pgvalue.ErrSpecialValue, "Map the column to a type that holds NaN and infinity (Float64, or String with the source's " +
 			"type as source_type), or keep them out of the source column. " + syncStep},
 		{pgvalue.ErrOutOfRange, "Widen the column's type in the mapping and the target (a larger integer, a Decimal with more " +

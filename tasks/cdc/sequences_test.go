@@ -8,6 +8,8 @@ package cdc
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -171,5 +173,69 @@ func TestBatchAgainstTarget(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestDatesTheServerShows (issue 28 case 5): ClickHouse 18.16 stores a
+// Date after 2106-02-07 and a DateTime after 2106-02-06 23:59:59 UTC but
+// reads them back as 1970; changesink asks the server which it shows and
+// refuses a row beyond them, naming record, key and column, writing
+// nothing. The last values it shows are applied. A server that shows the
+// whole ranges (per the probe) applies all of them.
+func TestDatesTheServerShows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ev.mapping.yaml")
+	if err := os.WriteFile(path, []byte(`source: {database: shop, schema: public, table: ev}
+target: {database: x, table: ev_cdc}
+key: [id]
+columns:
+  - {name: id, type: Int64}
+  - {name: day, type: Nullable(Date)}
+  - {name: at, type: "Nullable(DateTime('UTC'))"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(id int64, day, at any) iongen.Struct {
+		return iongen.Event(iongen.Struct{{"id", id}, {"day", day}, {"at", at}}, false,
+			iongen.Metadata("CREATE", iongen.Source("shop", "public", "ev", 100+id, 1, "false")))
+	}
+	date := func(s string) any { return iongen.Annotated{"LocalDate", s} }
+	instant := func(s string) any { return iongen.Annotated{"ZonedDateTime", s} }
+	e := newEnv(t, path)
+	e.setup()
+	short := e.caps().DateDays != 0
+	if short != strings.HasPrefix(e.query("SELECT version()")[0], "18.") {
+		t.Fatalf("the probe says short dates %v on ClickHouse %s", short, e.query("SELECT version()")[0])
+	}
+	if _, _, err := e.apply(true, ev(1, date("2106-02-07"), instant("2106-02-06T23:59:59Z"))); err != nil {
+		t.Fatalf("the last values 18.16 shows: %v", err)
+	}
+	if got := e.query("SELECT toString(day), toString(at) FROM " + e.db + ".ev_cdc WHERE id = 1"); got[0] != "2106-02-07\t2106-02-06 23:59:59" {
+		t.Errorf("shown as %q", got)
+	}
+	for _, tc := range []struct {
+		name   string
+		event  iongen.Struct
+		column string
+	}{
+		{"a Date after 2106-02-07", ev(2, date("2106-02-08"), nil), "day"},
+		{"the top of Date", ev(3, date("2149-06-06"), nil), "day"},
+		{"a DateTime after 2106-02-06 23:59:59", ev(4, nil, instant("2106-02-07T00:00:00Z")), "at"},
+		{"the top of DateTime", ev(5, nil, instant("2106-02-07T06:28:15Z")), "at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.physical()
+			_, cfg, err := e.apply(true, tc.event)
+			if !short {
+				if err != nil {
+					t.Fatalf("a server that shows the whole range refused: %v", err)
+				}
+				return
+			}
+			wantError(t, err, outcome.Refused, change.ErrNotShown, fmt.Sprintf("column %q", tc.column), "reads back as 1970")
+			noOutputs(t, cfg)
+			if e.physical() != before {
+				t.Error("the refused batch changed the target")
+			}
+		})
 	}
 }

@@ -142,6 +142,9 @@ var (
 	// ErrToastAfterDelete: an update leaves a TOAST column unchanged right
 	// after a delete of its key in the same batch (ErrToast).
 	ErrToastAfterDelete = fmt.Errorf("%w: unchanged after a delete", ErrToast)
+	// ErrNotShown: a Date or DateTime the server stores but reads back as
+	// 1970 (the top of their ranges on ClickHouse 18.16).
+	ErrNotShown = fmt.Errorf("%w: beyond the dates the server shows", ErrBadValue)
 	// ErrUnplaced: a change older than the target, of the first
 	// transaction after a snapshot that neither the batch nor the ledger
 	// knows (ErrWentBackwards).

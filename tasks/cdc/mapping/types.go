@@ -46,7 +46,19 @@ type ServerCaps struct {
 	// decimal256: Decimal(P, S) with P > 38 exists without a setting
 	// (ClickHouse 21.6+; 20.8 to 21.5 need allow_experimental_bigint_types).
 	Decimal256 bool
+	// DateDays and DateTimeSeconds are the last Date (days since
+	// 1970-01-01) and DateTime (Unix seconds) the server shows: ClickHouse
+	// 18.16 stores the whole UInt16 and UInt32 but reads a Date after
+	// 2106-02-07 and a DateTime after 2106-02-06 23:59:59 UTC back as 1970
+	// (target.Connect asks the server). Zero: the whole range.
+	DateDays, DateTimeSeconds uint64
 }
+
+// Date and DateTime limits of ClickHouse 18.16 (ServerCaps).
+const (
+	ShortDateDays        = 49710      // 2106-02-07
+	ShortDateTimeSeconds = 4294943999 // 2106-02-06 23:59:59 UTC
+)
 
 // capsFor returns the capabilities of server version major.minor.
 func CapsFor(major, minor uint64) ServerCaps {

@@ -198,13 +198,34 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		conn.Close()
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		conn:    conn,
 		M:       m,
 		Caps:    mapping.CapsFor(sv.Version.Major, sv.Version.Minor),
 		Version: sv.Version.String(),
 		timeout: timeout,
-	}, nil
+	}
+	if err := s.dateRange(cctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dateRange asks the server which Dates and DateTimes it shows: 18.16
+// reads the top of their ranges back as 1970 (mapping.ServerCaps).
+func (t *Server) dateRange(ctx context.Context) error {
+	var date, dateTime uint16
+	if err := t.conn.QueryRow(ctx, "SELECT toUInt16(toYear(toDate(65535))), toUInt16(toYear(toDateTime(4294967295, 'UTC')))").Scan(&date, &dateTime); err != nil {
+		return classify(fmt.Errorf("read the server's date range: %w", err))
+	}
+	if date != 2149 {
+		t.Caps.DateDays = mapping.ShortDateDays
+	}
+	if dateTime != 2106 {
+		t.Caps.DateTimeSeconds = mapping.ShortDateTimeSeconds
+	}
+	return nil
 }
 
 // With returns the server for the mapping m: the same connections (Close
