@@ -103,6 +103,10 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		}
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s is not a clickhouse-go DSN (%s)", change.ErrConfig, ErrBadURL, EnvClickHouseURL, msg))
 	}
+	// debug=true would have the driver print its own lines to stdout,
+	// which in Kestra mode holds protocol lines only, and log what
+	// changesink keeps out of logs: it is ignored.
+	opts.Debug, opts.Debugf, opts.Logger = false, nil, nil
 	if opts.Protocol != clickhouse.Native {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s must use the native protocol (clickhouse://)", change.ErrConfig, ErrBadURL, EnvClickHouseURL))
 	}
