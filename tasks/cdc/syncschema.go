@@ -32,6 +32,11 @@ func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 		why := describeChange(added, dropped, retyped, key)
 		switch {
 		case t.policy == mapping.Refuse, len(retyped) > 0, key != "":
+			// The transactions before the change are applied first: the
+			// refusal stops the stream at the change itself.
+			if err := r.applyFlush(ctx); err != nil {
+				return err
+			}
 			return outcome.Refused.Mark(fmt.Errorf("table %s at %s: %w: %s", t.name(), ev.WALStart, change.ErrSchemaChange, why))
 		}
 		if len(added) > 0 {

@@ -33,7 +33,13 @@ func (r *syncRun) openSource(ctx context.Context) error {
 	}
 	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
 	r.stream, err = slot.Start(ctx, pg, slot.StreamConfig{Slot: r.cfg.Slot, Publications: []string{r.cfg.Publication},
-		IdleTimeout: idleWait, ActiveWait: activeWait})
+		IdleTimeout: idleWait, ActiveWait: activeWait, Settings: pgvalue.CheckedSettings,
+		CheckSettings: func(got map[string]string) error {
+			if err := pgvalue.CheckSettings(got); err != nil {
+				return outcome.Config.Mark(err)
+			}
+			return nil
+		}})
 	if err != nil {
 		return err
 	}

@@ -44,25 +44,34 @@ func (t *syncTable) name() string { return t.src.qualified() }
 func mappings(set *mapping.Set, db string, tables []sourceTable, caps mapping.ServerCaps) ([]*mapping.Mapping, error) {
 	var out []*mapping.Mapping
 	for _, t := range tables {
-		var cols []mapping.Column
-		var key []string
-		for _, c := range t.cols {
-			mc, err := pgvalue.Generate(t.qualified(), c, caps)
-			if err != nil {
-				return nil, outcome.Config.Mark(err)
-			}
-			cols = append(cols, mc)
-			if c.Key {
-				key = append(key, c.Name)
-			}
-		}
-		m, err := set.For(db, t.schema, t.name, cols, key)
+		m, err := mapTable(set, db, t, caps, nil, nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, m)
 	}
 	return out, mapping.CheckDistinct(out)
+}
+
+// mapTable maps the source table t, leaving out its columns in skip and
+// adding the columns extra (the target's, which the source dropped).
+func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps, skip map[string]bool, extra []mapping.Column) (*mapping.Mapping, error) {
+	var cols []mapping.Column
+	var key []string
+	for _, c := range t.cols {
+		if skip[c.Name] {
+			continue
+		}
+		mc, err := pgvalue.Generate(t.qualified(), c, caps)
+		if err != nil {
+			return nil, outcome.Config.Mark(err)
+		}
+		cols = append(cols, mc)
+		if c.Key {
+			key = append(key, c.Name)
+		}
+	}
+	return set.For(db, t.schema, t.name, append(cols, extra...), key)
 }
 
 // openTargets reads the published tables from the catalog, maps each to
@@ -85,7 +94,65 @@ func (r *syncRun) openTargets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.evolved(ctx, src, ms); err != nil {
+		return err
+	}
 	return r.openTargetsOf(ctx, src, ms)
+}
+
+// evolved maps each table as its target stands after changes of the
+// source's columns between runs, under schema_changes: add_columns: a
+// column the target lacks (the source added it since) is left out, and
+// the stream adds it to the target when it reaches the change, after the
+// transactions before it (syncschema.go); a column the source dropped
+// stays mapped, as the target holds it, NULL from the change on. Without
+// this the target's check would refuse the run, and the stream would
+// never reach the change.
+func (r *syncRun) evolved(ctx context.Context, src []sourceTable, ms []*mapping.Mapping) error {
+	for i, m := range ms {
+		if r.cfg.Mappings.Policy(src[i].schema, src[i].name) != mapping.AddColumns {
+			continue
+		}
+		have, found, err := r.ch.With(m).TargetColumns(ctx)
+		if err != nil || !found {
+			return err
+		}
+		inTarget := map[string]bool{}
+		var extra []mapping.Column
+		var dropped []string
+		for _, c := range have {
+			inTarget[c[0]] = true
+			if _, ok := m.ByName[c[0]]; !ok {
+				extra = append(extra, mapping.Column{Name: c[0], Type: c[1]})
+				dropped = append(dropped, c[0])
+			}
+		}
+		skip := map[string]bool{}
+		var added []string
+		for _, c := range m.Cols {
+			if !inTarget[c.Name] && !c.IsKey {
+				skip[c.Name] = true
+				added = append(added, c.Name)
+			}
+		}
+		if len(skip)+len(extra) == 0 {
+			continue
+		}
+		if ms[i], err = mapTable(r.cfg.Mappings, r.source, src[i], r.ch.Caps, skip, extra); err != nil {
+			return err
+		}
+		r.log.Info(fmt.Sprintf("cdc: table %s changed since its target was written (added: %s; dropped: %s): "+
+			"the stream applies the change when it reaches it", src[i].qualified(), orNone(added), orNone(dropped)))
+	}
+	return nil
+}
+
+// orNone joins names, or says none.
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // openTargetsOf checks the target of each published table src[i], mapped

@@ -44,6 +44,11 @@ type StreamConfig struct {
 	// (its Relations()), so that a resumed stream reports schema changes
 	// against them. Optional.
 	Relations map[uint32]*Relation
+	// Settings, when set, are read with SHOW on the replication connection
+	// before streaming starts (the walsender prints values under them),
+	// and handed to CheckSettings, whose error Start returns.
+	Settings      []string
+	CheckSettings func(map[string]string) error
 }
 
 func (c StreamConfig) validate() error {
@@ -108,6 +113,10 @@ func Start(ctx context.Context, pg *pgconn.Config, cfg StreamConfig) (*Stream, e
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSettings(ctx, conn, cfg); err != nil {
+		closeConn(conn)
+		return nil, err
+	}
 	h, err := startWaiting(ctx, conn, cfg)
 	if err != nil {
 		closeConn(conn)
@@ -119,6 +128,28 @@ func Start(ctx context.Context, pg *pgconn.Config, cfg StreamConfig) (*Stream, e
 		s.rels[id] = r
 	}
 	return s, nil
+}
+
+// checkSettings reads cfg.Settings with SHOW and hands them to
+// cfg.CheckSettings.
+func checkSettings(ctx context.Context, conn *pgconn.PgConn, cfg StreamConfig) error {
+	if cfg.CheckSettings == nil {
+		return nil
+	}
+	got := make(map[string]string, len(cfg.Settings))
+	for _, name := range cfg.Settings {
+		if strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_") != "" {
+			return configErr(fmt.Errorf("%w: setting %q is not a setting's name", ErrConfig, name))
+		}
+		rows, err := simpleQuery(ctx, conn, "SHOW "+name)
+		if err != nil {
+			return fmt.Errorf("read the replication connection's setting %s: %w", name, err)
+		}
+		if len(rows) == 1 && len(rows[0]) == 1 {
+			got[name] = string(rows[0][0])
+		}
+	}
+	return cfg.CheckSettings(got)
 }
 
 // startWaiting checks the slot and the publications and starts streaming,

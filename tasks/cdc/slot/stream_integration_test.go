@@ -548,3 +548,31 @@ func TestNetworkStallAndCut(t *testing.T) {
 		t.Fatalf("a cut connection: %v (%s), want ErrConnLost, transient", err, outcome.Classify(err))
 	}
 }
+
+// TestStartReadsSettings: Start reads the settings it is given with SHOW
+// on the replication connection, as the walsender prints values under
+// them, hands them to CheckSettings, and returns its error.
+func TestStartReadsSettings(t *testing.T) {
+	src := newSource(t)
+	slot := slotName(t)
+	pub := slot + "_pub"
+	src.exec("CREATE TABLE st (id int PRIMARY KEY)")
+	src.setup(slot, pub, "st")
+	ctx := testCtx(t, time.Minute)
+	pg := src.pg.Copy()
+	pg.RuntimeParams["DateStyle"] = "SQL, DMY"
+	var got map[string]string
+	refused := errors.New("refused by the check")
+	_, err := Start(ctx, pg, StreamConfig{Slot: slot, Publications: []string{pub}, Settings: []string{"DateStyle", "bytea_output"},
+		CheckSettings: func(s map[string]string) error { got = s; return refused }})
+	if !errors.Is(err, refused) {
+		t.Fatalf("Start: %v, want the check's error", err)
+	}
+	if got["DateStyle"] != "SQL, DMY" || got["bytea_output"] != "hex" {
+		t.Errorf("settings read %v", got)
+	}
+	if _, err := Start(ctx, pg, StreamConfig{Slot: slot, Publications: []string{pub}, Settings: []string{"DateStyle; SELECT 1"},
+		CheckSettings: func(map[string]string) error { return nil }}); !errors.Is(err, ErrConfig) {
+		t.Errorf("a setting name that is not one: %v", err)
+	}
+}

@@ -620,6 +620,24 @@ func ddlRace(err error) bool {
 // tableColumn is a column's name and ClickHouse type from system.columns.
 type tableColumn struct{ name, typ string }
 
+// TargetColumns reads the target table's columns but its version and
+// deleted columns, in table order: name and ClickHouse type each; found
+// is false when the table does not exist.
+func (t *Server) TargetColumns(ctx context.Context) (cols [][2]string, found bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	got, err := t.columns(cctx, t.M.Target.Database, t.M.Target.Table)
+	if err != nil || len(got) == 0 {
+		return nil, false, err
+	}
+	for _, c := range got {
+		if c.name != t.M.Target.VersionColumn && c.name != t.M.Target.DeletedColumn {
+			cols = append(cols, [2]string{c.name, c.typ})
+		}
+	}
+	return cols, true, nil
+}
+
 // columns reads db.table's columns, in table order (columnsSQL).
 func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, error) {
 	name := mapping.Qualified(db, table)
