@@ -64,7 +64,7 @@ func (r *SyncResult) Outputs() map[string]any {
 	tables := map[string]any{}
 	for _, t := range r.Tables {
 		tables[t.Source] = map[string]any{"target": t.Target, "events": t.Events, "keys": t.Keys, "pending": t.Pending,
-			"skipped": t.Skipped, "deletes": t.Deletes, "verified": t.Verified}
+			"skipped": t.Skipped, "deletes": t.Deletes, "verified": t.Verified, "recreated": t.Recreated}
 	}
 	out := map[string]any{
 		"slot": r.Slot, "transactions": r.Transactions, "changes": r.Changes, "flushes": r.Flushes,
