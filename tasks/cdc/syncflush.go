@@ -69,6 +69,14 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 			continue
 		}
 		counts[t.name()] = t.rows
+		// The server ends a stream it has not heard from for
+		// wal_sender_timeout (a minute): a flush of many tables says
+		// it is alive between them.
+		if r.stream != nil {
+			if err := r.stream.Heartbeat(ctx); err != nil {
+				return err
+			}
+		}
 		if err := t.apply(ctx); err != nil {
 			return err
 		}
