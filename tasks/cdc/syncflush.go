@@ -104,6 +104,23 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 	return nil
 }
 
+// applyBefore applies, before a refusal of a transaction it was reading,
+// the transactions the flush holds (committed before it), so that the run
+// stops at the refused transaction with everything before it applied and
+// confirmed; it returns the refusal, or why the flush failed.
+func (r *syncRun) applyBefore(ctx context.Context, refusal error) error {
+	if outcome.Classify(refusal) != outcome.Refused || r.f.transactions == 0 {
+		return refusal
+	}
+	for _, t := range r.order {
+		t.open = t.open[:0] // the refused transaction's rows
+	}
+	if err := r.applyFlush(ctx); err != nil {
+		return err
+	}
+	return refusal
+}
+
 // apply applies the table's rows of the flush: the steps of Apply under
 // the table's lock, then an empty batch for the next flush.
 func (t *syncTable) apply(ctx context.Context) error {
