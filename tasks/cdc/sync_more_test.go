@@ -182,3 +182,33 @@ func TestSyncExactValues(t *testing.T) {
 		t.Errorf("live rows from 5: %v, want 5 (the transaction before the refused one)", got)
 	}
 }
+
+// TestSyncBudgetReportsBehind: a run a budget ends reports how long ago
+// the oldest transaction it left committed (behind_seconds); a run that
+// catches up reports 0.
+func TestSyncBudgetReportsBehind(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.q"}
+	e.exec(`CREATE TABLE q (id int PRIMARY KEY)`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO q VALUES (1)`, `INSERT INTO q VALUES (2)`, `INSERT INTO q VALUES (3)`)
+	time.Sleep(1100 * time.Millisecond)
+	cfg.MaxChanges = 1
+	res, err := Sync(ctx, cfg, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Outputs()
+	if !strings.Contains(res.Why, EnvMaxChanges) || !res.BehindKnown || res.Behind < time.Second || res.Behind > time.Minute || out["behind_seconds"] == nil {
+		t.Errorf("a run its budget ended: why %q, behind %s (known %v), outputs %v", res.Why, res.Behind, res.BehindKnown, out)
+	}
+	cfg.MaxChanges = 0
+	if res, err = Sync(ctx, cfg, env); err != nil || res.Why != "caught up" || !res.BehindKnown || res.Behind != 0 {
+		t.Errorf("a run that caught up: %+v, %v", res, err)
+	}
+}
