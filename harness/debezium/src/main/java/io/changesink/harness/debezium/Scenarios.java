@@ -14,6 +14,7 @@ final class Scenarios {
         return List.of(orders("orders_default", false), orders("orders_full", true), multichange(), types("types", true), types("types_default", false),
             typesEdge(), defaults(), toast("toast_default", false), toast("toast_full", true), pkSwap(),
             truncate("truncate", Map.of()), truncate("truncate_passed", Map.of("skipped.operations", "none")), resnapshot(),
+            Resnapshots.afterCreates(), Resnapshots.afterTruncate(),
             overlapBlocked(), overlapStream(), infinity());
     }
 
