@@ -41,7 +41,7 @@ func cdcVars() kong.Vars {
 // cdcConn is the ClickHouse connection and the mapping, shared by both commands.
 type cdcConn struct {
 	Mapping  string        `name:"mapping" env:"${CDCEnvMapping}" required:"" help:"Path of the table mapping YAML (relative to the working directory)."`
-	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
+	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN: clickhouse://host:9000/db (native; TLS: ?secure=true), http://host:8123/db or https://host:8443/db."`
 	Username string        `name:"clickhouse-username" env:"${CDCEnvClickHouseUsername}" help:"ClickHouse user; overrides the DSN's."`
 	Password string        `name:"clickhouse-password" env:"${CDCEnvClickHousePassword}" help:"ClickHouse password; overrides the DSN's. Never printed."`
 	CAFile   string        `name:"clickhouse-ca-file" env:"${CDCEnvClickHouseCAFile}" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -46,8 +47,10 @@ const (
 
 // ClickHouse is how to reach the target server.
 type ClickHouse struct {
-	// URL is a clickhouse-go DSN on the native protocol, e.g.
-	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s.
+	// URL is a clickhouse-go DSN, on the native protocol, e.g.
+	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s,
+	// or on the HTTP interface: http://host:8123/default, or
+	// https://host:8443/default (TLS without secure=true: http.go).
 	URL string
 	// Username and Password override the DSN's credentials when not empty.
 	Username, Password string
@@ -93,7 +96,7 @@ type storedColumn struct {
 // failures are transient; a bad URL, refused credentials and a TLS port
 // without secure=true (speaksTLS) are config errors.
 func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, error) {
-	opts, err := clickhouse.ParseDSN(cfg.URL)
+	opts, err := parseDSN(cfg.URL)
 	if err != nil {
 		// The URL itself is left out: it may hold a password that a URL
 		// that does not parse keeps from redaction.
@@ -103,13 +106,10 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		}
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s is not a clickhouse-go DSN (%s)", change.ErrConfig, ErrBadURL, EnvClickHouseURL, msg))
 	}
-	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s must use the native protocol (clickhouse://)", change.ErrConfig, ErrBadURL, EnvClickHouseURL))
-	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
 			return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is set but %s does not ask for TLS; "+
-				"add secure=true and use the server's TLS port (9440 by default)", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
+				"add secure=true and use the server's TLS port (9440 by default), or use https://", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
 		}
 		pool, err := loadCAFile(cfg.CAFile)
 		if err != nil {
@@ -158,6 +158,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		case perr = <-pinged:
 			waiting = false
 		case <-slow.C:
+			if opts.Protocol != clickhouse.Native {
+				continue // http(s)://: its own client reports an address that does not answer HTTP
+			}
 			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
 				return nil, httpPortErr(addr)
@@ -176,7 +179,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		// answer the hello at once (a length byte of 10, '\n', ends its
 		// request line: a user name or password of 10 bytes), before the
 		// slow probe above; a TLS port resets, closes or sends an alert.
-		if ctx.Err() == nil && mayBeTLSPort(perr) {
+		if ctx.Err() == nil && opts.Protocol == clickhouse.Native && mayBeTLSPort(perr) {
 			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				return nil, httpPortErr(addr)
 			}
@@ -186,6 +189,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 						change.ErrConfig, ErrTLS, EnvClickHouseURL, addr, err))
 				}
 			}
+		}
+		if opts.Protocol == clickhouse.HTTP {
+			return nil, httpConnectErr(err, opts.Settings)
 		}
 		return nil, classify(err)
 	}
@@ -311,8 +317,7 @@ const (
 
 // chCode is a ClickHouse exception's code in err's chain, or 0.
 func chCode(err error) int32 {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := chException(err); ok {
 		return ex.Code
 	}
 	return 0
@@ -323,8 +328,7 @@ func chCode(err error) int32 {
 // errors (fix the secret or the URL, run cdc setup), load and network
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := chException(err); ok {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
@@ -343,6 +347,12 @@ func classify(err error) error {
 			return outcome.Transient.Mark(err)
 		}
 		return err
+	}
+	switch code := httpStatus(err); {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
+	case transientHTTPStatus(code):
+		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
 	}
 	if outcome.TLSFailure(err) {
 		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrTLS))
