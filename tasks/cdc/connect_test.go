@@ -368,19 +368,34 @@ func TestStopSaysWhatToDo(t *testing.T) {
 // TestURLSettingsAreConfig: a setting in CLICKHOUSE_URL's query string
 // that the server does not know, or whose value it cannot take, is a
 // configuration error naming the setting (it was internal, exit 4, from
-// the first query), and setup creates nothing.
+// the first query: on 18.16 before any query could carry it, on 26.9 from
+// the server's parse error, code 27), and setup creates nothing. A value
+// only 18.16 refuses is taken by a current server.
 func TestURLSettingsAreConfig(t *testing.T) {
-	for _, tt := range []struct{ setting, value string }{
-		{"no_such_setting", "1"},
-		{"max_block_size", "abc"},    // a text value: 18.16 takes numbers and booleans only
-		{"max_execution_time", "-5"}, // below 0: 18.16 reads settings as unsigned
+	for _, tt := range []struct {
+		setting, value string
+		before19Only   bool // refused only by servers before 19.x
+	}{
+		{"no_such_setting", "97531", false},
+		{"max_block_size", "abc", false},   // a text value: 18.16 takes numbers and booleans only; 26.9 cannot parse it
+		{"max_threads", "-97531", false},   // below 0 for an unsigned setting
+		{"max_execution_time", "-5", true}, // below 0: 18.16 reads settings as unsigned; 26.9 takes it
 	} {
 		t.Run(tt.setting, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			cfg := e.config("")
 			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, tt.setting, tt.value)
 			_, err := testSetup(context.Background(), cfg)
+			if tt.before19Only && e.atLeast(19, 1) {
+				if err != nil {
+					t.Fatalf("ClickHouse %s takes %s=%s; setup: %v", e.version(), tt.setting, tt.value, err)
+				}
+				return
+			}
 			wantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
+			if strings.Contains(err.Error(), tt.value) {
+				t.Errorf("the error shows the value: %v", err)
+			}
 			if got := e.query("SELECT count() FROM system.tables WHERE database = ?", e.db); len(got) != 1 || got[0] != "0" {
 				t.Errorf("setup left tables: %v", got)
 			}

@@ -203,6 +203,22 @@ func (e *env) config(batch string) testRun {
 	}
 }
 
+// version is the server's version(), as "18.16.1" or "26.9.2.1".
+func (e *env) version() string {
+	e.t.Helper()
+	return e.query("SELECT version()")[0]
+}
+
+// atLeast reports whether the server is major.minor or newer.
+func (e *env) atLeast(major, minor int) bool {
+	e.t.Helper()
+	var ma, mi int
+	if _, err := fmt.Sscanf(e.version(), "%d.%d", &ma, &mi); err != nil {
+		e.t.Fatalf("server version %q: %v", e.version(), err)
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
+
 // caps connects with e's mapping and returns what the server supports.
 func (e *env) caps() mapping.ServerCaps {
 	e.t.Helper()

@@ -42,6 +42,9 @@ func TestErrorsAlikeOverNativeAndHTTP(t *testing.T) {
 		{"a setting the server does not know", setup, func(t *testing.T, cfg *testRun) {
 			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, "no_such_setting", "1")
 		}, outcome.Config, target.ErrUnknownSetting},
+		{"a value the server cannot take", setup, func(t *testing.T, cfg *testRun) {
+			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, "max_block_size", "abc")
+		}, outcome.Config, change.ErrConfig},
 		{"readonly", setup, func(t *testing.T, cfg *testRun) {
 			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, "readonly", "1")
 		}, outcome.Config, target.ErrNotAllowed},

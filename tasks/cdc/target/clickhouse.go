@@ -204,6 +204,10 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		conn.Close()
 		return nil, err
 	}
+	if err := probeURLSettings(cctx, conn, opts.Settings, sv.Version.String()); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return &Server{
 		conn:    conn,
 		M:       m,

@@ -76,16 +76,17 @@ func chException(err error) (*clickhouse.Exception, bool) {
 const chUnknownFunction = 46
 
 // httpConnectErr classifies a failed first query over HTTP: clickhouse-go's
-// hello (SELECT displayName(), version(), revision(), timezone()). A server
-// too old for it (18.16 lacks displayName()) is refused as a configuration
-// error: its native protocol works.
+// hello (SELECT displayName(), version(), revision(), timezone()), which
+// carries CLICKHOUSE_URL's settings. A server too old for it (18.16 lacks
+// displayName()) is refused as a configuration error: its native protocol
+// works; a setting it refuses, as probeURLSettings would.
 func httpConnectErr(err error, settings clickhouse.Settings) error {
 	if chCode(err) == chUnknownFunction {
 		return outcome.Config.Mark(fmt.Errorf("%w: %w: the server behind %s is too old for clickhouse-go's HTTP client "+
 			"(it has no displayName(), which ClickHouse 20.x added); use its native protocol, clickhouse://: %w",
 			change.ErrConfig, ErrBadURL, EnvClickHouseURL, err))
 	}
-	return classify(err)
+	return settingsRefused(classify(err), settings, "the server")
 }
 
 // httpStatus returns the status of an HTTP error response that carried no
