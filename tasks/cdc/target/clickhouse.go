@@ -81,6 +81,10 @@ type Server struct {
 type Table struct {
 	*Server
 	cols []storedColumn
+	// isDeleted: the engine is ReplacingMergeTree(version, deleted), whose
+	// FINAL hides the delete markers changesink's own reads need
+	// (deleted.go).
+	isDeleted bool
 }
 
 // storedColumn is a mapped column as the target table stores it.
@@ -425,8 +429,12 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
 	}
-	if v := EngineVersion(engineFull); v != m.Target.VersionColumn {
+	v, del := ReplacingArgs(engineFull)
+	if v != m.Target.VersionColumn {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
+	}
+	if del != "" && del != m.Target.DeletedColumn {
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s drops the rows marked in %q, the mapping's delete column is %q", change.ErrTargetMismatch, name, del, m.Target.DeletedColumn))
 	}
 	if got, want := NormKey(sortingKey), NormKey(strings.Join(m.Key, ",")); got != want {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", change.ErrTargetMismatch, name, sortingKey, m.KeyNames()))
@@ -441,7 +449,7 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 		}
 		return outcome.Config.Mark(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", change.ErrTargetMismatch, name, col, got, want))
 	}
-	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols))}
+	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols)), isDeleted: del != ""}
 	for i := range m.Cols {
 		c := &m.Cols[i]
 		got := types[c.Name]
@@ -631,33 +639,6 @@ func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, 
 	return cols, nil
 }
 
-// engineVersion returns the version column of a ReplacingMergeTree's
-// engine_full ("ReplacingMergeTree(_cdc_lsn) ORDER BY ..."): the last
-// engine argument, unquoted.
-func EngineVersion(full string) string {
-	open := strings.IndexByte(full, '(')
-	if open < 0 {
-		return ""
-	}
-	depth, end := 0, -1
-	for i := open; i < len(full) && end < 0; i++ {
-		switch full[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				end = i
-			}
-		}
-	}
-	if end < 0 {
-		return ""
-	}
-	args := strings.Split(full[open+1:end], ",")
-	return strings.Trim(strings.TrimSpace(args[len(args)-1]), "`\"")
-}
-
 // normKey normalises a sorting key for comparison: no spaces, quotes or
 // parentheses.
 func NormKey(s string) string {
@@ -729,10 +710,10 @@ func (t *Table) Current(ctx context.Context, rows []*change.Row) (map[string]*ch
 	return cur, nil
 }
 
-// query runs a read of rows' keys: every mapped column, the version and
+// scan runs a read of rows' keys: every mapped column, the version and
 // the delete marker, or (keysOnly) the key columns, the version and the
 // delete marker.
-func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
+func (t *Table) scan(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
 	m := t.M
 	out := make(map[string]*change.Row, len(rows))
 	if len(rows) == 0 {
