@@ -369,8 +369,7 @@ func classify(err error) error {
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
 		return outcome.Config.Mark(err)
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+	if netError(err) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
 		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
 	}

@@ -3,6 +3,7 @@ package target
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -87,6 +88,29 @@ func httpConnectErr(err error, settings clickhouse.Settings) error {
 			change.ErrConfig, ErrBadURL, EnvClickHouseURL, err))
 	}
 	return settingsRefused(classify(err), settings, "the server")
+}
+
+// netError reports a net.Error in err's chain, looking through the
+// *url.Error net/http wraps a request's failure in (itself a net.Error,
+// whatever it wraps): so a connection the server closed (io.EOF) is what it
+// is over the native protocol, not "unreachable" because HTTP carried it.
+func netError(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *url.Error:
+		return netError(e.Err)
+	case net.Error:
+		return true
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			if netError(x) {
+				return true
+			}
+		}
+		return false
+	}
+	return netError(errors.Unwrap(err))
 }
 
 // httpStatus returns the status of an HTTP error response that carried no

@@ -3,6 +3,10 @@ package target
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"syscall"
 	"testing"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -79,6 +83,28 @@ func TestParseDSNHTTPS(t *testing.T) {
 		}
 		if (opts.Protocol == clickhouse.HTTP) != tc.http || (opts.TLS != nil) != tc.tls {
 			t.Errorf("%s: protocol %v, TLS %v; want HTTP %v, TLS %v", tc.dsn, opts.Protocol, opts.TLS != nil, tc.http, tc.tls)
+		}
+	}
+}
+
+// TestNetErrorThroughURLError: a request's failure that net/http wraps in
+// a *url.Error (a net.Error itself) counts as a network error only when
+// what it wraps is one, as the same failure over the native protocol.
+func TestNetErrorThroughURLError(t *testing.T) {
+	opErr := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a reset over native", fmt.Errorf("read: %w", opErr), true},
+		{"a reset over HTTP", fmt.Errorf("read: %w", &url.Error{Op: "Post", URL: "http://x", Err: opErr}), true},
+		{"a closed connection over native", fmt.Errorf("read: %w", io.EOF), false},
+		{"a closed connection over HTTP", fmt.Errorf("read: %w", &url.Error{Op: "Post", URL: "http://x", Err: io.EOF}), false},
+		{"two causes, one a reset", fmt.Errorf("%w (%w)", errors.New("x"), opErr), true},
+	} {
+		if got := netError(tc.err); got != tc.want {
+			t.Errorf("%s: netError = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
