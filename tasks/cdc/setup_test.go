@@ -295,8 +295,12 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 			t.Errorf("result %+v", res)
 		}
 	}
-	if got := e.query("SELECT engine_full FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); !strings.HasPrefix(got[0], "ReplacingMergeTree(_cdc_lsn) ORDER BY id") {
-		t.Errorf("engine %s", got)
+	engine := "ReplacingMergeTree(_cdc_lsn) ORDER BY id"
+	if e.caps().IsDeleted {
+		engine = "ReplacingMergeTree(_cdc_lsn, _cdc_deleted) ORDER BY id"
+	}
+	if got := e.query("SELECT engine_full FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); !strings.HasPrefix(got[0], engine) {
+		t.Errorf("engine %s, want %s", got, engine)
 	}
 
 	// A mapping that disagrees with the existing table is a config error.
