@@ -119,7 +119,7 @@ func hints() []hint {
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
 		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
 		{target.ErrBadURL, "Set CLICKHOUSE_URL to the native protocol: clickhouse://host:9000/database (secure=true and the " +
-			"TLS port, 9440 by default, for TLS)."},
+			"TLS port, 9440 by default, for TLS), or to the HTTP interface: http://host:8123/database, https://host:8443/database."},
 		{target.ErrTLS, "With secure=true, CLICKHOUSE_URL must name the server's TLS port (9440 by default) and a host name " +
 			"its certificate holds, signed by a CA in CLICKHOUSE_CA_FILE or the system trust store. A TLS port without it: " +
 			"add secure=true to CLICKHOUSE_URL, or use the plaintext port (9000 by default)."},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -46,8 +47,10 @@ const (
 
 // ClickHouse is how to reach the target server.
 type ClickHouse struct {
-	// URL is a clickhouse-go DSN on the native protocol, e.g.
-	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s.
+	// URL is a clickhouse-go DSN, on the native protocol, e.g.
+	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s,
+	// or on the HTTP interface: http://host:8123/default, or
+	// https://host:8443/default (TLS without secure=true: http.go).
 	URL string
 	// Username and Password override the DSN's credentials when not empty.
 	Username, Password string
@@ -78,6 +81,10 @@ type Server struct {
 type Table struct {
 	*Server
 	cols []storedColumn
+	// isDeleted: the engine is ReplacingMergeTree(version, deleted), whose
+	// FINAL hides the delete markers changesink's own reads need
+	// (deleted.go).
+	isDeleted bool
 }
 
 // storedColumn is a mapped column as the target table stores it.
@@ -93,7 +100,7 @@ type storedColumn struct {
 // failures are transient; a bad URL, refused credentials and a TLS port
 // without secure=true (speaksTLS) are config errors.
 func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, error) {
-	opts, err := clickhouse.ParseDSN(cfg.URL)
+	opts, err := parseDSN(cfg.URL)
 	if err != nil {
 		// The URL itself is left out: it may hold a password that a URL
 		// that does not parse keeps from redaction.
@@ -109,13 +116,10 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 	// are the ones ParseDSN sets).
 	//lint:ignore SA1019 ParseDSN still sets Debug from the URL
 	opts.Debug, opts.Debugf, opts.Logger = false, nil, nil
-	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s must use the native protocol (clickhouse://)", change.ErrConfig, ErrBadURL, EnvClickHouseURL))
-	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
 			return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is set but %s does not ask for TLS; "+
-				"add secure=true and use the server's TLS port (9440 by default)", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
+				"add secure=true and use the server's TLS port (9440 by default), or use https://", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
 		}
 		pool, err := loadCAFile(cfg.CAFile)
 		if err != nil {
@@ -164,6 +168,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		case perr = <-pinged:
 			waiting = false
 		case <-slow.C:
+			if opts.Protocol != clickhouse.Native {
+				continue // http(s)://: its own client reports an address that does not answer HTTP
+			}
 			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
 				return nil, httpPortErr(addr)
@@ -182,7 +189,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		// answer the hello at once (a length byte of 10, '\n', ends its
 		// request line: a user name or password of 10 bytes), before the
 		// slow probe above; a TLS port resets, closes or sends an alert.
-		if ctx.Err() == nil && mayBeTLSPort(perr) {
+		if ctx.Err() == nil && opts.Protocol == clickhouse.Native && mayBeTLSPort(perr) {
 			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				return nil, httpPortErr(addr)
 			}
@@ -193,6 +200,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 				}
 			}
 		}
+		if opts.Protocol == clickhouse.HTTP {
+			return nil, httpConnectErr(err, opts.Settings)
+		}
 		return nil, classify(err)
 	}
 	sv, err := conn.ServerVersion()
@@ -201,6 +211,10 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		return nil, classify(fmt.Errorf("read the ClickHouse server version: %w", err))
 	}
 	if err := checkURLSettings(opts.Settings, sv); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := probeURLSettings(cctx, conn, opts.Settings, sv.Version.String()); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -338,8 +352,7 @@ const (
 
 // chCode is a ClickHouse exception's code in err's chain, or 0.
 func chCode(err error) int32 {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := chException(err); ok {
 		return ex.Code
 	}
 	return 0
@@ -350,8 +363,7 @@ func chCode(err error) int32 {
 // errors (fix the secret or the URL, run cdc setup), load and network
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := chException(err); ok {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
@@ -371,6 +383,12 @@ func classify(err error) error {
 		}
 		return err
 	}
+	switch code := httpStatus(err); {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
+	case transientHTTPStatus(code):
+		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
+	}
 	if outcome.TLSFailure(err) {
 		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrTLS))
 	}
@@ -378,8 +396,7 @@ func classify(err error) error {
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
 		return outcome.Config.Mark(err)
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+	if netError(err) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
 		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
 	}
@@ -438,8 +455,12 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
 	}
-	if v := EngineVersion(engineFull); v != m.Target.VersionColumn {
+	v, del := ReplacingArgs(engineFull)
+	if v != m.Target.VersionColumn {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
+	}
+	if del != "" && del != m.Target.DeletedColumn {
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s drops the rows marked in %q, the mapping's delete column is %q", change.ErrTargetMismatch, name, del, m.Target.DeletedColumn))
 	}
 	if got, want := NormKey(sortingKey), NormKey(strings.Join(m.Key, ",")); got != want {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", change.ErrTargetMismatch, name, sortingKey, m.KeyNames()))
@@ -454,7 +475,7 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 		}
 		return outcome.Config.Mark(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", change.ErrTargetMismatch, name, col, got, want))
 	}
-	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols))}
+	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols)), isDeleted: del != ""}
 	for i := range m.Cols {
 		c := &m.Cols[i]
 		got := types[c.Name]
@@ -662,33 +683,6 @@ func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, 
 	return cols, nil
 }
 
-// engineVersion returns the version column of a ReplacingMergeTree's
-// engine_full ("ReplacingMergeTree(_cdc_lsn) ORDER BY ..."): the last
-// engine argument, unquoted.
-func EngineVersion(full string) string {
-	open := strings.IndexByte(full, '(')
-	if open < 0 {
-		return ""
-	}
-	depth, end := 0, -1
-	for i := open; i < len(full) && end < 0; i++ {
-		switch full[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				end = i
-			}
-		}
-	}
-	if end < 0 {
-		return ""
-	}
-	args := strings.Split(full[open+1:end], ",")
-	return strings.Trim(strings.TrimSpace(args[len(args)-1]), "`\"")
-}
-
 // normKey normalises a sorting key for comparison: no spaces, quotes or
 // parentheses.
 func NormKey(s string) string {
@@ -760,10 +754,10 @@ func (t *Table) Current(ctx context.Context, rows []*change.Row) (map[string]*ch
 	return cur, nil
 }
 
-// query runs a read of rows' keys: every mapped column, the version and
+// scan runs a read of rows' keys: every mapped column, the version and
 // the delete marker, or (keysOnly) the key columns, the version and the
 // delete marker.
-func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
+func (t *Table) scan(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
 	m := t.M
 	out := make(map[string]*change.Row, len(rows))
 	if len(rows) == 0 {

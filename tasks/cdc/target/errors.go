@@ -6,8 +6,8 @@ import "errors"
 // (cdc.Hint): classify and connect wrap the driver's error with one of
 // them, so the message says what happened and the hint what to do.
 var (
-	// ErrBadURL: CLICKHOUSE_URL is not a clickhouse-go DSN, or names an
-	// address that does not speak the native protocol.
+	// ErrBadURL: CLICKHOUSE_URL is not a clickhouse-go DSN, or names with
+	// clickhouse:// an address that does not speak the native protocol.
 	ErrBadURL = errors.New("CLICKHOUSE_URL does not reach ClickHouse's native protocol")
 	// ErrCredentials: the server refused the user or the password.
 	ErrCredentials = errors.New("ClickHouse refused the user or password")

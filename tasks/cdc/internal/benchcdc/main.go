@@ -220,7 +220,14 @@ func (c config) emptyTable() error {
 		if strings.HasSuffix(t, "_live") || strings.HasSuffix(t, "_ledger") {
 			continue // the live views, changesink's ledgers
 		}
-		sum, err := c.ch("SELECT count(), sum(cityHash64(id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted)) FROM "+db+"."+t+" FINAL", nil)
+		// Each key's winning row, a delete marker too: FINAL, and the
+		// newest marker of each key FINAL leaves out (a changesink target on
+		// 23.2+ is ReplacingMergeTree(_cdc_lsn, _cdc_deleted), whose FINAL
+		// hides the markers; the seed's and the raw tables are not).
+		name := db + "." + t
+		sum, err := c.ch("SELECT count(), sum(cityHash64(id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted)) FROM ("+
+			"SELECT * FROM "+name+" FINAL UNION ALL SELECT * FROM "+name+" WHERE _cdc_deleted = 1 AND id NOT IN (SELECT id FROM "+name+
+			" FINAL) ORDER BY _cdc_lsn DESC LIMIT 1 BY id)", nil)
 		if err != nil {
 			return err
 		}
