@@ -139,13 +139,15 @@ func hints() []hint {
 		{target.ErrLedgerDropped, "Re-run the batch: the re-run makes the ledger again and records the batch."},
 		{target.ErrTablesRace, "Retry: a re-run converges (ClickHouse 18.16 fails such reads while other tables of the database " +
 			"are renamed or dropped)."},
-		{target.ErrUnreachable, "Retry: a retry of the run converges. Check that ClickHouse is up and that " +
-			"CDC_CLICKHOUSE_TIMEOUT fits the batch."},
 		{errNotReleased, "Re-run the batch: a replay writes nothing twice and publishes the output files. The lock left is " +
 			"broken by the next run 30 s after its last heartbeat."},
 		{errNotPublished, "Re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty " +
 			"pending.jsonl (this run applied those rows)."},
 		{errOutputFiles, "Free space in WORKING_DIR and re-run the batch: none of it was written to ClickHouse."},
+		// After the steps above: a lock not given back or output files not
+		// published because the server went away say so first.
+		{target.ErrUnreachable, "Retry: a retry of the run converges. Check that ClickHouse is up and that " +
+			"CDC_CLICKHOUSE_TIMEOUT fits the batch."},
 		{change.ErrConfig, "Fix the setting the message names (changesink help cdc lists every setting)."},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -396,7 +397,9 @@ func classify(err error) error {
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
 		return outcome.Config.Mark(err)
 	}
-	if netError(err) || errors.Is(err, context.DeadlineExceeded) ||
+	// A connection the server (or the network) closed mid-statement reads
+	// EOF: the driver does not wrap it in a net.Error.
+	if netError(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
 		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
 	}
