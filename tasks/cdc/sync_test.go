@@ -30,7 +30,12 @@ type syncEnv struct {
 
 func newSyncEnv(t testing.TB) *syncEnv {
 	t.Helper()
-	admin := testenv.Lookup(t, "CHANGESINK_TEST_PG")["CHANGESINK_TEST_PG"]
+	return newSyncEnvAt(t, testenv.Lookup(t, "CHANGESINK_TEST_PG")["CHANGESINK_TEST_PG"])
+}
+
+// newSyncEnvAt is newSyncEnv on the PostgreSQL server admin reaches.
+func newSyncEnvAt(t testing.TB, admin string) *syncEnv {
+	t.Helper()
 	name := testenv.UniqueName(t, "sync_")
 	e := &syncEnv{t: t, admin: admin, slot: name, pub: name}
 	e.dsn = testenv.CreateDatabase(t, admin, name, "")
