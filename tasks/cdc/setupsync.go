@@ -172,6 +172,9 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 		if err := r.loadTable(ctx, c, t); err != nil {
 			return err
 		}
+		if err := r.deleteGone(ctx, c, t); err != nil {
+			return err
+		}
 	}
 	r.stop.step = stepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(c.at),

@@ -1,0 +1,40 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+)
+
+// deleteGone deletes, once t is loaded from the slot's snapshot, every key
+// its target holds live below the consistent point: keys the snapshot does
+// not hold, which the source deleted before it. A target the trigger flow
+// fed (a switch-over), or an earlier load's (a setup run again after a
+// failed load, or for a new slot), holds such keys; without this they
+// would stay live for ever, as no change of theirs comes after the
+// snapshot. It is a TRUNCATE at the consistent point, applied as the
+// stream applies one: the loaded rows are at that version, not below it,
+// and rows a writer wrote at newer versions stay.
+func (r *syncRun) deleteGone(ctx context.Context, c created, t *syncTable) error {
+	// Its commit floor just below the consistent point keeps it at that
+	// version (an unfloored change would be placed after the snapshot).
+	row := change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: uint64(c.at), DeletedSet: true,
+		Commit: uint64(c.at) - 1, CommitSet: true, Sequenced: true}}
+	var f flush
+	row.Meta.Sum, f.sumBuf = change.EventSum(f.sumBuf, &row)
+	if err := t.batch.Add(row); err != nil {
+		return outcome.Refused.Mark(fmt.Errorf("table %s: %w", t.name(), err))
+	}
+	before := t.res.Deletes
+	if err := t.apply(ctx); err != nil {
+		return err
+	}
+	if n := t.res.Deletes - before; n > 0 {
+		r.log.Info(fmt.Sprintf("cdc: deleted %d keys of %s that the snapshot of %s does not hold (written before the load, deleted since)",
+			n, mapping.Qualified(t.m.Target.Database, t.m.Target.Table), t.name()))
+	}
+	return nil
+}
