@@ -168,6 +168,9 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 		}
 		return nil
 	}
+	if err := r.refuseNewer(ctx, c); err != nil {
+		return err
+	}
 	for _, t := range r.order {
 		if err := r.loadTable(ctx, c, t); err != nil {
 			return err

@@ -152,3 +152,44 @@ func TestSyncRefusesAnotherSource(t *testing.T) {
 	}
 	e.sameAcc()
 }
+
+// TestSyncSetupOnAnotherSystem: the targets were loaded from one
+// PostgreSQL system; after a failover to another (a cluster of the test's
+// own, whose LSNs are far below the first's), the setup of a slot of the
+// same name, the targets kept, is refused (ErrOtherSource, exit 1) before
+// it writes: its snapshot's versions would lose to the old system's rows,
+// and the target would keep them. Following the hint (the slot and the
+// targets dropped) loads the new system's rows, and sync streams on.
+func TestSyncSetupOnAnotherSystem(t *testing.T) {
+	e, cfg, env := accEnv(t, sharedPG(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg := testenv.PrivatePostgres(t, "wal_level = logical")
+	o := &syncEnv{t: t, admin: pg.Admin, dsn: testenv.CreateDatabase(t, pg.Admin, e.slot, ""), slot: e.slot, ch: e.ch, chDB: e.chDB}
+	t.Cleanup(o.dropSlot)
+	// Half the keys, with other values, and a key the old system lacks: a
+	// load that skipped what the target holds newer would leave the rest.
+	o.exec(`CREATE TABLE acc (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
+		`INSERT INTO acc SELECT i, -i, 'failed over', NULL FROM generate_series(1, 1000, 2) i`, `INSERT INTO acc VALUES (5000, 5000, 'new', NULL)`)
+	ocfg := cfg
+	ocfg.Postgres.DSN = o.dsn
+	if err := ocfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := SetupSync(ctx, ocfg, env)
+	wantRefused(t, err, outcome.Refused, 1, change.ErrOtherSource, "After a restore or a failover to a new system: drop the slot and the targets")
+	e.sameAcc()
+
+	o.dropSlot()
+	for _, name := range []string{"acc_live", "acc", "acc_ledger"} {
+		if err := e.ch.conn.Exec(ctx, `DROP TABLE `+mapping.Qualified(e.chDB, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := SetupSync(ctx, ocfg, env); err != nil {
+		t.Fatal(err)
+	}
+	o.exec(`UPDATE acc SET v = 0 WHERE id < 10`, `DELETE FROM acc WHERE id = 11`)
+	o.catchUp(ctx, ocfg, env)
+	o.sameAcc()
+}

@@ -38,3 +38,24 @@ func (r *syncRun) deleteGone(ctx context.Context, c created, t *syncTable) error
 	}
 	return nil
 }
+
+// refuseNewer refuses a load from the new slot's snapshot into targets that
+// hold a version above its consistent point: the load's rows would lose
+// to them, and the target would keep rows the snapshot contradicts. They
+// are another PostgreSQL system's (a restore or a failover, whose LSNs
+// are not this one's) or a writer's still running (the trigger flow, not
+// disabled before the switch-over). Nothing is written.
+func (r *syncRun) refuseNewer(ctx context.Context, c created) error {
+	for _, t := range r.order {
+		high, err := t.run.tbl.HighestVersion(ctx)
+		if err != nil {
+			return tableErr(t, err)
+		}
+		if high > uint64(c.at) {
+			return outcome.Refused.Mark(fmt.Errorf("%w: table %s: %s holds version %d, above the consistent point %s (%d) of the new slot %s: "+
+				"rows of another PostgreSQL system or of a writer still running", change.ErrOtherSource, t.name(),
+				mapping.Qualified(t.m.Target.Database, t.m.Target.Table), high, c.at, uint64(c.at), r.cfg.Slot))
+		}
+	}
+	return nil
+}

@@ -855,6 +855,19 @@ func (t *Table) unreadable(i int, vals []change.Value, version uint64, err error
 		change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, m.Target.Table), m.Cols[i].Name, at, err))
 }
 
+// HighestVersion returns the highest version the target holds, of any
+// row (0 when it holds none).
+func (t *Table) HighestVersion(ctx context.Context) (uint64, error) {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	name := mapping.Qualified(t.M.Target.Database, t.M.Target.Table)
+	var high uint64
+	if err := t.conn.QueryRow(cctx, "SELECT max("+mapping.QuoteIdent(t.M.Target.VersionColumn)+") FROM "+name).Scan(&high); err != nil {
+		return 0, classify(fmt.Errorf("read the highest version of %s: %w", name, err))
+	}
+	return high, nil
+}
+
 // truncated returns a delete marker, at the TRUNCATE tr, for every key the
 // target holds live at an older version and inBatch does not report (the
 // batch's own keys were deleted by the TRUNCATE as it merged).
