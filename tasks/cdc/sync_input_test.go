@@ -1,0 +1,141 @@
+package cdc
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+)
+
+// The bad input of cdc sync and its setup: tables it cannot follow, types
+// it cannot map, a publication or a slot gone between runs, a slot whose
+// WAL the server removed. Each is refused with its sentinel, class and
+// hint; nothing wrong is written; where the hint's remedy can be followed
+// in a test, following it converges.
+
+// TestSyncSetupRefusesATableWithoutIdentity: a table without a primary
+// key, under the default replica identity, cannot say which row an update
+// or delete changes: the setup refuses it (exit 1), naming it, and creates
+// neither the slot nor a target.
+func TestSyncSetupRefusesATableWithoutIdentity(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.nokey"}
+	e.exec(`CREATE TABLE nokey (id bigint, v text)`, `INSERT INTO nokey VALUES (1, 'a')`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Refused, 1, slot.ErrReplicaIdentity, "Give the table a primary key", "REPLICA IDENTITY FULL")
+	wantError(t, err, outcome.Refused, nil, "public.nokey")
+	if got := e.rows(`SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = '` + e.slot + `'`); got[0] != "0" {
+		t.Errorf("the refused setup made the slot")
+	}
+}
+
+// TestSyncSetupTableWithoutKey: a table without a primary key under
+// REPLICA IDENTITY FULL is published, but its target needs a key: the
+// setup asks for one in the mapping (configuration, exit 2), naming the
+// mapping entry; with the key given (and the slot the refused setup made
+// dropped) the table is loaded and streamed.
+func TestSyncSetupTableWithoutKey(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.nokey"}
+	e.exec(`CREATE TABLE nokey (id bigint NOT NULL, v text)`, `ALTER TABLE nokey REPLICA IDENTITY FULL`, `INSERT INTO nokey VALUES (1, 'a')`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Config, 2, mapping.ErrMapping, "Fix the mapping")
+	wantError(t, err, outcome.Config, nil, "sync.yaml:3:5", "key is required")
+	// The slot was made before the mapping was read: with the key given,
+	// the setup is refused until it is dropped (the hint of ErrNotLoaded).
+	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
+		"  - source: {schema: public, table: nokey}\n    key: [id]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Mappings = set
+	_, err = SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Refused, 1, change.ErrNotLoaded, "drop the slot")
+	e.dropSlot()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE nokey SET v = 'b'`, `INSERT INTO nokey VALUES (2, 'c')`)
+	e.catchUp(ctx, cfg, env)
+	e.same(`SELECT id::text, v FROM nokey ORDER BY id`, `SELECT id, v FROM `+e.chDB+`.nokey_live ORDER BY id`)
+}
+
+// TestSyncPublicationDropped: the publication dropped between runs; the
+// run is refused as configuration (exit 2; the hint: run the setup, and
+// if the publication was made again after the slot, a new slot); the
+// setup refuses (exit 1) to make a
+// publication for a slot that cannot decode before it; dropping the slot
+// and running the setup again converges.
+func TestSyncPublicationDropped(t *testing.T) {
+	e, cfg, env := accEnv(t, sharedPG(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e.exec(`UPDATE acc SET v = 0 WHERE id = 1`, `DROP PUBLICATION `+e.pub, `DELETE FROM acc WHERE id = 2`)
+	_, err := Sync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Config, 2, slot.ErrPublicationMissing, "Run the setup", "drop the slot")
+	_, err = SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Refused, 1, slot.ErrSlotWithoutPublication, "Drop the slot", "run the setup again")
+	e.dropSlot()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.catchUp(ctx, cfg, env)
+	e.sameAcc()
+}
+
+// TestSyncSlotDropped: the slot dropped by hand between runs; the run is
+// refused as configuration (exit 2: run the setup), and the setup makes a
+// new slot and loads the tables again: rows the source changed or deleted
+// while no slot kept the changes are right.
+func TestSyncSlotDropped(t *testing.T) {
+	e, cfg, env := accEnv(t, sharedPG(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e.dropSlot()
+	e.exec(`UPDATE acc SET v = 0 WHERE id <= 5`, `DELETE FROM acc WHERE id BETWEEN 6 AND 9`)
+	_, err := Sync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Config, 2, slot.ErrSlotMissing, "Run the setup", "rebuild the targets from a new snapshot")
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.sameAcc()
+	e.exec(`UPDATE acc SET v = 1 WHERE id <= 5`)
+	e.catchUp(ctx, cfg, env)
+	e.sameAcc()
+}
+
+// TestSyncSlotLost: a slot whose WAL the server removed (a cluster of the
+// test's own with max_slot_wal_keep_size = 1MB, 2 MB written past it) is
+// refused (exit 1, wal_status lost); the hint's remedy (drop the slot, run
+// the setup again) converges, the changes lost with the WAL included.
+func TestSyncSlotLost(t *testing.T) {
+	pg := testenv.PrivatePostgres(t, "wal_level = logical", "max_slot_wal_keep_size = 1MB")
+	e, cfg, env := accEnv(t, pg.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e.exec(`DELETE FROM acc WHERE id <= 10`, `UPDATE acc SET tag = repeat('w', 100) WHERE id > 500`, "SELECT pg_switch_wal()",
+		`UPDATE acc SET tag = repeat('x', 100) WHERE id > 500`, "SELECT pg_switch_wal()",
+		`UPDATE acc SET tag = repeat('y', 100) WHERE id > 500`, "SELECT pg_switch_wal()", "CHECKPOINT")
+	if got := e.rows(`SELECT wal_status FROM pg_replication_slots WHERE slot_name = '` + e.slot + `'`); got[0] != "lost" {
+		t.Fatalf("wal_status %v after 3 MB past a 1 MB max_slot_wal_keep_size", got)
+	}
+	_, err := Sync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Refused, 1, slot.ErrSlotLost, "Drop the slot", "run the setup again", "max_slot_wal_keep_size")
+	e.dropSlot()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.catchUp(ctx, cfg, env)
+	e.sameAcc()
+}
