@@ -9,6 +9,7 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
@@ -69,6 +70,64 @@ func TestSyncSetupTableWithoutKey(t *testing.T) {
 	e.exec(`UPDATE nokey SET v = 'b'`, `INSERT INTO nokey VALUES (2, 'c')`)
 	e.catchUp(ctx, cfg, env)
 	e.same(`SELECT id::text, v FROM nokey ORDER BY id`, `SELECT id, v FROM `+e.chDB+`.nokey_live ORDER BY id`)
+}
+
+// TestSyncUnmappableColumn: a column of a type no mapping is generated
+// for (point) is refused at setup (configuration, exit 2; the hint: map it
+// as String), after the slot was made: the setup run again with the column
+// mapped is refused (ErrNotLoaded: the slot's snapshot is gone) until the
+// slot is dropped, as its hint says; then it loads the table. A column of
+// that type added between runs is refused when the next run maps the
+// table (configuration), nothing written; with the column mapped as
+// String, the next run applies the transactions before the change, adds
+// the column, and applies those after it.
+func TestSyncUnmappableColumn(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.geo"}
+	e.exec(`CREATE TABLE geo (id int PRIMARY KEY, p point)`, `INSERT INTO geo VALUES (1, '(1,2)')`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Config, 2, pgvalue.ErrUnsupportedType, "as String")
+	wantError(t, err, outcome.Config, nil, "public.geo", `"p"`)
+	withP := func(table string) *mapping.Set {
+		set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
+			"  - source: {schema: public, table: "+table+"}\n    columns:\n      - {name: p, type: Nullable(String)}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	cfg.Mappings = withP("geo")
+	_, err = SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Refused, 1, change.ErrNotLoaded, "drop the slot (SELECT pg_drop_replication_slot('<slot>')) and run the setup again")
+	e.dropSlot()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO geo VALUES (2, '(-1.5,2e-3)'), (3, NULL)`)
+	e.catchUp(ctx, cfg, env)
+	e.same(`SELECT id::text, coalesce(p::text, '\N') FROM geo ORDER BY id`, `SELECT id, ifNull(p, '\\N') FROM `+e.chDB+`.geo_live ORDER BY id`)
+
+	e.tables = []string{"public.geo2"}
+	e.exec(`CREATE TABLE geo2 (id int PRIMARY KEY, v text)`, `INSERT INTO geo2 VALUES (1, 'a')`)
+	e.pub, e.slot = e.pub+"_2", e.slot+"_2"
+	t.Cleanup(e.dropSlot)
+	cfg, env = e.config()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO geo2 VALUES (2, 'b')`, `ALTER TABLE geo2 ADD COLUMN p point`, `INSERT INTO geo2 VALUES (3, 'c', '(3,4)')`)
+	_, err = Sync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Config, 2, pgvalue.ErrUnsupportedType, "as String")
+	wantError(t, err, outcome.Config, nil, "public.geo2", `"p"`)
+	if got := e.liveIDs2("geo2"); got != "1" {
+		t.Errorf("live ids %q after the refusal, want 1", got)
+	}
+	cfg.Mappings = withP("geo2")
+	e.catchUp(ctx, cfg, env)
+	e.same(`SELECT id::text, v, coalesce(p::text, '\N') FROM geo2 ORDER BY id`, `SELECT id, v, ifNull(p, '\\N') FROM `+e.chDB+`.geo2_live ORDER BY id`)
 }
 
 // TestSyncPublicationDropped: the publication dropped between runs; the

@@ -193,3 +193,9 @@ func TestSyncSetupOnAnotherSystem(t *testing.T) {
 	o.catchUp(ctx, ocfg, env)
 	o.sameAcc()
 }
+
+// liveIDs2 is the ids of a table's live view, comma-joined.
+func (e *syncEnv) liveIDs2(table string) string {
+	e.t.Helper()
+	return strings.Join(e.ch.query(`SELECT id FROM `+e.chDB+`.`+table+`_live ORDER BY id`), ",")
+}

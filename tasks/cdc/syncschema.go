@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 		return err
 	}
 	rel := ev.Relation
-	added, dropped, retyped, key := t.compare(rel, r.ch.Caps)
+	added, dropped, retyped, key := t.compare(rel, r.ch.Caps, r.cfg.Mappings)
 	if len(added)+len(dropped)+len(retyped) > 0 || key != "" {
 		why := describeChange(added, dropped, retyped, key)
 		switch {
@@ -64,10 +65,11 @@ func sameSet(a, b []string) bool {
 }
 
 // compare returns what differs between the relation and the mapping:
-// columns added (mapped as pgvalue.Generate maps them, Nullable),
+// columns added (mapped as pgvalue.Generate maps them, Nullable, or, of a
+// type it maps none to, as set's entry names them),
 // dropped, retyped (their type now maps to another ClickHouse type than
 // the target's), and a changed key (its description).
-func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps) (added []mapping.Column, dropped, retyped []string, key string) {
+func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps, set *mapping.Set) (added []mapping.Column, dropped, retyped []string, key string) {
 	var keys []string
 	for _, c := range rel.Columns {
 		src := t.sourceColumn(c)
@@ -78,6 +80,13 @@ func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps) (added 
 		if !ok {
 			src.NotNull, src.Key = false, false
 			mc, err := pgvalue.Generate(t.name(), src, caps)
+			if named, ok := set.Column(t.src.schema, t.src.name, c.Name); ok && errors.Is(err, pgvalue.ErrUnsupportedType) {
+				// The mapping entry's column, Nullable as every added one.
+				mc, err = named, nil
+				if !strings.HasPrefix(mc.Type, "Nullable(") {
+					mc.Type = "Nullable(" + mc.Type + ")"
+				}
+			}
 			if err != nil {
 				retyped = append(retyped, c.Name+" (a new column: "+err.Error()+")")
 				continue

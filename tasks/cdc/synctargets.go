@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -64,14 +65,20 @@ func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCap
 		}
 		mc, err := pgvalue.Generate(t.qualified(), c, caps)
 		if err != nil {
-			return nil, outcome.Config.Mark(err)
+			// A type no mapping is generated for: the entry's column, when
+			// it names one, takes its place (Set.For).
+			named, ok := set.Column(t.schema, t.name, c.Name)
+			if !ok || !errors.Is(err, pgvalue.ErrUnsupportedType) {
+				return nil, outcome.Config.Mark(err)
+			}
+			mc = named
 		}
 		cols = append(cols, mc)
 		if c.Key {
 			key = append(key, c.Name)
 		}
 	}
-	return set.For(db, t.schema, t.name, append(cols, extra...), key)
+	return set.ForWithout(db, t.schema, t.name, append(cols, extra...), key, skip)
 }
 
 // openTargets reads the published tables from the catalog, maps each to

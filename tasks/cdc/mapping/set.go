@@ -207,6 +207,13 @@ func (s *Set) Single() (*Mapping, error) {
 // same name, its key the catalog's; its source database, when it names
 // none, is db), or the defaults' for a table the file does not list.
 func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mapping, error) {
+	return s.ForWithout(db, schema, table, cols, key, nil)
+}
+
+// ForWithout is For of a table whose columns in omit the target lacks for
+// now (the source added them since; the stream adds them at the change):
+// the entry may name them, and they are left out.
+func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, omit map[string]bool) (*Mapping, error) {
 	e, listed := s.entry(schema, table)
 	r := s.merged(e)
 	if !listed {
@@ -250,6 +257,9 @@ func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mappi
 		merged = append(merged, rc)
 	}
 	for _, name := range slices.Sorted(maps.Keys(given)) {
+		if omit[name] {
+			continue
+		}
 		return s.located(nil, s.d.at(append(slices.Clone(e.path), "columns", at[name], "name")...).errorf(
 			"column %q is not a column of %s.%s", name, schema, table))
 	}
@@ -260,6 +270,27 @@ func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mappi
 	}
 	m, err := compile(s.d, e.path, r)
 	return s.located(m, err)
+}
+
+// Column returns the column name of the table schema.table as the file's
+// entry writes it, when the entry names it: For puts it in place of the
+// one the catalog's type maps to, and it maps a column the source adds
+// later, or one of a type no mapping is generated for.
+func (s *Set) Column(schema, table, name string) (Column, bool) {
+	e, listed := s.entry(schema, table)
+	if !listed || e.raw.Columns == nil {
+		return Column{}, false
+	}
+	for _, c := range *e.raw.Columns {
+		if str(c.Name) == name {
+			out := Column{Name: name, Type: str(c.Type), SourceType: str(c.SourceType)}
+			if c.MaxLength != nil {
+				out.MaxLength = *c.MaxLength
+			}
+			return out, true
+		}
+	}
+	return Column{}, false
 }
 
 // Policy is the schema-change policy of the source table schema.table.
