@@ -71,6 +71,10 @@ type Server struct {
 	Caps    mapping.ServerCaps
 	Version string
 	timeout time.Duration
+	// opts is how Connect reached the server; cl is the target's cluster
+	// once ensureCluster found it (cluster.go), nil for one server.
+	opts *clickhouse.Options
+	cl   *clusterInfo
 }
 
 // table is the target table as checkSchema found it: the connection and,
@@ -204,6 +208,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		Caps:    mapping.CapsFor(sv.Version.Major, sv.Version.Minor),
 		Version: sv.Version.String(),
 		timeout: timeout,
+		opts:    opts,
 	}, nil
 }
 
@@ -325,6 +330,9 @@ func chCode(err error) int32 {
 func classify(err error) error {
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) {
+		if c, ok := classifyCluster(err, ex.Code); ok {
+			return c
+		}
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
@@ -398,6 +406,9 @@ func firstLine(s string) string {
 // version and the UInt8 delete marker. It returns the table as stored: each
 // column's stored type and codec (a Bool column may be stored as UInt8).
 func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	obj, err := t.inspect(ctx, m.Target.Table)
 	if err != nil {
@@ -410,6 +421,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
+	}
+	if err := t.checkReplicated(name, engine); err != nil {
+		return nil, err
 	}
 	if v := EngineVersion(engineFull); v != m.Target.VersionColumn {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
@@ -495,7 +509,7 @@ func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	case obj.found:
 		return false, t.checkViewObject(obj)
 	}
-	if err := t.exec(ctx, CreateViewSQL(t.M)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(t.M))); err != nil {
 		return false, err
 	}
 	return true, t.checkView(ctx)
@@ -915,16 +929,20 @@ func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key 
 // before the view is made over it), the live view and the ledger, checks
 // them, and returns the statements it ran, in order.
 func (t *Server) Setup(ctx context.Context) ([]string, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	var stmts []string
 	if m.Target.CreateDatabase {
-		stmts = append(stmts, CreateDatabaseSQL(m))
+		stmts = append(stmts, t.ddl(CreateDatabaseSQL(m)))
 	}
 	if err := t.checkOrphanLedger(ctx); err != nil {
 		return nil, err
 	}
-	table := CreateTableSQL(m, t.Caps)
-	stmts = append(stmts, table, CreateViewSQL(m), CreateLedgerSQL(m))
+	table := t.ddl(CreateTableSQL(m, t.Caps))
+	stmts = append(stmts, table, t.ddl(CreateViewSQL(m)), t.ddl(CreateLedgerSQL(m)))
+	stmts = append(stmts, t.clusterSetupSQL()...)
 	for _, s := range stmts {
 		if err := t.exec(ctx, s); err != nil {
 			if chCode(err) == chUnknownDatabase {
@@ -948,6 +966,9 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if err := t.checkLedger(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.checkReplicas(ctx); err != nil {
 		return nil, err
 	}
 	return stmts, nil
@@ -981,10 +1002,10 @@ func (t *Server) AddColumns(ctx context.Context) (*Table, error) {
 			return nil, err
 		}
 	}
-	if err := t.exec(ctx, "DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView)); err != nil {
+	if err := t.exec(ctx, t.ddl("DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView))); err != nil {
 		return nil, err
 	}
-	if err := t.exec(ctx, CreateViewSQL(m)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(m))); err != nil {
 		return nil, err
 	}
 	return t.CheckSchema(ctx)

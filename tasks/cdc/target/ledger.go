@@ -220,7 +220,7 @@ func (t *Table) EnsureLedger(ctx context.Context, holder, digest string) (change
 		return st, err
 	}
 	m := t.M
-	if err := t.exec(cctx, CreateLedgerSQL(m)); err != nil {
+	if err := t.exec(cctx, t.ddl(CreateLedgerSQL(m))); err != nil {
 		return st, err
 	}
 	if err := t.checkLedger(cctx); err != nil {
