@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // The replicated ClickHouse cluster of .ci/clickhouse-cluster, as .ci/env
@@ -85,16 +88,27 @@ func (c *ClickHouseCluster) run(args ...string) ([]byte, error) {
 }
 
 // WaitAnswers waits until the server at url answers a query that reads
-// ZooKeeper (a restarted replica is up before its ZooKeeper session).
+// ZooKeeper and its Replicated tables are healthy: none read-only or with
+// an expired ZooKeeper session, every replica active and nothing left to
+// fetch or merge (a replica restarted,
+// or resumed after ZooKeeper expired its session, answers before its
+// tables have their session again).
 func (c *ClickHouseCluster) WaitAnswers(url string, within time.Duration) {
 	c.t.Helper()
 	conn := OpenClickHouse(c.t, url)
 	deadline := time.Now().Add(within)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var n uint64
+		var n, sick uint64
 		err := conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = '/'").Scan(&n)
+		if err == nil {
+			err = conn.QueryRow(ctx, "SELECT count() FROM system.replicas WHERE is_readonly OR is_session_expired OR "+
+				"active_replicas < total_replicas OR queue_size > 0").Scan(&sick)
+		}
 		cancel()
+		if err == nil && sick > 0 {
+			err = fmt.Errorf("%d Replicated tables are read-only, without their ZooKeeper session, with a replica away or a queue", sick)
+		}
 		if err == nil {
 			return
 		}
@@ -113,18 +127,30 @@ func (c *ClickHouseCluster) CreateDatabase(prefix string) string {
 	c.t.Helper()
 	name := UniqueName(c.t, prefix)
 	conn := OpenClickHouse(c.t, c.Replicas[0])
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := conn.Exec(ctx, "CREATE DATABASE "+name+" ON CLUSTER "+c.Name); err != nil {
+	if err := c.ddl(conn, "CREATE DATABASE "+name+" ON CLUSTER "+c.Name); err != nil {
 		c.t.Fatalf("create the test database %s on cluster %s: %v", name, c.Name, err)
 	}
 	c.t.Cleanup(func() {
 		c.Repair()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" ON CLUSTER "+c.Name); err != nil {
+		if err := c.ddl(conn, "DROP DATABASE IF EXISTS "+name+" ON CLUSTER "+c.Name); err != nil {
 			c.t.Logf("drop the test database %s on cluster %s: %v", name, c.Name, err)
 		}
 	})
 	return name
+}
+
+// ddl runs an ON CLUSTER statement, again for up to 30 s while it fails:
+// the first ZooKeeper call of a server whose session expired (ZooKeeper
+// restarted, or the server was frozen) fails, and the next one renews it.
+func (c *ClickHouseCluster) ddl(conn driver.Conn, sql string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := conn.Exec(ctx, sql)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -229,4 +229,3 @@ func TestClusterRefusals(t *testing.T) {
 		wantError(t, err, outcome.Config, target.ErrNotReplicated, "plain")
 	})
 }
-

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// TestMain runs the child of TestApplyBreaksAKilledHolder or of
-// TestSyncExactlyOnceUnderKills when asked to.
+// TestMain runs the child of TestApplyBreaksAKilledHolder, of
+// TestSyncExactlyOnceUnderKills or of TestClusterExactlyOnceUnderKills when
+// asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
 		holdingChild()
@@ -14,6 +15,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envSyncChild) != "" {
 		os.Exit(syncChild())
+	}
+	if os.Getenv(envClusterChild) != "" {
+		os.Exit(clusterChild())
 	}
 	os.Exit(m.Run())
 }

@@ -151,9 +151,12 @@ type quorumConn struct {
 const defaultQuorumWait = time.Minute
 
 func (c *quorumConn) with(ctx context.Context) context.Context {
+	// The server gives up a little before the client does, so that the
+	// run hears why (UNKNOWN_STATUS_OF_INSERT) rather than a timeout.
 	wait := defaultQuorumWait
 	if dl, ok := ctx.Deadline(); ok {
-		wait = max(time.Until(dl), time.Millisecond)
+		left := time.Until(dl)
+		wait = max(left-min(left/10, 2*time.Second), time.Millisecond)
 	}
 	// ints: ClickHouse before 19.x takes settings as unsigned numbers
 	// only (checkURLSettings), and clickhouse-go sends an int as one.
@@ -182,6 +185,29 @@ func (c *quorumConn) Exec(ctx context.Context, query string, args ...any) error 
 
 func (c *quorumConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	return c.Conn.PrepareBatch(c.with(ctx), query, opts...)
+}
+
+// retryQuorum runs write, and again while ClickHouse refuses it because
+// the previous quorum insert into the table is not complete (a replica
+// still fetching it: UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE, which ClickHouse
+// checks before it commits anything), for up to the call timeout. On one
+// server it runs write once.
+func (t *Server) retryQuorum(ctx context.Context, write func() error) error {
+	if t.cl == nil {
+		return write()
+	}
+	until := time.Now().Add(t.timeout)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := write()
+		if err == nil || chCode(err) != chUnsatisfiedQuorum || time.Now().After(until) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // ClickHouse error codes of replicated tables and ZooKeeper.
