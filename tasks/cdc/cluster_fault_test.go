@@ -156,3 +156,43 @@ func TestClusterLaggingReplicaIsReal(t *testing.T) {
 	}
 	c.exec(ctx, 1, "SYSTEM START FETCHES "+c.db+".orders_cdc")
 }
+
+// TestClusterReplicaDownBeforeTheRun: with r2 down (its ZooKeeper session
+// gone), apply and setup through r1 fail at once, transient, saying a
+// replica is away, instead of waiting for it until the call timeout; once
+// r2 is back, the batch applies.
+func TestClusterReplicaDownBeforeTheRun(t *testing.T) {
+	c := newClusterEnv(t)
+	c.setup()
+	c.cl.Ctl("kill", "r2")
+	deadline := time.Now().Add(time.Minute)
+	for c.onReplica(0, "SELECT active_replicas FROM system.replicas WHERE database = ? AND table = 'orders_cdc'", c.db)[0] != "1" {
+		if time.Now().After(deadline) {
+			t.Fatal("r1 still sees r2 active a minute after it was killed")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	batch := writeFile(t, "1.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)))
+	for _, run := range []struct {
+		name string
+		do   func() error
+		says string
+	}{
+		{"apply", func() error { _, err := testApply(context.Background(), c.via(0, batch)); return err }, "1 of the 2 replicas"},
+		{"setup", func() error { _, err := testSetup(context.Background(), c.via(0, "")); return err }, "127.0.0.1:19102"},
+	} {
+		start := time.Now()
+		err := run.do()
+		took := time.Since(start)
+		wantError(t, err, outcome.Transient, target.ErrReplicaUnavailable, run.says)
+		if took > 15*time.Second {
+			t.Errorf("%s took %s to fail, want it at once", run.name, took.Round(100*time.Millisecond))
+		}
+		t.Logf("%s failed in %s: %v", run.name, took.Round(10*time.Millisecond), err)
+	}
+	c.cl.Repair()
+	if res, err := testApply(context.Background(), c.via(0, batch)); err != nil || res.Pending != 1 {
+		t.Fatalf("the run once r2 is back: %v, %v", res, err)
+	}
+	c.sameOnEveryReplica([]string{orderLine(1, 10, 500, "new", 100, false)})
+}

@@ -932,6 +932,9 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 	if err := t.ensureCluster(ctx); err != nil {
 		return nil, err
 	}
+	if err := t.pingReplicas(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	var stmts []string
 	if m.Target.CreateDatabase {

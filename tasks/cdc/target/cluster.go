@@ -2,6 +2,8 @@ package target
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -116,6 +118,61 @@ func (t *Server) ensureCluster(ctx context.Context) error {
 	}
 	t.cl = info
 	t.conn = &quorumConn{Conn: raw, quorum: len(info.replicas)}
+	return nil
+}
+
+// activeSQL reads how many replicas of a Replicated table ZooKeeper holds
+// and how many of them have a live session (bound: database, table).
+const activeSQL = "SELECT total_replicas, active_replicas FROM system.replicas WHERE database = ? AND table = ?"
+
+// checkActive fails, transient, when a replica of the target table has no
+// live ZooKeeper session (a replica down, or frozen past its session
+// timeout): every write would wait for it until the call timeout. A table
+// that is not Replicated (or not there) is left to the schema check.
+func (t *Server) checkActive(ctx context.Context) error {
+	if t.cl == nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var total, active uint8
+	name := mapping.Qualified(t.M.Target.Database, t.M.Target.Table)
+	err := t.conn.QueryRow(cctx, activeSQL, t.M.Target.Database, t.M.Target.Table).Scan(&total, &active)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return classify(fmt.Errorf("read the replicas of %s: %w", name, err))
+	case active < total:
+		return outcome.Transient.Mark(fmt.Errorf("%w: %d of the %d replicas of %s are active in ZooKeeper; every write waits for all of them",
+			ErrReplicaUnavailable, active, total, name))
+	}
+	return nil
+}
+
+// pingReplicas connects to every replica of the cluster: setup's ON
+// CLUSTER statements would otherwise wait for one that is away until the
+// call timeout. One that does not answer is transient.
+func (t *Server) pingReplicas(ctx context.Context) error {
+	if t.cl == nil {
+		return nil
+	}
+	for _, addr := range t.cl.replicas {
+		opts := *t.opts
+		opts.Addr = []string{addr}
+		opts.MaxOpenConns = 1
+		opts.DialTimeout = min(opts.DialTimeout, 10*time.Second)
+		conn, err := clickhouse.Open(&opts)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, min(t.timeout, 10*time.Second))
+			err = conn.Ping(cctx)
+			cancel()
+			conn.Close()
+		}
+		if err != nil {
+			return outcome.Transient.Mark(fmt.Errorf("%w: replica %s of cluster %s does not answer: %w", ErrReplicaUnavailable, addr, t.cl.name, err))
+		}
+	}
 	return nil
 }
 

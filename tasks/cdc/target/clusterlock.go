@@ -112,6 +112,9 @@ func (h clusterHolder) live(stale time.Duration) bool {
 
 // lockCluster takes the target's lock on a cluster, as above.
 func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Logger) (*Lock, error) {
+	if err := t.checkActive(ctx); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	name := mapping.Qualified(t.M.Target.Database, mapping.LockName(t.M))
 	deadline := time.Now().Add(timing.Wait)
@@ -136,9 +139,14 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 		}
 		if holder == nil {
 			held, err := l.cl.claim(ctx, l)
-			if err != nil || held {
-				return l, err
+			switch {
+			case held:
+				return l, nil
+			case err != nil && chCode(err) != chUnsatisfiedQuorum:
+				return nil, err
 			}
+			// Not alone, or the other claims' inserts kept this one's out
+			// (286): try again.
 		} else if !waiting {
 			waiting = true
 			log.Info(fmt.Sprintf("cdc: the cluster lock %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
@@ -202,15 +210,21 @@ func (c *clusterLock) withdraw(ctx context.Context, l *Lock, cause error) error 
 }
 
 // put inserts a row of l in state, with the next nonce. A quorum insert
-// refused because the previous one is not complete yet (another run's, on
-// this table) is tried again for up to a heartbeat.
+// refused because another one into the table is not complete yet (another
+// run's claim or heartbeat: 286, which writes nothing) is tried again for
+// up to a heartbeat (the next one follows anyway), or Stale/2 for the
+// other states.
 func (c *clusterLock) put(ctx context.Context, l *Lock, state string) error {
 	c.mu.Lock()
 	c.nonce++
 	nonce := c.nonce
 	c.mu.Unlock()
 	sql := clusterLockPutSQL(l.Name, l.ID, c.host, c.pid, state, nonce)
-	until := time.Now().Add(l.Timing.Beat)
+	within := l.Timing.Stale / 2
+	if state == stateHeld && l.Done != nil {
+		within = l.Timing.Beat
+	}
+	until := time.Now().Add(within)
 	for {
 		err := l.Table.exec(ctx, sql)
 		if err == nil || chCode(err) != chUnsatisfiedQuorum || time.Now().After(until) {
