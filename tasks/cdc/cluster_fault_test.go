@@ -196,3 +196,53 @@ func TestClusterReplicaDownBeforeTheRun(t *testing.T) {
 	}
 	c.sameOnEveryReplica([]string{orderLine(1, 10, 500, "new", 100, false)})
 }
+
+// TestClusterLedgerRowLandsLate: a run's ledger row fails its quorum (r2
+// not fetching the ledger: UNKNOWN_STATUS_OF_INSERT) and stays on r1,
+// invisible to changesink's reads. The re-run reads the ledger without it
+// and waits to record its own row while that quorum is open; r2 fetches
+// meanwhile, the first row lands, and the re-run finds it instead of
+// writing a second row of the same seq: the ledger holds each batch once.
+func TestClusterLedgerRowLandsLate(t *testing.T) {
+	c := newClusterEnv(t)
+	c.setup()
+	ledger := c.db + ".orders_cdc_ledger"
+	first := writeFile(t, "1.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)))
+	if _, err := testApply(context.Background(), c.via(0, first)); err != nil {
+		t.Fatal(err)
+	}
+	second := writeFile(t, "2.ion", encode(t, true, orderEvent(2, int64(20), int64(700), "new", int64(200), false)))
+	cfg := c.via(0, second)
+	cfg.ClickHouse.Timeout = 6 * time.Second
+	setHook(t, &cfg, "after the insert", func(ctx context.Context) error {
+		c.exec(ctx, 1, "SYSTEM STOP FETCHES "+ledger)
+		return nil
+	})
+	_, err := testApply(context.Background(), cfg)
+	if err == nil || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("the run whose ledger row cannot reach r2: %v, want transient", err)
+	}
+	t.Logf("the first run: %v", err)
+	if got := c.onReplica(0, "SELECT count() FROM "+ledger); got[0] != "2" {
+		t.Fatalf("r1 holds %s ledger rows, want 2 (the second unacknowledged)", got[0])
+	}
+	again := c.via(0, second)
+	setHook(t, &again, "after the insert", func(ctx context.Context) error {
+		go func() {
+			time.Sleep(time.Second) // the run is waiting on the open quorum by then
+			c.exec(context.Background(), 1, "SYSTEM START FETCHES "+ledger)
+		}()
+		return nil
+	})
+	if _, err := testApply(context.Background(), again); err != nil {
+		t.Fatalf("the re-run: %v", err)
+	}
+	for i := range c.conns {
+		c.exec(context.Background(), i, "SYSTEM SYNC REPLICA "+ledger)
+		got := c.onReplica(i, "SELECT seq, count() FROM "+ledger+" GROUP BY seq ORDER BY seq")
+		if len(got) != 2 || got[0] != "1\t1" || got[1] != "2\t1" {
+			t.Errorf("replica r%d ledger rows per seq: %v, want one row of seq 1 and one of seq 2", i+1, got)
+		}
+	}
+	c.sameOnEveryReplica([]string{orderLine(1, 10, 500, "new", 100, false), orderLine(2, 20, 700, "new", 200, false)})
+}

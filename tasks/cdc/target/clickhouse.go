@@ -815,7 +815,7 @@ func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysO
 // FINAL collapses them.
 func (t *Table) Insert(ctx context.Context, rows []*change.Row) error {
 	m := t.M
-	if err := t.retryQuorum(ctx, func() error { return t.insertBlock(ctx, rows) }); err != nil {
+	if err := t.retryQuorum(ctx, func() error { return t.insertBlock(ctx, rows) }, nil); err != nil {
 		return classify(fmt.Errorf("insert into %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
 	}
 	return nil

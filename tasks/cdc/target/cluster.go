@@ -217,12 +217,31 @@ func (c *quorumConn) with(ctx context.Context) context.Context {
 	}
 	// ints: ClickHouse before 19.x takes settings as unsigned numbers
 	// only (checkURLSettings), and clickhouse-go sends an int as one.
+	sequential := 1
+	if ctx.Value(plainReadKey{}) != nil {
+		sequential = 0
+	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"insert_quorum":                 c.quorum,
 		"insert_quorum_timeout":         int(wait.Milliseconds()),
-		"select_sequential_consistency": 1,
+		"select_sequential_consistency": sequential,
 	}))
 }
+
+// plainReadKey marks a context whose reads are plain, without sequential
+// consistency (plainRead).
+type plainReadKey struct{}
+
+// plainRead is ctx for a read of the lock's rows, which every run writes
+// with quorum inserts of every replica, several runs at once. ClickHouse
+// 18.16 reads, under sequential consistency, the parts up to the block of
+// the quorum insert that completed last, and block numbers are taken
+// before that commit: of two racing quorum inserts, the one with the lower
+// block may complete last and hide the other, acknowledged on every
+// replica, until the next one. A plain read right after a run's own
+// acknowledged insert sees every acknowledged row (every replica holds
+// it), and also rows not acknowledged yet, which only make a claimant wait.
+func plainRead(ctx context.Context) context.Context { return context.WithValue(ctx, plainReadKey{}, true) }
 
 func (c *quorumConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
 	return c.Conn.Query(c.with(ctx), query, args...)
@@ -247,9 +266,12 @@ func (c *quorumConn) PrepareBatch(ctx context.Context, query string, opts ...dri
 // retryQuorum runs write, and again while ClickHouse refuses it because
 // the previous quorum insert into the table is not complete (a replica
 // still fetching it: UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE, which ClickHouse
-// checks before it commits anything), for up to the call timeout. On one
-// server it runs write once.
-func (t *Server) retryQuorum(ctx context.Context, write func() error) error {
+// checks before it commits anything), for up to the call timeout. Before
+// each retry, settled (when not nil) says whether the write is no longer
+// needed (done) or no longer right (err): the previous insert may be one
+// that failed with UNKNOWN_STATUS_OF_INSERT and lands now. On one server
+// it runs write once.
+func (t *Server) retryQuorum(ctx context.Context, write func() error, settled func() (done bool, err error)) error {
 	if t.cl == nil {
 		return write()
 	}
@@ -264,6 +286,38 @@ func (t *Server) retryQuorum(ctx context.Context, write func() error) error {
 			return err
 		case <-time.After(wait):
 		}
+		if settled != nil {
+			if done, err := settled(); done || err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ledgerSettled is retryQuorum's settled for the ledger row e after prev:
+// a row of the same batch right after prev landed meanwhile (a run before
+// this one recorded it, its insert failed UNKNOWN_STATUS_OF_INSERT and its
+// quorum completed now): done; another row after prev: the ledger moved
+// under this run, transient (the re-run reads it and replays).
+func (t *Table) ledgerSettled(ctx context.Context, prev, e *change.LedgerEntry) func() (bool, error) {
+	return func() (bool, error) {
+		st, err := t.readLedger(ctx, "")
+		if err != nil {
+			return false, err
+		}
+		var prevSeq uint64
+		if prev != nil {
+			prevSeq = prev.Seq
+		}
+		switch {
+		case st.Last == nil || st.Last.Seq == prevSeq:
+			return false, nil
+		case st.Last.Seq == prevSeq+1 && st.Last.Digest == e.Digest && st.Last.Kind == e.Kind:
+			return true, nil
+		}
+		name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
+		return false, outcome.Transient.Mark(fmt.Errorf("%w: the ledger %s gained row %d (%s) while this run waited to record row %d",
+			ErrReplicaUnavailable, name, st.Last.Seq, st.Last.Digest, prevSeq+1))
 	}
 }
 

@@ -18,9 +18,10 @@ import (
 
 // One writer per target across the replicas of a cluster. The single
 // server's lock (lock.go) rests on CREATE and RENAME being atomic on one
-// server; across replicas nothing is, but a quorum insert read back with
-// sequential consistency is linearizable: once an INSERT returns, every
-// replica holds it, and a read on any replica sees it (or fails). The lock
+// server; across replicas nothing is, but a quorum insert of every
+// replica is linearizable: once an INSERT returns, every replica holds it,
+// and a later read on any replica sees it (a plain read: plainRead says
+// why not a sequentially consistent one). The lock
 // is a Replicated table of rows (holder, host, pid, state, beat, nonce),
 // <table>_lock, that setup creates ON CLUSTER; a run
 //
@@ -254,7 +255,7 @@ func (c *clusterLock) holders(ctx context.Context, l *Lock) ([]clusterHolder, er
 	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
 	window := int(2 * l.Timing.Stale / time.Second)
-	rows, err := l.Table.conn.Query(cctx, clusterLockHoldersSQL(l.Name), max(window, 2))
+	rows, err := l.Table.conn.Query(plainRead(cctx), clusterLockHoldersSQL(l.Name), max(window, 2))
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the cluster lock %s: %w", l.Name, err))
 	}

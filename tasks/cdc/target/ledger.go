@@ -173,7 +173,7 @@ func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *c
 // prev. A ledger dropped during the run is transient: apply makes the
 // ledger itself (ensureLedger), so a re-run records the batch.
 func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry) error {
-	err := t.retryQuorum(ctx, func() error { return t.appendLedger(ctx, prev, e) })
+	err := t.retryQuorum(ctx, func() error { return t.appendLedger(ctx, prev, e) }, t.ledgerSettled(ctx, prev, e))
 	if err != nil && chCode(err) == ChUnknownTable {
 		// Not a setup to run, and the batch's rows are in (the exit-3 case).
 		return outcome.Transient.Mark(fmt.Errorf("%w: %s: %w", ErrLedgerDropped, mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
