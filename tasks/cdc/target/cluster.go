@@ -36,7 +36,8 @@ import (
 //     so a read, the read-back included, sees every acknowledged write on
 //     whichever replica answers;
 //   - one writer across the replicas: the lock is a Replicated table of
-//     claims (clusterlock.go).
+//     claims (clusterlock.go), which several runs write at once and which
+//     is read plainly (plainRead).
 //
 // A replica down or lagging, or ZooKeeper unreachable, fails the write:
 // transient (ErrReplicaUnavailable); the re-run converges once it is back.
@@ -241,7 +242,9 @@ type plainReadKey struct{}
 // replica, until the next one. A plain read right after a run's own
 // acknowledged insert sees every acknowledged row (every replica holds
 // it), and also rows not acknowledged yet, which only make a claimant wait.
-func plainRead(ctx context.Context) context.Context { return context.WithValue(ctx, plainReadKey{}, true) }
+func plainRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, plainReadKey{}, true)
+}
 
 func (c *quorumConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
 	return c.Conn.Query(c.with(ctx), query, args...)
