@@ -74,6 +74,10 @@ type Server struct {
 	Caps    mapping.ServerCaps
 	Version string
 	timeout time.Duration
+	// opts is how Connect reached the server; cl is the target's cluster
+	// once ensureCluster found it (cluster.go), nil for one server.
+	opts *clickhouse.Options
+	cl   *clusterInfo
 }
 
 // table is the target table as checkSchema found it: the connection and,
@@ -224,6 +228,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		Caps:    mapping.CapsFor(sv.Version.Major, sv.Version.Minor),
 		Version: sv.Version.String(),
 		timeout: timeout,
+		opts:    opts,
 	}
 	if err := s.dateRange(cctx); err != nil {
 		conn.Close()
@@ -364,6 +369,9 @@ func chCode(err error) int32 {
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
 	if ex, ok := chException(err); ok {
+		if c, ok := classifyCluster(err, ex.Code); ok {
+			return c
+		}
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
@@ -442,6 +450,9 @@ func firstLine(s string) string {
 // version and the UInt8 delete marker. It returns the table as stored: each
 // column's stored type and codec (a Bool column may be stored as UInt8).
 func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	obj, err := t.inspect(ctx, m.Target.Table)
 	if err != nil {
@@ -454,6 +465,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
+	}
+	if err := t.checkReplicated(name, engine); err != nil {
+		return nil, err
 	}
 	v, del := ReplacingArgs(engineFull)
 	if v != m.Target.VersionColumn {
@@ -543,7 +557,7 @@ func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	case obj.found:
 		return false, t.checkViewObject(obj)
 	}
-	if err := t.exec(ctx, CreateViewSQL(t.M)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(t.M))); err != nil {
 		return false, err
 	}
 	return true, t.checkView(ctx)
@@ -905,16 +919,23 @@ func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key 
 // before the view is made over it), the live view and the ledger, checks
 // them, and returns the statements it ran, in order.
 func (t *Server) Setup(ctx context.Context) ([]string, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.pingReplicas(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	var stmts []string
 	if m.Target.CreateDatabase {
-		stmts = append(stmts, CreateDatabaseSQL(m))
+		stmts = append(stmts, t.ddl(CreateDatabaseSQL(m)))
 	}
 	if err := t.checkOrphanLedger(ctx); err != nil {
 		return nil, err
 	}
-	table := CreateTableSQL(m, t.Caps)
-	stmts = append(stmts, table, CreateViewSQL(m), CreateLedgerSQL(m))
+	table := t.ddl(CreateTableSQL(m, t.Caps))
+	stmts = append(stmts, table, t.ddl(CreateViewSQL(m)), t.ddl(CreateLedgerSQL(m)))
+	stmts = append(stmts, t.clusterSetupSQL()...)
 	for _, s := range stmts {
 		if err := t.exec(ctx, s); err != nil {
 			if chCode(err) == chUnknownDatabase {
@@ -938,6 +959,9 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if err := t.checkLedger(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.checkReplicas(ctx); err != nil {
 		return nil, err
 	}
 	return stmts, nil
@@ -971,10 +995,10 @@ func (t *Server) AddColumns(ctx context.Context) (*Table, error) {
 			return nil, err
 		}
 	}
-	if err := t.exec(ctx, "DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView)); err != nil {
+	if err := t.exec(ctx, t.ddl("DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView))); err != nil {
 		return nil, err
 	}
-	if err := t.exec(ctx, CreateViewSQL(m)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(m))); err != nil {
 		return nil, err
 	}
 	return t.CheckSchema(ctx)
