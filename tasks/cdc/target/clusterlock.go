@@ -279,16 +279,19 @@ func (c *clusterLock) holders(ctx context.Context, l *Lock) ([]clusterHolder, er
 
 // clusterHeldSQL is true while holder holds the cluster lock name: its
 // newest row is a hold, and no other holder that ever held claimed after
-// it (laterClaim: by the claims' beats, then by holder id). A run that
-// broke this one's lock and released it since still counts, and a claim
-// withdrawn does not: writes fenced by it (Fence) and checkCluster agree,
-// so a check that passes after a fenced write proves the write was made.
+// it. A run that broke this one's lock and released it since still
+// counts, and a claim withdrawn does not: writes fenced by it (Fence) and
+// checkCluster agree, so a check that passes after a fenced write proves
+// the write was made. Claims of one second are not told apart: a run
+// breaks a lock only once its newest beat is Stale (seconds) old, so its
+// claim is seconds after the broken holder's; two of one second are runs
+// one after the other.
 func clusterHeldSQL(name, holder string) string {
 	h := quoteString(holder)
 	mine := "(SELECT minIf(beat, state = 'claim') FROM " + name + " WHERE holder = " + h + ")"
 	return "(SELECT argMax(state, nonce) FROM " + name + " WHERE holder = " + h + ") = 'held' AND " +
 		"(SELECT count() FROM (SELECT holder, minIf(beat, state = 'claim') AS claim FROM " + name + " WHERE holder != " + h +
-		" GROUP BY holder HAVING countIf(state = 'held') > 0) WHERE claim > " + mine + " OR (claim = " + mine + " AND holder > " + h + ")) = 0"
+		" GROUP BY holder HAVING countIf(state = 'held') > 0) WHERE claim > " + mine + ") = 0"
 }
 
 // checkCluster confirms the lock is still l's: its heartbeats land, its
