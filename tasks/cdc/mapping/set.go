@@ -226,7 +226,8 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 	}
 	if r.Target == nil {
 		d := s.defaultTarget()
-		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn}
+		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn,
+			Cluster: d.Cluster}
 	}
 	if r.Target.Table == nil || !listed {
 		name := targetName(str(s.defaultTarget().Table), schema, table)
@@ -322,7 +323,8 @@ func (s *Set) merged(e setEntry) rawTable {
 	if r.Target != nil {
 		d := s.defaultTarget()
 		t := *r.Target
-		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn}} {
+		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn},
+			{&t.Cluster, &d.Cluster}} {
 			if *f.v == nil {
 				*f.v = *f.d
 			}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -75,6 +76,10 @@ type Server struct {
 	Caps    mapping.ServerCaps
 	Version string
 	timeout time.Duration
+	// opts is how Connect reached the server; cl is the target's cluster
+	// once ensureCluster found it (cluster.go), nil for one server.
+	opts *clickhouse.Options
+	cl   *clusterInfo
 }
 
 // table is the target table as checkSchema found it: the connection and,
@@ -82,6 +87,9 @@ type Server struct {
 type Table struct {
 	*Server
 	cols []storedColumn
+	// shown: per mapped column, the last Date (days) or DateTime (Unix
+	// seconds) the server shows in it, 0 for no limit (LastShown).
+	shown []uint64
 	// isDeleted: the engine is ReplacingMergeTree(version, deleted), whose
 	// FINAL hides the delete markers changesink's own reads need
 	// (deleted.go).
@@ -225,6 +233,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		Caps:    mapping.CapsFor(sv.Version.Major, sv.Version.Minor),
 		Version: sv.Version.String(),
 		timeout: timeout,
+		opts:    opts,
 	}
 	if err := s.dateRange(cctx); err != nil {
 		conn.Close()
@@ -365,6 +374,9 @@ func chCode(err error) int32 {
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
 	if ex, ok := chException(err); ok {
+		if c, ok := classifyCluster(err, ex.Code); ok {
+			return c
+		}
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
@@ -445,6 +457,9 @@ func firstLine(s string) string {
 // version and the UInt8 delete marker. It returns the table as stored: each
 // column's stored type and codec (a Bool column may be stored as UInt8).
 func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	obj, err := t.inspect(ctx, m.Target.Table)
 	if err != nil {
@@ -457,6 +472,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	}
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
+	}
+	if err := t.checkReplicated(name, engine); err != nil {
+		return nil, err
 	}
 	v, del := ReplacingArgs(engineFull)
 	if v != m.Target.VersionColumn {
@@ -497,6 +515,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	}
 	if got := types[m.Target.DeletedColumn]; got != "UInt8" {
 		return nil, mismatch(m.Target.DeletedColumn, "UInt8", got)
+	}
+	if err := tbl.lastShown(ctx); err != nil {
+		return nil, err
 	}
 	return tbl, nil
 }
@@ -546,7 +567,7 @@ func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	case obj.found:
 		return false, t.checkViewObject(obj)
 	}
-	if err := t.exec(ctx, CreateViewSQL(t.M)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(t.M))); err != nil {
 		return false, err
 	}
 	return true, t.checkView(ctx)
@@ -921,16 +942,23 @@ func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key 
 // before the view is made over it), the live view and the ledger, checks
 // them, and returns the statements it ran, in order.
 func (t *Server) Setup(ctx context.Context) ([]string, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.pingReplicas(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	var stmts []string
 	if m.Target.CreateDatabase {
-		stmts = append(stmts, CreateDatabaseSQL(m))
+		stmts = append(stmts, t.ddl(CreateDatabaseSQL(m)))
 	}
 	if err := t.checkOrphanLedger(ctx); err != nil {
 		return nil, err
 	}
-	table := CreateTableSQL(m, t.Caps)
-	stmts = append(stmts, table, CreateViewSQL(m), CreateLedgerSQL(m))
+	table := t.ddl(CreateTableSQL(m, t.Caps))
+	stmts = append(stmts, table, t.ddl(CreateViewSQL(m)), t.ddl(CreateLedgerSQL(m)))
+	stmts = append(stmts, t.clusterSetupSQL()...)
 	for _, s := range stmts {
 		if err := t.exec(ctx, s); err != nil {
 			if chCode(err) == chUnknownDatabase {
@@ -954,6 +982,9 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if err := t.checkLedger(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.checkReplicas(ctx); err != nil {
 		return nil, err
 	}
 	return stmts, nil
@@ -987,11 +1018,56 @@ func (t *Server) AddColumns(ctx context.Context) (*Table, error) {
 			return nil, err
 		}
 	}
-	if err := t.exec(ctx, "DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView)); err != nil {
+	if err := t.exec(ctx, t.ddl("DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView))); err != nil {
 		return nil, err
 	}
-	if err := t.exec(ctx, CreateViewSQL(m)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(m))); err != nil {
 		return nil, err
 	}
 	return t.CheckSchema(ctx)
 }
+
+// lastShown sets t.shown on a server that shows less than it stores
+// (Caps.DateDays, Caps.DateTimeSeconds: 18.16). The last DateTime shown
+// depends on the column's time zone (18.16.1: 2106-02-06 23:59:59 UTC in
+// UTC, 2106-02-05 23:59:59 UTC in America/Los_Angeles, 2106-02-06
+// 14:59:59 UTC in Asia/Tokyo), so it is asked per zone: the last second
+// of the range's last four days whose year the server shows as 2106.
+func (t *Table) lastShown(ctx context.Context) error {
+	if t.Caps.DateDays == 0 && t.Caps.DateTimeSeconds == 0 {
+		return nil
+	}
+	const span = 4 * 86400
+	t.shown = make([]uint64, len(t.M.Cols))
+	zones := map[string]uint64{}
+	for i, c := range t.M.Cols {
+		switch c.Type.Kind {
+		case mapping.KindDate:
+			t.shown[i] = t.Caps.DateDays
+		case mapping.KindDateTime:
+			zone := c.Type.Zone()
+			last, ok := zones[zone]
+			if !ok {
+				conv := "toDateTime(s)"
+				if zone != "" {
+					conv = "toDateTime(s, " + quoteString(zone) + ")"
+				}
+				cctx, cancel := context.WithTimeout(ctx, t.timeout)
+				err := t.conn.QueryRow(cctx, "SELECT toUInt64(max(s)) FROM (SELECT toUInt32(4294967295 - number) AS s FROM system.numbers LIMIT "+
+					strconv.Itoa(span)+") WHERE toYear("+conv+") >= 2106").Scan(&last)
+				cancel()
+				if err != nil {
+					return classify(fmt.Errorf("read the last DateTime the server shows in zone %q: %w", zone, err))
+				}
+				last = max(last, 4294967295-span)
+				zones[zone] = last
+			}
+			t.shown[i] = last
+		}
+	}
+	return nil
+}
+
+// LastShown is, per mapped column, the last Date (days since 1970-01-01)
+// or DateTime (Unix seconds) the server shows in it; nil or 0: no limit.
+func (t *Table) LastShown() []uint64 { return t.shown }
