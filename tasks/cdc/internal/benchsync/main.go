@@ -4,14 +4,15 @@
 //
 // It creates a source database of its own (customers, orders and order
 // lines, one publication), and, before any change, one ClickHouse database,
-// slot and `cdc setup` per repetition plus a base slot. Then it writes the
-// changes (inserts, updates and deletes in transactions of -tx changes)
-// and, -reps times, in alternating order:
+// slot and `cdc setup` per repetition. Then it writes the changes
+// (inserts, updates and deletes in transactions of -tx changes) and, -reps
+// times, in alternating order:
 //
 //   - pg_recvlogical --start -o proto_version=1 -o publication_names=… -E
-//     <end> -f /dev/null on a copy of the base slot: the server decodes the
-//     same WAL with pgoutput, the protocol sync reads, and the bytes are
-//     thrown away. The limit of any consumer of the slot.
+//     <end> -f /dev/null on a copy of the repetition's slot made before its
+//     sync: the server decodes the same WAL with pgoutput, the protocol
+//     sync reads, and the bytes are thrown away. The limit of any consumer
+//     of the slot.
 //   - changesink cdc sync on the repetition's slot until caught up: every
 //     change decoded, applied to its table's target, read back, recorded in
 //     the sync ledger and the slot confirmed.
@@ -20,7 +21,7 @@
 //     insert limit.
 //
 // With -debezium, once: Debezium's embedded engine (harness/debezium-bench)
-// streams the same changes from another copy of the base slot, counting
+// streams the same changes from another copy of the first slot, counting
 // the records and converting none: the capture alone of Kestra's trigger.
 //
 // It checks every sync applied every change and that the live views hold
@@ -39,6 +40,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +59,7 @@ type config struct {
 	admin, chURL string
 	client       []string
 	bin, dir     string
+	compare      string // another changesink binary, run as a second sync each repetition
 	changes, tx  int
 	reps, flush  int
 	debezium     string // the classpath of harness/debezium-bench; "" skips it
@@ -71,6 +74,7 @@ func run() error {
 	flag.IntVar(&c.reps, "reps", 3, "repetitions of pg_recvlogical, sync and the raw insert (medians compared)")
 	flag.IntVar(&c.flush, "flush", 0, "CDC_FLUSH_CHANGES of the sync runs (0: its default)")
 	flag.StringVar(&c.bin, "bin", "", "the changesink binary")
+	flag.StringVar(&c.compare, "compare", "", "another changesink binary (a build before a change): also timed each repetition, on slots of its own")
 	flag.StringVar(&c.dir, "dir", ".scratch/bench/sync", "working directory of the runs")
 	flag.StringVar(&c.debezium, "debezium", "", "classpath of harness/debezium-bench (empty: no Debezium run)")
 	flag.StringVar(&c.java, "java", "java", "the java of the Debezium run")
@@ -145,9 +149,20 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	for rep := range b.reps {
+		if err := b.copySlot(ctx, rep, b.recvSlot(rep)); err != nil {
+			return err
+		}
+		if rep == 0 && b.debezium != "" {
+			if err := b.copySlot(ctx, rep, b.name+"_dbz"); err != nil {
+				return err
+			}
+		}
 		steps := []func(context.Context, int) error{b.pgRecvlogical, b.sync}
+		if b.compare != "" {
+			steps = append(steps, b.syncCompare)
+		}
 		if rep%2 == 1 {
-			steps[0], steps[1] = steps[1], steps[0]
+			slices.Reverse(steps)
 		}
 		for _, step := range append(steps, b.rawInsert) {
 			if err := step(ctx, rep); err != nil {
@@ -165,7 +180,7 @@ func (b *bench) run(ctx context.Context) error {
 
 // prepare makes the source database, its tables and publication, and,
 // before any change, each repetition's ClickHouse database, slot and
-// setup, and the base slot the references copy.
+// setup.
 func (b *bench) prepare(ctx context.Context) error {
 	if err := execSQL(ctx, b.admin, "CREATE DATABASE "+b.name); err != nil {
 		return err
@@ -177,12 +192,20 @@ func (b *bench) prepare(ctx context.Context) error {
 	if err := createSource(ctx, b.dsn, b.name); err != nil {
 		return err
 	}
-	for rep := range b.reps {
+	for rep := range b.slots() {
 		if err := b.setup(ctx, rep); err != nil {
 			return err
 		}
 	}
-	return execSQL(ctx, b.dsn, "SELECT pg_create_logical_replication_slot('"+b.name+"_base', 'pgoutput')")
+	return nil
+}
+
+// copySlot copies the slot of sync run rep, still where setup left it
+// (before every change), for a reference to drain: the server's slots are
+// few (max_replication_slots), so the references take copies when they
+// need them rather than a base slot of their own.
+func (b *bench) copySlot(ctx context.Context, rep int, name string) error {
+	return execSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s', '%s')", b.chDB(rep), name))
 }
 
 // setup runs cdc setup for a repetition: its ClickHouse database, its
@@ -214,8 +237,18 @@ func (b *bench) setup(ctx context.Context, rep int) error {
 	return nil
 }
 
-func (b *bench) chDB(rep int) string   { return fmt.Sprintf("%s_r%d", b.name, rep) }
-func (b *bench) runDir(rep int) string { return filepath.Join(b.dir, fmt.Sprintf("r%d", rep)) }
+// slots is how many slots (and ClickHouse databases) the syncs use: one
+// per repetition, two with -compare (the compared binary's are reps..).
+func (b *bench) slots() int {
+	if b.compare != "" {
+		return 2 * b.reps
+	}
+	return b.reps
+}
+
+func (b *bench) recvSlot(rep int) string { return fmt.Sprintf("%s_recv%d", b.name, rep) }
+func (b *bench) chDB(rep int) string     { return fmt.Sprintf("%s_r%d", b.name, rep) }
+func (b *bench) runDir(rep int) string   { return filepath.Join(b.dir, fmt.Sprintf("r%d", rep)) }
 
 // syncEnv is the environment of cdc setup and cdc sync for a repetition.
 func (b *bench) syncEnv(rep int) []string {
@@ -254,7 +287,7 @@ func (b *bench) cleanup() {
 	if err := execSQL(ctx, b.admin, "DROP DATABASE IF EXISTS "+b.name+" WITH (FORCE)"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sync: cleanup:", err)
 	}
-	for rep := range b.reps {
+	for rep := range b.slots() {
 		if _, err := b.ch("DROP DATABASE IF EXISTS " + b.chDB(rep)); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-sync: cleanup:", err)
 		}

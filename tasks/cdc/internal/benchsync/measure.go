@@ -38,13 +38,10 @@ func (b *bench) line(rep int, name string, r timing, note string) {
 		float64(b.written.total())/r.Seconds, r.CPU, r.RSSMB, note)
 }
 
-// pgRecvlogical drains a fresh copy of the base slot to the end of the
-// changes with pg_recvlogical, the bytes to /dev/null.
+// pgRecvlogical drains the repetition's copy of its sync slot to the end
+// of the changes with pg_recvlogical, the bytes to /dev/null.
 func (b *bench) pgRecvlogical(ctx context.Context, rep int) error {
-	s := fmt.Sprintf("%s_recv%d", b.name, rep)
-	if err := execSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s_base', '%s')", b.name, s)); err != nil {
-		return err
-	}
+	s := b.recvSlot(rep)
 	p, err := benchrun.Run(ctx, "", os.Environ(), b.recv, "-d", b.dsn, "--slot", s, "--start", "-o", "proto_version=1",
 		"-o", "publication_names="+b.name, "-E", b.end, "--no-loop", "-f", "/dev/null")
 	if err != nil {
@@ -75,44 +72,61 @@ type syncOutputs struct {
 // it applied every change and that each live view holds the source's
 // rows.
 func (b *bench) sync(ctx context.Context, rep int) error {
-	p, err := benchrun.Run(ctx, b.runDir(rep), b.syncEnv(rep), b.bin, "cdc", "sync")
+	r, err := b.syncWith(ctx, rep, b.bin, "cdc sync")
+	b.res.Sync = append(b.res.Sync, r)
+	return err
+}
+
+// syncCompare is sync with the -compare binary, on its own slot.
+func (b *bench) syncCompare(ctx context.Context, rep int) error {
+	r, err := b.syncWith(ctx, rep+b.reps, b.compare, "cdc sync (-compare)")
+	b.res.Compare = append(b.res.Compare, r)
+	return err
+}
+
+func (b *bench) syncWith(ctx context.Context, rep int, bin, name string) (timing, error) {
+	p, err := benchrun.Run(ctx, b.runDir(rep), b.syncEnv(rep), bin, "cdc", "sync")
 	if err != nil {
-		return fmt.Errorf("cdc sync: %w", err)
+		return timing{}, fmt.Errorf("cdc sync: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(b.runDir(rep), "sync.out"), p.Output, 0o644); err != nil {
+		return timing{}, err
 	}
 	m := outputsLine.FindSubmatch(p.Output)
 	var out struct{ Outputs syncOutputs }
 	if m == nil || json.Unmarshal(m[1], &out) != nil {
-		return fmt.Errorf("cdc sync printed no outputs:\n%s", p.Output)
+		return timing{}, fmt.Errorf("cdc sync printed no outputs:\n%s", p.Output)
 	}
 	o := out.Outputs
 	if o.Changes != b.written.total() || o.Ended != "caught up" {
-		return fmt.Errorf("cdc sync applied %d changes (%s), want %d, caught up:\n%s", o.Changes, o.Ended, b.written.total(), p.Output)
+		return timing{}, fmt.Errorf("cdc sync applied %d changes (%s), want %d, caught up:\n%s", o.Changes, o.Ended, b.written.total(), p.Output)
 	}
 	var verified int64
 	for _, t := range tables {
 		tab, ok := o.Tables["public."+t.name]
 		if !ok {
-			return fmt.Errorf("cdc sync's outputs have no table public.%s", t.name)
+			return timing{}, fmt.Errorf("cdc sync's outputs have no table public.%s", t.name)
 		}
 		verified += tab.Verified
 		n, err := b.chCount(tab.Target + "_live")
 		if err != nil {
-			return err
+			return timing{}, err
 		}
 		if n != b.source[t.name] {
-			return fmt.Errorf("%s_live holds %d rows, the source table %s %d", tab.Target, n, t.name, b.source[t.name])
+			return timing{}, fmt.Errorf("%s_live holds %d rows, the source table %s %d", tab.Target, n, t.name, b.source[t.name])
 		}
 	}
 	r := measured(p)
-	b.res.Sync = append(b.res.Sync, r)
 	inner := 0.0
 	if d := durationMetric.FindSubmatch(p.Output); d != nil {
 		inner, _ = strconv.ParseFloat(string(d[1]), 64)
 	}
-	b.res.SyncDuration = append(b.res.SyncDuration, inner)
-	b.line(rep, "cdc sync", r, fmt.Sprintf("%d transactions, %d flushes, %d keys verified; its duration metric %.3f s; live views = source",
+	if bin == b.bin {
+		b.res.SyncDuration = append(b.res.SyncDuration, inner)
+	}
+	b.line(rep%b.reps, name, r, fmt.Sprintf("%d transactions, %d flushes, %d keys verified; its duration metric %.3f s; live views = source",
 		o.Transactions, o.Flushes, verified, inner))
-	return nil
+	return r, nil
 }
 
 // rawInsert exports the rows sync wrote into the repetition's targets

@@ -27,6 +27,7 @@ type results struct {
 	Sync         []timing  `json:"sync"`
 	SyncDuration []float64 `json:"sync_duration_metric_seconds"`
 	RawInsert    []timing  `json:"raw_insert"`
+	Compare      []timing  `json:"compare_sync,omitempty"`
 	Debezium     *debezium `json:"debezium,omitempty"`
 	// Rates (changes/s) of the medians, and the ratios.
 	RecvRate       float64 `json:"pg_recvlogical_changes_per_s"`
@@ -53,6 +54,10 @@ func (b *bench) report() error {
 		len(r.Sync), r.RecvRate, recv, r.SyncRate, sync, raw)
 	fmt.Printf("cdc sync vs pg_recvlogical: %.2f× (target ≥ 0.5: %s); the raw insert is %.0f%% of sync's time\n",
 		r.SyncVsRecv, verdict(r.SyncVsRecv >= 0.5), 100*raw/sync)
+	if len(r.Compare) > 0 {
+		c := median(seconds(r.Compare))
+		fmt.Printf("the -compare binary's sync: %.0f changes/s (%.3f s); this build is %.2f× its speed\n", n/c, c, c/sync)
+	}
 	if d := r.Debezium; d != nil {
 		r.DebeziumRate = n / d.EngineSeconds
 		r.SyncVsDebezium = d.EngineSeconds / sync
