@@ -78,7 +78,7 @@ func run() error {
 	flag.StringVar(&c.dir, "dir", ".scratch/bench/sync", "working directory of the runs")
 	flag.StringVar(&c.debezium, "debezium", "", "classpath of harness/debezium-bench (empty: no Debezium run)")
 	flag.StringVar(&c.java, "java", "java", "the java of the Debezium run")
-	flag.StringVar(&c.results, "results", ".scratch/bench/sync/results.json", "write the numbers here (JSON)")
+	flag.StringVar(&c.results, "results", ".scratch/bench/sync-results.json", "write the numbers here (JSON; -dir is emptied at the start of a run)")
 	flag.Parse()
 	c.admin, c.chURL = os.Getenv("CHANGESINK_TEST_PG"), os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
 	c.client = strings.Fields(os.Getenv("CHANGESINK_TEST_CLICKHOUSE_CLIENT"))
