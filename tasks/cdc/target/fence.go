@@ -30,14 +30,28 @@ import (
 // Fence makes writes conditional on holder holding the lock table lock.
 type Fence struct {
 	lock, holder string
+	cluster      bool
 }
 
 // Fence is the fence of l's writes.
-func (l *Lock) Fence() Fence { return Fence{lock: l.Name, holder: l.ID} }
+func (l *Lock) Fence() Fence { return Fence{lock: l.Name, holder: l.ID, cluster: l.cl != nil} }
 
-// cond is the fence's condition, true while the lock holds the holder's row.
+// cond is the fence's condition: on one server, true while the lock table
+// holds the holder's row; on a cluster, clusterHeldSQL.
 func (f Fence) cond() string {
+	if f.cluster {
+		return clusterHeldSQL(f.lock, f.holder)
+	}
 	return "(SELECT count() FROM " + f.lock + " WHERE holder = " + quoteString(f.holder) + ") > 0"
+}
+
+// ctx is the context of a fenced write: on a cluster, a plain read of the
+// lock's rows (plainRead says why).
+func (f Fence) ctx(ctx context.Context) context.Context {
+	if f.cluster {
+		return plainRead(ctx)
+	}
+	return ctx
 }
 
 // writeRow writes one row into table, fenced by f: its values (vals, in
@@ -52,10 +66,9 @@ func (s *Server) writeRow(ctx context.Context, table string, cols, types []strin
 	}
 	from := ""
 	if f.lock != "" {
-		from = " FROM " + f.lock + " WHERE holder = ? LIMIT 1"
-		vals = append(vals, f.holder)
+		from = " FROM system.one WHERE " + f.cond()
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(f.ctx(ctx), s.timeout)
 	defer cancel()
 	err := s.conn.Exec(cctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(lits, ", ")+from, vals...)
 	if err != nil && f.lock != "" && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
@@ -79,7 +92,7 @@ const rowsTable = "_changesink_rows"
 // lock check tells.
 func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 	m := t.M
-	err := t.insertFenced(ctx, rows, f)
+	err := t.retryQuorum(ctx, func() error { return t.insertFenced(ctx, rows, f) }, nil)
 	if err != nil && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the insert into %s wrote nothing",
 			change.ErrTargetLocked, f.lock, mapping.Qualified(m.Target.Database, m.Target.Table)))
@@ -125,7 +138,7 @@ func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) e
 	if _, err := block.Columns[len(m.Cols)+1].Append(dels); err != nil {
 		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	cctx, cancel := context.WithTimeout(f.ctx(ctx), t.timeout)
 	defer cancel()
 	return t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
 		InsertSQL(m)+" SELECT "+ColumnList(m, true)+" FROM "+rowsTable+" WHERE "+f.cond())
