@@ -65,6 +65,7 @@ type config struct {
 	debezium     string // the classpath of harness/debezium-bench; "" skips it
 	java         string
 	results      string
+	rawHTTP      string // host:port of ClickHouse's HTTP interface for the raw insert; "": clickhouse-client
 }
 
 func run() error {
@@ -79,6 +80,7 @@ func run() error {
 	flag.StringVar(&c.debezium, "debezium", "", "classpath of harness/debezium-bench (empty: no Debezium run)")
 	flag.StringVar(&c.java, "java", "java", "the java of the Debezium run")
 	flag.StringVar(&c.results, "results", ".scratch/bench/sync-results.json", "write the numbers here (JSON; -dir is emptied at the start of a run)")
+	flag.StringVar(&c.rawHTTP, "raw-http", "", "host:port of ClickHouse's HTTP interface: the raw insert (and the export before it) with curl, not clickhouse-client")
 	flag.Parse()
 	c.admin, c.chURL = os.Getenv("CHANGESINK_TEST_PG"), os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
 	c.client = strings.Fields(os.Getenv("CHANGESINK_TEST_CLICKHOUSE_CLIENT"))

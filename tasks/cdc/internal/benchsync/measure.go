@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,21 +139,22 @@ func (b *bench) rawInsert(ctx context.Context, rep int) error {
 	var rows int64
 	for _, t := range tables {
 		file := filepath.Join(b.runDir(rep), t.name+".native")
-		f, err := os.Create(file)
-		if err != nil {
-			return err
-		}
-		err = b.chTo(f, "SELECT * FROM "+db+"."+t.name+" FORMAT Native")
-		f.Close()
-		if err != nil {
+		if err := b.export(ctx, "SELECT * FROM "+db+"."+t.name+" FORMAT Native", file); err != nil {
 			return err
 		}
 		if _, err := b.ch("CREATE TABLE " + db + ".raw_" + t.name + " AS " + db + "." + t.name); err != nil {
 			return err
 		}
-		args := append(append([]string{"-c", `exec "$0" "$@" <"$BENCH_IN"`, b.client[0]}, b.client[1:]...),
-			"--query", "INSERT INTO "+db+".raw_"+t.name+" FORMAT Native")
-		p, err := benchrun.Run(ctx, "", append(os.Environ(), "BENCH_IN="+file), "/bin/sh", args...)
+		insert := "INSERT INTO " + db + ".raw_" + t.name + " FORMAT Native"
+		var p benchrun.Process
+		var err error
+		if b.rawHTTP == "" {
+			args := append(append([]string{"-c", `exec "$0" "$@" <"$BENCH_IN"`, b.client[0]}, b.client[1:]...), "--query", insert)
+			p, err = benchrun.Run(ctx, "", append(os.Environ(), "BENCH_IN="+file), "/bin/sh", args...)
+		} else {
+			p, err = benchrun.Run(ctx, "", os.Environ(), "curl", "-sS", "--fail-with-body", "--data-binary", "@"+file,
+				"http://"+b.rawHTTP+"/?query="+url.QueryEscape(insert))
+		}
 		if err != nil {
 			return err
 		}
@@ -168,8 +170,32 @@ func (b *bench) rawInsert(ctx context.Context, rep int) error {
 		os.Remove(file)
 	}
 	b.res.RawInsert = append(b.res.RawInsert, total)
-	b.line(rep, "raw insert", total, fmt.Sprintf("%d rows (the rows sync wrote, all versions), one clickhouse-client per table", rows))
+	how := "one clickhouse-client per table"
+	if b.rawHTTP != "" {
+		how = "one curl per table, HTTP"
+	}
+	b.line(rep, "raw insert", total, fmt.Sprintf("%d rows (the targets' after sync: one per key and flush, fewer once ClickHouse merged), %s", rows, how))
 	return nil
+}
+
+// export writes a query's output to file (untimed): with clickhouse-client,
+// or over HTTP with -raw-http (a clickhouse-client older than the server
+// cannot read its newer types, DateTime64 among them).
+func (b *bench) export(ctx context.Context, query, file string) error {
+	if b.rawHTTP != "" {
+		out, err := exec.CommandContext(ctx, "curl", "-sS", "--fail-with-body", "--data-binary", query, "-o", file,
+			"http://"+b.rawHTTP+"/").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("curl %.80s: %v: %s", query, err, out)
+		}
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return b.chTo(f, query)
 }
 
 // ch runs a query with clickhouse-client and returns its output.
