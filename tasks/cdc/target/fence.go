@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -71,10 +72,27 @@ func (s *Server) writeRow(ctx context.Context, table string, cols, types []strin
 	cctx, cancel := context.WithTimeout(f.ctx(ctx), s.timeout)
 	defer cancel()
 	err := s.conn.Exec(cctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(lits, ", ")+from, vals...)
-	if err != nil && f.lock != "" && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
+	if s.lockGone(ctx, f, err) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): %s was not written", change.ErrTargetLocked, f.lock, what))
 	}
 	return err
+}
+
+// lockGone reports whether err, a fenced write's, is the lock's table
+// gone: an UNKNOWN_TABLE after which the lock table does not exist (the
+// message alone does not tell: 26.9 names similar tables in it, "Maybe
+// you meant …").
+func (s *Server) lockGone(ctx context.Context, f Fence, err error) bool {
+	if err == nil || f.lock == "" || chCode(err) != ChUnknownTable {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var exists uint8
+	if qerr := s.conn.QueryRow(cctx, "EXISTS TABLE "+f.lock).Scan(&exists); qerr != nil {
+		return false
+	}
+	return exists == 0
 }
 
 // rowsTable is the external table an insert's rows travel in.
@@ -93,7 +111,7 @@ const rowsTable = "_changesink_rows"
 func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 	m := t.M
 	err := t.retryQuorum(ctx, func() error { return t.insertFenced(ctx, rows, f) }, nil)
-	if err != nil && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
+	if t.lockGone(ctx, f, err) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the insert into %s wrote nothing",
 			change.ErrTargetLocked, f.lock, mapping.Qualified(m.Target.Database, m.Target.Table)))
 	}
@@ -105,11 +123,20 @@ func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 
 func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) error {
 	m := t.M
+	// The external table's columns are c0, c1, …: over HTTP its structure
+	// travels as text the server parses, where a mapped name may need
+	// quoting; the INSERT … SELECT takes them by position.
 	cols := make([]func(*ext.Table) error, 0, len(m.Cols)+2)
-	for i := range m.Cols {
-		cols = append(cols, ext.Column(m.Cols[i].Name, column.Type(t.cols[i].typ)))
+	names := make([]string, 0, len(m.Cols)+2)
+	add := func(typ string) {
+		names = append(names, "c"+strconv.Itoa(len(names)))
+		cols = append(cols, ext.Column(names[len(names)-1], column.Type(typ)))
 	}
-	cols = append(cols, ext.Column(m.Target.VersionColumn, "UInt64"), ext.Column(m.Target.DeletedColumn, "UInt8"))
+	for i := range m.Cols {
+		add(t.cols[i].typ)
+	}
+	add("UInt64")
+	add("UInt8")
 	tbl, err := ext.NewTable(rowsTable, cols...)
 	if err != nil {
 		return fmt.Errorf("build the rows table: %w", err)
@@ -141,5 +168,5 @@ func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) e
 	cctx, cancel := context.WithTimeout(f.ctx(ctx), t.timeout)
 	defer cancel()
 	return t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
-		InsertSQL(m)+" SELECT "+ColumnList(m, true)+" FROM "+rowsTable+" WHERE "+f.cond())
+		InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable+" WHERE "+f.cond())
 }
