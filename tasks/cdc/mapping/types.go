@@ -250,6 +250,10 @@ func (t Type) DDL(caps ServerCaps) string {
 // messages.
 func (t Type) String() string { return t.DDL(LatestCaps()) }
 
+// Zone is a DateTime or DateTime64 column's time zone, "" for the
+// server's default.
+func (t Type) Zone() string { return t.tz }
+
 // sameType reports whether a type name read from system.columns is the type
 // the mapping asks for. Spaces are ignored; a Bool column may be stored as
 // UInt8 (created on a server before 21.12) or as Bool.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -85,6 +86,9 @@ type Server struct {
 type Table struct {
 	*Server
 	cols []storedColumn
+	// shown: per mapped column, the last Date (days) or DateTime (Unix
+	// seconds) the server shows in it, 0 for no limit (LastShown).
+	shown []uint64
 	// isDeleted: the engine is ReplacingMergeTree(version, deleted), whose
 	// FINAL hides the delete markers changesink's own reads need
 	// (deleted.go).
@@ -508,6 +512,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	}
 	if got := types[m.Target.DeletedColumn]; got != "UInt8" {
 		return nil, mismatch(m.Target.DeletedColumn, "UInt8", got)
+	}
+	if err := tbl.lastShown(ctx); err != nil {
+		return nil, err
 	}
 	return tbl, nil
 }
@@ -1003,3 +1010,48 @@ func (t *Server) AddColumns(ctx context.Context) (*Table, error) {
 	}
 	return t.CheckSchema(ctx)
 }
+
+// lastShown sets t.shown on a server that shows less than it stores
+// (Caps.DateDays, Caps.DateTimeSeconds: 18.16). The last DateTime shown
+// depends on the column's time zone (18.16.1: 2106-02-06 23:59:59 UTC in
+// UTC, 2106-02-05 23:59:59 UTC in America/Los_Angeles, 2106-02-06
+// 14:59:59 UTC in Asia/Tokyo), so it is asked per zone: the last second
+// of the range's last four days whose year the server shows as 2106.
+func (t *Table) lastShown(ctx context.Context) error {
+	if t.Caps.DateDays == 0 && t.Caps.DateTimeSeconds == 0 {
+		return nil
+	}
+	const span = 4 * 86400
+	t.shown = make([]uint64, len(t.M.Cols))
+	zones := map[string]uint64{}
+	for i, c := range t.M.Cols {
+		switch c.Type.Kind {
+		case mapping.KindDate:
+			t.shown[i] = t.Caps.DateDays
+		case mapping.KindDateTime:
+			zone := c.Type.Zone()
+			last, ok := zones[zone]
+			if !ok {
+				conv := "toDateTime(s)"
+				if zone != "" {
+					conv = "toDateTime(s, " + quoteString(zone) + ")"
+				}
+				cctx, cancel := context.WithTimeout(ctx, t.timeout)
+				err := t.conn.QueryRow(cctx, "SELECT toUInt64(max(s)) FROM (SELECT toUInt32(4294967295 - number) AS s FROM system.numbers LIMIT "+
+					strconv.Itoa(span)+") WHERE toYear("+conv+") >= 2106").Scan(&last)
+				cancel()
+				if err != nil {
+					return classify(fmt.Errorf("read the last DateTime the server shows in zone %q: %w", zone, err))
+				}
+				last = max(last, 4294967295-span)
+				zones[zone] = last
+			}
+			t.shown[i] = last
+		}
+	}
+	return nil
+}
+
+// LastShown is, per mapped column, the last Date (days since 1970-01-01)
+// or DateTime (Unix seconds) the server shows in it; nil or 0: no limit.
+func (t *Table) LastShown() []uint64 { return t.shown }
