@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -151,7 +152,8 @@ func execSQL(ctx context.Context, dsn string, stmts ...string) error {
 
 // sweep drops what this benchmark left on the servers: its slots no
 // process holds, its source databases and its ClickHouse databases. The
-// caller holds the benchmark's lock, so none of them is in use.
+// caller holds the benchmark's lock; a database whose slot is still in use
+// (a process of a killed run, still creating it) is left, and said so.
 func sweep(ctx context.Context, admin string, ch func(string) (string, error)) error {
 	if err := execSQL(ctx, admin, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
 		WHERE slot_name LIKE 'bench\_sync\_%' AND NOT active`); err != nil {
@@ -162,16 +164,27 @@ func sweep(ctx context.Context, admin string, ch func(string) (string, error)) e
 		return err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'bench\_sync\_%'`)
+	rows, err := conn.Query(ctx, `SELECT datname, EXISTS (SELECT FROM pg_replication_slots s WHERE s.database = datname AND s.active)
+		FROM pg_database WHERE datname LIKE 'bench\_sync\_%'`)
 	if err != nil {
 		return err
 	}
-	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type db struct {
+		Name string
+		Busy bool
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[db])
 	if err != nil {
 		return err
 	}
-	for _, db := range dbs {
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+	var busy []string
+	for _, d := range dbs {
+		if d.Busy {
+			fmt.Printf("bench-sync: left %s (and its ClickHouse databases): a slot of it is in use, a killed run's process\n", d.Name)
+			busy = append(busy, d.Name+"_")
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+d.Name+" WITH (FORCE)"); err != nil {
 			return err
 		}
 	}
@@ -179,8 +192,11 @@ func sweep(ctx context.Context, admin string, ch func(string) (string, error)) e
 	if err != nil {
 		return err
 	}
-	for _, db := range strings.Fields(out) {
-		if _, err := ch("DROP DATABASE IF EXISTS " + db); err != nil {
+	for _, name := range strings.Fields(out) {
+		if slices.ContainsFunc(busy, func(prefix string) bool { return strings.HasPrefix(name, prefix) }) {
+			continue
+		}
+		if _, err := ch("DROP DATABASE IF EXISTS " + name); err != nil {
 			return err
 		}
 	}
