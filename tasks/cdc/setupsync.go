@@ -203,7 +203,7 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 		return nil
 	}
 	if err := r.refuseNewer(ctx, c); err != nil {
-		return err
+		return r.dropCreated(ctx, c, err)
 	}
 	for _, t := range r.order {
 		if err := r.loadTable(ctx, c, t); err != nil {
