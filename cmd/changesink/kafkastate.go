@@ -91,10 +91,11 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 		KafkaProperties: c.KafkaProperties,
 		Postgres:        pg,
 	}
-	res, err := kafkastate.Materialize(a.ctx, cfg, a.dir, a.log)
+	res, err := kafkastate.Materialize(a.ctx, cfg, kafkastate.Env{Dir: a.dir, Log: a.log})
 	if err != nil {
 		return err
 	}
+	a.log.Info(res.Summary())
 	return a.em.Report(res)
 }
 

@@ -1,14 +1,18 @@
 package kafkastate
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/redact"
 )
@@ -77,6 +81,57 @@ type Config struct {
 	KafkaProperties string
 	// Postgres is where the state lives.
 	Postgres Postgres
+}
+
+// Env is what a run takes from where it runs rather than from its
+// settings: the working directory batch-report.json goes to and the logger.
+type Env struct {
+	// Dir receives batch-report.json, after the commit.
+	Dir kestra.Dir
+	// Log receives progress, warnings and the debug timings of each batch's
+	// phases; nil discards them.
+	Log *slog.Logger
+
+	// hooks is a test seam: unexported, set only by this package's tests to
+	// act at a chosen step of a batch (kill its backend, cancel the run,
+	// change the topic).
+	hooks hooks
+}
+
+// log is e.Log, or a logger that discards.
+func (e Env) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
+}
+
+// hooks are test seams inside one run. The zero value does nothing.
+type hooks struct {
+	// beforeRecheck runs after the batch is fetched and merged, before the
+	// end-of-batch topic re-check: tests delete, recreate or repartition the
+	// topic here to exercise "topic changed during this batch".
+	beforeRecheck func(ctx context.Context) error
+	// duringCopy runs once, from the COPY's row source, after the first row
+	// has been handed to PostgreSQL: tests kill the backend here.
+	duringCopy func(ctx context.Context)
+	// afterFetch runs once the batch has been fetched and copied, before
+	// the tombstone rule's check of the reads: tests make the reads late.
+	afterFetch func()
+	// beforeCommit runs right before the run checks its context for the
+	// last time and sends COMMIT: tests stop the run (cancel its context)
+	// here or, a little later, while the COMMIT is in flight.
+	beforeCommit func()
+	// inDoubtWaitOverride, when set, replaces the constant inDoubtWait as
+	// the bound on how long a batch whose COMMIT answer was lost asks what
+	// became of it: tests shorten the wait.
+	inDoubtWaitOverride time.Duration
+	// commitTimeout, when set, replaces pgTimeout as the COMMIT's bound:
+	// tests make a COMMIT waiting for a synchronous standby outlast it.
+	commitTimeout time.Duration
+	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
+	// on a server that has MERGE, so tests cover both statements.
+	onConflict bool
 }
 
 func configErr(format string, args ...any) error {

@@ -420,7 +420,7 @@ func TestStopDuringCommit(t *testing.T) {
 	defer cancel()
 	h := hooks{beforeCommit: func() { time.AfterFunc(300*time.Millisecond, cancel) }}
 	dir := t.TempDir()
-	res, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, h)
+	res, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: dir}, hooks: h})
 	waitForNoSession(t, e, 10*time.Second) // the server may still be committing
 	next, _, _ := e.positions(t)
 	committed := next != nil
@@ -448,7 +448,7 @@ func TestStopBeforeCommit(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
-	_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, hooks{beforeCommit: cancel})
+	_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: hooks{beforeCommit: cancel}})
 	testenv.WantError(t, err, outcome.Transient, nil)
 	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
 		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
@@ -499,7 +499,7 @@ func TestStopSaysWhatWasLeft(t *testing.T) {
 			ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 			defer cancel()
 			h := c.stop(t, e, cancel)
-			_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, h)
+			_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: h})
 			var is error
 			if c.canceled {
 				is = context.Canceled
@@ -578,11 +578,11 @@ func TestReportLostAfterTheCommit(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
 	dir := t.TempDir()
 	ctx := testCtx(t, time.Minute)
-	_, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, hooks{beforeCommit: func() {
+	_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: dir}, hooks: hooks{beforeCommit: func() {
 		if err := os.RemoveAll(dir); err != nil {
 			t.Error(err)
 		}
-	}})
+	}}})
 	testenv.WantError(t, err, outcome.Transient, nil, "the batch is committed (its records and positions are in PostgreSQL), but batch-report.json could not be published in WORKING_DIR",
 		"a re-run converges: it commits nothing twice")
 	if got := len(e.records(t)); got != 2 {

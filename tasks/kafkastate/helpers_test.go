@@ -192,7 +192,7 @@ func (e *env) config() Config {
 func (e *env) run(t testing.TB, cfg Config, h hooks) (*Result, error) {
 	t.Helper()
 	ctx := testCtx(t, 3*time.Minute)
-	return materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil, h)
+	return Materialize(ctx, cfg, Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: h})
 }
 
 // mustRun materializes one batch and fails the test on error.

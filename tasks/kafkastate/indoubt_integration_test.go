@@ -100,7 +100,7 @@ func TestConnectionLostDuringCommit(t *testing.T) {
 			cfg := e.config()
 			cfg.Postgres.DSN = dsn
 			var logs bytes.Buffer
-			res, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)), hooks{})
+			res, err := Materialize(testCtx(t, 3*time.Minute), cfg, Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 			if !dropped.Load() {
 				t.Fatalf("the proxy saw no COMMIT; run: %v", err)
 			}
@@ -402,8 +402,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 			cfg := e.config()
 			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
 			var logs bytes.Buffer
-			_, err := materialize(runCtx, cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
-				hooks{inDoubtWaitOverride: 3 * time.Second, commitTimeout: tc.commitTimeout})
+			_, err := Materialize(runCtx, cfg, Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.NewTextHandler(&logs, nil)), hooks: hooks{inDoubtWaitOverride: 3 * time.Second, commitTimeout: tc.commitTimeout}})
 			if werr := <-watchErr; werr != nil {
 				t.Fatalf("%v; run: %v", werr, err)
 			}
@@ -453,7 +452,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 					t.Errorf("while the COMMIT waits, positions %v are visible; want none", next)
 				}
 				// The retry meanwhile: the lock's holder is the waiting backend.
-				_, err = Materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()}, slog.New(slog.DiscardHandler))
+				_, err = Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.DiscardHandler)})
 				testenv.CheckError(t, err, outcome.Transient, ErrLocked, e.topic, fmt.Sprintf("PostgreSQL backend pid %d", pid),
 					"wait event IPC/SyncRep: its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it",
 					fmt.Sprintf("bring the standby back (pg_stat_replication) or change synchronous_standby_names: ending or cancelling backend %d", pid))

@@ -55,8 +55,10 @@ func materializeChild(run string) int {
 	err := json.Unmarshal([]byte(run), &r)
 	if err == nil {
 		var res *Result
-		res, err = Materialize(context.Background(), r.Config, kestra.Dir{Path: r.Dir}, slog.New(kestra.NewLogHandler(em, slog.LevelInfo)))
+		log := slog.New(kestra.NewLogHandler(em, slog.LevelInfo))
+		res, err = Materialize(context.Background(), r.Config, Env{Dir: kestra.Dir{Path: r.Dir}, Log: log})
 		if err == nil {
+			log.Info(res.Summary())
 			err = em.Report(res)
 		}
 	}

@@ -26,7 +26,7 @@ func TestMaterializeBatch(t *testing.T) {
 		kv(0, "a", `{"v":2}`), kv(1, "d", `"text"`), tomb(2, "c"))
 
 	dir := t.TempDir()
-	res, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: dir}, nil, hooks{})
+	res, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: dir}})
 	if err != nil {
 		t.Fatalf("Materialize: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestUnwritableWorkingDir(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	before := e.snapshot(t)
 	missing := filepath.Join(t.TempDir(), "gone")
-	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: missing}, nil, hooks{})
+	_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: missing}})
 	testenv.WantError(t, err, outcome.Config, nil, "WORKING_DIR")
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -142,7 +142,7 @@ func TestReportNameTakenByADirectory(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, ReportFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: dir}, nil, hooks{})
+	_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: dir}})
 	testenv.WantError(t, err, outcome.Config, nil, "WORKING_DIR", "directory")
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)

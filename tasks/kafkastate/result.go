@@ -56,9 +56,17 @@ type Result struct {
 	// LiveKeys counts the topic's keys in kafka_state.current_values
 	// (tombstoned keys excluded) after the commit.
 	LiveKeys int64 `json:"live_keys"`
-	// Duration is the batch's wall time, from the first Kafka request to
-	// the commit.
+	// Partitions counts the topic's partitions.
+	Partitions int `json:"-"`
+	// Duration is the run's wall time, from its start to the commit.
 	Duration time.Duration `json:"-"`
+}
+
+// Summary is the line the CLI logs for a committed run.
+func (r *Result) Summary() string {
+	next, _ := r.NextOffsets.MarshalJSON()
+	return fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
+		r.Topic, r.Consumed, r.Tombstones, r.Partitions, r.Duration.Round(time.Millisecond), next, r.LiveKeys)
 }
 
 // Outputs returns the seed's outputs: topic, consumed, tombstones,

@@ -159,8 +159,7 @@ func TestTombstoneRulePolicies(t *testing.T) {
 				"cleanup.policy": kadm.StringPtr(tc.policy), "delete.retention.ms": kadm.StringPtr("0")})
 			produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 			var logged bytes.Buffer
-			_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()},
-				slog.New(slog.NewTextHandler(&logged, nil)), hooks{})
+			_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 			if warned := strings.Contains(logged.String(), "is not compacted (cleanup.policy="+tc.policy+")"); warned == tc.refused {
 				t.Errorf("warned that the topic is not compacted: %v, want %v; log:\n%s", warned, !tc.refused, logged.String())
 			}

@@ -1,0 +1,82 @@
+package kafkastate
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// batch is one transaction of a run: what its steps find and decide, in
+// the order they run.
+type batch struct {
+	r  *run
+	ph phases
+
+	// describe: the topic's metadata at the start.
+	meta topicMeta
+	// begin: the transaction.
+	tx pgx.Tx
+	// readPositions: the saved next offsets (nil on a first run) and the
+	// tombstone rule's anchor.
+	saved Offsets
+	rule  tombstoneRule
+	// plan: each partition's state, its start offset, and which had unread
+	// records at the start.
+	states map[int32]*partState
+	starts Offsets
+	lagged map[int32]bool
+	// fetchAndCopy: what was read; caughtUp when every partition was read to
+	// its end.
+	consumed, tombstones int64
+	caughtUp             bool
+	// commit: whether COMMIT was sent, and the committed batch's Result.
+	commitSent bool
+	res        *Result
+}
+
+// batch runs one batch, steps 1-7 of Materialize, in one PostgreSQL
+// transaction. An error before COMMIT was sent committed nothing, and says
+// so (stoppedBeforeCommit, retryBeforeCommit).
+func (r *run) batch(ctx context.Context) (_ *batch, err error) {
+	b := &batch{r: r, ph: phases{last: time.Now()}}
+	defer func() { r.log.Debug("kafka-state: phases " + b.ph.String()) }()
+	defer func() {
+		if !b.commitSent {
+			err = retryBeforeCommit(r.topic, stoppedBeforeCommit(ctx, r.topic, err))
+		}
+	}()
+	if err := b.describe(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer b.rollback(ctx)
+	if err := b.readPositions(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.plan(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.fetchAndCopy(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.merge(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.recheck(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.commit(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// rollback ends the transaction unless it committed (a no-op then).
+func (b *batch) rollback(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = b.tx.Rollback(rctx)
+}

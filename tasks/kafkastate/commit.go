@@ -1,0 +1,114 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/internal/outcome"
+)
+
+// commit is step 7: the positions the batch reached, the live keys, the
+// report's content (before COMMIT, so a full disk fails the run with
+// nothing committed), then COMMIT.
+func (b *batch) commit(ctx context.Context) error {
+	r, topic := b.r, b.r.topic
+	next := make(Offsets, len(b.states))
+	for p, st := range b.states {
+		next[p] = max(st.next, b.starts[p])
+	}
+	nextJSON, err := next.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if err := execSQL(ctx, b.tx, "write kafka_state.positions", sqlWritePositions,
+		topic, b.meta.clusterID, b.meta.topicIDText(), string(nextJSON), b.caughtUp); err != nil {
+		return err
+	}
+	var live int64
+	if err := queryRow(ctx, b.tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
+		return err
+	}
+	doubt := inDoubt{topic: topic, clusterID: b.meta.clusterID, topicID: b.meta.topicIDText(), next: string(nextJSON), wait: r.env.hooks.inDoubtWaitOverride}
+	if err := queryRow(ctx, b.tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid, &doubt.start); err != nil {
+		return err
+	}
+	b.res = &Result{Topic: topic, Consumed: b.consumed, Tombstones: b.tombstones, NextOffsets: next, LiveKeys: live, Partitions: len(b.meta.partitions)}
+	if err := b.res.stageReport(r.report); err != nil {
+		return outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in %s and re-run: %w", topic, ReportFile, kestra.EnvWorkingDir, err))
+	}
+	if h := r.env.hooks.beforeCommit; h != nil {
+		h()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.send(ctx, doubt); err != nil {
+		return err
+	}
+	b.ph.mark("positions+commit")
+	b.adviseCatchUp()
+	return nil
+}
+
+// send sends COMMIT. Once it is sent its outcome is PostgreSQL's: a stop (a
+// signal) must not turn a commit into a reported failure, so it waits for
+// the answer (pgx would otherwise drop the connection and report the
+// cancellation while the server commits), and sends no cancel request if
+// the answer is lost (cancelGate); a lost answer is looked up (doubt).
+func (b *batch) send(ctx context.Context, doubt inDoubt) error {
+	r := b.r
+	commitTimeout := pgTimeout
+	if r.env.hooks.commitTimeout > 0 {
+		commitTimeout = r.env.hooks.commitTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	b.commitSent = true
+	r.gate.shut.Store(true)
+	err := b.tx.Commit(cctx)
+	if cctx.Err() != nil {
+		doubt.unanswered = commitTimeout
+	}
+	if ctx.Err() != nil {
+		doubt.stoppedBy = outcome.StopCause(ctx)
+	}
+	cancel()
+	var pe *pgconn.PgError
+	warned := r.gate.commitWarnings()
+	if err != nil && !errors.As(err, &pe) {
+		// No answer from the server: COMMIT may have been applied. Ask.
+		if err = doubt.resolve(ctx, r.cc, err, warned, r.log); err != nil {
+			return err
+		}
+		warned = nil // resolve's WARN line names them
+	}
+	if err != nil {
+		return pgErr(ctx, err, "commit")
+	}
+	if len(warned) > 0 {
+		r.log.Warn(fmt.Sprintf("kafka-state: topic %s: the batch is committed, and PostgreSQL warned as it committed: %s; %s",
+			r.topic, strings.Join(warned, "; "), syncRepEnded))
+	}
+	r.gate.reopen()
+	return nil
+}
+
+// adviseCatchUp says, after a batch that MAX_RECORDS or POLL_SECONDS cut
+// before some partition's end, how long the topic may stay behind.
+func (b *batch) adviseCatchUp() {
+	if b.caughtUp || !b.r.ret.compact {
+		return
+	}
+	since := "this first batch's start"
+	if b.saved != nil {
+		since = b.rule.updatedAt.UTC().Format(time.RFC3339)
+	}
+	b.r.log.Info(fmt.Sprintf("kafka-state: topic %s: MAX_RECORDS or POLL_SECONDS ended the batch before every partition's end, so "+
+		"kafka_state.positions.updated_at stays at %s: read the topic to its end within delete.retention.ms=%d of it, or batches will be refused (tombstones)",
+		b.r.topic, since, b.r.ret.deleteRetentionMs))
+}
