@@ -74,8 +74,8 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 			k = outcome.Transient
 		}
 		return k.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions could not be read to tell "+
-			"a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it: %w; nothing was read or written; "+
-			"check TOPIC, and fix the PostgreSQL failure and re-run", topic, ErrTopicUnavailable, err))
+			"a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it: %w; nothing was read or written",
+			topic, ErrTopicUnavailable, err))
 	}
 	conn, err := connect(ctx, cc)
 	if err != nil {
@@ -89,18 +89,18 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 	err = queryRow(ctx, conn, "read kafka_state.positions", sqlSavedTopic, []any{topic}, &saved, &savedFor)
 	if state, _ := sqlstateOf(err); errors.Is(err, pgx.ErrNoRows) || state == stateNoSetup {
 		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions holds no read positions for it "+
-			"(no batch ever read it): fix TOPIC, or create the topic (cleanup.policy=compact); nothing was read or written", topic, ErrTopicUnavailable))
+			"(no batch ever read it); nothing was read or written", topic, ErrTopicUnavailable))
 	}
 	if err != nil {
 		return cannotTell(err)
 	}
 	if clusterID != "" && savedFor != clusterID {
 		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker (cluster %q) has no such topic, and kafka_state.positions "+
-			"holds read positions for it from cluster %q: bootstrap.servers in KAFKA_PROPERTIES names another cluster than the one "+
-			"this database was read from; fix KAFKA_PROPERTIES (or PG_DSN); nothing was read or written", topic, ErrTopicUnavailable, clusterID, savedFor))
+			"holds read positions for it from cluster %q: KAFKA_PROPERTIES names another cluster than the one this database was read from; "+
+			"nothing was read or written", topic, ErrTopicUnavailable, clusterID, savedFor))
 	}
 	return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; kafka_state.positions holds read positions for it (saved at %s): the topic was deleted after a batch read it; "+
-		"restore it, or rebuild into an empty destination once it exists again (delete the topic's rows from kafka_state.records and kafka_state.positions); nothing was read or written",
+		"nothing was read or written",
 		topic, ErrTopicUnavailable, kerr.UnknownTopicOrPartition, saved.UTC().Format(time.RFC3339)))
 }
 
@@ -115,11 +115,11 @@ func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topi
 		return err
 	}
 	if now.topicID != before.topicID {
-		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed; rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed",
 			topic, ErrTopicChanged, before.topicIDText(), now.topicIDText()))
 	}
 	if !slices.Equal(now.partitions, before.partitions) {
-		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed; rebuild into an empty destination",
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed",
 			topic, ErrTopicChanged, len(before.partitions), len(now.partitions)))
 	}
 	return nil

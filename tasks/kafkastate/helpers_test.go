@@ -364,8 +364,8 @@ func (e *env) ids(t testing.TB) (clusterID, topicID string) {
 // message names every part in parts.
 func assertRefused(t testing.TB, err error, want error, parts ...string) {
 	t.Helper()
-	testenv.WantError(t, err, outcome.Refused, want)
-	testenv.CheckError(t, err, outcome.Refused, want, parts...) // a missing part: the caller goes on to check the tables
+	testenv.WantHinted(t, err, Hint, outcome.Refused, want)
+	testenv.CheckHinted(t, err, Hint, outcome.Refused, want, parts...) // a missing part: the caller goes on to check the tables
 }
 
 // endOffsets returns the high watermark of every partition.

@@ -104,7 +104,7 @@ func kafkaCodeErr(req kafkaRequest, where string, code error, oor *OffsetError) 
 		return outcome.Config.Mark(fmt.Errorf("%s: %w; grant the client %s", where, code, req.acl()))
 	case errors.Is(code, kerr.UnknownTopicOrPartition), errors.Is(code, kerr.UnknownTopicID), errors.Is(code, kerr.InconsistentTopicID):
 		if req == listOffsetsRequest || req == fetchRequest {
-			return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; nothing was committed; if the topic was recreated, rebuild into an empty destination",
+			return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; nothing was committed",
 				where, ErrTopicChanged, code))
 		}
 		return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; check TOPIC", where, ErrTopicUnavailable, code))

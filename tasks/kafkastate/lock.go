@@ -45,7 +45,7 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 		case <-time.After(lockPoll):
 		}
 	}
-	holder, remedy := "a session that has ended meanwhile", ""
+	holder := "a session that has ended meanwhile"
 	var (
 		pid                 int32
 		app, client         string
@@ -56,19 +56,14 @@ func takeTopicLock(ctx context.Context, tx pgx.Tx, topic string) error {
 	switch {
 	case err == nil:
 		state := busy.activity()
-		remedy = fmt.Sprintf(", or end that backend with SELECT pg_terminate_backend(%d) if its run is gone", pid)
 		if busy.syncRep() {
 			state += ": its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it"
-			remedy = fmt.Sprintf("; bring the standby back (pg_stat_replication) or change synchronous_standby_names: ending or "+
-				"cancelling backend %d (pg_terminate_backend, pg_cancel_backend) commits its batch on this server alone", pid)
 		}
 		holder = fmt.Sprintf("PostgreSQL backend pid %d (application %q, %s, in its transaction for %.0f s, client %s)",
 			pid, app, state, inTransactionForSec, client)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w (advisory lock hashtextextended('%s', 0)) after waiting %s: held by %s; "+
-		"another run of this topic is in progress (changesink or the seed flow's script), or a killed run whose session "+
-		"PostgreSQL has not closed yet; nothing was changed: retry (a task retry: in the flow does it; Kestra's retry repeats every failure, with no condition on error_class, which is safe because a re-run of a failed run converges)%s",
-		topic, ErrLocked, key, LockWait, holder, remedy))
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w (advisory lock hashtextextended('%s', 0)) after waiting %s: held by %s; nothing was changed",
+		topic, ErrLocked, key, LockWait, holder))
 }

@@ -64,7 +64,7 @@ func materializeChild(run string) int {
 	}
 	if err != nil {
 		kind := outcome.Classify(err)
-		_ = em.Fail(kind.String(), err.Error(), "")
+		_ = em.Fail(kind.String(), err.Error(), Hint(err))
 		return kind.ExitCode()
 	}
 	return 0

@@ -124,7 +124,7 @@ func TestUnwritableWorkingDir(t *testing.T) {
 	before := e.snapshot(t)
 	missing := filepath.Join(t.TempDir(), "gone")
 	_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: missing}})
-	testenv.WantError(t, err, outcome.Config, nil, "WORKING_DIR")
+	testenv.WantHinted(t, err, Hint, outcome.Config, nil, "WORKING_DIR")
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
@@ -143,7 +143,7 @@ func TestReportNameTakenByADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: dir}})
-	testenv.WantError(t, err, outcome.Config, nil, "WORKING_DIR", "directory")
+	testenv.WantHinted(t, err, Hint, outcome.Config, nil, "WORKING_DIR", "directory")
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}

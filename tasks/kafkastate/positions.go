@@ -83,20 +83,19 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 		if err != nil {
 			return nil, err
 		}
-		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions; restore both together (from one backup) or delete the topic's records to rebuild",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions",
 			topic, ErrValuesWithoutPositions))
 	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "read kafka_state.positions")
 	}
 	if clusterID != meta.clusterID || topicID != meta.topicIDText() {
-		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q; "+
-			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions)",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved cluster id %q topic id %q, broker has cluster id %q topic id %q",
 			topic, ErrIDsChanged, clusterID, topicID, meta.clusterID, meta.topicIDText()))
 	}
 	saved, err := parsePositions(raw)
 	if err != nil {
-		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v", topic, ErrBadPositions, err))
 	}
 	savedKeys := make([]string, 0, len(saved))
 	for k := range saved {
@@ -109,7 +108,7 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 	slices.Sort(savedKeys)
 	slices.Sort(want)
 	if !slices.Equal(savedKeys, want) {
-		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]; rebuild into an empty destination",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]",
 			topic, ErrPartitionsChanged, strings.Join(savedKeys, " "), strings.Join(want, " ")))
 	}
 	out := make(Offsets, len(saved))

@@ -187,12 +187,9 @@ func (e *TombstoneError) Error() string {
 		}
 	}
 	if e.Future {
-		fmt.Fprintf(&b, ": kafka_state.positions.updated_at %s is %s ahead of PostgreSQL's clock (more than the margin of %s): "+
-			"the positions were restored from another server or edited, or PostgreSQL's clock was set back, so when every partition "+
-			"was last read to its end is unknown, and delete.retention.ms=%d may have passed since; nothing was changed; "+
-			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions, "+
-			"then re-run until caught up, within delete.retention.ms)",
-			e.UpdatedAt.UTC().Format(time.RFC3339Nano), roundDuration(-e.Elapsed), roundDuration(e.Retention.margin()), e.Retention.deleteRetentionMs)
+		fmt.Fprintf(&b, ": kafka_state.positions.updated_at %s is %s ahead of PostgreSQL's clock (more than the margin of %s), "+
+			"so when every partition was last read to its end is unknown; nothing was changed",
+			e.UpdatedAt.UTC().Format(time.RFC3339Nano), roundDuration(-e.Elapsed), roundDuration(e.Retention.margin()))
 		return b.String()
 	}
 	anchor := "the start of this batch"
@@ -204,15 +201,10 @@ func (e *TombstoneError) Error() string {
 	if e.AfterRead {
 		when = fmt.Sprintf("had passed by the end of this batch's reads (which took %s) since", roundDuration(e.Read))
 	}
-	fmt.Fprintf(&b, ": %s %s %s, more than the topic's delete.retention.ms=%d (less a margin of %s) allows; "+
-		"Kafka keeps a tombstone only delete.retention.ms after the cleaner first compacts it, so a key deleted in that range "+
-		"may stay live in kafka_state.records; nothing was changed; "+
-		"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions, "+
-		"then re-run until caught up, within delete.retention.ms); to prevent it, raise delete.retention.ms above the longest time "+
-		"between batches (a catch-up included) and run batches more often (raising it now does not bring back a removed tombstone)",
+	fmt.Fprintf(&b, ": %s %s %s, more than the topic's delete.retention.ms=%d (less a margin of %s) allows; nothing was changed",
 		roundDuration(e.Elapsed), when, anchor, e.Retention.deleteRetentionMs, roundDuration(e.Retention.margin()))
 	if e.AfterRead && e.UpdatedAt.IsZero() {
-		b.WriteString("; a single batch's reads took longer than delete.retention.ms allows: raise delete.retention.ms (or lower MAX_RECORDS and POLL_SECONDS)")
+		b.WriteString("; a single batch's reads took longer than delete.retention.ms allows (raise it, or lower MAX_RECORDS and POLL_SECONDS)")
 	}
 	return b.String()
 }

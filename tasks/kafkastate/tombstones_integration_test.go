@@ -62,7 +62,7 @@ func TestTombstoneCompactedAwayWhileLagging(t *testing.T) {
 		t.Fatalf("the batch succeeded (%+v); want a refusal (the tombstone at offset %d was removed before it was read)", res, offs[0])
 	}
 	assertRefused(t, err, ErrTombstonesMayBeLost, "topic "+strconv.Quote(e.topic), "partition 0",
-		"saved offset 1", "delete.retention.ms=0", "rebuild into an empty destination", "raise delete.retention.ms")
+		"saved offset 1", "delete.retention.ms=0", "Rebuild into an empty destination", "raise the topic's delete.retention.ms")
 	t.Logf("refused: %v", err)
 	if after := e.snapshot(t); after != before {
 		t.Errorf("a refused run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
