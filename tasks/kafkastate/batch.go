@@ -30,9 +30,25 @@ type batch struct {
 	// its end.
 	consumed, tombstones int64
 	caughtUp             bool
-	// commit: whether COMMIT was sent, and the committed batch's Result.
+	// advanced: some partition's next offset moved.
+	advanced bool
+	// commit: the next offsets written, whether this is the run's last
+	// batch (then the live keys are counted: else -1), whether COMMIT was
+	// sent.
+	next       Offsets
+	last       bool
+	live       int64
 	commitSent bool
-	res        *Result
+}
+
+// lagLeft is the high watermark less the next offset, summed over the
+// partitions, as the batch's reads last saw them.
+func (b *batch) lagLeft() int64 {
+	var n int64
+	for _, st := range b.states {
+		n += max(st.hwm-st.next, 0)
+	}
+	return n
 }
 
 // batch runs one batch, steps 1-7 of Materialize, in one PostgreSQL

@@ -13,9 +13,9 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// commit is step 7: the positions the batch reached, the live keys, the
-// report's content (before COMMIT, so a full disk fails the run with
-// nothing committed), then COMMIT.
+// commit is step 7: the positions the batch reached; for the run's last
+// batch the live keys and the report's content (before COMMIT, so a full
+// disk fails the run with nothing of it committed); then COMMIT.
 func (b *batch) commit(ctx context.Context) error {
 	r, topic := b.r, b.r.topic
 	next := make(Offsets, len(b.states))
@@ -30,17 +30,23 @@ func (b *batch) commit(ctx context.Context) error {
 		topic, b.meta.clusterID, b.meta.topicIDText(), string(nextJSON), b.caughtUp); err != nil {
 		return err
 	}
-	var live int64
-	if err := queryRow(ctx, b.tx, "count live keys", sqlLiveKeys, []any{topic}, &live); err != nil {
-		return err
+	b.next, b.last = next, r.isLast(b)
+	b.live = -1
+	if b.last {
+		// The seed's live_keys, counted in the run's last transaction (it
+		// reads every row of the topic: once per run, not per batch).
+		if err := queryRow(ctx, b.tx, "count live keys", sqlLiveKeys, []any{topic}, &b.live); err != nil {
+			return err
+		}
 	}
 	doubt := inDoubt{topic: topic, clusterID: b.meta.clusterID, topicID: b.meta.topicIDText(), next: string(nextJSON), wait: r.env.hooks.inDoubtWaitOverride}
 	if err := queryRow(ctx, b.tx, "read the transaction id", sqlTxID, nil, &doubt.xid, &doubt.pid, &doubt.start); err != nil {
 		return err
 	}
-	b.res = &Result{Topic: topic, Consumed: b.consumed, Tombstones: b.tombstones, NextOffsets: next, LiveKeys: live, Partitions: len(b.meta.partitions)}
-	if err := b.res.stageReport(r.report); err != nil {
-		return outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in %s and re-run: %w", topic, ReportFile, kestra.EnvWorkingDir, err))
+	if b.last {
+		if err := r.result(b).stageReport(r.report); err != nil {
+			return outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in %s and re-run: %w", topic, ReportFile, kestra.EnvWorkingDir, err))
+		}
 	}
 	if h := r.env.hooks.beforeCommit; h != nil {
 		h()

@@ -25,6 +25,7 @@ const (
 	EnvTopic           = "TOPIC"            // Config.Topic
 	EnvMaxRecords      = "MAX_RECORDS"      // Config.MaxRecords
 	EnvPollSeconds     = "POLL_SECONDS"     // Config.PollSeconds
+	EnvDrainSeconds    = "DRAIN_SECONDS"    // Config.DrainSeconds
 	EnvKafkaProperties = "KAFKA_PROPERTIES" // Config.KafkaProperties
 	EnvPGDSN           = "PG_DSN"           // Postgres.DSN
 	EnvPGUser          = "PGUSER"           // Postgres.User
@@ -44,6 +45,10 @@ const (
 	DefaultPollSeconds = 10
 	MinPollSeconds     = 1
 	MaxPollSeconds     = 60
+
+	// DrainSeconds: 0 is the seed's one batch per run.
+	DefaultDrainSeconds = 0
+	MaxDrainSeconds     = 3600
 )
 
 // applicationName names changesink's sessions in pg_stat_activity unless
@@ -76,6 +81,13 @@ type Config struct {
 	// PollSeconds is POLL_SECONDS, 1..60 (default 10): how long the batch
 	// may fetch. A run over a fully read topic returns at once.
 	PollSeconds int
+	// DrainSeconds is DRAIN_SECONDS, 0..3600 (default 0, one batch as the
+	// seed): when set, the run commits batch after batch (each of at most
+	// MaxRecords records and PollSeconds of fetching, each one transaction
+	// with its positions) until every partition is read to its end or this
+	// many seconds have passed since the run began; no batch starts after
+	// that, and a batch's fetching ends by then.
+	DrainSeconds int
 	// KafkaProperties is KAFKA_PROPERTIES: a JSON object of librdkafka
 	// client properties (see ParseProperties).
 	KafkaProperties string
@@ -132,6 +144,9 @@ type hooks struct {
 	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
 	// on a server that has MERGE, so tests cover both statements.
 	onConflict bool
+	// progressEvery, when set, replaces the constant progressEvery: tests
+	// see a drain's progress lines without waiting for them.
+	progressEvery time.Duration
 }
 
 func configErr(format string, args ...any) error {
@@ -150,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollSeconds < MinPollSeconds || c.PollSeconds > MaxPollSeconds {
 		return configErr("%s must be %d..%d, got %d", EnvPollSeconds, MinPollSeconds, MaxPollSeconds, c.PollSeconds)
+	}
+	if c.DrainSeconds < 0 || c.DrainSeconds > MaxDrainSeconds {
+		return configErr("%s must be 0..%d, got %d", EnvDrainSeconds, MaxDrainSeconds, c.DrainSeconds)
 	}
 	if _, err := ParseProperties(c.KafkaProperties); err != nil {
 		return err

@@ -30,7 +30,7 @@ func (b *batch) fetchAndCopy(ctx context.Context) error {
 		cl:       r.cl,
 		topic:    topic,
 		topicID:  b.meta.topicID,
-		deadline: time.Now().Add(time.Duration(r.cfg.PollSeconds) * time.Second),
+		deadline: r.fetchDeadline(),
 		dec:      kgo.DefaultDecompressor(),
 		out:      rows,
 		seed:     maphash.MakeSeed(),
@@ -80,6 +80,7 @@ func (b *batch) checkReads() error {
 		st := b.states[p]
 		if st.next > b.starts[p] {
 			advanced = append(advanced, partRange{partition: p, from: b.starts[p], end: st.end, reached: st.next})
+			b.advanced = true
 		}
 		b.caughtUp = b.caughtUp && st.atEnd()
 	}

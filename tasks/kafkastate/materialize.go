@@ -13,7 +13,10 @@ import (
 // (the server side has the seed's statement_timeout of 90 s).
 const pgTimeout = 100 * time.Second
 
-// Materialize runs one bounded batch: it reads up to cfg.MaxRecords records
+// Materialize runs one bounded batch, or with cfg.DrainSeconds a drain of
+// them (until every partition is read to its end, or the time is up; each
+// batch commits as the one batch does, and progress is logged); then it
+// reads the lag left (Result.Lag). A batch reads up to cfg.MaxRecords records
 // of cfg.Topic from the positions saved in PostgreSQL, for at most
 // cfg.PollSeconds, and commits the records' latest values and the next
 // positions in one PostgreSQL transaction, under the seed's per-topic
@@ -58,12 +61,13 @@ const pgTimeout = 100 * time.Second
 //
 // Refusals are marked outcome.Refused, configuration errors outcome.Config,
 // lost connections and timeouts outcome.Transient. Whatever fails, nothing
-// is committed. When the connection is lost after COMMIT was sent, a new
+// of the failing batch is committed (the earlier batches of a drain are,
+// and the error says so). When the connection is lost after COMMIT was sent, a new
 // connection asks PostgreSQL (txid_status) whether the transaction
 // committed: committed is a success (logged at WARN), aborted a transient
 // failure that committed nothing; when it cannot tell, the error says the
 // batch may be committed.
-func Materialize(ctx context.Context, cfg Config, env Env) (*Result, error) {
+func Materialize(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,11 +76,17 @@ func Materialize(ctx context.Context, cfg Config, env Env) (*Result, error) {
 		return nil, err
 	}
 	defer r.close()
-	b, err := r.batch(ctx)
-	if err != nil {
-		return nil, err
+	defer func() { err = r.failed(err) }()
+	for {
+		b, err := r.batch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.committed(b)
+		if b.last {
+			return r.finish(ctx, b)
+		}
 	}
-	return r.finish(b)
 }
 
 // stoppedBeforeCommit says what a stop left when it ended the run before

@@ -67,7 +67,7 @@ func TestMaterializeBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOut := `{"consumed":6,"live_keys":3,"next_offsets":{"0":2,"1":2,"2":2},"tombstones":1,"topic":"` + e.topic + `"}`
+	wantOut := `{"batches":1,"consumed":6,"lag":{"0":0,"1":0,"2":0},"lag_total":0,"live_keys":3,"next_offsets":{"0":2,"1":2,"2":2},"tombstones":1,"topic":"` + e.topic + `"}`
 	if string(out) != wantOut {
 		t.Errorf("outputs = %s, want %s", out, wantOut)
 	}

@@ -29,7 +29,7 @@ func (b *batch) plan(ctx context.Context) error {
 			return outcome.Refused.Mark(&OffsetError{Topic: topic, Partition: p, Saved: start, LogStart: w.logStart, End: w.lso})
 		}
 		b.starts[p] = start
-		b.states[p] = &partState{partition: p, start: start, next: start, done: start >= w.lso, end: w.lso}
+		b.states[p] = &partState{partition: p, start: start, next: start, done: start >= w.lso, end: w.lso, hwm: w.hwm}
 		if start < w.lso {
 			lagging = append(lagging, partRange{partition: p, from: start, end: w.lso})
 			b.lagged[p] = true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -56,6 +57,15 @@ type Result struct {
 	// LiveKeys counts the topic's keys in kafka_state.current_values
 	// (tombstoned keys excluded) after the commit.
 	LiveKeys int64 `json:"live_keys"`
+	// Batches counts the committed batches: 1 without DrainSeconds.
+	Batches int `json:"-"`
+	// Lag is, per partition, the high watermark less the committed next
+	// offset, read after the run's last commit: the records (and
+	// transaction markers, and records of open or aborted transactions) not
+	// materialized yet. LagTotal is their sum; -1 when the broker could
+	// not be asked (Lag is then nil).
+	Lag      Offsets `json:"-"`
+	LagTotal int64   `json:"-"`
 	// Partitions counts the topic's partitions.
 	Partitions int `json:"-"`
 	// Duration is the run's wall time, from its start to the commit.
@@ -65,30 +75,68 @@ type Result struct {
 // Summary is the line the CLI logs for a committed run.
 func (r *Result) Summary() string {
 	next, _ := r.NextOffsets.MarshalJSON()
-	return fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s; next offsets %s; %d live keys",
-		r.Topic, r.Consumed, r.Tombstones, r.Partitions, r.Duration.Round(time.Millisecond), next, r.LiveKeys)
+	s := fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s",
+		r.Topic, r.Consumed, r.Tombstones, r.Partitions, r.Duration.Round(time.Millisecond))
+	if r.Batches > 1 {
+		s += fmt.Sprintf(", %d batches (%.0f records/s)", r.Batches, float64(r.Consumed)/r.Duration.Seconds())
+	}
+	s += fmt.Sprintf("; next offsets %s; %d live keys", next, r.LiveKeys)
+	if r.Lag != nil {
+		s += fmt.Sprintf("; lag %d", r.LagTotal)
+	}
+	return s
 }
 
-// Outputs returns the seed's outputs: topic, consumed, tombstones,
-// next_offsets ({"<partition>": <next offset>}) and live_keys.
+// Outputs returns the seed's outputs, topic, consumed, tombstones,
+// next_offsets ({"<partition>": <next offset>}) and live_keys, then
+// batches and, when it could be read, the lag: lag ({"<partition>":
+// <records>}) and lag_total.
 func (r *Result) Outputs() map[string]any {
-	return map[string]any{
+	out := map[string]any{
 		"topic":        r.Topic,
 		"consumed":     r.Consumed,
 		"tombstones":   r.Tombstones,
 		"next_offsets": r.NextOffsets,
 		"live_keys":    r.LiveKeys,
+		"batches":      r.Batches,
 	}
+	if r.Lag != nil {
+		out["lag"] = r.Lag
+		out["lag_total"] = r.LagTotal
+	}
+	return out
 }
 
-// Metrics returns the counters records and tombstones and the timer batch
-// (seconds), tagged with the topic.
+// Metrics returns the counters records, tombstones and batches, the timer
+// batch (the run's seconds) and, when it could be read, the gauges lag (per
+// partition, tagged with it) and lag_total; every metric is tagged with the
+// topic.
 func (r *Result) Metrics() []kestra.Metric {
 	tags := map[string]string{"topic": r.Topic}
-	return []kestra.Metric{
+	m := []kestra.Metric{
 		kestra.Counter("records", float64(r.Consumed), tags),
 		kestra.Counter("tombstones", float64(r.Tombstones), tags),
+		kestra.Counter("batches", float64(r.Batches), tags),
 		kestra.Timer("batch", r.Duration, tags),
+	}
+	if r.Lag == nil {
+		return m
+	}
+	m = append(m, kestra.Gauge("lag_total", float64(r.LagTotal), tags))
+	for _, p := range slices.Sorted(maps.Keys(r.Lag)) {
+		pt := map[string]string{"topic": r.Topic, "partition": strconv.Itoa(int(p))}
+		m = append(m, kestra.Gauge("lag", float64(r.Lag[p]), pt))
+	}
+	return m
+}
+
+// setLag sets Lag and LagTotal from the watermarks read after the commit.
+func (r *Result) setLag(marks map[int32]watermarks) {
+	r.Lag = make(Offsets, len(r.NextOffsets))
+	r.LagTotal = 0
+	for p, next := range r.NextOffsets {
+		r.Lag[p] = max(marks[p].hwm-next, 0)
+		r.LagTotal += r.Lag[p]
 	}
 }
 

@@ -26,6 +26,14 @@ type run struct {
 	cl      *kgo.Client
 	report  *kestra.File
 	started time.Time
+	// deadline ends a drain (Config.DrainSeconds after started); zero for
+	// one batch.
+	deadline time.Time
+
+	// What the committed batches did, and when progress was last logged.
+	batches              int
+	consumed, tombstones int64
+	progressAt           time.Time
 
 	// ret is the topic's retention, read by the first batch (ok).
 	ret   retention
@@ -41,6 +49,10 @@ type run struct {
 // the report file; then it builds the Kafka client.
 func start(cfg Config, env Env) (*run, error) {
 	r := &run{cfg: cfg, env: env, log: env.log(), topic: cfg.Topic, started: time.Now()}
+	r.progressAt = r.started
+	if cfg.DrainSeconds > 0 {
+		r.deadline = r.started.Add(time.Duration(cfg.DrainSeconds) * time.Second)
+	}
 	props, err := ParseProperties(cfg.KafkaProperties)
 	if err != nil {
 		return nil, err
@@ -93,11 +105,78 @@ func (r *run) connection(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// finish publishes the report of the committed batch b and returns the
-// run's Result.
-func (r *run) finish(b *batch) (*Result, error) {
-	res := b.res
+// progressEvery is how often a drain logs its progress.
+const progressEvery = 5 * time.Second
+
+// fetchDeadline is when a batch starting now stops fetching: PollSeconds
+// from now, and no later than the drain's end.
+func (r *run) fetchDeadline() time.Time {
+	d := time.Now().Add(time.Duration(r.cfg.PollSeconds) * time.Second)
+	if !r.deadline.IsZero() && r.deadline.Before(d) {
+		return r.deadline
+	}
+	return d
+}
+
+// isLast says whether the batch b, about to commit, is the run's last: one
+// batch per run without DrainSeconds; in a drain, the one that read every
+// partition to its end, that advanced none (nothing more can be read now),
+// or that ends past the drain's end.
+func (r *run) isLast(b *batch) bool {
+	return r.deadline.IsZero() || b.caughtUp || !b.advanced || !time.Now().Before(r.deadline)
+}
+
+// committed counts the committed batch b and, in a drain, logs the
+// progress at most every progressEvery: records, rate, and the lag left
+// (the high watermark less the next offset, summed over the partitions).
+func (r *run) committed(b *batch) {
+	r.batches++
+	r.consumed += b.consumed
+	r.tombstones += b.tombstones
+	every := progressEvery
+	if r.env.hooks.progressEvery > 0 {
+		every = r.env.hooks.progressEvery
+	}
+	if r.deadline.IsZero() || b.last || time.Since(r.progressAt) < every {
+		return
+	}
+	r.progressAt = time.Now()
+	took := time.Since(r.started)
+	r.log.Info(fmt.Sprintf("kafka-state: topic %s: drain: %d batches committed, %d records in %s (%.0f records/s); lag left %d",
+		r.topic, r.batches, r.consumed, took.Round(time.Millisecond), float64(r.consumed)/took.Seconds(), b.lagLeft()))
+}
+
+// failed says, of a failure after batches of this run committed, that
+// those stay committed; a failure of the first batch passes unchanged.
+func (r *run) failed(err error) error {
+	if err == nil || r.batches == 0 {
+		return err
+	}
+	return fmt.Errorf("topic %q: after %d committed batches of this run (%d records; they stay committed, a re-run resumes after them): %w",
+		r.topic, r.batches, r.consumed, err)
+}
+
+// result is the run's Result as it will be once its last batch b, not
+// counted yet, commits: what the report file says.
+func (r *run) result(b *batch) *Result {
+	return &Result{Topic: r.topic, Consumed: r.consumed + b.consumed, Tombstones: r.tombstones + b.tombstones,
+		NextOffsets: b.next, LiveKeys: b.live, Partitions: len(b.meta.partitions), Batches: r.batches + 1}
+}
+
+// finish measures the lag the run leaves (the high watermark less the next
+// offset, per partition, read after the last commit), publishes the report
+// of the last batch b and returns the run's Result. A lag that cannot be
+// read is logged, not failed: the batches are committed.
+func (r *run) finish(ctx context.Context, b *batch) (*Result, error) {
+	res := &Result{Topic: r.topic, Consumed: r.consumed, Tombstones: r.tombstones, NextOffsets: b.next, LiveKeys: b.live,
+		Partitions: len(b.meta.partitions), Batches: r.batches}
 	res.Duration = time.Since(r.started)
+	res.LagTotal = -1
+	if marks, err := listWatermarks(ctx, r.cl, r.topic, b.meta); err != nil {
+		r.log.Warn(fmt.Sprintf("kafka-state: topic %s: the lag after the commit could not be read: %v", r.topic, err))
+	} else {
+		res.setLag(marks)
+	}
 	if err := r.report.Commit(); err != nil {
 		// The state is right; only the task's outputs are missing. A re-run
 		// commits nothing twice and reports what came after this batch.
