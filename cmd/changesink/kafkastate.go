@@ -29,6 +29,8 @@ func kafkaStateVars() kong.Vars {
 		"EnvMaxRecords":       kafkastate.EnvMaxRecords,
 		"EnvPollSeconds":      kafkastate.EnvPollSeconds,
 		"EnvDrainSeconds":     kafkastate.EnvDrainSeconds,
+		"EnvShard":            kafkastate.EnvShard,
+		"MaxShards":           itoa(kafkastate.MaxShards),
 		"EnvKafkaProperties":  kafkastate.EnvKafkaProperties,
 		"EnvPGDSN":            kafkastate.EnvPGDSN,
 		"EnvPGUser":           kafkastate.EnvPGUser,
@@ -80,6 +82,7 @@ type kafkaStateMaterializeCmd struct {
 	MaxRecords      seedInt `name:"max-records" env:"${EnvMaxRecords}" default:"${DefaultMaxRecords}" help:"Most records one batch reads over all partitions: ${MinMaxRecords}..${MaxMaxRecords} (default ${default})."`
 	PollSeconds     seedInt `name:"poll-seconds" env:"${EnvPollSeconds}" default:"${DefaultPollSeconds}" help:"How long the batch may fetch: ${MinPollSeconds}..${MaxPollSeconds} seconds (default ${default}). A fully read topic returns at once."`
 	DrainSeconds    seedInt `name:"drain-seconds" env:"${EnvDrainSeconds}" default:"${DefaultDrainSeconds}" help:"Drain mode: commit batch after batch (each its own transaction with its positions, as one batch is) until every partition is read to its end or this many seconds have passed, logging progress: 0..${MaxDrainSeconds} (default ${default}: one batch, as the seed)."`
+	Shard           string  `name:"shard" env:"${EnvShard}" help:"Partition shard i/n: only the partitions p with p mod n = i (0 <= i < n <= ${MaxShards}), under their own locks, so that n runs read the topic in parallel; claimed in kafka_state.shards (another layout claiming one of them is refused). Empty (default): the whole topic."`
 	KafkaProperties string  `name:"kafka-properties" env:"${EnvKafkaProperties}" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
@@ -93,6 +96,7 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 		MaxRecords:      int(c.MaxRecords),
 		PollSeconds:     int(c.PollSeconds),
 		DrainSeconds:    int(c.DrainSeconds),
+		Shard:           c.Shard,
 		KafkaProperties: c.KafkaProperties,
 		Postgres:        pg,
 	}

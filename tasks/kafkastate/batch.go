@@ -13,19 +13,26 @@ type batch struct {
 	r  *run
 	ph phases
 
-	// describe: the topic's metadata at the start.
-	meta topicMeta
+	// describe: the topic's metadata at the start, and the partitions the
+	// batch reads (a shard's, or all).
+	meta  topicMeta
+	parts []int32
 	// begin: the transaction.
 	tx pgx.Tx
 	// readPositions: the saved next offsets (nil on a first run) and the
 	// tombstone rule's anchor.
 	saved Offsets
 	rule  tombstoneRule
+	// anchors: per partition, the tombstone rule's anchor; clock:
+	// PostgreSQL's clock when it was read.
+	anchors map[int32]anchor
+	clock   time.Time
 	// plan: each partition's state, its start offset, and which had unread
 	// records at the start.
 	states map[int32]*partState
 	starts Offsets
 	lagged map[int32]bool
+	marks  map[int32]watermarks
 	// fetchAndCopy: what was read; caughtUp when every partition was read to
 	// its end.
 	consumed, tombstones int64
@@ -65,6 +72,9 @@ func (r *run) batch(ctx context.Context) (_ *batch, err error) {
 	if err := b.describe(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.claim(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -90,9 +100,12 @@ func (r *run) batch(ctx context.Context) (_ *batch, err error) {
 	return b, nil
 }
 
-// rollback ends the transaction unless it committed (a no-op then).
-func (b *batch) rollback(ctx context.Context) {
+// rollback ends the batch's transaction unless it committed.
+func (b *batch) rollback(ctx context.Context) { rollback(ctx, b.tx) }
+
+// rollback ends tx unless it committed (a no-op then), also after a stop.
+func rollback(ctx context.Context, tx pgx.Tx) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = b.tx.Rollback(rctx)
+	_ = tx.Rollback(rctx)
 }

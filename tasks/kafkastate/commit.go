@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -26,8 +27,7 @@ func (b *batch) commit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := execSQL(ctx, b.tx, "write kafka_state.positions", sqlWritePositions,
-		topic, b.meta.clusterID, b.meta.topicIDText(), string(nextJSON), b.caughtUp); err != nil {
+	if err := b.writePositions(ctx, next, string(nextJSON)); err != nil {
 		return err
 	}
 	b.next, b.last = next, r.isLast(b)
@@ -60,6 +60,37 @@ func (b *batch) commit(ctx context.Context) error {
 	b.ph.mark("positions+commit")
 	b.adviseCatchUp()
 	return nil
+}
+
+// writePositions writes the next offsets the batch reached. The whole
+// topic's batch upserts the row as the seed does (updated_at moves when
+// every partition was read to its end). A shard's merges its partitions'
+// entries into the row (a first row gets the other partitions at their log
+// start), leaves updated_at, and records caught_up_at of its partitions
+// when it read all of them to their end.
+func (b *batch) writePositions(ctx context.Context, next Offsets, nextJSON string) error {
+	topic, meta := b.r.topic, b.meta
+	if b.r.shard.Whole() {
+		return execSQL(ctx, b.tx, "write kafka_state.positions", sqlWritePositions,
+			topic, meta.clusterID, meta.topicIDText(), nextJSON, b.caughtUp)
+	}
+	all := make(Offsets, len(meta.partitions))
+	for _, p := range meta.partitions {
+		all[p] = b.marks[p].logStart
+	}
+	maps.Copy(all, next)
+	allJSON, err := all.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if err := execSQL(ctx, b.tx, "write kafka_state.positions", sqlWriteShardPositions,
+		topic, meta.clusterID, meta.topicIDText(), string(allJSON), nextJSON); err != nil {
+		return err
+	}
+	if !b.caughtUp {
+		return nil
+	}
+	return execSQL(ctx, b.tx, "write kafka_state.shards.caught_up_at", sqlShardCaughtUp, topic, b.parts)
 }
 
 // send sends COMMIT. Once it is sent its outcome is PostgreSQL's: a stop (a
@@ -110,11 +141,14 @@ func (b *batch) adviseCatchUp() {
 	if b.caughtUp || !b.r.ret.compact {
 		return
 	}
-	since := "this first batch's start"
+	since, anchor := "this first batch's start", "kafka_state.positions.updated_at"
 	if b.saved != nil {
 		since = b.rule.updatedAt.UTC().Format(time.RFC3339)
 	}
+	if !b.r.shard.Whole() {
+		anchor = "kafka_state.shards.caught_up_at of shard " + b.r.shard.String()
+	}
 	b.r.log.Info(fmt.Sprintf("kafka-state: topic %s: MAX_RECORDS or POLL_SECONDS ended the batch before every partition's end, so "+
-		"kafka_state.positions.updated_at stays at %s: read the topic to its end within delete.retention.ms=%d of it, or batches will be refused (tombstones)",
-		b.r.topic, since, b.r.ret.deleteRetentionMs))
+		"%s stays at %s: read the topic to its end within delete.retention.ms=%d of it, or batches will be refused (tombstones)",
+		b.r.topic, anchor, since, b.r.ret.deleteRetentionMs))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ const (
 	EnvMaxRecords      = "MAX_RECORDS"      // Config.MaxRecords
 	EnvPollSeconds     = "POLL_SECONDS"     // Config.PollSeconds
 	EnvDrainSeconds    = "DRAIN_SECONDS"    // Config.DrainSeconds
+	EnvShard           = "SHARD"            // Config.Shard
 	EnvKafkaProperties = "KAFKA_PROPERTIES" // Config.KafkaProperties
 	EnvPGDSN           = "PG_DSN"           // Postgres.DSN
 	EnvPGUser          = "PGUSER"           // Postgres.User
@@ -49,6 +51,9 @@ const (
 	// DrainSeconds: 0 is the seed's one batch per run.
 	DefaultDrainSeconds = 0
 	MaxDrainSeconds     = 3600
+
+	// MaxShards bounds the n of a SHARD i/n.
+	MaxShards = 1024
 )
 
 // applicationName names changesink's sessions in pg_stat_activity unless
@@ -88,6 +93,13 @@ type Config struct {
 	// many seconds have passed since the run began; no batch starts after
 	// that, and a batch's fetching ends by then.
 	DrainSeconds int
+	// Shard is SHARD: "" (default) for the whole topic, or "i/n" (0 <= i <
+	// n <= 1024) for the partitions p with p mod n = i. A shard run locks
+	// only its partitions (and the topic in shared mode, so whole-topic runs
+	// and the seed's script wait for it), claims them in kafka_state.shards
+	// (another shard claiming one of them is refused: ErrShardOverlap) and
+	// writes only their entries of the topic's positions row.
+	Shard string
 	// KafkaProperties is KAFKA_PROPERTIES: a JSON object of librdkafka
 	// client properties (see ParseProperties).
 	KafkaProperties string
@@ -169,10 +181,58 @@ func (c Config) Validate() error {
 	if c.DrainSeconds < 0 || c.DrainSeconds > MaxDrainSeconds {
 		return configErr("%s must be 0..%d, got %d", EnvDrainSeconds, MaxDrainSeconds, c.DrainSeconds)
 	}
+	if _, err := ParseShard(c.Shard); err != nil {
+		return err
+	}
 	if _, err := ParseProperties(c.KafkaProperties); err != nil {
 		return err
 	}
 	return c.Postgres.Validate()
+}
+
+// Shard is a set of a topic's partitions: those p with p mod Count = Index.
+// The zero value (Count 0) is the whole topic.
+type Shard struct{ Index, Count int }
+
+// ParseShard reads SHARD: "" (the whole topic) or "i/n" with 0 <= i < n <=
+// MaxShards, decimal. Anything else is a configuration error.
+func ParseShard(s string) (Shard, error) {
+	if s == "" {
+		return Shard{}, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, errI := strconv.Atoi(a)
+	n, errN := strconv.Atoi(b)
+	if !ok || errI != nil || errN != nil || strconv.Itoa(i) != a || strconv.Itoa(n) != b || n < 1 || n > MaxShards || i < 0 || i >= n {
+		return Shard{}, configErr("%s %q: want i/n, the partitions p with p mod n = i, 0 <= i < n <= %d (e.g. 0/4); empty for the whole topic",
+			EnvShard, s, MaxShards)
+	}
+	return Shard{Index: i, Count: n}, nil
+}
+
+// Whole reports whether s is the whole topic.
+func (s Shard) Whole() bool { return s.Count == 0 }
+
+// String is SHARD's form: "i/n", "" for the whole topic.
+func (s Shard) String() string {
+	if s.Whole() {
+		return ""
+	}
+	return strconv.Itoa(s.Index) + "/" + strconv.Itoa(s.Count)
+}
+
+// Owns reports whether partition p is in the shard.
+func (s Shard) Owns(p int32) bool { return s.Whole() || int(p)%s.Count == s.Index }
+
+// of returns the partitions of the shard among partitions (sorted).
+func (s Shard) of(partitions []int32) []int32 {
+	var out []int32
+	for _, p := range partitions {
+		if s.Owns(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ValidateTopic checks a topic name the way Kafka does: 1..249 characters

@@ -37,7 +37,7 @@ func (b *batch) fetchAndCopy(ctx context.Context) error {
 	}
 	f.budget.Store(int64(r.cfg.MaxRecords))
 	byLeader := map[int32][]*partState{}
-	for _, p := range b.meta.partitions {
+	for _, p := range b.parts {
 		l := b.meta.leaders[p]
 		byLeader[l] = append(byLeader[l], b.states[p])
 	}
@@ -76,7 +76,7 @@ func (b *batch) fetchAndCopy(ctx context.Context) error {
 func (b *batch) checkReads() error {
 	var advanced []partRange
 	b.caughtUp = true
-	for _, p := range b.meta.partitions {
+	for _, p := range b.parts {
 		st := b.states[p]
 		if st.next > b.starts[p] {
 			advanced = append(advanced, partRange{partition: p, from: b.starts[p], end: st.end, reached: st.next})

@@ -26,6 +26,9 @@ func (b *batch) describe(ctx context.Context) error {
 		return err
 	}
 	b.meta = meta
+	if b.parts = r.shard.of(meta.partitions); len(b.parts) == 0 {
+		return outcome.Config.Mark(fmt.Errorf("%s %s: no partition of topic %q (%d partitions) is in the shard", EnvShard, r.shard, r.topic, len(meta.partitions)))
+	}
 	if !r.retOK {
 		if r.ret, err = describeRetention(ctx, r.cl, r.topic); err != nil {
 			return err

@@ -66,7 +66,7 @@ func latest(t testing.TB, e *env) map[string]stored {
 	for {
 		done := true
 		for p, o := range end {
-			if o > 0 && seen[p] < o-1 {
+			if s, ok := seen[p]; o > 0 && (!ok || s < o-1) {
 				done = false
 			}
 		}
@@ -263,12 +263,21 @@ func TestDrainStoppedBetweenBatches(t *testing.T) {
 // TestDrainKilledUnderProducer: drains killed with SIGKILL at random
 // moments while a producer writes to the topic (updates, new keys,
 // tombstones) keep every committed batch and nothing else: after each kill
-// every stored record is below its durable position (verify), and once the
-// producer stops one more drain leaves kafka_state.records equal, row by
-// row, to the topic's latest value per key.
+// every stored record is below its durable position (verify) and no
+// position went back, and once the producer stops one more drain leaves
+// kafka_state.records equal, row by row, to the topic's latest value per
+// key. The same with two shards run (and killed) side by side.
 func TestDrainKilledUnderProducer(t *testing.T) {
+	t.Run("whole topic", func(t *testing.T) { killDrains(t, "") })
+	t.Run("two shards", func(t *testing.T) { killDrains(t, "0/2", "1/2") })
+}
+
+// killDrains is TestDrainKilledUnderProducer with one drain per shard
+// given ("" for the whole topic).
+func killDrains(t *testing.T, shards ...string) {
 	e := newTopicEnv(t, 3)
 	ctx, stop := context.WithCancel(testCtx(t, 5*time.Minute))
+	defer stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	produced := 0
@@ -305,18 +314,24 @@ func TestDrainKilledUnderProducer(t *testing.T) {
 			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		}
 	}()
-	cfg := e.drainConfig(700, 60)
 	kills := 0
 	last, moved := map[string]int64{}, map[int]bool{}
 	killAt := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for i := range 8 {
-		child := testenv.Start(t, materializer(context.Background(), t, cfg))
-		time.Sleep(time.Duration(150+killAt.IntN(1000)) * time.Millisecond)
-		r := child.Kill(t)
-		if r.Signal == syscall.SIGKILL {
-			kills++
-		} else if r.Code != 0 {
-			t.Fatalf("run %d: exit %d before the kill:\n%s", i, r.Code, r.Output())
+		var children []*testenv.Process
+		for _, s := range shards {
+			cfg := e.drainConfig(700, 60)
+			cfg.Shard = s
+			children = append(children, testenv.Start(t, materializer(context.Background(), t, cfg)))
+		}
+		for _, child := range children {
+			time.Sleep(time.Duration(150+killAt.IntN(1000)/len(children)) * time.Millisecond)
+			r := child.Kill(t)
+			if r.Signal == syscall.SIGKILL {
+				kills++
+			} else if r.Code != 0 {
+				t.Fatalf("run %d: exit %d before the kill:\n%s", i, r.Code, r.Output())
+			}
 		}
 		if _, err := Verify(testCtx(t, time.Minute), e.pg, e.topic); err != nil {
 			t.Fatalf("after kill %d: %v", i, err)
@@ -336,15 +351,20 @@ func TestDrainKilledUnderProducer(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
-	if kills < 4 || len(moved) < 4 {
-		t.Errorf("%d of 8 runs were killed mid-drain, %d committed batches before their end; want 4 or more of each", kills, len(moved))
+	if kills < 4*len(shards) || len(moved) < 4 {
+		t.Errorf("%d of %d runs were killed mid-drain, %d rounds committed batches before the kills; want half or more of each",
+			kills, 8*len(shards), len(moved))
 	}
-	res, err := e.run(t, e.drainConfig(MaxMaxRecords, 120), hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.LagTotal != 0 {
-		t.Errorf("lag %d after the last drain", res.LagTotal)
+	for _, s := range shards {
+		cfg := e.drainConfig(MaxMaxRecords, 120)
+		cfg.Shard = s
+		res, err := e.run(t, cfg, hooks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.LagTotal != 0 {
+			t.Errorf("lag %d after the last drain of %q", res.LagTotal, s)
+		}
 	}
 	next, _, _ := e.positions(t)
 	if end := e.endOffsets(t); !maps.Equal(next, end) {

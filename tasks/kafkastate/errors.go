@@ -90,6 +90,10 @@ var (
 	// while the batch ran. Seed: 'Topic changed during this batch; no state
 	// was committed'.
 	ErrTopicChanged = errors.New("topic changed during this batch")
+	// ErrShardOverlap: a partition of this run's shard (SHARD) is claimed in
+	// kafka_state.shards by another shard: two shard layouts of the topic
+	// (see OverlapError; changesink addition).
+	ErrShardOverlap = errors.New("another shard claims this partition")
 	// ErrAheadOfPositions: verify found a stored record at or past its
 	// partition's durable next offset. Seed: check_saved_positions and
 	// stop_on_inconsistent_state.

@@ -66,6 +66,9 @@ func hints() []hint {
 		{ErrKeyMovedPartitions, "The producer's partitioner or the topic's partition count changed: there is no " +
 			"cross-partition offset order. " + rebuild},
 		{ErrTopicChanged, "Re-run; if the topic was deleted and recreated, rebuild into an empty destination."},
+		{ErrShardOverlap, "Two shard layouts read the topic (SHARD i/n with another n, or another flow): run one " +
+			"layout. After changing the layout, release the old claims (positions and clocks stay): UPDATE kafka_state.shards " +
+			"SET shard = NULL WHERE topic = '<topic>'."},
 		{ErrAheadOfPositions, "Look for external writes to the kafka_state tables or a partial restore; restore both " +
 			"tables from one backup."},
 		{ErrLocked, "Another run of the topic is in progress (changesink or the seed flow's script), or a killed run's " +

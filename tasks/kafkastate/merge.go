@@ -48,7 +48,7 @@ func (b *batch) merge(ctx context.Context) error {
 		}
 		b.ph.mark("moved-keys")
 	}
-	if err := mergeBatch(ctx, tx, topic, mergeSQL(useMerge, repeatsKeys(b.states), byIndex), useMerge, b.meta.partitions, b.states); err != nil {
+	if err := mergeBatch(ctx, tx, topic, mergeSQL(useMerge, repeatsKeys(b.states), byIndex), useMerge, b.parts, b.states); err != nil {
 		return err
 	}
 	if byIndex {

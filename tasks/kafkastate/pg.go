@@ -355,7 +355,8 @@ func setupOwns(pe *pgconn.PgError) bool {
 	if state, _ := sqlstateOf(pe); state == stateNotNull {
 		switch pe.TableName + "." + pe.ColumnName {
 		case "records.topic", "records.record_key", "records.deleted", "records.kafka_offset", "records.kafka_partition",
-			"positions.topic", "positions.next_offsets", "positions.updated_at", "positions.cluster_id", "positions.topic_id":
+			"positions.topic", "positions.next_offsets", "positions.updated_at", "positions.cluster_id", "positions.topic_id",
+			"shards.topic", "shards.kafka_partition":
 			return true
 		}
 		return false

@@ -17,7 +17,8 @@ import (
 )
 
 // begin is the start of step 2: the batch's transaction on the run's
-// connection, with its settings, and the topic lock.
+// connection, with its settings, and the topic lock (a shard's: the topic
+// in shared mode and its partitions).
 func (b *batch) begin(ctx context.Context) error {
 	conn, err := b.r.connection(ctx)
 	if err != nil {
@@ -37,54 +38,92 @@ func (b *batch) begin(ctx context.Context) error {
 			return err
 		}
 	}
-	return takeTopicLock(ctx, b.tx, b.r.topic)
+	return takeTopicLock(ctx, b.tx, b.r.topic, b.r.shard, b.parts)
 }
 
 // readPositions is the rest of step 2: the saved positions, checked against
-// the topic's metadata, and the tombstone rule's anchor (their updated_at,
-// by PostgreSQL's clock).
+// the topic's metadata, and the tombstone rule's anchor of each of the
+// batch's partitions: the positions' updated_at, or a later caught_up_at
+// in kafka_state.shards, by PostgreSQL's clock.
 func (b *batch) readPositions(ctx context.Context) error {
 	topic := b.r.topic
-	saved, err := readPositions(ctx, b.tx, topic, b.meta)
+	saved, err := readPositions(ctx, b.tx, topic, b.meta, !b.r.shard.Whole())
 	if err != nil {
 		return err
 	}
 	b.saved = saved
 	b.rule = tombstoneRule{topic: topic, ret: b.r.ret, hasPositions: saved != nil}
 	if saved != nil {
-		var clock time.Time
-		if err := queryRow(ctx, b.tx, "read kafka_state.positions.updated_at", sqlPositionsClock, []any{topic}, &b.rule.updatedAt, &clock); err != nil {
+		var updatedAt time.Time
+		if err := queryRow(ctx, b.tx, "read kafka_state.positions.updated_at", sqlPositionsClock, []any{topic}, &updatedAt, &b.clock); err != nil {
 			return err
 		}
-		b.rule.sinceUpdated = clock.Sub(b.rule.updatedAt)
+		b.anchors = make(map[int32]anchor, len(b.parts))
+		for _, p := range b.parts {
+			b.anchors[p] = anchor{at: updatedAt, name: "kafka_state.positions.updated_at"}
+		}
+		if err := b.readCaughtUp(ctx); err != nil {
+			return err
+		}
 	}
 	b.rule.checked = time.Now()
 	b.ph.mark("lock+positions")
 	return nil
 }
 
-// readPositions reads the saved positions FOR UPDATE and applies the seed's
-// checks against the broker's metadata. It returns nil when there is no
-// positions row (first run).
-func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta) (Offsets, error) {
+// readCaughtUp moves the anchor of each of the batch's partitions to when a
+// shard last read it to its end, when that is not earlier (kafka_state.shards;
+// a database without the table has no such times).
+func (b *batch) readCaughtUp(ctx context.Context) error {
+	has, err := b.r.shardsTable(ctx, b.tx)
+	if err != nil || !has {
+		return err
+	}
+	rows, err := b.tx.Query(ctx, sqlCaughtUp, b.r.topic, b.parts)
+	if err != nil {
+		return pgErr(ctx, err, "read kafka_state.shards")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			p  int32
+			at time.Time
+		)
+		if err := rows.Scan(&p, &at); err != nil {
+			return pgErr(ctx, err, "read kafka_state.shards")
+		}
+		if !at.Before(b.anchors[p].at) {
+			b.anchors[p] = anchor{at: at, name: "kafka_state.shards.caught_up_at"}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return pgErr(ctx, err, "read kafka_state.shards")
+	}
+	return nil
+}
+
+// readPositions reads the saved positions (FOR UPDATE, unless shared: a
+// shard's read, which other shards' writes must not wait for) and applies
+// the seed's checks against the broker's metadata. It returns nil when
+// there is no positions row (first run).
+func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta, shared bool) (Offsets, error) {
 	var (
 		raw                []byte
 		clusterID, topicID string
 	)
+	read := sqlReadPositions
+	if shared {
+		read = sqlReadPositionsShared
+	}
 	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
-	err := tx.QueryRow(qctx, sqlReadPositions, topic).Scan(&raw, &clusterID, &topicID)
+	err := tx.QueryRow(qctx, read, topic).Scan(&raw, &clusterID, &topicID)
 	cancel()
 	if errors.Is(err, pgx.ErrNoRows) {
-		var one int
-		err := queryRow(ctx, tx, "look for records without positions", sqlAnyRecord, []any{topic}, &one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil
+		err := noPositions(ctx, tx, topic, shared)
+		if errors.Is(err, errPositionsNow) {
+			return readPositions(ctx, tx, topic, meta, shared)
 		}
-		if err != nil {
-			return nil, err
-		}
-		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions",
-			topic, ErrValuesWithoutPositions))
+		return nil, err
 	}
 	if err != nil {
 		return nil, pgErr(ctx, err, "read kafka_state.positions")
@@ -116,6 +155,39 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta)
 		out[p] = saved[strconv.Itoa(int(p))]
 	}
 	return out, nil
+}
+
+// errPositionsNow: a shard found no positions row, then one (another
+// shard's first batch committed between the two reads): read it again.
+var errPositionsNow = errors.New("a positions row appeared")
+
+// noPositions is the seed's check of a topic without a positions row: no
+// records either (nil: a first run). A shard asks both in one snapshot,
+// and reads the row again when another shard's first batch committed it
+// meanwhile.
+func noPositions(ctx context.Context, tx pgx.Tx, topic string, shared bool) error {
+	if !shared {
+		var one int
+		err := queryRow(ctx, tx, "look for records without positions", sqlAnyRecord, []any{topic}, &one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		var records, positions bool
+		if err := queryRow(ctx, tx, "look for records without positions", sqlRecordsWithoutPositions, []any{topic}, &records, &positions); err != nil {
+			return err
+		}
+		if positions {
+			return errPositionsNow
+		}
+		if !records {
+			return nil
+		}
+	}
+	return outcome.Refused.Mark(fmt.Errorf("topic %q: %w in kafka_state.records but none in kafka_state.positions", topic, ErrValuesWithoutPositions))
 }
 
 // parsePositions reads next_offsets: a JSON object from partition (as a

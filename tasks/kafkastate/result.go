@@ -66,8 +66,12 @@ type Result struct {
 	// not be asked (Lag is then nil).
 	Lag      Offsets `json:"-"`
 	LagTotal int64   `json:"-"`
-	// Partitions counts the topic's partitions.
+	// Partitions counts the partitions the run read: the topic's, or its
+	// shard's.
 	Partitions int `json:"-"`
+	// Shard is the run's SHARD, "" for the whole topic; NextOffsets, Lag
+	// and LagTotal are then its partitions'.
+	Shard string `json:"-"`
 	// Duration is the run's wall time, from its start to the commit.
 	Duration time.Duration `json:"-"`
 }
@@ -75,8 +79,12 @@ type Result struct {
 // Summary is the line the CLI logs for a committed run.
 func (r *Result) Summary() string {
 	next, _ := r.NextOffsets.MarshalJSON()
-	s := fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions in %s",
-		r.Topic, r.Consumed, r.Tombstones, r.Partitions, r.Duration.Round(time.Millisecond))
+	of := ""
+	if r.Shard != "" {
+		of = " of shard " + r.Shard
+	}
+	s := fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions%s in %s",
+		r.Topic, r.Consumed, r.Tombstones, r.Partitions, of, r.Duration.Round(time.Millisecond))
 	if r.Batches > 1 {
 		s += fmt.Sprintf(", %d batches (%.0f records/s)", r.Batches, float64(r.Consumed)/r.Duration.Seconds())
 	}
@@ -104,6 +112,9 @@ func (r *Result) Outputs() map[string]any {
 		out["lag"] = r.Lag
 		out["lag_total"] = r.LagTotal
 	}
+	if r.Shard != "" {
+		out["shard"] = r.Shard
+	}
 	return out
 }
 
@@ -112,7 +123,7 @@ func (r *Result) Outputs() map[string]any {
 // partition, tagged with it) and lag_total; every metric is tagged with the
 // topic.
 func (r *Result) Metrics() []kestra.Metric {
-	tags := map[string]string{"topic": r.Topic}
+	tags := r.tags()
 	m := []kestra.Metric{
 		kestra.Counter("records", float64(r.Consumed), tags),
 		kestra.Counter("tombstones", float64(r.Tombstones), tags),
@@ -124,10 +135,20 @@ func (r *Result) Metrics() []kestra.Metric {
 	}
 	m = append(m, kestra.Gauge("lag_total", float64(r.LagTotal), tags))
 	for _, p := range slices.Sorted(maps.Keys(r.Lag)) {
-		pt := map[string]string{"topic": r.Topic, "partition": strconv.Itoa(int(p))}
+		pt := r.tags()
+		pt["partition"] = strconv.Itoa(int(p))
 		m = append(m, kestra.Gauge("lag", float64(r.Lag[p]), pt))
 	}
 	return m
+}
+
+// tags are every metric's tags: the topic and, for a shard, the shard.
+func (r *Result) tags() map[string]string {
+	t := map[string]string{"topic": r.Topic}
+	if r.Shard != "" {
+		t["shard"] = r.Shard
+	}
+	return t
 }
 
 // setLag sets Lag and LagTotal from the watermarks read after the commit.

@@ -22,6 +22,7 @@ type run struct {
 	env     Env
 	log     *slog.Logger
 	topic   string
+	shard   Shard
 	cc      *pgx.ConnConfig
 	cl      *kgo.Client
 	report  *kestra.File
@@ -42,6 +43,10 @@ type run struct {
 	// gate guards its cancel requests (cancelGate).
 	conn *pgx.Conn
 	gate *cancelGate
+	// claimed: the shard's claim is made (the first batch makes it).
+	// shards: whether kafka_state.shards exists, once asked (shardsKnown).
+	claimed             bool
+	shards, shardsKnown bool
 }
 
 // start checks what a run needs before anything changes: the Kafka
@@ -50,6 +55,10 @@ type run struct {
 func start(cfg Config, env Env) (*run, error) {
 	r := &run{cfg: cfg, env: env, log: env.log(), topic: cfg.Topic, started: time.Now()}
 	r.progressAt = r.started
+	var err error
+	if r.shard, err = ParseShard(cfg.Shard); err != nil {
+		return nil, err
+	}
 	if cfg.DrainSeconds > 0 {
 		r.deadline = r.started.Add(time.Duration(cfg.DrainSeconds) * time.Second)
 	}
@@ -160,7 +169,7 @@ func (r *run) failed(err error) error {
 // counted yet, commits: what the report file says.
 func (r *run) result(b *batch) *Result {
 	return &Result{Topic: r.topic, Consumed: r.consumed + b.consumed, Tombstones: r.tombstones + b.tombstones,
-		NextOffsets: b.next, LiveKeys: b.live, Partitions: len(b.meta.partitions), Batches: r.batches + 1}
+		NextOffsets: b.next, LiveKeys: b.live, Partitions: len(b.parts), Shard: r.shard.String(), Batches: r.batches + 1}
 }
 
 // finish measures the lag the run leaves (the high watermark less the next
@@ -169,7 +178,7 @@ func (r *run) result(b *batch) *Result {
 // read is logged, not failed: the batches are committed.
 func (r *run) finish(ctx context.Context, b *batch) (*Result, error) {
 	res := &Result{Topic: r.topic, Consumed: r.consumed, Tombstones: r.tombstones, NextOffsets: b.next, LiveKeys: b.live,
-		Partitions: len(b.meta.partitions), Batches: r.batches}
+		Partitions: len(b.parts), Shard: r.shard.String(), Batches: r.batches}
 	res.Duration = time.Since(r.started)
 	res.LagTotal = -1
 	if marks, err := listWatermarks(ctx, r.cl, r.topic, b.meta); err != nil {
