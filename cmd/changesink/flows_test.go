@@ -51,6 +51,22 @@ type step struct {
 	command string // "" for a non-changesink task (the summary Log)
 }
 
+// The sharded kafka-state flow: one file per Kestra major (2.0 has Loop and
+// no ForEach, 1.x has ForEach and no Loop), and the tasks both have.
+const (
+	shardedFlow   = "kafka-compacted-postgres-state-sharded.yaml"
+	shardedFlow1x = "kestra-1.x/kafka-compacted-postgres-state-sharded.yaml"
+)
+
+var shardedSteps = []step{
+	{"create_state_tables", "kafka-state setup"},
+	{"shards", ""}, // a Loop (2.0) or ForEach (1.x) over the shard ids ...
+	{"materialize_shard", "kafka-state materialize"}, // ... running one shard each
+	{"check_saved_positions", "kafka-state verify"},
+	{"require_consistent_state", ""},
+	{"stop_on_inconsistent_state", ""},
+}
+
 var shippedFlows = []shippedFlow{
 	{
 		file:    "kafka-compacted-postgres-state.yaml",
@@ -66,6 +82,22 @@ var shippedFlows = []shippedFlow{
 			{"lag_above_max_lag", ""},          // ... and its Fail, off unless max_lag is set
 		},
 		produces: map[string][]string{"materialize_batch": {"batch-report.json"}},
+	},
+	{
+		// The same job, the topic's partitions split into shards that a
+		// Loop runs in parallel (no seed: a changesink flow; Kestra 2.0).
+		file:     shardedFlow,
+		network:  "{{ inputs.docker_network }}",
+		steps:    shardedSteps,
+		produces: map[string][]string{"materialize_shard": {"batch-report.json"}},
+	},
+	{
+		// Its Kestra 1.x variant: a ForEach instead of the Loop
+		// (TestShardedFlowVariants holds the two together).
+		file:     shardedFlow1x,
+		network:  "{{ inputs.docker_network }}",
+		steps:    shardedSteps,
+		produces: map[string][]string{"materialize_shard": {"batch-report.json"}},
 	},
 	{
 		file:    "postgres-clickhouse-cdc.yaml",
@@ -672,5 +704,40 @@ func checkInlineMapping(t *testing.T, text, database string) {
 	}
 	if m.Source.Database != database {
 		t.Errorf("the inline mapping's source database is %q, want variables.postgres_database %q (the seed's prepare_batch check)", m.Source.Database, database)
+	}
+}
+
+// TestShardedFlowVariants holds the sharded flow's two files together: the
+// 1.x variant is the 2.0 file with the Loop written as a ForEach (its
+// iteration value taskrun.value instead of item.value, no outputs, which a
+// ForEach does not have) and nothing else changed.
+func TestShardedFlowVariants(t *testing.T) {
+	v2 := readYAML(t, filepath.Join(flowsDir, shardedFlow))
+	v1 := readYAML(t, filepath.Join(flowsDir, shardedFlow1x))
+	l2, l1 := taskByID(v2, "shards"), taskByID(v1, "shards")
+	if l2["type"] != "io.kestra.plugin.core.flow.Loop" || l1["type"] != "io.kestra.plugin.core.flow.ForEach" {
+		t.Fatalf("shards: types %v and %v, want Loop (2.0) and ForEach (1.x)", l2["type"], l1["type"])
+	}
+	m2 := taskByID(v2, "materialize_shard")
+	env2 := stringMap(t, m2["env"], "materialize_shard.env (2.0)")
+	if want := "{{ item.value }}/{{ inputs.shards }}"; env2["SHARD"] != want {
+		t.Errorf("2.0 SHARD = %q, want %q", env2["SHARD"], want)
+	}
+	if _, ok := l2["outputs"]; !ok {
+		t.Error("2.0 Loop has no outputs: each iteration is an execution of its own, the shards' results are lost")
+	}
+	// Rewrite the 2.0 file into its 1.x form; the rest must be equal.
+	env2["SHARD"] = "{{ taskrun.value }}/{{ inputs.shards }}"
+	envAny := map[string]any{}
+	for k, v := range env2 {
+		envAny[k] = v
+	}
+	m2["env"] = envAny
+	l2["type"] = l1["type"]
+	delete(l2, "outputs")
+	delete(l2, "description")
+	delete(l1, "description")
+	if !reflect.DeepEqual(v2, v1) {
+		t.Errorf("%s and %s differ beyond the loop task:\n2.0: %#v\n1.x: %#v", shardedFlow, shardedFlow1x, v2, v1)
 	}
 }
