@@ -15,8 +15,9 @@ import (
 
 // cdcCmd groups the cdc commands (owned by tasks/cdc).
 type cdcCmd struct {
-	Setup cdcSetupCmd `cmd:"" help:"Create the ClickHouse ReplacingMergeTree target table and its live view from the mapping. Idempotent."`
+	Setup cdcSetupCmd `cmd:"" help:"Create the ClickHouse ReplacingMergeTree targets and their live views from the mapping. Idempotent. Given a source (CDC_POSTGRES_DSN): also the publication and the replication slot for cdc sync, and the initial load of every table from the new slot's snapshot."`
 	Apply cdcApplyCmd `cmd:"" help:"Apply one Debezium Ion batch to ClickHouse, then read it back and verify."`
+	Sync  cdcSyncCmd  `cmd:"" help:"Stream PostgreSQL's replication slot into the ClickHouse targets until caught up or a budget ends, confirming the slot only after every target's read-back."`
 }
 
 // cdcVars are the env names, defaults and bounds the cdc flags take from
@@ -35,13 +36,32 @@ func cdcVars() kong.Vars {
 		"CDCDefaultTimeout":        cdc.DefaultTimeout.String(),
 		"CDCDefaultBatchFile":      cdc.DefaultBatchFile,
 		"CDCMaxWorkers":            strconv.Itoa(cdc.MaxWorkers),
+		"CDCEnvPostgresDSN":        cdc.EnvPostgresDSN,
+		"CDCEnvPostgresUsername":   cdc.EnvPostgresUsername,
+		"CDCEnvPostgresPassword":   cdc.EnvPostgresPassword,
+		"CDCEnvSlot":               cdc.EnvSlot,
+		"CDCEnvPublication":        cdc.EnvPublication,
+		"CDCEnvTables":             cdc.EnvTables,
+		"CDCEnvMaxChanges":         cdc.EnvMaxChanges,
+		"CDCEnvMaxDuration":        cdc.EnvMaxDuration,
+		"CDCEnvFlushChanges":       cdc.EnvFlushChanges,
+		"CDCDefaultSlot":           cdc.DefaultSlot,
+		"CDCDefaultPublication":    cdc.DefaultPublication,
+		"CDCDefaultMaxDuration":    cdc.DefaultMaxDuration.String(),
+		"CDCDefaultFlushChanges":   strconv.Itoa(cdc.DefaultFlushChanges),
 	}
 }
 
-// cdcConn is the ClickHouse connection and the mapping, shared by both commands.
+// cdcConn is the ClickHouse connection and the mapping, shared by cdc
+// setup and apply.
 type cdcConn struct {
-	Mapping  string        `name:"mapping" env:"${CDCEnvMapping}" required:"" help:"Path of the table mapping YAML (relative to the working directory)."`
-	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
+	Mapping string `name:"mapping" env:"${CDCEnvMapping}" required:"" help:"Path of the table mapping YAML (relative to the working directory)."`
+	cdcTarget
+}
+
+// cdcTarget is the ClickHouse connection every cdc command takes.
+type cdcTarget struct {
+	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN, clickhouse://host:9000/db (native; TLS: ?secure=true), http://host:8123/db or https://host:8443/db."`
 	Username string        `name:"clickhouse-username" env:"${CDCEnvClickHouseUsername}" help:"ClickHouse user; overrides the DSN's."`
 	Password string        `name:"clickhouse-password" env:"${CDCEnvClickHousePassword}" help:"ClickHouse password; overrides the DSN's. Never printed."`
 	CAFile   string        `name:"clickhouse-ca-file" env:"${CDCEnvClickHouseCAFile}" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`
@@ -50,16 +70,50 @@ type cdcConn struct {
 
 // config registers the secrets, loads the mapping and builds the task config.
 func (c *cdcConn) config(a *app) (cdc.Config, error) {
-	a.mask.Add(c.Password)
-	a.mask.AddDSN(c.URL)
+	if c.Mapping == "" { // cdc setup without a source, and without a mapping: Validate names it
+		return cdc.Config{ClickHouse: c.clickHouse(a)}, nil
+	}
 	m, err := cdc.LoadMapping(resolve(a, c.Mapping))
 	if err != nil {
 		return cdc.Config{}, err
 	}
-	return cdc.Config{
-		Mapping:    m,
-		ClickHouse: cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, CAFile: resolve(a, c.CAFile), Timeout: c.Timeout},
-	}, nil
+	return cdc.Config{Mapping: m, ClickHouse: c.clickHouse(a)}, nil
+}
+
+// clickHouse registers the secrets and returns the target server's settings.
+func (c *cdcTarget) clickHouse(a *app) cdc.ClickHouse {
+	a.mask.Add(c.Password)
+	a.mask.AddDSN(c.URL)
+	return cdc.ClickHouse{URL: c.URL, Username: c.Username, Password: c.Password, CAFile: resolve(a, c.CAFile), Timeout: c.Timeout}
+}
+
+// cdcSource is the source database and its slot, for cdc sync and for cdc
+// setup given a source.
+type cdcSource struct {
+	DSN         string   `name:"postgres-dsn" env:"${CDCEnvPostgresDSN}" help:"The source database, as a URL (postgres://host:5432/db?sslmode=...) or key=value string; its role needs REPLICATION. Its password is never printed."`
+	Username    string   `name:"postgres-username" env:"${CDCEnvPostgresUsername}" help:"PostgreSQL user; overrides the DSN's."`
+	Password    string   `name:"postgres-password" env:"${CDCEnvPostgresPassword}" help:"PostgreSQL password; overrides the DSN's. Never printed."`
+	Slot        string   `name:"slot" env:"${CDCEnvSlot}" default:"${CDCDefaultSlot}" help:"The logical replication slot (pgoutput)."`
+	Publication string   `name:"publication" env:"${CDCEnvPublication}" default:"${CDCDefaultPublication}" help:"The publication whose tables are synced."`
+	Tables      []string `name:"tables" env:"${CDCEnvTables}" sep:"," help:"Tables to publish when setup creates the publication (schema.table, comma-separated); none: the mapping file's tables."`
+	Mapping     string   `name:"mapping" env:"${CDCEnvMapping}" help:"Path of the mapping YAML (one table, or tables: with defaults:); optional: a table without an entry is mapped from the source's catalog."`
+}
+
+// syncConfig registers the secrets, loads the mapping set (when given) and
+// builds the sync config.
+func (c *cdcSource) syncConfig(a *app, t *cdcTarget) (cdc.SyncConfig, error) {
+	a.mask.Add(c.Password)
+	a.mask.AddDSN(c.DSN)
+	cfg := cdc.SyncConfig{Postgres: cdc.Postgres{DSN: c.DSN, User: c.Username, Password: c.Password}, Slot: c.Slot,
+		Publication: c.Publication, Tables: c.Tables, ClickHouse: t.clickHouse(a)}
+	if c.Mapping != "" {
+		set, err := cdc.LoadMappingSet(resolve(a, c.Mapping))
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Mappings = set
+	}
+	return cfg, nil
 }
 
 // resolve makes a relative path relative to the working directory.
@@ -71,15 +125,53 @@ func resolve(a *app, path string) string {
 }
 
 type cdcSetupCmd struct {
-	cdcConn
+	cdcSource
+	cdcTarget
 }
 
+// Run sets up the mapping's target, or, given a source, the publication,
+// the slot, every published table's target and their initial load.
 func (c *cdcSetupCmd) Run(a *app) error {
-	cfg, err := c.config(a)
+	if c.DSN != "" {
+		cfg, err := c.syncConfig(a, &c.cdcTarget)
+		if err != nil {
+			return err
+		}
+		res, err := cdc.SetupSync(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
+		if err != nil {
+			return err
+		}
+		a.log.Info(res.Summary())
+		return a.em.Report(res)
+	}
+	conn := cdcConn{Mapping: c.Mapping, cdcTarget: c.cdcTarget}
+	cfg, err := conn.config(a)
 	if err != nil {
 		return err
 	}
 	res, err := cdc.Setup(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
+	if err != nil {
+		return err
+	}
+	a.log.Info(res.Summary())
+	return a.em.Report(res)
+}
+
+type cdcSyncCmd struct {
+	cdcSource
+	cdcTarget
+	MaxChanges   int64         `name:"max-changes" env:"${CDCEnvMaxChanges}" default:"0" help:"Stop once this many changes are applied (at a transaction's end); 0: no limit."`
+	MaxDuration  time.Duration `name:"max-duration" env:"${CDCEnvMaxDuration}" default:"${CDCDefaultMaxDuration}" help:"Stop taking new transactions after this long, then apply what was taken (fits a run every minute)."`
+	FlushChanges int           `name:"flush-changes" env:"${CDCEnvFlushChanges}" default:"${CDCDefaultFlushChanges}" help:"Apply, verify and confirm the slot every this many changes (at a transaction's end)."`
+}
+
+func (c *cdcSyncCmd) Run(a *app) error {
+	cfg, err := c.syncConfig(a, &c.cdcTarget)
+	if err != nil {
+		return err
+	}
+	cfg.MaxChanges, cfg.MaxDuration, cfg.FlushChanges = c.MaxChanges, c.MaxDuration, c.FlushChanges
+	res, err := cdc.Sync(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
 	if err != nil {
 		return err
 	}

@@ -138,6 +138,7 @@ var commandOutputs = map[string]struct {
 	"kafka-state verify":      {result: &kafkastate.VerifyResult{}},
 	"cdc setup":               {result: &cdc.SetupResult{}},
 	"cdc apply":               {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
+	"cdc sync":                {result: &cdc.SyncResult{}},
 }
 
 // outputNames returns the outputs a command emits on success.

@@ -66,7 +66,8 @@ func TestPanicIsAnInternalError(t *testing.T) {
 // command's usage line.
 func TestMissingRequiredSettings(t *testing.T) {
 	required := map[string][]string{ // command → its required env vars
-		"cdc setup":               {"CDC_MAPPING", "CLICKHOUSE_URL"},
+		"cdc setup":               {"CLICKHOUSE_URL"},
+		"cdc sync":                {"CLICKHOUSE_URL"},
 		"cdc apply":               {"CDC_MAPPING", "CLICKHOUSE_URL"},
 		"kafka-state setup":       {"PG_DSN"},
 		"kafka-state materialize": {"TOPIC", "KAFKA_PROPERTIES", "PG_DSN"},

@@ -36,6 +36,7 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 		return nil, err
 	}
 	defer r.giveUp(ctx, lk)
+	defer func() { err = lockFirst(ctx, lk, err, r.env.log()) }()
 	t := r.table(conn.table, lk)
 	defer func() { r.expected.abort() }()
 	rd, err := t.readTarget(ctx, b)
@@ -84,7 +85,7 @@ type applyRun struct {
 
 // table is the run's tableRun for the target tbl, held under lk.
 func (r *applyRun) table(tbl *target.Table, lk *target.Lock) *tableRun {
-	return &tableRun{m: r.cfg.Mapping, tbl: tbl, lk: lk, hooks: r.env.hooks, stop: &r.stop, res: &r.res,
+	return &tableRun{m: r.cfg.Mapping, tbl: tbl, lk: lk, hooks: r.env.hooks, stop: &r.stop, res: &r.res, log: r.env.log(),
 		origin: fileOrigin{path: r.cfg.BatchFile, workers: r.cfg.Workers, m: r.cfg.Mapping},
 		onRows: func(rows []*change.Row) {
 			r.expected.abort() // written before a TRUNCATE added its markers

@@ -51,6 +51,10 @@ type (
 // LoadMapping reads and checks the mapping file at path (mapping.Load).
 func LoadMapping(path string) (*Mapping, error) { return mapping.Load(path) }
 
+// LoadMappingSet reads and checks a mapping file of one table or many
+// (mapping.LoadSet), for cdc sync.
+func LoadMappingSet(path string) (*mapping.Set, error) { return mapping.LoadSet(path) }
+
 // ParseMapping checks the mapping in data, read from file (mapping.Parse).
 func ParseMapping(file string, data []byte) (*Mapping, error) { return mapping.Parse(file, data) }
 
@@ -125,6 +129,9 @@ type hooks struct {
 	beforeInsert func(context.Context) error
 	afterInsert  func(context.Context) error
 	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
+	// checked runs after each lock check that guards a write, before the
+	// write ("insert", "ledger"): a holder frozen there.
+	checked func(ctx context.Context, write string) error
 	// lockTiming overrides target.DefaultLockTiming (a stale lock broken
 	// in seconds).
 	lockTiming target.LockTiming

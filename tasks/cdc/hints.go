@@ -5,6 +5,8 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
@@ -18,7 +20,8 @@ func Hint(err error) string {
 			return h.text
 		}
 	}
-	return ""
+	// The replication slot's own causes (docs/cdc-slot.md has them).
+	return slot.Hint(err)
 }
 
 // hint is the remedy of one cause.
@@ -26,6 +29,9 @@ type hint struct {
 	err  error
 	text string
 }
+
+// syncStep is the step the remedies of a value cdc sync refuses end with.
+const syncStep = "Then re-run cdc sync: the slot keeps the transaction until a run applies it. Nothing was written."
 
 // Replay is the step every input refusal's remedy ends with.
 const replayStep = "Nothing was written. After a failed execution the trigger stops and its offsets are saved: " +
@@ -50,6 +56,24 @@ func hints() []hint {
 		{change.ErrBadLSN, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
 		{change.ErrBadTxID, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
 		{change.ErrBadDeleteMarker, "The batch was not written by the Debezium trigger: replay the original. " + replayStep},
+		{change.ErrNotShown, "Map the column to a type the server shows the value in: DateTime64 (20.1+), or String with " +
+			"source_type: date or timestamp; or upgrade the server (current releases show the whole Date and DateTime " +
+			"range). Then replay the batch, or re-run cdc sync. Nothing was written."},
+		{pgvalue.ErrSpecialValue, "Map the column to a type that holds NaN and infinity (Float64, or String with the source's " +
+			"type as source_type), or keep them out of the source column. " + syncStep},
+		{pgvalue.ErrOutOfRange, "Widen the column's type in the mapping and the target (a larger integer, a Decimal with more " +
+			"digits, DateTime64 for dates beyond DateTime's range), or String with source_type. " + syncStep},
+		{pgvalue.ErrWouldRound, "Give the column's type the source's precision in the mapping and the target (the Decimal's " +
+			"scale, DateTime64's digits, Float64 for a double), or String with source_type. " + syncStep},
+		{pgvalue.ErrTooLong, "Raise the column's max_length in the mapping, or remove it. " + syncStep},
+		{pgvalue.ErrNotText, "Check that nothing changes the replication connection's settings (DateStyle, extra_float_digits, " +
+			"bytea_output, client_encoding, IntervalStyle) in the role's or database's defaults; then re-run. " + syncStep},
+		{pgvalue.ErrSettings, "Reset the setting the message names for the role or database changesink connects as " +
+			"(ALTER ROLE … RESET …), or remove it from CDC_POSTGRES_DSN's options."},
+		{pgvalue.ErrWrongType, "Map the column to a type its PostgreSQL type fits (docs/mapping.md), or leave it out of the " +
+			"mapping for the generated one, then re-run."},
+		{pgvalue.ErrUnsupportedType, "Give the table a mapping that names the column as String (PostgreSQL's text of the " +
+			"value), or leave the column out of it."},
 		{change.ErrBadValue, "Widen the column's type or limit in the mapping and the target (docs/mapping.md, PostgreSQL types), " +
 			"or fix the source, then replay the batch. An unconstrained numeric ({scale, value}): Decimal(P, S), or " +
 			"decimal.handling.mode: string on the trigger; a numeric(p,s): Decimal(p, s), or String with source_type: numeric; " +
@@ -65,12 +89,43 @@ func hints() []hint {
 		{change.ErrWentBackwards, "After a restore, a migration or a failover of the source: rebuild the target (drop the table, " +
 			"its _ledger and the live view, run changesink cdc setup) and have the trigger take a new snapshot (a new slotName " +
 			"and stateName). An old batch replayed by mistake: do not apply it. Nothing was written."},
-		{change.ErrKeyChange, "Set REPLICA IDENTITY FULL on the source table and skipped.operations: none on the trigger, then " +
+		{change.ErrNotLoaded, "Run changesink cdc setup with the same CDC_SLOT, CDC_PUBLICATION and CDC_TABLES: it creates the " +
+			"slot and loads the tables from its snapshot. A slot setup did not make, or a table added to the publication after " +
+			"the load: drop the slot (SELECT pg_drop_replication_slot('<slot>')) and run the setup again, which loads every " +
+			"table again. Nothing was written."},
+		{change.ErrOtherSource, "Point CDC_POSTGRES_DSN at the database the targets were loaded from, or give this source a " +
+			"slot and targets of its own. After a restore or a failover to a new system: drop the slot and the targets, " +
+			"then run changesink cdc setup to load them again. Nothing was written."},
+		{change.ErrSlotAhead, "The changes between are gone from the slot (another consumer of it, or the sync ledger's rows " +
+			"deleted): drop the slot and the targets, then run changesink cdc setup to load them again. Nothing was written."},
+		{change.ErrSchemaChange, "Bring the mapping and the target to the new columns (ALTER TABLE on the target; " +
+			"schema_changes: add_columns applies added ones by itself), or, for a changed primary key or column type, " +
+			"rebuild the table's target with changesink cdc setup. The slot keeps the change until a run applies it."},
+		{change.ErrKeyChange, "Set REPLICA IDENTITY FULL on the source table (a delete then says which row it removed), then " +
 			"rebuild the target from a new snapshot. Nothing was written."},
 		{change.ErrConflict, "The batch is inconsistent: inspect it; do not apply it. Nothing was written."},
 		{change.ErrTargetConflict, "Find the other writer; delete the target rows of those keys and replay the batches that hold " +
 			"them. Nothing was written."},
 		{change.ErrVerify, "Re-run the batch (a retry converges: rows collapse under FINAL); if it persists, look for another writer."},
+		{target.ErrClusterLocked, "Retry (a task retry in the flow does it). A run killed while holding the lock is broken by " +
+			"the next run 30 s after its last heartbeat; the lock is a table of rows, never to be dropped by hand."},
+		{target.ErrReplicaUnavailable, "Retry once every replica of the shard and ZooKeeper are up and replicating " +
+			"(system.replicas: is_readonly, queue_size, absolute_delay): a re-run converges. Every write waits for every " +
+			"replica, so one replica down stops the target's writes."},
+		{target.ErrNoCluster, "Set target.cluster to a cluster the servers' remote_servers list (SELECT DISTINCT cluster FROM " +
+			"system.clusters), or remove it for a target on one server."},
+		{target.ErrClusterShards, "Name a cluster of one shard whose replicas hold the target (a cluster of several shards " +
+			"needs a Distributed table, which changesink does not write)."},
+		{target.ErrNotReplicated, "Rebuild the target as a Replicated table: drop it, its _ledger and its live view on every " +
+			"replica, re-run changesink cdc setup (it creates them ON CLUSTER) and have the trigger take a new snapshot; or " +
+			"remove target.cluster if the target is on one server."},
+		{target.ErrClusterNotNamed, "Set target.cluster in the mapping to the cluster the table is replicated on " +
+			"(system.clusters), then re-run changesink cdc setup."},
+		{target.ErrReplicasDisagree, "Make the replica the message names hold the same object as the others (drop the odd one " +
+			"there and re-run changesink cdc setup, which creates it ON CLUSTER again; a Replicated table fetches its rows " +
+			"from the other replicas), then re-run."},
+		{target.ErrNoZooKeeper, "Configure ZooKeeper (or ClickHouse Keeper) in the servers' configuration (<zookeeper>), or " +
+			"remove target.cluster for a target on one server."},
 		{change.ErrTargetLocked, "Retry (a task retry in the flow does it). A run killed while holding the lock is broken by the " +
 			"next run 30 s after its last heartbeat; if no run is alive and it persists, DROP TABLE <db>.<table>_lock."},
 		{change.ErrOrphanLedger, "Restore the table from a backup; or rebuild: drop the _ledger and the live view, re-run " +
@@ -83,7 +138,7 @@ func hints() []hint {
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
 		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
 		{target.ErrBadURL, "Set CLICKHOUSE_URL to the native protocol: clickhouse://host:9000/database (secure=true and the " +
-			"TLS port, 9440 by default, for TLS)."},
+			"TLS port, 9440 by default, for TLS), or to the HTTP interface: http://host:8123/database, https://host:8443/database."},
 		{target.ErrTLS, "With secure=true, CLICKHOUSE_URL must name the server's TLS port (9440 by default) and a host name " +
 			"its certificate holds, signed by a CA in CLICKHOUSE_CA_FILE or the system trust store. A TLS port without it: " +
 			"add secure=true to CLICKHOUSE_URL, or use the plaintext port (9000 by default)."},
@@ -97,6 +152,9 @@ func hints() []hint {
 			"limit the message names (for query: max_memory_usage; for user: max_memory_usage_for_user; total: " +
 			"max_memory_usage_for_all_queries or the server's memory) where it is set: CLICKHOUSE_URL's query string, the " +
 			"user's settings profile or the server's configuration."},
+		{target.ErrLedgerSeq, "The target's rows are right (versions protect them); which batch is the last is not. Delete " +
+			"the row of the holder whose lock was broken (the later applied_at): ALTER TABLE <db>.<table>_ledger DELETE " +
+			"WHERE seq = <seq> AND holder = '<holder>', wait for the mutation (system.mutations), then re-run."},
 		{target.ErrLedgerDropped, "Re-run the batch: the re-run makes the ledger again and records the batch."},
 		{target.ErrTablesRace, "Retry: a re-run converges (ClickHouse 18.16 fails such reads while other tables of the database " +
 			"are renamed or dropped)."},

@@ -19,8 +19,18 @@ func (t *tableRun) insert(ctx context.Context, pending []*change.Row) error {
 		if err := t.lk.Check(ctx); err != nil {
 			return err
 		}
+		if t.hooks.checked != nil {
+			if err := t.hooks.checked(ctx, "insert"); err != nil {
+				return err
+			}
+		}
 		t.stop.sent = true
-		if err := t.tbl.Insert(ctx, pending); err != nil {
+		if err := t.tbl.Insert(ctx, pending, t.lk.Fence()); err != nil {
+			return err
+		}
+		// The insert is fenced: a lock still this run's after it proves
+		// the rows were written under it (target.Fence).
+		if err := t.lk.Check(ctx); err != nil {
 			return err
 		}
 	}

@@ -2,9 +2,12 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
@@ -31,6 +34,22 @@ func (r *applyRun) lock(ctx context.Context, tbl *target.Table) (*target.Lock, e
 		return nil, err
 	}
 	return lk, nil
+}
+
+// lockFirst puts a lost lock in place of a refusal: a run whose lock was
+// broken (it froze past the lock's stale time) read a target that the run
+// which broke it has written since, so what it refused (versions gone
+// backwards, a conflict) is moot, and its remedy would mislead. The lock
+// lost is what to say.
+func lockFirst(ctx context.Context, lk *target.Lock, err error, log *slog.Logger) error {
+	if err == nil || outcome.Classify(err) != outcome.Refused {
+		return err
+	}
+	if lost := lk.Check(ctx); errors.Is(lost, change.ErrTargetLocked) {
+		log.Info(fmt.Sprintf("cdc: after losing the lock, this run had refused the batch (moot: another run wrote meanwhile): %v", err))
+		return lost
+	}
+	return err
 }
 
 // giveUp gives the lock back after a failure (or after release, which it

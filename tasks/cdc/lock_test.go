@@ -19,6 +19,8 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -415,5 +417,165 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	}
 	if err := b.Check(context.Background()); err != nil {
 		t.Errorf("the next holder lost its lock: %v", err)
+	}
+}
+
+// TestStoppedHolder (issue 28 case 4): a holder frozen past the lock's
+// stale time (here: its connection frozen by a proxy while it waits at a
+// hook) at each point of its run — right after taking the lock, after the
+// lock check before its insert, after the one before its ledger row —
+// while another run breaks its lock and applies a newer batch. Resumed,
+// the frozen holder writes nothing (its writes are fenced by the lock) and
+// fails saying it lost the lock (transient), not "went backwards"; the
+// ledger holds one row per sequence number, and the target the newer
+// batch's rows.
+func TestStoppedHolder(t *testing.T) {
+	const keys = 1000
+	batchAt := func(lsn int64, status string, create bool) []any {
+		evs := make([]any, keys)
+		for i := range keys {
+			row := orderRow(int64(i+1), int64(1), lsn, status)
+			if create {
+				evs[i] = createEvent(row, lsn+int64(i))
+			} else {
+				evs[i] = withSource(orderEvent(int64(i+1), int64(1), lsn, status, lsn+int64(i), false), "txId", lsn)
+			}
+		}
+		return evs
+	}
+	for _, point := range []string{"locked", "insert", "ledger"} {
+		t.Run(point, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, ordersMapping)
+			e.setup()
+			if _, _, err := e.apply(true, batchAt(100, "Z", true)...); err != nil {
+				t.Fatal(err)
+			}
+			timing := testLockTiming
+			timing.Stale = 2 * time.Second
+			p, viaProxy := e.proxied()
+			a := e.config(writeFile(t, "a.ion", encode(t, true, batchAt(10_000, "A", false)...)))
+			a.ClickHouse.URL = viaProxy
+			a.hooks.lockTiming = timing
+			b := e.config(writeFile(t, "b.ion", encode(t, true, batchAt(20_000, "B", false)...)))
+			b.hooks.lockTiming = timing
+			var bErr error
+			frozen := false
+			freeze := func(ctx context.Context) error {
+				frozen = true
+				p.Freeze()
+				time.Sleep(timing.Stale + 1500*time.Millisecond) // A's last heartbeat is stale by the server's clock
+				_, bErr = testApply(ctx, b)
+				p.Thaw()
+				return nil
+			}
+			if point == "locked" {
+				a.hooks.locked = freeze
+			} else {
+				a.hooks.checked = func(ctx context.Context, write string) error {
+					if write == point {
+						return freeze(ctx)
+					}
+					return nil
+				}
+			}
+			_, err := testApply(ctx, a)
+			if !frozen || bErr != nil {
+				t.Fatalf("frozen %v; the run that broke the lock: %v", frozen, bErr)
+			}
+			wantError(t, err, outcome.Transient, change.ErrTargetLocked)
+			if strings.Contains(err.Error(), "backwards") {
+				t.Errorf("the frozen holder says %v", err)
+			}
+			noOutputs(t, a)
+			ledger := mapping.Qualified(e.db, mapping.LedgerName(e.m))
+			if got := e.query("SELECT seq, count() FROM " + ledger + " GROUP BY seq ORDER BY seq"); strings.Join(got, ",") != "1\t1,2\t1" {
+				t.Errorf("ledger rows per seq: %v, want seq 1 (Z) and 2 (B), one each", got)
+			}
+			if got := e.query("SELECT status, count() FROM " + e.db + ".orders_cdc FINAL GROUP BY status"); strings.Join(got, ",") != fmt.Sprintf("B\t%d", keys) {
+				t.Errorf("the target's rows: %v, want all %d of batch B", got, keys)
+			}
+			if point == "insert" {
+				if n := e.query("SELECT count() FROM " + e.db + ".orders_cdc WHERE status = 'A'"); n[0] != "0" {
+					t.Errorf("%s rows of the frozen holder's insert landed", n[0])
+				}
+			}
+		})
+	}
+}
+
+// TestLedgerWithTwoRowsOfASeq: a ledger holding two rows of one seq (what
+// a broken holder appended before writes were fenced) is refused, naming
+// both holders, and nothing is written.
+func TestLedgerWithTwoRowsOfASeq(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	if _, _, err := e.apply(true, orderEvent(1, int64(1), int64(1), "a", int64(100), false)); err != nil {
+		t.Fatal(err)
+	}
+	ledger := mapping.Qualified(e.db, mapping.LedgerName(e.m))
+	cols := target.LedgerColumnList(true)
+	if err := e.conn.Exec(context.Background(), "INSERT INTO "+ledger+" ("+cols+") SELECT "+
+		strings.Replace(cols, "holder", "'0123456789abcdef'", 1)+" FROM "+ledger); err != nil {
+		t.Fatal(err)
+	}
+	before := e.physical()
+	_, cfg, err := e.apply(true, orderEvent(1, int64(1), int64(1), "b", int64(200), false))
+	wantError(t, err, outcome.Refused, target.ErrLedgerSeq, ledger+" has 2 rows of seq 1", "holder 0123456789abcdef at ")
+	if h := Hint(err); !strings.Contains(h, "ALTER TABLE <db>.<table>_ledger DELETE WHERE seq = <seq>") {
+		t.Errorf("hint %q", h)
+	}
+	noOutputs(t, cfg)
+	if e.physical() != before {
+		t.Error("the refused batch changed the target")
+	}
+}
+
+// TestLockDDLIsAtomic checks on the server under test what the lock rests
+// on (target/lock.go): of concurrent CREATE TABLEs of one name exactly one
+// succeeds and the others fail with TABLE_ALREADY_EXISTS (57), of
+// concurrent RENAMEs of one table exactly one succeeds and the others fail
+// with UNKNOWN_TABLE (60), and the Memory lock table holds its holder row.
+// 18.16's databases are Ordinary, a current server's Atomic (RENAME and
+// DROP work on table UUIDs there; a dropped table's data goes later).
+func TestLockDDLIsAtomic(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	t.Logf("%s: database engine %s", testenv.ClickHouseServer(), e.query("SELECT engine FROM system.databases WHERE name = ?", e.db)[0])
+	lock := mapping.Qualified(e.db, mapping.LockName(e.m))
+	const n = 8
+	race := func(stmt func(i int) string) (ok int, codes []int32) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := e.conn.Exec(context.Background(), stmt(i))
+				mu.Lock()
+				defer mu.Unlock()
+				var ex *clickhouse.Exception
+				switch {
+				case err == nil:
+					ok++
+				case errors.As(err, &ex):
+					codes = append(codes, ex.Code)
+				default:
+					t.Errorf("statement %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		return ok, codes
+	}
+	ok, codes := race(func(i int) string { return target.LockCreateSQL(lock, fmt.Sprintf("holder%d", i), "host", i) })
+	if ok != 1 || slices.ContainsFunc(codes, func(c int32) bool { return c != 57 }) {
+		t.Errorf("concurrent CREATEs of the lock: %d succeeded, the others failed with codes %v; want 1, and 57", ok, codes)
+	}
+	if got := e.query("SELECT count() FROM " + lock); got[0] != "1" {
+		t.Errorf("the lock holds %s rows, want its holder row", got[0])
+	}
+	ok, codes = race(func(i int) string { return target.RenameSQL(lock, lock+fmt.Sprintf("_x%d", i)) })
+	if ok != 1 || slices.ContainsFunc(codes, func(c int32) bool { return c != 60 }) {
+		t.Errorf("concurrent RENAMEs of the lock: %d succeeded, the others failed with codes %v; want 1, and 60", ok, codes)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -32,7 +34,7 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	tbl := t.tbl
 	step := time.Now()
 	rd := reading{b: b}
-	if rd.led, err = tbl.EnsureLedger(ctx, t.lk.ID, b.Digest()); err != nil {
+	if rd.led, err = tbl.EnsureLedger(ctx, t.lk.Fence(), b.Digest()); err != nil {
 		return rd, err
 	}
 	rd.prev = rd.led.Last
@@ -62,9 +64,18 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	if rd.current, err = tbl.Current(ctx, rd.rows); err != nil {
 		return rd, fmt.Errorf("read the target's rows before the insert: %w", err)
 	}
+	if stale := merge.StaleFills(rd.rows, rd.current); len(stale) > 0 {
+		if err := refill(ctx, tbl, stale); err != nil {
+			return rd, err
+		}
+		if rd.b.Trunc == nil && t.onRows != nil {
+			t.onRows(rd.rows) // again, with the values taken from the target
+		}
+	}
 	if rd.open, err = keyChangesOf(ctx, tbl, rd.b, rd.current); err != nil {
 		return rd, err
 	}
+	t.noteRecreated(rd.b.Recreated)
 	if rd.b.Trunc != nil {
 		if rd.rows, err = withTruncated(ctx, tbl, rd.b, rd.rows); err != nil {
 			return rd, err
@@ -76,6 +87,28 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	t.res.Events, t.res.Keys = t.res.Events+rd.b.Events, t.res.Keys+int64(len(rd.rows))
 	t.res.Read += time.Since(step)
 	return rd, nil
+}
+
+// noteRecreated warns of the keys the batch creates again while they are
+// live (merge.Recreated): applied as upserts, each is a sign of a DELETE
+// or TRUNCATE the batches did not carry.
+func (t *tableRun) noteRecreated(rc merge.Recreated) {
+	t.res.Recreated += rc.Keys
+	if rc.Keys == 0 {
+		return
+	}
+	shown := make([]string, len(rc.First))
+	for n, k := range rc.First {
+		shown[n] = fmt.Sprintf("key %s (transaction %d", k.Key, k.Tx)
+		if k.Record > 0 {
+			shown[n] += fmt.Sprintf(", record %d", k.Record)
+		}
+		shown[n] += ")"
+	}
+	t.log.Warn(fmt.Sprintf("cdc: %s: %d keys were created again while live, with no delete of the older row: applied as upserts. "+
+		"A DELETE or TRUNCATE the batches did not carry removed them in the source (the trigger drops TRUNCATE unless skipped.operations is none); "+
+		"rows it removed that were not created again are still live in the target. First: %s",
+		mapping.Qualified(t.m.Target.Database, t.m.Target.Table), rc.Keys, strings.Join(shown, ", ")))
 }
 
 // fillUnchanged fills the unchanged TOAST values the batch could not from
@@ -91,6 +124,16 @@ func fillUnchanged(ctx context.Context, tbl *target.Table, rows []*change.Row, t
 	}
 	_, err = merge.FillFromTarget(tbl.M, need, cur, trunc)
 	return err
+}
+
+// refill takes the unchanged TOAST values of stale again from the
+// target's rows (merge.Refill).
+func refill(ctx context.Context, tbl *target.Table, stale []*change.Row) error {
+	cur, err := tbl.Read(ctx, stale)
+	if err != nil {
+		return fmt.Errorf("read the target's rows before the insert: %w", err)
+	}
+	return merge.Refill(tbl.M, stale, cur)
 }
 
 // keyChangesOf runs the batch's key-change checks against the target's

@@ -14,5 +14,15 @@ func (t *tableRun) record(ctx context.Context, rd reading, sel selection) error 
 	if err := t.lk.Check(ctx); err != nil {
 		return err
 	}
-	return t.tbl.RecordBatch(ctx, rd.led.Last, rd.b.Entry(t.lk.ID, sel.src, rd.rows, len(sel.Pending), rd.open, rd.led.Last))
+	if t.hooks.checked != nil {
+		if err := t.hooks.checked(ctx, "ledger"); err != nil {
+			return err
+		}
+	}
+	if err := t.tbl.RecordBatch(ctx, rd.led.Last, rd.b.Entry(t.lk.ID, sel.src, rd.rows, len(sel.Pending), rd.open, rd.led.Last), t.lk.Fence()); err != nil {
+		return err
+	}
+	// The ledger row is fenced: a lock still this run's after it proves
+	// the row was written under it (target.Fence).
+	return t.lk.Check(ctx)
 }

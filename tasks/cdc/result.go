@@ -21,6 +21,9 @@ type Result struct {
 	// Skipped keys were already there at this LSN or newer; Deletes counts
 	// the delete markers among the pending rows; Verified the keys read back.
 	Pending, Skipped, Deletes, Verified int64
+	// Recreated keys were created again while live (a DELETE or TRUNCATE
+	// missing from the batches): applied as upserts, and warned of.
+	Recreated int64
 	// View is the live view to query.
 	View string
 	// Durations of the steps.
@@ -33,7 +36,7 @@ type Result struct {
 func (r *Result) Outputs() map[string]any {
 	return map[string]any{
 		"events": r.Events, "keys": r.Keys, "pending": r.Pending,
-		"skipped": r.Skipped, "deletes": r.Deletes, "verified": r.Verified,
+		"skipped": r.Skipped, "deletes": r.Deletes, "verified": r.Verified, "recreated": r.Recreated,
 	}
 }
 
@@ -47,6 +50,7 @@ func (r *Result) Metrics() []kestra.Metric {
 		kestra.Counter("skipped", float64(r.Skipped), tags),
 		kestra.Counter("deletes", float64(r.Deletes), tags),
 		kestra.Counter("verified", float64(r.Verified), tags),
+		kestra.Counter("recreated", float64(r.Recreated), tags),
 		kestra.Timer("decode", r.Decode, tags),
 		kestra.Timer("read_current", r.Read, tags),
 		kestra.Timer("insert", r.Insert, tags),

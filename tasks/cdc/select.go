@@ -37,6 +37,9 @@ func (t *tableRun) selectPending(rd reading) (selection, error) {
 	if err := merge.CheckFilled(m, sel.Pending); err != nil {
 		return sel, err
 	}
+	if err := merge.CheckShown(m, t.tbl.LastShown(), sel.Pending); err != nil {
+		return sel, err
+	}
 	t.res.Pending += int64(len(sel.Pending))
 	t.res.Skipped += int64(len(rd.rows) - len(sel.Pending))
 	t.res.Deletes += sel.Deletes

@@ -7,8 +7,11 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// The steps of Apply, as a stopped run's message names them.
+// The steps of Apply and Sync, as a stopped run's message names them.
 const (
+	stepOpen    = "opening the slot and the targets"
+	stepStream  = "reading the slot"
+	stepConfirm = "confirming the slot"
 	stepDecode  = "decoding the batch"
 	stepConnect = "connecting to ClickHouse"
 	stepLock    = "waiting for the target's lock"
@@ -21,6 +24,7 @@ const (
 
 // stopState is where a run is, for the message of a run stopped there.
 type stopState struct {
+	cmd  string // "cdc sync"; "" is cdc apply
 	step string
 	sent bool // the insert was sent: the batch's rows may be in the target
 }
@@ -31,6 +35,12 @@ type stopState struct {
 func (s stopState) wrap(ctx context.Context, err error) error {
 	if !outcome.Stopped(ctx, err) {
 		return err
+	}
+	if s.cmd != "" {
+		// The slot stays where the last verified flush confirmed it: a
+		// re-run reads the rest again and skips what is in as replays.
+		return outcome.Transient.Mark(fmt.Errorf("%s was stopped (%s) while %s; the slot is confirmed up to the last verified flush; "+
+			"re-run it (a re-run converges): %w", s.cmd, outcome.StopCause(ctx), s.step, err))
 	}
 	held := "nothing was written"
 	switch {

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/decode"
@@ -22,6 +23,7 @@ type tableRun struct {
 	origin origin
 	stop   *stopState // the step the run is in, for a stopped run's message
 	res    *Result    // the counts and timings the steps add to
+	log    *slog.Logger
 	// onRows, when set, gets a batch's final rows as soon as readTarget
 	// knows them (Apply writes expected.jsonl while the target is read).
 	onRows func([]*change.Row)

@@ -80,6 +80,24 @@ var (
 	ErrVerify = errors.New("ClickHouse read-back does not match the captured version")
 )
 
+// Refusals of cdc sync, before anything is written.
+var (
+	// ErrNotLoaded: the sync ledger has no row for the slot: the targets
+	// were not loaded from this slot's snapshot (cdc setup does that).
+	ErrNotLoaded = errors.New("the slot's tables were not loaded by changesink cdc setup")
+	// ErrOtherSource: the sync ledger holds the slot for another source
+	// (system identifier or database): a restore, a migration or a
+	// failover with other LSNs.
+	ErrOtherSource = errors.New("the slot is of another source than the one the targets were loaded from")
+	// ErrSlotAhead: the slot was confirmed past what the targets hold:
+	// another consumer of the slot took changes sync never applied (a gap).
+	ErrSlotAhead = errors.New("the slot is ahead of the targets: changes were lost")
+	// ErrSchemaChange: a source table's columns changed in a way the
+	// table's schema_changes policy does not apply (a retyped or renamed
+	// column, a changed key, or any change under refuse).
+	ErrSchemaChange = errors.New("the source table's columns changed")
+)
+
 // Transient failures, marked with outcome.Transient (exit 3): a retry of
 // the run converges.
 var (
@@ -124,6 +142,9 @@ var (
 	// ErrToastAfterDelete: an update leaves a TOAST column unchanged right
 	// after a delete of its key in the same batch (ErrToast).
 	ErrToastAfterDelete = fmt.Errorf("%w: unchanged after a delete", ErrToast)
+	// ErrNotShown: a Date or DateTime the server stores but reads back as
+	// 1970 (the top of their ranges on ClickHouse 18.16).
+	ErrNotShown = fmt.Errorf("%w: beyond the dates the server shows", ErrBadValue)
 	// ErrUnplaced: a change older than the target, of the first
 	// transaction after a snapshot that neither the batch nor the ledger
 	// knows (ErrWentBackwards).

@@ -3,6 +3,8 @@ package change
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/mapping"
@@ -51,11 +53,26 @@ func DescribeEntry(name string, e *LedgerEntry) string {
 		name, e.Seq, e.AppliedAt.UTC().Format(time.RFC3339), e.Holder, e.Events, e.Source.Describe(), e.HighVersion)
 }
 
+// Describe names the source as the batches (or the slot) named it,
+// leaving out what they did not say.
 func (s *SourceID) Describe() string {
 	if s == nil || (s.Connector == "" && s.Name == "" && s.Db == "") {
 		return "an unnamed source"
 	}
-	return fmt.Sprintf("connector %s %q (Debezium %s) on database %s", s.Connector, s.Name, s.Version, s.Db)
+	var parts []string
+	if s.Connector != "" {
+		parts = append(parts, "connector "+s.Connector)
+	}
+	if s.Name != "" {
+		parts = append(parts, strconv.Quote(s.Name))
+	}
+	if s.Version != "" {
+		parts = append(parts, "(Debezium "+s.Version+")")
+	}
+	if s.Db != "" {
+		parts = append(parts, "on database "+s.Db)
+	}
+	return strings.Join(parts, " ")
 }
 
 // keyVals decodes key bytes (encodeKey) into a row's values: the key

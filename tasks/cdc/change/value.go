@@ -63,6 +63,10 @@ type Row struct {
 	// unchanged: some value is still Debezium's placeholder (value.toast),
 	// to be taken from the row's previous version.
 	Unchanged bool
+	// FilledFrom is the oldest version of the batch's events a placeholder
+	// was filled from (merge.keepUnchanged; 0: none): a target row newer
+	// than it and older than the row was the row's previous version.
+	FilledFrom uint64
 }
 
 // change is what an event says about its place in the source's history:

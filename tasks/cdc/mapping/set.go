@@ -201,28 +201,26 @@ func (s *Set) Single() (*Mapping, error) {
 	return s.located(m, err)
 }
 
-// SourceColumn is a column of a source table, as its catalog shows it: for
-// generating the entry of a table the file lists without columns.
-type SourceColumn struct {
-	Name string
-	// Type and SourceType are the ClickHouse type and the PostgreSQL type
-	// the column maps to (pgvalue.Generate decides them).
-	Type, SourceType string
-	Key              bool // part of the replica identity: the target's key
-}
-
-// For returns the Mapping of the source table schema.table with the
-// columns cols: the file's entry (its columns override cols' of the same
-// name), or the defaults' for a table the file does not list.
-func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
+// For returns the Mapping of the source table schema.table of database db
+// whose columns, mapped from its catalog (pgvalue.Generate), are cols and
+// whose key is key: the file's entry (its columns override cols' of the
+// same name, its key the catalog's; its source database, when it names
+// none, is db), or the defaults' for a table the file does not list.
+func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mapping, error) {
 	e, listed := s.entry(schema, table)
 	r := s.merged(e)
 	if !listed {
 		r.Source = mergeSource(&rawSource{Schema: &schema, Table: &table}, s.defaults.Source)
 	}
+	if r.Source.Database == nil {
+		src := *r.Source
+		src.Database = &db
+		r.Source = &src
+	}
 	if r.Target == nil {
 		d := s.defaultTarget()
-		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn}
+		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn,
+			Cluster: d.Cluster}
 	}
 	if r.Target.Table == nil || !listed {
 		name := targetName(str(s.defaultTarget().Table), schema, table)
@@ -237,21 +235,20 @@ func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
 		}
 	}
 	var merged []rawColumn
-	var key []string
 	for _, c := range cols {
 		rc, ok := given[c.Name]
 		if !ok {
-			name, typ, src := c.Name, c.Type, c.SourceType
+			name, typ, src, maxLen := c.Name, c.Type, c.SourceType, c.MaxLength
 			rc = rawColumn{Name: &name, Type: &typ}
 			if src != "" {
 				rc.SourceType = &src
 			}
+			if maxLen > 0 {
+				rc.MaxLength = &maxLen
+			}
 		}
 		delete(given, c.Name)
 		merged = append(merged, rc)
-		if c.Key {
-			key = append(key, c.Name)
-		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(given)) {
 		return s.located(nil, s.d.at(append(slices.Clone(e.path), "columns", at[name], "name")...).errorf(
@@ -259,7 +256,8 @@ func (s *Set) For(schema, table string, cols []SourceColumn) (*Mapping, error) {
 	}
 	r.Columns = &merged
 	if r.Key == nil {
-		r.Key = &key
+		k := slices.Clone(key)
+		r.Key = &k
 	}
 	m, err := compile(s.d, e.path, r)
 	return s.located(m, err)
@@ -294,7 +292,8 @@ func (s *Set) merged(e setEntry) rawTable {
 	if r.Target != nil {
 		d := s.defaultTarget()
 		t := *r.Target
-		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn}} {
+		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn},
+			{&t.Cluster, &d.Cluster}} {
 			if *f.v == nil {
 				*f.v = *f.d
 			}

@@ -32,7 +32,7 @@ func TestSetForListedAndGenerated(t *testing.T) {
 		t.Errorf("Tables() = %s", got)
 	}
 	// Listed, complete: the entry as written, the defaults filled in.
-	m, err := s.For("public", "orders", []SourceColumn{{Name: "id", Type: "Int64", Key: true}, {Name: "status", Type: "String"}})
+	m, err := s.For("shop", "public", "orders", []Column{{Name: "id", Type: "Int64"}, {Name: "status", Type: "String"}}, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,8 @@ func TestSetForListedAndGenerated(t *testing.T) {
 	}
 	// Listed with overrides only: the catalog's columns, the entry's
 	// types where it gives one; the target named by the pattern.
-	m, err = s.For("sales", "orders", []SourceColumn{{Name: "id", Type: "Int32", SourceType: "integer", Key: true},
-		{Name: "amount", Type: "String", SourceType: "numeric"}, {Name: "note", Type: "Nullable(String)", SourceType: "text"}})
+	m, err = s.For("shop", "sales", "orders", []Column{{Name: "id", Type: "Int32", SourceType: "integer"},
+		{Name: "amount", Type: "String", SourceType: "numeric"}, {Name: "note", Type: "Nullable(String)", SourceType: "text"}}, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestSetForListedAndGenerated(t *testing.T) {
 		t.Errorf("sales.orders: %+v %s key %s", m.Target, strings.Join(cols, ", "), m.KeyNames())
 	}
 	// Not listed: all from the catalog and the defaults.
-	m, err = s.For("public", "customers", []SourceColumn{{Name: "id", Type: "Int64", Key: true}})
+	m, err = s.For("shop", "public", "customers", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,11 @@ func TestSetForRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.For("sales", "orders", []SourceColumn{{Name: "id", Type: "Int64", Key: true}})
+	_, err = s.For("shop", "sales", "orders", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 	if err == nil || err.Error() != `s.yaml:15:16: column "amount" is not a column of sales.orders` {
 		t.Errorf("an override of a column the source lacks: %v", err)
 	}
-	_, err = s.For("public", "events", []SourceColumn{{Name: "payload", Type: "String"}})
+	_, err = s.For("shop", "public", "events", []Column{{Name: "payload", Type: "String"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "key is required") {
 		t.Errorf("a table without a key: %v", err)
 	}
@@ -141,7 +141,7 @@ func TestCheckDistinct(t *testing.T) {
 	}
 	var ms []*Mapping
 	for _, schema := range []string{"a", "b"} {
-		m, err := s.For(schema, "t", []SourceColumn{{Name: "id", Type: "Int64", Key: true}})
+		m, err := s.For("d", schema, "t", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,5 +153,34 @@ func TestCheckDistinct(t *testing.T) {
 	}
 	if err := CheckDistinct(ms[:1]); err != nil {
 		t.Errorf("one table: %v", err)
+	}
+}
+
+func TestSetClusterFromDefaults(t *testing.T) {
+	const file = `defaults:
+  source: {database: shop, schema: public}
+  target: {database: analytics, cluster: c1}
+tables:
+  - source: {table: orders}
+    target: {table: orders_cdc}
+    key: [id]
+    columns: [{name: id, type: Int64}]
+  - source: {table: items}
+    target: {table: items_cdc, cluster: c2}
+    key: [id]
+    columns: [{name: id, type: Int64}]
+`
+	s, err := ParseSet("s.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ table, want string }{{"orders", "c1"}, {"items", "c2"}, {"customers", "c1"}} {
+		m, err := s.For("shop", "public", tt.table, []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Target.Cluster != tt.want {
+			t.Errorf("%s: Target.Cluster = %q, want %q", tt.table, m.Target.Cluster, tt.want)
+		}
 	}
 }

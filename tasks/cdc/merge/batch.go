@@ -65,6 +65,9 @@ type Batch struct {
 	// (from the ledger), by key bytes, until the batch meets them.
 	duals map[int32]*dual
 	Seeds map[string]*SeedDual
+	// Recreated is the keys created again while live, and left so by
+	// their transaction (recreated.go).
+	Recreated Recreated
 	// first and last are the transactions of the first and last event;
 	// lastFloor is the last event's commit floor, when lastFloorSet.
 	first, last  change.TxMark
@@ -85,9 +88,10 @@ type Batch struct {
 // whose first event is a CREATE may have had a live row before it (a
 // deferred key change), which only the target can tell.
 type keyMeta struct {
-	firstVer uint64 // the version of the key's first event
-	createTx int64  // the transaction of that CREATE, when flagCreate
-	flags    uint8
+	firstVer  uint64 // the version of the key's first event
+	createTx  int64  // the transaction of that CREATE, when flagCreate
+	createRec int64  // its record
+	flags     uint8
 }
 
 const (
@@ -96,18 +100,25 @@ const (
 	// flagCreateOpen: nothing has followed that CREATE for this key yet
 	// (the key may hold a second, older row until its transaction ends).
 	flagCreateOpen
-	// flagAmbiguous: the events after that CREATE are right only if the key
-	// had no live row before it.
+	// flagAmbiguous: an event of the CREATE's transaction after it is
+	// right only if the key had no live row before it (which row did it
+	// change?).
 	flagAmbiguous
 	// flagFirstUnfloored: the first event's version may still be raised
 	// to the ledger's snapshot (order.go).
 	flagFirstUnfloored
+	// flagOlderDeleted: a delete of the CREATE's transaction removed the
+	// key's older row (its before image is not the CREATE's row).
+	flagOlderDeleted
 )
 
-// dual is a key with two (or more) live rows inside transaction tx: the
-// batch's row for the key (the newest) and others.
+// dual is a key with two (or more) live rows inside transaction tx, since
+// the CREATE of record rec: the batch's row for the key (the newest) and
+// others.
 type dual struct {
 	tx     int64
+	rec    int64
+	shown  string // the key, rendered
 	others []image
 }
 
@@ -121,6 +132,7 @@ type image struct {
 // seedDual is a key the previous batch left with two live rows: the target
 // holds its newest row (vals, at version), the others are known by hash.
 type SeedDual struct {
+	key     string
 	shown   string
 	Tx      int64
 	vals    []change.Value
@@ -140,6 +152,7 @@ func (b *Batch) Reset() {
 	b.ord, b.sum, b.sums, b.Trunc, b.duals, b.first, b.last = change.Orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, change.TxMark{}, change.TxMark{}
 	b.lastFloor, b.lastFloorSet = 0, false
 	b.maxCommit, b.maxCommitRec = 0, 0
+	b.Recreated = Recreated{}
 	for _, s := range b.Seeds {
 		s.met = false
 	}
@@ -154,6 +167,15 @@ func (b *Batch) Has(key string) bool {
 // len is the number of keys; at returns the row of the i-th key seen.
 func (b *Batch) Len() int               { return b.rows.n }
 func (b *Batch) At(i int32) *change.Row { return b.rows.at(i) }
+
+// Row returns the batch's latest row of key, nil when it holds none.
+func (b *Batch) Row(key string) *change.Row {
+	i, ok := b.index[key]
+	if !ok {
+		return nil
+	}
+	return b.rows.at(i)
+}
 
 // digest is the hex SHA-256 of the batch's event sums (eventSum, xxHash64
 // of each decoded event, computed by the decoding workers) in file order:
@@ -230,25 +252,16 @@ func (b *Batch) Add(r change.Row) error {
 	}
 	i, ok := b.index[r.Key]
 	if !ok {
-		if s := b.Seeds[r.Key]; s != nil && !s.met {
-			s.met = true
-			i = b.newKey(&change.Row{Key: r.Key, Version: s.Version, Vals: s.vals, Meta: change.Meta{TxID: s.Tx, TxIDSet: true}}, 0)
-			d := &dual{tx: s.Tx}
-			for _, sum := range s.Others {
-				d.others = append(d.others, image{sum: sum})
-			}
-			b.duals[i] = d
+		s := b.Seeds[r.Key]
+		if s == nil || s.met {
+			b.newKey(&r, firstFlags(&r))
+			return nil
+		}
+		i = b.seedKey(s)
+		if r.Meta.TxIDSet && r.Meta.TxID == s.Tx {
 			return b.accept(i, b.At(i), &r)
 		}
-		var flags uint8
-		if r.Meta.Op == change.OpCreate {
-			flags = flagCreate | flagCreateOpen
-		}
-		if r.Meta.Unfloored() {
-			flags |= flagFirstUnfloored
-		}
-		b.newKey(&r, flags)
-		return nil
+		b.resolve(i, b.duals[i]) // s.Tx ended with both rows: the target's is the key's
 	}
 	cur := b.rows.at(i)
 	switch {
@@ -269,6 +282,9 @@ func (b *Batch) Add(r change.Row) error {
 		}
 		b.OutOfOrder[i] = true
 		return nil
+	}
+	if d := b.duals[i]; d != nil && (!r.Meta.TxIDSet || r.Meta.TxID != d.tx) {
+		b.resolve(i, d) // a later transaction: d's ended with two live rows
 	}
 	if r.Unchanged && b.duals[i] == nil { // with two live rows, accept refuses all but a delete
 		if err := keepUnchanged(b.M, &r, cur); err != nil {
@@ -311,8 +327,33 @@ func (b *Batch) sameCommit(r *change.Row) error {
 }
 
 func (b *Batch) newKey(r *change.Row, flags uint8) int32 {
-	i := b.rows.add(r, keyMeta{firstVer: r.Version, createTx: r.Meta.TxID, flags: flags})
+	i := b.rows.add(r, keyMeta{firstVer: r.Version, createTx: r.Meta.TxID, createRec: r.Record, flags: flags})
 	b.index[r.Key] = i
+	return i
+}
+
+// firstFlags is the bookkeeping of a key whose first event is r.
+func firstFlags(r *change.Row) uint8 {
+	var flags uint8
+	if r.Meta.Op == change.OpCreate {
+		flags = flagCreate | flagCreateOpen
+	}
+	if r.Meta.Unfloored() {
+		flags |= flagFirstUnfloored
+	}
+	return flags
+}
+
+// seedKey starts a key the previous batch left with two live rows in
+// transaction s.Tx from the target's row, the newest, and the others.
+func (b *Batch) seedKey(s *SeedDual) int32 {
+	s.met = true
+	i := b.newKey(&change.Row{Key: s.key, Version: s.Version, Vals: s.vals, Meta: change.Meta{TxID: s.Tx, TxIDSet: true}}, 0)
+	d := &dual{tx: s.Tx, shown: s.shown}
+	for _, sum := range s.Others {
+		d.others = append(d.others, image{sum: sum})
+	}
+	b.duals[i] = d
 	return i
 }
 
@@ -343,17 +384,18 @@ func (b *Batch) accept(i int32, cur, r *change.Row) error {
 			if !r.Meta.TxIDSet {
 				return b.keyChange(r, "a CREATE of a live key without a transaction id (metadata.source.txId)")
 			}
-			if open {
+			if inCreateTx {
 				// The row it joins may itself have joined an older one.
 				km.flags |= flagAmbiguous
 			}
-			b.duals[i] = &dual{tx: r.Meta.TxID, others: []image{{vals: slices.Clone(cur.Vals)}}}
+			b.duals[i] = &dual{tx: r.Meta.TxID, rec: r.Record, shown: change.RenderKey(b.M, cur.Vals), others: []image{{vals: slices.Clone(cur.Vals)}}}
 		}
 	case change.OpDelete:
 		if inCreateTx && !cur.Deleted && b.img != nil && !sameImage(b.M, b.img, cur.Vals) {
 			// The key was created in this transaction, and the delete
 			// removes a row other than that one: the key had an older row
 			// (a swapped or shifted deferrable key); the new row stays.
+			km.flags |= flagOlderDeleted
 			keepRow(cur, r)
 			return nil
 		}
@@ -361,12 +403,9 @@ func (b *Batch) accept(i int32, cur, r *change.Row) error {
 			km.flags |= flagAmbiguous
 		}
 	default:
-		if open {
+		if inCreateTx {
 			km.flags |= flagAmbiguous
 		}
-	}
-	if open && !inCreateTx {
-		km.flags |= flagAmbiguous
 	}
 	set(cur, r)
 	return nil
@@ -380,9 +419,6 @@ func keepRow(cur, r *change.Row) {
 
 // dualEvent applies r to a key with two live rows.
 func (b *Batch) dualEvent(i int32, cur, r *change.Row, d *dual) error {
-	if !r.Meta.TxIDSet || r.Meta.TxID != d.tx {
-		return b.keyChange(r, fmt.Sprintf("transaction %d ended with two live rows of this key (a CREATE while its row was live, and no delete of one of them)", d.tx))
-	}
 	if r.Meta.Op != change.OpDelete {
 		return b.keyChange(r, fmt.Sprintf("%s while the key has two live rows inside transaction %d: which row it changed is not in the batch", opName(r), d.tx))
 	}
@@ -506,14 +542,16 @@ func ImageSum(m *mapping.Mapping, vals []change.Value) uint64 {
 
 // finishKeys ends the batch's key-change tracking: a key that still has two
 // live rows is carried to the next batch when the batch ends inside that
-// transaction, and refused when the transaction ended. Keys the previous
-// batch left open must be met in the same transaction.
-func (b *Batch) finishKeys() ([]change.OpenKey, error) {
+// transaction, and resolved to its newest row (Recreated) when the
+// transaction ended. So is a key the previous batch left open, unless this
+// batch is all of its transaction.
+func (b *Batch) finishKeys() []change.OpenKey {
 	var open []change.OpenKey
 	for i, d := range b.duals {
 		r := b.At(i)
 		if !b.last.Set || b.last.ID != d.tx {
-			return nil, b.keyChange(r, fmt.Sprintf("transaction %d left two live rows of this key (a CREATE while its row was live, and no delete)", d.tx))
+			b.resolve(i, d)
+			continue
 		}
 		od := change.OpenKey{Key: hex.EncodeToString([]byte(r.Key)), Shown: change.RenderKey(b.M, r.Vals), Tx: d.tx}
 		for _, o := range d.others {
@@ -530,9 +568,8 @@ func (b *Batch) finishKeys() ([]change.OpenKey, error) {
 			continue
 		}
 		if !b.first.Set || b.first.ID != s.Tx || !b.last.Set || b.last.ID != s.Tx {
-			return nil, outcome.Refused.Mark(&change.RecordError{Offset: -1, Key: s.shown, Err: fmt.Errorf(
-				"%w: key %s: the previous batch ended inside transaction %d with two live rows of it; this batch does not delete one",
-				change.ErrKeyChange, s.shown, s.Tx)})
+			b.Recreated.add(RecreatedKey{Key: s.shown, Tx: s.Tx})
+			continue
 		}
 		od := change.OpenKey{Key: hex.EncodeToString([]byte(k)), Shown: s.shown, Tx: s.Tx}
 		for _, sum := range s.Others {
@@ -540,7 +577,7 @@ func (b *Batch) finishKeys() ([]change.OpenKey, error) {
 		}
 		open = append(open, od)
 	}
-	return open, nil
+	return open
 }
 
 // chunkRows is the number of rows a rowStore allocates at a time.
@@ -698,23 +735,26 @@ func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, err
 		}
 		r := b.At(i)
 		cur := current[r.Key]
-		if cur == nil || cur.Deleted || cur.Version >= km.firstVer {
+		if cur == nil || cur.Deleted || cur.Version >= km.firstVer || km.flags&flagOlderDeleted != 0 {
 			continue
 		}
 		switch {
 		case km.flags&flagCreateOpen != 0 && b.last.Set && b.last.ID == km.createTx:
 			kc.Carried = append(kc.Carried, r)
 			kc.carriedTx = append(kc.carriedTx, km.createTx)
-		case km.flags&(flagCreateOpen|flagAmbiguous) != 0:
-			return kc, outcome.Refused.Mark(b.keyChange(r, fmt.Sprintf(
-				"the target holds this key live (version %d) and transaction %d creates it again without deleting that row", cur.Version, km.createTx)))
+		case km.flags&flagAmbiguous != 0:
+			// The CREATE's transaction changed the key again: which of its
+			// two rows that change was of is not in the batch.
+			return kc, outcome.Refused.Mark(&change.RecordError{Record: km.createRec, Offset: -1, Key: change.RenderKey(b.M, r.Vals),
+				Version: km.firstVer, Err: fmt.Errorf("%w: key %s: transaction %d creates it while the target holds it live (version %d), "+
+					"then changes it again: which row that change was of is not in the batch", change.ErrKeyChange, change.RenderKey(b.M, r.Vals), km.createTx, cur.Version)})
+		default:
+			// The CREATE's transaction ended with both rows live: the
+			// target's was removed by a change the batch did not get.
+			b.Recreated.add(RecreatedKey{Record: km.createRec, Key: change.RenderKey(b.M, r.Vals), Tx: km.createTx, Version: cur.Version})
 		}
 	}
-	open, err := b.finishKeys()
-	if err != nil {
-		return kc, outcome.Refused.Mark(err)
-	}
-	kc.open = open
+	kc.open = b.finishKeys()
 	return kc, nil
 }
 

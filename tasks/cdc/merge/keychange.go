@@ -31,7 +31,7 @@ func SeedsOf(m *mapping.Mapping, open []change.OpenKey, cur map[string]*change.R
 				"%w: key %s: the previous batch left two live rows of it in transaction %d, but the target lost the newest (another writer?)",
 				change.ErrKeyChange, o.Shown, o.Tx)})
 		}
-		s := &SeedDual{shown: o.Shown, Tx: o.Tx, vals: r.Vals, Version: r.Version}
+		s := &SeedDual{key: string(k), shown: o.Shown, Tx: o.Tx, vals: r.Vals, Version: r.Version}
 		for _, h := range o.Others {
 			n, err := strconv.ParseUint(h, 16, 64)
 			if err != nil {

@@ -75,17 +75,19 @@ func continuesFloor(r *change.Row, prev *change.LedgerEntry) bool {
 		change.IsFloor(r) && r.Meta.Floor == prev.LastFloor
 }
 
-// wentBackwards refuses a batch that was never applied when none of its
-// keys is newer than the target, none is an exact replay of a row the
-// target holds, and some are older: the versions of the source no longer
-// follow the target's (a restore, a migration, a failover with other LSNs),
-// or an old batch replayed after newer ones. Skipping such a batch as
-// "older" would lose its changes silently. A key the target holds at the
-// batch's very version and payload shows the batch belongs to the history
-// the target has (part of an applied batch replayed): its older keys were
-// superseded, and are skipped as before.
+// WentBackwards refuses a batch that was never applied when no key of it
+// can be placed: every key is older than the target's (none newer, none an
+// exact replay of a row the target holds, none new to it). Then the
+// versions of the source no longer follow the target's (a restore, a
+// migration, a failover with other LSNs), or an old batch was replayed
+// after newer ones, and skipping it as "older" would lose its changes
+// silently. A key the target holds at the batch's very version and payload
+// shows the batch belongs to the history the target has (part of an
+// applied batch replayed); a key the target lacks is applied (a batch that
+// failed and is replayed after a newer one must still create the keys only
+// it holds). Either way its older keys were superseded, and are skipped.
 func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel Selection, led change.LedgerState) error {
-	if sel.newer > 0 || sel.same > 0 || sel.older == 0 {
+	if sel.newer > 0 || sel.same > 0 || sel.absent > 0 || sel.older == 0 {
 		return nil
 	}
 	r := sel.firstOlder
@@ -94,9 +96,9 @@ func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel Select
 	if led.Last != nil {
 		last = "the ledger's last row is " + change.DescribeEntry(ledger, led.Last)
 	}
-	e := rowError(m, r, fmt.Errorf("%w %s holds version %d of this key; of the batch's %d keys none is newer or the same (%d older, %d new); "+
+	e := rowError(m, r, fmt.Errorf("%w %s holds version %d of this key; all %d keys of the batch are older than the target's; "+
 		"batch %s from %s, never applied; %s", change.ErrWentBackwards, mapping.Qualified(m.Target.Database, m.Target.Table),
-		sel.firstOlderTarget, sel.older+sel.absent, sel.older, sel.absent, b.Digest()[:16], src.Describe(), last))
+		sel.firstOlderTarget, sel.older, b.Digest()[:16], src.Describe(), last))
 	return outcome.Refused.Mark(e)
 }
 

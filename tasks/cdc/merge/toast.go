@@ -19,7 +19,10 @@ import (
 //
 //   - from the previous event of the key in the same batch (keepUnchanged):
 //     a batch holds every change of the table in the window it covers, in
-//     order, so the key's previous event is the row's previous version;
+//     order, so the key's previous event is the row's previous version,
+//     unless the target holds a version between the two (an overlapping
+//     or replayed batch): then the target's row is, and the filled values
+//     are taken again from it (Refill), or refused if it is a delete;
 //   - else from the target's current row of the key when its version is
 //     older than the event and not a delete (fillFromTarget): after every
 //     earlier batch of the trigger was applied, that row is the row's
@@ -50,14 +53,79 @@ func keepUnchanged(m *mapping.Mapping, next, prev *change.Row) error {
 			continue
 		}
 		v := prev.Vals[i]
+		from := prev.Version
+		if v.Filled {
+			from = prev.FilledFrom
+		}
 		if v.Toast {
 			next.Unchanged = true
 		} else {
 			v.Filled = true
+			if next.FilledFrom == 0 || from < next.FilledFrom {
+				next.FilledFrom = from
+			}
 		}
 		next.Vals[i] = v
 	}
 	return nil
+}
+
+// StaleFills returns the rows the batch filled placeholders of from an
+// event older than the target's current row of the key, itself older than
+// the row: the target's row is the previous version, not the batch's
+// event. A target row at the row's own version (a replay) is one an
+// earlier run filled so: its values are taken again too.
+func StaleFills(rows []*change.Row, cur map[string]*change.Row) []*change.Row {
+	var stale []*change.Row
+	for _, r := range rows {
+		c := cur[r.Key]
+		if r.FilledFrom == 0 || c == nil || c.Version <= r.FilledFrom {
+			continue
+		}
+		if c.Version < r.Version || (c.Version == r.Version && !c.Deleted) {
+			stale = append(stale, r)
+		}
+	}
+	return stale
+}
+
+// Refill takes the filled values of stale (StaleFills) again from cur, the
+// target's rows of those keys, read under the same lock; a target row that
+// is a delete is refused: the previous version of the value is gone.
+func Refill(m *mapping.Mapping, stale []*change.Row, cur map[string]*change.Row) error {
+	for _, r := range stale {
+		c := cur[r.Key]
+		why := ""
+		switch {
+		case c == nil:
+			why = "the target's row of the key vanished while the batch ran (another writer?)"
+		case c.Deleted:
+			why = fmt.Sprintf("the target holds the key deleted at version %d, between the batch's event it was filled from (version %d) and this one",
+				c.Version, r.FilledFrom)
+		}
+		if why != "" {
+			return outcome.Refused.Mark(&change.RecordError{Record: r.Record, Offset: -1, Key: change.RenderKey(m, r.Vals), LSN: r.Version, Column: firstFilled(m, r),
+				Err: fmt.Errorf("%w: the update leaves the column unchanged, and %s", change.ErrToast, why)})
+		}
+		for i := range r.Vals {
+			if r.Vals[i].Filled {
+				v := c.Vals[i]
+				v.Filled = true
+				r.Vals[i] = v
+			}
+		}
+		r.FilledFrom = c.Version
+	}
+	return nil
+}
+
+func firstFilled(m *mapping.Mapping, r *change.Row) string {
+	for i := range r.Vals {
+		if r.Vals[i].Filled {
+			return m.Cols[i].Name
+		}
+	}
+	return ""
 }
 
 // sameEvent is samePayload for two events of one key and LSN (one WAL

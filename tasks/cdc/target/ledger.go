@@ -2,9 +2,12 @@ package target
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
@@ -123,6 +126,11 @@ func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerSta
 	if st.Last, err = read("ORDER BY seq DESC LIMIT 1"); err != nil {
 		return st, err
 	}
+	if st.Last != nil {
+		if err := t.checkSeqs(cctx, name); err != nil {
+			return st, err
+		}
+	}
 	if st.Last != nil && digest != "" {
 		if st.Replay, err = read("WHERE digest = ? AND kind = ? ORDER BY seq LIMIT 1", digest, change.LedgerBatch); err != nil {
 			return st, err
@@ -136,8 +144,32 @@ func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerSta
 	return st, nil
 }
 
-// appendLedger writes one ledger row (seq: the last one's plus one).
-func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *change.LedgerEntry) error {
+// checkSeqs refuses a ledger with two rows of one seq (ErrLedgerSeq),
+// naming their holders and times.
+func (t *Table) checkSeqs(ctx context.Context, name string) error {
+	var seq, n uint64
+	var holders []string
+	var times []time.Time
+	err := t.conn.QueryRow(ctx, "SELECT seq, count(), groupArray(holder), groupArray(applied_at) FROM "+name+
+		" GROUP BY seq HAVING count() > 1 ORDER BY seq LIMIT 1").Scan(&seq, &n, &holders, &times)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return classify(fmt.Errorf("read the ledger %s: %w", name, err))
+	}
+	shown := make([]string, len(holders))
+	for i := range holders {
+		shown[i] = fmt.Sprintf("holder %s at %s", holders[i], times[i].UTC().Format(time.RFC3339))
+	}
+	return outcome.Refused.Mark(fmt.Errorf("%w: %s has %d rows of seq %d (%s)", ErrLedgerSeq, name, n, seq, strings.Join(shown, ", ")))
+}
+
+// appendLedger writes one ledger row (seq: the last one's plus one),
+// fenced by f: the row's values are literals of an INSERT … SELECT from
+// the lock table, which yields the row only while the lock is f's holder's
+// (fence.go).
+func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *change.LedgerEntry, f Fence) error {
 	e.Seq = 1
 	if prev != nil {
 		e.Seq = prev.Seq + 1
@@ -150,30 +182,27 @@ func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *c
 		}
 		open = string(b)
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
 	name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
-	b, err := t.conn.PrepareBatch(cctx, "INSERT INTO "+name+" ("+LedgerColumnList(false)+")")
-	if err != nil {
-		return ledgerWriteErr(name, err)
+	var cols, types []string
+	for _, c := range LedgerColumns {
+		if c[0] != "applied_at" {
+			cols, types = append(cols, c[0]), append(types, c[1])
+		}
 	}
-	defer b.Close()
-	if err := b.Append(e.Seq, e.Kind, e.Digest, e.Holder, e.Events, e.Keys, e.Pending, e.MinVersion, e.MaxVersion,
+	err := t.writeRow(ctx, name, cols, types, []any{e.Seq, e.Kind, e.Digest, e.Holder, e.Events, e.Keys, e.Pending, e.MinVersion, e.MaxVersion,
 		e.HighVersion, e.SnapshotLSN, e.LastTx, uint8(boolByte(e.LastTxSet)), e.LastFloor, open,
-		e.Source.Connector, e.Source.Name, e.Source.Version, e.Source.Db); err != nil {
-		return fmt.Errorf("write the ledger %s: %w", name, err)
-	}
-	if err := b.Send(); err != nil {
+		e.Source.Connector, e.Source.Name, e.Source.Version, e.Source.Db}, f, fmt.Sprintf("the ledger row of seq %d", e.Seq))
+	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
 		return ledgerWriteErr(name, err)
 	}
-	return nil
+	return err
 }
 
 // recordBatch appends the ledger row of a batch applied and verified after
 // prev. A ledger dropped during the run is transient: apply makes the
 // ledger itself (ensureLedger), so a re-run records the batch.
-func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry) error {
-	err := t.appendLedger(ctx, prev, e)
+func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry, f Fence) error {
+	err := t.retryQuorum(ctx, func() error { return t.appendLedger(ctx, prev, e, f) }, t.ledgerSettled(ctx, prev, e))
 	if err != nil && chCode(err) == ChUnknownTable {
 		// Not a setup to run, and the batch's rows are in (the exit-3 case).
 		return outcome.Transient.Mark(fmt.Errorf("%w: %s: %w", ErrLedgerDropped, mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
@@ -200,7 +229,7 @@ func ledgerWriteErr(name string, err error) error {
 // holds rows gets a baseline row: the target's highest version, so that an
 // older batch is still told from a new one. A ledger with rows is read in
 // one pass. It runs under the lock.
-func (t *Table) EnsureLedger(ctx context.Context, holder, digest string) (change.LedgerState, error) {
+func (t *Table) EnsureLedger(ctx context.Context, f Fence, digest string) (change.LedgerState, error) {
 	st, err := t.readLedger(ctx, digest)
 	if err == nil && st.Last != nil {
 		return st, nil
@@ -220,7 +249,7 @@ func (t *Table) EnsureLedger(ctx context.Context, holder, digest string) (change
 		return st, err
 	}
 	m := t.M
-	if err := t.exec(cctx, CreateLedgerSQL(m)); err != nil {
+	if err := t.exec(cctx, t.ddl(CreateLedgerSQL(m))); err != nil {
 		return st, err
 	}
 	if err := t.checkLedger(cctx); err != nil {
@@ -233,7 +262,7 @@ func (t *Table) EnsureLedger(ctx context.Context, holder, digest string) (change
 		return st, classify(fmt.Errorf("read the highest version of %s: %w", name, err))
 	}
 	if n > 0 {
-		if err := t.appendLedger(ctx, nil, &change.LedgerEntry{Kind: change.LedgerBaseline, Holder: holder, Keys: n, MaxVersion: high, HighVersion: high}); err != nil {
+		if err := t.appendLedger(ctx, nil, &change.LedgerEntry{Kind: change.LedgerBaseline, Holder: f.holder, Keys: n, MaxVersion: high, HighVersion: high}, f); err != nil {
 			return st, err
 		}
 	}

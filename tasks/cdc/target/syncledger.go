@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -134,25 +135,23 @@ func (l *SyncLedger) Last(ctx context.Context, slot string) (*SyncEntry, error) 
 	return e, nil
 }
 
-// Append writes e after prev (nil: the slot's first row), numbering it.
-func (l *SyncLedger) Append(ctx context.Context, prev, e *SyncEntry) error {
+// Append writes e after prev (nil: the slot's first row), numbering it,
+// fenced by f (fence.go): the holder checks its lock after it.
+func (l *SyncLedger) Append(ctx context.Context, prev, e *SyncEntry, f Fence) error {
 	e.Seq = 1
 	if prev != nil {
 		e.Seq = prev.Seq + 1
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
-	defer cancel()
-	b, err := l.s.conn.PrepareBatch(cctx, "INSERT INTO "+l.name()+
-		" (slot, seq, holder, system_id, source_db, through_lsn, transactions, changes, tables)")
-	if err != nil {
+	var cols, types []string
+	for _, c := range syncLedgerColumns {
+		if c[0] != "applied_at" {
+			cols, types = append(cols, c[0]), append(types, c[1])
+		}
+	}
+	err := l.s.writeRow(ctx, l.name(), cols, types, []any{e.Slot, e.Seq, e.Holder, e.SystemID, e.SourceDB, e.Through, e.Transactions, e.Changes, e.Tables},
+		f, fmt.Sprintf("the sync ledger row of seq %d", e.Seq))
+	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
 		return classify(fmt.Errorf("write the sync ledger %s: %w", l.name(), err))
 	}
-	defer b.Close()
-	if err := b.Append(e.Slot, e.Seq, e.Holder, e.SystemID, e.SourceDB, e.Through, e.Transactions, e.Changes, e.Tables); err != nil {
-		return fmt.Errorf("write the sync ledger %s: %w", l.name(), err)
-	}
-	if err := b.Send(); err != nil {
-		return classify(fmt.Errorf("write the sync ledger %s: %w", l.name(), err))
-	}
-	return nil
+	return err
 }

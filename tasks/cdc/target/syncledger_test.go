@@ -35,7 +35,7 @@ func TestSyncLedger(t *testing.T) {
 	var prevA *SyncEntry
 	for i, through := range []uint64{100, 250} {
 		e := &SyncEntry{Slot: "a", Holder: "h", SystemID: "7350", SourceDB: "shop", Through: through, Transactions: 2, Changes: 5, Tables: `{"public.orders":5}`}
-		if err := l.Append(ctx, prevA, e); err != nil {
+		if err := l.Append(ctx, prevA, e, Fence{}); err != nil {
 			t.Fatal(err)
 		}
 		if e.Seq != uint64(i+1) {
@@ -43,7 +43,7 @@ func TestSyncLedger(t *testing.T) {
 		}
 		prevA = e
 	}
-	if err := l.Append(ctx, nil, &SyncEntry{Slot: "b", Through: 7}); err != nil {
+	if err := l.Append(ctx, nil, &SyncEntry{Slot: "b", Through: 7}, Fence{}); err != nil {
 		t.Fatal(err)
 	}
 	last, err := l.Last(ctx, "a")
@@ -54,6 +54,32 @@ func TestSyncLedger(t *testing.T) {
 	if last, err := l.Last(ctx, "b"); err != nil || last == nil || last.Seq != 1 || last.Through != 7 {
 		t.Fatalf("last of slot b: %+v, %v", last, err)
 	}
+
+	// Fenced by a lock: written while the lock holds the holder's row,
+	// not written (silently) under another holder's lock, refused when the
+	// lock is gone.
+	lock := db + ".lk"
+	if err := s.exec(ctx, LockCreateSQL(lock, "me", "host", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(ctx, prevA, &SyncEntry{Slot: "a", Through: 300}, Fence{lock: lock, holder: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := l.Last(ctx, "a"); err != nil || last.Seq != 3 || last.Through != 300 {
+		t.Fatalf("after a fenced append: %+v, %v", last, err)
+	}
+	prevA = &SyncEntry{Seq: 3}
+	if err := l.Append(ctx, prevA, &SyncEntry{Slot: "a", Through: 400}, Fence{lock: lock, holder: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := l.Last(ctx, "a"); err != nil || last.Seq != 3 {
+		t.Fatalf("another holder's lock let a row through: %+v, %v", last, err)
+	}
+	if err := s.exec(ctx, "DROP TABLE "+lock); err != nil {
+		t.Fatal(err)
+	}
+	err = l.Append(ctx, prevA, &SyncEntry{Slot: "a", Through: 400}, Fence{lock: lock, holder: "me"})
+	testenv.WantError(t, err, outcome.Transient, change.ErrTargetLocked, "the lock "+lock+" is gone", "the sync ledger row of seq 4 was not written")
 
 	other, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_sync_")
 	if err := s.exec(ctx, "CREATE TABLE "+other+"._changesink_sync (slot String, seq UInt32) ENGINE = Memory"); err != nil {

@@ -211,6 +211,12 @@ final class Run implements AutoCloseable {
 
     // ---- trigger evaluations -------------------------------------------------------------------------------
 
+    /** Deletes the offsets the evaluations keep (the trigger's KV entry): the next evaluation snapshots again. */
+    void forgetOffsets(String why) throws java.io.IOException {
+        Files.deleteIfExists(offsets);
+        note("offsets deleted: " + why);
+    }
+
     Evaluation.Result evaluate(String label, Evaluation.Settings settings) throws Exception {
         int n;
         synchronized (this) {

@@ -13,7 +13,8 @@ final class Scenarios {
     static List<Scenario> all() {
         return List.of(orders("orders_default", false), orders("orders_full", true), multichange(), types("types", true), types("types_default", false),
             typesEdge(), defaults(), toast("toast_default", false), toast("toast_full", true), pkSwap(),
-            truncate("truncate", Map.of()), truncate("truncate_passed", Map.of("skipped.operations", "none")),
+            truncate("truncate", Map.of()), truncate("truncate_passed", Map.of("skipped.operations", "none")), resnapshot(),
+            Resnapshots.afterCreates(), Resnapshots.afterTruncate(),
             overlapBlocked(), overlapStream(), infinity());
     }
 
@@ -114,10 +115,10 @@ final class Scenarios {
 
     /**
      * Every PostgreSQL type the mapping supports, NOT NULL and nullable, with values a ClickHouse 18.16 target
-     * holds (whole seconds, dates 1970..2149, DateTime up to 2106): NULLs, extremes, Unicode.
+     * holds (whole seconds, dates 1970..2106-02-07, DateTime up to 2106-02-06 23:59:59: 18.16 shows no later ones): NULLs, extremes, Unicode.
      */
     static Scenario types(String name, boolean full) {
-        return new Scenario(name, "every supported PostgreSQL type, NOT NULL and nullable, with NULLs and extremes ClickHouse 18.16 can hold (REPLICA IDENTITY "
+        return new Scenario(name, "every supported PostgreSQL type, NOT NULL and nullable, with NULLs and the extremes ClickHouse 18.16 shows (REPLICA IDENTITY "
             + (full ? "FULL" : "DEFAULT: the delete carries only the key's value") + "): snapshot of 3 rows, then an insert, an update setting NULLs to values, one setting values to NULL, a delete",
             "everything", typeColumns(false), List.of("id"),
             (full ? "ALTER TABLE public.everything REPLICA IDENTITY FULL;\n" : "") + """
@@ -134,8 +135,8 @@ final class Scenarios {
                    -9999999999.99, 9999999999.99, 1234567890123456789012345678.1234567890, -0.5,
                    3.4028235e38, 1.17549435e-38, 1.7976931348623157e308, 5e-324, true, true,
                    'héllo ☃ 😀 "quoted" \\ back', E'tab\\tand\\nnewline', 'ÄÖÜßéèêë', '😀😀', 'ffffffff-ffff-ffff-ffff-ffffffffffff',
-                   'FFFFFFFF-0000-0000-0000-00000000000F', '2149-06-06', '2100-12-31', '2106-02-07 06:28:15', '1970-01-01 00:00:01',
-                   '2106-02-07 06:28:15+00', '2024-06-30 23:59:59+02:00', '{"big": 12345678901234567890, "f": 1.0e+2, "s": "a\\"b"}',
+                   'FFFFFFFF-0000-0000-0000-00000000000F', '2106-02-07', '2100-12-31', '2106-02-06 23:59:59', '1970-01-01 00:00:01',
+                   '2106-02-06 23:59:59+00', '2024-06-30 23:59:59+02:00', '{"big": 12345678901234567890, "f": 1.0e+2, "s": "a\\"b"}',
                    '"just a string"', '\\x000102ff', '\\x7f');""",
             streamed("""
                     BEGIN;
@@ -262,6 +263,38 @@ final class Scenarios {
                     INSERT INTO public.trunc VALUES (3, 'three');
                     TRUNCATE public.trunc;
                     INSERT INTO public.trunc VALUES (4, 'four');"""));
+    }
+
+    /**
+     * An operator's recovery from a TRUNCATE the trigger dropped (the seed's settings): the trigger's offsets are
+     * deleted from the KV store, so its next evaluation snapshots again (snapshot.mode initial, the slot kept), and
+     * the stream goes on from the slot. Before the re-snapshot, keys 1 and 2 are created again while a batch holds
+     * them live (the TRUNCATE that removed them is missing); keys 3 and 5 were truncated and never come back.
+     */
+    static Scenario resnapshot() {
+        return new Scenario("resnapshot", "snapshot; TRUNCATE (dropped: the seed's settings) then keys created again; the offsets deleted"
+            + " (the operator's re-snapshot); then streamed changes",
+            "resnap",
+            List.of(Col.of("id", "integer PRIMARY KEY", "Int32"), Col.of("v", "text NOT NULL", "String")),
+            List.of("id"),
+            "INSERT INTO public.resnap VALUES (1, 'one'), (2, 'two'), (3, 'three'), (5, 'five');",
+            run -> {
+                run.poll("snapshot");
+                run.sql("UPDATE public.resnap SET v = 'two, updated' WHERE id = 2;");
+                run.poll("stream-1");
+                run.sql("""
+                    TRUNCATE public.resnap;
+                    INSERT INTO public.resnap VALUES (1, 'one again'), (2, 'two again'), (4, 'four');""");
+                run.poll("stream-2: the TRUNCATE dropped");
+                run.forgetOffsets("the operator deletes the trigger's offsets to snapshot again");
+                run.poll("re-snapshot");
+                run.sql("""
+                    UPDATE public.resnap SET v = 'one, streamed' WHERE id = 1;
+                    INSERT INTO public.resnap VALUES (6, 'six');
+                    DELETE FROM public.resnap WHERE id = 4;""");
+                run.poll("stream-3");
+                run.drain("drained");
+            });
     }
 
     private static final List<Col> OVERLAP = List.of(Col.of("id", "integer PRIMARY KEY", "Int32"),

@@ -1,0 +1,78 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+)
+
+// sourceTable is a published table as the source's catalog describes it:
+// the columns the publication publishes, in the table's order, each with
+// its type and whether it is NOT NULL or part of the key.
+type sourceTable struct {
+	schema, name string
+	oid          uint32
+	identity     byte // pg_class.relreplident
+	cols         []pgvalue.Column
+}
+
+func (t sourceTable) qualified() string { return t.schema + "." + t.name }
+
+// catalogSQL lists the published tables' columns. The key is the replica
+// identity's index (REPLICA IDENTITY USING INDEX), else the primary key:
+// under REPLICA IDENTITY FULL, pgoutput flags every column, and the
+// target's key is still the primary key.
+const catalogSQL = `
+SELECT n.nspname, c.relname, c.oid::int8, c.relreplident::text,
+       a.attname, a.atttypid::int8, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod),
+       COALESCE(a.attnum = ANY ((SELECT i.indkey FROM pg_catalog.pg_index i
+                                  WHERE i.indrelid = c.oid AND (i.indisreplident OR (c.relreplident <> 'i' AND i.indisprimary))
+                                  ORDER BY i.indisreplident DESC LIMIT 1)::int2[]), false)
+  FROM pg_catalog.pg_publication_tables p
+  JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
+  JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+ WHERE p.pubname = $1 AND (p.attnames IS NULL OR a.attname = ANY (p.attnames))
+ ORDER BY n.nspname, c.relname, a.attnum`
+
+// readCatalog returns the tables the publication publishes, in name order.
+func readCatalog(ctx context.Context, conn *pgx.Conn, publication string) ([]sourceTable, error) {
+	rows, err := conn.Query(ctx, catalogSQL, publication)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
+	}
+	defer rows.Close()
+	var out []sourceTable
+	for rows.Next() {
+		var schema, name, identity string
+		var oid, typeOID int64
+		var c pgvalue.Column
+		if err := rows.Scan(&schema, &name, &oid, &identity, &c.Name, &typeOID, &c.TypeMod, &c.NotNull, &c.TypeName, &c.Key); err != nil {
+			return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
+		}
+		c.TypeOID = uint32(typeOID)
+		if n := len(out); n == 0 || out[n-1].schema != schema || out[n-1].name != name {
+			out = append(out, sourceTable{schema: schema, name: name, oid: uint32(oid), identity: identity[0]})
+		}
+		t := &out[len(out)-1]
+		t.cols = append(t.cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
+	}
+	return out, nil
+}
+
+// systemIdentity returns the source's system identifier and database: what
+// tells one PostgreSQL cluster from another (a restore or a migration makes
+// another), which the sync ledger records.
+func systemIdentity(ctx context.Context, conn *pgx.Conn) (id, db string, err error) {
+	err = conn.QueryRow(ctx, `SELECT system_identifier::text, current_database() FROM pg_catalog.pg_control_system()`).Scan(&id, &db)
+	if err != nil {
+		return "", "", fmt.Errorf("read the source's system identifier: %w", err)
+	}
+	return id, db, nil
+}

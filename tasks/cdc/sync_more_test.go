@@ -1,0 +1,218 @@
+package cdc
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+)
+
+// TestSyncManyTables: three tables in one publication (one with a
+// composite key, one with types of every family), loaded by setup, then
+// written in transactions that span them; a column is added to one
+// between runs (schema_changes: add_columns, the default: the target gets
+// it Nullable) and another is TRUNCATEd. After each sync every live view
+// equals its source table row by row.
+func TestSyncManyTables(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.a", "public.b", "public.c"}
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text NOT NULL)`,
+		`CREATE TABLE b (region text, n bigint, qty int, PRIMARY KEY (region, n))`,
+		`CREATE TABLE c (id bigint PRIMARY KEY, d date, ts timestamp(0), tz timestamptz(0), f double precision, ok boolean, amount numeric(10,2))`,
+		`INSERT INTO a SELECT i, 'a'||i FROM generate_series(1, 50) i`,
+		`INSERT INTO b SELECT 'r'||(i%3), i, i FROM generate_series(1, 50) i`,
+		`INSERT INTO c VALUES (1, '2024-01-15', '2024-01-15 10:30:00', '2024-01-15 10:30:00+02', 0.1, true, 12.34), (2, NULL, NULL, NULL, NULL, NULL, NULL)`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := SetupSync(ctx, cfg, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Loaded != 102 || len(res.Tables) != 3 {
+		t.Fatalf("setup: %+v", res)
+	}
+	check := func() {
+		t.Helper()
+		e.same(`SELECT id::text, v FROM a ORDER BY a.id`, `SELECT id, v FROM `+e.chDB+`.a_live ORDER BY id`)
+		e.same(`SELECT region, n::text, qty::text FROM b ORDER BY b.region COLLATE "C", b.n`, `SELECT region, n, qty FROM `+e.chDB+`.b_live ORDER BY region, n`)
+		// Generated mappings: a date and a timestamp are String on 18.16,
+		// Date and DateTime64 on 26.9 (docs/mapping.md); toString shows
+		// either in PostgreSQL's ISO text.
+		e.same(`SELECT id::text, d::text, to_char(ts, 'YYYY-MM-DD HH24:MI:SS.US'), to_char(tz AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), f::text, ok::text, (amount * 100)::bigint::text FROM c ORDER BY c.id`,
+			`SELECT id, toString(d), toString(ts), toString(tz), toString(f), if(ok IS NULL, NULL, if(ok, 'true', 'false')), toString(toInt64(amount * 100)) FROM `+e.chDB+`.c_live ORDER BY id`)
+	}
+	check()
+	e.exec(`BEGIN; UPDATE a SET v = 'x' WHERE id <= 10; DELETE FROM b WHERE n <= 5; INSERT INTO c VALUES (3, '2149-06-06', '2100-01-01 00:00:00', '1970-01-01 00:00:01+00', -0.5, false, -1.00); COMMIT`,
+		`UPDATE b SET qty = qty + 1 WHERE region = 'r1'`,
+		`DELETE FROM a WHERE id > 40`)
+	if _, err := Sync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	check()
+
+	// Between runs: a column added to a, b truncated and refilled, a
+	// column of c dropped.
+	e.exec(`ALTER TABLE a ADD COLUMN note text`, `UPDATE a SET note = 'n'||id WHERE id % 2 = 0`,
+		`TRUNCATE b`, `INSERT INTO b VALUES ('r9', 1, 1)`, `UPDATE c SET f = 2.5 WHERE id = 1`, `ALTER TABLE c DROP COLUMN amount`,
+		`INSERT INTO c (id, f) VALUES (4, 4.5)`)
+	if _, err := Sync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.same(`SELECT id::text, v FROM a ORDER BY a.id`, `SELECT id, v FROM `+e.chDB+`.a_live ORDER BY id`)
+	e.same(`SELECT region, n::text, qty::text FROM b ORDER BY b.region COLLATE "C", b.n`, `SELECT region, n, qty FROM `+e.chDB+`.b_live ORDER BY region, n`)
+	// c's dropped column stays in the target: NULL in the rows written
+	// since the drop (4), as it was in the others (1 was updated before it).
+	e.same(`SELECT id::text, f::text, CASE id WHEN 1 THEN '1234' WHEN 3 THEN '-100' ELSE '\N' END FROM c ORDER BY c.id`,
+		`SELECT id, toString(f), toString(toInt64(amount * 100)) FROM `+e.chDB+`.c_live ORDER BY id`)
+	e.same(`SELECT id::text, coalesce(note, '\N') FROM a ORDER BY a.id`, `SELECT id, ifNull(note, '\\N') FROM `+e.chDB+`.a_live ORDER BY id`)
+}
+
+// TestSyncRefusesARetypedColumn: a column retyped between runs is
+// refused when the next run starts: the catalog's type maps to another
+// ClickHouse type than the target's column holds (configuration: the
+// target is to be rebuilt). Nothing is written; the slot keeps the
+// transactions.
+func TestSyncRefusesARetypedColumn(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.r"}
+	e.exec(`CREATE TABLE r (id int PRIMARY KEY, n int)`, `INSERT INTO r VALUES (1, 1)`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO r VALUES (2, 2)`, `ALTER TABLE r ALTER COLUMN n TYPE bigint`, `INSERT INTO r VALUES (3, 3000000000)`)
+	for range 2 {
+		_, err := Sync(ctx, cfg, env)
+		wantError(t, err, outcome.Config, change.ErrTargetMismatch, `"n"`, "Int64")
+		if Hint(err) == "" {
+			t.Error("no hint")
+		}
+	}
+	if got := e.ch.query(`SELECT id FROM ` + e.chDB + `.r_live ORDER BY id`); strings.Join(got, ",") != "1" {
+		t.Errorf("live rows %v, want 1", got)
+	}
+}
+
+// TestSyncSettingsChecked: changesink sets the settings values are read
+// under on the replication connection, and reads them back (SHOW) before
+// streaming (pgvalue.CheckSettings: a pooler that drops startup
+// parameters would be refused as configuration). A DSN asking for another
+// DateStyle (options) does not change what is read: the values are right.
+func TestSyncSettingsChecked(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.s"}
+	e.exec(`CREATE TABLE s (id int PRIMARY KEY, d date)`, `INSERT INTO s VALUES (1, '2024-03-04')`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO s VALUES (2, '2024-05-06')`)
+	if strings.Contains(cfg.Postgres.DSN, "://") {
+		sep := "?"
+		if strings.Contains(cfg.Postgres.DSN, "?") {
+			sep = "&"
+		}
+		cfg.Postgres.DSN += sep + "options=-c%20DateStyle%3DSQL%2CDMY"
+	} else {
+		cfg.Postgres.DSN += " options='-c DateStyle=SQL,DMY'"
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.same(`SELECT id::text, d::text FROM s ORDER BY id`, `SELECT id, toString(d) FROM `+e.chDB+`.s_live ORDER BY id`)
+}
+
+// TestSyncExactValues: the values the trigger changes (issue 23) arrive
+// exactly: an explicit NULL in a column with a DEFAULT stays NULL; numeric
+// NaN, float NaN, ±Infinity and -0, date and timestamp ±infinity are held
+// (generated mappings: String for an unconstrained numeric, a date and a
+// timestamp on 18.16; Float64 for a double). A value the mapping cannot
+// hold (±infinity in a Date column a mapping entry asks for) is refused,
+// naming table, column and the value's kind, after the transactions
+// before it; the slot keeps it.
+func TestSyncExactValues(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.v"}
+	e.exec(`CREATE TABLE v (id int PRIMARY KEY, note text DEFAULT 'dflt', n numeric, f double precision, d date, ts timestamp, d2 date)`,
+		`INSERT INTO v (id, note, n, f, d, ts) VALUES (1, NULL, 'NaN', 'NaN', 'infinity', '-infinity'), (2, DEFAULT, 1.50, '-0', '2024-02-29', '2024-02-29 12:00:00.123456')`)
+	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
+		"  - source: {database: "+e.slot+", schema: public, table: v}\n    columns:\n      - {name: d2, type: Nullable(Date)}\n"+
+		// String on every server (generated: on 18.16 only), for the exact text of NaN and infinity.
+		"      - {name: n, type: Nullable(String), source_type: numeric}\n      - {name: d, type: Nullable(String), source_type: date}\n"+
+		"      - {name: ts, type: Nullable(String), source_type: timestamp}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, env := e.config()
+	cfg.Mappings = set
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO v (id, note, n, f, d, ts) VALUES (3, NULL, '-1e-20', 'Infinity', '-infinity', 'infinity'), (4, 'x', 0, '-Infinity', '0044-03-15 BC', '1969-12-31 23:59:59.5')`,
+		`UPDATE v SET note = NULL WHERE id = 2`)
+	if _, err := Sync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	const chFloat = `multiIf(isNaN(f), 'NaN', isInfinite(f) AND f > 0, 'Infinity', isInfinite(f), '-Infinity', toString(f))`
+	// An unconstrained numeric held as String is in its canonical text
+	// (trailing zeros trimmed), as the trigger path writes it.
+	e.same(`SELECT id::text, coalesce(note, '\N'), trim_scale(n)::text, f::text, d::text, to_char(ts, 'YYYY-MM-DD HH24:MI:SS.US') FROM v WHERE ts IS NOT NULL AND ts::text NOT LIKE '%infinity' ORDER BY v.id`,
+		`SELECT id, ifNull(note, '\\N'), n, `+chFloat+`, d, ts FROM `+e.chDB+`.v_live WHERE ts NOT LIKE '%infinity' ORDER BY id`)
+	e.same(`SELECT id::text, ts::text FROM v WHERE ts::text LIKE '%infinity' ORDER BY v.id`,
+		`SELECT id, ts FROM `+e.chDB+`.v_live WHERE ts LIKE '%infinity' ORDER BY id`)
+
+	e.exec(`INSERT INTO v (id) VALUES (5)`, `INSERT INTO v (id, d2) VALUES (6, 'infinity')`, `INSERT INTO v (id) VALUES (7)`)
+	_, err = Sync(ctx, cfg, env)
+	wantError(t, err, outcome.Refused, pgvalue.ErrSpecialValue, "public.v", "d2")
+	if !strings.Contains(Hint(err), "NaN and infinity") {
+		t.Errorf("hint %q", Hint(err))
+	}
+	if got := e.ch.query(`SELECT id FROM ` + e.chDB + `.v_live WHERE id >= 5 ORDER BY id`); strings.Join(got, ",") != "5" {
+		t.Errorf("live rows from 5: %v, want 5 (the transaction before the refused one)", got)
+	}
+}
+
+// TestSyncBudgetReportsBehind: a run a budget ends reports how long ago
+// the oldest transaction it left committed (behind_seconds); a run that
+// catches up reports 0.
+func TestSyncBudgetReportsBehind(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.q"}
+	e.exec(`CREATE TABLE q (id int PRIMARY KEY)`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO q VALUES (1)`, `INSERT INTO q VALUES (2)`, `INSERT INTO q VALUES (3)`)
+	time.Sleep(1100 * time.Millisecond)
+	cfg.MaxChanges = 1
+	res, err := Sync(ctx, cfg, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Outputs()
+	if !strings.Contains(res.Why, EnvMaxChanges) || !res.BehindKnown || res.Behind < time.Second || res.Behind > time.Minute || out["behind_seconds"] == nil {
+		t.Errorf("a run its budget ended: why %q, behind %s (known %v), outputs %v", res.Why, res.Behind, res.BehindKnown, out)
+	}
+	cfg.MaxChanges = 0
+	if res, err = Sync(ctx, cfg, env); err != nil || res.Why != "caught up" || !res.BehindKnown || res.Behind != 0 {
+		t.Errorf("a run that caught up: %+v, %v", res, err)
+	}
+}

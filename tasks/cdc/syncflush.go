@@ -1,0 +1,213 @@
+package cdc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+	"github.com/changesink/changesink/tasks/cdc/target"
+)
+
+// flush is what a sync run has gathered since it last confirmed the slot:
+// whole committed transactions, their rows added to each table's batch in
+// commit order.
+type flush struct {
+	transactions, changes int64
+	// through is the end of the last transaction's commit: once every
+	// table's rows are applied and verified, the position to record and
+	// confirm.
+	through uint64
+	// floor is the end of the commit before the next transaction: its
+	// changes' versions are above it (change.Raise), so versions follow
+	// commit order across transactions, runs and the slot's snapshot.
+	floor  uint64
+	sumBuf []byte
+}
+
+// add adds a change of the transaction xid to t's batch, with the
+// transaction's commit floor.
+func (f *flush) add(t *syncTable, xid uint32, r change.Row) error {
+	r.Meta.TxID, r.Meta.TxIDSet = int64(xid), true
+	r.Meta.Commit, r.Meta.CommitSet, r.Meta.Sequenced = f.floor, true, true
+	r.Meta.Sum, f.sumBuf = change.EventSum(f.sumBuf, &r)
+	if err := t.batch.Add(r); err != nil {
+		return outcome.Refused.Mark(fmt.Errorf("table %s, transaction %d: %w", t.name(), xid, err))
+	}
+	if len(t.batch.OutOfOrder) > 0 {
+		// The stream is in commit order and versions follow it: a key
+		// whose version went down is a bug, not the source's doing.
+		return fmt.Errorf("internal error: table %s, transaction %d: a change at LSN %s below its key's version",
+			t.name(), xid, slot.LSN(r.Meta.LSN))
+	}
+	t.rows++
+	f.changes++
+	return nil
+}
+
+// commit closes a transaction that ended at end.
+func (f *flush) commit(end uint64) {
+	f.transactions++
+	f.through, f.floor = end, end
+}
+
+// applyFlush applies the flush: each table's rows through the steps of
+// Apply, table by table in name order, each read back; then the flush's
+// row in the sync ledger; then the slot confirmed up to it. A failure
+// before the confirm leaves the slot where it was: the re-run gets the same
+// transactions again, and skips what this run applied as replays.
+func (r *syncRun) applyFlush(ctx context.Context) error {
+	if r.f.transactions == 0 {
+		return nil
+	}
+	counts := map[string]int64{}
+	for _, t := range r.order {
+		if t.rows == 0 && t.batch.Trunc == nil {
+			continue
+		}
+		counts[t.name()] = t.rows
+		// The server ends a stream it has not heard from for
+		// wal_sender_timeout (a minute): a flush of many tables says
+		// it is alive between them.
+		if r.stream != nil {
+			if err := r.stream.Heartbeat(ctx); err != nil {
+				return err
+			}
+		}
+		if err := t.apply(ctx); err != nil {
+			return err
+		}
+	}
+	r.stop.step = stepLedger
+	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source,
+		Through: r.f.through, Transactions: uint64(r.f.transactions), Changes: uint64(r.f.changes), Tables: countsJSON(counts)}
+	if err := r.appendLedger(ctx, &e); err != nil {
+		return err
+	}
+	r.last = &e
+	r.stop.step = stepConfirm
+	if err := r.env.hooks.run(ctx, r.env.hooks.recorded); err != nil {
+		return err
+	}
+	if err := r.stream.Confirm(ctx, slot.LSN(r.f.through)); err != nil {
+		return err
+	}
+	r.res.Transactions += r.f.transactions
+	r.res.Changes += r.f.changes
+	r.res.Flushes++
+	r.log.Info(fmt.Sprintf("cdc: applied %d transactions (%d changes) through %s, verified and confirmed",
+		r.f.transactions, r.f.changes, slot.LSN(r.f.through)))
+	r.f.transactions, r.f.changes = 0, 0
+	return nil
+}
+
+// applyBefore applies, before a refusal of a transaction it was reading,
+// the transactions the flush holds (committed before it), so that the run
+// stops at the refused transaction with everything before it applied and
+// confirmed; it returns the refusal, or why the flush failed.
+func (r *syncRun) applyBefore(ctx context.Context, refusal error) error {
+	if outcome.Classify(refusal) != outcome.Refused || r.f.transactions == 0 {
+		return refusal
+	}
+	for _, t := range r.order {
+		t.open = t.open[:0] // the refused transaction's rows
+	}
+	if err := r.applyFlush(ctx); err != nil {
+		return err
+	}
+	return refusal
+}
+
+// apply applies the table's rows of the flush: the steps of Apply under
+// the table's lock, then an empty batch for the next flush.
+func (t *syncTable) apply(ctx context.Context) error {
+	rd, err := t.run.readTarget(ctx, t.batch)
+	if err != nil {
+		return tableErr(t, err)
+	}
+	sel, err := t.run.selectPending(rd)
+	if err != nil {
+		return tableErr(t, err)
+	}
+	if err := t.run.insert(ctx, sel.Pending); err != nil {
+		return tableErr(t, err)
+	}
+	if err := t.run.verify(ctx, rd.rows); err != nil {
+		return tableErr(t, err)
+	}
+	if err := t.run.record(ctx, rd, sel); err != nil {
+		return tableErr(t, err)
+	}
+	t.batch.Reset()
+	t.rows = 0
+	return nil
+}
+
+// tableErr names the table and the target a failure is about.
+func tableErr(t *syncTable, err error) error {
+	return fmt.Errorf("table %s → %s: %w", t.name(), mapping.Qualified(t.m.Target.Database, t.m.Target.Table), err)
+}
+
+// countsJSON renders a flush's changes per table for the sync ledger.
+func countsJSON(counts map[string]int64) string {
+	b, err := json.Marshal(counts) // map keys come out sorted
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+// holderID is the id of the run's locks, which the sync ledger records.
+func (r *syncRun) holderID() string {
+	if len(r.order) > 0 && r.order[0].run.lk != nil {
+		return r.order[0].run.lk.ID
+	}
+	return ""
+}
+
+// appendLedger appends e to the sync ledger after the last row, fenced by
+// the first target's lock (target.Fence), then checks that lock: still
+// the run's, it proves the row was written under it.
+func (r *syncRun) appendLedger(ctx context.Context, e *target.SyncEntry) error {
+	var lk *target.Lock
+	var f target.Fence
+	if len(r.order) > 0 && r.order[0].run.lk != nil {
+		lk = r.order[0].run.lk
+		f = lk.Fence()
+	}
+	if err := r.ledger.Append(ctx, r.last, e, f); err != nil {
+		return err
+	}
+	if lk != nil {
+		return lk.Check(ctx)
+	}
+	return nil
+}
+
+// confirmIdle moves a caught-up slot to the server's keepalive position,
+// so a publication that is quiet while the rest of the database writes
+// does not pin the WAL: nothing is pending (no transaction open, the last
+// flush applied), and every transaction of the publications committed
+// before that position has been delivered. The position is recorded in the
+// sync ledger first, as a flush of no changes.
+func (r *syncRun) confirmIdle(ctx context.Context) error {
+	pos, ok := r.stream.IdlePosition()
+	if !ok || r.open || r.f.transactions > 0 || uint64(pos) <= r.last.Through {
+		return nil
+	}
+	r.stop.step = stepLedger
+	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(pos), Tables: "{}"}
+	if err := r.appendLedger(ctx, &e); err != nil {
+		return err
+	}
+	r.last = &e
+	r.stop.step = stepConfirm
+	if err := r.stream.Confirm(ctx, pos); err != nil {
+		return err
+	}
+	r.f.floor = uint64(pos)
+	return nil
+}

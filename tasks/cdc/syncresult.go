@@ -1,0 +1,147 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+)
+
+// SyncResult is the outcome of a sync run: what it applied, per table and
+// in all, and the slot's health when it ended.
+type SyncResult struct {
+	Slot string
+	// Transactions and Changes are the changes applied and confirmed;
+	// Flushes the times the run confirmed the slot.
+	Transactions, Changes, Flushes int64
+	// From and Through are where the slot stood when the run began and
+	// where it confirmed it at the end.
+	From, Through slot.LSN
+	// Why says why the run ended: caught up, or a budget.
+	Why string
+	// Tables are the counts of each table that had changes.
+	Tables []SyncTable
+	// Health is the slot's state at the end (its lag, the WAL it retains);
+	// HealthErr why it could not be read.
+	Health    slot.Health
+	HealthErr error
+	// Behind is how long ago the oldest transaction the run left for the
+	// next committed (0: caught up); BehindKnown is false when a budget
+	// ended the run and the stream did not show that transaction soon.
+	Behind      time.Duration
+	BehindKnown bool
+	Total       time.Duration
+}
+
+// SyncTable is one table's share of a sync run.
+type SyncTable struct {
+	Source, Target string
+	Result
+}
+
+// result gathers the run's counts and reads the slot's health.
+func (r *syncRun) result(ctx context.Context) *SyncResult {
+	res := &r.res
+	res.Slot, res.From, res.Why = r.cfg.Slot, r.startedAt, r.why
+	if r.last != nil {
+		res.Through = slot.LSN(r.last.Through)
+	}
+	for _, t := range r.order {
+		if t.res.Events == 0 {
+			continue
+		}
+		t.res.View = t.m.Target.Database + "." + t.m.Target.LiveView
+		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
+	}
+	res.Behind, res.BehindKnown = r.behind(ctx)
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res.Health, res.HealthErr = slot.ReadHealth(hctx, r.conn.PgConn(), r.cfg.Slot)
+	res.Total = time.Since(r.start)
+	return res
+}
+
+// behind reads, when a budget ended the run, the commit time of the next
+// transaction the slot holds (the stream's next Begin; nothing is
+// confirmed by reading it): the age of the oldest change not applied.
+func (r *syncRun) behind(ctx context.Context) (time.Duration, bool) {
+	if r.why == "caught up" {
+		return 0, true
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if r.open {
+		return max(0, time.Since(r.tx.CommitTime)), true // the transaction being read
+	}
+	for {
+		ev, err := r.stream.Next(pctx)
+		if err != nil {
+			return 0, false
+		}
+		if ev.Kind == slot.KindBegin {
+			return max(0, time.Since(ev.Tx.CommitTime)), true
+		}
+	}
+}
+
+// Outputs implements kestra.Result: the totals, the slot's position and
+// health, and each table's counts.
+func (r *SyncResult) Outputs() map[string]any {
+	tables := map[string]any{}
+	for _, t := range r.Tables {
+		tables[t.Source] = map[string]any{"target": t.Target, "events": t.Events, "keys": t.Keys, "pending": t.Pending,
+			"skipped": t.Skipped, "deletes": t.Deletes, "verified": t.Verified, "recreated": t.Recreated}
+	}
+	out := map[string]any{
+		"slot": r.Slot, "transactions": r.Transactions, "changes": r.Changes, "flushes": r.Flushes,
+		"from_lsn": r.From.String(), "through_lsn": r.Through.String(), "ended": r.Why, "tables": tables,
+	}
+	if r.BehindKnown {
+		out["behind_seconds"] = r.Behind.Seconds()
+	}
+	if r.HealthErr == nil {
+		out["lag_bytes"], out["retained_wal_bytes"], out["wal_status"] = r.Health.LagBytes, r.Health.RetainedBytes, r.Health.WALStatus
+		if r.Health.SafeWALSize >= 0 {
+			out["safe_wal_size"] = r.Health.SafeWALSize
+		}
+	}
+	return out
+}
+
+// Metrics implements kestra.Result: counters per run and per table, the
+// slot's lag and retained WAL (gauges as counters: Kestra has no gauge),
+// and the run's duration.
+func (r *SyncResult) Metrics() []kestra.Metric {
+	tags := map[string]string{"slot": r.Slot}
+	ms := []kestra.Metric{
+		kestra.Counter("transactions", float64(r.Transactions), tags),
+		kestra.Counter("changes", float64(r.Changes), tags),
+		kestra.Timer("duration", r.Total, tags),
+	}
+	if r.BehindKnown {
+		ms = append(ms, kestra.Timer("behind", r.Behind, tags))
+	}
+	if r.HealthErr == nil {
+		ms = append(ms, kestra.Counter("lag_bytes", float64(r.Health.LagBytes), tags),
+			kestra.Counter("retained_wal_bytes", float64(r.Health.RetainedBytes), tags))
+	}
+	for _, t := range r.Tables {
+		tt := map[string]string{"slot": r.Slot, "table": t.Source}
+		ms = append(ms, kestra.Counter("events", float64(t.Events), tt), kestra.Counter("pending", float64(t.Pending), tt),
+			kestra.Counter("verified", float64(t.Verified), tt))
+	}
+	return ms
+}
+
+// Summary is the run's one-line log.
+func (r *SyncResult) Summary() string {
+	lag := ""
+	if r.HealthErr == nil {
+		lag = fmt.Sprintf("; lag %d bytes, %d bytes of WAL retained (%s)", r.Health.LagBytes, r.Health.RetainedBytes, r.Health.WALStatus)
+	}
+	return fmt.Sprintf("Slot %s: %d transactions (%d changes) into %d tables applied, read back and confirmed from %s through %s (%s)%s.",
+		r.Slot, r.Transactions, r.Changes, len(r.Tables), r.From, r.Through, r.Why, lag)
+}

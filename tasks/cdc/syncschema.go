@@ -1,0 +1,153 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+)
+
+// relation takes in a table's definition, which the stream reports before
+// the table's first change and again after every change to its columns.
+// Against the mapping: a column the source added is added to the target
+// (schema_changes add_columns: Nullable, after the flush of the
+// transactions before it); a column the source dropped stays in the
+// target, NULL from then on; a retyped column, a changed key, and any
+// change under schema_changes refuse, are refused, naming the columns.
+func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
+	t, err := r.table(ev.Relation)
+	if err != nil {
+		return err
+	}
+	rel := ev.Relation
+	added, dropped, retyped, key := t.compare(rel, r.ch.Caps)
+	if len(added)+len(dropped)+len(retyped) > 0 || key != "" {
+		why := describeChange(added, dropped, retyped, key)
+		switch {
+		case t.policy == mapping.Refuse, len(retyped) > 0, key != "":
+			// The transactions before the change are applied first: the
+			// refusal stops the stream at the change itself.
+			if err := r.applyFlush(ctx); err != nil {
+				return err
+			}
+			return outcome.Refused.Mark(fmt.Errorf("table %s at %s: %w: %s", t.name(), ev.WALStart, change.ErrSchemaChange, why))
+		}
+		if len(added) > 0 {
+			if err := r.addColumns(ctx, t, added); err != nil {
+				return err
+			}
+		}
+		r.log.Warn(fmt.Sprintf("cdc: table %s changed at %s (%s): %s", t.name(), ev.WALStart, why,
+			"added columns are Nullable in the target; dropped ones stay, NULL from now on"))
+	}
+	if err := t.decoders(rel); err != nil {
+		return err
+	}
+	cols := make([]pgvalue.Column, len(rel.Columns))
+	for i, c := range rel.Columns {
+		cols[i] = t.sourceColumn(c)
+	}
+	t.src.cols = cols
+	return nil
+}
+
+// sameSet reports whether a and b hold the same names, in any order.
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
+}
+
+// compare returns what differs between the relation and the mapping:
+// columns added (mapped as pgvalue.Generate maps them, Nullable),
+// dropped, retyped (their type now maps to another ClickHouse type than
+// the target's), and a changed key (its description).
+func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps) (added []mapping.Column, dropped, retyped []string, key string) {
+	var keys []string
+	for _, c := range rel.Columns {
+		src := t.sourceColumn(c)
+		if c.Key && t.src.identity != slot.IdentityFull {
+			keys = append(keys, c.Name)
+		}
+		j, ok := t.m.ByName[c.Name]
+		if !ok {
+			src.NotNull, src.Key = false, false
+			mc, err := pgvalue.Generate(t.name(), src, caps)
+			if err != nil {
+				retyped = append(retyped, c.Name+" (a new column: "+err.Error()+")")
+				continue
+			}
+			added = append(added, mc)
+			continue
+		}
+		if _, err := pgvalue.NewDecoder(src, &t.m.Cols[j]); err != nil {
+			retyped = append(retyped, c.Name)
+		}
+	}
+	for _, c := range t.m.Cols {
+		if rel.Column(c.Name) < 0 {
+			dropped = append(dropped, c.Name)
+		}
+	}
+	if t.src.identity != slot.IdentityFull && !sameSet(keys, t.m.Key) {
+		key = fmt.Sprintf("the key is now (%s), the target's is %s", strings.Join(keys, ", "), t.m.KeyNames())
+	}
+	return added, dropped, retyped, key
+}
+
+// describeChange says what changed, for messages.
+func describeChange(added []mapping.Column, dropped, retyped []string, key string) string {
+	var parts []string
+	if len(added) > 0 {
+		names := make([]string, len(added))
+		for i, c := range added {
+			names[i] = c.Name
+		}
+		parts = append(parts, "added "+strings.Join(names, ", "))
+	}
+	if len(dropped) > 0 {
+		parts = append(parts, "dropped "+strings.Join(dropped, ", "))
+	}
+	if len(retyped) > 0 {
+		parts = append(parts, "retyped "+strings.Join(retyped, ", "))
+	}
+	if key != "" {
+		parts = append(parts, key)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// addColumns adds the columns the source added to t's target: the
+// transactions before the change are applied first (their rows have the
+// old columns), then the target's table and live view, then the mapping;
+// the rows of the transaction being read get NULL in the new columns.
+func (r *syncRun) addColumns(ctx context.Context, t *syncTable, added []mapping.Column) error {
+	if err := r.applyFlush(ctx); err != nil {
+		return err
+	}
+	m := t.m
+	for _, c := range added {
+		var err error
+		if m, err = m.With(c); err != nil {
+			return err
+		}
+	}
+	srv := t.srv.With(m)
+	tbl, err := srv.AddColumns(ctx)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", t.name(), err)
+	}
+	for i := range t.open {
+		for range added {
+			t.open[i].Vals = append(t.open[i].Vals, change.Value{Null: true})
+		}
+	}
+	t.m, t.srv, t.batch = m, srv, merge.NewBatch(m)
+	t.run.m, t.run.tbl = m, tbl
+	return nil
+}

@@ -1,0 +1,81 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+)
+
+// openSource connects to the source: a plain connection for the catalog
+// and the source's identity, and the slot's stream from its confirmed
+// position, under the settings the values are read with (pgvalue).
+func (r *syncRun) openSource(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, r.cfg.source.Copy())
+	if err != nil {
+		return sourceErr(fmt.Errorf("connect to the source: %w", err))
+	}
+	r.conn = conn
+	if r.systemID, r.source, err = systemIdentity(ctx, conn); err != nil {
+		return sourceErr(err)
+	}
+	pg := r.cfg.source.Config.Copy()
+	if pg.RuntimeParams == nil {
+		pg.RuntimeParams = map[string]string{}
+	}
+	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
+	r.stream, err = slot.Start(ctx, pg, slot.StreamConfig{Slot: r.cfg.Slot, Publications: []string{r.cfg.Publication},
+		IdleTimeout: idleWait, ActiveWait: activeWait, Settings: pgvalue.CheckedSettings,
+		CheckSettings: func(got map[string]string) error {
+			if err := pgvalue.CheckSettings(got); err != nil {
+				return outcome.Config.Mark(err)
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	r.startedAt = r.stream.Confirmed()
+	r.f.floor = uint64(r.startedAt)
+	var end string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&end); err != nil {
+		return sourceErr(fmt.Errorf("read the source's WAL position: %w", err))
+	}
+	if r.caughtUpAt, err = pglogrepl.ParseLSN(end); err != nil {
+		return fmt.Errorf("read the source's WAL position %q: %w", end, err)
+	}
+	return nil
+}
+
+// activeWait is how long a run waits for a slot another process still
+// streams from (a run killed a moment ago, whose walsender has not yet
+// noticed) before it refuses.
+const activeWait = 15 * time.Second
+
+// closeSource closes the stream (confirming nothing more) and the
+// catalog's connection.
+func (r *syncRun) closeSource() {
+	if r.stream != nil {
+		r.stream.Close()
+	}
+	if r.conn != nil {
+		_ = r.conn.Close(context.WithoutCancel(context.Background()))
+	}
+}
+
+// sourceErr classes an error of the source's plain connection: outcome
+// knows PostgreSQL's transient failures; a refused login is configuration.
+func sourceErr(err error) error {
+	if outcome.Classify(err) == outcome.Transient {
+		return err
+	}
+	return outcome.Config.Mark(fmt.Errorf("%w: %w", change.ErrConfig, err))
+}
