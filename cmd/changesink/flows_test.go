@@ -51,6 +51,22 @@ type step struct {
 	command string // "" for a non-changesink task (the summary Log)
 }
 
+// The sharded kafka-state flow: one file per Kestra major (2.0 has Loop and
+// no ForEach, 1.x has ForEach and no Loop), and the tasks both have.
+const (
+	shardedFlow   = "kafka-compacted-postgres-state-sharded.yaml"
+	shardedFlow1x = "kestra-1.x/kafka-compacted-postgres-state-sharded.yaml"
+)
+
+var shardedSteps = []step{
+	{"create_state_tables", "kafka-state setup"},
+	{"shards", ""}, // a Loop (2.0) or ForEach (1.x) over the shard ids ...
+	{"materialize_shard", "kafka-state materialize"}, // ... running one shard each
+	{"check_saved_positions", "kafka-state verify"},
+	{"require_consistent_state", ""},
+	{"stop_on_inconsistent_state", ""},
+}
+
 var shippedFlows = []shippedFlow{
 	{
 		file:    "kafka-compacted-postgres-state.yaml",
@@ -62,8 +78,26 @@ var shippedFlows = []shippedFlow{
 			{"check_saved_positions", "kafka-state verify"},
 			{"require_consistent_state", ""},   // the seed's If ...
 			{"stop_on_inconsistent_state", ""}, // ... and Fail, on verify's output valid
+			{"alert_on_lag", ""},               // an If on materialize's lag_total ...
+			{"lag_above_max_lag", ""},          // ... and its Fail, off unless max_lag is set
 		},
 		produces: map[string][]string{"materialize_batch": {"batch-report.json"}},
+	},
+	{
+		// The same job, the topic's partitions split into shards that a
+		// Loop runs in parallel (no seed: a changesink flow; Kestra 2.0).
+		file:     shardedFlow,
+		network:  "{{ inputs.docker_network }}",
+		steps:    shardedSteps,
+		produces: map[string][]string{"materialize_shard": {"batch-report.json"}},
+	},
+	{
+		// Its Kestra 1.x variant: a ForEach instead of the Loop
+		// (TestShardedFlowVariants holds the two together).
+		file:     shardedFlow1x,
+		network:  "{{ inputs.docker_network }}",
+		steps:    shardedSteps,
+		produces: map[string][]string{"materialize_shard": {"batch-report.json"}},
 	},
 	{
 		file:    "postgres-clickhouse-cdc.yaml",
@@ -98,8 +132,9 @@ var commandOutputs = map[string]struct {
 	result kestra.Result
 	files  []string
 }{
-	"kafka-state setup":       {result: &kafkastate.SetupResult{}},
-	"kafka-state materialize": {result: &kafkastate.Result{}, files: []string{kafkastate.ReportFile}},
+	"kafka-state setup": {result: &kafkastate.SetupResult{}},
+	// Every output a materialize can emit: the lag once read, the shard of a shard run.
+	"kafka-state materialize": {result: &kafkastate.Result{Lag: kafkastate.Offsets{}, Shard: "0/1"}, files: []string{kafkastate.ReportFile}},
 	"kafka-state verify":      {result: &kafkastate.VerifyResult{}},
 	"cdc setup":               {result: &cdc.SetupResult{}},
 	"cdc apply":               {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
@@ -263,6 +298,40 @@ var seedDeviations = map[[2]string]any{
 	// The shipped compose stack's network: with the seed's bridge, its
 	// kafka and postgres host names do not resolve.
 	{"kafka-compacted-postgres-state.yaml", "docker_network"}: "changesink",
+	// Drain mode runs batch after batch: the seed's 1000 records a batch
+	// would spend most of a drain on each batch's fixed costs.
+	{"kafka-compacted-postgres-state.yaml", "max_records"}: 100000,
+}
+
+// seedExtensions are what a shipped flow adds to its seed, which
+// TestFlowsKeepSeed accepts on top of it: inputs, flow outputs and env vars
+// of a task, by flow file.
+var seedExtensions = map[string]struct {
+	inputs, outputs []string
+	env             map[string][]string // task id → env vars
+}{
+	"kafka-compacted-postgres-state.yaml": {
+		inputs:  []string{"drain_seconds", "max_lag"},
+		outputs: []string{"lag_total"},
+		env:     map[string][]string{"materialize_batch": {"DRAIN_SECONDS"}},
+	},
+}
+
+// withoutExtensions returns the list of maps (inputs or outputs) without
+// those whose id is one of ids.
+func withoutExtensions(list any, ids []string) any {
+	items, ok := list.([]any)
+	if !ok {
+		return list
+	}
+	var out []any
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok && slices.Contains(ids, fmt.Sprint(m["id"])) {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // withDeviations returns the seed's inputs with the deliberate default
@@ -289,10 +358,16 @@ func withDeviations(t *testing.T, file string, inputs any) any {
 func TestFlowsKeepSeed(t *testing.T) {
 	dir := testenv.Seeds(t)
 	for _, sf := range shippedFlows {
+		if sf.seed == "" {
+			continue
+		}
 		t.Run(sf.file, func(t *testing.T) {
 			seed := readYAML(t, filepath.Join(dir, sf.seed))
 			got := readYAML(t, filepath.Join(flowsDir, sf.file))
 			seed["inputs"] = withDeviations(t, sf.file, seed["inputs"])
+			ext := seedExtensions[sf.file]
+			got["inputs"] = withoutExtensions(got["inputs"], ext.inputs)
+			got["outputs"] = withoutExtensions(got["outputs"], ext.outputs)
 			for _, key := range []string{"id", "namespace", "description", "concurrency", "inputs", "triggers", "outputs"} {
 				if !reflect.DeepEqual(got[key], seed[key]) {
 					t.Errorf("%s: %s differs from the seed\n got: %#v\nwant: %#v", sf.file, key, got[key], seed[key])
@@ -324,7 +399,11 @@ func TestFlowsKeepSeed(t *testing.T) {
 					t.Errorf("%s: seed task %v (with env) has no task of the same id", sf.file, st["id"])
 					continue
 				}
-				if env := stringMap(t, nt["env"], fmt.Sprintf("%v env", st["id"])); !reflect.DeepEqual(env, seedEnv) {
+				env := stringMap(t, nt["env"], fmt.Sprintf("%v env", st["id"]))
+				for _, k := range ext.env[fmt.Sprint(st["id"])] {
+					delete(env, k)
+				}
+				if !reflect.DeepEqual(env, seedEnv) {
 					t.Errorf("%s: task %v env differs from the seed's\n got: %v\nwant: %v", sf.file, st["id"], env, seedEnv)
 				}
 			}
@@ -626,5 +705,40 @@ func checkInlineMapping(t *testing.T, text, database string) {
 	}
 	if m.Source.Database != database {
 		t.Errorf("the inline mapping's source database is %q, want variables.postgres_database %q (the seed's prepare_batch check)", m.Source.Database, database)
+	}
+}
+
+// TestShardedFlowVariants holds the sharded flow's two files together: the
+// 1.x variant is the 2.0 file with the Loop written as a ForEach (its
+// iteration value taskrun.value instead of item.value, no outputs, which a
+// ForEach does not have) and nothing else changed.
+func TestShardedFlowVariants(t *testing.T) {
+	v2 := readYAML(t, filepath.Join(flowsDir, shardedFlow))
+	v1 := readYAML(t, filepath.Join(flowsDir, shardedFlow1x))
+	l2, l1 := taskByID(v2, "shards"), taskByID(v1, "shards")
+	if l2["type"] != "io.kestra.plugin.core.flow.Loop" || l1["type"] != "io.kestra.plugin.core.flow.ForEach" {
+		t.Fatalf("shards: types %v and %v, want Loop (2.0) and ForEach (1.x)", l2["type"], l1["type"])
+	}
+	m2 := taskByID(v2, "materialize_shard")
+	env2 := stringMap(t, m2["env"], "materialize_shard.env (2.0)")
+	if want := "{{ item.value }}/{{ inputs.shards }}"; env2["SHARD"] != want {
+		t.Errorf("2.0 SHARD = %q, want %q", env2["SHARD"], want)
+	}
+	if _, ok := l2["outputs"]; !ok {
+		t.Error("2.0 Loop has no outputs: each iteration is an execution of its own, the shards' results are lost")
+	}
+	// Rewrite the 2.0 file into its 1.x form; the rest must be equal.
+	env2["SHARD"] = "{{ taskrun.value }}/{{ inputs.shards }}"
+	envAny := map[string]any{}
+	for k, v := range env2 {
+		envAny[k] = v
+	}
+	m2["env"] = envAny
+	l2["type"] = l1["type"]
+	delete(l2, "outputs")
+	delete(l2, "description")
+	delete(l1, "description")
+	if !reflect.DeepEqual(v2, v1) {
+		t.Errorf("%s and %s differ beyond the loop task:\n2.0: %#v\n1.x: %#v", shardedFlow, shardedFlow1x, v2, v1)
 	}
 }

@@ -56,7 +56,19 @@ class FlowValidationTest {
     }
 
     static Stream<String> shipped() {
-        return Stream.of(Harness.KAFKA_FLOW, Harness.CDC_FLOW);
+        return Stream.of(Harness.KAFKA_FLOW, Engine.SHARDED_FLOW, Harness.CDC_FLOW);
+    }
+
+    /**
+     * Why the sharded flow has two files: this engine refuses the other's loop task (Kestra 2.0 has no ForEach,
+     * 1.x no Loop), naming it. cmd/changesink's TestShardedFlowVariants holds the two files together.
+     */
+    @Test
+    void otherEnginesShardedFlowIsRefused() throws Exception {
+        ValidateConstraintViolation v = validate(Engine.OTHER_SHARDED_FLOW, Harness.shippedFlow(Engine.OTHER_SHARDED_FLOW));
+        System.out.println(Engine.OTHER_SHARDED_FLOW + ": Kestra " + Engine.VERSION + " says: " + v.getConstraints());
+        assertThat(v.getConstraints(), notNullValue());
+        assertThat(v.getConstraints(), containsString(Engine.VERSION.equals("2.0") ? "io.kestra.plugin.core.flow.ForEach" : "io.kestra.plugin.core.flow.Loop"));
     }
 
     /** Which pieces the engine resolves each type to: the real Docker runner and core tasks, two stand-ins. */
