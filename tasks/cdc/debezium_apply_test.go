@@ -62,6 +62,9 @@ func TestRealDebeziumBatches(t *testing.T) {
 				name := filepath.Base(dir)
 				for _, form := range []string{"binary", "text"} {
 					t.Run(name+"/"+form, func(t *testing.T) {
+						if why, ok := issue28Pending[name]; ok && !*knownFailures {
+							t.Skip("known failure (issue 28): " + why)
+						}
 						sc := loadRealScenario(t, dir, form)
 						runRealScenario(t, sc)
 					})
@@ -115,6 +118,15 @@ var batchSays = map[string]struct {
 			"14": {"at": `"1969-12-31T23:59:30.424192"`},
 		},
 	},
+}
+
+// issue28Pending lists the scenarios that end wrong until issue 28 is
+// fixed; their text batches are the sequences real_<scenario> under
+// testdata/sequences, which say how they must end. -known-failures runs
+// them here too.
+var issue28Pending = map[string]string{
+	"resnapshot_after_creates":  "the CREATEs of live keys are carried open and the re-snapshot's READ is refused (testdata/sequences/real_resnapshot_after_creates)",
+	"resnapshot_after_truncate": "the complete re-snapshot leaves keys 3, 4 and 5 live (testdata/sequences/real_resnapshot_after_truncate)",
 }
 
 // noBatch lists the scenarios whose trigger evaluations all fail, so that

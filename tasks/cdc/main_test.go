@@ -5,12 +5,16 @@ import (
 	"testing"
 )
 
-// TestMain runs the child of TestApplyBreaksAKilledHolder or of
-// TestSyncExactlyOnceUnderKills when asked to.
+// TestMain runs the child of TestApplyBreaksAKilledHolder, of
+// TestSyncExactlyOnceUnderKills or of TestStoppedHolderAfterLocking when
+// asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
 		holdingChild()
 		os.Exit(3)
+	}
+	if os.Getenv(envStoppedChild) != "" {
+		os.Exit(stoppedChild())
 	}
 	if os.Getenv(envSyncChild) != "" {
 		os.Exit(syncChild())

@@ -44,7 +44,7 @@ func Sync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncResult, err erro
 	}
 	for !r.done {
 		if err := r.readFlush(ctx); err != nil {
-			return nil, err
+			return nil, r.applyBefore(ctx, err)
 		}
 		if err := r.applyFlush(ctx); err != nil {
 			return nil, err
@@ -80,7 +80,6 @@ type syncRun struct {
 	ch     *target.Server
 	tables map[uint32]*syncTable
 	order  []*syncTable
-	holder string
 
 	ledger *target.SyncLedger
 	last   *target.SyncEntry // the sync ledger's latest row of the slot

@@ -69,6 +69,14 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 			continue
 		}
 		counts[t.name()] = t.rows
+		// The server ends a stream it has not heard from for
+		// wal_sender_timeout (a minute): a flush of many tables says
+		// it is alive between them.
+		if r.stream != nil {
+			if err := r.stream.Heartbeat(ctx); err != nil {
+				return err
+			}
+		}
 		if err := t.apply(ctx); err != nil {
 			return err
 		}
@@ -94,6 +102,23 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 		r.f.transactions, r.f.changes, slot.LSN(r.f.through)))
 	r.f.transactions, r.f.changes = 0, 0
 	return nil
+}
+
+// applyBefore applies, before a refusal of a transaction it was reading,
+// the transactions the flush holds (committed before it), so that the run
+// stops at the refused transaction with everything before it applied and
+// confirmed; it returns the refusal, or why the flush failed.
+func (r *syncRun) applyBefore(ctx context.Context, refusal error) error {
+	if outcome.Classify(refusal) != outcome.Refused || r.f.transactions == 0 {
+		return refusal
+	}
+	for _, t := range r.order {
+		t.open = t.open[:0] // the refused transaction's rows
+	}
+	if err := r.applyFlush(ctx); err != nil {
+		return err
+	}
+	return refusal
 }
 
 // apply applies the table's rows of the flush: the steps of Apply under

@@ -28,7 +28,12 @@ type SyncResult struct {
 	// HealthErr why it could not be read.
 	Health    slot.Health
 	HealthErr error
-	Total     time.Duration
+	// Behind is how long ago the oldest transaction the run left for the
+	// next committed (0: caught up); BehindKnown is false when a budget
+	// ended the run and the stream did not show that transaction soon.
+	Behind      time.Duration
+	BehindKnown bool
+	Total       time.Duration
 }
 
 // SyncTable is one table's share of a sync run.
@@ -51,11 +56,35 @@ func (r *syncRun) result(ctx context.Context) *SyncResult {
 		t.res.View = t.m.Target.Database + "." + t.m.Target.LiveView
 		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
 	}
+	res.Behind, res.BehindKnown = r.behind(ctx)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res.Health, res.HealthErr = slot.ReadHealth(hctx, r.conn.PgConn(), r.cfg.Slot)
 	res.Total = time.Since(r.start)
 	return res
+}
+
+// behind reads, when a budget ended the run, the commit time of the next
+// transaction the slot holds (the stream's next Begin; nothing is
+// confirmed by reading it): the age of the oldest change not applied.
+func (r *syncRun) behind(ctx context.Context) (time.Duration, bool) {
+	if r.why == "caught up" {
+		return 0, true
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if r.open {
+		return max(0, time.Since(r.tx.CommitTime)), true // the transaction being read
+	}
+	for {
+		ev, err := r.stream.Next(pctx)
+		if err != nil {
+			return 0, false
+		}
+		if ev.Kind == slot.KindBegin {
+			return max(0, time.Since(ev.Tx.CommitTime)), true
+		}
+	}
 }
 
 // Outputs implements kestra.Result: the totals, the slot's position and
@@ -64,11 +93,14 @@ func (r *SyncResult) Outputs() map[string]any {
 	tables := map[string]any{}
 	for _, t := range r.Tables {
 		tables[t.Source] = map[string]any{"target": t.Target, "events": t.Events, "keys": t.Keys, "pending": t.Pending,
-			"skipped": t.Skipped, "deletes": t.Deletes, "verified": t.Verified}
+			"skipped": t.Skipped, "deletes": t.Deletes, "verified": t.Verified, "recreated": t.Recreated}
 	}
 	out := map[string]any{
 		"slot": r.Slot, "transactions": r.Transactions, "changes": r.Changes, "flushes": r.Flushes,
 		"from_lsn": r.From.String(), "through_lsn": r.Through.String(), "ended": r.Why, "tables": tables,
+	}
+	if r.BehindKnown {
+		out["behind_seconds"] = r.Behind.Seconds()
 	}
 	if r.HealthErr == nil {
 		out["lag_bytes"], out["retained_wal_bytes"], out["wal_status"] = r.Health.LagBytes, r.Health.RetainedBytes, r.Health.WALStatus
@@ -88,6 +120,9 @@ func (r *SyncResult) Metrics() []kestra.Metric {
 		kestra.Counter("transactions", float64(r.Transactions), tags),
 		kestra.Counter("changes", float64(r.Changes), tags),
 		kestra.Timer("duration", r.Total, tags),
+	}
+	if r.BehindKnown {
+		ms = append(ms, kestra.Timer("behind", r.Behind, tags))
 	}
 	if r.HealthErr == nil {
 		ms = append(ms, kestra.Counter("lag_bytes", float64(r.Health.LagBytes), tags),

@@ -105,7 +105,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 	}
 	// debug=true would have the driver print its own lines to stdout,
 	// which in Kestra mode holds protocol lines only, and log what
-	// changesink keeps out of logs: it is ignored.
+	// changesink keeps out of logs: it is ignored (the deprecated fields
+	// are the ones ParseDSN sets).
+	//lint:ignore SA1019 ParseDSN still sets Debug from the URL
 	opts.Debug, opts.Debugf, opts.Logger = false, nil, nil
 	if opts.Protocol != clickhouse.Native {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s must use the native protocol (clickhouse://)", change.ErrConfig, ErrBadURL, EnvClickHouseURL))
