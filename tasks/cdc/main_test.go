@@ -6,7 +6,8 @@ import (
 )
 
 // TestMain runs the child of TestApplyBreaksAKilledHolder, of
-// TestSyncExactlyOnceUnderKills or of TestStoppedHolderAfterLocking when
+// TestSyncExactlyOnceUnderKills or of TestStoppedHolderAfterLocking or
+// TestClusterExactlyOnceUnderKills when
 // asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
@@ -18,6 +19,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envSyncChild) != "" {
 		os.Exit(syncChild())
+	}
+	if os.Getenv(envClusterChild) != "" {
+		os.Exit(clusterChild())
 	}
 	os.Exit(m.Run())
 }

@@ -37,13 +37,8 @@ const (
 // backwards" (whose hint is to rebuild a healthy target), and write
 // nothing: the ledger holds Z's and B's rows, one per sequence number,
 // and the live view B's rows. The other stop points (between the lock
-// check and each write) need a hook the code does not have yet:
-// docs/design/issue-28.md §9.
+// check and each write) are TestStoppedHolder's (lock_test.go).
 func TestStoppedHolderAfterLocking(t *testing.T) {
-	if !*knownFailures {
-		t.Skip("known failure: a holder stopped after locking reads the target after the breaker's batch and refuses as ErrWentBackwards " +
-			"(no lock check before a refusal computed from target reads); -known-failures runs it")
-	}
 	e := newEnv(t, ordersMapping)
 	e.setup()
 	batch := func(lsn int64, status string) []any {

@@ -144,7 +144,7 @@ func TestBatchAgainstTarget(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got := e.query(fmt.Sprintf("SELECT amount_cents, status, _cdc_lsn, _cdc_deleted FROM %s.orders_cdc FINAL WHERE id = %d", e.db, id))
+					got := e.query(e.finalSQL("amount_cents, status, _cdc_lsn, _cdc_deleted", fmt.Sprintf("id = %d", id)))
 					if strings.Join(got, "\n") != want.row {
 						t.Errorf("key 1's row %q, want %q", strings.Join(got, "\n"), want.row)
 					}
