@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"gopkg.in/yaml.v3"
@@ -24,6 +26,7 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
@@ -39,11 +42,15 @@ const (
 // shippedFlow describes what each shipped flow must hold beyond what it keeps
 // from its seed: the visible steps in order and the changesink command each runs.
 type shippedFlow struct {
-	file     string
-	seed     string
-	network  string // the Docker runner's networkMode
-	steps    []step
-	produces map[string][]string // task id → outputFiles it must declare
+	file string
+	// seed is the seed flow it replaces; a flow without one (the sync flow)
+	// names secretsOf, the seed whose namespace and secret names it keeps.
+	seed, secretsOf string
+	network         string // the Docker runner's networkMode
+	steps           []step
+	produces        map[string][]string // task id → outputFiles it must declare
+	// notInCompose says why docker-compose.yml does not load the flow.
+	notInCompose string
 }
 
 type step struct {
@@ -86,10 +93,11 @@ var shippedFlows = []shippedFlow{
 	{
 		// The same job, the topic's partitions split into shards that a
 		// Loop runs in parallel (no seed: a changesink flow; Kestra 2.0).
-		file:     shardedFlow,
-		network:  "{{ inputs.docker_network }}",
-		steps:    shardedSteps,
-		produces: map[string][]string{"materialize_shard": {"batch-report.json"}},
+		file:         shardedFlow,
+		network:      "{{ inputs.docker_network }}",
+		steps:        shardedSteps,
+		produces:     map[string][]string{"materialize_shard": {"batch-report.json"}},
+		notInCompose: "it needs Kestra 2.0 (its Loop); the stack's 1.3.31 loads its 1.x variant",
 	},
 	{
 		// Its Kestra 1.x variant: a ForEach instead of the Loop
@@ -110,6 +118,18 @@ var shippedFlows = []shippedFlow{
 		},
 		produces: map[string][]string{"apply": {"expected.jsonl", "pending.jsonl"}},
 	},
+	{
+		file:      "postgres-clickhouse-sync.yaml",
+		secretsOf: "postgres-clickhouse-cdc.yaml",
+		network:   "{{ vars.docker_network }}",
+		steps: []step{
+			{"setup", "cdc setup"},
+			{"sync", "cdc sync"},
+			{"summary", ""},
+			{"alert", ""},
+		},
+		notInCompose: "it writes the trigger flow's read model, which has one writer at a time",
+	},
 }
 
 // seedSecretEnv is how the seeds pass each secret: env var → secret name. A
@@ -122,6 +142,9 @@ var seedSecretEnv = map[string]string{
 	kafkastate.EnvPGPassword:      "KAFKA_STATE_PASSWORD",
 	"CLICKHOUSE_USERNAME":         "CLICKHOUSE_USERNAME",
 	"CLICKHOUSE_PASSWORD":         "CLICKHOUSE_PASSWORD",
+	// The cdc seed's Debezium trigger logs in with these (username, password).
+	cdc.EnvPostgresUsername: "CDC_POSTGRES_USERNAME",
+	cdc.EnvPostgresPassword: "CDC_POSTGRES_PASSWORD",
 }
 
 // commandOutputs ties each command to the result type its Run reports
@@ -138,11 +161,17 @@ var commandOutputs = map[string]struct {
 	"kafka-state verify":      {result: &kafkastate.VerifyResult{}},
 	"cdc setup":               {result: &cdc.SetupResult{}},
 	"cdc apply":               {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
-	"cdc sync":                {result: &cdc.SyncResult{}},
+	// BehindKnown: behind_seconds is emitted whenever the run could tell.
+	"cdc sync": {result: &cdc.SyncResult{BehindKnown: true}},
 }
 
-// outputNames returns the outputs a command emits on success.
-func outputNames(cmd string) []string {
+// outputNames returns the outputs a command emits on success, given the env
+// a task sets: cdc setup given a source (CDC_POSTGRES_DSN) reports what
+// SetupSync did.
+func outputNames(cmd string, env map[string]string) []string {
+	if cmd == "cdc setup" && env[cdc.EnvPostgresDSN] != "" {
+		return slices.Sorted(maps.Keys((&cdc.SyncSetupResult{}).Outputs()))
+	}
 	o, ok := commandOutputs[cmd]
 	if !ok || o.result == nil {
 		return nil
@@ -150,8 +179,9 @@ func outputNames(cmd string) []string {
 	return slices.Sorted(maps.Keys(o.result.Outputs()))
 }
 
-// failureOutputs are emitted by main.fail on every failed command.
-var failureOutputs = []string{"error_class", "error"}
+// failureOutputs are emitted by main.fail on every failed command (hint
+// when the error has one).
+var failureOutputs = []string{"error_class", "error", "hint"}
 
 func readYAML(t *testing.T, path string) map[string]any {
 	t.Helper()
@@ -362,6 +392,10 @@ func TestFlowsKeepSeed(t *testing.T) {
 			continue
 		}
 		t.Run(sf.file, func(t *testing.T) {
+			if sf.seed == "" {
+				keepsSeedNames(t, sf, dir)
+				return
+			}
 			seed := readYAML(t, filepath.Join(dir, sf.seed))
 			got := readYAML(t, filepath.Join(flowsDir, sf.file))
 			seed["inputs"] = withDeviations(t, sf.file, seed["inputs"])
@@ -408,6 +442,29 @@ func TestFlowsKeepSeed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// keepsSeedNames checks a flow that replaces no seed against the seed it
+// stands beside: the same namespace, and every secret it reads is one that
+// seed reads, so a Kestra instance set up for the seed needs no new secret.
+func keepsSeedNames(t *testing.T, sf shippedFlow, seeds string) {
+	t.Helper()
+	raw := testenv.ReadFile(t, filepath.Join(seeds, sf.secretsOf))
+	seed := readYAML(t, filepath.Join(seeds, sf.secretsOf))
+	got := readYAML(t, filepath.Join(flowsDir, sf.file))
+	if got["namespace"] != seed["namespace"] {
+		t.Errorf("%s: namespace %v, want the seed %s's %v", sf.file, got["namespace"], sf.secretsOf, seed["namespace"])
+	}
+	secretName := regexp.MustCompile(`secret\('([A-Z0-9_]+)'\)`)
+	seedSecrets := map[string]bool{}
+	for _, m := range secretName.FindAllStringSubmatch(string(raw), -1) {
+		seedSecrets[m[1]] = true
+	}
+	for _, m := range secretName.FindAllStringSubmatch(string(testenv.ReadFile(t, filepath.Join(flowsDir, sf.file))), -1) {
+		if !seedSecrets[m[1]] {
+			t.Errorf("%s reads secret %s, which the seed %s does not (it reads %v)", sf.file, m[1], sf.secretsOf, slices.Sorted(maps.Keys(seedSecrets)))
+		}
 	}
 }
 
@@ -506,10 +563,11 @@ func TestFlowsRunRealCommands(t *testing.T) {
 					continue
 				}
 				cmd := changesinkCommand(t, task)
+				env := stringMap(t, task["env"], ref.task+".env")
 				switch ref.kind {
 				case "vars":
-					if !slices.Contains(outputNames(cmd), ref.name) && !slices.Contains(failureOutputs, ref.name) {
-						t.Errorf("%s: `changesink %s` emits no output %q (it emits %v)", ref.expr, cmd, ref.name, outputNames(cmd))
+					if !slices.Contains(outputNames(cmd, env), ref.name) && !slices.Contains(failureOutputs, ref.name) {
+						t.Errorf("%s: `changesink %s` emits no output %q (it emits %v)", ref.expr, cmd, ref.name, outputNames(cmd, env))
 					}
 				case "outputFiles":
 					files, _ := task["outputFiles"].([]any)
@@ -630,8 +688,8 @@ func TestFlowKafkaStateKeepsSeedFail(t *testing.T) {
 	if env := stringMap(t, check["env"], "check_saved_positions.env"); env["REPORT_ONLY"] != "true" {
 		t.Errorf(`check_saved_positions: REPORT_ONLY = %q, want "true" (else verify fails the task and the seed's Fail is never reached)`, env["REPORT_ONLY"])
 	}
-	if !slices.Contains(outputNames("kafka-state verify"), "valid") {
-		t.Errorf("kafka-state verify emits no output valid (it emits %v)", outputNames("kafka-state verify"))
+	if !slices.Contains(outputNames("kafka-state verify", nil), "valid") {
+		t.Errorf("kafka-state verify emits no output valid (it emits %v)", outputNames("kafka-state verify", nil))
 	}
 }
 
@@ -740,5 +798,80 @@ func TestShardedFlowVariants(t *testing.T) {
 	delete(l1, "description")
 	if !reflect.DeepEqual(v2, v1) {
 		t.Errorf("%s and %s differ beyond the loop task:\n2.0: %#v\n1.x: %#v", shardedFlow, shardedFlow1x, v2, v1)
+	}
+}
+
+// TestFlowSyncSettings checks the sync flow's settings: both tasks read the
+// same source, slot, publication, mapping and target; the mapping is inline,
+// a mapping set changesink accepts, whose source database is the DSN's and
+// whose public.orders is the read model the trigger flow writes
+// (flows/orders.mapping.yaml); the DSN holds no credentials; and the
+// schedule runs every minute, one execution at a time, recovers only the
+// last missed run, and is never stopped (an unread slot keeps WAL on the
+// source).
+func TestFlowSyncSettings(t *testing.T) {
+	flow := readYAML(t, filepath.Join(flowsDir, "postgres-clickhouse-sync.yaml"))
+	vars, _ := flow["variables"].(map[string]any)
+	setup := stringMap(t, taskByID(flow, "setup")["env"], "setup.env")
+	sync := stringMap(t, taskByID(flow, "sync")["env"], "sync.env")
+	for _, k := range []string{cdc.EnvPostgresDSN, cdc.EnvPostgresUsername, cdc.EnvPostgresPassword, cdc.EnvSlot, cdc.EnvPublication,
+		cdc.EnvMapping, cdc.EnvClickHouseURL, cdc.EnvClickHouseUsername, cdc.EnvClickHousePassword} {
+		if setup[k] == "" || setup[k] != sync[k] {
+			t.Errorf("%s: setup sets %q, sync %q; both must read the same", k, setup[k], sync[k])
+		}
+	}
+	for _, id := range []string{"setup", "sync"} {
+		files := stringMap(t, taskByID(flow, id)["inputFiles"], id+".inputFiles")
+		if got := files[setup[cdc.EnvMapping]]; got != "{{ vars.sync_mapping }}" {
+			t.Errorf("%s: inputFiles[%s] = %q, want {{ vars.sync_mapping }} (the mapping inline in the flow)", id, setup[cdc.EnvMapping], got)
+		}
+	}
+	if d, err := time.ParseDuration(fmt.Sprint(vars["max_duration"])); err != nil || d <= 0 || d >= time.Minute {
+		t.Errorf("max_duration %v (%v): want a duration that leaves room in the minute", vars["max_duration"], err)
+	}
+
+	dsn, err := url.Parse(fmt.Sprint(vars["postgres_dsn"]))
+	if err != nil {
+		t.Fatalf("postgres_dsn: %v", err)
+	}
+	if dsn.User != nil {
+		t.Errorf("postgres_dsn names a user or password; they come from the secrets")
+	}
+	set, err := mapping.ParseSet("inline sync_mapping", []byte(fmt.Sprint(vars["sync_mapping"])))
+	if err != nil {
+		t.Fatalf("the inline mapping is refused by changesink: %v", err)
+	}
+	if got := set.Tables(); !slices.Equal(got, []string{"public.orders"}) {
+		t.Errorf("the mapping lists %v, want public.orders", got)
+	}
+	orders, err := cdc.LoadMapping(filepath.Join(flowsDir, "orders.mapping.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := set.For(strings.TrimPrefix(dsn.Path, "/"), "public", "orders", orders.Columns, orders.Key)
+	if err != nil {
+		t.Fatalf("the mapping of public.orders from the DSN's database: %v", err)
+	}
+	m.File = orders.File
+	if !reflect.DeepEqual(m, orders) {
+		t.Errorf("public.orders does not go to the trigger flow's read model\n got: %+v\nwant: %+v", m, orders)
+	}
+
+	triggers, _ := flow["triggers"].([]any)
+	if len(triggers) != 1 {
+		t.Fatalf("want one trigger, got %d", len(triggers))
+	}
+	trig, _ := triggers[0].(map[string]any)
+	if trig["type"] != "io.kestra.plugin.core.trigger.Schedule" || trig["cron"] != "* * * * *" {
+		t.Errorf("trigger %v: want a Schedule every minute", trig)
+	}
+	if trig["recoverMissedSchedules"] != "LAST" {
+		t.Errorf("recoverMissedSchedules %v: want LAST (one run catches up; one per missed minute would queue up)", trig["recoverMissedSchedules"])
+	}
+	if _, ok := trig["stopAfter"]; ok {
+		t.Errorf("the schedule has stopAfter: a stopped schedule leaves the slot unread, keeping WAL on the source")
+	}
+	if c, _ := flow["concurrency"].(map[string]any); c["limit"] != 1 || c["behavior"] != "QUEUE" {
+		t.Errorf("concurrency %v: want limit 1, behavior QUEUE", c)
 	}
 }

@@ -99,13 +99,23 @@ func (c created) release() {
 	}
 }
 
-// ensureSlot makes sure of the publication and the slot (slot.Ensure) and
-// connects to the source for the catalog and the load, under the settings
-// the values are read with.
+// ensureSlot connects to the source for the catalog and the load, under
+// the settings the values are read with, then makes sure of the
+// publication and the slot (slot.Ensure). It connects first, as Sync does,
+// so that a login the source refuses is a configuration error here too.
 func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 	tables, err := r.publishedTables()
 	if err != nil {
 		return created{}, err
+	}
+	conn := r.cfg.source.Copy()
+	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
+	if r.conn, err = pgx.ConnectConfig(ctx, conn); err != nil {
+		return created{}, sourceErr(fmt.Errorf("connect to the source: %w", err))
+	}
+	if r.systemID, r.source, err = systemIdentity(ctx, r.conn); err != nil {
+		r.closeSource()
+		return created{}, sourceErr(err)
 	}
 	pg := r.cfg.source.Config.Copy()
 	if pg.RuntimeParams == nil {
@@ -115,23 +125,13 @@ func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 	res, err := slot.Ensure(ctx, pg, slot.Setup{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Tables: tables,
 		ExportSnapshot: true, ActiveWait: activeWait})
 	if err != nil {
+		r.closeSource()
 		return created{}, err
 	}
-	var c created
-	if res.SlotCreated {
-		c = created{snap: res.Snapshot, at: res.ConsistentPoint}
+	if !res.SlotCreated {
+		return created{}, nil
 	}
-	conn := r.cfg.source.Copy()
-	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
-	if r.conn, err = pgx.ConnectConfig(ctx, conn); err != nil {
-		c.release()
-		return created{}, sourceErr(fmt.Errorf("connect to the source: %w", err))
-	}
-	if r.systemID, r.source, err = systemIdentity(ctx, r.conn); err != nil {
-		c.release()
-		return created{}, sourceErr(err)
-	}
-	return c, nil
+	return created{snap: res.Snapshot, at: res.ConsistentPoint}, nil
 }
 
 // publishedTables are the tables the publication must publish: the
