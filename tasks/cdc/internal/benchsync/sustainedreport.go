@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -45,6 +46,9 @@ type sustainedResults struct {
 func (b *bench) reportSustained(s *sustained) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.commits) == 0 {
+		return errors.New("the writer committed nothing")
+	}
 	last := s.commits[len(s.commits)-1].at.Sub(s.start)
 	r := sustainedResults{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadBefore: b.res.LoadBefore,
 		LoadAfter: benchrun.LoadAvg(), Seconds: time.Since(s.start).Seconds(), Rate: b.rate, Period: b.period.String(),
