@@ -92,4 +92,6 @@ type syncRun struct {
 	why  string     // why the run ended
 
 	res SyncResult
+	// loaded is what the initial load copied (SetupSync).
+	loaded LoadStats
 }
