@@ -8,6 +8,7 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/slot"
+	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
 // loadBlock gathers a worker's rows of one table, column by column, until
@@ -80,8 +81,8 @@ func (b *loadBlock) reset() {
 // copyChunk copies one chunk under tx: COPY's rows decoded into blocks,
 // each block inserted (fenced by the table's lock, checked after) as soon
 // as it is full, the last one at the chunk's end.
-func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *loadBlock, point uint64, p *loadProgress) error {
-	t := c.lt.t
+func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *loadBlock, l *loadRun, p *loadProgress) error {
+	t, point := c.lt.t, l.point
 	var failed error
 	ct := &copyText{row: func(fields [][]byte) error {
 		if err := b.add(fields, point); err != nil {
@@ -109,7 +110,9 @@ func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *load
 		}
 	}
 	p.chunk(c.lt, ct.Bytes)
-	return nil
+	return r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadChunk, Table: t.name(), Chunk: uint32(c.n),
+		Step: c.lt.step, Lo: c.lo, Hi: c.hi, Filenode: c.lt.filenode, Point: point, Xmin: l.xmin, Delta: c.since > 0, Rows: uint64(ct.Rows), Bytes: uint64(ct.Bytes),
+		Holder: r.holderID()})
 }
 
 // writeBlock inserts the block, fenced, and checks the lock after it.

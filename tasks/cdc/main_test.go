@@ -6,7 +6,8 @@ import (
 )
 
 // TestMain runs the child of TestApplyBreaksAKilledHolder or of
-// TestSyncExactlyOnceUnderKills when asked to.
+// TestSyncExactlyOnceUnderKills or of TestSyncLoadContinuesAfterKills
+// when asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
 		holdingChild()
@@ -14,6 +15,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envSyncChild) != "" {
 		os.Exit(syncChild())
+	}
+	if os.Getenv(envLoadChild) != "" {
+		os.Exit(loadChild())
 	}
 	os.Exit(m.Run())
 }

@@ -152,28 +152,30 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 }
 
 // load copies every table from the new slot's snapshot into its target,
-// then records the slot's consistent point in the sync ledger. For a slot
-// that was there, it checks the ledger has it: a slot nothing loaded from
-// cannot be streamed (its snapshot is gone).
+// then records the slot's consistent point in the sync ledger. A slot that
+// was there is loaded already (the sync ledger has it), or its load was
+// cut and is continued (loadresume.go), or nothing loaded from it and it
+// is refused (its snapshot is gone).
 func (r *syncRun) load(ctx context.Context, c created) error {
 	last, err := r.ledger.Last(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
 	r.last = last
-	if c.snap == nil {
-		if last == nil {
-			return outcome.Refused.Mark(fmt.Errorf("%w: slot %s exists, but the sync ledger %s has no row of it: its snapshot is gone",
-				change.ErrNotLoaded, r.cfg.Slot, r.ledgerName()))
-		}
+	if c.snap == nil && last != nil {
 		return nil
 	}
-	if err := r.loadTables(ctx, c.snap, uint64(c.at)); err != nil {
+	l, err := r.prepareLoad(ctx, c)
+	if err != nil {
 		return err
 	}
-	r.res.Changes = r.loaded.Rows
+	defer l.release()
+	if err := r.loadTables(ctx, l); err != nil {
+		return err
+	}
+	r.res.Changes, r.continued = r.loaded.Rows, l.continued
 	r.stop.step = stepLedger
-	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(c.at),
+	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: l.from,
 		Changes: uint64(r.res.Changes), Tables: "{}"}
 	if err := r.appendLedger(ctx, &e); err != nil {
 		return err
@@ -191,13 +193,15 @@ type SyncSetupResult struct {
 	ConsistentPoint slot.LSN
 	Tables          []SyncTable
 	Loaded          int64
-	// Load is what the initial load copied (zero when nothing was loaded).
-	Load LoadStats
+	// Load is what the initial load copied (zero when nothing was loaded);
+	// Continued: it continued a load an earlier run began.
+	Load      LoadStats
+	Continued bool
 }
 
 func (r *syncRun) setupResult(c created) *SyncSetupResult {
 	res := &SyncSetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
-		Load: r.loaded}
+		Load: r.loaded, Continued: r.continued}
 	for _, t := range r.order {
 		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
 	}
@@ -211,7 +215,7 @@ func (r *SyncSetupResult) Outputs() map[string]any {
 		tables[t.Source] = map[string]any{"target": t.Target, "loaded": t.Events}
 	}
 	return map[string]any{"slot": r.Slot, "publication": r.Publication, "created": r.Created,
-		"consistent_point": r.ConsistentPoint.String(), "loaded": r.Loaded, "tables": tables,
+		"consistent_point": r.ConsistentPoint.String(), "loaded": r.Loaded, "tables": tables, "continued": r.Continued,
 		"load": map[string]any{"rows": r.Load.Rows, "bytes": r.Load.Bytes, "chunks": r.Load.Chunks, "workers": r.Load.Workers,
 			"seconds": r.Load.Duration.Seconds(), "rows_per_second": r.Load.RowsPerSecond}}
 }
@@ -225,6 +229,9 @@ func (r *SyncSetupResult) Metrics() []kestra.Metric {
 
 // Summary is the run's one-line log.
 func (r *SyncSetupResult) Summary() string {
+	if r.Continued {
+		return fmt.Sprintf("Slot %s: its load continued; %d more rows of %d tables loaded and counted.", r.Slot, r.Loaded, len(r.Tables))
+	}
 	if !r.Created {
 		return fmt.Sprintf("Slot %s and publication %s are in place, with the targets of %d tables.", r.Slot, r.Publication, len(r.Tables))
 	}

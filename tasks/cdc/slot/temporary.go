@@ -13,7 +13,7 @@ import (
 // slot's consistent point, which sits on the same WAL as every other
 // slot's stream. A transaction whose commit record starts before
 // ConsistentPoint is in the snapshot, one at or after it is not
-// (TestTemporarySnapshotSeam): for a slot that streams from before that
+//: for a slot that streams from before that
 // point, rows read under the snapshot and versioned at ConsistentPoint
 // are newer than every change streamed before it and older than every
 // change after it, once the stream's commit floor is raised to it.
