@@ -12,11 +12,11 @@ import (
 // returns its exported snapshot: the database exactly as of the temporary
 // slot's consistent point, which sits on the same WAL as every other
 // slot's stream. A transaction whose commit record starts before
-// ConsistentPoint is in the snapshot, one at or after it is not
-//: for a slot that streams from before that
-// point, rows read under the snapshot and versioned at ConsistentPoint
-// are newer than every change streamed before it and older than every
-// change after it, once the stream's commit floor is raised to it.
+// ConsistentPoint is in the snapshot, one at or after it is not: for a
+// slot that streams from before that point, rows read under the snapshot
+// and versioned at ConsistentPoint are newer than every change streamed
+// before it and older than every change after it, once the stream's
+// commit floor is raised to it.
 //
 // The server drops the temporary slot when its connection closes
 // (Release, or the process's end); it holds back no WAL after that. It
