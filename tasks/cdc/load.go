@@ -39,8 +39,8 @@ const (
 	// loadDefaultChunkPages cuts a table the catalog has no estimate of.
 	loadDefaultChunkPages = 1_000
 	// loadBlockRows and loadBlockBytes bound a worker's block (one insert).
-	loadBlockRows  = 100_000
-	loadBlockBytes = 16 << 20
+	loadBlockRows  = 25_000
+	loadBlockBytes = 4 << 20
 	// loadProgressEvery is how often the load logs its progress.
 	loadProgressEvery = 10 * time.Second
 )
