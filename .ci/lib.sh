@@ -143,3 +143,31 @@ ci_apt_install() {
 # ci_checkout_image: the image tag of this checkout's own build (changesink:ci-<12 hex of its path>); .ci/env
 # computes the same name for CHANGESINK_TEST_IMAGE.
 ci_checkout_image() { printf 'changesink:ci-%s\n' "$(printf %s "$CI_ROOT" | sha256sum | cut -c1-12)"; }
+
+# ci_use_clickhouse SERVER: points the tests' ClickHouse variables (.ci/env) at SERVER, in this shell: 18.16 (Debian's,
+# .ci/clickhouse: as .ci/env sets them), 26.9 (chdb-core's, .ci/clickhouse-current, native protocol) or 26.9-http
+# (the same over HTTP). For 26.9 it names the server (CHANGESINK_TEST_CLICKHOUSE_SERVER), lists what it lacks
+# (CHANGESINK_TEST_CLICKHOUSE_LACKS: testenv.ClickHouseHas) and unsets the variables of 18.16's TLS port and user.
+# Used by .ci/test and .ci/bench-cdc; exits 2 on an unknown SERVER.
+ci_use_clickhouse() {
+	case $1 in
+	18.16) ;;
+	26.9 | 26.9-http)
+		export CHANGESINK_TEST_CLICKHOUSE=$CHANGESINK_TEST_CLICKHOUSE_CURRENT
+		export CHANGESINK_TEST_CLICKHOUSE_SERVER="ClickHouse 26.9 (chdb-core stand-in, .ci/clickhouse-current), native"
+		if [[ $1 == 26.9-http ]]; then
+			export CHANGESINK_TEST_CLICKHOUSE=$CHANGESINK_TEST_CLICKHOUSE_CURRENT_HTTP
+			CHANGESINK_TEST_CLICKHOUSE_SERVER=${CHANGESINK_TEST_CLICKHOUSE_SERVER%, native}", HTTP"
+		fi
+		export CHANGESINK_TEST_CLICKHOUSE_CLIENT=$CHANGESINK_TEST_CLICKHOUSE_CURRENT_CLIENT
+		local http=${CHANGESINK_TEST_CLICKHOUSE_CURRENT_HTTP#http://}
+		export CHANGESINK_TEST_CLICKHOUSE_HTTP=${http%%/*}
+		export CHANGESINK_TEST_CLICKHOUSE_LACKS="tls users"
+		unset CHANGESINK_TEST_CLICKHOUSE_SECURE CHANGESINK_TEST_CLICKHOUSE_USER CHANGESINK_TEST_CLICKHOUSE_PASSWORD
+		;;
+	*)
+		echo "unknown ClickHouse server $1 (known: 18.16, 26.9, 26.9-http)" >&2
+		exit 2
+		;;
+	esac
+}

@@ -61,6 +61,18 @@ func (c chClient) must(t *testing.T, query string) string {
 	return out
 }
 
+// isDeletedServer reports a server on which cdc setup makes the target a
+// ReplacingMergeTree(version, deleted): 23.2 and newer.
+func isDeletedServer(t *testing.T, c chClient) bool {
+	t.Helper()
+	var major, minor int
+	v := strings.TrimSpace(c.must(t, "SELECT version()"))
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("server version %q: %v", v, err)
+	}
+	return major > 23 || (major == 23 && minor >= 2)
+}
+
 // orderRows returns the winning rows of db.orders_cdc (FINAL), one
 // JSONEachRow line each, ordered by id, plus the physical row count (to
 // prove a refused batch wrote nothing).

@@ -63,7 +63,7 @@ type cdcConn struct {
 
 // cdcTarget is the ClickHouse connection every cdc command takes.
 type cdcTarget struct {
-	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN, native protocol: clickhouse://host:9000/db (TLS: ?secure=true)."`
+	URL      string        `name:"clickhouse-url" env:"${CDCEnvClickHouseURL}" required:"" help:"clickhouse-go DSN, clickhouse://host:9000/db (native; TLS: ?secure=true), http://host:8123/db or https://host:8443/db."`
 	Username string        `name:"clickhouse-username" env:"${CDCEnvClickHouseUsername}" help:"ClickHouse user; overrides the DSN's."`
 	Password string        `name:"clickhouse-password" env:"${CDCEnvClickHousePassword}" help:"ClickHouse password; overrides the DSN's. Never printed."`
 	CAFile   string        `name:"clickhouse-ca-file" env:"${CDCEnvClickHouseCAFile}" help:"PEM file of the CA that signed the server's TLS certificate (relative to the working directory), instead of the system trust store; needs secure=true in the URL."`

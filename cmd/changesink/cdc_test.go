@@ -225,6 +225,7 @@ func TestCDCFaultExitCodes(t *testing.T) {
 	secret := "brk-Secret-" + testenv.RandomHex(6)
 	u, _ := url.Parse(chURL)
 	tlsURL := *u
+	tlsURL.Scheme = "clickhouse"
 	tlsURL.User = url.UserPassword("default", secret)
 	q := tlsURL.Query()
 	q.Set("secure", "true")
@@ -233,6 +234,7 @@ func TestCDCFaultExitCodes(t *testing.T) {
 	badPort.User = url.UserPassword("default", secret)
 	badPort.Host = "127.0.0.1:99999"
 	httpPort := *u
+	httpPort.Scheme = "clickhouse" // the native protocol's URL at the HTTP port, whatever the server under test is reached by
 	httpPort.Host = vars["CHANGESINK_TEST_CLICKHOUSE_HTTP"]
 
 	var all bytes.Buffer

@@ -249,6 +249,8 @@ func TestKafkaStateOverTLS(t *testing.T) {
 // (config) naming the server and what to fix, and nothing printed shows
 // the password; stderr stays empty.
 func TestCDCOverTLS(t *testing.T) {
+	testenv.ClickHouseHas(t, testenv.ClickHouseTLS)
+	testenv.ClickHouseHas(t, testenv.ClickHouseUsers)
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_SECURE",
 		"CHANGESINK_TEST_CLICKHOUSE_USER", "CHANGESINK_TEST_CLICKHOUSE_PASSWORD",
 		"CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")

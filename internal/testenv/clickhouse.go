@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"net/url"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +22,66 @@ const clickHouseVar = "CHANGESINK_TEST_CLICKHOUSE"
 func ClickHouseURL(t testing.TB) string {
 	t.Helper()
 	return Lookup(t, clickHouseVar)[clickHouseVar]
+}
+
+// The test ClickHouse is one of several servers: .ci/test runs the packages
+// that use it once per server and protocol (18.16 native; 26.9 native and
+// HTTP, docs/clickhouse.md), pointing clickHouseVar at each. For a server
+// that cannot do what some tests need, it also sets these.
+const (
+	// clickHouseServerVar names the server under test for messages
+	// ("ClickHouse 26.9 (chdb-core stand-in), HTTP"); unset: 18.16.
+	clickHouseServerVar = "CHANGESINK_TEST_CLICKHOUSE_SERVER"
+	// clickHouseLacksVar lists, space-separated, the ClickHouseFeatures
+	// the server under test lacks.
+	clickHouseLacksVar = "CHANGESINK_TEST_CLICKHOUSE_LACKS"
+)
+
+// A ClickHouseFeature is something of the test ClickHouse that some tests
+// need and not every server under test has.
+type ClickHouseFeature string
+
+const (
+	// ClickHouseTLS: a native TLS port (CHANGESINK_TEST_CLICKHOUSE_SECURE).
+	ClickHouseTLS ClickHouseFeature = "tls"
+	// ClickHouseUsers: a user with a password and its grants
+	// (CHANGESINK_TEST_CLICKHOUSE_USER and _PASSWORD), and users made by
+	// the tests.
+	ClickHouseUsers ClickHouseFeature = "users"
+)
+
+// clickHouseLacking says why a server lacks a feature; every feature
+// clickHouseLacksVar may list has a line here.
+var clickHouseLacking = map[ClickHouseFeature]string{
+	ClickHouseTLS:   "it opens no TLS listener (chdb's LocalServer listens with SYSTEM START LISTEN TCP and HTTP only)",
+	ClickHouseUsers: "it has only the user default, without a password (clickhouse-local has no users.xml and no access storage)",
+}
+
+// ClickHouseHas skips the test, without failing it even under
+// CHANGESINK_REQUIRE_SERVICES=1, when the ClickHouse under test lacks f
+// (clickHouseLacksVar): the test runs against the other servers, and the
+// message names this one and why it cannot. A feature it does not know
+// fails the test.
+func ClickHouseHas(t testing.TB, f ClickHouseFeature) {
+	t.Helper()
+	for _, lacks := range strings.Fields(os.Getenv(clickHouseLacksVar)) {
+		why, known := clickHouseLacking[ClickHouseFeature(lacks)]
+		if !known {
+			t.Fatalf("%s lists %q, which testenv does not know (known: tls, users)", clickHouseLacksVar, lacks)
+		}
+		if ClickHouseFeature(lacks) == f {
+			t.Skipf("SKIPPED for this server only: %s needs %s, which %s lacks: %s (docs/clickhouse.md)",
+				t.Name(), f, ClickHouseServer(), why)
+		}
+	}
+}
+
+// ClickHouseServer names the ClickHouse under test, for messages.
+func ClickHouseServer() string {
+	if s := os.Getenv(clickHouseServerVar); s != "" {
+		return s
+	}
+	return "ClickHouse 18.16 (.ci/clickhouse)"
 }
 
 // OpenClickHouse opens a connection to the ClickHouse server at dsn (a

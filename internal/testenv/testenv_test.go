@@ -40,9 +40,42 @@ type recorder struct {
 	skipped, failed bool
 }
 
-func (r *recorder) Helper()           {}
-func (r *recorder) Skip(args ...any)  { r.skipped = true; panic("skip") }
-func (r *recorder) Fatal(args ...any) { r.failed = true; panic("fatal") }
+func (r *recorder) Helper()                           {}
+func (r *recorder) Name() string                      { return "TestRecorded" }
+func (r *recorder) Skip(args ...any)                  { r.skipped = true; panic("skip") }
+func (r *recorder) Skipf(format string, args ...any)  { r.skipped = true; panic("skip") }
+func (r *recorder) Fatal(args ...any)                 { r.failed = true; panic("fatal") }
+func (r *recorder) Fatalf(format string, args ...any) { r.failed = true; panic("fatal") }
+
+// TestClickHouseHas: a feature the server under test lacks skips, also
+// under CHANGESINK_REQUIRE_SERVICES=1 (the other servers run the test); one
+// it has runs; a feature testenv does not know fails.
+func TestClickHouseHas(t *testing.T) {
+	t.Setenv(requireServices, "1")
+	for _, tc := range []struct {
+		name, lacks          string
+		f                    ClickHouseFeature
+		wantSkip, wantFailed bool
+	}{
+		{"18.16 has TLS", "", ClickHouseTLS, false, false},
+		{"26.9 stand-in lacks TLS", "tls users", ClickHouseTLS, true, false},
+		{"26.9 stand-in lacks users", "tls users", ClickHouseUsers, true, false},
+		{"lacks only TLS, has users", "tls", ClickHouseUsers, false, false},
+		{"an unknown feature listed", "replicas", ClickHouseTLS, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(clickHouseLacksVar, tc.lacks)
+			rec := &recorder{}
+			func() {
+				defer func() { _ = recover() }()
+				ClickHouseHas(rec, tc.f)
+			}()
+			if rec.skipped != tc.wantSkip || rec.failed != tc.wantFailed {
+				t.Errorf("skipped=%v failed=%v, want %v %v", rec.skipped, rec.failed, tc.wantSkip, tc.wantFailed)
+			}
+		})
+	}
+}
 
 func TestUniqueName(t *testing.T) {
 	a, b := UniqueName(t, "ks_"), UniqueName(t, "ks_")

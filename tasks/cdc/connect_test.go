@@ -62,6 +62,8 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 // the connection (a server restarting, a proxy dropping it) stays
 // transient.
 func TestPlaintextOnTLSPortIsConfig(t *testing.T) {
+	testenv.ClickHouseHas(t, testenv.ClickHouseTLS)
+	testenv.ClickHouseHas(t, testenv.ClickHouseUsers)
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_SECURE", "CHANGESINK_TEST_CLICKHOUSE_USER", "CHANGESINK_TEST_CLICKHOUSE_PASSWORD")
 	e := newEnv(t, ordersMapping)
 	secure, err := url.Parse(vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"])
@@ -264,6 +266,8 @@ func TestNothingListeningIsTransient(t *testing.T) {
 // then the CA settings that cannot work are configuration errors naming
 // what to fix, before or at the handshake.
 func TestClickHouseCAFile(t *testing.T) {
+	testenv.ClickHouseHas(t, testenv.ClickHouseTLS)
+	testenv.ClickHouseHas(t, testenv.ClickHouseUsers)
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_SECURE", "CHANGESINK_TEST_CLICKHOUSE_USER",
 		"CHANGESINK_TEST_CLICKHOUSE_PASSWORD", "CHANGESINK_TEST_TLS_CA", "CHANGESINK_TEST_TLS_OTHER_CA")
 	tlsURL, err := url.Parse(vars["CHANGESINK_TEST_CLICKHOUSE_SECURE"])
@@ -364,19 +368,34 @@ func TestStopSaysWhatToDo(t *testing.T) {
 // TestURLSettingsAreConfig: a setting in CLICKHOUSE_URL's query string
 // that the server does not know, or whose value it cannot take, is a
 // configuration error naming the setting (it was internal, exit 4, from
-// the first query), and setup creates nothing.
+// the first query: on 18.16 before any query could carry it, on 26.9 from
+// the server's parse error, code 27), and setup creates nothing. A value
+// only 18.16 refuses is taken by a current server.
 func TestURLSettingsAreConfig(t *testing.T) {
-	for _, tt := range []struct{ setting, value string }{
-		{"no_such_setting", "1"},
-		{"max_block_size", "abc"},    // a text value: 18.16 takes numbers and booleans only
-		{"max_execution_time", "-5"}, // below 0: 18.16 reads settings as unsigned
+	for _, tt := range []struct {
+		setting, value string
+		before19Only   bool // refused only by servers before 19.x
+	}{
+		{"no_such_setting", "97531", false},
+		{"max_block_size", "abc", false},   // a text value: 18.16 takes numbers and booleans only; 26.9 cannot parse it
+		{"max_threads", "-97531", false},   // below 0 for an unsigned setting
+		{"max_execution_time", "-5", true}, // below 0: 18.16 reads settings as unsigned; 26.9 takes it
 	} {
 		t.Run(tt.setting, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			cfg := e.config("")
 			cfg.ClickHouse.URL = withSetting(t, cfg.ClickHouse.URL, tt.setting, tt.value)
 			_, err := testSetup(context.Background(), cfg)
+			if tt.before19Only && e.atLeast(19, 1) {
+				if err != nil {
+					t.Fatalf("ClickHouse %s takes %s=%s; setup: %v", e.version(), tt.setting, tt.value, err)
+				}
+				return
+			}
 			wantError(t, err, outcome.Config, nil, tt.setting, "CLICKHOUSE_URL")
+			if strings.Contains(err.Error(), tt.value) {
+				t.Errorf("the error shows the value: %v", err)
+			}
 			if got := e.query("SELECT count() FROM system.tables WHERE database = ?", e.db); len(got) != 1 || got[0] != "0" {
 				t.Errorf("setup left tables: %v", got)
 			}
@@ -398,8 +417,11 @@ func TestMemoryLimitSaysWhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := testApply(ctx, cfg)
-	wantError(t, err, outcome.Transient, target.ErrMemory, "code: 241", "Memory limit (for query) exceeded",
-		"for query: max_memory_usage", "CLICKHOUSE_URL's query string")
+	wantError(t, err, outcome.Transient, target.ErrMemory, "code: 241", "for query: max_memory_usage", "CLICKHOUSE_URL's query string")
+	// The server's words for the limit: 18.16 "Memory limit (for query) exceeded", 26.9 "Query memory limit exceeded".
+	if !strings.Contains(err.Error(), "Memory limit (for query) exceeded") && !strings.Contains(err.Error(), "Query memory limit exceeded") {
+		t.Errorf("the error does not say the query's limit was exceeded: %v", err)
+	}
 }
 
 // withSetting returns the ClickHouse URL raw with the query setting name

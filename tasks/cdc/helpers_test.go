@@ -203,6 +203,48 @@ func (e *env) config(batch string) testRun {
 	}
 }
 
+// finalSQL selects cols (a list of the orders target's columns) from the
+// target's winning rows where the condition where holds ("" for all), by
+// id: what FINAL shows, and on a ReplacingMergeTree(version, deleted),
+// whose FINAL leaves delete markers out, the newest delete marker of each
+// key it left out (as target.query reads them): the same rows on every
+// server.
+func (e *env) finalSQL(cols, where string) string {
+	name := mapping.Qualified(e.db, e.m.Target.Table)
+	and := ""
+	if where != "" {
+		where, and = " WHERE "+where, " AND "+where
+	}
+	return "SELECT " + cols + " FROM (SELECT " + cols + ", id AS _k FROM " + name + " FINAL" + where +
+		" UNION ALL SELECT " + cols + ", id AS _k FROM " + name + " WHERE _cdc_deleted = 1" + and +
+		" AND id NOT IN (SELECT id FROM " + name + " FINAL) ORDER BY _cdc_lsn DESC LIMIT 1 BY id) ORDER BY _k"
+}
+
+// onWire returns the bytes a statement travels as to the test server, for
+// a proxy to cut on: its text, over the native protocol and in an HTTP
+// request's body (changesink's inserts are INSERT … SELECT statements,
+// whose rows travel as an external table: over HTTP, a multipart body
+// holding the rows and then the query).
+func (e *env) onWire(sql string) []byte {
+	return []byte(sql)
+}
+
+// version is the server's version(), as "18.16.1" or "26.9.2.1".
+func (e *env) version() string {
+	e.t.Helper()
+	return e.query("SELECT version()")[0]
+}
+
+// atLeast reports whether the server is major.minor or newer.
+func (e *env) atLeast(major, minor int) bool {
+	e.t.Helper()
+	var ma, mi int
+	if _, err := fmt.Sscanf(e.version(), "%d.%d", &ma, &mi); err != nil {
+		e.t.Fatalf("server version %q: %v", e.version(), err)
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
+
 // caps connects with e's mapping and returns what the server supports.
 func (e *env) caps() mapping.ServerCaps {
 	e.t.Helper()

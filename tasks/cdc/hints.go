@@ -107,6 +107,25 @@ func hints() []hint {
 		{change.ErrTargetConflict, "Find the other writer; delete the target rows of those keys and replay the batches that hold " +
 			"them. Nothing was written."},
 		{change.ErrVerify, "Re-run the batch (a retry converges: rows collapse under FINAL); if it persists, look for another writer."},
+		{target.ErrClusterLocked, "Retry (a task retry in the flow does it). A run killed while holding the lock is broken by " +
+			"the next run 30 s after its last heartbeat; the lock is a table of rows, never to be dropped by hand."},
+		{target.ErrReplicaUnavailable, "Retry once every replica of the shard and ZooKeeper are up and replicating " +
+			"(system.replicas: is_readonly, queue_size, absolute_delay): a re-run converges. Every write waits for every " +
+			"replica, so one replica down stops the target's writes."},
+		{target.ErrNoCluster, "Set target.cluster to a cluster the servers' remote_servers list (SELECT DISTINCT cluster FROM " +
+			"system.clusters), or remove it for a target on one server."},
+		{target.ErrClusterShards, "Name a cluster of one shard whose replicas hold the target (a cluster of several shards " +
+			"needs a Distributed table, which changesink does not write)."},
+		{target.ErrNotReplicated, "Rebuild the target as a Replicated table: drop it, its _ledger and its live view on every " +
+			"replica, re-run changesink cdc setup (it creates them ON CLUSTER) and have the trigger take a new snapshot; or " +
+			"remove target.cluster if the target is on one server."},
+		{target.ErrClusterNotNamed, "Set target.cluster in the mapping to the cluster the table is replicated on " +
+			"(system.clusters), then re-run changesink cdc setup."},
+		{target.ErrReplicasDisagree, "Make the replica the message names hold the same object as the others (drop the odd one " +
+			"there and re-run changesink cdc setup, which creates it ON CLUSTER again; a Replicated table fetches its rows " +
+			"from the other replicas), then re-run."},
+		{target.ErrNoZooKeeper, "Configure ZooKeeper (or ClickHouse Keeper) in the servers' configuration (<zookeeper>), or " +
+			"remove target.cluster for a target on one server."},
 		{change.ErrTargetLocked, "Retry (a task retry in the flow does it). A run killed while holding the lock is broken by the " +
 			"next run 30 s after its last heartbeat; if no run is alive and it persists, DROP TABLE <db>.<table>_lock."},
 		{change.ErrOrphanLedger, "Restore the table from a backup; or rebuild: drop the _ledger and the live view, re-run " +
@@ -119,7 +138,7 @@ func hints() []hint {
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
 		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
 		{target.ErrBadURL, "Set CLICKHOUSE_URL to the native protocol: clickhouse://host:9000/database (secure=true and the " +
-			"TLS port, 9440 by default, for TLS)."},
+			"TLS port, 9440 by default, for TLS), or to the HTTP interface: http://host:8123/database, https://host:8443/database."},
 		{target.ErrTLS, "With secure=true, CLICKHOUSE_URL must name the server's TLS port (9440 by default) and a host name " +
 			"its certificate holds, signed by a CA in CLICKHOUSE_CA_FILE or the system trust store. A TLS port without it: " +
 			"add secure=true to CLICKHOUSE_URL, or use the plaintext port (9000 by default)."},

@@ -19,6 +19,8 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -526,5 +528,54 @@ func TestLedgerWithTwoRowsOfASeq(t *testing.T) {
 	noOutputs(t, cfg)
 	if e.physical() != before {
 		t.Error("the refused batch changed the target")
+	}
+}
+
+// TestLockDDLIsAtomic checks on the server under test what the lock rests
+// on (target/lock.go): of concurrent CREATE TABLEs of one name exactly one
+// succeeds and the others fail with TABLE_ALREADY_EXISTS (57), of
+// concurrent RENAMEs of one table exactly one succeeds and the others fail
+// with UNKNOWN_TABLE (60), and the Memory lock table holds its holder row.
+// 18.16's databases are Ordinary, a current server's Atomic (RENAME and
+// DROP work on table UUIDs there; a dropped table's data goes later).
+func TestLockDDLIsAtomic(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	t.Logf("%s: database engine %s", testenv.ClickHouseServer(), e.query("SELECT engine FROM system.databases WHERE name = ?", e.db)[0])
+	lock := mapping.Qualified(e.db, mapping.LockName(e.m))
+	const n = 8
+	race := func(stmt func(i int) string) (ok int, codes []int32) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := e.conn.Exec(context.Background(), stmt(i))
+				mu.Lock()
+				defer mu.Unlock()
+				var ex *clickhouse.Exception
+				switch {
+				case err == nil:
+					ok++
+				case errors.As(err, &ex):
+					codes = append(codes, ex.Code)
+				default:
+					t.Errorf("statement %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		return ok, codes
+	}
+	ok, codes := race(func(i int) string { return target.LockCreateSQL(lock, fmt.Sprintf("holder%d", i), "host", i) })
+	if ok != 1 || slices.ContainsFunc(codes, func(c int32) bool { return c != 57 }) {
+		t.Errorf("concurrent CREATEs of the lock: %d succeeded, the others failed with codes %v; want 1, and 57", ok, codes)
+	}
+	if got := e.query("SELECT count() FROM " + lock); got[0] != "1" {
+		t.Errorf("the lock holds %s rows, want its holder row", got[0])
+	}
+	ok, codes = race(func(i int) string { return target.RenameSQL(lock, lock+fmt.Sprintf("_x%d", i)) })
+	if ok != 1 || slices.ContainsFunc(codes, func(c int32) bool { return c != 60 }) {
+		t.Errorf("concurrent RENAMEs of the lock: %d succeeded, the others failed with codes %v; want 1, and 60", ok, codes)
 	}
 }

@@ -82,6 +82,7 @@ func TestSpeaks(t *testing.T) {
 // TestSpeaksTLSClickHousePorts asks the real server's ports: only the
 // native TLS port (tcp_port_secure) speaks TLS.
 func TestSpeaksTLSClickHousePorts(t *testing.T) {
+	testenv.ClickHouseHas(t, testenv.ClickHouseTLS)
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE", "CHANGESINK_TEST_CLICKHOUSE_SECURE", "CHANGESINK_TEST_CLICKHOUSE_HTTP")
 	host := func(raw string) string {
 		u, err := url.Parse(raw)

@@ -24,7 +24,7 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 			e := newEnv(t, ordersMapping)
 			p, path, cfg := e.proxiedOrders()
 			if when == "during the insert" {
-				p.CutOn([]byte(target.InsertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
+				p.CutOn(e.onWire(target.InsertSQL(e.m))) // the batch's insert, not the lock's or the ledger's
 			} else {
 				setHook(t, &cfg, when, func(context.Context) error { p.Close(); return nil })
 			}
@@ -238,7 +238,7 @@ func TestApplyCutAtEveryStatement(t *testing.T) {
 				path := writeFile(t, "changes.ion", encode(t, true, second...))
 				cfg := e.config(path)
 				cfg.ClickHouse.URL = viaProxy
-				p.CutOn([]byte(strings.ReplaceAll(c.sql, "DB.", mapping.QuoteIdent(e.db)+".")))
+				p.CutOn(e.onWire(strings.ReplaceAll(c.sql, "DB.", mapping.QuoteIdent(e.db)+".")))
 				res, err := testApply(context.Background(), cfg)
 				select {
 				case <-p.Done():

@@ -37,7 +37,7 @@ func (t *tableRun) selectPending(rd reading) (selection, error) {
 	if err := merge.CheckFilled(m, sel.Pending); err != nil {
 		return sel, err
 	}
-	if err := merge.CheckShown(m, t.tbl.Caps, sel.Pending); err != nil {
+	if err := merge.CheckShown(m, t.tbl.LastShown(), sel.Pending); err != nil {
 		return sel, err
 	}
 	t.res.Pending += int64(len(sel.Pending))

@@ -295,8 +295,12 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 			t.Errorf("result %+v", res)
 		}
 	}
-	if got := e.query("SELECT engine_full FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); !strings.HasPrefix(got[0], "ReplacingMergeTree(_cdc_lsn) ORDER BY id") {
-		t.Errorf("engine %s", got)
+	engine := "ReplacingMergeTree(_cdc_lsn) ORDER BY id"
+	if e.caps().IsDeleted {
+		engine = "ReplacingMergeTree(_cdc_lsn, _cdc_deleted) ORDER BY id"
+	}
+	if got := e.query("SELECT engine_full FROM system.tables WHERE database = ? AND name = 'orders_cdc'", e.db); !strings.HasPrefix(got[0], engine) {
+		t.Errorf("engine %s, want %s", got, engine)
 	}
 
 	// A mapping that disagrees with the existing table is a config error.
@@ -329,8 +333,9 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 }
 
 // TestSetupDateTime64: DateTime64 columns are a configuration error
-// (ErrUnsupportedServer) on a server without them (18.16) and are created
-// on a newer one.
+// (ErrUnsupportedServer) on a server without them (18.16); on a newer one
+// they are created, and a row of every type applies, is verified and holds
+// each DateTime64 (precisions 3 and 6) to its last digit.
 func TestSetupDateTime64(t *testing.T) {
 	e := newEnv(t, "testdata/types_current.mapping.yaml")
 	caps := e.caps()
@@ -338,6 +343,14 @@ func TestSetupDateTime64(t *testing.T) {
 	if caps.DateTime64 {
 		if err != nil {
 			t.Fatalf("Setup on a server with DateTime64: %v", err)
+		}
+		if _, _, err := e.apply(false, everythingEvent(everythingRow(1, true), 5)); err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		got := e.query("SELECT toUnixTimestamp64Milli(at), toUnixTimestamp64Micro(zoned), toUnixTimestamp64Micro(local) FROM " +
+			mapping.Qualified(e.db, e.m.Target.LiveView))
+		if want := "1705314600123\t1705314600123456\t1705314600654321"; len(got) != 1 || got[0] != want {
+			t.Errorf("the DateTime64 columns hold %q, want %q", got, want)
 		}
 		return
 	}

@@ -80,7 +80,6 @@ type syncRun struct {
 	ch     *target.Server
 	tables map[uint32]*syncTable
 	order  []*syncTable
-	holder string
 
 	ledger *target.SyncLedger
 	last   *target.SyncEntry // the sync ledger's latest row of the slot

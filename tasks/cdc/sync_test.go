@@ -169,8 +169,9 @@ func TestSyncEndToEnd(t *testing.T) {
 	if !res.Created || res.Loaded != 5 {
 		t.Fatalf("setup: %+v", res)
 	}
-	const pgSQL = `SELECT id::text, qty::text, price::text, name, md5(note) FROM items ORDER BY items.id`
-	chSQL := `SELECT id, qty, toString(price), name, lower(hex(MD5(note))) FROM ` + e.chDB + `.items_live ORDER BY id`
+	// Decimals compared in cents: 26.9 prints 1.50 as 1.5, 18.16 as 1.50.
+	const pgSQL = `SELECT id::text, qty::text, (price * 100)::bigint::text, name, md5(note) FROM items ORDER BY items.id`
+	chSQL := `SELECT id, qty, toString(toInt64(price * 100)), name, lower(hex(MD5(note))) FROM ` + e.chDB + `.items_live ORDER BY id`
 	e.same(pgSQL, chSQL)
 
 	e.exec(`INSERT INTO items VALUES (6, 60, 9.99, 'six', NULL), (7, 70, NULL, 'seven', 'x')`,

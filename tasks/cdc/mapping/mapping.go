@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -31,6 +32,9 @@ import (
 //	  live_view: orders_live    # [<table>_live] view of current rows (FINAL, deleted rows hidden)
 //	  version_column: _cdc_lsn  # [_cdc_lsn]     UInt64, the ReplacingMergeTree version
 //	  deleted_column: _cdc_deleted  # [_cdc_deleted] UInt8, 1 for a delete marker
+//	  cluster: analytics        # [none] a cluster of remote_servers: setup creates the target ON CLUSTER
+//	                            # with Replicated engines, and every write waits for every replica
+//	                            # of the shard (docs/design/clickhouse-cluster.md)
 //	key: [id]                   # the ORDER BY columns, in order; never Nullable or Float
 //	columns:                    # every source column, in target order
 //	  - name: id
@@ -71,6 +75,9 @@ type Target struct {
 	Database, Table, LiveView    string
 	CreateDatabase               bool
 	VersionColumn, DeletedColumn string
+	// Cluster is the ClickHouse cluster (remote_servers) the target is
+	// replicated on; "" for a target on one server.
+	Cluster string
 }
 
 // Column is one mapped column.
@@ -159,6 +166,17 @@ func identifier(v string, p pos, what string) error {
 	return nil
 }
 
+// clusterName checks target.cluster: the name of a cluster in the
+// servers' remote_servers, an XML element name.
+func clusterName(v string, p pos) error {
+	if !clusterNameRE.MatchString(v) {
+		return p.errorf("target.cluster %q is not a cluster name (letters, digits, _ . -; as remote_servers names it)", v)
+	}
+	return nil
+}
+
+var clusterNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,199}$`)
+
 // compile checks the table entry r, found at path in d, and builds its
 // Mapping.
 func compile(d doc, path []any, r rawTable) (*Mapping, error) {
@@ -213,11 +231,16 @@ func compile(d doc, path []any, r rawTable) (*Mapping, error) {
 			return nil, p("target", "live_view").errorf("target.live_view %q is the name of the %s table changesink keeps next to %s; choose another name", liveView, side.what, table)
 		}
 	}
+	if tgt.Cluster != nil {
+		if err := clusterName(*tgt.Cluster, p("target", "cluster")); err != nil {
+			return nil, err
+		}
+	}
 	m := &Mapping{
 		Source: Source{Database: *src.Database, Schema: *src.Schema, Table: *src.Table,
 			DeletedField: deletedField, MetadataField: metadataField},
 		Target: Target{Database: database, Table: table, LiveView: liveView, CreateDatabase: tgt.CreateDatabase != nil && *tgt.CreateDatabase,
-			VersionColumn: version, DeletedColumn: deleted},
+			VersionColumn: version, DeletedColumn: deleted, Cluster: str(tgt.Cluster)},
 		ByName: map[string]int{},
 	}
 	if r.Columns == nil || len(*r.Columns) == 0 {

@@ -53,6 +53,16 @@ func TestMappingDefaults(t *testing.T) {
 	}
 }
 
+func TestMappingCluster(t *testing.T) {
+	m, err := Parse("m.yaml", []byte("source: {database: d, schema: s, table: t}\ntarget: {table: x, cluster: prod-eu.1}\nkey: [k]\ncolumns: [{name: k, type: UInt64}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Target.Cluster, "prod-eu.1"; got != want {
+		t.Errorf("Target.Cluster = %q, want %q", got, want)
+	}
+}
+
 func TestMappingErrors(t *testing.T) {
 	const head = "source: {database: d, schema: s, table: t}\ntarget: {table: x}\n"
 	tests := []struct {
@@ -113,6 +123,10 @@ func TestMappingErrors(t *testing.T) {
 			`m.yaml:2:31: target.live_view "x_ledger" is the name of the ledger table changesink keeps next to x; choose another name`},
 		{"live view is the lock", "source: {database: d, schema: s, table: t}\ntarget: {table: x, live_view: x_lock}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
 			`m.yaml:2:31: target.live_view "x_lock" is the name of the lock table changesink keeps next to x; choose another name`},
+		{"cluster not a name", "source: {database: d, schema: s, table: t}\ntarget: {table: x, cluster: \"a b\"}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			`m.yaml:2:29: target.cluster "a b" is not a cluster name (letters, digits, _ . -; as remote_servers names it)`},
+		{"cluster empty", "source: {database: d, schema: s, table: t}\ntarget: {table: x, cluster: \"\"}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
+			`m.yaml:2:29: target.cluster "" is not a cluster name (letters, digits, _ . -; as remote_servers names it)`},
 		{"two documents", head + "key: [k]\ncolumns: [{name: k, type: Int64}]\n---\na: 1\n", "m.yaml:5:1: a second YAML document; a mapping file holds one"},
 	}
 	for _, tt := range tests {

@@ -219,7 +219,8 @@ func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mappi
 	}
 	if r.Target == nil {
 		d := s.defaultTarget()
-		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn}
+		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn,
+			Cluster: d.Cluster}
 	}
 	if r.Target.Table == nil || !listed {
 		name := targetName(str(s.defaultTarget().Table), schema, table)
@@ -291,7 +292,8 @@ func (s *Set) merged(e setEntry) rawTable {
 	if r.Target != nil {
 		d := s.defaultTarget()
 		t := *r.Target
-		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn}} {
+		for _, f := range []struct{ v, d **string }{{&t.Database, &d.Database}, {&t.VersionColumn, &d.VersionColumn}, {&t.DeletedColumn, &d.DeletedColumn},
+			{&t.Cluster, &d.Cluster}} {
 			if *f.v == nil {
 				*f.v = *f.d
 			}

@@ -155,3 +155,32 @@ func TestCheckDistinct(t *testing.T) {
 		t.Errorf("one table: %v", err)
 	}
 }
+
+func TestSetClusterFromDefaults(t *testing.T) {
+	const file = `defaults:
+  source: {database: shop, schema: public}
+  target: {database: analytics, cluster: c1}
+tables:
+  - source: {table: orders}
+    target: {table: orders_cdc}
+    key: [id]
+    columns: [{name: id, type: Int64}]
+  - source: {table: items}
+    target: {table: items_cdc, cluster: c2}
+    key: [id]
+    columns: [{name: id, type: Int64}]
+`
+	s, err := ParseSet("s.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ table, want string }{{"orders", "c1"}, {"items", "c2"}, {"customers", "c1"}} {
+		m, err := s.For("shop", "public", tt.table, []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Target.Cluster != tt.want {
+			t.Errorf("%s: Target.Cluster = %q, want %q", tt.table, m.Target.Cluster, tt.want)
+		}
+	}
+}

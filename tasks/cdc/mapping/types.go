@@ -52,6 +52,10 @@ type ServerCaps struct {
 	// 2106-02-07 and a DateTime after 2106-02-06 23:59:59 UTC back as 1970
 	// (target.Connect asks the server). Zero: the whole range.
 	DateDays, DateTimeSeconds uint64
+	// IsDeleted: ReplacingMergeTree takes an is_deleted column, whose
+	// delete markers FINAL leaves out (ClickHouse 23.2+); setup makes the
+	// target ReplacingMergeTree(version, deleted) there.
+	IsDeleted bool
 }
 
 // Date and DateTime limits of ClickHouse 18.16 (ServerCaps).
@@ -63,12 +67,14 @@ const (
 // capsFor returns the capabilities of server version major.minor.
 func CapsFor(major, minor uint64) ServerCaps {
 	atLeast := func(ma, mi uint64) bool { return major > ma || (major == ma && minor >= mi) }
-	return ServerCaps{DateTime64: atLeast(20, 1), BoolType: atLeast(21, 12), Decimal256: atLeast(21, 6)}
+	return ServerCaps{DateTime64: atLeast(20, 1), BoolType: atLeast(21, 12), Decimal256: atLeast(21, 6), IsDeleted: atLeast(23, 2)}
 }
 
 // latestCaps are the capabilities of a current ClickHouse release (the
 // newest the SQL is written for; the chdb tests run it).
-func LatestCaps() ServerCaps { return ServerCaps{DateTime64: true, BoolType: true, Decimal256: true} }
+func LatestCaps() ServerCaps {
+	return ServerCaps{DateTime64: true, BoolType: true, Decimal256: true, IsDeleted: true}
+}
 
 // minDate and maxDate bound ClickHouse Date (UInt16 days since 1970-01-01).
 const MaxDateDays = 65535
@@ -243,6 +249,10 @@ func (t Type) DDL(caps ServerCaps) string {
 // String renders the type as the mapping names it (Bool as Bool), for
 // messages.
 func (t Type) String() string { return t.DDL(LatestCaps()) }
+
+// Zone is a DateTime or DateTime64 column's time zone, "" for the
+// server's default.
+func (t Type) Zone() string { return t.tz }
 
 // sameType reports whether a type name read from system.columns is the type
 // the mapping asks for. Spaces are ignored; a Bool column may be stored as

@@ -38,6 +38,7 @@ type rawTarget struct {
 	LiveView       *string `yaml:"live_view"`
 	VersionColumn  *string `yaml:"version_column"`
 	DeletedColumn  *string `yaml:"deleted_column"`
+	Cluster        *string `yaml:"cluster"`
 }
 
 type rawColumn struct {

@@ -10,12 +10,13 @@ import (
 )
 
 // CheckShown refuses a pending row holding a Date or DateTime the server
-// stores but does not show (caps: ClickHouse 18.16 reads the top of their
+// stores but does not show (ClickHouse 18.16 reads the top of their
 // ranges back as 1970), naming the row and the column: written, it would
 // pass the read-back (the driver reads the stored number) and be wrong in
-// every query.
-func CheckShown(m *mapping.Mapping, caps mapping.ServerCaps, pending []*change.Row) error {
-	if caps.DateDays == 0 && caps.DateTimeSeconds == 0 {
+// every query. last is, per column of m, the last value shown (days for a
+// Date, Unix seconds for a DateTime; 0 or a nil last: no limit).
+func CheckShown(m *mapping.Mapping, last []uint64, pending []*change.Row) error {
+	if last == nil {
 		return nil
 	}
 	for _, r := range pending {
@@ -27,17 +28,19 @@ func CheckShown(m *mapping.Mapping, caps mapping.ServerCaps, pending []*change.R
 			if v.Null {
 				continue
 			}
-			var last uint64
+			if last[i] == 0 {
+				continue
+			}
 			var shown string
-			switch k := m.Cols[i].Type.Kind; {
-			case k == mapping.KindDate && caps.DateDays != 0:
-				last, shown = caps.DateDays, time.Unix(int64(caps.DateDays)*86400, 0).UTC().Format(time.DateOnly)
-			case k == mapping.KindDateTime && caps.DateTimeSeconds != 0:
-				last, shown = caps.DateTimeSeconds, time.Unix(int64(caps.DateTimeSeconds), 0).UTC().Format(time.DateTime)+" UTC"
+			switch m.Cols[i].Type.Kind {
+			case mapping.KindDate:
+				shown = time.Unix(int64(last[i])*86400, 0).UTC().Format(time.DateOnly)
+			case mapping.KindDateTime:
+				shown = time.Unix(int64(last[i]), 0).UTC().Format(time.DateTime) + " UTC"
 			default:
 				continue
 			}
-			if int64(v.N) > int64(last) {
+			if int64(v.N) > int64(last[i]) {
 				e := rowError(m, r, fmt.Errorf("%w: this server stores it but shows nothing after %s (it reads back as 1970)",
 					change.ErrNotShown, shown))
 				e.Column = m.Cols[i].Name

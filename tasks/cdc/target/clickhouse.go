@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,8 +48,10 @@ const (
 
 // ClickHouse is how to reach the target server.
 type ClickHouse struct {
-	// URL is a clickhouse-go DSN on the native protocol, e.g.
-	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s.
+	// URL is a clickhouse-go DSN, on the native protocol, e.g.
+	// clickhouse://host:9000/default?secure=true (TLS) &dial_timeout=10s,
+	// or on the HTTP interface: http://host:8123/default, or
+	// https://host:8443/default (TLS without secure=true: http.go).
 	URL string
 	// Username and Password override the DSN's credentials when not empty.
 	Username, Password string
@@ -71,6 +75,10 @@ type Server struct {
 	Caps    mapping.ServerCaps
 	Version string
 	timeout time.Duration
+	// opts is how Connect reached the server; cl is the target's cluster
+	// once ensureCluster found it (cluster.go), nil for one server.
+	opts *clickhouse.Options
+	cl   *clusterInfo
 }
 
 // table is the target table as checkSchema found it: the connection and,
@@ -78,6 +86,13 @@ type Server struct {
 type Table struct {
 	*Server
 	cols []storedColumn
+	// shown: per mapped column, the last Date (days) or DateTime (Unix
+	// seconds) the server shows in it, 0 for no limit (LastShown).
+	shown []uint64
+	// isDeleted: the engine is ReplacingMergeTree(version, deleted), whose
+	// FINAL hides the delete markers changesink's own reads need
+	// (deleted.go).
+	isDeleted bool
 }
 
 // storedColumn is a mapped column as the target table stores it.
@@ -93,7 +108,7 @@ type storedColumn struct {
 // failures are transient; a bad URL, refused credentials and a TLS port
 // without secure=true (speaksTLS) are config errors.
 func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, error) {
-	opts, err := clickhouse.ParseDSN(cfg.URL)
+	opts, err := parseDSN(cfg.URL)
 	if err != nil {
 		// The URL itself is left out: it may hold a password that a URL
 		// that does not parse keeps from redaction.
@@ -105,15 +120,14 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 	}
 	// debug=true would have the driver print its own lines to stdout,
 	// which in Kestra mode holds protocol lines only, and log what
-	// changesink keeps out of logs: it is ignored.
+	// changesink keeps out of logs: it is ignored (the deprecated fields
+	// are the ones ParseDSN sets).
+	//lint:ignore SA1019 ParseDSN still sets Debug from the URL
 	opts.Debug, opts.Debugf, opts.Logger = false, nil, nil
-	if opts.Protocol != clickhouse.Native {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s must use the native protocol (clickhouse://)", change.ErrConfig, ErrBadURL, EnvClickHouseURL))
-	}
 	if cfg.CAFile != "" {
 		if opts.TLS == nil {
 			return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is set but %s does not ask for TLS; "+
-				"add secure=true and use the server's TLS port (9440 by default)", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
+				"add secure=true and use the server's TLS port (9440 by default), or use https://", change.ErrConfig, EnvClickHouseCAFile, EnvClickHouseURL))
 		}
 		pool, err := loadCAFile(cfg.CAFile)
 		if err != nil {
@@ -162,6 +176,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		case perr = <-pinged:
 			waiting = false
 		case <-slow.C:
+			if opts.Protocol != clickhouse.Native {
+				continue // http(s)://: its own client reports an address that does not answer HTTP
+			}
 			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
 				return nil, httpPortErr(addr)
@@ -180,7 +197,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		// answer the hello at once (a length byte of 10, '\n', ends its
 		// request line: a user name or password of 10 bytes), before the
 		// slow probe above; a TLS port resets, closes or sends an alert.
-		if ctx.Err() == nil && mayBeTLSPort(perr) {
+		if ctx.Err() == nil && opts.Protocol == clickhouse.Native && mayBeTLSPort(perr) {
 			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				return nil, httpPortErr(addr)
 			}
@@ -190,6 +207,9 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 						change.ErrConfig, ErrTLS, EnvClickHouseURL, addr, err))
 				}
 			}
+		}
+		if opts.Protocol == clickhouse.HTTP {
+			return nil, httpConnectErr(err, opts.Settings)
 		}
 		return nil, classify(err)
 	}
@@ -202,12 +222,17 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		conn.Close()
 		return nil, err
 	}
+	if err := probeURLSettings(cctx, conn, opts.Settings, sv.Version.String()); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	s := &Server{
 		conn:    conn,
 		M:       m,
 		Caps:    mapping.CapsFor(sv.Version.Major, sv.Version.Minor),
 		Version: sv.Version.String(),
 		timeout: timeout,
+		opts:    opts,
 	}
 	if err := s.dateRange(cctx); err != nil {
 		conn.Close()
@@ -336,8 +361,7 @@ const (
 
 // chCode is a ClickHouse exception's code in err's chain, or 0.
 func chCode(err error) int32 {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := chException(err); ok {
 		return ex.Code
 	}
 	return 0
@@ -348,8 +372,10 @@ func chCode(err error) int32 {
 // errors (fix the secret or the URL, run cdc setup), load and network
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := chException(err); ok {
+		if c, ok := classifyCluster(err, ex.Code); ok {
+			return c
+		}
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
@@ -369,6 +395,12 @@ func classify(err error) error {
 		}
 		return err
 	}
+	switch code := httpStatus(err); {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
+	case transientHTTPStatus(code):
+		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
+	}
 	if outcome.TLSFailure(err) {
 		return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrTLS))
 	}
@@ -376,8 +408,7 @@ func classify(err error) error {
 	if errors.As(err, &addrErr) { // an invalid port or address: no retry helps
 		return outcome.Config.Mark(err)
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+	if netError(err) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, clickhouse.ErrAcquireConnTimeout) {
 		return outcome.Transient.Mark(fmt.Errorf("%w (%w)", err, ErrUnreachable))
 	}
@@ -423,6 +454,9 @@ func firstLine(s string) string {
 // version and the UInt8 delete marker. It returns the table as stored: each
 // column's stored type and codec (a Bool column may be stored as UInt8).
 func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	obj, err := t.inspect(ctx, m.Target.Table)
 	if err != nil {
@@ -436,8 +470,15 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
 	}
-	if v := EngineVersion(engineFull); v != m.Target.VersionColumn {
+	if err := t.checkReplicated(name, engine); err != nil {
+		return nil, err
+	}
+	v, del := ReplacingArgs(engineFull)
+	if v != m.Target.VersionColumn {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
+	}
+	if del != "" && del != m.Target.DeletedColumn {
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s drops the rows marked in %q, the mapping's delete column is %q", change.ErrTargetMismatch, name, del, m.Target.DeletedColumn))
 	}
 	if got, want := NormKey(sortingKey), NormKey(strings.Join(m.Key, ",")); got != want {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", change.ErrTargetMismatch, name, sortingKey, m.KeyNames()))
@@ -452,7 +493,7 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 		}
 		return outcome.Config.Mark(fmt.Errorf("%w: column %s.%q is %s, the mapping says %s", change.ErrTargetMismatch, name, col, got, want))
 	}
-	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols))}
+	tbl := &Table{Server: t, cols: make([]storedColumn, len(m.Cols)), isDeleted: del != ""}
 	for i := range m.Cols {
 		c := &m.Cols[i]
 		got := types[c.Name]
@@ -471,6 +512,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	}
 	if got := types[m.Target.DeletedColumn]; got != "UInt8" {
 		return nil, mismatch(m.Target.DeletedColumn, "UInt8", got)
+	}
+	if err := tbl.lastShown(ctx); err != nil {
+		return nil, err
 	}
 	return tbl, nil
 }
@@ -520,7 +564,7 @@ func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	case obj.found:
 		return false, t.checkViewObject(obj)
 	}
-	if err := t.exec(ctx, CreateViewSQL(t.M)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(t.M))); err != nil {
 		return false, err
 	}
 	return true, t.checkView(ctx)
@@ -660,33 +704,6 @@ func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, 
 	return cols, nil
 }
 
-// engineVersion returns the version column of a ReplacingMergeTree's
-// engine_full ("ReplacingMergeTree(_cdc_lsn) ORDER BY ..."): the last
-// engine argument, unquoted.
-func EngineVersion(full string) string {
-	open := strings.IndexByte(full, '(')
-	if open < 0 {
-		return ""
-	}
-	depth, end := 0, -1
-	for i := open; i < len(full) && end < 0; i++ {
-		switch full[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				end = i
-			}
-		}
-	}
-	if end < 0 {
-		return ""
-	}
-	args := strings.Split(full[open+1:end], ",")
-	return strings.Trim(strings.TrimSpace(args[len(args)-1]), "`\"")
-}
-
 // normKey normalises a sorting key for comparison: no spaces, quotes or
 // parentheses.
 func NormKey(s string) string {
@@ -758,10 +775,10 @@ func (t *Table) Current(ctx context.Context, rows []*change.Row) (map[string]*ch
 	return cur, nil
 }
 
-// query runs a read of rows' keys: every mapped column, the version and
+// scan runs a read of rows' keys: every mapped column, the version and
 // the delete marker, or (keysOnly) the key columns, the version and the
 // delete marker.
-func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
+func (t *Table) scan(ctx context.Context, rows []*change.Row, sql string, keysOnly bool) (map[string]*change.Row, error) {
 	m := t.M
 	out := make(map[string]*change.Row, len(rows))
 	if len(rows) == 0 {
@@ -909,16 +926,23 @@ func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key 
 // before the view is made over it), the live view and the ledger, checks
 // them, and returns the statements it ran, in order.
 func (t *Server) Setup(ctx context.Context) ([]string, error) {
+	if err := t.ensureCluster(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.pingReplicas(ctx); err != nil {
+		return nil, err
+	}
 	m := t.M
 	var stmts []string
 	if m.Target.CreateDatabase {
-		stmts = append(stmts, CreateDatabaseSQL(m))
+		stmts = append(stmts, t.ddl(CreateDatabaseSQL(m)))
 	}
 	if err := t.checkOrphanLedger(ctx); err != nil {
 		return nil, err
 	}
-	table := CreateTableSQL(m, t.Caps)
-	stmts = append(stmts, table, CreateViewSQL(m), CreateLedgerSQL(m))
+	table := t.ddl(CreateTableSQL(m, t.Caps))
+	stmts = append(stmts, table, t.ddl(CreateViewSQL(m)), t.ddl(CreateLedgerSQL(m)))
+	stmts = append(stmts, t.clusterSetupSQL()...)
 	for _, s := range stmts {
 		if err := t.exec(ctx, s); err != nil {
 			if chCode(err) == chUnknownDatabase {
@@ -942,6 +966,9 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if err := t.checkLedger(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.checkReplicas(ctx); err != nil {
 		return nil, err
 	}
 	return stmts, nil
@@ -975,11 +1002,56 @@ func (t *Server) AddColumns(ctx context.Context) (*Table, error) {
 			return nil, err
 		}
 	}
-	if err := t.exec(ctx, "DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView)); err != nil {
+	if err := t.exec(ctx, t.ddl("DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView))); err != nil {
 		return nil, err
 	}
-	if err := t.exec(ctx, CreateViewSQL(m)); err != nil {
+	if err := t.exec(ctx, t.ddl(CreateViewSQL(m))); err != nil {
 		return nil, err
 	}
 	return t.CheckSchema(ctx)
 }
+
+// lastShown sets t.shown on a server that shows less than it stores
+// (Caps.DateDays, Caps.DateTimeSeconds: 18.16). The last DateTime shown
+// depends on the column's time zone (18.16.1: 2106-02-06 23:59:59 UTC in
+// UTC, 2106-02-05 23:59:59 UTC in America/Los_Angeles, 2106-02-06
+// 14:59:59 UTC in Asia/Tokyo), so it is asked per zone: the last second
+// of the range's last four days whose year the server shows as 2106.
+func (t *Table) lastShown(ctx context.Context) error {
+	if t.Caps.DateDays == 0 && t.Caps.DateTimeSeconds == 0 {
+		return nil
+	}
+	const span = 4 * 86400
+	t.shown = make([]uint64, len(t.M.Cols))
+	zones := map[string]uint64{}
+	for i, c := range t.M.Cols {
+		switch c.Type.Kind {
+		case mapping.KindDate:
+			t.shown[i] = t.Caps.DateDays
+		case mapping.KindDateTime:
+			zone := c.Type.Zone()
+			last, ok := zones[zone]
+			if !ok {
+				conv := "toDateTime(s)"
+				if zone != "" {
+					conv = "toDateTime(s, " + quoteString(zone) + ")"
+				}
+				cctx, cancel := context.WithTimeout(ctx, t.timeout)
+				err := t.conn.QueryRow(cctx, "SELECT toUInt64(max(s)) FROM (SELECT toUInt32(4294967295 - number) AS s FROM system.numbers LIMIT "+
+					strconv.Itoa(span)+") WHERE toYear("+conv+") >= 2106").Scan(&last)
+				cancel()
+				if err != nil {
+					return classify(fmt.Errorf("read the last DateTime the server shows in zone %q: %w", zone, err))
+				}
+				last = max(last, 4294967295-span)
+				zones[zone] = last
+			}
+			t.shown[i] = last
+		}
+	}
+	return nil
+}
+
+// LastShown is, per mapped column, the last Date (days since 1970-01-01)
+// or DateTime (Unix seconds) the server shows in it; nil or 0: no limit.
+func (t *Table) LastShown() []uint64 { return t.shown }

@@ -6,8 +6,8 @@ import "errors"
 // (cdc.Hint): classify and connect wrap the driver's error with one of
 // them, so the message says what happened and the hint what to do.
 var (
-	// ErrBadURL: CLICKHOUSE_URL is not a clickhouse-go DSN, or names an
-	// address that does not speak the native protocol.
+	// ErrBadURL: CLICKHOUSE_URL is not a clickhouse-go DSN, or names with
+	// clickhouse:// an address that does not speak the native protocol.
 	ErrBadURL = errors.New("CLICKHOUSE_URL does not reach ClickHouse's native protocol")
 	// ErrCredentials: the server refused the user or the password.
 	ErrCredentials = errors.New("ClickHouse refused the user or password")
@@ -37,4 +37,35 @@ var (
 	// a holder whose lock was broken wrote before writes were fenced
 	// (fence.go): which batch is the last one is undefined.
 	ErrLedgerSeq = errors.New("the ledger holds two rows of one sequence number")
+)
+
+// Causes of the failures of a target on a cluster (target.cluster in the
+// mapping; cluster.go, clusterlock.go).
+var (
+	// ErrNoCluster: the server's remote_servers has no cluster of the
+	// mapping's name.
+	ErrNoCluster = errors.New("ClickHouse knows no cluster of that name")
+	// ErrClusterShards: the cluster has more than one shard; a target is
+	// one shard's replicated table.
+	ErrClusterShards = errors.New("the cluster has more than one shard")
+	// ErrNotReplicated: the mapping names a cluster, but the target table
+	// is not a Replicated table (each replica would hold other rows).
+	ErrNotReplicated = errors.New("the target is not replicated across its cluster")
+	// ErrClusterNotNamed: the target is a Replicated table, but the
+	// mapping names no cluster: writes would not wait for the replicas,
+	// and reads could come from one that lags.
+	ErrClusterNotNamed = errors.New("the target is replicated, but the mapping names no cluster")
+	// ErrReplicasDisagree: the replicas hold different tables (columns,
+	// engine or ZooKeeper path) for the target, its view, ledger or lock.
+	ErrReplicasDisagree = errors.New("the replicas of the target disagree")
+	// ErrReplicaUnavailable: a replica of the shard or ZooKeeper did not
+	// take part in a write or a read (transient: a re-run converges once
+	// it is back).
+	ErrReplicaUnavailable = errors.New("a replica or ZooKeeper is unavailable")
+	// ErrNoZooKeeper: the server has no ZooKeeper in its configuration,
+	// so it cannot hold Replicated tables.
+	ErrNoZooKeeper = errors.New("the ClickHouse server has no ZooKeeper configured")
+	// ErrClusterLocked: another run holds the lock of a target on a
+	// cluster (narrows change.ErrTargetLocked).
+	ErrClusterLocked = errors.New("another run holds the cluster lock of the target")
 )

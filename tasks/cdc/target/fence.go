@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -30,14 +31,28 @@ import (
 // Fence makes writes conditional on holder holding the lock table lock.
 type Fence struct {
 	lock, holder string
+	cluster      bool
 }
 
 // Fence is the fence of l's writes.
-func (l *Lock) Fence() Fence { return Fence{lock: l.Name, holder: l.ID} }
+func (l *Lock) Fence() Fence { return Fence{lock: l.Name, holder: l.ID, cluster: l.cl != nil} }
 
-// cond is the fence's condition, true while the lock holds the holder's row.
+// cond is the fence's condition: on one server, true while the lock table
+// holds the holder's row; on a cluster, clusterHeldSQL.
 func (f Fence) cond() string {
+	if f.cluster {
+		return clusterHeldSQL(f.lock, f.holder)
+	}
 	return "(SELECT count() FROM " + f.lock + " WHERE holder = " + quoteString(f.holder) + ") > 0"
+}
+
+// ctx is the context of a fenced write: on a cluster, a plain read of the
+// lock's rows (plainRead says why).
+func (f Fence) ctx(ctx context.Context) context.Context {
+	if f.cluster {
+		return plainRead(ctx)
+	}
+	return ctx
 }
 
 // writeRow writes one row into table, fenced by f: its values (vals, in
@@ -52,16 +67,32 @@ func (s *Server) writeRow(ctx context.Context, table string, cols, types []strin
 	}
 	from := ""
 	if f.lock != "" {
-		from = " FROM " + f.lock + " WHERE holder = ? LIMIT 1"
-		vals = append(vals, f.holder)
+		from = " FROM system.one WHERE " + f.cond()
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(f.ctx(ctx), s.timeout)
 	defer cancel()
 	err := s.conn.Exec(cctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(lits, ", ")+from, vals...)
-	if err != nil && f.lock != "" && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
+	if s.lockGone(ctx, f, err) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): %s was not written", change.ErrTargetLocked, f.lock, what))
 	}
 	return err
+}
+
+// lockGone reports whether err, a fenced write's, is the lock's table
+// gone: an UNKNOWN_TABLE after which the lock table does not exist (the
+// message alone does not tell: 26.9 names similar tables in it, "Maybe
+// you meant …").
+func (s *Server) lockGone(ctx context.Context, f Fence, err error) bool {
+	if err == nil || f.lock == "" || chCode(err) != ChUnknownTable {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var exists uint8
+	if qerr := s.conn.QueryRow(cctx, "EXISTS TABLE "+f.lock).Scan(&exists); qerr != nil {
+		return false
+	}
+	return exists == 0
 }
 
 // rowsTable is the external table an insert's rows travel in.
@@ -79,8 +110,8 @@ const rowsTable = "_changesink_rows"
 // lock check tells.
 func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 	m := t.M
-	err := t.insertFenced(ctx, rows, f)
-	if err != nil && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
+	err := t.retryQuorum(ctx, func() error { return t.insertFenced(ctx, rows, f) }, nil)
+	if t.lockGone(ctx, f, err) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the insert into %s wrote nothing",
 			change.ErrTargetLocked, f.lock, mapping.Qualified(m.Target.Database, m.Target.Table)))
 	}
@@ -92,11 +123,20 @@ func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 
 func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) error {
 	m := t.M
+	// The external table's columns are c0, c1, …: over HTTP its structure
+	// travels as text the server parses, where a mapped name may need
+	// quoting; the INSERT … SELECT takes them by position.
 	cols := make([]func(*ext.Table) error, 0, len(m.Cols)+2)
-	for i := range m.Cols {
-		cols = append(cols, ext.Column(m.Cols[i].Name, column.Type(t.cols[i].typ)))
+	names := make([]string, 0, len(m.Cols)+2)
+	add := func(typ string) {
+		names = append(names, "c"+strconv.Itoa(len(names)))
+		cols = append(cols, ext.Column(names[len(names)-1], column.Type(typ)))
 	}
-	cols = append(cols, ext.Column(m.Target.VersionColumn, "UInt64"), ext.Column(m.Target.DeletedColumn, "UInt8"))
+	for i := range m.Cols {
+		add(t.cols[i].typ)
+	}
+	add("UInt64")
+	add("UInt8")
 	tbl, err := ext.NewTable(rowsTable, cols...)
 	if err != nil {
 		return fmt.Errorf("build the rows table: %w", err)
@@ -125,8 +165,8 @@ func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) e
 	if _, err := block.Columns[len(m.Cols)+1].Append(dels); err != nil {
 		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	cctx, cancel := context.WithTimeout(f.ctx(ctx), t.timeout)
 	defer cancel()
 	return t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
-		InsertSQL(m)+" SELECT "+ColumnList(m, true)+" FROM "+rowsTable+" WHERE "+f.cond())
+		InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable+" WHERE "+f.cond())
 }

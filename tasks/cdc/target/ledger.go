@@ -202,7 +202,7 @@ func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *c
 // prev. A ledger dropped during the run is transient: apply makes the
 // ledger itself (ensureLedger), so a re-run records the batch.
 func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry, f Fence) error {
-	err := t.appendLedger(ctx, prev, e, f)
+	err := t.retryQuorum(ctx, func() error { return t.appendLedger(ctx, prev, e, f) }, t.ledgerSettled(ctx, prev, e))
 	if err != nil && chCode(err) == ChUnknownTable {
 		// Not a setup to run, and the batch's rows are in (the exit-3 case).
 		return outcome.Transient.Mark(fmt.Errorf("%w: %s: %w", ErrLedgerDropped, mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
@@ -249,7 +249,7 @@ func (t *Table) EnsureLedger(ctx context.Context, f Fence, digest string) (chang
 		return st, err
 	}
 	m := t.M
-	if err := t.exec(cctx, CreateLedgerSQL(m)); err != nil {
+	if err := t.exec(cctx, t.ddl(CreateLedgerSQL(m))); err != nil {
 		return st, err
 	}
 	if err := t.checkLedger(cctx); err != nil {

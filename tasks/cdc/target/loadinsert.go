@@ -25,9 +25,14 @@ import (
 func (t *Table) InsertLoad(ctx context.Context, cols [][]change.Value, version uint64, f Fence) error {
 	m := t.M
 	name := mapping.Qualified(m.Target.Database, m.Target.Table)
+	// The external table's columns are c0, c1, … as Insert's (over HTTP
+	// a mapped name may need quoting); the INSERT … SELECT takes them by
+	// position.
 	defs := make([]func(*ext.Table) error, 0, len(m.Cols))
+	names := make([]string, 0, len(m.Cols)+2)
 	for i := range m.Cols {
-		defs = append(defs, ext.Column(m.Cols[i].Name, column.Type(t.cols[i].typ)))
+		names = append(names, "c"+strconv.Itoa(i))
+		defs = append(defs, ext.Column(names[i], column.Type(t.cols[i].typ)))
 	}
 	tbl, err := ext.NewTable(rowsTable, defs...)
 	if err != nil {
@@ -39,14 +44,17 @@ func (t *Table) InsertLoad(ctx context.Context, cols [][]change.Value, version u
 			return fmt.Errorf("insert into %s: column %q: %w", name, m.Cols[i].Name, err)
 		}
 	}
-	sql := InsertSQL(m) + " SELECT " + ColumnList(m, false) + ", toUInt64(" + strconv.FormatUint(version, 10) + "), toUInt8(0) FROM " + rowsTable
+	names = append(names, "toUInt64("+strconv.FormatUint(version, 10)+")", "toUInt8(0)")
+	sql := InsertSQL(m) + " SELECT " + strings.Join(names, ", ") + " FROM " + rowsTable
 	if f.lock != "" {
 		sql += " WHERE " + f.cond()
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	err = t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)), sql)
-	if err != nil && f.lock != "" && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
+	err = t.retryQuorum(ctx, func() error {
+		cctx, cancel := context.WithTimeout(f.ctx(ctx), t.timeout)
+		defer cancel()
+		return t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)), sql)
+	}, nil)
+	if t.lockGone(ctx, f, err) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the insert into %s wrote nothing",
 			change.ErrTargetLocked, f.lock, name))
 	}

@@ -200,11 +200,13 @@ func (l *LoadLedger) Append(ctx context.Context, rows []LoadRow, f Fence) error 
 	if f.lock != "" {
 		where = " WHERE " + f.cond()
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
-	defer cancel()
-	err = l.s.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
-		"INSERT INTO "+l.Name()+" ("+cols+") SELECT "+cols+" FROM "+rowsTable+where)
-	if err != nil && f.lock != "" && chCode(err) == ChUnknownTable && strings.Contains(err.Error(), strings.ReplaceAll(f.lock, "`", "")) {
+	err = l.s.retryQuorum(ctx, func() error {
+		cctx, cancel := context.WithTimeout(f.ctx(ctx), l.s.timeout)
+		defer cancel()
+		return l.s.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
+			"INSERT INTO "+l.Name()+" ("+cols+") SELECT "+cols+" FROM "+rowsTable+where)
+	}, nil)
+	if l.s.lockGone(ctx, f, err) {
 		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the load ledger rows were not written",
 			change.ErrTargetLocked, f.lock))
 	}

@@ -99,6 +99,9 @@ type Lock struct {
 	lost     error     // why the lock is no longer ours
 	Stop     chan struct{}
 	Done     chan struct{}
+	// cl is the lock of a target on a cluster (clusterlock.go), which the
+	// methods below hand over to; nil on one server.
+	cl *clusterLock
 	// released is closed when the lock's release (giveBack) has ended,
 	// with its error in releaseErr; nil until release is first called.
 	released   chan struct{}
@@ -115,6 +118,9 @@ func NewHolderID() string {
 // stale one) as above. log gets a line when the run starts to wait and
 // when it breaks a lock.
 func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (*Lock, error) {
+	if t.cl != nil {
+		return t.lockCluster(ctx, timing, log)
+	}
 	m := t.M
 	l := &Lock{Table: t, ID: NewHolderID(), Timing: timing, Name: mapping.Qualified(m.Target.Database, mapping.LockName(m))}
 	host, _ := os.Hostname()
@@ -168,6 +174,9 @@ func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (
 }
 
 func (l *Lock) insertBeat(ctx context.Context, host string) error {
+	if l.cl != nil {
+		return l.cl.put(ctx, l, stateHeld)
+	}
 	return l.Table.exec(ctx, LockBeatSQL(l.Name, l.ID, host, os.Getpid()))
 }
 
@@ -266,6 +275,9 @@ func (l *Lock) heartbeat(host string) {
 // check confirms the lock is still this run's: its heartbeats land, and
 // the lock table's holder is this run.
 func (l *Lock) Check(ctx context.Context) error {
+	if l.cl != nil {
+		return l.checkCluster(ctx)
+	}
 	l.mu.Lock()
 	lost, last := l.lost, l.lastBeat
 	l.mu.Unlock()
@@ -365,6 +377,9 @@ func AsideName(m *mapping.Mapping, id string) string { return mapping.LockName(m
 // transient failure (a server that stopped answering) is returned, since
 // the run's next call would wait for it again.
 func (l *Lock) SweepAsides(ctx context.Context, log *slog.Logger) error {
+	if l.cl != nil {
+		return l.cl.sweep(ctx, l, log)
+	}
 	m := l.Table.M
 	prefix := mapping.LockName(m) + "_x"
 	transient := func(err error) bool { return ctx.Err() != nil || outcome.Classify(err) == outcome.Transient }
@@ -425,6 +440,9 @@ func (l *Lock) Asides(ctx context.Context, prefix string) ([]string, error) {
 }
 
 func (l *Lock) DropOwn(ctx context.Context) error {
+	if l.cl != nil {
+		return l.cl.put(ctx, l, stateGone)
+	}
 	// A lock broken meanwhile (and maybe taken again) is not this run's to
 	// give back: renaming another run's lock aside, even for a moment,
 	// makes that run's heartbeat or check find it gone.

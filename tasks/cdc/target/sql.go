@@ -53,7 +53,9 @@ func CreateDatabaseSQL(m *mapping.Mapping) string {
 
 // createTableSQL is the target table: the mapped columns, the UInt64
 // version (the source LSN) and the UInt8 delete marker, a ReplacingMergeTree
-// on the version, ordered by the key (seed task create_target).
+// on the version, ordered by the key (seed task create_target); on a server
+// that has it (caps.IsDeleted) the delete marker is the engine's is_deleted
+// column too (deleted.go).
 func CreateTableSQL(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + mapping.Qualified(m.Target.Database, m.Target.Table) + " (\n")
@@ -62,7 +64,11 @@ func CreateTableSQL(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	}
 	b.WriteString("  " + mapping.QuoteIdent(m.Target.VersionColumn) + " UInt64,\n")
 	b.WriteString("  " + mapping.QuoteIdent(m.Target.DeletedColumn) + " UInt8\n")
-	b.WriteString(") ENGINE = ReplacingMergeTree(" + mapping.QuoteIdent(m.Target.VersionColumn) + ")\n")
+	engineArgs := mapping.QuoteIdent(m.Target.VersionColumn)
+	if caps.IsDeleted {
+		engineArgs += ", " + mapping.QuoteIdent(m.Target.DeletedColumn)
+	}
+	b.WriteString(") ENGINE = ReplacingMergeTree(" + engineArgs + ")\n")
 	if len(m.KeyIdx) == 1 {
 		b.WriteString("ORDER BY " + KeyList(m))
 	} else {

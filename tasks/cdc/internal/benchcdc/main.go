@@ -17,6 +17,8 @@
 // It prints events/s for each and the ratios, checks that every table
 // ends with the same rows, and exits non-zero only when a contender fails.
 //
+// With -cluster it measures the cost of replication instead (cluster.go).
+//
 // With -steady it then measures the cost growth (steady.go): batches of
 // the same shape, updating existing keys, applied to tables already holding
 // the given numbers of rows, against the physical references measured the
@@ -80,6 +82,7 @@ func run() error {
 	steady := flag.String("steady", "", "steady-state mode: rows already in the target, as a list (10M,50M); empty: off")
 	flag.IntVar(&c.batches, "batches", 3, "steady-state batches per table size")
 	steadyOnly := flag.Bool("steady-only", false, "skip the empty-table comparison with the seed")
+	clusterMode := flag.Bool("cluster", false, "the cost of replication instead (cluster.go): one server against the test cluster")
 	flag.Parse()
 	for _, f := range strings.FieldsFunc(*steady, func(r rune) bool { return r == ',' }) {
 		n, err := parseCount(f)
@@ -109,6 +112,13 @@ func run() error {
 
 	fmt.Printf("bench-cdc: %d events, %d keys, %.0f%% deletes; %d CPUs (GOMAXPROCS %d); best of %d; load %s\n",
 		c.events, c.keys, 100*c.deletes, runtime.NumCPU(), runtime.GOMAXPROCS(0), c.reps, benchrun.LoadAvg())
+	if *clusterMode {
+		cl, r1, r2 := os.Getenv("CHANGESINK_TEST_CLICKHOUSE_CLUSTER"), os.Getenv("CHANGESINK_TEST_CLICKHOUSE_R1"), os.Getenv("CHANGESINK_TEST_CLICKHOUSE_R2")
+		if cl == "" || r1 == "" || r2 == "" {
+			return errors.New("-cluster needs CHANGESINK_TEST_CLICKHOUSE_CLUSTER, _R1 and _R2 (.ci/clickhouse-cluster; source .ci/env)")
+		}
+		return c.clusterCost(cl, r1, r2)
+	}
 	if *steadyOnly {
 		return c.steadyState()
 	}
@@ -220,7 +230,14 @@ func (c config) emptyTable() error {
 		if strings.HasSuffix(t, "_live") || strings.HasSuffix(t, "_ledger") {
 			continue // the live views, changesink's ledgers
 		}
-		sum, err := c.ch("SELECT count(), sum(cityHash64(id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted)) FROM "+db+"."+t+" FINAL", nil)
+		// Each key's winning row, a delete marker too: FINAL, and the
+		// newest marker of each key FINAL leaves out (a changesink target on
+		// 23.2+ is ReplacingMergeTree(_cdc_lsn, _cdc_deleted), whose FINAL
+		// hides the markers; the seed's and the raw tables are not).
+		name := db + "." + t
+		sum, err := c.ch("SELECT count(), sum(cityHash64(id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted)) FROM ("+
+			"SELECT * FROM "+name+" FINAL UNION ALL SELECT * FROM "+name+" WHERE _cdc_deleted = 1 AND id NOT IN (SELECT id FROM "+name+
+			" FINAL) ORDER BY _cdc_lsn DESC LIMIT 1 BY id)", nil)
 		if err != nil {
 			return err
 		}
