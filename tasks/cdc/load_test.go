@@ -24,12 +24,12 @@ var loadTablesSQL = []string{
 }
 
 const (
-	widePG  = `SELECT id::text, n::text, amount::text, md5(coalesce(name, 'NULL')), to_char(ts, 'YYYY-MM-DD HH24:MI:SS.US'), md5(doc::text), flag::text FROM wide ORDER BY wide.id`
+	widePG  = `SELECT id::text, n::text, (amount * 100)::bigint::text, md5(coalesce(name, 'NULL')), to_char(ts, 'YYYY-MM-DD HH24:MI:SS.US'), md5(doc::text), flag::text FROM wide ORDER BY wide.id`
 	smallPG = `SELECT id::text, v FROM small ORDER BY small.id`
 )
 
 func (e *syncEnv) wideCH() string {
-	return `SELECT id, n, toString(amount), lower(hex(MD5(ifNull(name, 'NULL')))), toString(ts), lower(hex(MD5(doc))), if(flag, 'true', 'false') FROM ` + e.chDB + `.wide_live ORDER BY id`
+	return `SELECT id, n, toString(toInt64(amount * 100)), lower(hex(MD5(ifNull(name, 'NULL')))), toString(ts), lower(hex(MD5(doc))), if(isNull(flag), 'NULL', if(flag, 'true', 'false')) FROM ` + e.chDB + `.wide_live ORDER BY id`
 }
 
 // TestSyncLoadParallel: setup loads three tables in many chunks (blocks
