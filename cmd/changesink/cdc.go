@@ -129,7 +129,7 @@ func resolve(a *app, path string) string {
 type cdcSetupCmd struct {
 	cdcSource
 	cdcTarget
-	LoadWorkers int `name:"load-workers" env:"${CDCEnvLoadWorkers}" default:"${CDCDefaultLoadWorkers}" help:"Connections the initial load reads chunks of the tables with at once."`
+	LoadWorkers int `name:"load-workers" env:"${CDCEnvLoadWorkers}" default:"${CDCDefaultLoadWorkers}" help:"Connections the initial load reads the tables with at once (1 to 64), each holding a block of up to 25,000 rows."`
 }
 
 // Run sets up the mapping's target, or, given a source, the publication,
