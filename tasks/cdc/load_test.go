@@ -53,6 +53,10 @@ func TestSyncLoadParallel(t *testing.T) {
 	if res.Loaded != 20050 || res.Load.Rows != 20050 || res.Load.Chunks < 10 || res.Load.Workers != 3 || res.Load.Bytes == 0 {
 		t.Errorf("setup: %+v", res)
 	}
+	load, _ := res.Outputs()["load"].(map[string]any)
+	if load["rows"] != int64(20050) || load["chunks"] != res.Load.Chunks || load["workers"] != 3 || res.Outputs()["continued"] != false {
+		t.Errorf("setup outputs: %v", res.Outputs())
+	}
 	e.same(widePG, e.wideCH())
 	e.same(smallPG, `SELECT id, v FROM `+e.chDB+`.small_live ORDER BY id`)
 	if got := e.ch.query(`SELECT count() FROM ` + e.chDB + `.empty_live`); strings.Join(got, "") != "0" {
