@@ -83,16 +83,16 @@ func (b *loadBlock) reset() {
 // as it is full, the last one at the chunk's end.
 func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *loadBlock, l *loadRun, p *loadProgress) error {
 	t, point := c.lt.t, l.point
-	var failed error
+	var failed error // a row's or a block's error: not the source's
 	ct := &copyText{row: func(fields [][]byte) error {
 		if err := b.add(fields, point); err != nil {
 			failed = err
 			return err
 		}
 		if b.full() {
-			return r.writeBlock(ctx, c.lt, b, point, p)
+			failed = r.writeBlock(ctx, c.lt, b, point, p)
 		}
-		return nil
+		return failed
 	}}
 	_, err := tx.Conn().PgConn().CopyTo(ctx, ct, c.query())
 	if failed != nil {
