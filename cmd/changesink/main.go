@@ -284,9 +284,18 @@ func parseHint(err error) string {
 	if !errors.As(err, &pe) || pe.Context == nil {
 		return lists + "."
 	}
+	// A setting kong refused by name ("--work-dir: stat …: no such file"):
+	// that one is to fix; kong stopped before it read the others.
+	if name, _, ok := strings.Cut(err.Error(), ":"); ok && strings.HasPrefix(name, "--") {
+		for _, f := range pe.Context.Flags() {
+			if "--"+f.Name == name {
+				return "Fix " + settingName(f) + ": the message says what is wrong with its value; " + lists + "."
+			}
+		}
+	}
 	var unset []string
 	for _, f := range pe.Context.Flags() {
-		if f.Required && !f.Set {
+		if f.Required && !f.Set && !envSet(f) {
 			unset = append(unset, settingName(f))
 		}
 	}
@@ -294,6 +303,17 @@ func parseHint(err error) string {
 		return lists + "."
 	}
 	return "Set " + strings.Join(unset, ", ") + " in the task's env (or pass the flags); " + lists + "."
+}
+
+// envSet reports whether one of f's env vars is set (kong may stop before
+// it reads them).
+func envSet(f *kong.Flag) bool {
+	for _, e := range f.Envs {
+		if os.Getenv(e) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hideUnexpectedArgument rewrites kong's "unexpected argument WORD" without

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -198,6 +199,17 @@ func TestTextOutput(t *testing.T) {
 		code := runIO(context.Background(), []string{"--output=text", "cdc", "apply", "--clickhouse-url", "clickhouse://127.0.0.1:1/x"}, stdio{out: &out, err: &errw})
 		if code != 2 || out.Len() != 0 || !strings.HasPrefix(errw.String(), "changesink: config: missing flags: --mapping=STRING\nhint: Set CDC_MAPPING (flag --mapping)") {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, the error on stderr", code, out.String(), errw.String())
+		}
+	})
+	// A setting kong refuses by name is the one the hint names, not the
+	// required ones kong had not read yet.
+	t.Run("a refused setting", func(t *testing.T) {
+		t.Setenv("WORKING_DIR", filepath.Join(t.TempDir(), "missing"))
+		t.Setenv("CDC_MAPPING", "m.yaml")
+		var out, errw bytes.Buffer
+		code := runIO(context.Background(), []string{"--output=text", "cdc", "apply", "--clickhouse-url", "clickhouse://127.0.0.1:1/x"}, stdio{out: &out, err: &errw})
+		if code != 2 || !strings.Contains(errw.String(), "\nhint: Fix WORKING_DIR (flag --work-dir)") || strings.Contains(errw.String(), "Set CDC_MAPPING") {
+			t.Fatalf("exit %d, stderr %q; want exit 2 and a hint naming WORKING_DIR only", code, errw.String())
 		}
 	})
 }

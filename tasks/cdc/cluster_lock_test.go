@@ -152,3 +152,44 @@ func TestClusterLockBreaksStale(t *testing.T) {
 		t.Errorf("the new holder's check: %v", err)
 	}
 }
+
+// TestClusterFencedWrites: a holder whose lock another run broke, held
+// and released writes nothing on a cluster: its insert and ledger row
+// are fenced by the cluster lock's condition (target/fence.go), which its
+// check reads too, so the check after the write fails as the write did.
+func TestClusterFencedWrites(t *testing.T) {
+	ctx := context.Background()
+	c := newClusterEnv(t)
+	c.setup()
+	tbl := c.clusterTable(0)
+	old := mustLock(t, tbl, testLockTiming)
+	abandon(old)
+	next := mustLock(t, c.clusterTable(1), testLockTiming)
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	row := &change.Row{Vals: []change.Value{{N: 1}, {N: 2}, {N: 3}, {S: "fenced"}}, Version: 100}
+	row.Key = string(change.EncodeKey(nil, c.m, row.Vals))
+	if err := tbl.Insert(ctx, []*change.Row{row}, old.Fence()); err != nil && !errors.Is(err, change.ErrTargetLocked) {
+		t.Fatalf("the fenced insert: %v", err)
+	}
+	if got := c.query("SELECT count() FROM " + c.db + ".orders_cdc"); got[0] != "0" {
+		t.Errorf("the broken holder's insert wrote %s rows", got[0])
+	}
+	err := old.Check(ctx)
+	if !errors.Is(err, change.ErrTargetLocked) || outcome.Classify(err) != outcome.Transient {
+		t.Errorf("the broken holder's check after its write: %v, want a transient ErrTargetLocked", err)
+	}
+	// The run that holds the lock now writes.
+	again := mustLock(t, tbl, testLockTiming)
+	defer again.Release(ctx)
+	if err := tbl.Insert(ctx, []*change.Row{row}, again.Fence()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.query("SELECT count() FROM " + c.db + ".orders_cdc"); got[0] != "1" {
+		t.Errorf("the holder's insert wrote %s rows, want 1", got[0])
+	}
+	if err := again.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}

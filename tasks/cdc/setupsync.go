@@ -2,12 +2,14 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -39,17 +41,49 @@ func SetupSync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncSetupResult
 	defer created.release()
 	defer r.closeSource()
 	if err := r.setupTargets(ctx); err != nil {
-		return nil, err
+		return nil, r.dropCreated(ctx, created, err)
 	}
 	defer r.ch.Close()
 	if err := r.lockTargets(ctx); err != nil {
-		return nil, err
+		return nil, r.dropCreated(ctx, created, err)
 	}
 	defer r.releaseTargets(ctx)
 	if err := r.load(ctx, created); err != nil {
 		return nil, err
 	}
 	return r.setupResult(created), nil
+}
+
+// dropCreated drops the slot this run created, for a setup that failed
+// before its load began (cause): no target holds a row of the slot's
+// snapshot, and a slot left without its sync ledger row would make the
+// next setup refuse, its snapshot gone. It returns cause; a slot it could
+// not drop is logged, for the person who reads cause.
+func (r *syncRun) dropCreated(ctx context.Context, c created, cause error) error {
+	if c.snap == nil || r.conn == nil {
+		return cause
+	}
+	c.release()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*activeWait)
+	defer cancel()
+	var err error
+	// The walsender of the snapshot's connection ends a moment after the
+	// connection: until then the slot is active (55006).
+	for active := true; active; {
+		_, err = r.conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.cfg.Slot)
+		var pe *pgconn.PgError
+		active = errors.As(err, &pe) && pe.Code == "55006" && ctx.Err() == nil
+		if active {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		r.log.Warn(fmt.Sprintf("cdc: setup failed and could not drop the slot %s it created: %v; drop it before the next setup: SELECT pg_drop_replication_slot('%s')",
+			r.cfg.Slot, err, r.cfg.Slot))
+		return cause
+	}
+	r.log.Info(fmt.Sprintf("cdc: setup failed before its load; dropped the slot %s it created, so that the next setup starts clean", r.cfg.Slot))
+	return cause
 }
 
 // created is the slot Ensure made, with its snapshot; zero when the slot

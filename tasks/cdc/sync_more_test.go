@@ -216,3 +216,35 @@ func TestSyncBudgetReportsBehind(t *testing.T) {
 		t.Errorf("a run that caught up: %+v, %v", res, err)
 	}
 }
+
+// TestSetupSyncDropsItsSlotWhenTargetsFail: a setup whose targets are
+// refused (here a table of the target's name with another key) drops the
+// slot it created, so that the setup after the fix starts clean instead
+// of refusing a slot whose snapshot is gone.
+func TestSetupSyncDropsItsSlotWhenTargetsFail(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.q"}
+	e.exec(`CREATE TABLE q (id int PRIMARY KEY, n int)`, `INSERT INTO q VALUES (1, 1)`)
+	if err := e.ch.conn.Exec(context.Background(), "CREATE TABLE "+e.chDB+".q (id Int32, n Int32, _cdc_lsn UInt64, _cdc_deleted UInt8) "+
+		"ENGINE = ReplacingMergeTree(_cdc_lsn) ORDER BY (n, id)"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := SetupSync(ctx, cfg, env)
+	wantError(t, err, outcome.Config, change.ErrTargetMismatch, e.chDB+".q")
+	if got := e.rows(`SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = '` + e.slot + `'`); strings.Join(got, ",") != "0" {
+		t.Fatalf("slots named %s after the failed setup: %v, want none", e.slot, got)
+	}
+	if err := e.ch.conn.Exec(context.Background(), "DROP TABLE "+e.chDB+".q"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := SetupSync(ctx, cfg, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created || res.Loaded != 1 {
+		t.Errorf("the setup after the fix: %+v", res)
+	}
+}

@@ -2,6 +2,8 @@ package cdc
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,6 +127,11 @@ func (c *SyncConfig) Validate() error {
 	}
 	if c.Mappings == nil {
 		c.Mappings = &mapping.Set{}
+	}
+	// A table without a target database goes to the URL's (clickhouse://
+	// host:9000/db, http://host:8123/db), not to the server's default.
+	if u, err := url.Parse(c.ClickHouse.URL); err == nil {
+		c.Mappings.DefaultDatabase(strings.Trim(u.Path, "/"))
 	}
 	src, err := pgx.ParseConfig(c.Postgres.DSN)
 	if err != nil {

@@ -91,7 +91,7 @@ func ParseSet(file string, data []byte) (*Set, error) {
 
 func parseSet(data []byte) (*Set, error) {
 	var probe yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&probe); err == nil && hasKey(&probe, "tables") {
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&probe); err == nil && (hasKey(&probe, "tables") || hasKey(&probe, "defaults")) {
 		var raw rawSet
 		d, err := decodeDoc(data, &raw, "the mapping")
 		if err != nil {
@@ -104,8 +104,13 @@ func parseSet(data []byte) (*Set, error) {
 				return nil, d.at("defaults").errorf("defaults cannot hold key or columns: they belong to one table")
 			}
 		}
-		if raw.Tables == nil || len(*raw.Tables) == 0 {
-			return nil, d.at("tables").errorf("tables must list at least one table")
+		// defaults alone: every table of the publication mapped from the
+		// catalog under them (cdc sync).
+		if raw.Tables != nil && len(*raw.Tables) == 0 {
+			return nil, d.at("tables").errorf("tables must list at least one table (or leave tables out: defaults alone apply to every table)")
+		}
+		if raw.Tables == nil {
+			return s, s.check()
 		}
 		for i, t := range *raw.Tables {
 			s.entries = append(s.entries, setEntry{raw: t, path: []any{"tables", i}})
@@ -323,6 +328,19 @@ func CheckDistinct(ms []*Mapping) error {
 		}
 	}
 	return nil
+}
+
+// DefaultDatabase makes db the targets' database where the mapping names
+// none (the database of the ClickHouse URL, for cdc sync).
+func (s *Set) DefaultDatabase(db string) {
+	if db == "" {
+		return
+	}
+	t := s.defaultTarget()
+	if t.Database == nil {
+		t.Database = &db
+		s.defaults.Target = &t
+	}
 }
 
 // defaultTarget is the defaults' target, never nil.

@@ -73,11 +73,30 @@ func TestSetForListedAndGenerated(t *testing.T) {
 	}
 }
 
+// TestSetDefaultsAlone: a mapping of defaults only maps every table from
+// the catalog under them (cdc sync of a whole publication).
+func TestSetDefaultsAlone(t *testing.T) {
+	s, err := ParseSet("s.yaml", []byte("defaults: {target: {database: analytics}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Tables()) != 0 {
+		t.Errorf("Tables() = %v, want none", s.Tables())
+	}
+	m, err := s.For("shop", "public", "items", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Target.Database != "analytics" || m.Source.Table != "items" {
+		t.Errorf("public.items: %+v %+v", m.Source, m.Target)
+	}
+}
+
 func TestSetErrors(t *testing.T) {
 	tests := []struct{ name, yaml, want string }{
 		{"listed twice", "tables:\n  - source: {database: d, schema: s, table: t}\n  - source: {database: d, schema: s, table: t}\n",
 			"s.yaml:3:45: table s.t is listed twice"},
-		{"no tables", "defaults: {source: {database: d}}\ntables: []\n", "s.yaml:2:9: tables must list at least one table"},
+		{"no tables", "defaults: {source: {database: d}}\ntables: []\n", "s.yaml:2:9: tables must list at least one table (or leave tables out: defaults alone apply to every table)"},
 		{"bad policy", "tables:\n  - source: {database: d, schema: s, table: t}\n    schema_changes: sometimes\n",
 			`s.yaml:3:21: schema_changes is "sometimes": use add_columns or refuse`},
 		{"key in defaults", "defaults: {key: [id]}\ntables:\n  - source: {database: d, schema: s, table: t}\n",
