@@ -68,7 +68,7 @@ func TestKafkaForgetsPositionsOfAnotherBroker(t *testing.T) {
 	// Positions this broker wrote are kept: materialize, then run the demo again.
 	cfg := kafkastate.Config{Topic: topic, MaxRecords: 1000, PollSeconds: 10,
 		KafkaProperties: `{"bootstrap.servers":"` + brokers + `"}`, Postgres: kafkastate.Postgres{DSN: dsn}}
-	if _, err := kafkastate.Materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil); err != nil {
+	if _, err := kafkastate.Materialize(ctx, cfg, kafkastate.Env{Dir: kestra.Dir{Path: t.TempDir()}}); err != nil {
 		t.Fatalf("materialize: %v", err)
 	}
 	if err := cmd.Run(ctx); err != nil {
@@ -82,7 +82,7 @@ func TestKafkaForgetsPositionsOfAnotherBroker(t *testing.T) {
 	// topic keeps tombstones the broker's default day): the round the demo
 	// writes would be refused as "tombstones may have been removed", so they
 	// go too, and the next batch rebuilds.
-	if _, err := kafkastate.Materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil); err != nil {
+	if _, err := kafkastate.Materialize(ctx, cfg, kafkastate.Env{Dir: kestra.Dir{Path: t.TempDir()}}); err != nil {
 		t.Fatalf("materialize: %v", err)
 	}
 	if _, err := conn.Exec(ctx, `UPDATE kafka_state.positions SET updated_at = now() - interval '2 days' WHERE topic = $1`, topic); err != nil {
@@ -94,7 +94,7 @@ func TestKafkaForgetsPositionsOfAnotherBroker(t *testing.T) {
 	if p, r := count("positions", topic), count("records", topic); p != 0 || r != 0 {
 		t.Errorf("topic %s after the demo, two days on: %d positions rows, %d records, want none", topic, p, r)
 	}
-	if _, err := kafkastate.Materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil); err != nil {
+	if _, err := kafkastate.Materialize(ctx, cfg, kafkastate.Env{Dir: kestra.Dir{Path: t.TempDir()}}); err != nil {
 		t.Fatalf("materialize after the demo forgot stale positions: %v", err)
 	}
 

@@ -45,6 +45,8 @@ func cdcVars() kong.Vars {
 		"CDCEnvMaxChanges":         cdc.EnvMaxChanges,
 		"CDCEnvMaxDuration":        cdc.EnvMaxDuration,
 		"CDCEnvFlushChanges":       cdc.EnvFlushChanges,
+		"CDCEnvLoadWorkers":        cdc.EnvLoadWorkers,
+		"CDCDefaultLoadWorkers":    strconv.Itoa(cdc.DefaultLoadWorkers),
 		"CDCDefaultSlot":           cdc.DefaultSlot,
 		"CDCDefaultPublication":    cdc.DefaultPublication,
 		"CDCDefaultMaxDuration":    cdc.DefaultMaxDuration.String(),
@@ -127,6 +129,7 @@ func resolve(a *app, path string) string {
 type cdcSetupCmd struct {
 	cdcSource
 	cdcTarget
+	LoadWorkers int `name:"load-workers" env:"${CDCEnvLoadWorkers}" default:"${CDCDefaultLoadWorkers}" help:"Connections the initial load reads the tables with at once (1 to 64), each holding a block of up to 25,000 rows."`
 }
 
 // Run sets up the mapping's target, or, given a source, the publication,
@@ -137,6 +140,7 @@ func (c *cdcSetupCmd) Run(a *app) error {
 		if err != nil {
 			return err
 		}
+		cfg.LoadWorkers = c.LoadWorkers
 		res, err := cdc.SetupSync(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"gopkg.in/yaml.v3"
@@ -24,6 +26,7 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
@@ -39,16 +42,36 @@ const (
 // shippedFlow describes what each shipped flow must hold beyond what it keeps
 // from its seed: the visible steps in order and the changesink command each runs.
 type shippedFlow struct {
-	file     string
-	seed     string
-	network  string // the Docker runner's networkMode
-	steps    []step
-	produces map[string][]string // task id → outputFiles it must declare
+	file string
+	// seed is the seed flow it replaces; a flow without one (the sync flow)
+	// names secretsOf, the seed whose namespace and secret names it keeps.
+	seed, secretsOf string
+	network         string // the Docker runner's networkMode
+	steps           []step
+	produces        map[string][]string // task id → outputFiles it must declare
+	// notInCompose says why docker-compose.yml does not load the flow.
+	notInCompose string
 }
 
 type step struct {
 	task    string
 	command string // "" for a non-changesink task (the summary Log)
+}
+
+// The sharded kafka-state flow: one file per Kestra major (2.0 has Loop and
+// no ForEach, 1.x has ForEach and no Loop), and the tasks both have.
+const (
+	shardedFlow   = "kafka-compacted-postgres-state-sharded.yaml"
+	shardedFlow1x = "kestra-1.x/kafka-compacted-postgres-state-sharded.yaml"
+)
+
+var shardedSteps = []step{
+	{"create_state_tables", "kafka-state setup"},
+	{"shards", ""}, // a Loop (2.0) or ForEach (1.x) over the shard ids ...
+	{"materialize_shard", "kafka-state materialize"}, // ... running one shard each
+	{"check_saved_positions", "kafka-state verify"},
+	{"require_consistent_state", ""},
+	{"stop_on_inconsistent_state", ""},
 }
 
 var shippedFlows = []shippedFlow{
@@ -62,8 +85,27 @@ var shippedFlows = []shippedFlow{
 			{"check_saved_positions", "kafka-state verify"},
 			{"require_consistent_state", ""},   // the seed's If ...
 			{"stop_on_inconsistent_state", ""}, // ... and Fail, on verify's output valid
+			{"alert_on_lag", ""},               // an If on materialize's lag_total ...
+			{"lag_above_max_lag", ""},          // ... and its Fail, off unless max_lag is set
 		},
 		produces: map[string][]string{"materialize_batch": {"batch-report.json"}},
+	},
+	{
+		// The same job, the topic's partitions split into shards that a
+		// Loop runs in parallel (no seed: a changesink flow; Kestra 2.0).
+		file:         shardedFlow,
+		network:      "{{ inputs.docker_network }}",
+		steps:        shardedSteps,
+		produces:     map[string][]string{"materialize_shard": {"batch-report.json"}},
+		notInCompose: "it needs Kestra 2.0 (its Loop); the stack's 1.3.31 loads its 1.x variant",
+	},
+	{
+		// Its Kestra 1.x variant: a ForEach instead of the Loop
+		// (TestShardedFlowVariants holds the two together).
+		file:     shardedFlow1x,
+		network:  "{{ inputs.docker_network }}",
+		steps:    shardedSteps,
+		produces: map[string][]string{"materialize_shard": {"batch-report.json"}},
 	},
 	{
 		file:    "postgres-clickhouse-cdc.yaml",
@@ -75,6 +117,18 @@ var shippedFlows = []shippedFlow{
 			{"summary", ""},
 		},
 		produces: map[string][]string{"apply": {"expected.jsonl", "pending.jsonl"}},
+	},
+	{
+		file:      "postgres-clickhouse-sync.yaml",
+		secretsOf: "postgres-clickhouse-cdc.yaml",
+		network:   "{{ vars.docker_network }}",
+		steps: []step{
+			{"setup", "cdc setup"},
+			{"sync", "cdc sync"},
+			{"summary", ""},
+			{"alert", ""},
+		},
+		notInCompose: "it writes the trigger flow's read model, which has one writer at a time",
 	},
 }
 
@@ -88,6 +142,9 @@ var seedSecretEnv = map[string]string{
 	kafkastate.EnvPGPassword:      "KAFKA_STATE_PASSWORD",
 	"CLICKHOUSE_USERNAME":         "CLICKHOUSE_USERNAME",
 	"CLICKHOUSE_PASSWORD":         "CLICKHOUSE_PASSWORD",
+	// The cdc seed's Debezium trigger logs in with these (username, password).
+	cdc.EnvPostgresUsername: "CDC_POSTGRES_USERNAME",
+	cdc.EnvPostgresPassword: "CDC_POSTGRES_PASSWORD",
 }
 
 // commandOutputs ties each command to the result type its Run reports
@@ -98,16 +155,23 @@ var commandOutputs = map[string]struct {
 	result kestra.Result
 	files  []string
 }{
-	"kafka-state setup":       {result: &kafkastate.SetupResult{}},
-	"kafka-state materialize": {result: &kafkastate.Result{}, files: []string{kafkastate.ReportFile}},
+	"kafka-state setup": {result: &kafkastate.SetupResult{}},
+	// Every output a materialize can emit: the lag once read, the shard of a shard run.
+	"kafka-state materialize": {result: &kafkastate.Result{Lag: kafkastate.Offsets{}, Shard: "0/1"}, files: []string{kafkastate.ReportFile}},
 	"kafka-state verify":      {result: &kafkastate.VerifyResult{}},
 	"cdc setup":               {result: &cdc.SetupResult{}},
 	"cdc apply":               {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
-	"cdc sync":                {result: &cdc.SyncResult{}},
+	// BehindKnown: behind_seconds is emitted whenever the run could tell.
+	"cdc sync": {result: &cdc.SyncResult{BehindKnown: true}},
 }
 
-// outputNames returns the outputs a command emits on success.
-func outputNames(cmd string) []string {
+// outputNames returns the outputs a command emits on success, given the env
+// a task sets: cdc setup given a source (CDC_POSTGRES_DSN) reports what
+// SetupSync did.
+func outputNames(cmd string, env map[string]string) []string {
+	if cmd == "cdc setup" && env[cdc.EnvPostgresDSN] != "" {
+		return slices.Sorted(maps.Keys((&cdc.SyncSetupResult{}).Outputs()))
+	}
 	o, ok := commandOutputs[cmd]
 	if !ok || o.result == nil {
 		return nil
@@ -115,8 +179,9 @@ func outputNames(cmd string) []string {
 	return slices.Sorted(maps.Keys(o.result.Outputs()))
 }
 
-// failureOutputs are emitted by main.fail on every failed command.
-var failureOutputs = []string{"error_class", "error"}
+// failureOutputs are emitted by main.fail on every failed command (hint
+// when the error has one).
+var failureOutputs = []string{"error_class", "error", "hint"}
 
 func readYAML(t *testing.T, path string) map[string]any {
 	t.Helper()
@@ -263,6 +328,40 @@ var seedDeviations = map[[2]string]any{
 	// The shipped compose stack's network: with the seed's bridge, its
 	// kafka and postgres host names do not resolve.
 	{"kafka-compacted-postgres-state.yaml", "docker_network"}: "changesink",
+	// Drain mode runs batch after batch: the seed's 1000 records a batch
+	// would spend most of a drain on each batch's fixed costs.
+	{"kafka-compacted-postgres-state.yaml", "max_records"}: 100000,
+}
+
+// seedExtensions are what a shipped flow adds to its seed, which
+// TestFlowsKeepSeed accepts on top of it: inputs, flow outputs and env vars
+// of a task, by flow file.
+var seedExtensions = map[string]struct {
+	inputs, outputs []string
+	env             map[string][]string // task id → env vars
+}{
+	"kafka-compacted-postgres-state.yaml": {
+		inputs:  []string{"drain_seconds", "max_lag"},
+		outputs: []string{"lag_total"},
+		env:     map[string][]string{"materialize_batch": {"DRAIN_SECONDS"}},
+	},
+}
+
+// withoutExtensions returns the list of maps (inputs or outputs) without
+// those whose id is one of ids.
+func withoutExtensions(list any, ids []string) any {
+	items, ok := list.([]any)
+	if !ok {
+		return list
+	}
+	var out []any
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok && slices.Contains(ids, fmt.Sprint(m["id"])) {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // withDeviations returns the seed's inputs with the deliberate default
@@ -289,10 +388,20 @@ func withDeviations(t *testing.T, file string, inputs any) any {
 func TestFlowsKeepSeed(t *testing.T) {
 	dir := testenv.Seeds(t)
 	for _, sf := range shippedFlows {
+		if sf.seed == "" {
+			continue
+		}
 		t.Run(sf.file, func(t *testing.T) {
+			if sf.seed == "" {
+				keepsSeedNames(t, sf, dir)
+				return
+			}
 			seed := readYAML(t, filepath.Join(dir, sf.seed))
 			got := readYAML(t, filepath.Join(flowsDir, sf.file))
 			seed["inputs"] = withDeviations(t, sf.file, seed["inputs"])
+			ext := seedExtensions[sf.file]
+			got["inputs"] = withoutExtensions(got["inputs"], ext.inputs)
+			got["outputs"] = withoutExtensions(got["outputs"], ext.outputs)
 			for _, key := range []string{"id", "namespace", "description", "concurrency", "inputs", "triggers", "outputs"} {
 				if !reflect.DeepEqual(got[key], seed[key]) {
 					t.Errorf("%s: %s differs from the seed\n got: %#v\nwant: %#v", sf.file, key, got[key], seed[key])
@@ -324,11 +433,38 @@ func TestFlowsKeepSeed(t *testing.T) {
 					t.Errorf("%s: seed task %v (with env) has no task of the same id", sf.file, st["id"])
 					continue
 				}
-				if env := stringMap(t, nt["env"], fmt.Sprintf("%v env", st["id"])); !reflect.DeepEqual(env, seedEnv) {
+				env := stringMap(t, nt["env"], fmt.Sprintf("%v env", st["id"]))
+				for _, k := range ext.env[fmt.Sprint(st["id"])] {
+					delete(env, k)
+				}
+				if !reflect.DeepEqual(env, seedEnv) {
 					t.Errorf("%s: task %v env differs from the seed's\n got: %v\nwant: %v", sf.file, st["id"], env, seedEnv)
 				}
 			}
 		})
+	}
+}
+
+// keepsSeedNames checks a flow that replaces no seed against the seed it
+// stands beside: the same namespace, and every secret it reads is one that
+// seed reads, so a Kestra instance set up for the seed needs no new secret.
+func keepsSeedNames(t *testing.T, sf shippedFlow, seeds string) {
+	t.Helper()
+	raw := testenv.ReadFile(t, filepath.Join(seeds, sf.secretsOf))
+	seed := readYAML(t, filepath.Join(seeds, sf.secretsOf))
+	got := readYAML(t, filepath.Join(flowsDir, sf.file))
+	if got["namespace"] != seed["namespace"] {
+		t.Errorf("%s: namespace %v, want the seed %s's %v", sf.file, got["namespace"], sf.secretsOf, seed["namespace"])
+	}
+	secretName := regexp.MustCompile(`secret\('([A-Z0-9_]+)'\)`)
+	seedSecrets := map[string]bool{}
+	for _, m := range secretName.FindAllStringSubmatch(string(raw), -1) {
+		seedSecrets[m[1]] = true
+	}
+	for _, m := range secretName.FindAllStringSubmatch(string(testenv.ReadFile(t, filepath.Join(flowsDir, sf.file))), -1) {
+		if !seedSecrets[m[1]] {
+			t.Errorf("%s reads secret %s, which the seed %s does not (it reads %v)", sf.file, m[1], sf.secretsOf, slices.Sorted(maps.Keys(seedSecrets)))
+		}
 	}
 }
 
@@ -427,10 +563,11 @@ func TestFlowsRunRealCommands(t *testing.T) {
 					continue
 				}
 				cmd := changesinkCommand(t, task)
+				env := stringMap(t, task["env"], ref.task+".env")
 				switch ref.kind {
 				case "vars":
-					if !slices.Contains(outputNames(cmd), ref.name) && !slices.Contains(failureOutputs, ref.name) {
-						t.Errorf("%s: `changesink %s` emits no output %q (it emits %v)", ref.expr, cmd, ref.name, outputNames(cmd))
+					if !slices.Contains(outputNames(cmd, env), ref.name) && !slices.Contains(failureOutputs, ref.name) {
+						t.Errorf("%s: `changesink %s` emits no output %q (it emits %v)", ref.expr, cmd, ref.name, outputNames(cmd, env))
 					}
 				case "outputFiles":
 					files, _ := task["outputFiles"].([]any)
@@ -551,8 +688,8 @@ func TestFlowKafkaStateKeepsSeedFail(t *testing.T) {
 	if env := stringMap(t, check["env"], "check_saved_positions.env"); env["REPORT_ONLY"] != "true" {
 		t.Errorf(`check_saved_positions: REPORT_ONLY = %q, want "true" (else verify fails the task and the seed's Fail is never reached)`, env["REPORT_ONLY"])
 	}
-	if !slices.Contains(outputNames("kafka-state verify"), "valid") {
-		t.Errorf("kafka-state verify emits no output valid (it emits %v)", outputNames("kafka-state verify"))
+	if !slices.Contains(outputNames("kafka-state verify", nil), "valid") {
+		t.Errorf("kafka-state verify emits no output valid (it emits %v)", outputNames("kafka-state verify", nil))
 	}
 }
 
@@ -626,5 +763,115 @@ func checkInlineMapping(t *testing.T, text, database string) {
 	}
 	if m.Source.Database != database {
 		t.Errorf("the inline mapping's source database is %q, want variables.postgres_database %q (the seed's prepare_batch check)", m.Source.Database, database)
+	}
+}
+
+// TestShardedFlowVariants holds the sharded flow's two files together: the
+// 1.x variant is the 2.0 file with the Loop written as a ForEach (its
+// iteration value taskrun.value instead of item.value, no outputs, which a
+// ForEach does not have) and nothing else changed.
+func TestShardedFlowVariants(t *testing.T) {
+	v2 := readYAML(t, filepath.Join(flowsDir, shardedFlow))
+	v1 := readYAML(t, filepath.Join(flowsDir, shardedFlow1x))
+	l2, l1 := taskByID(v2, "shards"), taskByID(v1, "shards")
+	if l2["type"] != "io.kestra.plugin.core.flow.Loop" || l1["type"] != "io.kestra.plugin.core.flow.ForEach" {
+		t.Fatalf("shards: types %v and %v, want Loop (2.0) and ForEach (1.x)", l2["type"], l1["type"])
+	}
+	m2 := taskByID(v2, "materialize_shard")
+	env2 := stringMap(t, m2["env"], "materialize_shard.env (2.0)")
+	if want := "{{ item.value }}/{{ inputs.shards }}"; env2["SHARD"] != want {
+		t.Errorf("2.0 SHARD = %q, want %q", env2["SHARD"], want)
+	}
+	if _, ok := l2["outputs"]; !ok {
+		t.Error("2.0 Loop has no outputs: each iteration is an execution of its own, the shards' results are lost")
+	}
+	// Rewrite the 2.0 file into its 1.x form; the rest must be equal.
+	env2["SHARD"] = "{{ taskrun.value }}/{{ inputs.shards }}"
+	envAny := map[string]any{}
+	for k, v := range env2 {
+		envAny[k] = v
+	}
+	m2["env"] = envAny
+	l2["type"] = l1["type"]
+	delete(l2, "outputs")
+	delete(l2, "description")
+	delete(l1, "description")
+	if !reflect.DeepEqual(v2, v1) {
+		t.Errorf("%s and %s differ beyond the loop task:\n2.0: %#v\n1.x: %#v", shardedFlow, shardedFlow1x, v2, v1)
+	}
+}
+
+// TestFlowSyncSettings checks the sync flow's settings: both tasks read the
+// same source, slot, publication, mapping and target; the mapping is inline,
+// a mapping set changesink accepts, whose source database is the DSN's and
+// whose public.orders is the read model the trigger flow writes
+// (flows/orders.mapping.yaml); the DSN holds no credentials; and the
+// schedule runs every minute, one execution at a time, recovers only the
+// last missed run, and is never stopped (an unread slot keeps WAL on the
+// source).
+func TestFlowSyncSettings(t *testing.T) {
+	flow := readYAML(t, filepath.Join(flowsDir, "postgres-clickhouse-sync.yaml"))
+	vars, _ := flow["variables"].(map[string]any)
+	setup := stringMap(t, taskByID(flow, "setup")["env"], "setup.env")
+	sync := stringMap(t, taskByID(flow, "sync")["env"], "sync.env")
+	for _, k := range []string{cdc.EnvPostgresDSN, cdc.EnvPostgresUsername, cdc.EnvPostgresPassword, cdc.EnvSlot, cdc.EnvPublication,
+		cdc.EnvMapping, cdc.EnvClickHouseURL, cdc.EnvClickHouseUsername, cdc.EnvClickHousePassword} {
+		if setup[k] == "" || setup[k] != sync[k] {
+			t.Errorf("%s: setup sets %q, sync %q; both must read the same", k, setup[k], sync[k])
+		}
+	}
+	for _, id := range []string{"setup", "sync"} {
+		files := stringMap(t, taskByID(flow, id)["inputFiles"], id+".inputFiles")
+		if got := files[setup[cdc.EnvMapping]]; got != "{{ vars.sync_mapping }}" {
+			t.Errorf("%s: inputFiles[%s] = %q, want {{ vars.sync_mapping }} (the mapping inline in the flow)", id, setup[cdc.EnvMapping], got)
+		}
+	}
+	if d, err := time.ParseDuration(fmt.Sprint(vars["max_duration"])); err != nil || d <= 0 || d >= time.Minute {
+		t.Errorf("max_duration %v (%v): want a duration that leaves room in the minute", vars["max_duration"], err)
+	}
+
+	dsn, err := url.Parse(fmt.Sprint(vars["postgres_dsn"]))
+	if err != nil {
+		t.Fatalf("postgres_dsn: %v", err)
+	}
+	if dsn.User != nil {
+		t.Errorf("postgres_dsn names a user or password; they come from the secrets")
+	}
+	set, err := mapping.ParseSet("inline sync_mapping", []byte(fmt.Sprint(vars["sync_mapping"])))
+	if err != nil {
+		t.Fatalf("the inline mapping is refused by changesink: %v", err)
+	}
+	if got := set.Tables(); !slices.Equal(got, []string{"public.orders"}) {
+		t.Errorf("the mapping lists %v, want public.orders", got)
+	}
+	orders, err := cdc.LoadMapping(filepath.Join(flowsDir, "orders.mapping.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := set.For(strings.TrimPrefix(dsn.Path, "/"), "public", "orders", orders.Columns, orders.Key)
+	if err != nil {
+		t.Fatalf("the mapping of public.orders from the DSN's database: %v", err)
+	}
+	m.File = orders.File
+	if !reflect.DeepEqual(m, orders) {
+		t.Errorf("public.orders does not go to the trigger flow's read model\n got: %+v\nwant: %+v", m, orders)
+	}
+
+	triggers, _ := flow["triggers"].([]any)
+	if len(triggers) != 1 {
+		t.Fatalf("want one trigger, got %d", len(triggers))
+	}
+	trig, _ := triggers[0].(map[string]any)
+	if trig["type"] != "io.kestra.plugin.core.trigger.Schedule" || trig["cron"] != "* * * * *" {
+		t.Errorf("trigger %v: want a Schedule every minute", trig)
+	}
+	if trig["recoverMissedSchedules"] != "LAST" {
+		t.Errorf("recoverMissedSchedules %v: want LAST (one run catches up; one per missed minute would queue up)", trig["recoverMissedSchedules"])
+	}
+	if _, ok := trig["stopAfter"]; ok {
+		t.Errorf("the schedule has stopAfter: a stopped schedule leaves the slot unread, keeping WAL on the source")
+	}
+	if c, _ := flow["concurrency"].(map[string]any); c["limit"] != 1 || c["behavior"] != "QUEUE" {
+		t.Errorf("concurrency %v: want limit 1, behavior QUEUE", c)
 	}
 }

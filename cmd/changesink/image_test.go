@@ -270,9 +270,11 @@ func TestImageKafkaState(t *testing.T) {
 		t.Errorf("setup outputs %s", got)
 	}
 	r := step("materialize", 0, env, "changesink kafka-state materialize", `{"name":"records","type":"counter","value":6`)
+	// The outputs: the seed's keys (also the report's), the batches and the lag left.
 	want := `{"consumed":6,"live_keys":3,"next_offsets":{"0":3,"1":3},"tombstones":1,"topic":"` + topic + `"}`
-	if got := r.outputsJSON(t); got != want {
-		t.Errorf("materialize outputs %s, want %s", got, want)
+	wantOut := `{"batches":1,"consumed":6,"lag":{"0":0,"1":0},"lag_total":0,"live_keys":3,"next_offsets":{"0":3,"1":3},"tombstones":1,"topic":"` + topic + `"}`
+	if got := r.outputsJSON(t); got != wantOut {
+		t.Errorf("materialize outputs %s, want %s", got, wantOut)
 	}
 	report, err := os.ReadFile(filepath.Join(work, "batch-report.json"))
 	if err != nil {
@@ -313,7 +315,7 @@ func TestImageKafkaState(t *testing.T) {
 		t.Errorf("kafka_state.records:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantRows, "\n"))
 	}
 
-	again := `{"consumed":0,"live_keys":3,"next_offsets":{"0":3,"1":3},"tombstones":0,"topic":"` + topic + `"}`
+	again := `{"batches":1,"consumed":0,"lag":{"0":0,"1":0},"lag_total":0,"live_keys":3,"next_offsets":{"0":3,"1":3},"tombstones":0,"topic":"` + topic + `"}`
 	if got := step("materialize again", 0, env, "changesink kafka-state materialize").outputsJSON(t); got != again {
 		t.Errorf("second materialize outputs %s, want %s", got, again)
 	}

@@ -15,7 +15,7 @@ import (
 // kafkaStateCmd groups the kafka-state commands (owned by tasks/kafkastate).
 type kafkaStateCmd struct {
 	Setup       kafkaStateSetupCmd       `cmd:"" help:"Create schema kafka_state (positions, records, current_values) with the seed's DDL. Idempotent; safe when two run at once."`
-	Materialize kafkaStateMaterializeCmd `cmd:"" help:"Materialize one bounded batch of the topic into PostgreSQL, records and positions in one transaction."`
+	Materialize kafkaStateMaterializeCmd `cmd:"" help:"Materialize one bounded batch of the topic into PostgreSQL, records and positions in one transaction; with DRAIN_SECONDS, batch after batch until caught up."`
 	Verify      kafkaStateVerifyCmd      `cmd:"" help:"Check that every stored record is below its partition's durable next offset; exit 1 naming the first one that is not."`
 }
 
@@ -25,20 +25,25 @@ type kafkaStateCmd struct {
 func kafkaStateVars() kong.Vars {
 	itoa := strconv.Itoa
 	return kong.Vars{
-		"EnvTopic":           kafkastate.EnvTopic,
-		"EnvMaxRecords":      kafkastate.EnvMaxRecords,
-		"EnvPollSeconds":     kafkastate.EnvPollSeconds,
-		"EnvKafkaProperties": kafkastate.EnvKafkaProperties,
-		"EnvPGDSN":           kafkastate.EnvPGDSN,
-		"EnvPGUser":          kafkastate.EnvPGUser,
-		"EnvPGPassword":      kafkastate.EnvPGPassword,
-		"EnvReportOnly":      kafkastate.EnvReportOnly,
-		"DefaultMaxRecords":  itoa(kafkastate.DefaultMaxRecords),
-		"MinMaxRecords":      itoa(kafkastate.MinMaxRecords),
-		"MaxMaxRecords":      itoa(kafkastate.MaxMaxRecords),
-		"DefaultPollSeconds": itoa(kafkastate.DefaultPollSeconds),
-		"MinPollSeconds":     itoa(kafkastate.MinPollSeconds),
-		"MaxPollSeconds":     itoa(kafkastate.MaxPollSeconds),
+		"EnvTopic":            kafkastate.EnvTopic,
+		"EnvMaxRecords":       kafkastate.EnvMaxRecords,
+		"EnvPollSeconds":      kafkastate.EnvPollSeconds,
+		"EnvDrainSeconds":     kafkastate.EnvDrainSeconds,
+		"EnvShard":            kafkastate.EnvShard,
+		"MaxShards":           itoa(kafkastate.MaxShards),
+		"EnvKafkaProperties":  kafkastate.EnvKafkaProperties,
+		"EnvPGDSN":            kafkastate.EnvPGDSN,
+		"EnvPGUser":           kafkastate.EnvPGUser,
+		"EnvPGPassword":       kafkastate.EnvPGPassword,
+		"EnvReportOnly":       kafkastate.EnvReportOnly,
+		"DefaultMaxRecords":   itoa(kafkastate.DefaultMaxRecords),
+		"MinMaxRecords":       itoa(kafkastate.MinMaxRecords),
+		"MaxMaxRecords":       itoa(kafkastate.MaxMaxRecords),
+		"DefaultPollSeconds":  itoa(kafkastate.DefaultPollSeconds),
+		"MinPollSeconds":      itoa(kafkastate.MinPollSeconds),
+		"MaxPollSeconds":      itoa(kafkastate.MaxPollSeconds),
+		"DefaultDrainSeconds": itoa(kafkastate.DefaultDrainSeconds),
+		"MaxDrainSeconds":     itoa(kafkastate.MaxDrainSeconds),
 	}
 }
 
@@ -76,6 +81,8 @@ type kafkaStateMaterializeCmd struct {
 	Topic           string  `name:"topic" env:"${EnvTopic}" required:"" help:"Compacted topic with UTF-8 keys, JSON values and a fixed partition count."`
 	MaxRecords      seedInt `name:"max-records" env:"${EnvMaxRecords}" default:"${DefaultMaxRecords}" help:"Most records one batch reads over all partitions: ${MinMaxRecords}..${MaxMaxRecords} (default ${default})."`
 	PollSeconds     seedInt `name:"poll-seconds" env:"${EnvPollSeconds}" default:"${DefaultPollSeconds}" help:"How long the batch may fetch: ${MinPollSeconds}..${MaxPollSeconds} seconds (default ${default}). A fully read topic returns at once."`
+	DrainSeconds    seedInt `name:"drain-seconds" env:"${EnvDrainSeconds}" default:"${DefaultDrainSeconds}" help:"Drain mode: commit batch after batch (each its own transaction with its positions, as one batch is) until every partition is read to its end or this many seconds have passed, logging progress: 0..${MaxDrainSeconds} (default ${default}: one batch, as the seed)."`
+	Shard           string  `name:"shard" env:"${EnvShard}" help:"Partition shard i/n: only the partitions p with p mod n = i (0 <= i < n <= ${MaxShards}), under their own locks, so that n runs read the topic in parallel; claimed in kafka_state.shards (another layout claiming one of them is refused). Empty (default): the whole topic."`
 	KafkaProperties string  `name:"kafka-properties" env:"${EnvKafkaProperties}" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
@@ -88,13 +95,16 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 		Topic:           c.Topic,
 		MaxRecords:      int(c.MaxRecords),
 		PollSeconds:     int(c.PollSeconds),
+		DrainSeconds:    int(c.DrainSeconds),
+		Shard:           c.Shard,
 		KafkaProperties: c.KafkaProperties,
 		Postgres:        pg,
 	}
-	res, err := kafkastate.Materialize(a.ctx, cfg, a.dir, a.log)
+	res, err := kafkastate.Materialize(a.ctx, cfg, kafkastate.Env{Dir: a.dir, Log: a.log})
 	if err != nil {
 		return err
 	}
+	a.log.Info(res.Summary())
 	return a.em.Report(res)
 }
 

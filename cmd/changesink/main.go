@@ -34,6 +34,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/redact"
 	"github.com/changesink/changesink/tasks/cdc"
+	"github.com/changesink/changesink/tasks/kafkastate"
 )
 
 // Stamped at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -238,7 +239,7 @@ func failHint(em *kestra.Emitter, kind outcome.Kind, err error, hint string) int
 // hint is the remedy of err from the hints table of the task that failed:
 // each table knows only its own task's errors.
 func hint(err error) string {
-	for _, h := range []func(error) string{cdc.Hint} {
+	for _, h := range []func(error) string{cdc.Hint, kafkastate.Hint} {
 		if s := h(err); s != "" {
 			return s
 		}

@@ -179,25 +179,35 @@ func TestComposeStack(t *testing.T) {
 		}
 	}
 
-	// Kestra: standalone, the two flows from ./flows, a secret for every secret() the flows use.
+	// Kestra: standalone, the flows from ./flows it runs, a secret for every secret() the flows use.
 	k := service("kestra")
 	command := strings.Join(k.Command, " ")
 	if !strings.Contains(command, "server standalone") || !strings.Contains(command, "--flow-path") {
 		t.Errorf("kestra command %q: want server standalone --flow-path", command)
 	}
 	flowPath := k.Command[slices.Index(k.Command, "--flow-path")+1]
-	mounted := map[string]bool{}
+	// The stack's Kestra is 1.x: it loads the sharded flow's 1.x variant
+	// (flows/kestra-1.x) in place of the 2.0 file, under the 2.0 file's name.
+	mounted := map[string]bool{} // by path under ./flows
 	for _, v := range k.Volumes {
 		if strings.HasPrefix(v.Target, flowPath+"/") {
-			mounted[filepath.Base(v.Target)] = true
-			if filepath.Dir(v.Source) != filepath.Join(root, "flows") {
+			rel, err := filepath.Rel(filepath.Join(root, "flows"), v.Source)
+			if err != nil || strings.HasPrefix(rel, "..") {
 				t.Errorf("kestra mounts flow %s from %s, want ./flows", v.Target, v.Source)
+				continue
+			}
+			mounted[rel] = true
+			if filepath.Base(rel) != filepath.Base(v.Target) {
+				t.Errorf("kestra mounts flows/%s as %s: the names differ", rel, v.Target)
 			}
 		}
 	}
 	secretName := regexp.MustCompile(`secret\('([A-Z0-9_]+)'\)`)
 	for _, sf := range shippedFlows {
-		if !mounted[sf.file] {
+		switch {
+		case sf.notInCompose != "" && mounted[sf.file]:
+			t.Errorf("kestra loads flows/%s, which the stack must not load: %s", sf.file, sf.notInCompose)
+		case sf.notInCompose == "" && !mounted[sf.file]:
 			t.Errorf("kestra does not load flows/%s into %s", sf.file, flowPath)
 		}
 		raw := testenv.ReadFile(t, filepath.Join(flowsDir, sf.file))

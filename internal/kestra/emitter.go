@@ -56,8 +56,9 @@ func NewTextEmitter(out, errw io.Writer, mask Masker) *Emitter {
 	return e
 }
 
-// Metric is one Kestra metric entry. Type is "counter" (Value is a count) or
-// "timer" (Value is seconds). Tags may be nil.
+// Metric is one Kestra metric entry. Type is "counter" (Value is a count),
+// "timer" (Value is seconds) or "gauge" (Value is a level at the end of the
+// run; Kestra 1.1 and later). Tags may be nil.
 type Metric struct {
 	Name  string            `json:"name"`
 	Type  string            `json:"type"`
@@ -68,6 +69,14 @@ type Metric struct {
 // Counter returns a counter metric.
 func Counter(name string, value float64, tags map[string]string) Metric {
 	return Metric{Name: name, Type: "counter", Value: value, Tags: tags}
+}
+
+// Gauge returns a gauge metric: a level, such as a lag, rather than a
+// count of what the run did. Kestra reads it from 1.1 on (io.kestra.core.
+// models.executions.metrics.Gauge); an older engine drops the whole metrics
+// line with a WARN.
+func Gauge(name string, value float64, tags map[string]string) Metric {
+	return Metric{Name: name, Type: "gauge", Value: value, Tags: tags}
 }
 
 // Timer returns a timer metric; Kestra reads a JSON number as seconds.

@@ -51,7 +51,8 @@ func TestOutputsLineIsASCIIAndParses(t *testing.T) {
 func TestMetricsAndLogs(t *testing.T) {
 	var buf bytes.Buffer
 	em := NewEmitter(&buf, replacer{"hunter2", "xxxxx"})
-	if err := em.Metrics([]Metric{Counter("records", 5, map[string]string{"topic": "t"}), Timer("batch", 1500*time.Millisecond, nil)}); err != nil {
+	if err := em.Metrics([]Metric{Counter("records", 5, map[string]string{"topic": "t"}), Timer("batch", 1500*time.Millisecond, nil),
+		Gauge("lag", 7, map[string]string{"partition": "0"})}); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(NewLogHandler(em, slog.LevelInfo))
@@ -60,7 +61,8 @@ func TestMetricsAndLogs(t *testing.T) {
 	log.Debug("hidden")
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	want := []string{
-		`::{"metrics":[{"name":"records","type":"counter","value":5,"tags":{"topic":"t"}},{"name":"batch","type":"timer","value":1.5}]}::`,
+		`::{"metrics":[{"name":"records","type":"counter","value":5,"tags":{"topic":"t"}},{"name":"batch","type":"timer","value":1.5},` +
+			`{"name":"lag","type":"gauge","value":7,"tags":{"partition":"0"}}]}::`,
 		`plain message pw=xxxxx`,
 		`::{"logs":[{"level":"WARN","message":"careful n=1"}]}::`,
 	}

@@ -135,6 +135,9 @@ type hooks struct {
 	// lockTiming overrides target.DefaultLockTiming (a stale lock broken
 	// in seconds).
 	lockTiming target.LockTiming
+	// loadChunkRows and loadBlockRows override the initial load's chunk
+	// and block sizes (many chunks and blocks from a small table).
+	loadChunkRows, loadBlockRows int
 }
 
 // run calls the hook f, when set.

@@ -90,7 +90,7 @@ func hints() []hint {
 			"its _ledger and the live view, run changesink cdc setup) and have the trigger take a new snapshot (a new slotName " +
 			"and stateName). An old batch replayed by mistake: do not apply it. Nothing was written."},
 		{change.ErrNotLoaded, "Run changesink cdc setup with the same CDC_SLOT, CDC_PUBLICATION and CDC_TABLES: it creates the " +
-			"slot and loads the tables from its snapshot. A slot setup did not make, or a table added to the publication after " +
+			"slot and loads the tables from its snapshot, or continues a load that was cut. A slot setup did not make, or a table added to the publication after " +
 			"the load: drop the slot (SELECT pg_drop_replication_slot('<slot>')) and run the setup again, which loads every " +
 			"table again. Nothing was written."},
 		{change.ErrOtherSource, "Point CDC_POSTGRES_DSN at the database the targets were loaded from, or give this source a " +

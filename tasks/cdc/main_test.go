@@ -6,9 +6,9 @@ import (
 )
 
 // TestMain runs the child of TestApplyBreaksAKilledHolder, of
-// TestSyncExactlyOnceUnderKills or of TestStoppedHolderAfterLocking or
-// TestClusterExactlyOnceUnderKills when
-// asked to.
+// TestSyncExactlyOnceUnderKills, of TestStoppedHolderAfterLocking, of
+// TestClusterExactlyOnceUnderKills or of TestSyncLoadContinuesAfterKills
+// when asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
 		holdingChild()
@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envClusterChild) != "" {
 		os.Exit(clusterChild())
+	}
+	if os.Getenv(envLoadChild) != "" {
+		os.Exit(loadChild())
 	}
 	os.Exit(m.Run())
 }

@@ -99,13 +99,23 @@ func (c created) release() {
 	}
 }
 
-// ensureSlot makes sure of the publication and the slot (slot.Ensure) and
-// connects to the source for the catalog and the load, under the settings
-// the values are read with.
+// ensureSlot connects to the source for the catalog and the load, under
+// the settings the values are read with, then makes sure of the
+// publication and the slot (slot.Ensure). It connects first, as Sync does,
+// so that a login the source refuses is a configuration error here too.
 func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 	tables, err := r.publishedTables()
 	if err != nil {
 		return created{}, err
+	}
+	conn := r.cfg.source.Copy()
+	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
+	if r.conn, err = pgx.ConnectConfig(ctx, conn); err != nil {
+		return created{}, sourceErr(fmt.Errorf("connect to the source: %w", err))
+	}
+	if r.systemID, r.source, err = systemIdentity(ctx, r.conn); err != nil {
+		r.closeSource()
+		return created{}, sourceErr(err)
 	}
 	pg := r.cfg.source.Config.Copy()
 	if pg.RuntimeParams == nil {
@@ -115,23 +125,13 @@ func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 	res, err := slot.Ensure(ctx, pg, slot.Setup{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Tables: tables,
 		ExportSnapshot: true, ActiveWait: activeWait})
 	if err != nil {
+		r.closeSource()
 		return created{}, err
 	}
-	var c created
-	if res.SlotCreated {
-		c = created{snap: res.Snapshot, at: res.ConsistentPoint}
+	if !res.SlotCreated {
+		return created{}, nil
 	}
-	conn := r.cfg.source.Copy()
-	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
-	if r.conn, err = pgx.ConnectConfig(ctx, conn); err != nil {
-		c.release()
-		return created{}, sourceErr(fmt.Errorf("connect to the source: %w", err))
-	}
-	if r.systemID, r.source, err = systemIdentity(ctx, r.conn); err != nil {
-		c.release()
-		return created{}, sourceErr(err)
-	}
-	return c, nil
+	return created{snap: res.Snapshot, at: res.ConsistentPoint}, nil
 }
 
 // publishedTables are the tables the publication must publish: the
@@ -163,7 +163,7 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 	if err != nil {
 		return sourceErr(err)
 	}
-	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)), nil); err != nil {
+	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)+r.cfg.LoadWorkers), nil); err != nil {
 		return err
 	}
 	ms, err := mappings(r.cfg.Mappings, r.source, src, r.ch.Caps)
@@ -186,120 +186,41 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 }
 
 // load copies every table from the new slot's snapshot into its target,
-// then records the slot's consistent point in the sync ledger. For a slot
-// that was there, it checks the ledger has it: a slot nothing loaded from
-// cannot be streamed (its snapshot is gone).
+// then records the slot's consistent point in the sync ledger. A slot that
+// was there is loaded already (the sync ledger has it), or its load was
+// cut and is continued (loadresume.go), or nothing loaded from it and it
+// is refused (its snapshot is gone).
 func (r *syncRun) load(ctx context.Context, c created) error {
 	last, err := r.ledger.Last(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
 	r.last = last
-	if c.snap == nil {
-		if last == nil {
-			return outcome.Refused.Mark(fmt.Errorf("%w: slot %s exists, but the sync ledger %s has no row of it: its snapshot is gone",
-				change.ErrNotLoaded, r.cfg.Slot, r.ledgerName()))
-		}
+	if c.snap == nil && last != nil {
 		return nil
 	}
-	if err := r.refuseNewer(ctx, c); err != nil {
+	l, err := r.prepareLoad(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	if err := r.refuseNewer(ctx, l.point); err != nil {
 		return r.dropCreated(ctx, c, err)
 	}
-	for _, t := range r.order {
-		if err := r.loadTable(ctx, c, t); err != nil {
-			return err
-		}
-		if err := r.deleteGone(ctx, c, t); err != nil {
-			return err
-		}
+	if err := r.loadTables(ctx, l); err != nil {
+		return err
 	}
+	if err := r.deleteGone(ctx, l.from); err != nil {
+		return err
+	}
+	r.res.Changes, r.continued = r.loaded.Rows, l.continued
 	r.stop.step = stepLedger
-	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(c.at),
+	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: l.from,
 		Changes: uint64(r.res.Changes), Tables: "{}"}
 	if err := r.appendLedger(ctx, &e); err != nil {
 		return err
 	}
 	r.last = &e
-	return nil
-}
-
-// loadChunk is how many rows of a table the load applies at a time: a
-// chunk's rows are in memory.
-const loadChunk = 100_000
-
-// loadTable copies one table from the snapshot, chunk by chunk, each
-// applied through the steps of Apply (so a target that already holds rows,
-// the trigger flow's, keeps its newer ones) and read back.
-func (r *syncRun) loadTable(ctx context.Context, c created, t *syncTable) error {
-	tx, err := c.snap.Begin(ctx, r.conn)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	cols := make([]string, len(t.src.cols))
-	rel := &slot.Relation{ID: t.src.oid, Namespace: t.src.schema, Name: t.src.name, Identity: t.src.identity}
-	for i, col := range t.src.cols {
-		cols[i] = pgx.Identifier{col.Name}.Sanitize()
-		rel.Columns = append(rel.Columns, slot.Column{Name: col.Name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Key: col.Key})
-	}
-	if err := t.decoders(rel); err != nil {
-		return err
-	}
-	r.stop.step = "loading " + t.name()
-	// The simple protocol returns each value as its type's output function
-	// prints it, as pgoutput sends it (a cast to text would not: a boolean
-	// prints true, a char(n) loses its padding).
-	rows, err := tx.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM ONLY "+pgx.Identifier{t.src.schema, t.src.name}.Sanitize(),
-		pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		return sourceErr(fmt.Errorf("table %s: read it under snapshot %s: %w", t.name(), c.snap.Name, err))
-	}
-	defer rows.Close()
-	tup := slot.Tuple{Values: make([]slot.Value, len(cols))}
-	var f flush
-	for rows.Next() {
-		for i, raw := range rows.RawValues() {
-			tup.Values[i] = slot.Value{Kind: slot.ValueText, Data: raw}
-			if raw == nil {
-				tup.Values[i].Kind = slot.ValueNull
-			}
-		}
-		if err := t.read(tup, change.OpRead, false, uint64(c.at)); err != nil {
-			return err
-		}
-		if err := f.addRead(t); err != nil {
-			return err
-		}
-		if t.rows >= loadChunk {
-			if err := t.apply(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return sourceErr(fmt.Errorf("table %s: read it under snapshot %s: %w", t.name(), c.snap.Name, err))
-	}
-	if t.rows > 0 {
-		if err := t.apply(ctx); err != nil {
-			return err
-		}
-	}
-	r.res.Changes += f.changes
-	r.log.Info(fmt.Sprintf("cdc: loaded %s into %s: %d rows, read back", t.name(), mapping.Qualified(t.m.Target.Database, t.m.Target.Table), f.changes))
-	return nil
-}
-
-// addRead adds t's open row, a snapshot row, to its batch: a READ at the
-// snapshot's point, below every change the stream brings.
-func (f *flush) addRead(t *syncTable) error {
-	r := t.open[0]
-	t.open = t.open[:0]
-	r.Meta.Sum, f.sumBuf = change.EventSum(f.sumBuf, &r)
-	if err := t.batch.Add(r); err != nil {
-		return outcome.Refused.Mark(fmt.Errorf("table %s: %w", t.name(), err))
-	}
-	t.rows++
-	f.changes++
 	return nil
 }
 
@@ -312,10 +233,15 @@ type SyncSetupResult struct {
 	ConsistentPoint slot.LSN
 	Tables          []SyncTable
 	Loaded          int64
+	// Load is what the initial load copied (zero when nothing was loaded);
+	// Continued: it continued a load an earlier run began.
+	Load      LoadStats
+	Continued bool
 }
 
 func (r *syncRun) setupResult(c created) *SyncSetupResult {
-	res := &SyncSetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes}
+	res := &SyncSetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
+		Load: r.loaded, Continued: r.continued}
 	for _, t := range r.order {
 		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
 	}
@@ -329,19 +255,26 @@ func (r *SyncSetupResult) Outputs() map[string]any {
 		tables[t.Source] = map[string]any{"target": t.Target, "loaded": t.Events}
 	}
 	return map[string]any{"slot": r.Slot, "publication": r.Publication, "created": r.Created,
-		"consistent_point": r.ConsistentPoint.String(), "loaded": r.Loaded, "tables": tables}
+		"consistent_point": r.ConsistentPoint.String(), "loaded": r.Loaded, "tables": tables, "continued": r.Continued,
+		"load": map[string]any{"rows": r.Load.Rows, "bytes": r.Load.Bytes, "chunks": r.Load.Chunks, "workers": r.Load.Workers,
+			"seconds": r.Load.Duration.Seconds(), "rows_per_second": r.Load.RowsPerSecond}}
 }
 
 // Metrics implements kestra.Result.
 func (r *SyncSetupResult) Metrics() []kestra.Metric {
-	return []kestra.Metric{kestra.Counter("loaded", float64(r.Loaded), map[string]string{"slot": r.Slot})}
+	tags := map[string]string{"slot": r.Slot}
+	return []kestra.Metric{kestra.Counter("loaded", float64(r.Loaded), tags), kestra.Counter("load_bytes", float64(r.Load.Bytes), tags),
+		kestra.Counter("load_chunks", float64(r.Load.Chunks), tags), kestra.Timer("load_duration", r.Load.Duration, tags)}
 }
 
 // Summary is the run's one-line log.
 func (r *SyncSetupResult) Summary() string {
+	if r.Continued {
+		return fmt.Sprintf("Slot %s: its load continued; %d more rows of %d tables loaded and counted.", r.Slot, r.Loaded, len(r.Tables))
+	}
 	if !r.Created {
 		return fmt.Sprintf("Slot %s and publication %s are in place, with the targets of %d tables.", r.Slot, r.Publication, len(r.Tables))
 	}
-	return fmt.Sprintf("Slot %s created at %s; %d rows of %d tables loaded from its snapshot and read back.",
+	return fmt.Sprintf("Slot %s created at %s; %d rows of %d tables loaded from its snapshot and counted.",
 		r.Slot, r.ConsistentPoint, r.Loaded, len(r.Tables))
 }

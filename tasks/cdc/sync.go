@@ -91,4 +91,11 @@ type syncRun struct {
 	why  string     // why the run ended
 
 	res SyncResult
+	// loaded is what the initial load copied (SetupSync); loadLedger is
+	// the load ledger, loadFloor the highest point the load versioned rows
+	// at (loadresume.go).
+	loaded     LoadStats
+	loadLedger *target.LoadLedger
+	loadFloor  uint64
+	continued  bool
 }

@@ -102,9 +102,11 @@ func TestSyncUnmappableColumn(t *testing.T) {
 
 	e.tables = []string{"public.geo2"}
 	e.exec(`CREATE TABLE geo2 (id int PRIMARY KEY, v text)`, `INSERT INTO geo2 VALUES (1, 'a')`)
-	e.pub, e.slot = e.pub+"_2", e.slot+"_2"
-	t.Cleanup(e.dropSlot)
+	second := *e
+	second.slot = e.slot + "_2"
+	t.Cleanup(second.dropSlot)
 	cfg, env = e.config()
+	cfg.Slot, cfg.Publication = second.slot, second.slot
 	if _, err := SetupSync(ctx, cfg, env); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ const (
 	EnvMaxChanges       = "CDC_MAX_CHANGES"       // SyncConfig.MaxChanges
 	EnvMaxDuration      = "CDC_MAX_DURATION"      // SyncConfig.MaxDuration
 	EnvFlushChanges     = "CDC_FLUSH_CHANGES"     // SyncConfig.FlushChanges
+	EnvLoadWorkers      = "CDC_LOAD_WORKERS"      // SyncConfig.LoadWorkers
 )
 
 // Defaults of the sync settings.
@@ -43,6 +44,10 @@ const (
 	DefaultFlushChanges = 100_000
 	// maxFlushChanges bounds FlushChanges: a flush's rows are in memory.
 	maxFlushChanges = 10_000_000
+	// DefaultLoadWorkers is how many connections the initial load reads
+	// with at once (PeerDB's default too); maxLoadWorkers bounds it.
+	DefaultLoadWorkers = 4
+	maxLoadWorkers     = 64
 	// idleWait is how long the stream may be quiet before the run counts
 	// the slot as caught up.
 	idleWait = time.Second
@@ -73,6 +78,10 @@ type SyncConfig struct {
 	// them and confirms the slot (at a transaction's end); 0:
 	// DefaultFlushChanges.
 	FlushChanges int
+	// LoadWorkers is how many connections the initial load reads chunks
+	// with at once, each with a block of rows in memory; 0:
+	// DefaultLoadWorkers.
+	LoadWorkers int
 
 	// source is Postgres parsed (Validate).
 	source *pgx.ConnConfig
@@ -98,6 +107,8 @@ func (c *SyncConfig) Validate() error {
 		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is negative", change.ErrConfig, EnvMaxDuration, c.MaxDuration))
 	case c.FlushChanges < 0 || c.FlushChanges > maxFlushChanges:
 		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvFlushChanges, c.FlushChanges, maxFlushChanges))
+	case c.LoadWorkers < 0 || c.LoadWorkers > maxLoadWorkers:
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvLoadWorkers, c.LoadWorkers, maxLoadWorkers))
 	}
 	if c.Slot == "" {
 		c.Slot = DefaultSlot
@@ -110,6 +121,9 @@ func (c *SyncConfig) Validate() error {
 	}
 	if c.FlushChanges == 0 {
 		c.FlushChanges = DefaultFlushChanges
+	}
+	if c.LoadWorkers == 0 {
+		c.LoadWorkers = DefaultLoadWorkers
 	}
 	if c.Mappings == nil {
 		c.Mappings = &mapping.Set{}

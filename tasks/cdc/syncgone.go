@@ -7,54 +7,58 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
-// deleteGone deletes, once t is loaded from the slot's snapshot, every key
-// its target holds live below the consistent point: keys the snapshot does
-// not hold, which the source deleted before it. A target the trigger flow
-// fed (a switch-over), or an earlier load's (a setup run again after a
-// failed load, or for a new slot), holds such keys; without this they
-// would stay live for ever, as no change of theirs comes after the
-// snapshot. It is a TRUNCATE at the consistent point, applied as the
-// stream applies one: the loaded rows are at that version, not below it,
-// and rows a writer wrote at newer versions stay.
-func (r *syncRun) deleteGone(ctx context.Context, c created, t *syncTable) error {
-	// Its commit floor just below the consistent point keeps it at that
-	// version (an unfloored change would be placed after the snapshot).
-	row := change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: uint64(c.at), DeletedSet: true,
-		Commit: uint64(c.at) - 1, CommitSet: true, Sequenced: true}}
-	var f flush
-	row.Meta.Sum, f.sumBuf = change.EventSum(f.sumBuf, &row)
-	if err := t.batch.Add(row); err != nil {
-		return outcome.Refused.Mark(fmt.Errorf("table %s: %w", t.name(), err))
-	}
-	before := t.res.Deletes
-	if err := t.apply(ctx); err != nil {
-		return err
-	}
-	if n := t.res.Deletes - before; n > 0 {
-		r.log.Info(fmt.Sprintf("cdc: deleted %d keys of %s that the snapshot of %s does not hold (written before the load, deleted since)",
-			n, mapping.Qualified(t.m.Target.Database, t.m.Target.Table), t.name()))
+// deleteGone deletes, once every table is loaded, every key a target
+// holds live below from, the slot's consistent point, where the stream
+// starts: keys no chunk of the load holds, which the source deleted before
+// it. A target the trigger flow fed (a switch-over), or an earlier load's
+// of another slot (a setup after a slot was lost, dropped or moved ahead),
+// holds such keys; without this they would stay live for ever, as no
+// change of theirs comes after the snapshot. It is a TRUNCATE at from,
+// applied as the stream applies one: the loaded rows are at from or at a
+// continued load's later point, not below, and rows a writer wrote at
+// newer versions stay.
+func (r *syncRun) deleteGone(ctx context.Context, from uint64) error {
+	for _, t := range r.order {
+		// Its commit floor just below from keeps it at that version (an
+		// unfloored change would be placed after the snapshot).
+		row := change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: from, DeletedSet: true,
+			Commit: from - 1, CommitSet: true, Sequenced: true}}
+		var f flush
+		row.Meta.Sum, f.sumBuf = change.EventSum(f.sumBuf, &row)
+		if err := t.batch.Add(row); err != nil {
+			return outcome.Refused.Mark(fmt.Errorf("table %s: %w", t.name(), err))
+		}
+		before := t.res.Deletes
+		if err := t.apply(ctx); err != nil {
+			return err
+		}
+		if n := t.res.Deletes - before; n > 0 {
+			r.log.Info(fmt.Sprintf("cdc: deleted %d keys of %s that the snapshot of %s does not hold (written before the load, deleted since)",
+				n, mapping.Qualified(t.m.Target.Database, t.m.Target.Table), t.name()))
+		}
 	}
 	return nil
 }
 
-// refuseNewer refuses a load from the new slot's snapshot into targets that
-// hold a version above its consistent point: the load's rows would lose
+// refuseNewer refuses a load from a snapshot at point into targets that
+// hold a version above it: the load's rows would lose
 // to them, and the target would keep rows the snapshot contradicts. They
 // are another PostgreSQL system's (a restore or a failover, whose LSNs
 // are not this one's) or a writer's still running (the trigger flow, not
 // disabled before the switch-over). Nothing is written.
-func (r *syncRun) refuseNewer(ctx context.Context, c created) error {
+func (r *syncRun) refuseNewer(ctx context.Context, point uint64) error {
 	for _, t := range r.order {
 		high, err := t.run.tbl.HighestVersion(ctx)
 		if err != nil {
 			return tableErr(t, err)
 		}
-		if high > uint64(c.at) {
-			return outcome.Refused.Mark(fmt.Errorf("%w: table %s: %s holds version %d, above the consistent point %s (%d) of the new slot %s: "+
+		if high > point {
+			return outcome.Refused.Mark(fmt.Errorf("%w: table %s: %s holds version %d, above the load's point %s (%d) of slot %s: "+
 				"rows of another PostgreSQL system or of a writer still running", change.ErrOtherSource, t.name(),
-				mapping.Qualified(t.m.Target.Database, t.m.Target.Table), high, c.at, uint64(c.at), r.cfg.Slot))
+				mapping.Qualified(t.m.Target.Database, t.m.Target.Table), high, slot.LSN(point), point, r.cfg.Slot))
 		}
 	}
 	return nil

@@ -15,6 +15,16 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
+// relationAt says where a table's definition came in the stream: the
+// transaction it opens, by its commit LSN and xid (pgoutput sends the
+// Relation message itself with no WAL position of its own: 0/0).
+func relationAt(ev *slot.Event) string {
+	if ev.Tx.FinalLSN != 0 {
+		return fmt.Sprintf("in the transaction committed at %s (xid %d)", ev.Tx.FinalLSN, ev.Tx.Xid)
+	}
+	return fmt.Sprintf("at %s", ev.WALStart)
+}
+
 // relation takes in a table's definition, which the stream reports before
 // the table's first change and again after every change to its columns.
 // Against the mapping: a column the source added is added to the target
@@ -38,14 +48,14 @@ func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 			if err := r.applyFlush(ctx); err != nil {
 				return err
 			}
-			return outcome.Refused.Mark(fmt.Errorf("table %s at %s: %w: %s", t.name(), ev.WALStart, change.ErrSchemaChange, why))
+			return outcome.Refused.Mark(fmt.Errorf("table %s %s: %w: %s", t.name(), relationAt(ev), change.ErrSchemaChange, why))
 		}
 		if len(added) > 0 {
 			if err := r.addColumns(ctx, t, added); err != nil {
 				return err
 			}
 		}
-		r.log.Warn(fmt.Sprintf("cdc: table %s changed at %s (%s): %s", t.name(), ev.WALStart, why,
+		r.log.Warn(fmt.Sprintf("cdc: table %s changed %s (%s): %s", t.name(), relationAt(ev), why,
 			"added columns are Nullable in the target; dropped ones stay, NULL from now on"))
 	}
 	if err := t.decoders(rel); err != nil {

@@ -114,6 +114,9 @@ func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
 		}
 	}
 	lsn := uint64(ev.WALStart)
+	if uint64(r.tx.FinalLSN) < r.loadFloor {
+		return r.belowLoad(t, ev, lsn)
+	}
 	switch ev.Kind {
 	case slot.KindInsert:
 		return t.read(ev.New, change.OpCreate, false, lsn)
@@ -152,6 +155,11 @@ func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
 // commit adds the transaction's rows to their tables' batches, in order,
 // with the commit's floor, and moves the flush's position to its end.
 func (r *syncRun) commit(c slot.Commit) error {
+	if uint64(c.LSN) >= r.loadFloor && r.f.floor < r.loadFloor {
+		// Not in the snapshot the load read at loadFloor: newer than its
+		// rows, whatever its changes' positions (loadresume.go).
+		r.f.floor = r.loadFloor
+	}
 	for _, t := range r.order {
 		for i := range t.open {
 			if err := r.f.add(t, r.tx.Xid, t.open[i]); err != nil {

@@ -84,7 +84,12 @@ func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCap
 			key = append(key, c.Name)
 		}
 	}
-	return set.ForWithout(db, t.schema, t.name, append(cols, extra...), key, skip)
+	m, err := set.ForWithout(db, t.schema, t.name, append(cols, extra...), key, skip)
+	if err == nil && m.Source.Database != db {
+		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s: the mapping's source database is %s, but %s connects to %s",
+			change.ErrConfig, t.qualified(), m.Source.Database, EnvPostgresDSN, db))
+	}
+	return m, err
 }
 
 // openTargets reads the published tables from the catalog, maps each to

@@ -1,14 +1,19 @@
 package kafkastate
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/redact"
 )
@@ -21,6 +26,8 @@ const (
 	EnvTopic           = "TOPIC"            // Config.Topic
 	EnvMaxRecords      = "MAX_RECORDS"      // Config.MaxRecords
 	EnvPollSeconds     = "POLL_SECONDS"     // Config.PollSeconds
+	EnvDrainSeconds    = "DRAIN_SECONDS"    // Config.DrainSeconds
+	EnvShard           = "SHARD"            // Config.Shard
 	EnvKafkaProperties = "KAFKA_PROPERTIES" // Config.KafkaProperties
 	EnvPGDSN           = "PG_DSN"           // Postgres.DSN
 	EnvPGUser          = "PGUSER"           // Postgres.User
@@ -40,6 +47,13 @@ const (
 	DefaultPollSeconds = 10
 	MinPollSeconds     = 1
 	MaxPollSeconds     = 60
+
+	// DrainSeconds: 0 is the seed's one batch per run.
+	DefaultDrainSeconds = 0
+	MaxDrainSeconds     = 3600
+
+	// MaxShards bounds the n of a SHARD i/n.
+	MaxShards = 1024
 )
 
 // applicationName names changesink's sessions in pg_stat_activity unless
@@ -72,11 +86,79 @@ type Config struct {
 	// PollSeconds is POLL_SECONDS, 1..60 (default 10): how long the batch
 	// may fetch. A run over a fully read topic returns at once.
 	PollSeconds int
+	// DrainSeconds is DRAIN_SECONDS, 0..3600 (default 0, one batch as the
+	// seed): when set, the run commits batch after batch (each of at most
+	// MaxRecords records and PollSeconds of fetching, each one transaction
+	// with its positions) until every partition is read to its end or this
+	// many seconds have passed since the run began; no batch starts after
+	// that, and a batch's fetching ends by then.
+	DrainSeconds int
+	// Shard is SHARD: "" (default) for the whole topic, or "i/n" (0 <= i <
+	// n <= 1024) for the partitions p with p mod n = i. A shard run locks
+	// only its partitions (and the topic in shared mode, so whole-topic runs
+	// and the seed's script wait for it), claims them in kafka_state.shards
+	// (another shard claiming one of them is refused: ErrShardOverlap) and
+	// writes only their entries of the topic's positions row.
+	Shard string
 	// KafkaProperties is KAFKA_PROPERTIES: a JSON object of librdkafka
 	// client properties (see ParseProperties).
 	KafkaProperties string
 	// Postgres is where the state lives.
 	Postgres Postgres
+}
+
+// Env is what a run takes from where it runs rather than from its
+// settings: the working directory batch-report.json goes to and the logger.
+type Env struct {
+	// Dir receives batch-report.json, after the commit.
+	Dir kestra.Dir
+	// Log receives progress, warnings and the debug timings of each batch's
+	// phases; nil discards them.
+	Log *slog.Logger
+
+	// hooks is a test seam: unexported, set only by this package's tests to
+	// act at a chosen step of a batch (kill its backend, cancel the run,
+	// change the topic).
+	hooks hooks
+}
+
+// log is e.Log, or a logger that discards.
+func (e Env) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
+}
+
+// hooks are test seams inside one run. The zero value does nothing.
+type hooks struct {
+	// beforeRecheck runs after the batch is fetched and merged, before the
+	// end-of-batch topic re-check: tests delete, recreate or repartition the
+	// topic here to exercise "topic changed during this batch".
+	beforeRecheck func(ctx context.Context) error
+	// duringCopy runs once, from the COPY's row source, after the first row
+	// has been handed to PostgreSQL: tests kill the backend here.
+	duringCopy func(ctx context.Context)
+	// afterFetch runs once the batch has been fetched and copied, before
+	// the tombstone rule's check of the reads: tests make the reads late.
+	afterFetch func()
+	// beforeCommit runs right before the run checks its context for the
+	// last time and sends COMMIT: tests stop the run (cancel its context)
+	// here or, a little later, while the COMMIT is in flight.
+	beforeCommit func()
+	// inDoubtWaitOverride, when set, replaces the constant inDoubtWait as
+	// the bound on how long a batch whose COMMIT answer was lost asks what
+	// became of it: tests shorten the wait.
+	inDoubtWaitOverride time.Duration
+	// commitTimeout, when set, replaces pgTimeout as the COMMIT's bound:
+	// tests make a COMMIT waiting for a synchronous standby outlast it.
+	commitTimeout time.Duration
+	// onConflict forces the INSERT ... ON CONFLICT merge (PostgreSQL < 15)
+	// on a server that has MERGE, so tests cover both statements.
+	onConflict bool
+	// progressEvery, when set, replaces the constant progressEvery: tests
+	// see a drain's progress lines without waiting for them.
+	progressEvery time.Duration
 }
 
 func configErr(format string, args ...any) error {
@@ -96,10 +178,61 @@ func (c Config) Validate() error {
 	if c.PollSeconds < MinPollSeconds || c.PollSeconds > MaxPollSeconds {
 		return configErr("%s must be %d..%d, got %d", EnvPollSeconds, MinPollSeconds, MaxPollSeconds, c.PollSeconds)
 	}
+	if c.DrainSeconds < 0 || c.DrainSeconds > MaxDrainSeconds {
+		return configErr("%s must be 0..%d, got %d", EnvDrainSeconds, MaxDrainSeconds, c.DrainSeconds)
+	}
+	if _, err := ParseShard(c.Shard); err != nil {
+		return err
+	}
 	if _, err := ParseProperties(c.KafkaProperties); err != nil {
 		return err
 	}
 	return c.Postgres.Validate()
+}
+
+// Shard is a set of a topic's partitions: those p with p mod Count = Index.
+// The zero value (Count 0) is the whole topic.
+type Shard struct{ Index, Count int }
+
+// ParseShard reads SHARD: "" (the whole topic) or "i/n" with 0 <= i < n <=
+// MaxShards, decimal. Anything else is a configuration error.
+func ParseShard(s string) (Shard, error) {
+	if s == "" {
+		return Shard{}, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, errI := strconv.Atoi(a)
+	n, errN := strconv.Atoi(b)
+	if !ok || errI != nil || errN != nil || strconv.Itoa(i) != a || strconv.Itoa(n) != b || n < 1 || n > MaxShards || i < 0 || i >= n {
+		return Shard{}, configErr("%s %q: want i/n, the partitions p with p mod n = i, 0 <= i < n <= %d (e.g. 0/4); empty for the whole topic",
+			EnvShard, s, MaxShards)
+	}
+	return Shard{Index: i, Count: n}, nil
+}
+
+// Whole reports whether s is the whole topic.
+func (s Shard) Whole() bool { return s.Count == 0 }
+
+// String is SHARD's form: "i/n", "" for the whole topic.
+func (s Shard) String() string {
+	if s.Whole() {
+		return ""
+	}
+	return strconv.Itoa(s.Index) + "/" + strconv.Itoa(s.Count)
+}
+
+// Owns reports whether partition p is in the shard.
+func (s Shard) Owns(p int32) bool { return s.Whole() || int(p)%s.Count == s.Index }
+
+// of returns the partitions of the shard among partitions (sorted).
+func (s Shard) of(partitions []int32) []int32 {
+	var out []int32
+	for _, p := range partitions {
+		if s.Owns(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ValidateTopic checks a topic name the way Kafka does: 1..249 characters

@@ -56,7 +56,7 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			testenv.CheckError(t, err, outcome.Config, nil, tt.want)
+			testenv.CheckHinted(t, err, Hint, outcome.Config, nil, tt.want)
 		})
 	}
 }
@@ -82,7 +82,7 @@ func TestJDBCURLInDSN(t *testing.T) {
 		"JDBC:postgresql://db.example:5432/kestra?password=jdbc-Secret-1&ssl=true",
 	} {
 		err := Postgres{DSN: dsn, User: "u", Password: "pw"}.Validate()
-		testenv.CheckError(t, err, outcome.Config, nil, "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
+		testenv.CheckHinted(t, err, Hint, outcome.Config, nil, "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
 			"use a URL, postgres://user@host:port/database?sslmode=... (the password in PGPASSWORD, or percent-encoded after the user), "+
 			"or a key=value string (host=... port=... dbname=... user=... sslmode=...)")
 		if err != nil && (strings.Contains(err.Error(), "jdbc-Secret-1") || strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "db.example")) {
@@ -174,7 +174,7 @@ func TestDSNParseErrorSaysWhat(t *testing.T) {
 		{"host=127.0.0.1 password='pw7secret", []string{"unterminated quoted string"}, "pw7secret"},
 	} {
 		err := Postgres{DSN: tc.dsn}.Validate()
-		testenv.CheckError(t, err, outcome.Config, nil, append([]string{"PG_DSN cannot be parsed"}, tc.says...)...)
+		testenv.CheckHinted(t, err, Hint, outcome.Config, nil, append([]string{"PG_DSN cannot be parsed"}, tc.says...)...)
 		if err != nil && (strings.Contains(err.Error(), tc.secret) || strings.Contains(err.Error(), "127.0.0.1")) {
 			t.Errorf("Validate(%q) = %v: shows the DSN or its password", tc.dsn, err)
 		}

@@ -12,7 +12,7 @@
 // stable offset, concurrently (kafka.go, fetch.go). In one transaction it
 // takes the seed's advisory lock on the topic (lock.go), COPYs the batch
 // into a staging table and merges the highest offset per key, only where it
-// is higher than the stored row's (materialize.go, sql.go), writes the next
+// is higher than the stored row's (batch.go and its steps, sql.go), writes the next
 // offsets and commits; only then is batch-report.json written and the
 // Result returned. Verify checks that every stored record is below its
 // partition's durable next offset.

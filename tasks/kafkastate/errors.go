@@ -90,6 +90,10 @@ var (
 	// while the batch ran. Seed: 'Topic changed during this batch; no state
 	// was committed'.
 	ErrTopicChanged = errors.New("topic changed during this batch")
+	// ErrShardOverlap: a partition of this run's shard (SHARD) is claimed in
+	// kafka_state.shards by another shard: two shard layouts of the topic
+	// (see OverlapError; changesink addition).
+	ErrShardOverlap = errors.New("another shard claims this partition")
 	// ErrAheadOfPositions: verify found a stored record at or past its
 	// partition's durable next offset. Seed: check_saved_positions and
 	// stop_on_inconsistent_state.
@@ -132,17 +136,7 @@ func (e *RecordError) Error() string {
 	if e.Detail != "" {
 		msg += " (" + e.Detail + ")"
 	}
-	if errors.Is(e.Err, ErrNullKey) {
-		return msg + "; the whole batch was rolled back: a keyless record cannot be materialized " +
-			"(compacted topics reject them, so check the topic's cleanup.policy and the producer)"
-	}
-	if errors.Is(e.Err, ErrKeyTooLong) {
-		return msg + "; the whole batch was rolled back: kafka_state.records cannot hold this key (a tombstone for it " +
-			"cannot be stored either): fix the producer, publish a tombstone for the key, and re-run once compaction " +
-			"has removed the record and, after delete.retention.ms, the tombstone"
-	}
-	return msg + "; the whole batch was rolled back: fix the producer, publish a corrected value " +
-		"or a tombstone for this key, and re-run once compaction has removed the bad record"
+	return msg
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
@@ -167,18 +161,12 @@ type OffsetError struct {
 
 func (e *OffsetError) Error() string {
 	if e.Fetched {
-		return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log now: the broker answered this batch's "+
-			"fetch at offset %d with OFFSET_OUT_OF_RANGE: the partition's log no longer holds that offset, because records were "+
-			"deleted (retention or DeleteRecords moved the log start offset past it) while this batch read it, or the log was "+
-			"truncated below it (an unclean leader election); either way records were lost before they were materialized; "+
-			"nothing was committed; rebuild into an empty destination (delete this topic's rows from kafka_state.records and "+
-			"kafka_state.positions)",
-			e.Topic, e.Partition, e.Saved, e.FetchOffset)
+		return fmt.Sprintf("topic %q partition %d: %s now: the broker answered this batch's fetch at offset %d with "+
+			"OFFSET_OUT_OF_RANGE (saved offset %d): records were deleted or truncated while this batch read it",
+			e.Topic, e.Partition, ErrOffsetOutOfRange, e.FetchOffset, e.Saved)
 	}
-	return fmt.Sprintf("topic %q partition %d: saved offset %d is outside the retained log [%d, %d]: "+
-		"records were deleted before they were materialized (retention) or the positions come from another topic; "+
-		"rebuild into an empty destination (delete this topic's rows from kafka_state.records and kafka_state.positions)",
-		e.Topic, e.Partition, e.Saved, e.LogStart, e.End)
+	return fmt.Sprintf("topic %q partition %d: %s: saved offset %d, retained log [%d, %d]",
+		e.Topic, e.Partition, ErrOffsetOutOfRange, e.Saved, e.LogStart, e.End)
 }
 
 func (e *OffsetError) Unwrap() error { return ErrOffsetOutOfRange }
@@ -200,9 +188,7 @@ func (e *MovedKeyError) Error() string {
 	if e.Stored {
 		where = "stored in kafka_state.records"
 	}
-	return fmt.Sprintf("topic %q key %s: %s: read at partition %d offset %d, but %s at partition %d offset %d; "+
-		"there is no cross-partition offset order, so nothing was committed: the producer's partitioner changed "+
-		"or the partition count changed; rebuild into an empty destination",
+	return fmt.Sprintf("topic %q key %s: %s: read at partition %d offset %d, but %s at partition %d offset %d; nothing was committed",
 		e.Topic, quoteKey([]byte(e.Key)), ErrKeyMovedPartitions, e.Partition, e.Offset, where, e.OtherPartition, e.OtherOffset)
 }
 
@@ -225,7 +211,7 @@ func (e *AheadError) Error() string {
 	if e.Next >= 0 {
 		next = "saved next offset " + strconv.FormatInt(e.Next, 10)
 	}
-	return fmt.Sprintf("topic %q key %s: %s: partition %d offset %d, %s; check for external writes or a partial database restore",
+	return fmt.Sprintf("topic %q key %s: %s: partition %d offset %d, %s",
 		e.Topic, quoteKey([]byte(e.Key)), ErrAheadOfPositions, e.Partition, e.Offset, next)
 }
 

@@ -164,7 +164,7 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 			if !killed {
 				t.Fatalf("the hook did not terminate exactly one backend; run: %v", err)
 			}
-			testenv.CheckError(t, err, outcome.Transient, nil, fmt.Sprintf("topic %q: postgresql: ", e.topic), hint)
+			testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, fmt.Sprintf("topic %q: postgresql: ", e.topic), hint)
 			if err != nil && strings.Count(err.Error(), "nothing was committed") != 1 {
 				t.Errorf("the error says %q more than once: %v", "nothing was committed", err)
 			}
@@ -205,7 +205,7 @@ func TestBrokerStoppedMidBatch(t *testing.T) {
 			if err == nil {
 				t.Fatal("the run succeeded although the broker stopped mid-batch")
 			}
-			testenv.CheckError(t, err, outcome.Transient, nil, e.topic, "kafka fetch")
+			testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, e.topic, "kafka fetch")
 			bound := time.Duration(cfg.PollSeconds)*time.Second + kafkaTimeout + 5*time.Second
 			if d := end.Sub(time.Unix(0, cut)); d > bound {
 				t.Errorf("the error came %s after the outage, want within %s", d, bound)
@@ -254,10 +254,10 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 		!strings.Contains(out, `"error_class":"transient"`) {
 		t.Fatalf("second materializer: exit %d, output:\n%s\nwant exit 3 with the lock message naming the holder", exitCode, out)
 	}
-	const retry = "nothing was changed: retry (a task retry: in the flow does it; Kestra's retry repeats every failure, with no condition on error_class, " +
-		"which is safe because a re-run of a failed run converges), or end that backend with SELECT pg_terminate_backend("
-	if !strings.Contains(out, retry) {
-		t.Errorf("second materializer's lock message does not say %q:\n%s", retry, out)
+	for _, says := range []string{"nothing was changed", `"hint":"` + Hint(ErrLocked)[:40]} {
+		if !strings.Contains(out, says) {
+			t.Errorf("second materializer's lock failure does not say %q:\n%s", says, out)
+		}
 	}
 	if res.Consumed != 2 || len(e.records(t)) != 2 {
 		t.Errorf("first materializer: %+v", res)
@@ -273,12 +273,8 @@ func TestTwoMaterializersAtOnce(t *testing.T) {
 // transaction.
 func TestRunbookLockSQL(t *testing.T) {
 	raw := testenv.ReadFile(t, filepath.Join("..", "..", "docs", "runbook.md"))
-	var row string
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "| `"+ErrLocked.Error()+"`") {
-			row = line
-		}
-	}
+	_, row, _ := strings.Cut(string(raw), "### `"+ErrLocked.Error()+"`")
+	row, _, _ = strings.Cut(row, "\n### ")
 	var take, find string
 	for i, span := range strings.Split(row, "`") {
 		switch {
@@ -386,7 +382,7 @@ func TestSCRAM(t *testing.T) {
 		cfg.KafkaProperties = props("SCRAM-SHA-256", wrong)
 		before := e.snapshot(t)
 		_, err := e.run(t, cfg, hooks{})
-		testenv.WantError(t, err, outcome.Config, nil)
+		testenv.WantHinted(t, err, Hint, outcome.Config, nil)
 		if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]) {
 			t.Errorf("error shows a password: %v", err)
 		}
@@ -420,7 +416,7 @@ func TestStopDuringCommit(t *testing.T) {
 	defer cancel()
 	h := hooks{beforeCommit: func() { time.AfterFunc(300*time.Millisecond, cancel) }}
 	dir := t.TempDir()
-	res, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, h)
+	res, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: dir}, hooks: h})
 	waitForNoSession(t, e, 10*time.Second) // the server may still be committing
 	next, _, _ := e.positions(t)
 	committed := next != nil
@@ -448,8 +444,8 @@ func TestStopBeforeCommit(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
-	_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, hooks{beforeCommit: cancel})
-	testenv.WantError(t, err, outcome.Transient, nil)
+	_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: hooks{beforeCommit: cancel}})
+	testenv.WantHinted(t, err, Hint, outcome.Transient, nil)
 	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
 		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
 	}
@@ -499,12 +495,12 @@ func TestStopSaysWhatWasLeft(t *testing.T) {
 			ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 			defer cancel()
 			h := c.stop(t, e, cancel)
-			_, err := materialize(ctx, e.config(), kestra.Dir{Path: t.TempDir()}, nil, h)
+			_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: h})
 			var is error
 			if c.canceled {
 				is = context.Canceled
 			}
-			testenv.CheckError(t, err, outcome.Transient, is, "kafka-state materialize was stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) before its commit: "+
+			testenv.CheckHinted(t, err, Hint, outcome.Transient, is, "kafka-state materialize was stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) before its commit: "+
 				"nothing was committed; re-run (the next batch resumes from the saved positions): ")
 			t.Logf("error: %v", err)
 			if err != nil && strings.Contains(err.Error(), "unreachable") {
@@ -533,7 +529,7 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 		time.Sleep(time.Second) // idle in the transaction, as during a slow Kafka request
 		return nil
 	}})
-	testenv.WantError(t, err, outcome.Transient, nil)
+	testenv.WantHinted(t, err, Hint, outcome.Transient, nil)
 	e.committedNothingThenConverges(t, before, 2)
 }
 
@@ -561,7 +557,7 @@ func TestPositionsRowLockedByAnotherSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.run(t, e.config(), hooks{})
-	testenv.CheckError(t, err, outcome.Transient, nil, "read kafka_state.positions", "lock timeout", "pg_locks")
+	testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, "read kafka_state.positions", "lock timeout", "pg_locks")
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -578,12 +574,12 @@ func TestReportLostAfterTheCommit(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`), kv(0, "b", `2`))
 	dir := t.TempDir()
 	ctx := testCtx(t, time.Minute)
-	_, err := materialize(ctx, e.config(), kestra.Dir{Path: dir}, nil, hooks{beforeCommit: func() {
+	_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: dir}, hooks: hooks{beforeCommit: func() {
 		if err := os.RemoveAll(dir); err != nil {
 			t.Error(err)
 		}
-	}})
-	testenv.WantError(t, err, outcome.Transient, nil, "the batch is committed (its records and positions are in PostgreSQL), but batch-report.json could not be published in WORKING_DIR",
+	}}})
+	testenv.WantHinted(t, err, Hint, outcome.Transient, nil, "the batch is committed (its records and positions are in PostgreSQL), but batch-report.json could not be published in WORKING_DIR",
 		"a re-run converges: it commits nothing twice")
 	if got := len(e.records(t)); got != 2 {
 		t.Errorf("%d records stored, want the batch's 2", got)

@@ -53,6 +53,8 @@ type partState struct {
 	done bool
 	// end is the last stable offset of the latest answer (atEnd).
 	end int64
+	// hwm is the high watermark of the latest answer (the lag's end).
+	hwm int64
 	// keys holds a hash of every key read from the partition in this batch,
 	// to tell whether the batch holds a key twice (see repeatsKeys).
 	keys []uint64
@@ -238,6 +240,7 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 		end = fp.HighWatermark
 	}
 	st.end = end
+	st.hwm = max(st.hwm, fp.HighWatermark)
 	if st.next >= end {
 		st.done = true // end of partition
 	}

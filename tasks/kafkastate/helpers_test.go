@@ -192,7 +192,7 @@ func (e *env) config() Config {
 func (e *env) run(t testing.TB, cfg Config, h hooks) (*Result, error) {
 	t.Helper()
 	ctx := testCtx(t, 3*time.Minute)
-	return materialize(ctx, cfg, kestra.Dir{Path: t.TempDir()}, nil, h)
+	return Materialize(ctx, cfg, Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: h})
 }
 
 // mustRun materializes one batch and fails the test on error.
@@ -364,8 +364,8 @@ func (e *env) ids(t testing.TB) (clusterID, topicID string) {
 // message names every part in parts.
 func assertRefused(t testing.TB, err error, want error, parts ...string) {
 	t.Helper()
-	testenv.WantError(t, err, outcome.Refused, want)
-	testenv.CheckError(t, err, outcome.Refused, want, parts...) // a missing part: the caller goes on to check the tables
+	testenv.WantHinted(t, err, Hint, outcome.Refused, want)
+	testenv.CheckHinted(t, err, Hint, outcome.Refused, want, parts...) // a missing part: the caller goes on to check the tables
 }
 
 // endOffsets returns the high watermark of every partition.

@@ -100,7 +100,7 @@ func TestConnectionLostDuringCommit(t *testing.T) {
 			cfg := e.config()
 			cfg.Postgres.DSN = dsn
 			var logs bytes.Buffer
-			res, err := materialize(testCtx(t, 3*time.Minute), cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)), hooks{})
+			res, err := Materialize(testCtx(t, 3*time.Minute), cfg, Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 			if !dropped.Load() {
 				t.Fatalf("the proxy saw no COMMIT; run: %v", err)
 			}
@@ -112,7 +112,7 @@ func TestConnectionLostDuringCommit(t *testing.T) {
 					t.Errorf("no WARN line saying the batch committed:\n%s", logs.String())
 				}
 			} else {
-				testenv.CheckError(t, err, outcome.Transient, nil, append([]string{e.topic}, tc.says...)...)
+				testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, append([]string{e.topic}, tc.says...)...)
 			}
 			waitForNoSession(t, e, 10*time.Second)
 			if next, _, _ := e.positions(t); tc.committed != (next["0"] == 2) {
@@ -402,8 +402,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 			cfg := e.config()
 			cfg.Postgres.DSN = dsn + "&synchronous_commit=on"
 			var logs bytes.Buffer
-			_, err := materialize(runCtx, cfg, kestra.Dir{Path: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)),
-				hooks{inDoubtWaitOverride: 3 * time.Second, commitTimeout: tc.commitTimeout})
+			_, err := Materialize(runCtx, cfg, Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.NewTextHandler(&logs, nil)), hooks: hooks{inDoubtWaitOverride: 3 * time.Second, commitTimeout: tc.commitTimeout}})
 			if werr := <-watchErr; werr != nil {
 				t.Fatalf("%v; run: %v", werr, err)
 			}
@@ -442,7 +441,7 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 				if perr != nil {
 					t.Fatalf("after the run, no backend waits in SyncRep (%v); run: %v", perr, err)
 				}
-				testenv.CheckError(t, err, outcome.Transient, nil, e.topic, tc.lost,
+				testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, e.topic, tc.lost,
 					fmt.Sprintf("backend pid %d still waits for a synchronous standby to confirm transaction", pid),
 					"wait event IPC/SyncRep", "synchronous_standby_names", "pg_stat_replication",
 					fmt.Sprintf("SELECT pg_cancel_backend(%d) ends the wait but keeps the commit on this server only", pid))
@@ -453,10 +452,10 @@ func TestCommitWaitsForSynchronousStandby(t *testing.T) {
 					t.Errorf("while the COMMIT waits, positions %v are visible; want none", next)
 				}
 				// The retry meanwhile: the lock's holder is the waiting backend.
-				_, err = Materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()}, slog.New(slog.DiscardHandler))
-				testenv.CheckError(t, err, outcome.Transient, ErrLocked, e.topic, fmt.Sprintf("PostgreSQL backend pid %d", pid),
+				_, err = Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.DiscardHandler)})
+				testenv.CheckHinted(t, err, Hint, outcome.Transient, ErrLocked, e.topic, fmt.Sprintf("PostgreSQL backend pid %d", pid),
 					"wait event IPC/SyncRep: its COMMIT waits for a synchronous standby (synchronous_standby_names) to confirm it",
-					fmt.Sprintf("bring the standby back (pg_stat_replication) or change synchronous_standby_names: ending or cancelling backend %d", pid))
+					"bring the standby back (pg_stat_replication) or change synchronous_standby_names: ending or cancelling that backend")
 				if strings.Contains(err.Error(), "if its run is gone") {
 					t.Errorf("the lock message offers pg_terminate_backend as a way out, which commits the batch:\n%v", err)
 				}
@@ -489,7 +488,7 @@ func TestInDoubtKeepsTheServersWarning(t *testing.T) {
 	warning := "canceling the wait for synchronous replication and terminating connection due to administrator command " +
 		"(The transaction has already committed locally, but might not have been replicated to the standby.)"
 	err = d.resolve(context.Background(), cc, io.ErrUnexpectedEOF, []string{warning}, slog.New(slog.DiscardHandler))
-	testenv.CheckError(t, err, outcome.Transient, nil, "so PostgreSQL may have committed this batch or not",
+	testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, "so PostgreSQL may have committed this batch or not",
 		"PostgreSQL warned before the connection ended: "+warning, "committed on this server alone")
 	err = d.resolve(context.Background(), cc, io.ErrUnexpectedEOF, nil, slog.New(slog.DiscardHandler))
 	if strings.Contains(err.Error(), "warned") {

@@ -104,7 +104,7 @@ func kafkaCodeErr(req kafkaRequest, where string, code error, oor *OffsetError) 
 		return outcome.Config.Mark(fmt.Errorf("%s: %w; grant the client %s", where, code, req.acl()))
 	case errors.Is(code, kerr.UnknownTopicOrPartition), errors.Is(code, kerr.UnknownTopicID), errors.Is(code, kerr.InconsistentTopicID):
 		if req == listOffsetsRequest || req == fetchRequest {
-			return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; nothing was committed; if the topic was recreated, rebuild into an empty destination",
+			return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; nothing was committed",
 				where, ErrTopicChanged, code))
 		}
 		return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; check TOPIC", where, ErrTopicUnavailable, code))
@@ -306,14 +306,15 @@ func retentionFrom(topic string, resp *kmsg.DescribeConfigsResponse) (retention,
 	return out, nil
 }
 
-// watermarks are one partition's log start offset and last stable offset
+// watermarks are one partition's log start offset, last stable offset
 // (the read_committed end: what the seed's get_watermark_offsets returns as
-// "high" under isolation.level=read_committed).
-type watermarks struct{ logStart, lso int64 }
+// "high" under isolation.level=read_committed) and high watermark (the end
+// of the log, open transactions included: the lag's end).
+type watermarks struct{ logStart, lso, hwm int64 }
 
 // listWatermarks asks each partition's leader for its log start offset
-// (timestamp -2) and its last stable offset (timestamp -1 with isolation
-// level read_committed).
+// (timestamp -2), its last stable offset (timestamp -1 with isolation level
+// read_committed) and its high watermark (timestamp -1, read_uncommitted).
 func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMeta) (map[int32]watermarks, error) {
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
@@ -327,15 +328,18 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 	}
 	out := make(map[int32]watermarks, len(m.partitions))
 	for leader, parts := range byLeader {
-		for _, ts := range []int64{-2, -1} {
+		for _, q := range []struct {
+			ts        int64
+			isolation int8
+		}{{-2, 1}, {-1, 1}, {-1, 0}} {
 			req := kmsg.NewPtrListOffsetsRequest()
-			req.IsolationLevel = 1
+			req.IsolationLevel = q.isolation
 			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = topic
 			for _, p := range parts {
 				rp := kmsg.NewListOffsetsRequestTopicPartition()
 				rp.Partition = p
-				rp.Timestamp = ts
+				rp.Timestamp = q.ts
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
@@ -350,10 +354,13 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 						return nil, kafkaCodeErr(listOffsetsRequest, fmt.Sprintf("topic %q partition %d", topic, rp.Partition), err, nil)
 					}
 					w := out[rp.Partition]
-					if ts == -2 {
+					switch {
+					case q.ts == -2:
 						w.logStart = rp.Offset
-					} else {
+					case q.isolation == 1:
 						w.lso = rp.Offset
+					default:
+						w.hwm = rp.Offset
 					}
 					out[rp.Partition] = w
 				}

@@ -80,7 +80,7 @@ func TestRetentionFrom(t *testing.T) {
 			if err == nil {
 				t.Fatalf("retentionFrom = %+v, want an error", got)
 			}
-			testenv.CheckError(t, err, tc.kind, tc.is, tc.says...)
+			testenv.CheckHinted(t, err, Hint, tc.kind, tc.is, tc.says...)
 		})
 	}
 }
@@ -101,7 +101,7 @@ func TestHTTPPortIsAConfigError(t *testing.T) {
 	}
 	defer cl.Close()
 	_, err = describeTopic(context.Background(), cl, "orders")
-	testenv.WantError(t, err, outcome.Config, nil, addr, "'HTTP' in ascii", "bootstrap.servers names another service's port")
+	testenv.WantHinted(t, err, Hint, outcome.Config, nil, addr, "'HTTP' in ascii", "bootstrap.servers names another service's port")
 }
 
 // TestKafkaCodeErr: the class and remedy of every Kafka error code a run
@@ -143,7 +143,7 @@ func TestKafkaCodeErr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			testenv.WantError(t, kafkaCodeErr(tt.req, "where", tt.code, tt.oor), tt.kind, tt.is, tt.says...)
+			testenv.WantHinted(t, kafkaCodeErr(tt.req, "where", tt.code, tt.oor), Hint, tt.kind, tt.is, tt.says...)
 		})
 	}
 }

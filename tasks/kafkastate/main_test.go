@@ -55,14 +55,16 @@ func materializeChild(run string) int {
 	err := json.Unmarshal([]byte(run), &r)
 	if err == nil {
 		var res *Result
-		res, err = Materialize(context.Background(), r.Config, kestra.Dir{Path: r.Dir}, slog.New(kestra.NewLogHandler(em, slog.LevelInfo)))
+		log := slog.New(kestra.NewLogHandler(em, slog.LevelInfo))
+		res, err = Materialize(context.Background(), r.Config, Env{Dir: kestra.Dir{Path: r.Dir}, Log: log})
 		if err == nil {
+			log.Info(res.Summary())
 			err = em.Report(res)
 		}
 	}
 	if err != nil {
 		kind := outcome.Classify(err)
-		_ = em.Fail(kind.String(), err.Error(), "")
+		_ = em.Fail(kind.String(), err.Error(), Hint(err))
 		return kind.ExitCode()
 	}
 	return 0

@@ -26,7 +26,7 @@ func TestMaterializeBatch(t *testing.T) {
 		kv(0, "a", `{"v":2}`), kv(1, "d", `"text"`), tomb(2, "c"))
 
 	dir := t.TempDir()
-	res, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: dir}, nil, hooks{})
+	res, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: dir}})
 	if err != nil {
 		t.Fatalf("Materialize: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestMaterializeBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOut := `{"consumed":6,"live_keys":3,"next_offsets":{"0":2,"1":2,"2":2},"tombstones":1,"topic":"` + e.topic + `"}`
+	wantOut := `{"batches":1,"consumed":6,"lag":{"0":0,"1":0,"2":0},"lag_total":0,"live_keys":3,"next_offsets":{"0":2,"1":2,"2":2},"tombstones":1,"topic":"` + e.topic + `"}`
 	if string(out) != wantOut {
 		t.Errorf("outputs = %s, want %s", out, wantOut)
 	}
@@ -123,8 +123,8 @@ func TestUnwritableWorkingDir(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	before := e.snapshot(t)
 	missing := filepath.Join(t.TempDir(), "gone")
-	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: missing}, nil, hooks{})
-	testenv.WantError(t, err, outcome.Config, nil, "WORKING_DIR")
+	_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: missing}})
+	testenv.WantHinted(t, err, Hint, outcome.Config, nil, "WORKING_DIR")
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
@@ -142,8 +142,8 @@ func TestReportNameTakenByADirectory(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, ReportFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: dir}, nil, hooks{})
-	testenv.WantError(t, err, outcome.Config, nil, "WORKING_DIR", "directory")
+	_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: dir}})
+	testenv.WantHinted(t, err, Hint, outcome.Config, nil, "WORKING_DIR", "directory")
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}

@@ -86,6 +86,16 @@ func (g *cancelGate) config(cc *pgx.ConnConfig) *pgx.ConnConfig {
 	return c
 }
 
+// reopen lets the connection's cancel requests through again and forgets
+// the warnings, once a COMMIT has its answer: the next batch's statements
+// may be cancelled as any statement.
+func (g *cancelGate) reopen() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.warnings = nil
+	g.shut.Store(false)
+}
+
 // commitWarnings are the WARNINGs the server sent once COMMIT was sent.
 func (g *cancelGate) commitWarnings() []string {
 	g.mu.Lock()
@@ -345,7 +355,8 @@ func setupOwns(pe *pgconn.PgError) bool {
 	if state, _ := sqlstateOf(pe); state == stateNotNull {
 		switch pe.TableName + "." + pe.ColumnName {
 		case "records.topic", "records.record_key", "records.deleted", "records.kafka_offset", "records.kafka_partition",
-			"positions.topic", "positions.next_offsets", "positions.updated_at", "positions.cluster_id", "positions.topic_id":
+			"positions.topic", "positions.next_offsets", "positions.updated_at", "positions.cluster_id", "positions.topic_id",
+			"shards.topic", "shards.kafka_partition":
 			return true
 		}
 		return false

@@ -67,9 +67,9 @@ func TestReadOnlyDatabase(t *testing.T) {
 	produce(t, e.kcl, e.topic, kv(0, "a", `{"v":1}`))
 	e.setDatabase(t, `default_transaction_read_only = on`)
 	_, err := Setup(testCtx(t, time.Minute), e.pg)
-	testenv.CheckError(t, err, outcome.Config, nil, "read-only")
+	testenv.CheckHinted(t, err, Hint, outcome.Config, nil, "read-only")
 	_, err = e.run(t, e.config(), hooks{})
-	testenv.CheckError(t, err, outcome.Config, nil, "read-only")
+	testenv.CheckHinted(t, err, Hint, outcome.Config, nil, "read-only")
 }
 
 // TestTableAlteredByHand: a constraint or a NOT NULL column added to
@@ -92,7 +92,7 @@ func TestTableAlteredByHand(t *testing.T) {
 			produce(t, e.kcl, e.topic, kv(0, "b", `{"v":2}`))
 			before := e.snapshot(t)
 			_, err := e.run(t, e.config(), hooks{})
-			testenv.CheckError(t, err, outcome.Config, nil, "kafka_state.records has a constraint or column the table kafka-state setup makes does not have "+tc.says,
+			testenv.CheckHinted(t, err, Hint, outcome.Config, nil, "kafka_state.records has a constraint or column the table kafka-state setup makes does not have "+tc.says,
 				"nothing was committed")
 			e.exec(t, tc.undo)
 			e.committedNothingThenConverges(t, before, 1)

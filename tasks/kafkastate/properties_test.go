@@ -108,7 +108,7 @@ func TestParsePropertiesRefusals(t *testing.T) {
 			if err == nil {
 				t.Fatal("ParseProperties = nil error")
 			}
-			testenv.CheckError(t, err, outcome.Config, nil, tt.want...)
+			testenv.CheckHinted(t, err, Hint, outcome.Config, nil, tt.want...)
 			if strings.Contains(err.Error(), testSecret) {
 				t.Errorf("error %q shows a value", err)
 			}
@@ -222,7 +222,7 @@ func TestTLSConfig(t *testing.T) {
 			cfg, err := tt.props.tlsConfig()
 			if strings.HasPrefix(tt.wantErr, "config:") {
 				want := strings.TrimPrefix(tt.wantErr, "config:")
-				testenv.WantError(t, err, outcome.Config, nil, want)
+				testenv.WantHinted(t, err, Hint, outcome.Config, nil, want)
 				if strings.Contains(err.Error(), testSecret) {
 					t.Fatalf("error %q leaks the password", err)
 				}

@@ -143,8 +143,8 @@ func TestRecordErrorNamesWhere(t *testing.T) {
 	if !errors.As(err, &re) {
 		t.Fatalf("checkRecord = %v, want *RecordError", err)
 	}
-	msg := err.Error()
-	for _, want := range []string{`topic "customers"`, "partition 3", "offset 1234", `key "k\xff"`, "not valid utf-8", "re-run"} {
+	msg := err.Error() + "\nhint: " + Hint(err)
+	for _, want := range []string{`topic "customers"`, "partition 3", "offset 1234", `key "k\xff"`, "not valid utf-8", "re-run", "UTF-8 text"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}

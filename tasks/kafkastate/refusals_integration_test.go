@@ -56,7 +56,7 @@ func TestStateRefusals(t *testing.T) {
 			},
 			want: ErrIDsChanged,
 			parts: func(e *env) []string {
-				return []string{e.topic, "another-cluster", "rebuild into an empty destination"}
+				return []string{e.topic, "another-cluster", "Rebuild into an empty destination"}
 			},
 		},
 		{
@@ -93,7 +93,7 @@ func TestStateRefusals(t *testing.T) {
 				return e.config(), hooks{}
 			},
 			want:  ErrValuesWithoutPositions,
-			parts: func(e *env) []string { return []string{e.topic, "restore both together"} },
+			parts: func(e *env) []string { return []string{e.topic, "together from one backup"} },
 		},
 		{
 			name: "saved offset below the log start offset",
@@ -218,16 +218,16 @@ func TestTopicNeverRead(t *testing.T) {
 	c := e.config()
 	c.Topic = e.topic + "_misspelt"
 	_, err := e.run(t, c, hooks{})
-	testenv.WantError(t, err, outcome.Config, ErrTopicUnavailable)
-	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
-		"holds no read positions for it", "fix TOPIC, or create the topic (cleanup.policy=compact)", "nothing was read or written")
+	testenv.WantHinted(t, err, Hint, outcome.Config, ErrTopicUnavailable)
+	testenv.CheckHinted(t, err, Hint, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
+		"holds no read positions for it", "Check TOPIC, that the topic exists", "nothing was read or written")
 	if after := e.snapshot(t); after != before {
 		t.Errorf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	// Before setup there is no positions table: no batch read it either.
 	bare := newBareEnv(t)
 	_, err = bare.run(t, bare.config(), hooks{})
-	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", bare.topic), "holds no read positions for it")
+	testenv.CheckHinted(t, err, Hint, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", bare.topic), "holds no read positions for it")
 	// A stop (SIGTERM) during the lookup is the run's stop, not the refusal.
 	cc, err := e.config().Postgres.connConfig()
 	if err != nil {
@@ -245,13 +245,13 @@ func TestTopicNeverRead(t *testing.T) {
 	down := c
 	down.Postgres.DSN = testenv.WithHost(t, c.Postgres.DSN, testenv.ClosedAddr(t))
 	_, err = e.run(t, down, hooks{})
-	testenv.CheckError(t, err, outcome.Transient, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
+	testenv.CheckHinted(t, err, Hint, outcome.Transient, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic), "the broker has no such topic",
 		"kafka_state.positions could not be read to tell a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it",
-		"connection refused", "nothing was read or written", "check TOPIC, and fix the PostgreSQL failure and re-run")
+		"connection refused", "nothing was read or written", "Check TOPIC")
 	wrongPassword := c
 	wrongPassword.Postgres.DSN = testenv.WithPassword(t, c.Postgres.DSN, "not-the-password")
 	_, err = e.run(t, wrongPassword, hooks{})
-	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic),
+	testenv.CheckHinted(t, err, Hint, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", c.Topic),
 		"kafka_state.positions could not be read to tell a misspelt TOPIC", "password authentication failed")
 	if strings.Contains(err.Error(), "not-the-password") {
 		t.Errorf("the message shows the password: %v", err)
@@ -270,9 +270,9 @@ func TestTopicOfAnotherCluster(t *testing.T) {
 	deleteTopic(t, e)
 	before := e.snapshot(t)
 	_, err := e.run(t, e.config(), hooks{})
-	testenv.WantError(t, err, outcome.Config, ErrTopicUnavailable)
-	testenv.CheckError(t, err, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", e.topic), `from cluster "another-cluster"`,
-		"bootstrap.servers in KAFKA_PROPERTIES names another cluster", "nothing was read or written")
+	testenv.WantHinted(t, err, Hint, outcome.Config, ErrTopicUnavailable)
+	testenv.CheckHinted(t, err, Hint, outcome.Config, ErrTopicUnavailable, fmt.Sprintf("topic %q", e.topic), `from cluster "another-cluster"`,
+		"KAFKA_PROPERTIES names another cluster", "nothing was read or written")
 	if after := e.snapshot(t); after != before {
 		t.Errorf("the run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
@@ -291,8 +291,8 @@ func TestLockHeld(t *testing.T) {
 	release := holdSeedLock(t, e)
 	before := e.snapshot(t)
 	_, err := e.run(t, e.config(), hooks{})
-	testenv.WantError(t, err, outcome.Transient, ErrLocked)
-	testenv.CheckError(t, err, outcome.Transient, ErrLocked,
+	testenv.WantHinted(t, err, Hint, outcome.Transient, ErrLocked)
+	testenv.CheckHinted(t, err, Hint, outcome.Transient, ErrLocked,
 		e.topic, "kestra-kafka-state:"+e.topic, "held by PostgreSQL backend pid", "pg_terminate_backend(", "nothing was changed")
 	if after := e.snapshot(t); after != before {
 		t.Errorf("a run that did not get the lock changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -333,7 +333,7 @@ func TestBoundsOutOfRange(t *testing.T) {
 			cfg := e.config()
 			tc.change(&cfg)
 			_, err := e.run(t, cfg, hooks{})
-			testenv.WantError(t, err, outcome.Config, nil, tc.want)
+			testenv.WantHinted(t, err, Hint, outcome.Config, nil, tc.want)
 		})
 	}
 	if after := e.snapshot(t); after != before {
@@ -494,7 +494,7 @@ func TestRecordsDeletedDuringTheBatch(t *testing.T) {
 	end := e.endOffsets(t)["0"]
 	before := e.snapshot(t)
 	_, err := e.run(t, e.config(), hooks{duringCopy: func(context.Context) { deleteRecordsBefore(t, e, 0, end-10) }})
-	assertRefused(t, err, ErrOffsetOutOfRange, e.topic, "partition 0", "OFFSET_OUT_OF_RANGE", "while this batch read it", "saved offset 1", "rebuild")
+	assertRefused(t, err, ErrOffsetOutOfRange, e.topic, "partition 0", "OFFSET_OUT_OF_RANGE", "while this batch read it", "saved offset 1", "Rebuild")
 	if err != nil && strings.Contains(err.Error(), "-1") {
 		t.Errorf("the refusal gives bounds the broker did not: %v", err)
 	}

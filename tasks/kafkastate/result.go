@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -56,31 +57,107 @@ type Result struct {
 	// LiveKeys counts the topic's keys in kafka_state.current_values
 	// (tombstoned keys excluded) after the commit.
 	LiveKeys int64 `json:"live_keys"`
-	// Duration is the batch's wall time, from the first Kafka request to
-	// the commit.
+	// Batches counts the committed batches: 1 without DrainSeconds.
+	Batches int `json:"-"`
+	// Lag is, per partition, the high watermark less the committed next
+	// offset, read after the run's last commit: the records (and
+	// transaction markers, and records of open or aborted transactions) not
+	// materialized yet. LagTotal is their sum; -1 when the broker could
+	// not be asked (Lag is then nil).
+	Lag      Offsets `json:"-"`
+	LagTotal int64   `json:"-"`
+	// Partitions counts the partitions the run read: the topic's, or its
+	// shard's.
+	Partitions int `json:"-"`
+	// Shard is the run's SHARD, "" for the whole topic; NextOffsets, Lag
+	// and LagTotal are then its partitions'.
+	Shard string `json:"-"`
+	// Duration is the run's wall time, from its start to the commit.
 	Duration time.Duration `json:"-"`
 }
 
-// Outputs returns the seed's outputs: topic, consumed, tombstones,
-// next_offsets ({"<partition>": <next offset>}) and live_keys.
+// Summary is the line the CLI logs for a committed run.
+func (r *Result) Summary() string {
+	next, _ := r.NextOffsets.MarshalJSON()
+	of := ""
+	if r.Shard != "" {
+		of = " of shard " + r.Shard
+	}
+	s := fmt.Sprintf("kafka-state: topic %s: committed %d records (%d tombstones) from %d partitions%s in %s",
+		r.Topic, r.Consumed, r.Tombstones, r.Partitions, of, r.Duration.Round(time.Millisecond))
+	if r.Batches > 1 {
+		s += fmt.Sprintf(", %d batches (%.0f records/s)", r.Batches, float64(r.Consumed)/r.Duration.Seconds())
+	}
+	s += fmt.Sprintf("; next offsets %s; %d live keys", next, r.LiveKeys)
+	if r.Lag != nil {
+		s += fmt.Sprintf("; lag %d", r.LagTotal)
+	}
+	return s
+}
+
+// Outputs returns the seed's outputs, topic, consumed, tombstones,
+// next_offsets ({"<partition>": <next offset>}) and live_keys, then
+// batches and, when it could be read, the lag: lag ({"<partition>":
+// <records>}) and lag_total.
 func (r *Result) Outputs() map[string]any {
-	return map[string]any{
+	out := map[string]any{
 		"topic":        r.Topic,
 		"consumed":     r.Consumed,
 		"tombstones":   r.Tombstones,
 		"next_offsets": r.NextOffsets,
 		"live_keys":    r.LiveKeys,
+		"batches":      r.Batches,
 	}
+	if r.Lag != nil {
+		out["lag"] = r.Lag
+		out["lag_total"] = r.LagTotal
+	}
+	if r.Shard != "" {
+		out["shard"] = r.Shard
+	}
+	return out
 }
 
-// Metrics returns the counters records and tombstones and the timer batch
-// (seconds), tagged with the topic.
+// Metrics returns the counters records, tombstones and batches, the timer
+// batch (the run's seconds) and, when it could be read, the gauges lag (per
+// partition, tagged with it) and lag_total; every metric is tagged with the
+// topic.
 func (r *Result) Metrics() []kestra.Metric {
-	tags := map[string]string{"topic": r.Topic}
-	return []kestra.Metric{
+	tags := r.tags()
+	m := []kestra.Metric{
 		kestra.Counter("records", float64(r.Consumed), tags),
 		kestra.Counter("tombstones", float64(r.Tombstones), tags),
+		kestra.Counter("batches", float64(r.Batches), tags),
 		kestra.Timer("batch", r.Duration, tags),
+	}
+	if r.Lag == nil {
+		return m
+	}
+	m = append(m, kestra.Gauge("lag_total", float64(r.LagTotal), tags))
+	for _, p := range slices.Sorted(maps.Keys(r.Lag)) {
+		pt := r.tags()
+		pt["partition"] = strconv.Itoa(int(p))
+		m = append(m, kestra.Gauge("lag", float64(r.Lag[p]), pt))
+	}
+	return m
+}
+
+// tags are every metric's tags: the topic and, for a shard, the shard.
+func (r *Result) tags() map[string]string {
+	t := map[string]string{"topic": r.Topic}
+	if r.Shard != "" {
+		t["shard"] = r.Shard
+	}
+	return t
+}
+
+// setLag sets Lag and LagTotal from the watermarks read after the commit.
+func (r *Result) setLag(marks map[int32]watermarks) {
+	r.Lag = make(Offsets, len(r.NextOffsets))
+	r.LagTotal = 0
+	for p, next := range r.NextOffsets {
+		r.Lag[p] = max(marks[p].hwm-next, 0)
+		r.LagTotal += r.Lag[p]
 	}
 }
 

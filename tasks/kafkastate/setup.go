@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,7 +72,7 @@ func setupOnce(ctx context.Context, conn *pgx.Conn) error {
 	if err := execSQL(ctx, tx, "take the setup lock", sqlSetupLock, setupLockKey); err != nil {
 		return err
 	}
-	for _, stmt := range ddl {
+	for _, stmt := range append(slices.Clip(ddl), shardsDDL) {
 		if err := execSQL(ctx, tx, "create schema kafka_state", stmt); err != nil {
 			return err
 		}

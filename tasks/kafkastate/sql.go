@@ -1,5 +1,7 @@
 package kafkastate
 
+import "strconv"
+
 // The SQL of kafka-state, next to the code that runs it. Table, view and
 // column names, the lock key and the positions upsert are the seed's, so a
 // database the seed flow wrote keeps working and a seed run and a changesink
@@ -69,6 +71,8 @@ const sqlLockHolder = `SELECT a.pid, coalesce(a.application_name, ''), coalesce(
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
   AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended($1, 0)
+  AND ($2 = '' OR l.mode = $2)
+ORDER BY a.xact_start
 LIMIT 1`
 
 // sqlConnectionCheck makes PostgreSQL (14+) check every second, while it
@@ -250,8 +254,9 @@ const sqlTxID = `SELECT txid_current(), pg_backend_pid(), now()`
 const sqlTxStatus = `SELECT txid_status($1)`
 
 // sqlPositionsAre reports whether topic $1's positions row holds next
-// offsets $2 (JSON), cluster id $3 and topic id $4: what a batch wrote.
-const sqlPositionsAre = `SELECT next_offsets = $2::jsonb AND cluster_id = $3 AND topic_id = $4 FROM kafka_state.positions WHERE topic = $1`
+// offsets $2 (JSON: the batch's partitions, every one of a whole-topic
+// batch), cluster id $3 and topic id $4: what a batch wrote.
+const sqlPositionsAre = `SELECT next_offsets @> $2::jsonb AND cluster_id = $3 AND topic_id = $4 FROM kafka_state.positions WHERE topic = $1`
 
 // sqlEndIdleBackend ends backend $1 if it is idle inside transaction $2
 // (txid_current's 64-bit form; backend_xid is its low 32 bits), started at
@@ -298,3 +303,79 @@ const sqlSavedOffsets = `SELECT next_offsets FROM kafka_state.positions WHERE to
 
 // sqlHasPositions tells whether a topic has a positions row ($1 topic).
 const sqlHasPositions = `SELECT EXISTS (SELECT 1 FROM kafka_state.positions WHERE topic = $1)`
+
+// shardsDDL is changesink's own table beside the seed's (Setup creates it
+// after ddl): per partition of a topic, the shard that claims it (NULL:
+// none) and caught_up_at, the start of the last batch that read the
+// partition to its end as part of a shard read to its end (the tombstone
+// rule's anchor for a shard, as positions.updated_at is for the whole
+// topic). Whole-topic runs and the seed's script do not need it.
+var shardsDDL = `CREATE TABLE IF NOT EXISTS kafka_state.shards (
+  topic text NOT NULL,
+  kafka_partition integer NOT NULL,
+  shard text,
+  caught_up_at timestamptz,
+  PRIMARY KEY (topic, kafka_partition)
+)`
+
+// PartitionLockKey returns the advisory lock key of one partition of topic
+// ("kestra-kafka-state:" + topic + ":" + partition; a topic name has no
+// ':'), which a shard run takes for each of its partitions.
+func PartitionLockKey(topic string, partition int32) string {
+	return TopicLockKey(topic) + ":" + strconv.Itoa(int(partition))
+}
+
+// sqlLockShared is the topic lock in shared mode, which shard runs take:
+// they exclude the seed's and whole-topic runs' exclusive lock, not each
+// other.
+const sqlLockShared = `SELECT pg_try_advisory_xact_lock_shared(hashtextextended($1, 0))`
+
+// sqlClaimLock serialises the shard claims of topic $1 (a transaction of
+// its own, before the batch).
+const sqlClaimLock = `SELECT pg_advisory_xact_lock(hashtextextended('changesink-kafka-state-shards:' || $1, 0))`
+
+// sqlOtherClaim is the first of partitions $2 of topic $1 that another
+// shard than $3 claims.
+const sqlOtherClaim = `SELECT kafka_partition, shard FROM kafka_state.shards
+WHERE topic = $1 AND kafka_partition = ANY($2::int[]) AND shard IS NOT NULL AND shard <> $3
+ORDER BY kafka_partition LIMIT 1`
+
+// sqlClaim claims partitions $2 of topic $1 for shard $3 (those no shard
+// claims; sqlOtherClaim found none claimed by another).
+const sqlClaim = `INSERT INTO kafka_state.shards AS s (topic, kafka_partition, shard)
+SELECT $1, p, $3 FROM unnest($2::int[]) AS p
+ON CONFLICT (topic, kafka_partition) DO UPDATE SET shard = EXCLUDED.shard
+WHERE s.shard IS DISTINCT FROM EXCLUDED.shard`
+
+// sqlReadPositionsShared is the positions read of a shard run: without FOR
+// UPDATE, which would make the shards wait for each other's batches (each
+// writes only its own partitions' entries, under their locks).
+const sqlReadPositionsShared = `SELECT next_offsets, cluster_id, topic_id FROM kafka_state.positions WHERE topic = $1`
+
+// sqlRecordsWithoutPositions is the seed's probe for a shard run that found
+// no positions row, in one snapshot: records of topic $1 and still no
+// positions row (another shard's first batch may have committed both since).
+const sqlRecordsWithoutPositions = `SELECT EXISTS (SELECT 1 FROM kafka_state.records WHERE topic = $1),
+  EXISTS (SELECT 1 FROM kafka_state.positions WHERE topic = $1)`
+
+// sqlHasShards tells whether kafka_state.shards exists (a database the
+// seed's DDL made has no such table).
+const sqlHasShards = `SELECT to_regclass('kafka_state.shards') IS NOT NULL`
+
+// sqlCaughtUp reads, for partitions $2 of topic $1, when a shard last read
+// each to its end (absent or NULL: never).
+const sqlCaughtUp = `SELECT kafka_partition, caught_up_at FROM kafka_state.shards
+WHERE topic = $1 AND kafka_partition = ANY($2::int[]) AND caught_up_at IS NOT NULL`
+
+// sqlWriteShardPositions is a shard's positions write: a first row gets
+// every partition ($4: the shard's next offsets and the others' log start
+// offsets, where the seed would start them), an existing one only the
+// shard's entries ($5), merged into it; updated_at stays (it is the whole
+// topic's anchor).
+const sqlWriteShardPositions = `INSERT INTO kafka_state.positions AS p (topic, cluster_id, topic_id, next_offsets)
+VALUES ($1, $2, $3, $4::jsonb)
+ON CONFLICT (topic) DO UPDATE SET next_offsets = p.next_offsets || $5::jsonb`
+
+// sqlShardCaughtUp records that the batch read partitions $2 of topic $1 to
+// their end: caught_up_at is the batch transaction's start.
+const sqlShardCaughtUp = `UPDATE kafka_state.shards SET caught_up_at = now() WHERE topic = $1 AND kafka_partition = ANY($2::int[])`

@@ -102,8 +102,8 @@ func TestTLS(t *testing.T) {
 			cfg := e.config()
 			cfg.KafkaProperties, cfg.Postgres = tt.props, tt.pg
 			_, err := e.run(t, cfg, hooks{})
-			testenv.WantError(t, err, outcome.Config, nil)
-			testenv.CheckError(t, err, outcome.Config, nil, tt.want...) // and go on to the passwords and the tables
+			testenv.WantHinted(t, err, Hint, outcome.Config, nil)
+			testenv.CheckHinted(t, err, Hint, outcome.Config, nil, tt.want...) // and go on to the passwords and the tables
 			for _, pw := range []string{plainPW, scramPW} {
 				if strings.Contains(err.Error(), pw) {
 					t.Errorf("error shows a password: %v", err)

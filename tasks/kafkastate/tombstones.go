@@ -75,11 +75,43 @@ type tombstoneRule struct {
 	ret   retention
 	// hasPositions: the batch resumes from saved positions.
 	hasPositions bool
-	// updatedAt is the positions' updated_at, sinceUpdated the time from it
-	// to PostgreSQL's clock_timestamp() at checked (Go's monotonic clock).
+	// updatedAt is the anchor (the positions' updated_at, or for a shard a
+	// later kafka_state.shards.caught_up_at: the earliest of the batch's
+	// partitions with unread records), named by anchorName; sinceUpdated the
+	// time from it to PostgreSQL's clock_timestamp() at checked (Go's
+	// monotonic clock).
 	updatedAt    time.Time
+	anchorName   string
 	sinceUpdated time.Duration
 	checked      time.Time
+}
+
+// anchor is when a partition was last read to its end, and the column that
+// says so.
+type anchor struct {
+	at   time.Time
+	name string
+}
+
+// setAnchor sets the rule's anchor from the partitions' anchors: the
+// earliest of those with unread records (lagging), else of all; clock is
+// PostgreSQL's clock when they were read.
+func (r *tombstoneRule) setAnchor(anchors map[int32]anchor, clock time.Time, lagging []partRange) {
+	var first anchor
+	pick := func(p int32) {
+		if a, ok := anchors[p]; ok && (first.at.IsZero() || a.at.Before(first.at)) {
+			first = a
+		}
+	}
+	for _, p := range lagging {
+		pick(p.partition)
+	}
+	if first.at.IsZero() {
+		for p := range anchors {
+			pick(p)
+		}
+	}
+	r.updatedAt, r.anchorName, r.sinceUpdated = first.at, first.name, clock.Sub(first.at)
 }
 
 // partRange is one partition's range at the start of a batch.
@@ -104,12 +136,13 @@ func (r tombstoneRule) beforeRead(lagging []partRange) error {
 		return nil
 	}
 	if r.sinceUpdated < -r.ret.margin() {
-		return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, Retention: r.ret, Future: true}
+		return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, AnchorName: r.anchorName,
+			Retention: r.ret, Future: true}
 	}
 	if r.sinceUpdated <= r.ret.allowed() {
 		return nil
 	}
-	return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, Retention: r.ret}
+	return &TombstoneError{Topic: r.topic, Partitions: lagging, Elapsed: r.sinceUpdated, UpdatedAt: r.updatedAt, AnchorName: r.anchorName, Retention: r.ret}
 }
 
 // afterRead refuses when the batch advanced a partition later than the
@@ -133,7 +166,7 @@ func (r tombstoneRule) afterRead(advanced []partRange, lagged map[int32]bool) er
 	}
 	if len(lateLagged) > 0 {
 		return &TombstoneError{Topic: r.topic, Partitions: lateLagged, Elapsed: r.sinceUpdated + read, UpdatedAt: r.updatedAt,
-			Retention: r.ret, AfterRead: true, Read: read}
+			AnchorName: r.anchorName, Retention: r.ret, AfterRead: true, Read: read}
 	}
 	if len(late) > 0 {
 		return &TombstoneError{Topic: r.topic, Partitions: late, Elapsed: read, Retention: r.ret, AfterRead: true, Read: read}
@@ -153,7 +186,10 @@ type TombstoneError struct {
 	// when UpdatedAt is zero) to the check.
 	Elapsed   time.Duration
 	UpdatedAt time.Time
-	Retention retention
+	// AnchorName is the column UpdatedAt was read from: "" for
+	// kafka_state.positions.updated_at, else kafka_state.shards.caught_up_at.
+	AnchorName string
+	Retention  retention
 	// AfterRead: found after the batch's reads, which took Read.
 	AfterRead bool
 	Read      time.Duration
@@ -187,37 +223,37 @@ func (e *TombstoneError) Error() string {
 		}
 	}
 	if e.Future {
-		fmt.Fprintf(&b, ": kafka_state.positions.updated_at %s is %s ahead of PostgreSQL's clock (more than the margin of %s): "+
-			"the positions were restored from another server or edited, or PostgreSQL's clock was set back, so when every partition "+
-			"was last read to its end is unknown, and delete.retention.ms=%d may have passed since; nothing was changed; "+
-			"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions, "+
-			"then re-run until caught up, within delete.retention.ms)",
-			e.UpdatedAt.UTC().Format(time.RFC3339Nano), roundDuration(-e.Elapsed), roundDuration(e.Retention.margin()), e.Retention.deleteRetentionMs)
+		fmt.Fprintf(&b, ": %s %s is %s ahead of PostgreSQL's clock (more than the margin of %s), "+
+			"so when every partition was last read to its end is unknown; nothing was changed",
+			e.anchor(), e.UpdatedAt.UTC().Format(time.RFC3339Nano), roundDuration(-e.Elapsed), roundDuration(e.Retention.margin()))
 		return b.String()
 	}
 	anchor := "the start of this batch"
 	if !e.UpdatedAt.IsZero() {
-		anchor = "kafka_state.positions.updated_at " + e.UpdatedAt.UTC().Format(time.RFC3339Nano) +
+		anchor = e.anchor() + " " + e.UpdatedAt.UTC().Format(time.RFC3339Nano) +
 			" (the start of the last batch that read every partition to its end)"
 	}
 	when := "have passed since"
 	if e.AfterRead {
 		when = fmt.Sprintf("had passed by the end of this batch's reads (which took %s) since", roundDuration(e.Read))
 	}
-	fmt.Fprintf(&b, ": %s %s %s, more than the topic's delete.retention.ms=%d (less a margin of %s) allows; "+
-		"Kafka keeps a tombstone only delete.retention.ms after the cleaner first compacts it, so a key deleted in that range "+
-		"may stay live in kafka_state.records; nothing was changed; "+
-		"rebuild into an empty destination (delete the topic's rows from kafka_state.records and kafka_state.positions, "+
-		"then re-run until caught up, within delete.retention.ms); to prevent it, raise delete.retention.ms above the longest time "+
-		"between batches (a catch-up included) and run batches more often (raising it now does not bring back a removed tombstone)",
+	fmt.Fprintf(&b, ": %s %s %s, more than the topic's delete.retention.ms=%d (less a margin of %s) allows; nothing was changed",
 		roundDuration(e.Elapsed), when, anchor, e.Retention.deleteRetentionMs, roundDuration(e.Retention.margin()))
 	if e.AfterRead && e.UpdatedAt.IsZero() {
-		b.WriteString("; a single batch's reads took longer than delete.retention.ms allows: raise delete.retention.ms (or lower MAX_RECORDS and POLL_SECONDS)")
+		b.WriteString("; a single batch's reads took longer than delete.retention.ms allows (raise it, or lower MAX_RECORDS and POLL_SECONDS)")
 	}
 	return b.String()
 }
 
 func (e *TombstoneError) Unwrap() error { return ErrTombstonesMayBeLost }
+
+// anchor names the column UpdatedAt comes from.
+func (e *TombstoneError) anchor() string {
+	if e.AnchorName == "" {
+		return "kafka_state.positions.updated_at"
+	}
+	return e.AnchorName
+}
 
 // roundDuration prints d to a millisecond (to a second from a minute up).
 func roundDuration(d time.Duration) string {

@@ -62,7 +62,7 @@ func TestTombstoneCompactedAwayWhileLagging(t *testing.T) {
 		t.Fatalf("the batch succeeded (%+v); want a refusal (the tombstone at offset %d was removed before it was read)", res, offs[0])
 	}
 	assertRefused(t, err, ErrTombstonesMayBeLost, "topic "+strconv.Quote(e.topic), "partition 0",
-		"saved offset 1", "delete.retention.ms=0", "rebuild into an empty destination", "raise delete.retention.ms")
+		"saved offset 1", "delete.retention.ms=0", "Rebuild into an empty destination", "raise the topic's delete.retention.ms")
 	t.Logf("refused: %v", err)
 	if after := e.snapshot(t); after != before {
 		t.Errorf("a refused run changed the tables:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -159,8 +159,7 @@ func TestTombstoneRulePolicies(t *testing.T) {
 				"cleanup.policy": kadm.StringPtr(tc.policy), "delete.retention.ms": kadm.StringPtr("0")})
 			produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 			var logged bytes.Buffer
-			_, err := materialize(testCtx(t, time.Minute), e.config(), kestra.Dir{Path: t.TempDir()},
-				slog.New(slog.NewTextHandler(&logged, nil)), hooks{})
+			_, err := Materialize(testCtx(t, time.Minute), e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 			if warned := strings.Contains(logged.String(), "is not compacted (cleanup.policy="+tc.policy+")"); warned == tc.refused {
 				t.Errorf("warned that the topic is not compacted: %v, want %v; log:\n%s", warned, !tc.refused, logged.String())
 			}

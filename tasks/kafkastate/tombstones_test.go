@@ -107,21 +107,21 @@ func TestTombstoneErrorMessage(t *testing.T) {
 			Retention: retention{compact: true, deleteRetentionMs: 86400000}},
 			[]string{`topic "t": tombstones may have been removed before they were read: partition 0 (unread from saved offset 1 to 7): ` +
 				`25h0m0s have passed since kafka_state.positions.updated_at 2026-12-01T08:00:00Z`,
-				"delete.retention.ms=86400000 (less a margin of 5m0s)", "nothing was changed", "rebuild into an empty destination",
-				"raise delete.retention.ms"}},
+				"delete.retention.ms=86400000 (less a margin of 5m0s)", "nothing was changed", "Rebuild into an empty destination",
+				"raise the topic's delete.retention.ms"}},
 		{"many partitions", &TombstoneError{Topic: "t", Partitions: many, Elapsed: time.Second, UpdatedAt: at},
 			[]string{"partitions 0 (unread from saved offset 1 to 7), 1 (", "7 (unread from saved offset 1 to 7) and 2 more:"}},
 		{"updated_at in the future", &TombstoneError{Topic: "t", Partitions: many[:1], Elapsed: -30 * time.Hour, UpdatedAt: at, Future: true,
 			Retention: retention{compact: true, deleteRetentionMs: 86400000}},
 			[]string{"partition 0 (unread from saved offset 1 to 7): kafka_state.positions.updated_at 2026-12-01T08:00:00Z is 30h0m0s ahead of PostgreSQL's clock",
-				"nothing was changed", "rebuild into an empty destination"}},
+				"nothing was changed", "Rebuild into an empty destination"}},
 		{"after a first run's reads", &TombstoneError{Topic: "t", Partitions: []partRange{{partition: 3, from: 0, end: 4, reached: 4}},
 			Elapsed: 1500 * time.Millisecond, AfterRead: true, Read: 1500 * time.Millisecond, Retention: retention{compact: true, deleteRetentionMs: 1000}},
 			[]string{"partition 3 (read from saved offset 0 to 4): 1.5s had passed by the end of this batch's reads (which took 1.5s) since the start of this batch",
 				"a single batch's reads took longer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msg := tc.err.Error()
+			msg := tc.err.Error() + "\nhint: " + Hint(tc.err)
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("message %q\ndoes not contain %q", msg, w)

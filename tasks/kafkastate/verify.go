@@ -73,7 +73,7 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	if state, pe := sqlstateOf(err); state == stateNotAnInteger {
 		// The cast of a next offset to bigint failed: materialize refuses
 		// the same row with ErrBadPositions.
-		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s); restore kafka_state.positions from a backup",
+		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: a next offset in next_offsets is not an integer (%s)",
 			topic, ErrBadPositions, pe.Message))
 	}
 	if err != nil {
@@ -101,7 +101,7 @@ func checkSavedPositions(ctx context.Context, conn *pgx.Conn, topic string) erro
 		return err
 	}
 	if _, err := parsePositions(raw); err != nil {
-		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; restore kafka_state.positions from a backup", topic, ErrBadPositions, err))
+		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v", topic, ErrBadPositions, err))
 	}
 	return nil
 }

@@ -28,6 +28,10 @@
 // the source's row counts, prints changes/s of each and the ratios of the
 // medians, writes them to -results (JSON), and drops every slot and
 // database it made (a run that died is swept by the next one).
+//
+// With -sustained DURATION it measures something else, sync as the
+// shipped flow runs it under a steady writer: the lag from a source
+// commit to the live view and the WAL the slot retains (sustained.go).
 package main
 
 import (
@@ -66,6 +70,9 @@ type config struct {
 	java         string
 	results      string
 	rawHTTP      string // host:port of ClickHouse's HTTP interface for the raw insert; "": clickhouse-client
+	// The sustained mode (sustained.go); sustainedFor 0: the catch-up runs.
+	sustainedFor, period, budget, poll time.Duration
+	rate                               int
 }
 
 func run() error {
@@ -81,7 +88,26 @@ func run() error {
 	flag.StringVar(&c.java, "java", "java", "the java of the Debezium run")
 	flag.StringVar(&c.results, "results", ".scratch/bench/sync-results.json", "write the numbers here (JSON; -dir is emptied at the start of a run)")
 	flag.StringVar(&c.rawHTTP, "raw-http", "", "host:port of ClickHouse's HTTP interface: the raw insert (and the export before it) with curl, not clickhouse-client")
+	flag.DurationVar(&c.sustainedFor, "sustained", 0, "the sustained mode: write -rate changes/s for this long while the flow's executions run (.ci/bench-sync: 5m when given alone)")
+	flag.IntVar(&c.rate, "rate", 5_000, "sustained: changes a second the writer commits")
+	flag.DurationVar(&c.period, "period", time.Minute, "sustained: the schedule of the flow's executions (the flow's: every minute)")
+	flag.DurationVar(&c.budget, "budget", 45*time.Second, "sustained: CDC_MAX_DURATION of each sync (the flow's max_duration)")
+	flag.DurationVar(&c.poll, "poll", 250*time.Millisecond, "sustained: how often the live view is read for the commit-to-visible lag")
 	flag.Parse()
+	if c.sustainedFor > 0 {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		c.reps = 1
+		if !set["tx"] {
+			c.tx = 100
+		}
+		if !set["results"] {
+			c.results = ".scratch/bench/sync-sustained.json"
+		}
+		if c.rate < 1 || c.period <= 0 || c.budget <= 0 || c.poll <= 0 || filepath.Ext(c.results) != ".json" {
+			return errors.New("-rate, -period, -budget and -poll must be positive, -results a .json file")
+		}
+	}
 	c.admin, c.chURL = os.Getenv("CHANGESINK_TEST_PG"), os.Getenv("CHANGESINK_TEST_CLICKHOUSE")
 	c.client = strings.Fields(os.Getenv("CHANGESINK_TEST_CLICKHOUSE_CLIENT"))
 	if c.admin == "" || c.chURL == "" || len(c.client) == 0 || c.bin == "" {
@@ -110,7 +136,7 @@ func run() error {
 	defer unlock()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	ctx, cancel := context.WithTimeout(ctx, max(time.Hour, c.sustainedFor+30*time.Minute))
 	defer cancel()
 	if err := sweep(ctx, c.admin, c.ch); err != nil {
 		return fmt.Errorf("sweeping a previous run's slots and databases: %w", err)
@@ -118,6 +144,9 @@ func run() error {
 	b := &bench{config: c, recv: recv, name: fmt.Sprintf("bench_sync_%d", os.Getpid())}
 	b.res.LoadBefore = benchrun.LoadAvg()
 	defer b.cleanup()
+	if c.sustainedFor > 0 {
+		return b.runSustained(ctx)
+	}
 	return b.run(ctx)
 }
 

@@ -51,12 +51,19 @@ func main() {
 	steady := flag.String("steady", "", "steady-state mode after the main run: comma-separated counts of keys already stored (e.g. 1000000,10000000)")
 	batches := flag.Int("batches", 3, "steady-state mode: timed batches per table size")
 	verbose := flag.Bool("v", false, "print changesink's output (set CHANGESINK_LOG_LEVEL=DEBUG for its phase timings)")
+	scale := flag.Int("scale", 0, "scale mode instead of the main run: a topic of this many records caught up by one drain and by shards (scale.go)")
+	scaleShards := flag.String("scale-shards", "1,2,4", "scale mode: the shard counts to run, comma-separated")
+	pngPath := flag.String("png", "", "scale mode: write the lag over each run into this PNG")
 	flag.Parse()
 	sizes, err := parseSizes(*steady)
 	if err == nil && (*batches < 1 || *batches > 20) {
 		err = errors.New("-batches must be 1..20")
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case *scale > 0:
+		err = scaleMain(*bin, *scale, int32(*partitions), *scaleShards, *pngPath, *verbose)
+	default:
 		err = run(*bin, *n, int32(*partitions), *skipSeed, sizes, *batches, *verbose)
 	}
 	if err != nil {

@@ -9,13 +9,16 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 import io.kestra.core.junit.annotations.KestraTest;
+import io.kestra.core.models.flows.Concurrency;
 import io.kestra.core.models.flows.Flow;
 import io.kestra.core.models.flows.FlowSource;
 import io.kestra.core.models.tasks.Task;
+import io.kestra.core.models.triggers.RecoverMissedSchedules;
 import io.kestra.core.models.validations.ValidateConstraintViolation;
 import io.kestra.core.serializers.YamlParser;
 import io.kestra.core.services.FlowService;
 import io.kestra.plugin.core.log.Log;
+import io.kestra.plugin.core.trigger.Schedule;
 import io.kestra.plugin.scripts.runner.docker.Docker;
 import io.kestra.plugin.scripts.shell.Commands;
 import io.kestra.plugin.debezium.postgres.Trigger;
@@ -56,7 +59,19 @@ class FlowValidationTest {
     }
 
     static Stream<String> shipped() {
-        return Stream.of(Harness.KAFKA_FLOW, Harness.CDC_FLOW);
+        return Stream.of(Harness.KAFKA_FLOW, Engine.SHARDED_FLOW, Harness.CDC_FLOW, Harness.SYNC_FLOW);
+    }
+
+    /**
+     * Why the sharded flow has two files: this engine refuses the other's loop task (Kestra 2.0 has no ForEach,
+     * 1.x no Loop), naming it. cmd/changesink's TestShardedFlowVariants holds the two files together.
+     */
+    @Test
+    void otherEnginesShardedFlowIsRefused() throws Exception {
+        ValidateConstraintViolation v = validate(Engine.OTHER_SHARDED_FLOW, Harness.shippedFlow(Engine.OTHER_SHARDED_FLOW));
+        System.out.println(Engine.OTHER_SHARDED_FLOW + ": Kestra " + Engine.VERSION + " says: " + v.getConstraints());
+        assertThat(v.getConstraints(), notNullValue());
+        assertThat(v.getConstraints(), containsString(Engine.VERSION.equals("2.0") ? "io.kestra.plugin.core.flow.ForEach" : "io.kestra.plugin.core.flow.Loop"));
     }
 
     /** Which pieces the engine resolves each type to: the real Docker runner and core tasks, two stand-ins. */
@@ -78,6 +93,19 @@ class FlowValidationTest {
         Trigger trigger = (Trigger) cdc.getTriggers().getFirst();
         assertThat(trigger.getSlotName(), notNullValue());
         assertEquals(java.time.Duration.ofSeconds(30), trigger.getInterval());
+
+        Flow sync = YamlParser.parse(Harness.shippedFlow(Harness.SYNC_FLOW), Flow.class);
+        for (String id : List.of("setup", "sync")) {
+            assertThat(id, sync.findTaskByTaskId(id), instanceOf(Commands.class));
+            assertThat(id, ((Commands) sync.findTaskByTaskId(id)).getTaskRunner(), instanceOf(Docker.class));
+        }
+        assertThat(sync.findTaskByTaskId("summary"), instanceOf(Log.class));
+        assertThat(sync.getErrors().getFirst(), instanceOf(Log.class));
+        assertEquals(RecoverMissedSchedules.LAST, ((Schedule) sync.getTriggers().getFirst()).getRecoverMissedSchedules());
+        assertThat(sync.getTriggers().getFirst(), instanceOf(Schedule.class));
+        assertEquals("* * * * *", ((Schedule) sync.getTriggers().getFirst()).getCron());
+        assertEquals(1, sync.getConcurrency().getLimit());
+        assertEquals(Concurrency.Behavior.QUEUE, sync.getConcurrency().getBehavior());
     }
 
     /**
@@ -95,7 +123,7 @@ class FlowValidationTest {
     }
 
     static Stream<Arguments> broken() {
-        String k = Harness.KAFKA_FLOW, c = Harness.CDC_FLOW;
+        String k = Harness.KAFKA_FLOW, c = Harness.CDC_FLOW, s = Harness.SYNC_FLOW;
         return Stream.of(
             Arguments.of(k, "Commands: misspelt commands", "    commands:\n      - changesink kafka-state setup\n",
                 "    comands:\n      - changesink kafka-state setup\n", "comands"),
@@ -109,7 +137,13 @@ class FlowValidationTest {
             Arguments.of(c, "Trigger: hostname missing", "    hostname: \"{{ vars.postgres_host }}\"\n", "", "hostname"),
             Arguments.of(c, "Trigger: database missing", "    database: \"{{ vars.postgres_database }}\"\n", "", "database"),
             Arguments.of(c, "Trigger (real AbstractTrigger): bad stopAfter state", "      - FAILED", "      - FAILD", "FAILD"),
-            Arguments.of(c, "Log (real core task): misspelt message", "    message: >-", "    mesage: >-", "mesage"));
+            Arguments.of(c, "Log (real core task): misspelt message", "    message: >-", "    mesage: >-", "mesage"),
+            Arguments.of(s, "Schedule (real core trigger): a cron of four fields", "    cron: \"* * * * *\"", "    cron: \"* * * *\"", "cron"),
+            Arguments.of(s, "concurrency (real): a behavior Kestra lacks", "  behavior: QUEUE", "  behavior: WAIT", "WAIT"),
+            Arguments.of(s, "flow output (real): a type Kestra lacks", "    type: JSON\n    required: false\n    value: \"{{ (outputs.sync.vars.tables",
+                "    type: MAP\n    required: false\n    value: \"{{ (outputs.sync.vars.tables", "MAP"),
+            Arguments.of(s, "Schedule (real core trigger): a recoverMissedSchedules Kestra lacks", "    recoverMissedSchedules: LAST",
+                "    recoverMissedSchedules: LATEST", "LATEST"));
     }
 
     static String replaceOnce(String source, String from, String to) {

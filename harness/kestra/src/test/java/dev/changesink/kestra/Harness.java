@@ -23,6 +23,7 @@ import static org.junit.jupiter.api.Assumptions.abort;
 final class Harness {
     static final String KAFKA_FLOW = "kafka-compacted-postgres-state.yaml";
     static final String CDC_FLOW = "postgres-clickhouse-cdc.yaml";
+    static final String SYNC_FLOW = "postgres-clickhouse-sync.yaml";
 
     // Jackson's default YAML writer quotes every string (Kestra's own mapper minimizes quotes, which turns
     // the strings "0" and "true" into a number and a boolean); the round trip is checked below anyway.

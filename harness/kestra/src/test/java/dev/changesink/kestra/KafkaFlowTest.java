@@ -85,10 +85,11 @@ class KafkaFlowTest extends EngineTest {
 
         Execution e = run(topic);
         assertEquals(State.Type.SUCCESS, e.getState().getCurrent(), describe(e));
-        for (String id : List.of("create_state_tables", "materialize_batch", "check_saved_positions", "require_consistent_state")) {
+        for (String id : List.of("create_state_tables", "materialize_batch", "check_saved_positions", "require_consistent_state", "alert_on_lag")) {
             assertEquals(State.Type.SUCCESS, taskRun(e, id).getState().getCurrent(), id);
         }
         assertThat("the Fail task did not run", e.findTaskRunsByTaskId("stop_on_inconsistent_state"), empty());
+        assertThat("the lag alert did not fire", e.findTaskRunsByTaskId("lag_above_max_lag"), empty());
 
         TaskRun mat = taskRun(e, "materialize_batch");
         Map<String, Object> vars = vars(mat);
@@ -96,6 +97,9 @@ class KafkaFlowTest extends EngineTest {
         assertEquals(1, vars.get("tombstones"));
         assertEquals(2, vars.get("live_keys"));
         assertEquals(Map.of("0", 3, "1", 2), vars.get("next_offsets"));
+        assertEquals(1, vars.get("batches"));
+        assertEquals(Map.of("0", 0, "1", 0), vars.get("lag"));
+        assertEquals(0, vars.get("lag_total"));
         assertEquals(0, engine.outputs(mat).get("exitCode"));
 
         // batch-report.json: an output file in Kestra's storage, the same fields as the outputs.
@@ -109,6 +113,7 @@ class KafkaFlowTest extends EngineTest {
         Map<String, Object> out = engine.outputs(e);
         assertEquals(5, out.get("consumed"));
         assertEquals(2, out.get("live_keys"));
+        assertEquals(0, out.get("lag_total"));
         assertEquals(read(e, reportUri), read(e, out.get("batch_report")));
 
         assertEquals(true, vars(taskRun(e, "check_saved_positions")).get("valid"));
@@ -123,6 +128,9 @@ class KafkaFlowTest extends EngineTest {
         double batchMs = metric(m, "timer", "batch").getValue();
         assertThat("batch timer in ms", batchMs, greaterThan(1.0));
         assertThat("batch timer below the task's own duration", batchMs < mat.getState().getDuration().orElseThrow().toMillis(), is(true));
+        // The lag, as gauges (Kestra keeps the type): the total and one per partition, tagged with it.
+        assertEquals(0.0, metric(m, "gauge", "lag_total").getValue());
+        assertEquals(2, m.stream().filter(x -> x.getType().equals("gauge") && x.getName().equals("lag")).count(), m.toString());
 
         List<LogEntry> logs = logs(e);
         assertThat(logs.stream().filter(l -> l.getLevel() == Level.ERROR).toList(), empty());
@@ -150,6 +158,7 @@ class KafkaFlowTest extends EngineTest {
         assertThat((String) vars.get("error"), containsString("value is not valid json"));
         assertThat((String) vars.get("error"), containsString("partition 1 offset 0"));
         assertEquals(1, engine.outputs(mat).get("exitCode"));
+        assertThat((String) vars.get("hint"), containsString("Fix the producer"));
         assertThat("nothing runs after the refused task", e.findTaskRunsByTaskId("check_saved_positions"), empty());
 
         List<LogEntry> logs = logs(e);
@@ -191,5 +200,36 @@ class KafkaFlowTest extends EngineTest {
         assertThat(checkErrors, hasSize(1));
         assertThat(checkErrors.getFirst().getMessage(), containsString("key \"bob\": a record is ahead of its durable read position: partition 1 offset 41, saved next offset 1"));
         assertEquals(0, new HashMap<>(engine.outputs(check)).get("exitCode"));
+    }
+
+    /**
+     * Drain mode in the engine: batches of 2 records until the topic is read (3 batches for 5 records), lag 0.
+     * Then the lag alert: one batch of 2 (drain_seconds 0) leaves 3 records unread, above max_lag 1, and the
+     * flow's alert_on_lag fails the execution saying so, after the batch committed.
+     */
+    @Test
+    void drainsAndAlertsOnLag() throws Exception {
+        String topic = topic("drain", new Services.Rec(0, "a", "1"), new Services.Rec(0, "b", "2"), new Services.Rec(1, "c", "3"),
+            new Services.Rec(1, "d", "4"), new Services.Rec(1, "e", "5"));
+        Execution drained = run(flow, Map.of("topic", topic, "docker_network", "host", "poll_seconds", 5, "max_records", 2, "max_lag", 1));
+        assertEquals(State.Type.SUCCESS, drained.getState().getCurrent(), describe(drained));
+        Map<String, Object> vars = vars(taskRun(drained, "materialize_batch"));
+        assertEquals(5, vars.get("consumed"));
+        assertEquals(3, vars.get("batches"));
+        assertEquals(0, vars.get("lag_total"));
+
+        String lagging = topic("lagging", new Services.Rec(0, "a", "1"), new Services.Rec(0, "b", "2"), new Services.Rec(1, "c", "3"),
+            new Services.Rec(1, "d", "4"), new Services.Rec(1, "e", "5"));
+        Execution e = run(flow, Map.of("topic", lagging, "docker_network", "host", "poll_seconds", 5, "max_records", 2,
+            "drain_seconds", 0, "max_lag", 1));
+        assertEquals(State.Type.FAILED, e.getState().getCurrent(), describe(e));
+        TaskRun mat = taskRun(e, "materialize_batch");
+        assertEquals(State.Type.SUCCESS, mat.getState().getCurrent(), describe(e));
+        assertEquals(2, vars(mat).get("consumed"));
+        assertEquals(3, vars(mat).get("lag_total"));
+        assertEquals(State.Type.FAILED, taskRun(e, "lag_above_max_lag").getState().getCurrent(), describe(e));
+        List<String> alert = logsOf(logs(e), "lag_above_max_lag", Level.ERROR).stream().map(LogEntry::getMessage).toList();
+        assertThat(alert.toString(), alert.stream().anyMatch(msg -> msg.contains("is 3 records behind after the drain, more than max_lag 1")), is(true));
+        assertEquals(List.of(List.of("2")), Services.rows(db, "SELECT count(*)::text FROM kafka_state.records WHERE topic = ?", lagging));
     }
 }

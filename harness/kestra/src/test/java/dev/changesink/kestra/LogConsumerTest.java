@@ -227,7 +227,17 @@ class LogConsumerTest {
         assertEquals(4.0, pm.counter("records").getValue());
         assertEquals(1.0, pm.counter("tombstones").getValue());
         assertEquals(Map.of("topic", topic), pm.counter("records").getTags());
+        assertEquals(1.0, pm.counter("batches").getValue());
         assertTimerInSeconds(pm, mat, "batch", true);
+        // The lag: gauges (Kestra 1.1+), one per partition and the total, all 0 after the run.
+        assertEquals(0, pm.outputs().get("lag_total"));
+        assertEquals(Map.of("0", 0, "1", 0), pm.outputs().get("lag"));
+        List<AbstractMetricEntry<?>> gauges = pm.metrics().stream().filter(x -> x.getType().equals("gauge")).toList();
+        assertEquals(java.util.Set.of("lag_total {topic=" + topic + "}", "lag {partition=0, topic=" + topic + "}", "lag {partition=1, topic=" + topic + "}"),
+            gauges.stream().map(g -> g.getName() + " " + new java.util.TreeMap<>(g.getTags())).collect(java.util.stream.Collectors.toSet()), gauges.toString());
+        for (AbstractMetricEntry<?> g : gauges) {
+            assertEquals(0.0, ((Number) g.getValue()).doubleValue(), g.toString());
+        }
         assertThat(pm.at(Level.WARN), empty());
         assertThat(pm.at(Level.ERROR), empty());
         assertThat("no line Kestra could not parse", pm.logs().stream().filter(l -> l.getMessage().contains("Invalid outputs")).toList(), empty());
@@ -238,7 +248,8 @@ class LogConsumerTest {
         Parsed pr = parse("materialize_batch", failed);
         assertEquals("config", pr.outputs().get("error_class"));
         assertThat((String) pr.outputs().get("error"), containsString("topic metadata is unavailable"));
-        assertThat(pr.outputs(), is(Map.of("error_class", "config", "error", pr.outputs().get("error"))));
+        assertThat((String) pr.outputs().get("hint"), containsString("Check TOPIC"));
+        assertThat(pr.outputs(), is(Map.of("error_class", "config", "error", pr.outputs().get("error"), "hint", pr.outputs().get("hint"))));
         assertEquals(1, pr.at(Level.ERROR).size(), pr.logs().toString());
         assertThat(pr.at(Level.ERROR).getFirst().getMessage(), startsWith("changesink: config: "));
         assertThat(pr.metrics(), empty());

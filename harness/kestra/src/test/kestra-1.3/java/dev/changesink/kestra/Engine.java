@@ -1,5 +1,6 @@
 package dev.changesink.kestra;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -26,6 +27,9 @@ import static io.kestra.core.tenant.TenantService.MAIN_TENANT;
 @Singleton
 public class Engine {
     public static final String VERSION = "1.3";
+    /** The sharded kafka-state flow this engine runs (a ForEach over the shards), and the other engine's. */
+    public static final String SHARDED_FLOW = "kestra-1.x/kafka-compacted-postgres-state-sharded.yaml";
+    public static final String OTHER_SHARDED_FLOW = "kafka-compacted-postgres-state-sharded.yaml";
 
     @Inject
     LogRepositoryInterface logStore;
@@ -44,5 +48,14 @@ public class Engine {
 
     public Optional<Execution> evaluate(PollingTriggerInterface trigger, ConditionContext cc, TriggerContext tc) throws Exception {
         return trigger.evaluate(cc, tc);
+    }
+
+    /** The iterations of the ForEach {@code loopTaskId} in {@code e}: its runs of {@code taskId}, each with its value. */
+    public List<Iteration> iterations(Execution e, String loopTaskId, String taskId) {
+        List<Iteration> out = new ArrayList<>();
+        for (TaskRun tr : e.findTaskRunsByTaskId(taskId)) {
+            out.add(new Iteration(tr.getValue(), e, tr));
+        }
+        return out;
     }
 }

@@ -1,5 +1,6 @@
 package dev.changesink.kestra;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -12,6 +13,7 @@ import io.kestra.core.models.executions.LogEntry;
 import io.kestra.core.models.executions.TaskRun;
 import io.kestra.core.models.triggers.PollingTriggerInterface;
 import io.kestra.core.models.triggers.TriggerContext;
+import io.kestra.core.repositories.ExecutionRepositoryInterface;
 import io.kestra.core.repositories.LogDataStoreInterface;
 import io.kestra.core.services.ExecutionOutputService;
 import io.kestra.core.services.TaskOutputService;
@@ -28,6 +30,9 @@ import static io.kestra.core.tenant.TenantService.MAIN_TENANT;
 @Singleton
 public class Engine {
     public static final String VERSION = "2.0";
+    /** The sharded kafka-state flow this engine runs (a Loop over the shards), and the other engine's. */
+    public static final String SHARDED_FLOW = "kafka-compacted-postgres-state-sharded.yaml";
+    public static final String OTHER_SHARDED_FLOW = "kestra-1.x/kafka-compacted-postgres-state-sharded.yaml";
 
     @Inject
     TaskOutputService taskOutputs;
@@ -35,6 +40,8 @@ public class Engine {
     ExecutionOutputService executionOutputs;
     @Inject
     LogDataStoreInterface logStore;
+    @Inject
+    ExecutionRepositoryInterface executions;
 
     public Map<String, Object> outputs(TaskRun taskRun) throws Exception {
         return taskOutputs.getOutputs(taskRun);
@@ -50,5 +57,19 @@ public class Engine {
 
     public Optional<Execution> evaluate(PollingTriggerInterface trigger, ConditionContext cc, TriggerContext tc) throws Exception {
         return trigger.eval(cc, tc).map(r -> r.toExecution(tc));
+    }
+
+    /**
+     * The iterations of the Loop {@code loopTaskId} in {@code e}: each ran in an execution of its own (kind LOOP,
+     * its parent e), whose run of {@code taskId} is returned with the iteration's value.
+     */
+    public List<Iteration> iterations(Execution e, String loopTaskId, String taskId) {
+        List<Iteration> out = new ArrayList<>();
+        for (Execution sub : executions.findLoopSubExecutions(MAIN_TENANT, e.getId(), loopTaskId)) {
+            for (TaskRun tr : sub.findTaskRunsByTaskId(taskId)) {
+                out.add(new Iteration(sub.getLoopRun().value(), sub, tr));
+            }
+        }
+        return out;
     }
 }

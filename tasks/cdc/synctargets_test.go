@@ -1,0 +1,62 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+)
+
+// TestSyncRefusesMappingOfAnotherDatabase: a mapping whose source.database
+// is not the database the source connection reads is refused by setup and
+// by sync, naming both, and nothing is created or written (the trigger
+// flow's apply refuses a batch from another database the same way).
+func TestSyncRefusesMappingOfAnotherDatabase(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.items"}
+	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, qty int NOT NULL)`, `INSERT INTO items VALUES (1, 10)`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name, yaml string
+	}{
+		{"listed table", "defaults: {target: {database: %s}}\ntables:\n  - source: {database: shop, schema: public, table: items}\n"},
+		{"the defaults' database", "defaults: {source: {database: shop}, target: {database: %s}}\ntables:\n  - source: {schema: public, table: items}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, err := mapping.ParseSet("sync.yaml", fmt.Appendf(nil, tc.yaml, e.chDB))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Mappings = set
+			for _, run := range []struct {
+				name string
+				fn   func() error
+			}{
+				{"setup", func() error { _, err := SetupSync(ctx, cfg, env); return err }},
+				{"sync", func() error { _, err := Sync(ctx, cfg, env); return err }},
+			} {
+				err := run.fn()
+				if outcome.Classify(err) != outcome.Config || !errors.Is(err, change.ErrConfig) {
+					t.Errorf("%s: %v (class %v), want a configuration error", run.name, err, outcome.Classify(err))
+					continue
+				}
+				for _, want := range []string{"public.items", "shop", e.slot} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: %q does not name %s", run.name, err, want)
+					}
+				}
+			}
+		})
+	}
+	if got := e.ch.query(`SELECT name FROM system.tables WHERE database = '` + e.chDB + `'`); len(got) != 0 {
+		t.Errorf("a refused mapping created %v", got)
+	}
+}

@@ -1,0 +1,231 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+)
+
+// The load ledger, <db>._changesink_load beside the sync ledger, records
+// what the initial load of each replication slot has done, so that a run
+// killed during the load is continued by the next one. It is append-only;
+// one load of a slot is a generation (gen, which sorts by when it began),
+// begun by a start row:
+//
+//   - start: the stream position the generation loads for (where the slot
+//     stands: its stream starts there), the source's identity;
+//   - chunk: a chunk of a table copied and inserted: its page range
+//     [lo, hi) (hi 0: to the end) of the table's plan (step pages a
+//     chunk), the table's storage when it was read (filenode: a table
+//     rewritten since has moved its rows between pages), the LSN its rows
+//     are versioned at (point), the xmin of the snapshot it was read under,
+//     whether it was a delta (the tuples written since an earlier read of
+//     the chunk), its rows and bytes.
+
+// loadLedgerName is the load ledger's table name.
+const loadLedgerName = "_changesink_load"
+
+// Load ledger row kinds.
+const (
+	LoadStart = "start"
+	LoadChunk = "chunk"
+)
+
+// loadLedgerColumns are the load ledger's columns, in table order.
+var loadLedgerColumns = [][2]string{
+	{"slot", "String"},
+	{"gen", "String"},
+	{"kind", "String"},
+	{"tbl", "String"}, // the source table, schema.table
+	{"chunk", "UInt32"},
+	{"step", "UInt32"},
+	{"lo", "UInt32"},
+	{"hi", "UInt32"},
+	{"filenode", "UInt64"},
+	{"point", "UInt64"},
+	{"xmin", "UInt64"},
+	{"delta", "UInt8"},
+	{"rows", "UInt64"},
+	{"bytes", "UInt64"},
+	{"stream_from", "UInt64"},
+	{"system_id", "String"},
+	{"source_db", "String"},
+	{"holder", "String"},
+	{"at", "DateTime"},
+}
+
+// LoadRow is one row of the load ledger (see above for what each kind
+// sets).
+type LoadRow struct {
+	Slot, Gen, Kind, Table string
+	Chunk, Step, Lo, Hi    uint32
+	Filenode               uint64
+	// Point is the LSN a chunk's rows are versioned at; Xmin the xmin of
+	// the snapshot it was read under (a later delta of the chunk reads the
+	// tuples written since); Delta: it read only those.
+	Point, Xmin uint64
+	Delta       bool
+	Rows, Bytes uint64
+	// StreamFrom is the stream position of the generation (a start row).
+	StreamFrom         uint64
+	SystemID, SourceDB string
+	Holder             string
+	At                 time.Time
+}
+
+// LoadLedger is the load ledger of one database.
+type LoadLedger struct {
+	s  *Server
+	db string
+}
+
+// LoadLedger returns the load ledger in database db.
+func (t *Server) LoadLedger(db string) *LoadLedger { return &LoadLedger{s: t, db: db} }
+
+// Name is the ledger's qualified name.
+func (l *LoadLedger) Name() string { return mapping.Qualified(l.db, loadLedgerName) }
+
+// Ensure creates the ledger when it is missing and checks its columns.
+func (l *LoadLedger) Ensure(ctx context.Context) error {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + l.Name() + " (")
+	for i, c := range loadLedgerColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c[0] + " " + c[1])
+		if c[0] == "at" {
+			b.WriteString(" DEFAULT now()")
+		}
+	}
+	b.WriteString(") ENGINE = MergeTree ORDER BY (slot, gen, tbl, chunk)")
+	if err := l.s.exec(ctx, b.String()); err != nil {
+		return err
+	}
+	cols, err := l.s.columns(ctx, l.db, loadLedgerName)
+	if err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for _, c := range cols {
+		got[c.name] = c.typ
+	}
+	for _, c := range loadLedgerColumns {
+		if got[c[0]] != c[1] {
+			return outcome.Config.Mark(fmt.Errorf("%w: the load ledger %s has no column %s %s (it has %q)",
+				change.ErrTargetMismatch, l.Name(), c[0], c[1], got[c[0]]))
+		}
+	}
+	return nil
+}
+
+// loadLedgerSelect lists the columns Read scans, in LoadRow's order.
+func loadLedgerSelect() string {
+	names := make([]string, len(loadLedgerColumns))
+	for i, c := range loadLedgerColumns {
+		names[i] = c[0]
+	}
+	return strings.Join(names, ", ")
+}
+
+// Latest returns every row of the slot's latest generation (the start
+// row with the highest gen; gens sort by when they began): the start row
+// first, then the chunks by table; none when the slot has no generation.
+func (l *LoadLedger) Latest(ctx context.Context, slot string) ([]LoadRow, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	defer cancel()
+	rows, err := l.s.conn.Query(cctx, "SELECT "+loadLedgerSelect()+" FROM "+l.Name()+" WHERE slot = ? AND gen = "+
+		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start') ORDER BY kind DESC, tbl, chunk, at", slot, slot)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+	}
+	defer rows.Close()
+	var out []LoadRow
+	for rows.Next() {
+		var r LoadRow
+		var delta uint8
+		if err := rows.Scan(&r.Slot, &r.Gen, &r.Kind, &r.Table, &r.Chunk, &r.Step, &r.Lo, &r.Hi, &r.Filenode,
+			&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At); err != nil {
+			return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+		}
+		r.Delta = delta == 1
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+	}
+	return out, nil
+}
+
+// Append writes rows in one block, fenced by f (fence.go): the holder
+// checks its lock after it.
+func (l *LoadLedger) Append(ctx context.Context, rows []LoadRow, f Fence) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	var defs []func(*ext.Table) error
+	var names []string
+	for _, c := range loadLedgerColumns {
+		if c[0] != "at" {
+			defs = append(defs, ext.Column(c[0], column.Type(c[1])))
+			names = append(names, c[0])
+		}
+	}
+	tbl, err := ext.NewTable(rowsTable, defs...)
+	if err != nil {
+		return fmt.Errorf("write the load ledger %s: %w", l.Name(), err)
+	}
+	for _, r := range rows {
+		var delta uint8
+		if r.Delta {
+			delta = 1
+		}
+		if err := tbl.Append(r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point, r.Xmin, delta, r.Rows, r.Bytes,
+			r.StreamFrom, r.SystemID, r.SourceDB, r.Holder); err != nil {
+			return fmt.Errorf("write the load ledger %s: %w", l.Name(), err)
+		}
+	}
+	cols := strings.Join(names, ", ")
+	where := ""
+	if f.lock != "" {
+		where = " WHERE " + f.cond()
+	}
+	err = l.s.retryQuorum(ctx, func() error {
+		cctx, cancel := context.WithTimeout(f.ctx(ctx), l.s.timeout)
+		defer cancel()
+		return l.s.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
+			"INSERT INTO "+l.Name()+" ("+cols+") SELECT "+cols+" FROM "+rowsTable+where)
+	}, nil)
+	if l.s.lockGone(ctx, f, err) {
+		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the load ledger rows were not written",
+			change.ErrTargetLocked, f.lock))
+	}
+	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
+		return classify(fmt.Errorf("write the load ledger %s: %w", l.Name(), err))
+	}
+	return err
+}
+
+// MaxPoint is the highest point of the chunks of the slot's latest
+// generation (0: none): the stream's versions start above it.
+func (l *LoadLedger) MaxPoint(ctx context.Context, slot string) (uint64, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	defer cancel()
+	var p uint64
+	err := l.s.conn.QueryRow(cctx, "SELECT max(point) FROM "+l.Name()+" WHERE slot = ? AND kind = 'chunk' AND gen = "+
+		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start')", slot, slot).Scan(&p)
+	if err != nil {
+		return 0, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+	}
+	return p, nil
+}
