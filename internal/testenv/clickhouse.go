@@ -48,6 +48,9 @@ const (
 	// (CHANGESINK_TEST_CLICKHOUSE_USER and _PASSWORD), and users made by
 	// the tests.
 	ClickHouseUsers ClickHouseFeature = "users"
+	// ClickHouseReplicas: the replicated cluster of .ci/clickhouse-cluster
+	// (Cluster), two 18.16 replicas.
+	ClickHouseReplicas ClickHouseFeature = "cluster"
 )
 
 // clickHouseLacking says why a server lacks a feature; every feature
@@ -55,6 +58,8 @@ const (
 var clickHouseLacking = map[ClickHouseFeature]string{
 	ClickHouseTLS:   "it opens no TLS listener (chdb's LocalServer listens with SYSTEM START LISTEN TCP and HTTP only)",
 	ClickHouseUsers: "it has only the user default, without a password (clickhouse-local has no users.xml and no access storage)",
+	ClickHouseReplicas: "the test cluster is two 18.16 replicas (.ci/clickhouse-cluster): the cluster tests run once, in the 18.16 run, " +
+		"not again beside another server",
 }
 
 // ClickHouseHas skips the test, without failing it even under
@@ -67,7 +72,7 @@ func ClickHouseHas(t testing.TB, f ClickHouseFeature) {
 	for _, lacks := range strings.Fields(os.Getenv(clickHouseLacksVar)) {
 		why, known := clickHouseLacking[ClickHouseFeature(lacks)]
 		if !known {
-			t.Fatalf("%s lists %q, which testenv does not know (known: tls, users)", clickHouseLacksVar, lacks)
+			t.Fatalf("%s lists %q, which testenv does not know (known: tls, users, cluster)", clickHouseLacksVar, lacks)
 		}
 		if ClickHouseFeature(lacks) == f {
 			t.Skipf("SKIPPED for this server only: %s needs %s, which %s lacks: %s (docs/clickhouse.md)",

@@ -41,6 +41,7 @@ type ClickHouseCluster struct {
 // started).
 func Cluster(t testing.TB) *ClickHouseCluster {
 	t.Helper()
+	ClickHouseHas(t, ClickHouseReplicas)
 	v := Lookup(t, clusterVar, clusterR1Var, clusterR2Var, clusterCtlVar)
 	c := &ClickHouseCluster{t: t, Name: v[clusterVar], Replicas: []string{v[clusterR1Var], v[clusterR2Var]}, ctl: v[clusterCtlVar]}
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "changesink-clickhouse-cluster-tests.lock"), os.O_CREATE|os.O_RDWR, 0o666)

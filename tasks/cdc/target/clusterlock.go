@@ -299,9 +299,15 @@ func clusterHeldSQL(name, holder string) string {
 // (clusterHeldSQL, the fence's condition).
 func (l *Lock) checkCluster(ctx context.Context) error {
 	l.mu.Lock()
-	last := l.lastBeat
+	last, beatErr := l.lastBeat, l.beatErr
 	l.mu.Unlock()
 	var lost error
+	if time.Since(last) > l.Timing.Stale/2 && beatErr != nil {
+		// Why they stopped landing (a replica or ZooKeeper away) says
+		// more than that they did.
+		return classify(fmt.Errorf("the heartbeats of this run's cluster lock %s stopped landing %s ago; nothing more is written by this run: %w",
+			l.Name, time.Since(last).Round(time.Second), beatErr))
+	}
 	if time.Since(last) > l.Timing.Stale/2 {
 		lost = fmt.Errorf("the last heartbeat of this run's cluster lock %s landed %s ago; another run may break it", l.Name, time.Since(last).Round(time.Second))
 	}

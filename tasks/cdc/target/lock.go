@@ -97,6 +97,7 @@ type Lock struct {
 	mu       sync.Mutex
 	lastBeat time.Time // local monotonic time of the last heartbeat that landed
 	lost     error     // why the lock is no longer ours
+	beatErr  error     // the last heartbeat's failure, nil once one lands
 	Stop     chan struct{}
 	Done     chan struct{}
 	// cl is the lock of a target on a cluster (clusterlock.go), which the
@@ -262,6 +263,7 @@ func (l *Lock) heartbeat(host string) {
 		err := l.insertBeat(ctx, host)
 		cancel()
 		l.mu.Lock()
+		l.beatErr = err
 		switch {
 		case err == nil:
 			l.lastBeat = time.Now()
