@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
@@ -24,6 +25,18 @@ func TestSyncRefusesMappingOfAnotherDatabase(t *testing.T) {
 	cfg, env := e.config()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The slot exists first (a setup of a right mapping, into another
+	// database): a setup refused before its load drops only a slot it
+	// created, and sync is to refuse the mapping, not a missing slot.
+	other, _ := testenv.CreateClickHouseDatabase(t, e.chURL, "cdc_sync_")
+	right, err := mapping.ParseSet("sync.yaml", fmt.Appendf(nil, "defaults: {target: {database: %s}}\ntables:\n  - source: {schema: public, table: items}\n", other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Mappings = right
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, yaml string
 	}{
