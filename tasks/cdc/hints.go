@@ -97,7 +97,8 @@ func hints() []hint {
 			"slot and targets of its own. After a restore or a failover to a new system: drop the slot and the targets, " +
 			"then run changesink cdc setup to load them again. Nothing was written."},
 		{change.ErrSlotAhead, "The changes between are gone from the slot (another consumer of it, or the sync ledger's rows " +
-			"deleted): drop the slot and the targets, then run changesink cdc setup to load them again. Nothing was written."},
+			"deleted): drop the slot (SELECT pg_drop_replication_slot('<slot>')), then run changesink cdc setup: it loads the " +
+			"targets again from the new slot's snapshot and deletes the keys the snapshot lacks. Nothing was written."},
 		{change.ErrSchemaChange, "Bring the mapping and the target to the new columns (ALTER TABLE on the target; " +
 			"schema_changes: add_columns applies added ones by itself), or, for a changed primary key or column type, " +
 			"rebuild the table's target with changesink cdc setup. The slot keeps the change until a run applies it."},
