@@ -47,6 +47,10 @@ var (
 	// broker answered a fetch with OFFSET_OUT_OF_RANGE. Seed: 'Partition p:
 	// saved offset is outside the retained log'.
 	ErrOffsetOutOfRange = errors.New("saved offset is outside the retained log")
+	// ErrOffsetPastEnd: an ErrOffsetOutOfRange whose saved offset is past
+	// the log's end: no deletion explains it; the positions are another
+	// topic's (one of this name, recreated) or were edited.
+	ErrOffsetPastEnd = errors.New("saved offset is past the log end")
 	// ErrTombstonesMayBeLost: a compacted topic's cleaner may have removed
 	// tombstones the batch had not read yet, because more than
 	// delete.retention.ms passed since the positions were last caught up
@@ -142,7 +146,7 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // OffsetError says a partition's saved next offset is outside the retained
-// log. It unwraps to ErrOffsetOutOfRange.
+// log. It unwraps to ErrOffsetOutOfRange (and ErrOffsetPastEnd).
 type OffsetError struct {
 	Topic     string
 	Partition int32
@@ -165,11 +169,22 @@ func (e *OffsetError) Error() string {
 			"OFFSET_OUT_OF_RANGE (saved offset %d): records were deleted or truncated while this batch read it",
 			e.Topic, e.Partition, ErrOffsetOutOfRange, e.FetchOffset, e.Saved)
 	}
-	return fmt.Sprintf("topic %q partition %d: %s: saved offset %d, retained log [%d, %d]",
-		e.Topic, e.Partition, ErrOffsetOutOfRange, e.Saved, e.LogStart, e.End)
+	past := ""
+	if e.End >= 0 && e.Saved > e.End {
+		past = ": " + ErrOffsetPastEnd.Error()
+	}
+	return fmt.Sprintf("topic %q partition %d: %s: saved offset %d, retained log [%d, %d]%s",
+		e.Topic, e.Partition, ErrOffsetOutOfRange, e.Saved, e.LogStart, e.End, past)
 }
 
-func (e *OffsetError) Unwrap() error { return ErrOffsetOutOfRange }
+// Unwrap: ErrOffsetOutOfRange, and ErrOffsetPastEnd for a saved offset
+// past the log's end.
+func (e *OffsetError) Unwrap() []error {
+	if !e.Fetched && e.End >= 0 && e.Saved > e.End {
+		return []error{ErrOffsetPastEnd, ErrOffsetOutOfRange}
+	}
+	return []error{ErrOffsetOutOfRange}
+}
 
 // MovedKeyError names a key found in two partitions. It unwraps to
 // ErrKeyMovedPartitions.

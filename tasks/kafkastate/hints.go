@@ -44,6 +44,8 @@ func hints() []hint {
 		{ErrValuesWithoutPositions, "Restore kafka_state.records and kafka_state.positions together from one backup, or " +
 			"delete the topic's records to rebuild."},
 		{ErrBadPositions, "Restore kafka_state.positions from a backup."},
+		{ErrOffsetPastEnd, "The saved offset is past the end of the log, which no deletion explains: the positions come " +
+			"from another topic of this name (deleted and created again) or were edited. " + rebuild},
 		{ErrOffsetOutOfRange, "Records were deleted before they were materialized (retention, DeleteRecords, an unclean " +
 			"leader election), or the positions come from another topic. " + rebuild},
 		{ErrTombstonesMayBeLost, rebuild + " Read within delete.retention.ms. To prevent it, raise the topic's " +
@@ -52,10 +54,12 @@ func hints() []hint {
 		{ErrNullKey, "Check the topic's cleanup.policy (compacted topics reject keyless records) and the producer; the " +
 			"whole batch was rolled back."},
 		{ErrKeyNotUTF8, "Keys are stored as PostgreSQL text: have the producer send keys as UTF-8 text (a binary key, " +
-			"such as a UUID or an integer in bytes, as its hex or decimal text); then publish a tombstone with the bad " +
-			"key's bytes and re-run once compaction has removed the record (the whole batch was rolled back)."},
-		{ErrKeyNUL, "PostgreSQL text cannot hold a NUL byte: fix the producer's keys; then publish a tombstone with the " +
-			"bad key's bytes and re-run once compaction has removed the record (the whole batch was rolled back)."},
+			"such as a UUID or an integer in bytes, as its hex or decimal text). Such a key cannot be stored, not even as " +
+			"a tombstone: publish a tombstone with the bad key's bytes and re-run once compaction has removed the record " +
+			"and, after delete.retention.ms, the tombstone (the whole batch was rolled back)."},
+		{ErrKeyNUL, "PostgreSQL text cannot hold a NUL byte: fix the producer's keys. Such a key cannot be stored, not " +
+			"even as a tombstone: publish a tombstone with the bad key's bytes and re-run once compaction has removed the " +
+			"record and, after delete.retention.ms, the tombstone (the whole batch was rolled back)."},
 		{ErrKeyTooLong, "Fix the producer. Such a key cannot be stored, not even as a tombstone: publish a tombstone for " +
 			"it and re-run once compaction has removed the record and, after delete.retention.ms, the tombstone."},
 		{ErrValueNotUTF8, badRecord},
