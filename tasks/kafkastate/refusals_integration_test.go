@@ -112,8 +112,10 @@ func TestStateRefusals(t *testing.T) {
 				e.exec(t, `UPDATE kafka_state.positions SET next_offsets = '{"0": 1, "1": 99}' WHERE topic = $1`, e.topic)
 				return e.config(), hooks{}
 			},
-			want:  ErrOffsetPastEnd,
-			parts: func(e *env) []string { return []string{e.topic, "partition 1", "saved offset 99", "[0, 1]", "past the log end"} },
+			want: ErrOffsetPastEnd,
+			parts: func(e *env) []string {
+				return []string{e.topic, "partition 1", "saved offset 99", "[0, 1]", "past the log end"}
+			},
 		},
 		{
 			name: "positions not integers",
