@@ -31,11 +31,14 @@ func (r *syncRun) deleteGone(ctx context.Context, from uint64) error {
 		if err := t.batch.Add(row); err != nil {
 			return outcome.Refused.Mark(fmt.Errorf("table %s: %w", t.name(), err))
 		}
-		before := t.res.Deletes
+		// The table's counts stay the load's: the deletion is logged.
+		before := t.res
 		if err := t.apply(ctx); err != nil {
 			return err
 		}
-		if n := t.res.Deletes - before; n > 0 {
+		n := t.res.Deletes - before.Deletes
+		t.res = before
+		if n > 0 {
 			r.log.Info(fmt.Sprintf("cdc: deleted %d keys of %s that the snapshot of %s does not hold (written before the load, deleted since)",
 				n, mapping.Qualified(t.m.Target.Database, t.m.Target.Table), t.name()))
 		}

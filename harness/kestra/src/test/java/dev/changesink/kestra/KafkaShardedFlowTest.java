@@ -193,6 +193,16 @@ class KafkaShardedFlowTest extends EngineTest {
             if (tr.getState().getCurrent() != State.Type.FAILED) {
                 continue;
             }
+            if (engine.outputs(tr) == null) {
+                // Kestra 1.3 may end the ForEach's execution before a failed
+                // iteration's outputs are merged into it: its log says it.
+                String says = "another shard claims this partition";
+                String who = "this run is shard " + it.value() + "/4";
+                assertThat(describe(e), engine.logs(it.execution().getId()).stream()
+                    .anyMatch(l -> l.getMessage() != null && l.getMessage().contains(says) && l.getMessage().contains(who)));
+                refused++;
+                continue;
+            }
             Map<String, Object> vars = vars(tr);
             assertEquals("refused", vars.get("error_class"), vars.toString());
             assertThat((String) vars.get("error"), containsString("another shard claims this partition"));
