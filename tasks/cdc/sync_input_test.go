@@ -2,11 +2,13 @@ package cdc
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
@@ -137,12 +139,7 @@ func TestSyncPublicationDropped(t *testing.T) {
 	wantRefused(t, err, outcome.Config, 2, slot.ErrPublicationMissing, "Run the setup", "drop the slot")
 	_, err = SetupSync(ctx, cfg, env)
 	wantRefused(t, err, outcome.Refused, 1, slot.ErrSlotWithoutPublication, "Drop the slot", "run the setup again")
-	e.dropSlot()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.catchUp(ctx, cfg, env)
-	e.sameAcc()
+	e.resetup(ctx, cfg, env)
 }
 
 // TestSyncSlotDropped: the slot dropped by hand between runs; the run is
@@ -183,12 +180,7 @@ func TestSyncSlotLost(t *testing.T) {
 	}
 	_, err := Sync(ctx, cfg, env)
 	wantRefused(t, err, outcome.Refused, 1, slot.ErrSlotLost, "Drop the slot", "run the setup again", "max_slot_wal_keep_size")
-	e.dropSlot()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.catchUp(ctx, cfg, env)
-	e.sameAcc()
+	e.resetup(ctx, cfg, env)
 }
 
 // noSlot fails the test when the slot exists: a setup refused before its
@@ -197,5 +189,46 @@ func (e *syncEnv) noSlot() {
 	e.t.Helper()
 	if got := e.rows(`SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = '` + e.slot + `'`); got[0] != "0" {
 		e.t.Errorf("slot %s is left after a refused setup", e.slot)
+	}
+}
+
+// TestSyncAddedColumnAsTheMappingSays: a column the source adds, which the
+// mapping's entry names, is added to the target as the entry says (not as
+// it would be generated), so that the next run's mapping matches the
+// target; an entry that is not Nullable is refused for an added column,
+// saying what to write, nothing applied after the change.
+func TestSyncAddedColumnAsTheMappingSays(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.grow"}
+	e.exec(`CREATE TABLE grow (id int PRIMARY KEY, v text)`, `INSERT INTO grow VALUES (1, 'a')`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	withN := func(typ string) *mapping.Set {
+		set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
+			"  - source: {schema: public, table: grow}\n    columns:\n      - {name: n, type: "+typ+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	e.exec(`INSERT INTO grow VALUES (2, 'b')`, `ALTER TABLE grow ADD COLUMN n int`, `INSERT INTO grow VALUES (3, 'c', 30)`)
+	cfg.Mappings = withN("Int64")
+	_, err := Sync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Refused, 1, change.ErrSchemaChange)
+	wantError(t, err, outcome.Refused, nil, "public.grow", "n (a new column: the mapping maps it as Int64", "map it as Nullable(Int64)")
+	if got := e.liveIDs2("grow"); got != "1,2" {
+		t.Errorf("live ids %q after the refusal, want 1,2 (the transactions before the change)", got)
+	}
+	cfg.Mappings = withN("Nullable(Int64)") // generated, it would be Nullable(Int32)
+	e.catchUp(ctx, cfg, env)
+	e.exec(`INSERT INTO grow VALUES (4, 'd', 40)`)
+	e.catchUp(ctx, cfg, env)
+	e.same(`SELECT id::text, v, coalesce(n::text, '\N') FROM grow ORDER BY id`, `SELECT id, v, ifNull(toString(n), '\\N') FROM `+e.chDB+`.grow_live ORDER BY id`)
+	if got := e.ch.query(`SELECT type FROM system.columns WHERE database = '` + e.chDB + `' AND table = 'grow' AND name = 'n'`); strings.Join(got, "") != "Nullable(Int64)" {
+		t.Errorf("the target's column n is %v, want Nullable(Int64), as the mapping says", got)
 	}
 }

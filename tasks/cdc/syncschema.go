@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,9 +73,24 @@ func sameSet(a, b []string) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
 }
 
+// addedColumn maps a column the source added, as the next run's mapping
+// will map it (mapTable): the entry's column when set's entry names one,
+// else as pgvalue.Generate maps it, Nullable. An entry's column must be
+// Nullable: the rows written before it have no value.
+func (t *syncTable) addedColumn(src pgvalue.Column, caps mapping.ServerCaps, set *mapping.Set) (mapping.Column, error) {
+	if named, ok := set.Column(t.src.schema, t.src.name, src.Name); ok {
+		if !strings.HasPrefix(named.Type, "Nullable(") {
+			return mapping.Column{}, fmt.Errorf("the mapping maps it as %s, and an added column is Nullable (the rows before it have none): map it as Nullable(%s)",
+				named.Type, named.Type)
+		}
+		return named, nil
+	}
+	src.NotNull, src.Key = false, false
+	return pgvalue.Generate(t.name(), src, caps)
+}
+
 // compare returns what differs between the relation and the mapping:
-// columns added (mapped as pgvalue.Generate maps them, Nullable, or, of a
-// type it maps none to, as set's entry names them),
+// columns added (addedColumn),
 // dropped, retyped (their type now maps to another ClickHouse type than
 // the target's), and a changed key (its description).
 func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps, set *mapping.Set) (added []mapping.Column, dropped, retyped []string, key string) {
@@ -88,15 +102,7 @@ func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps, set *ma
 		}
 		j, ok := t.m.ByName[c.Name]
 		if !ok {
-			src.NotNull, src.Key = false, false
-			mc, err := pgvalue.Generate(t.name(), src, caps)
-			if named, ok := set.Column(t.src.schema, t.src.name, c.Name); ok && errors.Is(err, pgvalue.ErrUnsupportedType) {
-				// The mapping entry's column, Nullable as every added one.
-				mc, err = named, nil
-				if !strings.HasPrefix(mc.Type, "Nullable(") {
-					mc.Type = "Nullable(" + mc.Type + ")"
-				}
-			}
+			mc, err := t.addedColumn(src, caps, set)
 			if err != nil {
 				retyped = append(retyped, c.Name+" (a new column: "+err.Error()+")")
 				continue

@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,15 +68,14 @@ func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCap
 		if skip[c.Name] {
 			continue
 		}
-		mc, err := pgvalue.Generate(t.qualified(), c, caps)
-		if err != nil {
-			// A type no mapping is generated for: the entry's column, when
-			// it names one, takes its place (Set.For).
-			named, ok := set.Column(t.schema, t.name, c.Name)
-			if !ok || !errors.Is(err, pgvalue.ErrUnsupportedType) {
+		// The entry's column, when it names one, takes the generated one's
+		// place (Set.For); a type none is generated for needs one.
+		mc, ok := set.Column(t.schema, t.name, c.Name)
+		if !ok {
+			var err error
+			if mc, err = pgvalue.Generate(t.qualified(), c, caps); err != nil {
 				return nil, outcome.Config.Mark(err)
 			}
-			mc = named
 		}
 		cols = append(cols, mc)
 		if c.Key {
