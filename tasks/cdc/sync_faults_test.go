@@ -27,7 +27,7 @@ import (
 // converges, the live view equal to the source row by row.
 
 // accEnv is a sync test's env on the PostgreSQL server admin reaches, with
-// the kill test's table acc (1000 rows, some with TOASTed blobs) set up
+// the table acc (1000 rows, some with TOASTed blobs) set up
 // and loaded, and the config that syncs it.
 func accEnv(t *testing.T, admin string) (*syncEnv, SyncConfig, Env) {
 	t.Helper()
@@ -102,6 +102,19 @@ func (e *syncEnv) confirmedWithinLedger() (confirmed, through slot.LSN) {
 		e.t.Errorf("the slot is confirmed at %s, past the sync ledger's last row at %s", confirmed, through)
 	}
 	return confirmed, through
+}
+
+// resetup is the remedy the refusals' hints name: drop the slot, run the
+// setup (a new slot, its snapshot loaded into the same targets), sync
+// until caught up; the targets must then equal the source.
+func (e *syncEnv) resetup(ctx context.Context, cfg SyncConfig, env Env) {
+	e.t.Helper()
+	e.dropSlot()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		e.t.Fatal(err)
+	}
+	e.catchUp(ctx, cfg, env)
+	e.sameAcc()
 }
 
 // catchUp runs Sync until a run finds nothing new.

@@ -107,12 +107,7 @@ func TestSyncRefusesASlotAhead(t *testing.T) {
 	if got := e.liveIDs("id <= 3 AND v <= 0"); got != "1" {
 		t.Errorf("after the refusals, ids %q of 1..3 hold v <= 0 or are gone, want 1 (the run before)", got)
 	}
-	e.dropSlot()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.catchUp(ctx, cfg, env)
-	e.sameAcc()
+	e.resetup(ctx, cfg, env)
 }
 
 // TestSyncRefusesAnotherSource: the targets were loaded from one database;

@@ -48,7 +48,24 @@ func (s *syncBuffer) String() string {
 // value (payload text as Kafka has it), partition and offset.
 func latest(t testing.TB, e *env) map[string]stored {
 	t.Helper()
-	ctx := testCtx(t, time.Minute)
+	out := map[string]stored{}
+	readTopic(t, e, time.Minute, func(r *kgo.Record) {
+		s := stored{Deleted: r.Value == nil, Partition: r.Partition, Offset: r.Offset}
+		if r.Value != nil {
+			v := string(r.Value)
+			s.Payload = &v
+		}
+		out[string(r.Key)] = s
+	})
+	return out
+}
+
+// readTopic reads e's topic from its start to its end offsets with a
+// direct consumer (read_committed, no group), calling each for every
+// record, in order within a partition.
+func readTopic(t testing.TB, e *env, timeout time.Duration, each func(*kgo.Record)) {
+	t.Helper()
+	ctx := testCtx(t, timeout)
 	end := e.endOffsets(t)
 	offsets := map[int32]kgo.Offset{}
 	for p := range end {
@@ -61,7 +78,6 @@ func latest(t testing.TB, e *env) map[string]stored {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	out := map[string]stored{}
 	seen := map[string]int64{}
 	for {
 		done := true
@@ -71,7 +87,7 @@ func latest(t testing.TB, e *env) map[string]stored {
 			}
 		}
 		if done {
-			return out
+			return
 		}
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -79,12 +95,7 @@ func latest(t testing.TB, e *env) map[string]stored {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			seen[strconv.Itoa(int(r.Partition))] = r.Offset
-			s := stored{Deleted: r.Value == nil, Partition: r.Partition, Offset: r.Offset}
-			if r.Value != nil {
-				v := string(r.Value)
-				s.Payload = &v
-			}
-			out[string(r.Key)] = s
+			each(r)
 		})
 	}
 }

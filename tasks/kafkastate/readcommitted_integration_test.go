@@ -299,40 +299,9 @@ func waitForCompaction(t *testing.T, e *env, produced int) {
 // group) and counts the records.
 func countRecords(t *testing.T, e *env) int {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	end := e.endOffsets(t)
-	offsets := map[int32]kgo.Offset{}
-	for p := range end {
-		n, _ := strconv.Atoi(p)
-		offsets[int32(n)] = kgo.NewOffset().AtStart()
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{e.topic: offsets}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	n := 0
-	seen := map[string]int64{}
-	for {
-		done := true
-		for p, o := range end {
-			if seen[p] < o-1 {
-				done = false
-			}
-		}
-		if done {
-			return n
-		}
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("count records: %v (seen %v, end %v)", ctx.Err(), seen, end)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			seen[strconv.Itoa(int(r.Partition))] = r.Offset
-		})
-	}
+	readTopic(t, e, 30*time.Second, func(*kgo.Record) { n++ })
+	return n
 }
 
 // TestFullyReadTopicReturnsAtOnce: end of partition is detected per
