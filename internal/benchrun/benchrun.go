@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/changesink/changesink/internal/redact"
 )
 
 // LoadAvg returns the first three fields of /proc/loadavg ("1.20 0.90
@@ -69,7 +71,21 @@ func Run(ctx context.Context, dir string, env []string, name string, args ...str
 	out, err := cmd.CombinedOutput()
 	p := Process{Output: out, Elapsed: time.Since(start), State: cmd.ProcessState}
 	if err != nil {
-		return p, fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		// The arguments, environment and output may hold a password (a
+		// DSN on the command line, PGPASSWORD): masked, as changesink masks
+		// what it prints.
+		var m redact.Masker
+		for _, a := range args {
+			m.AddDSN(a)
+		}
+		for _, kv := range env {
+			if k, v, ok := strings.Cut(kv, "="); ok && strings.Contains(strings.ToUpper(k), "PASSWORD") {
+				m.Add(v)
+			} else if ok {
+				m.AddDSN(v)
+			}
+		}
+		return p, fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), m.Mask(strings.Join(args, " ")), err, m.Mask(string(out)))
 	}
 	if b, err := os.ReadFile(rssFile); err == nil {
 		p.MaxRSSKiB, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)

@@ -94,3 +94,26 @@ func TestRunStopsTheMeasuredProcess(t *testing.T) {
 		t.Errorf("the measured process %d still runs (state %s) 10 s after Run returned", pid, s)
 	}
 }
+
+// TestRunMasksPasswordsInItsError: a failed command's error quotes its
+// arguments and output without the passwords of a DSN among them or of
+// the environment's PGPASSWORD.
+func TestRunMasksPasswordsInItsError(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		t.Skip("SKIPPED: no GNU time (/usr/bin/time); the benchmark programs need it")
+	}
+	env := append(os.Environ(), "PGPASSWORD=env-secret-pw")
+	_, err := Run(context.Background(), t.TempDir(), env, "/bin/sh", "-c", `echo "$0 $PGPASSWORD"; exit 3`,
+		"postgres://u:dsn-secret-pw@127.0.0.1:5432/db")
+	if err == nil {
+		t.Fatal("the failing command succeeded")
+	}
+	for _, secret := range []string{"dsn-secret-pw", "env-secret-pw"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error shows %s: %v", secret, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "127.0.0.1:5432") {
+		t.Errorf("the error lost the command's arguments: %v", err)
+	}
+}

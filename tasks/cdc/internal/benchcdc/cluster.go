@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -125,7 +126,7 @@ func (c config) clusterCost(cluster, r1, r2 string) error {
 func clientFor(dsn string) ([]string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Port() == "" {
-		return nil, fmt.Errorf("not a clickhouse://host:port URL: %q", dsn)
+		return nil, errors.New("a replica's URL is not a clickhouse://host:port URL (not shown: it may hold a password)")
 	}
 	return []string{"clickhouse-client", "--host", u.Hostname(), "--port", u.Port()}, nil
 }

@@ -61,7 +61,7 @@ func (b *bench) runDebezium(ctx context.Context) error {
 	fmt.Printf("  debezium               %7.3f s %9.0f changes/s  (engine start to last record; first record after %.3f s; "+
 		"the process %.3f s, CPU %.2f s, peak RSS %.0f MB)\n", d.EngineSeconds, float64(d.Records)/d.EngineSeconds, d.FirstSeconds,
 		d.Process.Seconds, d.Process.CPU, d.Process.RSSMB)
-	return execSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", s))
+	return benchrun.ExecSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", s))
 }
 
 func qualified() []string {

@@ -213,11 +213,11 @@ func (b *bench) run(ctx context.Context) error {
 // before any change, each repetition's ClickHouse database, slot and
 // setup.
 func (b *bench) prepare(ctx context.Context) error {
-	if err := execSQL(ctx, b.admin, "CREATE DATABASE "+b.name); err != nil {
+	if err := benchrun.ExecSQL(ctx, b.admin, "CREATE DATABASE "+b.name); err != nil {
 		return err
 	}
 	var err error
-	if b.dsn, err = withDatabase(b.admin, b.name); err != nil {
+	if b.dsn, err = benchrun.WithDatabase(b.admin, b.name); err != nil {
 		return err
 	}
 	if err := createSource(ctx, b.dsn, b.name); err != nil {
@@ -236,7 +236,7 @@ func (b *bench) prepare(ctx context.Context) error {
 // few (max_replication_slots), so the references take copies when they
 // need them rather than a base slot of their own.
 func (b *bench) copySlot(ctx context.Context, rep int, name string) error {
-	return execSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s', '%s')", b.chDB(rep), name))
+	return benchrun.ExecSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s', '%s')", b.chDB(rep), name))
 }
 
 // setup runs cdc setup for a repetition: its ClickHouse database, its
@@ -307,7 +307,7 @@ func (b *bench) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for range 50 {
-		err := execSQL(ctx, b.admin, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+		err := benchrun.ExecSQL(ctx, b.admin, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
 			WHERE slot_name LIKE '`+b.name+`\_%' AND active_pid IS NOT NULL`,
 			`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE '`+b.name+`\_%'`)
 		if err == nil {
@@ -315,7 +315,7 @@ func (b *bench) cleanup() {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := execSQL(ctx, b.admin, "DROP DATABASE IF EXISTS "+b.name+" WITH (FORCE)"); err != nil {
+	if err := benchrun.ExecSQL(ctx, b.admin, "DROP DATABASE IF EXISTS "+b.name+" WITH (FORCE)"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sync: cleanup:", err)
 	}
 	for rep := range b.slots() {

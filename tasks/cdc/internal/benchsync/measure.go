@@ -51,7 +51,7 @@ func (b *bench) pgRecvlogical(ctx context.Context, rep int) error {
 	r := measured(p)
 	b.res.Recvlogical = append(b.res.Recvlogical, r)
 	b.line(rep, "pg_recvlogical", r, "")
-	return execSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", s))
+	return benchrun.ExecSQL(ctx, b.dsn, fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", s))
 }
 
 var outputsLine = regexp.MustCompile(`(?m)^::(\{"outputs".*\})::$`)

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/changesink/changesink/internal/benchrun"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -106,7 +106,7 @@ func createSource(ctx context.Context, dsn, pub string) error {
 		names = append(names, "public."+t.name)
 	}
 	stmts = append(stmts, "CREATE PUBLICATION "+pub+" FOR TABLE "+strings.Join(names, ", "))
-	return execSQL(ctx, dsn, stmts...)
+	return benchrun.ExecSQL(ctx, dsn, stmts...)
 }
 
 // rowCounts returns each table's row count on the source.
@@ -127,35 +127,12 @@ func rowCounts(ctx context.Context, dsn string) (map[string]int64, error) {
 	return out, nil
 }
 
-func withDatabase(dsn, db string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", err
-	}
-	u.Path = "/" + db
-	return u.String(), nil
-}
-
-func execSQL(ctx context.Context, dsn string, stmts ...string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	for _, sql := range stmts {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("%.80s: %w", strings.Join(strings.Fields(sql), " "), err)
-		}
-	}
-	return nil
-}
-
 // sweep drops what this benchmark left on the servers: its slots no
 // process holds, its source databases and its ClickHouse databases. The
 // caller holds the benchmark's lock; a database whose slot is still in use
 // (a process of a killed run, still creating it) is left, and said so.
 func sweep(ctx context.Context, admin string, ch func(string) (string, error)) error {
-	if err := execSQL(ctx, admin, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+	if err := benchrun.ExecSQL(ctx, admin, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
 		WHERE slot_name LIKE 'bench\_sync\_%' AND NOT active`); err != nil {
 		return err
 	}

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +149,7 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 	var results []result
 
 	// Raw COPY of the same rows.
-	if err := execSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
+	if err := benchrun.ExecSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	plain, withPK, err := rawCopy(ctx, dbs["copy"], rows)
@@ -165,7 +164,7 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 	if out, err := setup.CombinedOutput(); err != nil {
 		return fmt.Errorf("changesink setup: %v\n%s", err, out)
 	}
-	if err := execSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
+	if err := benchrun.ExecSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	r, rss, err := e.timeProcess(ctx, bin, []string{"kafka-state", "materialize"}, batchEnv(topic, n, 60, props, dbs["changesink"]))
@@ -184,10 +183,10 @@ func run(bin string, n int, partitions int32, skipSeed bool, steady []int, batch
 		if err != nil {
 			return err
 		}
-		if err := execSQL(ctx, dbs["seed"], ddl); err != nil {
+		if err := benchrun.ExecSQL(ctx, dbs["seed"], ddl); err != nil {
 			return fmt.Errorf("seed DDL: %w", err)
 		}
-		if err := execSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
+		if err := benchrun.ExecSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		script := filepath.Join(e.seeds, "reference", "kafka_state_materialize.py")
@@ -294,7 +293,7 @@ func openTopic(ctx context.Context, brokers, topic string, partitions int32) (*k
 // createDatabase creates database name through adminDSN and returns
 // adminDSN pointed at it, and the function that drops it.
 func createDatabase(ctx context.Context, adminDSN, name string) (string, func(), error) {
-	dsn, err := withDatabase(adminDSN, name)
+	dsn, err := benchrun.WithDatabase(adminDSN, name)
 	if err != nil {
 		return "", nil, err
 	}
@@ -315,29 +314,6 @@ func createDatabase(ctx context.Context, adminDSN, name string) (string, func(),
 		}
 	}
 	return dsn, drop, nil
-}
-
-// withDatabase returns the connection URL dsn (CHANGESINK_TEST_PG's form,
-// postgres://...) with its database replaced by name, user, password, host
-// and parameters kept. The URL is not quoted in the error: it holds the
-// password.
-func withDatabase(dsn, name string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("CHANGESINK_TEST_PG is not a postgres:// URL")
-	}
-	u.Path = "/" + name
-	return u.String(), nil
-}
-
-func execSQL(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, sql)
-	return err
 }
 
 // seedDDL extracts the create_state_tables SQL from the seed flow without a

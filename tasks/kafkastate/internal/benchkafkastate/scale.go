@@ -168,7 +168,7 @@ func scaleCopy(ctx context.Context, e env, suffix, topic string, n int, stride u
   PRIMARY KEY (topic, record_key), CHECK (deleted = (payload IS NULL)))`); err != nil {
 		return 0, err
 	}
-	if err := execSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
+	if err := benchrun.ExecSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
 		return 0, err
 	}
 	start := time.Now()
@@ -221,7 +221,7 @@ func (e env) scaleOne(ctx context.Context, bin, topic, suffix string, n int, r *
 	if out, err := setup.CombinedOutput(); err != nil {
 		return fmt.Errorf("setup: %v\n%s", err, out)
 	}
-	if err := execSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
+	if err := benchrun.ExecSQL(ctx, e.adminPG, "CHECKPOINT"); err != nil {
 		return err
 	}
 	shards := []string{""}

@@ -26,7 +26,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,14 +93,16 @@ func run() error {
 		changes, c.inserts, c.updates, c.txRows, runtime.NumCPU(), c.reps, benchrun.LoadAvg())
 
 	db := fmt.Sprintf("bench_slot_%d", os.Getpid())
-	dsn, err := withDatabase(c.admin, db)
+	dsn, err := benchrun.WithDatabase(c.admin, db)
 	if err != nil {
 		return err
 	}
-	if err := execSQL(ctx, c.admin, "CREATE DATABASE "+db); err != nil {
+	if err := benchrun.ExecSQL(ctx, c.admin, "CREATE DATABASE "+db); err != nil {
 		return err
 	}
-	defer func() { _ = execSQL(context.Background(), c.admin, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") }()
+	defer func() {
+		_ = benchrun.ExecSQL(context.Background(), c.admin, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+	}()
 	base := db + "_base"
 	defer dropSlots(c.admin, db)
 	start := time.Now()
@@ -120,7 +121,7 @@ func run() error {
 		for rep := range c.reps {
 			a, b := fmt.Sprintf("%s_r%d", db, rep), fmt.Sprintf("%s_s%d", db, rep)
 			for _, s := range []string{a, b} {
-				if err := execSQL(ctx, dsn, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s', '%s')", base, s)); err != nil {
+				if err := benchrun.ExecSQL(ctx, dsn, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s', '%s')", base, s)); err != nil {
 					return err
 				}
 			}
@@ -166,7 +167,7 @@ func run() error {
 					strings.TrimSpace(string(p.Output)))
 			}
 			for _, s := range []string{a, b} {
-				if err := execSQL(ctx, dsn, fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", s)); err != nil {
+				if err := benchrun.ExecSQL(ctx, dsn, fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", s)); err != nil {
 					return err
 				}
 			}
@@ -303,30 +304,9 @@ func findRecvlogical() (string, error) {
 	return p, nil
 }
 
-func withDatabase(dsn, db string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", err
-	}
-	u.Path = "/" + db
-	return u.String(), nil
-}
-
-func execSQL(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("%s: %w", sql, err)
-	}
-	return nil
-}
-
 // dropSlots drops the slots the run made (their names start with db).
 func dropSlots(admin, db string) {
-	_ = execSQL(context.Background(), admin, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+	_ = benchrun.ExecSQL(context.Background(), admin, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
 		WHERE slot_name LIKE '`+db+`\_%' AND NOT active`)
 }
 
