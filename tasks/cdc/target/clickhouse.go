@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -368,11 +369,41 @@ func chCode(err error) int32 {
 	return 0
 }
 
+// hideQuery returns err with the query string and user left out of the
+// URL an HTTP request's error (*url.Error) quotes: clickhouse-go sends
+// CLICKHOUSE_URL's settings there, whose values changesink never shows
+// (checkURLSettings). The chain under it is err's.
+func hideQuery(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	clean := "<url>"
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		u.RawQuery, u.User = "", nil
+		clean = u.String()
+	}
+	if clean == ue.URL {
+		return err
+	}
+	return &hiddenQuery{msg: strings.ReplaceAll(err.Error(), ue.URL, clean), err: err}
+}
+
+// hiddenQuery is an error whose text leaves a URL's query out.
+type hiddenQuery struct {
+	msg string
+	err error
+}
+
+func (h *hiddenQuery) Error() string { return h.msg }
+func (h *hiddenQuery) Unwrap() error { return h.err }
+
 // classify marks a ClickHouse error: authentication, missing objects, a TLS
 // handshake that cannot succeed and an invalid address are configuration
 // errors (fix the secret or the URL, run cdc setup), load and network
 // problems are transient, anything else is left to outcome.Classify.
 func classify(err error) error {
+	err = hideQuery(err)
 	if ex, ok := chException(err); ok {
 		if c, ok := classifyCluster(err, ex.Code); ok {
 			return c

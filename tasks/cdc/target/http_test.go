@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -106,5 +107,20 @@ func TestNetErrorThroughURLError(t *testing.T) {
 		if got := netError(tc.err); got != tc.want {
 			t.Errorf("%s: netError = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestClassifyHidesTheURLsSettings: a request's failure over HTTP quotes
+// the request's URL, where clickhouse-go puts CLICKHOUSE_URL's settings;
+// the classified error keeps the host and drops the settings and user.
+func TestClassifyHidesTheURLsSettings(t *testing.T) {
+	opErr := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	err := classify(fmt.Errorf("insert: %w", &url.Error{Op: "Post",
+		URL: "http://u:pw@ch.example:8123/?max_execution_time=7&some_token=s3cret-value&query=INSERT", Err: opErr}))
+	if msg := err.Error(); strings.Contains(msg, "s3cret-value") || strings.Contains(msg, "pw@") || !strings.Contains(msg, "ch.example:8123") {
+		t.Errorf("classified error %q: want the host, not the settings or the user", msg)
+	}
+	if !errors.Is(err, ErrUnreachable) {
+		t.Errorf("classified error %v is not ErrUnreachable", err)
 	}
 }
