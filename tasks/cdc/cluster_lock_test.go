@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,8 +178,11 @@ func TestClusterFencedWrites(t *testing.T) {
 		t.Errorf("the broken holder's insert wrote %s rows", got[0])
 	}
 	err := old.Check(ctx)
-	if !errors.Is(err, change.ErrTargetLocked) || outcome.Classify(err) != outcome.Transient {
-		t.Errorf("the broken holder's check after its write: %v, want a transient ErrTargetLocked", err)
+	if !errors.Is(err, change.ErrTargetLocked) || !errors.Is(err, target.ErrClusterLocked) || outcome.Classify(err) != outcome.Transient {
+		t.Errorf("the broken holder's check after its write: %v, want a transient ErrTargetLocked and ErrClusterLocked", err)
+	}
+	if h := Hint(err); !strings.Contains(h, "never to be dropped by hand") {
+		t.Errorf("the lost cluster lock's hint %q is not the cluster lock's", h)
 	}
 	// The run that holds the lock now writes.
 	again := mustLock(t, tbl, testLockTiming)

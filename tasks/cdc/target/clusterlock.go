@@ -37,10 +37,11 @@ import (
 //     linearizable; so two runs never both hold;
 //   - holds: a hold row every LockTiming.Beat (the heartbeat); before the
 //     insert and before the ledger row it checks (checkCluster) that its
-//     newest heartbeat landed less than Stale/2 ago and that no other live
-//     holder claimed after it (a run that found this one stale and took
-//     the lock: the later claim wins, so a holder whose heartbeats come
-//     back after that stops);
+//     newest heartbeat landed less than Stale/2 ago and that no other run
+//     that held claimed after it (clusterHeldSQL: a run that found this
+//     one stale and took the lock claimed later, so a holder whose
+//     heartbeats come back after that stops, even once the other has
+//     released);
 //   - releases: a gone row.
 //
 // A holder killed stops heartbeating and its lock is broken by the next
@@ -83,11 +84,10 @@ func clusterLockPutSQL(name, id, host string, pid int, state string, nonce uint6
 }
 
 // clusterLockHoldersSQL reads each holder with a row in the last seconds
-// (bound): its newest state, host and pid, its newest beat, its claim's
-// beat (1970 when the claim is older than the window) and the server's
-// now().
+// (bound): its newest state, host and pid, its newest beat and the
+// server's now().
 func clusterLockHoldersSQL(name string) string {
-	return "SELECT holder, argMax(state, nonce), argMax(host, nonce), argMax(pid, nonce), max(beat), minIf(beat, state = 'claim'), now() FROM " +
+	return "SELECT holder, argMax(state, nonce), argMax(host, nonce), argMax(pid, nonce), max(beat), now() FROM " +
 		name + " WHERE beat >= now() - ? GROUP BY holder"
 }
 
@@ -104,7 +104,6 @@ type clusterLock struct {
 type clusterHolder struct {
 	HolderInfo
 	state  string
-	claim  time.Time // the beat of its claim row
 	newest time.Time
 }
 
@@ -265,7 +264,7 @@ func (c *clusterLock) holders(ctx context.Context, l *Lock) ([]clusterHolder, er
 	for rows.Next() {
 		var h clusterHolder
 		var now time.Time
-		if err := rows.Scan(&h.ID, &h.state, &h.host, &h.pid, &h.newest, &h.claim, &now); err != nil {
+		if err := rows.Scan(&h.ID, &h.state, &h.host, &h.pid, &h.newest, &now); err != nil {
 			return nil, classify(fmt.Errorf("read the cluster lock %s: %w", l.Name, err))
 		}
 		h.Age = now.Sub(h.newest)
@@ -301,62 +300,37 @@ func (l *Lock) checkCluster(ctx context.Context) error {
 	l.mu.Lock()
 	last, beatErr := l.lastBeat, l.beatErr
 	l.mu.Unlock()
-	var lost error
-	if time.Since(last) > l.Timing.Stale/2 && beatErr != nil {
-		// Why they stopped landing (a replica or ZooKeeper away) says
-		// more than that they did.
-		return classify(fmt.Errorf("the heartbeats of this run's cluster lock %s stopped landing %s ago; nothing more is written by this run: %w",
-			l.Name, time.Since(last).Round(time.Second), beatErr))
+	lost := func(why error) error {
+		return outcome.Transient.Mark(fmt.Errorf("%w: %w: %w; nothing more is written by this run", change.ErrTargetLocked, ErrClusterLocked, why))
 	}
-	if time.Since(last) > l.Timing.Stale/2 {
-		lost = fmt.Errorf("the last heartbeat of this run's cluster lock %s landed %s ago; another run may break it", l.Name, time.Since(last).Round(time.Second))
-	}
-	if lost == nil {
-		all, err := l.cl.holders(ctx, l)
-		if err != nil {
-			return err
+	if since := time.Since(last); since > l.Timing.Stale/2 {
+		if beatErr != nil {
+			// Why they stopped landing (a replica or ZooKeeper away) says
+			// more than that they did.
+			return classify(fmt.Errorf("the heartbeats of this run's cluster lock %s stopped landing %s ago; nothing more is written by this run: %w",
+				l.Name, since.Round(time.Second), beatErr))
 		}
-		var mine *clusterHolder
-		for i := range all {
-			if all[i].ID == l.ID {
-				mine = &all[i]
+		return lost(fmt.Errorf("the last heartbeat of this run's cluster lock %s landed %s ago; another run may break it", l.Name, since.Round(time.Second)))
+	}
+	cctx, cancel := context.WithTimeout(plainRead(ctx), l.Table.timeout)
+	defer cancel()
+	var held uint8
+	if err := l.Table.conn.QueryRow(cctx, "SELECT "+clusterHeldSQL(l.Name, l.ID)).Scan(&held); err != nil {
+		return classify(fmt.Errorf("read the cluster lock %s: %w", l.Name, err))
+	}
+	if held != 0 {
+		return nil
+	}
+	// Lost: the lock's rows say who holds it now, for the message.
+	who := "another run held it since"
+	if all, err := l.cl.holders(ctx, l); err == nil {
+		for _, h := range all {
+			if h.ID != l.ID && h.state == stateHeld && h.live(l.Timing.Stale) {
+				who = h.HolderInfo.String() + " took it"
 			}
 		}
-		switch {
-		case mine == nil || mine.state != stateHeld:
-			lost = fmt.Errorf("the cluster lock %s holds no heartbeat of this run (holder %s)", l.Name, l.ID)
-		default:
-			for _, h := range all {
-				if h.ID != l.ID && h.state == stateHeld && h.live(l.Timing.Stale) && laterClaim(h, *mine) {
-					lost = fmt.Errorf("the cluster lock %s is no longer this run's (holder %s): %s took it", l.Name, l.ID, h.HolderInfo)
-				}
-			}
-		}
 	}
-	if lost == nil {
-		cctx, cancel := context.WithTimeout(plainRead(ctx), l.Table.timeout)
-		defer cancel()
-		var held uint8
-		if err := l.Table.conn.QueryRow(cctx, "SELECT "+clusterHeldSQL(l.Name, l.ID)).Scan(&held); err != nil {
-			return classify(fmt.Errorf("read the cluster lock %s: %w", l.Name, err))
-		}
-		if held == 0 {
-			lost = fmt.Errorf("the cluster lock %s is no longer this run's (holder %s): another run held it since", l.Name, l.ID)
-		}
-	}
-	if lost != nil {
-		return outcome.Transient.Mark(fmt.Errorf("%w: %w; nothing more is written by this run", change.ErrTargetLocked, lost))
-	}
-	return nil
-}
-
-// laterClaim reports whether a claimed after b (by the claims' beats, then
-// by holder id).
-func laterClaim(a, b clusterHolder) bool {
-	if !a.claim.Equal(b.claim) {
-		return a.claim.After(b.claim)
-	}
-	return a.ID > b.ID
+	return lost(fmt.Errorf("the cluster lock %s is no longer this run's (holder %s): %s", l.Name, l.ID, who))
 }
 
 // sweep drops the lock's partitions (days) older than yesterday: their
