@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,9 +93,10 @@ func (c *ClickHouseCluster) run(args ...string) ([]byte, error) {
 // WaitAnswers waits until the server at url answers a query that reads
 // ZooKeeper and its Replicated tables are healthy: none read-only or with
 // an expired ZooKeeper session, every replica active and nothing left to
-// fetch or merge (a replica restarted,
-// or resumed after ZooKeeper expired its session, answers before its
-// tables have their session again).
+// fetch or merge, and every replica in each table's leader election (a
+// replica restarted, or resumed after ZooKeeper expired its session,
+// answers before its tables have their session again, and joins the
+// election later still: a quorum insert before that is refused).
 func (c *ClickHouseCluster) WaitAnswers(url string, within time.Duration) {
 	c.t.Helper()
 	conn := OpenClickHouse(c.t, url)
@@ -111,6 +114,9 @@ func (c *ClickHouseCluster) WaitAnswers(url string, within time.Duration) {
 			err = fmt.Errorf("%d Replicated tables are read-only, without their ZooKeeper session, with a replica away or a queue", sick)
 		}
 		if err == nil {
+			err = electing(conn)
+		}
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -118,6 +124,63 @@ func (c *ClickHouseCluster) WaitAnswers(url string, within time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// electing fails unless this replica's Replicated tables are active in
+// its own session and every table has as many replicas in its leader
+// election as it has replicas: the count an insert with insert_quorum
+// checks first ("Number of alive replicas"). A killed and restarted
+// replica answers, and looks active, while the ephemeral nodes of its old
+// session live (ZooKeeper's session timeout); they expire, and the
+// replica joins again seconds later: an is_active node older than the
+// server's start is the old session's.
+func electing(conn driver.Conn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var started time.Time
+	if err := conn.QueryRow(ctx, "SELECT now() - uptime()").Scan(&started); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, "SELECT zookeeper_path, replica_path, total_replicas FROM system.replicas")
+	if err != nil {
+		return err
+	}
+	type table struct {
+		path, replica string
+		total         uint8
+	}
+	var tables []table
+	for rows.Next() {
+		var t table
+		if err := rows.Scan(&t.path, &t.replica, &t.total); err != nil {
+			rows.Close()
+			return err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		var active time.Time
+		switch err := conn.QueryRow(ctx, "SELECT ctime FROM system.zookeeper WHERE path = ? AND name = 'is_active'", t.replica).Scan(&active); {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%s: not active", t.replica)
+		case err != nil:
+			return err
+		case active.Add(time.Second).Before(started):
+			return fmt.Errorf("%s: active in an old session (is_active made %s, the server started %s)", t.replica, active, started)
+		}
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = ?", t.path+"/leader_election").Scan(&n); err != nil {
+			return err
+		}
+		if n < uint64(t.total) {
+			return fmt.Errorf("%s: %d of %d replicas in its leader election", t.path, n, t.total)
+		}
+	}
+	return nil
 }
 
 // CreateDatabase creates a database of the test's own on every replica
