@@ -27,7 +27,7 @@ func (b *batch) describe(ctx context.Context) error {
 	}
 	b.meta = meta
 	if b.parts = r.shard.of(meta.partitions); len(b.parts) == 0 {
-		return outcome.Config.Mark(fmt.Errorf("%s %s: no partition of topic %q (%d partitions) is in the shard", EnvShard, r.shard, r.topic, len(meta.partitions)))
+		return outcome.Config.Mark(fmt.Errorf("%s %s: topic %q (%d partitions): %w", EnvShard, r.shard, r.topic, len(meta.partitions), ErrEmptyShard))
 	}
 	if !r.retOK {
 		if r.ret, err = describeRetention(ctx, r.cl, r.topic); err != nil {

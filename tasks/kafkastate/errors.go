@@ -104,6 +104,15 @@ var (
 	ErrAheadOfPositions = errors.New("a record is ahead of its durable read position")
 )
 
+// Configuration errors (marked outcome.Config, exit 2): the flow's
+// settings ask for what cannot be done; nothing was read or written.
+var (
+	// ErrEmptyShard: SHARD i/n owns no partition of the topic (i >= the
+	// partition count: shard i reads the partitions p with p mod n = i);
+	// changesink addition.
+	ErrEmptyShard = errors.New("no partition of the topic is in the shard")
+)
+
 // Transient failures (marked outcome.Transient, exit 3): a retry succeeds
 // once what stood in the way ends.
 var (

@@ -73,6 +73,10 @@ func hints() []hint {
 		{ErrShardOverlap, "Two shard layouts read the topic (SHARD i/n with another n, or another flow): run one " +
 			"layout. After changing the layout, release the old claims (positions and clocks stay): UPDATE kafka_state.shards " +
 			"SET shard = NULL WHERE topic = '<topic>'."},
+		{ErrEmptyShard, "Shard i of n reads the partitions p with p mod n = i: a topic with fewer than n partitions leaves " +
+			"the shards i >= its partition count with nothing to read. Set the flow's shards (n) to at most the topic's " +
+			"partition count; the shards that ran claimed their partitions, so release those claims first: UPDATE " +
+			"kafka_state.shards SET shard = NULL WHERE topic = '<topic>'."},
 		{ErrAheadOfPositions, "Look for external writes to the kafka_state tables or a partial restore; restore both " +
 			"tables from one backup."},
 		{ErrLocked, "Another run of the topic is in progress (changesink or the seed flow's script), or a killed run's " +

@@ -302,5 +302,5 @@ func TestShardConfig(t *testing.T) {
 	}
 	e := newTopicEnv(t, 2)
 	_, err := e.run(t, e.shardConfig("3/4"), hooks{})
-	testenv.WantHinted(t, err, Hint, outcome.Config, nil, "SHARD 3/4: no partition of topic", "(2 partitions)")
+	testenv.WantHinted(t, err, Hint, outcome.Config, ErrEmptyShard, "SHARD 3/4: topic", "(2 partitions)")
 }
