@@ -132,7 +132,7 @@ func (r *syncRun) startGeneration(ctx context.Context, l *loadRun) error {
 // target's lock (as the sync ledger's rows), then checks that lock.
 func (r *syncRun) appendLoad(ctx context.Context, row target.LoadRow) error {
 	lk := r.order[0].run.lk
-	if err := r.loadLedger.Append(ctx, []target.LoadRow{row}, lk.Fence()); err != nil {
+	if err := r.loadLedger.Append(ctx, row, lk.Fence()); err != nil {
 		return err
 	}
 	return lk.Check(ctx)

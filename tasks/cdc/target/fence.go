@@ -98,6 +98,44 @@ func (s *Server) lockGone(ctx context.Context, f Fence, err error) bool {
 // rowsTable is the external table an insert's rows travel in.
 const rowsTable = "_changesink_rows"
 
+// rowsOf is the external table of an insert's rows, its columns c0, c1, …
+// of the types given: over HTTP its structure travels as text the server
+// parses, where a mapped name may need quoting; the INSERT … SELECT takes
+// them by position (names).
+func rowsOf(types ...string) (tbl *ext.Table, names []string, err error) {
+	defs := make([]func(*ext.Table) error, len(types))
+	names = make([]string, len(types))
+	for i, typ := range types {
+		names[i] = "c" + strconv.Itoa(i)
+		defs[i] = ext.Column(names[i], column.Type(typ))
+	}
+	tbl, err = ext.NewTable(rowsTable, defs...)
+	return tbl, names, err
+}
+
+// insertRows runs insert (INSERT INTO … SELECT … FROM rowsTable) with tbl
+// as the external table, fenced by f (a zero f: unfenced), retried while
+// a cluster's previous quorum insert is not complete. A lock found gone
+// is ErrTargetLocked (transient), naming what; other errors are
+// classified, naming what.
+func (s *Server) insertRows(ctx context.Context, tbl *ext.Table, insert string, f Fence, what string) error {
+	if f.lock != "" {
+		insert += " WHERE " + f.cond()
+	}
+	err := s.retryQuorum(ctx, func() error {
+		cctx, cancel := context.WithTimeout(f.ctx(ctx), s.timeout)
+		defer cancel()
+		return s.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)), insert)
+	}, nil)
+	if s.lockGone(ctx, f, err) {
+		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): %s wrote nothing", change.ErrTargetLocked, f.lock, what))
+	}
+	if err != nil {
+		return classify(fmt.Errorf("%s: %w", what, err))
+	}
+	return nil
+}
+
 // Insert writes rows, fenced by f (see above), as one INSERT … SELECT from
 // an external table holding them in one block, one columnar append per
 // column: ClickHouse reads that block whole and writes it into a table
@@ -110,36 +148,14 @@ const rowsTable = "_changesink_rows"
 // lock check tells.
 func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 	m := t.M
-	err := t.retryQuorum(ctx, func() error { return t.insertFenced(ctx, rows, f) }, nil)
-	if t.lockGone(ctx, f, err) {
-		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the insert into %s wrote nothing",
-			change.ErrTargetLocked, f.lock, mapping.Qualified(m.Target.Database, m.Target.Table)))
-	}
-	if err != nil {
-		return classify(fmt.Errorf("insert into %s: %w", mapping.Qualified(m.Target.Database, m.Target.Table), err))
-	}
-	return nil
-}
-
-func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) error {
-	m := t.M
-	// The external table's columns are c0, c1, …: over HTTP its structure
-	// travels as text the server parses, where a mapped name may need
-	// quoting; the INSERT … SELECT takes them by position.
-	cols := make([]func(*ext.Table) error, 0, len(m.Cols)+2)
-	names := make([]string, 0, len(m.Cols)+2)
-	add := func(typ string) {
-		names = append(names, "c"+strconv.Itoa(len(names)))
-		cols = append(cols, ext.Column(names[len(names)-1], column.Type(typ)))
-	}
+	what := "insert into " + mapping.Qualified(m.Target.Database, m.Target.Table)
+	types := make([]string, 0, len(m.Cols)+2)
 	for i := range m.Cols {
-		add(t.cols[i].typ)
+		types = append(types, t.cols[i].typ)
 	}
-	add("UInt64")
-	add("UInt8")
-	tbl, err := ext.NewTable(rowsTable, cols...)
+	tbl, names, err := rowsOf(append(types, "UInt64", "UInt8")...)
 	if err != nil {
-		return fmt.Errorf("build the rows table: %w", err)
+		return fmt.Errorf("%s: build the rows table: %w", what, err)
 	}
 	block := tbl.Block()
 	vals := make([]change.Value, len(rows))
@@ -148,7 +164,7 @@ func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) e
 			vals[r] = rows[r].Vals[i]
 		}
 		if _, err := block.Columns[i].Append(t.cols[i].codec.slice(vals)); err != nil {
-			return fmt.Errorf("column %q: %w", m.Cols[i].Name, err)
+			return fmt.Errorf("%s: column %q: %w", what, m.Cols[i].Name, err)
 		}
 	}
 	lsns := make([]uint64, len(rows))
@@ -160,13 +176,10 @@ func (t *Table) insertFenced(ctx context.Context, rows []*change.Row, f Fence) e
 		}
 	}
 	if _, err := block.Columns[len(m.Cols)].Append(lsns); err != nil {
-		return fmt.Errorf("column %q: %w", m.Target.VersionColumn, err)
+		return fmt.Errorf("%s: column %q: %w", what, m.Target.VersionColumn, err)
 	}
 	if _, err := block.Columns[len(m.Cols)+1].Append(dels); err != nil {
-		return fmt.Errorf("column %q: %w", m.Target.DeletedColumn, err)
+		return fmt.Errorf("%s: column %q: %w", what, m.Target.DeletedColumn, err)
 	}
-	cctx, cancel := context.WithTimeout(f.ctx(ctx), t.timeout)
-	defer cancel()
-	return t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
-		InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable+" WHERE "+f.cond())
+	return t.insertRows(ctx, tbl, InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable, f, what)
 }

@@ -6,11 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
-
-	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
@@ -24,44 +19,23 @@ import (
 // cut) collapses under FINAL.
 func (t *Table) InsertLoad(ctx context.Context, cols [][]change.Value, version uint64, f Fence) error {
 	m := t.M
-	name := mapping.Qualified(m.Target.Database, m.Target.Table)
-	// The external table's columns are c0, c1, … as Insert's (over HTTP
-	// a mapped name may need quoting); the INSERT … SELECT takes them by
-	// position.
-	defs := make([]func(*ext.Table) error, 0, len(m.Cols))
-	names := make([]string, 0, len(m.Cols)+2)
+	what := "insert into " + mapping.Qualified(m.Target.Database, m.Target.Table)
+	types := make([]string, len(m.Cols))
 	for i := range m.Cols {
-		names = append(names, "c"+strconv.Itoa(i))
-		defs = append(defs, ext.Column(names[i], column.Type(t.cols[i].typ)))
+		types[i] = t.cols[i].typ
 	}
-	tbl, err := ext.NewTable(rowsTable, defs...)
+	tbl, names, err := rowsOf(types...)
 	if err != nil {
-		return fmt.Errorf("insert into %s: build the rows table: %w", name, err)
+		return fmt.Errorf("%s: build the rows table: %w", what, err)
 	}
 	block := tbl.Block()
 	for i := range m.Cols {
 		if _, err := block.Columns[i].Append(t.cols[i].codec.slice(cols[i])); err != nil {
-			return fmt.Errorf("insert into %s: column %q: %w", name, m.Cols[i].Name, err)
+			return fmt.Errorf("%s: column %q: %w", what, m.Cols[i].Name, err)
 		}
 	}
 	names = append(names, "toUInt64("+strconv.FormatUint(version, 10)+")", "toUInt8(0)")
-	sql := InsertSQL(m) + " SELECT " + strings.Join(names, ", ") + " FROM " + rowsTable
-	if f.lock != "" {
-		sql += " WHERE " + f.cond()
-	}
-	err = t.retryQuorum(ctx, func() error {
-		cctx, cancel := context.WithTimeout(f.ctx(ctx), t.timeout)
-		defer cancel()
-		return t.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)), sql)
-	}, nil)
-	if t.lockGone(ctx, f, err) {
-		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the insert into %s wrote nothing",
-			change.ErrTargetLocked, f.lock, name))
-	}
-	if err != nil {
-		return classify(fmt.Errorf("insert into %s: %w", name, err))
-	}
-	return nil
+	return t.insertRows(ctx, tbl, InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable, f, what)
 }
 
 // LoadCount counts the target's winning rows (FINAL) against an initial

@@ -7,10 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
-
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
@@ -167,49 +163,18 @@ func (l *LoadLedger) Latest(ctx context.Context, slot string) ([]LoadRow, error)
 	return out, nil
 }
 
-// Append writes rows in one block, fenced by f (fence.go): the holder
-// checks its lock after it.
-func (l *LoadLedger) Append(ctx context.Context, rows []LoadRow, f Fence) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var defs []func(*ext.Table) error
-	var names []string
+// Append writes r, fenced by f (fence.go): the holder checks its lock
+// after it.
+func (l *LoadLedger) Append(ctx context.Context, r LoadRow, f Fence) error {
+	var cols, types []string
 	for _, c := range loadLedgerColumns {
 		if c[0] != "at" {
-			defs = append(defs, ext.Column(c[0], column.Type(c[1])))
-			names = append(names, c[0])
+			cols, types = append(cols, c[0]), append(types, c[1])
 		}
 	}
-	tbl, err := ext.NewTable(rowsTable, defs...)
-	if err != nil {
-		return fmt.Errorf("write the load ledger %s: %w", l.Name(), err)
-	}
-	for _, r := range rows {
-		var delta uint8
-		if r.Delta {
-			delta = 1
-		}
-		if err := tbl.Append(r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point, r.Xmin, delta, r.Rows, r.Bytes,
-			r.StreamFrom, r.SystemID, r.SourceDB, r.Holder); err != nil {
-			return fmt.Errorf("write the load ledger %s: %w", l.Name(), err)
-		}
-	}
-	cols := strings.Join(names, ", ")
-	where := ""
-	if f.lock != "" {
-		where = " WHERE " + f.cond()
-	}
-	err = l.s.retryQuorum(ctx, func() error {
-		cctx, cancel := context.WithTimeout(f.ctx(ctx), l.s.timeout)
-		defer cancel()
-		return l.s.conn.Exec(clickhouse.Context(cctx, clickhouse.WithExternalTable(tbl)),
-			"INSERT INTO "+l.Name()+" ("+cols+") SELECT "+cols+" FROM "+rowsTable+where)
-	}, nil)
-	if l.s.lockGone(ctx, f, err) {
-		return outcome.Transient.Mark(fmt.Errorf("%w: the lock %s is gone (broken by another run?): the load ledger rows were not written",
-			change.ErrTargetLocked, f.lock))
-	}
+	err := l.s.writeRow(ctx, l.Name(), cols, types, []any{r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point,
+		r.Xmin, boolByte(r.Delta), r.Rows, r.Bytes, r.StreamFrom, r.SystemID, r.SourceDB, r.Holder},
+		f, fmt.Sprintf("the load ledger row of %s chunk %d", r.Table, r.Chunk))
 	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
 		return classify(fmt.Errorf("write the load ledger %s: %w", l.Name(), err))
 	}
