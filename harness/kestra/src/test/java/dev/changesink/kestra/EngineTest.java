@@ -17,6 +17,7 @@ import io.kestra.core.models.executions.MetricEntry;
 import io.kestra.core.models.executions.TaskRun;
 import io.kestra.core.models.flows.Flow;
 import io.kestra.core.models.flows.FlowWithSource;
+import io.kestra.core.repositories.ExecutionRepositoryInterface;
 import io.kestra.core.repositories.MetricRepositoryInterface;
 import io.kestra.core.runners.FlowInputOutput;
 import io.kestra.core.runners.TestRunnerUtils;
@@ -46,6 +47,8 @@ abstract class EngineTest {
     Engine engine;
     @Inject
     MetricRepositoryInterface metricStore;
+    @Inject
+    ExecutionRepositoryInterface executionStore;
     @Inject
     StorageInterface storage;
 
@@ -81,6 +84,12 @@ abstract class EngineTest {
     /** Runs the flow with inputs read as Kestra reads an execution's inputs, and waits for its end. */
     Execution run(Flow flow, Map<String, Object> inputs) throws Exception {
         return runner.runOne(flow, (f, e) -> flowIO.readExecutionInputs(f, e, inputs), EXECUTION_TIMEOUT);
+    }
+
+    /** The execution as Kestra's repository holds it now: its task runs can change after its end (see KafkaShardedFlowTest). */
+    Execution reload(Execution e) {
+        return executionStore.findById(MAIN_TENANT, e.getId())
+            .orElseThrow(() -> new AssertionError("execution " + e.getId() + " is not in the execution repository"));
     }
 
     static TaskRun taskRun(Execution e, String taskId) {
