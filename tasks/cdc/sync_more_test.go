@@ -248,3 +248,46 @@ func TestSetupSyncDropsItsSlotWhenTargetsFail(t *testing.T) {
 		t.Errorf("the setup after the fix: %+v", res)
 	}
 }
+
+// TestSyncSlowApplyKeepsTheStream: a flush whose apply takes longer than
+// the server's wal_sender_timeout (here 2 s, set on the run's own
+// connections; the default is a minute) keeps its replication connection:
+// the run tells the server it is alive while it writes ClickHouse, and
+// confirms the flush at its end.
+func TestSyncSlowApplyKeepsTheStream(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.q"}
+	e.exec(`CREATE TABLE q (id int PRIMARY KEY, n int)`, `INSERT INTO q VALUES (1, 1)`)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO q VALUES (2, 2)`, `UPDATE q SET n = 10 WHERE id = 1`)
+	sep := "?"
+	if strings.Contains(cfg.Postgres.DSN, "?") {
+		sep = "&"
+	}
+	cfg.Postgres.DSN += sep + "wal_sender_timeout=2s"
+	env.hooks.beforeInsert = func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+			return nil
+		}
+	}
+	res, err := Sync(ctx, cfg, env)
+	if err != nil {
+		t.Fatalf("a flush applied in more than wal_sender_timeout: %v", err)
+	}
+	if res.Transactions != 2 || res.Why != "caught up" {
+		t.Errorf("the slow run: %+v", res)
+	}
+	e.same(`SELECT id::text, n::text FROM q ORDER BY id`, `SELECT id, n FROM `+e.chDB+`.q_live ORDER BY id`)
+	env.hooks.beforeInsert = nil
+	if again, err := Sync(ctx, cfg, env); err != nil || again.Transactions != 0 {
+		t.Errorf("the run after it (the flush was confirmed): %+v, %v", again, err)
+	}
+}

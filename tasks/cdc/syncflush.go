@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
@@ -64,27 +65,25 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 		return nil
 	}
 	counts := map[string]int64{}
+	alive := r.keepAlive(ctx)
 	for _, t := range r.order {
 		if t.rows == 0 && t.batch.Trunc == nil {
 			continue
 		}
 		counts[t.name()] = t.rows
-		// The server ends a stream it has not heard from for
-		// wal_sender_timeout (a minute): a flush of many tables says
-		// it is alive between them.
-		if r.stream != nil {
-			if err := r.stream.Heartbeat(ctx); err != nil {
-				return err
-			}
-		}
 		if err := t.apply(ctx); err != nil {
+			alive()
 			return err
 		}
 	}
 	r.stop.step = stepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source,
 		Through: r.f.through, Transactions: uint64(r.f.transactions), Changes: uint64(r.f.changes), Tables: countsJSON(counts)}
-	if err := r.appendLedger(ctx, &e); err != nil {
+	err := r.appendLedger(ctx, &e)
+	if lost := alive(); err == nil {
+		err = lost
+	}
+	if err != nil {
 		return err
 	}
 	r.last = &e
@@ -104,6 +103,40 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 	return nil
 }
 
+// aliveEvery is how often a flush being applied tells the server its
+// stream is alive: well within wal_sender_timeout (a minute by default),
+// after which the server ends a stream it has not heard from.
+const aliveEvery = time.Second
+
+// keepAlive sends the stream's heartbeat every aliveEvery while the flush
+// writes ClickHouse (nothing else uses the stream then), until the
+// returned func is called; that func returns the heartbeat's failure, if
+// one failed: the stream is lost, and the flush must not be confirmed.
+func (r *syncRun) keepAlive(ctx context.Context) (stop func() error) {
+	if r.stream == nil {
+		return func() error { return nil } // setup's load: no stream yet
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(aliveEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				done <- nil
+				return
+			case <-tick.C:
+				if err := r.stream.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() error { cancel(); return <-done }
+}
+
 // applyBefore applies, before a refusal of a transaction it was reading,
 // the transactions the flush holds (committed before it), so that the run
 // stops at the refused transaction with everything before it applied and
@@ -111,9 +144,6 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 func (r *syncRun) applyBefore(ctx context.Context, refusal error) error {
 	if outcome.Classify(refusal) != outcome.Refused || r.f.transactions == 0 {
 		return refusal
-	}
-	for _, t := range r.order {
-		t.open = t.open[:0] // the refused transaction's rows
 	}
 	if err := r.applyFlush(ctx); err != nil {
 		return err
