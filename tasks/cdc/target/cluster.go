@@ -319,8 +319,10 @@ func (t *Table) ledgerSettled(ctx context.Context, prev, e *change.LedgerEntry) 
 			return true, nil
 		}
 		name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
-		return false, outcome.Transient.Mark(fmt.Errorf("%w: the ledger %s gained row %d (%s) while this run waited to record row %d",
-			ErrReplicaUnavailable, name, st.Last.Seq, st.Last.Digest, prevSeq+1))
+		// Another run's row: this run's lock was lost while its insert
+		// was in doubt.
+		return false, outcome.Transient.Mark(fmt.Errorf("%w: %w: the ledger %s gained row %d (%s) of another run while this run waited to record row %d",
+			change.ErrTargetLocked, ErrClusterLocked, name, st.Last.Seq, st.Last.Digest, prevSeq+1))
 	}
 }
 
