@@ -27,7 +27,7 @@ import (
 // one under the same snapshot (SET TRANSACTION SNAPSHOT), with COPY …
 // TO STDOUT. Each worker decodes its rows through the stream's decoders
 // (the values are the types' output text, as pgoutput sends them) and
-// writes them in blocks of at most loadBlockRows rows or loadBlockBytes
+// writes them in blocks of at most LoadBlockRows rows or loadBlockBytes
 // bytes of COPY text, each one fenced insert (one part, all or nothing),
 // every row live at the snapshot's point: whatever the stream brings
 // after the point is newer. Memory is bounded by the workers' blocks, not
@@ -38,8 +38,8 @@ const (
 	loadChunkRows = 100_000
 	// loadDefaultChunkPages cuts a table the catalog has no estimate of.
 	loadDefaultChunkPages = 1_000
-	// loadBlockRows and loadBlockBytes bound a worker's block (one insert).
-	loadBlockRows  = 25_000
+	// LoadBlockRows and loadBlockBytes bound a worker's block (one insert).
+	LoadBlockRows  = 25_000
 	loadBlockBytes = 4 << 20
 	// loadProgressEvery is how often the load logs its progress.
 	loadProgressEvery = 10 * time.Second
@@ -60,7 +60,7 @@ type loadTable struct {
 	chunks   int
 	earlier  int // chunks done by earlier runs of the load
 
-	rows, bytes, done atomic.Int64
+	rows atomic.Int64 // rows copied by this run
 }
 
 // loadChunk is a range of a table's pages: [lo, hi), hi 0 to the end
@@ -72,6 +72,17 @@ type loadChunk struct {
 	// since > 0: a delta, the tuples of a chunk read before under a
 	// snapshot of xmin since that it may not have seen (loadresume.go).
 	since uint64
+}
+
+// pages names the chunk's range for messages.
+func (c loadChunk) pages() string {
+	if c.lt.whole {
+		return "whole table"
+	}
+	if c.hi == 0 {
+		return fmt.Sprintf("pages %d..end", c.lo)
+	}
+	return fmt.Sprintf("pages %d..%d", c.lo, c.hi-1)
 }
 
 // query is the chunk's COPY statement.
@@ -163,7 +174,7 @@ func (r *syncRun) loadWorker(ctx context.Context, l *loadRun, queue <-chan loadC
 	for c := range queue {
 		b := blocks[c.lt]
 		if b == nil {
-			b = newLoadBlock(c.lt.t, cmp.Or(r.env.hooks.loadBlockRows, loadBlockRows))
+			b = newLoadBlock(c.lt.t, cmp.Or(r.env.hooks.loadBlockRows, LoadBlockRows))
 			blocks[c.lt] = b
 		}
 		if err := r.copyChunk(ctx, tx, c, b, l, p); err != nil {

@@ -102,14 +102,14 @@ func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *load
 		err = ct.Close()
 	}
 	if err != nil {
-		return sourceErr(fmt.Errorf("table %s: copy pages %d..%d: %w", t.name(), c.lo, c.hi, err))
+		return sourceErr(fmt.Errorf("table %s: copy %s: %w", t.name(), c.pages(), err))
 	}
 	if b.rows > 0 {
 		if err := r.writeBlock(ctx, c.lt, b, point, p); err != nil {
 			return err
 		}
 	}
-	p.chunk(c.lt, ct.Bytes)
+	p.chunk(ct.Bytes)
 	return r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadChunk, Table: t.name(), Chunk: uint32(c.n),
 		Step: c.lt.step, Lo: c.lo, Hi: c.hi, Filenode: c.lt.filenode, Point: point, Xmin: l.xmin, Delta: c.since > 0, Rows: uint64(ct.Rows), Bytes: uint64(ct.Bytes),
 		Holder: r.holderID()})

@@ -31,9 +31,7 @@ func (p *loadProgress) rows(lt *loadTable, n int64) {
 	p.n.Add(n)
 }
 
-func (p *loadProgress) chunk(lt *loadTable, bytes int64) {
-	lt.bytes.Add(bytes)
-	lt.done.Add(1)
+func (p *loadProgress) chunk(bytes int64) {
 	p.b.Add(bytes)
 	p.c.Add(1)
 }

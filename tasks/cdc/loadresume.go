@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -78,15 +77,11 @@ func (r *syncRun) prepareLoad(ctx context.Context, c created) (*loadRun, error) 
 	if err != nil {
 		return nil, err
 	}
-	var pos string
-	err = r.conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).Scan(&pos)
+	h, err := slot.ReadHealth(ctx, r.conn.PgConn(), r.cfg.Slot)
 	if err != nil {
-		return nil, sourceErr(fmt.Errorf("slot %s: read its position: %w", r.cfg.Slot, err))
+		return nil, sourceErr(err)
 	}
-	at, err := pglogrepl.ParseLSN(pos)
-	if err != nil {
-		return nil, sourceErr(fmt.Errorf("slot %s: read its position %q: %w", r.cfg.Slot, pos, err))
-	}
+	at := h.Confirmed
 	l := &loadRun{from: uint64(at)}
 	switch {
 	case len(rows) == 0 || rows[0].Kind != target.LoadStart:
@@ -164,11 +159,17 @@ func (r *syncRun) exportTemporary(ctx context.Context, pg *pgconn.Config) (*slot
 	for {
 		snap, err := slot.ExportTemporary(ctx, pg, name)
 		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ConfigurationLimitExceeded || time.Now().After(deadline) {
-			if err != nil {
-				return nil, outcome.Transient.Mark(fmt.Errorf("continue the load of slot %s: %w", r.cfg.Slot, err))
-			}
+		full := errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ConfigurationLimitExceeded
+		switch {
+		case err == nil:
 			return snap, nil
+		case full && time.Now().After(deadline):
+			return nil, outcome.Config.Mark(fmt.Errorf("continue the load of slot %s: a temporary slot for its snapshot, still after %s: %w: %w",
+				r.cfg.Slot, slotsWait, slot.ErrNoSlotRoom, err))
+		case !full:
+			// Its own class: a lost connection is transient, a refused
+			// login configuration.
+			return nil, fmt.Errorf("continue the load of slot %s: %w", r.cfg.Slot, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -19,15 +19,18 @@ import (
 // change of theirs comes after the snapshot. It is a TRUNCATE at from,
 // applied as the stream applies one: the loaded rows are at from or at a
 // continued load's later point, not below, and rows a writer wrote at
-// newer versions stay.
+// newer versions stay. A target that held no row when the load began
+// (refuseNewer) is skipped: the load's rows are all it holds.
 func (r *syncRun) deleteGone(ctx context.Context, from uint64) error {
 	for _, t := range r.order {
+		if !t.held {
+			continue
+		}
 		// Its commit floor just below from keeps it at that version (an
 		// unfloored change would be placed after the snapshot).
 		row := change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: from, DeletedSet: true,
 			Commit: from - 1, CommitSet: true, Sequenced: true}}
-		var f flush
-		row.Meta.Sum, f.sumBuf = change.EventSum(f.sumBuf, &row)
+		row.Meta.Sum, _ = change.EventSum(nil, &row)
 		if err := t.batch.Add(row); err != nil {
 			return outcome.Refused.Mark(fmt.Errorf("table %s: %w", t.name(), err))
 		}
@@ -58,6 +61,7 @@ func (r *syncRun) refuseNewer(ctx context.Context, point uint64) error {
 		if err != nil {
 			return tableErr(t, err)
 		}
+		t.held = high > 0
 		if high > point {
 			return outcome.Refused.Mark(fmt.Errorf("%w: table %s: %s holds version %d, above the load's point %s (%d) of slot %s: "+
 				"rows of another PostgreSQL system or of a writer still running", change.ErrOtherSource, t.name(),

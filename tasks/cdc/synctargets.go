@@ -34,6 +34,9 @@ type syncTable struct {
 	// rows of the flush being gathered.
 	open []change.Row
 	rows int64
+	// held: the target held rows when the load began (refuseNewer); a
+	// target that held none has no key for deleteGone to delete.
+	held bool
 }
 
 func (t *syncTable) name() string { return t.src.qualified() }
@@ -130,8 +133,11 @@ func (r *syncRun) evolved(ctx context.Context, src []sourceTable, ms []*mapping.
 			continue
 		}
 		have, found, err := r.ch.With(m).TargetColumns(ctx)
-		if err != nil || !found {
+		if err != nil {
 			return err
+		}
+		if !found {
+			continue // the target's check refuses it, naming it
 		}
 		inTarget := map[string]bool{}
 		var extra []mapping.Column
