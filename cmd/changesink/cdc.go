@@ -47,6 +47,8 @@ func cdcVars() kong.Vars {
 		"CDCEnvFlushChanges":       cdc.EnvFlushChanges,
 		"CDCEnvLoadWorkers":        cdc.EnvLoadWorkers,
 		"CDCDefaultLoadWorkers":    strconv.Itoa(cdc.DefaultLoadWorkers),
+		"CDCMaxLoadWorkers":        strconv.Itoa(cdc.MaxLoadWorkers),
+		"CDCLoadBlockRows":         strconv.Itoa(cdc.LoadBlockRows),
 		"CDCDefaultSlot":           cdc.DefaultSlot,
 		"CDCDefaultPublication":    cdc.DefaultPublication,
 		"CDCDefaultMaxDuration":    cdc.DefaultMaxDuration.String(),
@@ -129,7 +131,7 @@ func resolve(a *app, path string) string {
 type cdcSetupCmd struct {
 	cdcSource
 	cdcTarget
-	LoadWorkers int `name:"load-workers" env:"${CDCEnvLoadWorkers}" default:"${CDCDefaultLoadWorkers}" help:"Connections the initial load reads the tables with at once (1 to 64), each holding a block of up to 25,000 rows."`
+	LoadWorkers int `name:"load-workers" env:"${CDCEnvLoadWorkers}" default:"${CDCDefaultLoadWorkers}" help:"Connections the initial load reads the tables with at once (1 to ${CDCMaxLoadWorkers}), each holding a block of up to ${CDCLoadBlockRows} rows."`
 }
 
 // Run sets up the mapping's target, or, given a source, the publication,

@@ -2,8 +2,6 @@ package cdc
 
 import (
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,9 +43,10 @@ const (
 	// maxFlushChanges bounds FlushChanges: a flush's rows are in memory.
 	maxFlushChanges = 10_000_000
 	// DefaultLoadWorkers is how many connections the initial load reads
-	// with at once (PeerDB's default too); maxLoadWorkers bounds it.
+	// with at once (PeerDB's default too); MaxLoadWorkers bounds it, and a
+	// worker's block (one insert) holds up to LoadBlockRows rows.
 	DefaultLoadWorkers = 4
-	maxLoadWorkers     = 64
+	MaxLoadWorkers     = 64
 	// idleWait is how long the stream may be quiet before the run counts
 	// the slot as caught up.
 	idleWait = time.Second
@@ -107,8 +106,8 @@ func (c *SyncConfig) Validate() error {
 		return outcome.Config.Mark(fmt.Errorf("%w: %s %s is negative", change.ErrConfig, EnvMaxDuration, c.MaxDuration))
 	case c.FlushChanges < 0 || c.FlushChanges > maxFlushChanges:
 		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvFlushChanges, c.FlushChanges, maxFlushChanges))
-	case c.LoadWorkers < 0 || c.LoadWorkers > maxLoadWorkers:
-		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvLoadWorkers, c.LoadWorkers, maxLoadWorkers))
+	case c.LoadWorkers < 0 || c.LoadWorkers > MaxLoadWorkers:
+		return outcome.Config.Mark(fmt.Errorf("%w: %s %d outside 0..%d", change.ErrConfig, EnvLoadWorkers, c.LoadWorkers, MaxLoadWorkers))
 	}
 	if c.Slot == "" {
 		c.Slot = DefaultSlot
@@ -129,10 +128,9 @@ func (c *SyncConfig) Validate() error {
 		c.Mappings = &mapping.Set{}
 	}
 	// A table without a target database goes to the URL's (clickhouse://
-	// host:9000/db, http://host:8123/db), not to the server's default.
-	if u, err := url.Parse(c.ClickHouse.URL); err == nil {
-		c.Mappings.DefaultDatabase(strings.Trim(u.Path, "/"))
-	}
+	// host:9000/db, http://host:8123/db, ?database=db), not to the
+	// server's default.
+	c.Mappings.DefaultDatabase(c.ClickHouse.Database())
 	src, err := pgx.ParseConfig(c.Postgres.DSN)
 	if err != nil {
 		// pgx's message may quote the DSN, password and all: not shown.

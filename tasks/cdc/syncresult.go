@@ -64,11 +64,15 @@ func (r *syncRun) result(ctx context.Context) *SyncResult {
 	return res
 }
 
+// whyCaughtUp is the run's end (the ended output) when it read every
+// change the source had committed.
+const whyCaughtUp = "caught up"
+
 // behind reads, when a budget ended the run, the commit time of the next
 // transaction the slot holds (the stream's next Begin; nothing is
 // confirmed by reading it): the age of the oldest change not applied.
 func (r *syncRun) behind(ctx context.Context) (time.Duration, bool) {
-	if r.why == "caught up" {
+	if r.why == whyCaughtUp {
 		return 0, true
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)

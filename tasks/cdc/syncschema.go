@@ -42,11 +42,8 @@ func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 		why := describeChange(added, dropped, retyped, key)
 		switch {
 		case t.policy == mapping.Refuse, len(retyped) > 0, key != "":
-			// The transactions before the change are applied first: the
-			// refusal stops the stream at the change itself.
-			if err := r.applyFlush(ctx); err != nil {
-				return err
-			}
+			// The run applies the transactions before the change first
+			// (applyBefore): the refusal stops the stream at the change.
 			return outcome.Refused.Mark(fmt.Errorf("table %s %s: %w: %s", t.name(), relationAt(ev), change.ErrSchemaChange, why))
 		}
 		if len(added) > 0 {

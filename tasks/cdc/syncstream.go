@@ -57,7 +57,7 @@ func (r *syncRun) readFlush(ctx context.Context) error {
 				break
 			}
 			if r.caughtUp() {
-				r.done, r.why = true, "caught up"
+				r.done, r.why = true, whyCaughtUp
 				return nil
 			}
 			if time.Since(r.start) >= r.cfg.MaxDuration {

@@ -70,6 +70,17 @@ type ClickHouse struct {
 	Conns int
 }
 
+// Database is the database URL names, as the driver reads it (its path,
+// or a database= setting): "" when it names none or does not parse (the
+// connection says why).
+func (c ClickHouse) Database() string {
+	o, err := parseDSN(c.URL)
+	if err != nil {
+		return ""
+	}
+	return o.Auth.Database
+}
+
 // target is a connection to the target table of a mapping.
 type Server struct {
 	conn    driver.Conn
