@@ -140,7 +140,7 @@ func TestCDCCommands(t *testing.T) {
 	step("setup", 0, []string{`"table":"` + db + `.orders_cdc"`, `"view":"` + db + `.orders_live"`, `"server_version":`}, nil, "cdc", "setup")
 	step("setup again", 0, []string{`"table":"` + db + `.orders_cdc"`}, nil, "cdc", "setup")
 	out := step("apply (default file changes.ion)", 0, []string{
-		`::{"outputs":{"deletes":1,"events":4,"keys":2,"pending":2,"recreated":0,"skipped":0,"verified":2}}::`,
+		`::{"outputs":{"deletes":1,"events":4,"keys":2,"pending":2,"recreated":0,"skipped":0,"snapshot_deleted":0,"verified":2}}::`,
 		"4 captured events, 2 newer keys applied (1 deletes), 0 replayed/older keys skipped. Read-back verified; query " + db + ".orders_live for current rows.",
 		`{"name":"events","type":"counter","value":4`, `"type":"timer"`,
 	}, nil, "cdc", "apply")

@@ -364,7 +364,7 @@ func TestImageCDC(t *testing.T) {
 
 	r = runLikeKestra(ctx, t, image, work, env, "changesink cdc apply")
 	r.expect(t, "apply", 0, "10 captured events, 4 newer keys applied (2 deletes)")
-	if got, want := r.outputsJSON(t), `{"deletes":2,"events":10,"keys":4,"pending":4,"recreated":0,"skipped":0,"verified":4}`; got != want {
+	if got, want := r.outputsJSON(t), `{"deletes":2,"events":10,"keys":4,"pending":4,"recreated":0,"skipped":0,"snapshot_deleted":0,"verified":4}`; got != want {
 		t.Errorf("apply outputs %s, want %s", got, want)
 	}
 	if got := file("expected.jsonl"); got != string(wantExpected) {
@@ -392,7 +392,7 @@ func TestImageCDC(t *testing.T) {
 
 	r = runLikeKestra(ctx, t, image, work, withEnv(env, "CDC_BATCH_FILE", "binary.ion"), "changesink cdc apply")
 	r.expect(t, "apply the binary batch again", 0)
-	if got, want := r.outputsJSON(t), `{"deletes":0,"events":10,"keys":4,"pending":0,"recreated":0,"skipped":4,"verified":4}`; got != want {
+	if got, want := r.outputsJSON(t), `{"deletes":0,"events":10,"keys":4,"pending":0,"recreated":0,"skipped":4,"snapshot_deleted":0,"verified":4}`; got != want {
 		t.Errorf("replay outputs %s, want %s", got, want)
 	}
 	if got := file("pending.jsonl"); got != "" {

@@ -63,9 +63,6 @@ func TestRealDebeziumBatches(t *testing.T) {
 				name := filepath.Base(dir)
 				for _, form := range []string{"binary", "text"} {
 					t.Run(name+"/"+form, func(t *testing.T) {
-						if why, ok := issue28Pending[name]; ok && !*knownFailures {
-							t.Skip("known failure (issue 28): " + why)
-						}
 						sc := loadRealScenario(t, dir, form)
 						runRealScenario(t, sc)
 					})
@@ -86,11 +83,6 @@ var batchKeeps = map[string]struct {
 	"truncate": {
 		why:  "the seed's trigger settings drop a TRUNCATE (Debezium's default skipped.operations=t): rows 1 and 2 (snapshot) and 3 (inserted just before it) stay live",
 		rows: []string{`{"id":1,"v":"one"}`, `{"id":2,"v":"two"}`, `{"id":3,"v":"three"}`},
-	},
-	"resnapshot": {
-		why: "the seed's trigger settings drop a TRUNCATE; a re-snapshot reads the rows there are, and says nothing of rows 3 and 5, " +
-			"which the TRUNCATE removed (keys 1 and 2, created again, are warned of: TestRealResnapshot)",
-		rows: []string{`{"id":3,"v":"three"}`, `{"id":5,"v":"five"}`},
 	},
 }
 
@@ -119,15 +111,6 @@ var batchSays = map[string]struct {
 			"14": {"at": `"1969-12-31T23:59:30.424192"`},
 		},
 	},
-}
-
-// issue28Pending lists the scenarios that end wrong until issue 28 is
-// fixed; their text batches are the sequences real_<scenario> under
-// testdata/sequences, which say how they must end. -known-failures runs
-// them here too.
-var issue28Pending = map[string]string{
-	"resnapshot_after_creates":  "the keys the complete re-snapshot leaves out stay live (testdata/sequences/real_resnapshot_after_creates)",
-	"resnapshot_after_truncate": "the complete re-snapshot leaves keys 3, 4 and 5 live (testdata/sequences/real_resnapshot_after_truncate)",
 }
 
 // noBatch lists the scenarios whose trigger evaluations all fail, so that

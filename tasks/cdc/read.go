@@ -77,9 +77,11 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	}
 	t.noteRecreated(rd.b.Recreated)
 	if rd.b.Trunc != nil {
+		before := len(rd.rows)
 		if rd.rows, err = withTruncated(ctx, tbl, rd.b, rd.rows); err != nil {
 			return rd, err
 		}
+		t.noteSnapshotEnd(rd.b.Trunc, int64(len(rd.rows)-before))
 		if t.onRows != nil {
 			t.onRows(rd.rows)
 		}
@@ -107,8 +109,23 @@ func (t *tableRun) noteRecreated(rc merge.Recreated) {
 	}
 	t.log.Warn(fmt.Sprintf("cdc: %s: %d keys were created again while live, with no delete of the older row: applied as upserts. "+
 		"A DELETE or TRUNCATE the batches did not carry removed them in the source (the trigger drops TRUNCATE unless skipped.operations is none); "+
-		"rows it removed that were not created again are still live in the target. First: %s",
+		"rows it removed that were not created again stay live in the target until a complete snapshot (a re-snapshot) deletes them. First: %s",
 		mapping.Qualified(t.m.Target.Database, t.m.Target.Table), rc.Keys, strings.Join(shown, ", ")))
+}
+
+// noteSnapshotEnd warns of the n keys a complete snapshot that ended at
+// tr (merge.Batch.endSnapshot) deletes from the target: live below its
+// point, absent from it.
+func (t *tableRun) noteSnapshotEnd(tr *change.Row, n int64) {
+	if tr.Meta.Snapshot == "" || n == 0 {
+		return
+	}
+	t.res.SnapshotDeleted += n
+	t.log.Warn(fmt.Sprintf("cdc: %s: a complete snapshot ended at LSN %d (record %d): %d keys the target held live below it are not in it, "+
+		"and get delete markers at it: the source deleted them before the snapshot (a TRUNCATE the trigger dropped, or deletes before "+
+		"its offsets were reset). If the trigger's snapshots may leave rows out (snapshot.select.statement.overrides, a filtered ad hoc "+
+		"snapshot), set source.partial_snapshots: true in the mapping",
+		mapping.Qualified(t.m.Target.Database, t.m.Target.Table), tr.Version, tr.Record, n))
 }
 
 // fillUnchanged fills the unchanged TOAST values the batch could not from

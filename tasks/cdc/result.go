@@ -24,6 +24,10 @@ type Result struct {
 	// Recreated keys were created again while live (a DELETE or TRUNCATE
 	// missing from the batches): applied as upserts, and warned of.
 	Recreated int64
+	// SnapshotDeleted keys of the target were absent from a complete
+	// snapshot that ended in the batch, below its point: deleted at it
+	// (merge.Batch.endSnapshot), and warned of.
+	SnapshotDeleted int64
 	// View is the live view to query.
 	View string
 	// Durations of the steps.
@@ -37,6 +41,7 @@ func (r *Result) Outputs() map[string]any {
 	return map[string]any{
 		"events": r.Events, "keys": r.Keys, "pending": r.Pending,
 		"skipped": r.Skipped, "deletes": r.Deletes, "verified": r.Verified, "recreated": r.Recreated,
+		"snapshot_deleted": r.SnapshotDeleted,
 	}
 }
 
@@ -51,6 +56,7 @@ func (r *Result) Metrics() []kestra.Metric {
 		kestra.Counter("deletes", float64(r.Deletes), tags),
 		kestra.Counter("verified", float64(r.Verified), tags),
 		kestra.Counter("recreated", float64(r.Recreated), tags),
+		kestra.Counter("snapshot_deleted", float64(r.SnapshotDeleted), tags),
 		kestra.Timer("decode", r.Decode, tags),
 		kestra.Timer("read_current", r.Read, tags),
 		kestra.Timer("insert", r.Insert, tags),

@@ -32,10 +32,9 @@ import (
 // end, written from the source's truth.
 const sequencesDir = "testdata/sequences"
 
-// knownFailures runs the tests of issue 28 that fail today too: the
-// sequences marked known_failure and the re-snapshot captures of
-// TestRealDebeziumBatches (issue28Pending).
-var knownFailures = flag.Bool("known-failures", false, "run the batch sequences and captures that fail today (known_failure, issue28Pending) too")
+// knownFailures runs the sequences marked known_failure too (none is
+// today: a case that fails with the code of its day is committed so).
+var knownFailures = flag.Bool("known-failures", false, "run the batch sequences that fail today (known_failure) too")
 
 // sequenceCase is a case's expect.yaml.
 type sequenceCase struct {

@@ -64,6 +64,13 @@ func (o *Orderer) Stamp(r *Row) {
 // lsn_commit (Debezium's snapshot rows carry [null, lsn]).
 func (c *Meta) snapshotRow() bool { return c.Op == OpRead && !c.CommitSet }
 
+// SnapshotEnd reports the last row of a snapshot of the table (Debezium's
+// "last", or "last_in_data_collection" when other tables follow): every
+// row the table held at the snapshot's point has been read by then.
+func (c *Meta) SnapshotEnd() bool {
+	return c.snapshotRow() && (c.Snapshot == "last" || c.Snapshot == "last_in_data_collection")
+}
+
 // unfloored reports a streamed row whose floor is not known from the
 // batch: the first transaction after a snapshot in an earlier batch, or a
 // batch without sequences.

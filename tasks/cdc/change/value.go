@@ -89,6 +89,11 @@ type Meta struct {
 	Floor uint64
 	// sum is the event's hash (eventSum), folded into the batch's digest.
 	Sum uint64
+	// Snapshot is metadata.source.snapshot (interned: "true", "first",
+	// "last", "last_in_data_collection", …); "" when absent or not text.
+	// Not in the event's hash: batches applied before it was kept keep
+	// their digests.
+	Snapshot string
 }
 
 // samePayload reports whether two rows are the same version: the seed

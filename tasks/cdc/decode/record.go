@@ -474,6 +474,9 @@ func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (_ change.Meta, field s
 	if s := r.metaField(metaOperation); isText(s) {
 		c.Op = intern(s.Bytes)
 	}
+	if s := r.source(srcSnapshot); isText(s) {
+		c.Snapshot = intern(s.Bytes)
+	}
 	if s := r.source(srcSequence); isText(s) {
 		if commit, commitSet, seqLSN, seqLSNSet, ok := SequenceOf(string(s.Bytes)); ok {
 			c.Commit, c.CommitSet, c.Sequenced = commit, commitSet, true

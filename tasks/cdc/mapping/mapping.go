@@ -25,6 +25,9 @@ import (
 //	  table: orders             # metadata.source.table
 //	  deleted_field: deleted    # [deleted]  the trigger's deletedFieldName
 //	  metadata_field: metadata  # [metadata] the trigger's metadataFieldName
+//	  partial_snapshots: false  # [false] true: a snapshot may leave rows out (Debezium's
+//	                            # snapshot.select.statement.overrides, a filtered ad hoc snapshot),
+//	                            # so its end deletes nothing (see Source.PartialSnapshots)
 //	target:
 //	  database: default         # [default]
 //	  table: orders_cdc
@@ -68,6 +71,13 @@ type Source struct {
 	// DeletedField and MetadataField are the names the Debezium trigger
 	// gives the delete marker and the metadata struct.
 	DeletedField, MetadataField string
+	// PartialSnapshots: the trigger's snapshots may leave rows of the
+	// table out. When false (the default), a snapshot's last row ends a
+	// complete read of the table at its point S: every key the target
+	// holds live below S that no row of the snapshot holds was deleted
+	// before S, and gets a delete marker at S (a TRUNCATE the trigger
+	// dropped, deletes before its offsets were reset).
+	PartialSnapshots bool
 }
 
 // Target is the ClickHouse table (and view) the changes are applied to.
@@ -238,7 +248,7 @@ func compile(d doc, path []any, r rawTable) (*Mapping, error) {
 	}
 	m := &Mapping{
 		Source: Source{Database: *src.Database, Schema: *src.Schema, Table: *src.Table,
-			DeletedField: deletedField, MetadataField: metadataField},
+			DeletedField: deletedField, MetadataField: metadataField, PartialSnapshots: src.PartialSnapshots != nil && *src.PartialSnapshots},
 		Target: Target{Database: database, Table: table, LiveView: liveView, CreateDatabase: tgt.CreateDatabase != nil && *tgt.CreateDatabase,
 			VersionColumn: version, DeletedColumn: deleted, Cluster: str(tgt.Cluster)},
 		ByName: map[string]int{},

@@ -75,7 +75,7 @@ func TestMappingErrors(t *testing.T) {
 		{"unknown top key", head + "key: [k]\ncolumns: [{name: k, type: Int64}]\nextra: 1\n",
 			`m.yaml:5:1: unknown key "extra" in the mapping (known keys: source, target, key, columns, schema_changes)`},
 		{"unknown source key", "source: {database: d, schema: s, table: t, tabel: u}\ntarget: {table: x}\nkey: [k]\ncolumns: [{name: k, type: Int64}]\n",
-			`m.yaml:1:44: unknown key "tabel" in source (known keys: database, schema, table, deleted_field, metadata_field)`},
+			`m.yaml:1:44: unknown key "tabel" in source (known keys: database, schema, table, deleted_field, metadata_field, partial_snapshots)`},
 		{"unknown column key", head + "key: [k]\ncolumns:\n  - name: k\n    type: Int64\n    nullable: true\n",
 			`m.yaml:7:5: unknown key "nullable" in a column (known keys: name, type, max_length, source_type)`},
 		{"repeated key", head + "key: [k]\ncolumns: [{name: k, type: Int64, type: String}]\n",

@@ -29,6 +29,8 @@ type rawSource struct {
 	Table         *string `yaml:"table"`
 	DeletedField  *string `yaml:"deleted_field"`
 	MetadataField *string `yaml:"metadata_field"`
+	// PartialSnapshots is cdc apply's (Source.PartialSnapshots).
+	PartialSnapshots *bool `yaml:"partial_snapshots"`
 }
 
 type rawTarget struct {

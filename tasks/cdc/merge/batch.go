@@ -223,7 +223,7 @@ func (b *Batch) markerOf(r *change.Row) []change.Value {
 	return img
 }
 
-// add merges one event, in file order (commit order, then change order:
+// Add merges one event, in file order (commit order, then change order:
 // order.go stamps its version). A later event becomes its key's row (its
 // unchanged TOAST values taken from the row it replaces: keepUnchanged),
 // through accept, which follows key changes; an event at the key's latest
@@ -232,6 +232,33 @@ func (b *Batch) markerOf(r *change.Row) []change.Value {
 // left to the history pass. add copies what it keeps: r (and its values)
 // stay the caller's (its placeholders may be filled in place).
 func (b *Batch) Add(r change.Row) error {
+	if err := b.add(r); err != nil {
+		return err
+	}
+	if r.Meta.SnapshotEnd() && !b.M.Source.PartialSnapshots {
+		b.endSnapshot(&r)
+	}
+	return nil
+}
+
+// endSnapshot ends a complete snapshot of the table at its point S (r,
+// its last row): every row the table held at S was read at S, in this
+// batch or in the batches before it (a snapshot cut between batches), so
+// a key live below S that the snapshot did not read was deleted before
+// S (a TRUNCATE the trigger dropped, deletes before its offsets were
+// reset). It is applied as a TRUNCATE at S: the batch's keys below S are
+// deleted, and the target's (Trunc: readTarget's markers); the
+// snapshot's rows, at S, and every change after it stay.
+func (b *Batch) endSnapshot(r *change.Row) {
+	m := r.Meta
+	// At S exactly, as the snapshot's rows: floored just below it, so that
+	// FloorAt (the ledger's snapshot) never raises it above them.
+	b.truncate(&change.Row{Record: r.Record, Version: m.LSN, Deleted: true,
+		Meta: change.Meta{Op: change.OpTruncate, LSN: m.LSN, TxID: m.TxID, TxIDSet: m.TxIDSet, Snapshot: m.Snapshot,
+			Floor: m.LSN - 1, FloorSet: true}})
+}
+
+func (b *Batch) add(r change.Row) error {
 	b.Events++
 	b.fold(r.Meta.Sum)
 	b.img = b.markerOf(&r)

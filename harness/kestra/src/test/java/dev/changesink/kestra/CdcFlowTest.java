@@ -70,7 +70,7 @@ class CdcFlowTest extends CdcEngineTest {
             assertEquals(State.Type.SUCCESS, taskRun(e, id).getState().getCurrent(), id);
         }
         Map<String, Object> v = vars(taskRun(e, "apply"));
-        assertEquals(Map.of("events", events, "keys", keys, "pending", pending, "skipped", skipped, "deletes", deletes, "verified", keys, "recreated", 0), v);
+        assertEquals(Map.of("events", events, "keys", keys, "pending", pending, "skipped", skipped, "deletes", deletes, "verified", keys, "recreated", 0, "snapshot_deleted", 0), v);
         // The summary Log renders the apply outputs with their real values.
         List<String> summary = logsOf(logs(e), "summary", Level.INFO).stream().map(LogEntry::getMessage).toList();
         assertThat(summary, hasSize(1));
