@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
@@ -154,13 +155,14 @@ func nth(n int, f func(context.Context) error) func(context.Context) error {
 // backlog to read, in both of pg_ctl's modes: fast (sessions ended, a
 // checkpoint) and immediate (a crash: the slot's confirmed position is
 // the one last saved, which may be behind what was confirmed), and at two
-// moments: while the run applies its third flush (the restart done before
-// the flush is recorded and confirmed) and while it streams (the restart
-// begun then, the run going on meanwhile). The run fails transient, naming
-// the lost replication connection (or, restarted while streaming, it may
-// have read everything before the walsender exited: then it ends well
-// having applied all of it); the slot is not confirmed past the sync
-// ledger; a re-run converges.
+// moments: while the run applies its third flush (a crash done before the
+// flush is recorded and confirmed; a fast shutdown begun then, which waits
+// for the run to take what the walsender sent) and while it streams (the
+// restart begun then, the run going on meanwhile). The run fails
+// transient, naming the lost replication connection (or, after a fast
+// shutdown, it may have read everything before the walsender exited: then
+// it ends well having applied all of it); the slot is not confirmed past
+// the sync ledger; a re-run converges.
 func TestSyncSourceRestarted(t *testing.T) {
 	for _, mode := range []string{"fast", "immediate"} {
 		for _, when := range []string{"while applying", "while streaming"} {
@@ -175,9 +177,19 @@ func TestSyncSourceRestarted(t *testing.T) {
 					pg.Restart(t, mode)
 					return nil
 				}
-				if when == "while applying" {
+				switch {
+				case when == "while applying" && mode == "immediate":
 					env.hooks.afterInsert = nth(3, restart)
-				} else {
+				case when == "while applying":
+					// A fast shutdown waits for every walsender's client to
+					// take the WAL sent, and the run says it is alive while
+					// it applies: the flush goes on once the shutdown began.
+					env.hooks.afterInsert = nth(3, func(ctx context.Context) error {
+						go restart(ctx) //nolint:errcheck
+						shuttingDown(t, pg.Admin)
+						return nil
+					})
+				default:
 					env.hooks.afterInsert = nth(3, func(ctx context.Context) error { go restart(ctx); return nil }) //nolint:errcheck
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -188,13 +200,14 @@ func TestSyncSourceRestarted(t *testing.T) {
 				case err != nil:
 					t.Logf("error: %v", err)
 					wantError(t, err, outcome.Transient, slot.ErrConnLost, "slot "+e.slot, "Retry: a new run resumes from the slot's confirmed position")
-				case when == "while applying":
-					t.Fatalf("the run succeeded across a restart of the source: %+v", res)
+				case when == "while applying" && mode == "immediate":
+					t.Fatalf("the run succeeded across a crash of the source: %+v", res)
 				case res.Transactions != 400:
 					t.Fatalf("the run ended well with %d of the 400 transactions across a restart: %+v", res.Transactions, res)
 				default:
 					// A fast shutdown lets the walsender send what it has
-					// decoded before it exits: the run may have it all.
+					// decoded, and waits for the run to take it, before it
+					// exits: the run may have it all.
 					t.Logf("the run read every transaction before the walsender exited: %s", res.Summary())
 				}
 				confirmed, through := e.confirmedWithinLedger()
@@ -206,6 +219,23 @@ func TestSyncSourceRestarted(t *testing.T) {
 			})
 		}
 	}
+}
+
+// shuttingDown waits until the server at dsn refuses new sessions (57P03,
+// "the database system is shutting down") or connections.
+func shuttingDown(t *testing.T, dsn string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, dsn)
+		cancel()
+		if err != nil {
+			return
+		}
+		_ = conn.Close(context.Background())
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Error("the source did not begin its shutdown within 30 s")
 }
 
 // TestSyncClickHouseCut cuts the connection to ClickHouse (a proxy in front
