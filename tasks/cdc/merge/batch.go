@@ -765,6 +765,12 @@ func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, err
 		if cur == nil || cur.Deleted || cur.Version >= km.firstVer || km.flags&flagOlderDeleted != 0 {
 			continue
 		}
+		if b.Trunc != nil && cur.Version < b.Trunc.Version {
+			// The key was first met after the batch's TRUNCATE (truncate
+			// clears flagCreate), which removed the target's row (a
+			// snapshot's end too): the CREATE is of a key no longer live.
+			continue
+		}
 		switch {
 		case km.flags&flagCreateOpen != 0 && b.last.Set && b.last.ID == km.createTx:
 			kc.Carried = append(kc.Carried, r)
