@@ -520,7 +520,7 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 			last := res.Rows[len(res.Rows)-1].Meta
 			last.Sum = 0
 			lsn := uint64(24023128 + 56*2999) // its transaction's lsn_commit is its first event's LSN - 56 (triggerBatch)
-			if want := (change.Meta{Op: "UPDATE", TxID: 770 + 2999/4, TxIDSet: true, DeletedSet: true, LSN: lsn, Commit: uint64(24023128 + 56*(2999/4*4) - 56), CommitSet: true, Sequenced: true}); last != want {
+			if want := (change.Meta{Op: "UPDATE", TxID: 770 + 2999/4, TxIDSet: true, DeletedSet: true, LSN: lsn, Commit: uint64(24023128 + 56*(2999/4*4) - 56), CommitSet: true, Sequenced: true, Snapshot: "false"}); last != want {
 				t.Errorf("change of the last record %+v, want %+v", last, want)
 			}
 		})

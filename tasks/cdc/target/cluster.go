@@ -319,8 +319,8 @@ func (t *Table) ledgerSettled(ctx context.Context, prev, e *change.LedgerEntry) 
 			return true, nil
 		}
 		name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
-		// Another run's row: this run's lock was lost while its insert
-		// was in doubt.
+		// Another run's row: an earlier holder's insert that completed
+		// late, or a run that took the lock: the re-run reads it.
 		return false, outcome.Transient.Mark(fmt.Errorf("%w: %w: the ledger %s gained row %d (%s) of another run while this run waited to record row %d",
 			change.ErrTargetLocked, ErrClusterLocked, name, st.Last.Seq, st.Last.Digest, prevSeq+1))
 	}
