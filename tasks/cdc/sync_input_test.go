@@ -198,15 +198,7 @@ func (e *syncEnv) noSlot() {
 // target; an entry that is not Nullable is refused for an added column,
 // saying what to write, nothing applied after the change.
 func TestSyncAddedColumnAsTheMappingSays(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.grow"}
-	e.exec(`CREATE TABLE grow (id int PRIMARY KEY, v text)`, `INSERT INTO grow VALUES (1, 'a')`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	e, cfg, env, ctx := setUpSync(t, "public.grow", `CREATE TABLE grow (id int PRIMARY KEY, v text)`, `INSERT INTO grow VALUES (1, 'a')`)
 	withN := func(typ string) *mapping.Set {
 		set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
 			"  - source: {schema: public, table: grow}\n    columns:\n      - {name: n, type: "+typ+"}\n"))

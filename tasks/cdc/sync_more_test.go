@@ -79,15 +79,7 @@ func TestSyncManyTables(t *testing.T) {
 // target is to be rebuilt). Nothing is written; the slot keeps the
 // transactions.
 func TestSyncRefusesARetypedColumn(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.r"}
-	e.exec(`CREATE TABLE r (id int PRIMARY KEY, n int)`, `INSERT INTO r VALUES (1, 1)`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	e, cfg, env, ctx := setUpSync(t, "public.r", `CREATE TABLE r (id int PRIMARY KEY, n int)`, `INSERT INTO r VALUES (1, 1)`)
 	e.exec(`INSERT INTO r VALUES (2, 2)`, `ALTER TABLE r ALTER COLUMN n TYPE bigint`, `INSERT INTO r VALUES (3, 3000000000)`)
 	for range 2 {
 		_, err := Sync(ctx, cfg, env)
@@ -107,15 +99,7 @@ func TestSyncRefusesARetypedColumn(t *testing.T) {
 // parameters would be refused as configuration). A DSN asking for another
 // DateStyle (options) does not change what is read: the values are right.
 func TestSyncSettingsChecked(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.s"}
-	e.exec(`CREATE TABLE s (id int PRIMARY KEY, d date)`, `INSERT INTO s VALUES (1, '2024-03-04')`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	e, cfg, env, ctx := setUpSync(t, "public.s", `CREATE TABLE s (id int PRIMARY KEY, d date)`, `INSERT INTO s VALUES (1, '2024-03-04')`)
 	e.exec(`INSERT INTO s VALUES (2, '2024-05-06')`)
 	if strings.Contains(cfg.Postgres.DSN, "://") {
 		sep := "?"
@@ -191,15 +175,7 @@ func TestSyncExactValues(t *testing.T) {
 // the oldest transaction it left committed (behind_seconds); a run that
 // catches up reports 0.
 func TestSyncBudgetReportsBehind(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.q"}
-	e.exec(`CREATE TABLE q (id int PRIMARY KEY)`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	e, cfg, env, ctx := setUpSync(t, "public.q", `CREATE TABLE q (id int PRIMARY KEY)`)
 	e.exec(`INSERT INTO q VALUES (1)`, `INSERT INTO q VALUES (2)`, `INSERT INTO q VALUES (3)`)
 	time.Sleep(1100 * time.Millisecond)
 	cfg.MaxChanges = 1
@@ -255,15 +231,7 @@ func TestSetupSyncDropsItsSlotWhenTargetsFail(t *testing.T) {
 // the run tells the server it is alive while it writes ClickHouse, and
 // confirms the flush at its end.
 func TestSyncSlowApplyKeepsTheStream(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.q"}
-	e.exec(`CREATE TABLE q (id int PRIMARY KEY, n int)`, `INSERT INTO q VALUES (1, 1)`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	e, cfg, env, ctx := setUpSync(t, "public.q", `CREATE TABLE q (id int PRIMARY KEY, n int)`, `INSERT INTO q VALUES (1, 1)`)
 	e.exec(`INSERT INTO q VALUES (2, 2)`, `UPDATE q SET n = 10 WHERE id = 1`)
 	sep := "?"
 	if strings.Contains(cfg.Postgres.DSN, "?") {

@@ -228,3 +228,20 @@ func TestSyncKeyChangeKeepsToast(t *testing.T) {
 	e.same(`SELECT id::text, v::text, md5(blob) FROM acc ORDER BY acc.id`,
 		`SELECT id, v, lower(hex(MD5(blob))) FROM `+e.chDB+`.acc_live ORDER BY id`)
 }
+
+// setUpSync makes the source table (stmts: its CREATE and first rows),
+// runs SetupSync for it alone and returns its env, the settings and a
+// context of three minutes.
+func setUpSync(t *testing.T, table string, stmts ...string) (*syncEnv, SyncConfig, Env, context.Context) {
+	t.Helper()
+	e := newSyncEnv(t)
+	e.tables = []string{table}
+	e.exec(stmts...)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	return e, cfg, env, ctx
+}
