@@ -90,9 +90,9 @@ func hints() []hint {
 			"its _ledger and the live view, run changesink cdc setup) and have the trigger take a new snapshot (a new slotName " +
 			"and stateName). An old batch replayed by mistake: do not apply it. Nothing was written."},
 		{change.ErrNotLoaded, "Run changesink cdc setup with the same CDC_SLOT, CDC_PUBLICATION and CDC_TABLES: it creates the " +
-			"slot and loads the tables from its snapshot, or continues a load that was cut. A slot setup did not make, or a table added to the publication after " +
-			"the load: drop the slot (SELECT pg_drop_replication_slot('<slot>')) and run the setup again, which loads every " +
-			"table again. Nothing was written."},
+			"slot and loads the tables from its snapshot, or continues a load that was cut; a table that joined the publication " +
+			"since is loaded alone, the others untouched. A slot setup did not make: drop the slot " +
+			"(SELECT pg_drop_replication_slot('<slot>')) and run the setup again, which loads every table again. Nothing was written."},
 		{change.ErrOtherSource, "Point CDC_POSTGRES_DSN at the database the targets were loaded from, or give this source a " +
 			"slot and targets of its own. After a restore or a failover to a new system: drop the slot and the targets, " +
 			"then run changesink cdc setup to load them again. Nothing was written."},

@@ -51,7 +51,8 @@ type loadTable struct {
 	// sql reads the table's rows in the source's column order, the
 	// chunk's range appended.
 	sql string
-	// whole: not a plain table (partitioned): one chunk, no ctid range.
+	// whole: not a plain table (a partitioned one, published via its
+	// root): one chunk, no ctid range.
 	whole    bool
 	estimate int64  // pg_class.reltuples (0 when unknown)
 	pages    uint32 // the table's pages when planned
@@ -103,12 +104,12 @@ func (c loadChunk) query() string {
 	return "COPY (" + q + ") TO STDOUT"
 }
 
-// loadTables loads every table of the run from l's snapshot, versioned
+// loadTables loads the tables which from l's snapshot, versioned
 // at its point: planned (the chunks earlier runs did left out), copied in
 // chunks by the workers, each chunk recorded in the load ledger once
 // inserted, then each target counted.
-func (r *syncRun) loadTables(ctx context.Context, l *loadRun) error {
-	tables, chunks, err := r.planLoad(ctx, l.done)
+func (r *syncRun) loadTables(ctx context.Context, l *loadRun, which []*syncTable) error {
+	tables, chunks, err := r.planLoad(ctx, which, l.done)
 	if err != nil {
 		return err
 	}
@@ -184,13 +185,13 @@ func (r *syncRun) loadWorker(ctx context.Context, l *loadRun, queue <-chan loadC
 	return nil
 }
 
-// planLoad cuts every table into chunks, from the catalog's estimate of
-// its rows and its size in pages, leaving out the chunks done (by earlier
-// runs of the load) of a table whose storage is the same.
-func (r *syncRun) planLoad(ctx context.Context, done []target.LoadRow) ([]*loadTable, []loadChunk, error) {
+// planLoad cuts every table of which into chunks, from the catalog's
+// estimate of its rows and its size in pages, leaving out the chunks done
+// (by earlier runs of the load) of a table whose storage is the same.
+func (r *syncRun) planLoad(ctx context.Context, which []*syncTable, done []target.LoadRow) ([]*loadTable, []loadChunk, error) {
 	var tables []*loadTable
 	var chunks []loadChunk
-	for _, t := range r.order {
+	for _, t := range which {
 		lt, err := r.planTable(ctx, t)
 		if err != nil {
 			return nil, nil, err
@@ -271,6 +272,11 @@ func (r *syncRun) planTable(ctx context.Context, t *syncTable) (*loadTable, erro
 		return nil, sourceErr(fmt.Errorf("table %s: read its size: %w", t.name(), err))
 	}
 	lt.whole = kind != "r"
+	if kind == "p" {
+		// Published via its root: its rows are in its partitions, which
+		// FROM ONLY would leave out; read as one chunk.
+		lt.sql = strings.Replace(lt.sql, " FROM ONLY ", " FROM ", 1)
+	}
 	lt.estimate = int64(max(tuples, 0))
 	lt.pages, lt.filenode = uint32(size/block), uint64(filenode)
 	lt.step, lt.chunks = chunkPlan(lt.pages, lt.estimate, cmp.Or(r.env.hooks.loadChunkRows, loadChunkRows))

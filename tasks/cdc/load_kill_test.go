@@ -23,10 +23,21 @@ import (
 // envSyncDB), in small chunks and blocks with two workers.
 const envLoadChild = "CDC_TEST_LOAD_CHILD"
 
-// loadConfig is the setup of the load kill test, in the child and in the
-// test.
-func loadConfig(dsn, slot, db string) (SyncConfig, Env, error) {
-	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+db+"}}\ntables:\n  - source: {schema: public, table: acc}\n"))
+// envLoadTables names the child's tables (comma-separated; acc when
+// unset).
+const envLoadTables = "CDC_TEST_LOAD_TABLES"
+
+// loadConfig is the setup of the load kill tests, in the child and in the
+// test: the tables (in schema public) into database db.
+func loadConfig(dsn, slot, db string, tables ...string) (SyncConfig, Env, error) {
+	if len(tables) == 0 {
+		tables = []string{"acc"}
+	}
+	yaml := "defaults: {target: {database: " + db + "}}\ntables:\n"
+	for _, t := range tables {
+		yaml += "  - source: {schema: public, table: " + t + "}\n"
+	}
+	set, err := mapping.ParseSet("sync.yaml", []byte(yaml))
 	cfg := SyncConfig{Postgres: Postgres{DSN: dsn}, Slot: slot, Publication: slot, Mappings: set, LoadWorkers: 2,
 		ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute}}
 	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -35,7 +46,11 @@ func loadConfig(dsn, slot, db string) (SyncConfig, Env, error) {
 }
 
 func loadChild() int {
-	cfg, env, err := loadConfig(os.Getenv(envLoadChild), os.Getenv(envSyncSlot), os.Getenv(envSyncDB))
+	var tables []string
+	if v := os.Getenv(envLoadTables); v != "" {
+		tables = strings.Split(v, ",")
+	}
+	cfg, env, err := loadConfig(os.Getenv(envLoadChild), os.Getenv(envSyncSlot), os.Getenv(envSyncDB), tables...)
 	if err == nil {
 		_, err = SetupSync(context.Background(), cfg, env)
 	}

@@ -73,7 +73,7 @@ func (r *syncRun) prepareLoad(ctx context.Context, c created) (*loadRun, error) 
 		l := &loadRun{snap: c.snap, point: uint64(c.at), from: uint64(c.at)}
 		return l, r.startGeneration(ctx, l)
 	}
-	rows, err := r.loadLedger.Latest(ctx, r.cfg.Slot)
+	rows, err := r.loadLedger.Latest(ctx, r.cfg.Slot, "")
 	if err != nil {
 		return nil, err
 	}
@@ -99,12 +99,7 @@ func (r *syncRun) prepareLoad(ctx context.Context, c created) (*loadRun, error) 
 			return nil, err
 		}
 	}
-	pg := r.cfg.source.Config.Copy()
-	if pg.RuntimeParams == nil {
-		pg.RuntimeParams = map[string]string{}
-	}
-	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
-	snap, err := r.exportTemporary(ctx, pg)
+	snap, err := r.exportTemporary(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +113,14 @@ func (r *syncRun) prepareLoad(ctx context.Context, c created) (*loadRun, error) 
 
 // startGeneration records a new generation of the load in the load ledger.
 func (r *syncRun) startGeneration(ctx context.Context, l *loadRun) error {
-	l.gen = fmt.Sprintf("%020d", time.Now().UnixNano())
+	l.gen = newGeneration()
 	return r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadStart, StreamFrom: l.from,
 		SystemID: r.systemID, SourceDB: r.source, Holder: r.holderID()})
 }
+
+// newGeneration names a new generation of a load: they sort by when they
+// began.
+func newGeneration() string { return fmt.Sprintf("%020d", time.Now().UnixNano()) }
 
 // appendLoad appends a row to the load ledger, fenced by the first
 // target's lock (as the sync ledger's rows), then checks that lock.
@@ -133,17 +132,30 @@ func (r *syncRun) appendLoad(ctx context.Context, row target.LoadRow) error {
 	return lk.Check(ctx)
 }
 
-// readLoadFloor reads the highest point the slot's load versioned rows at: a
-// transaction that commits at or after it was not in that snapshot, and
-// its versions are raised above it (commit).
-func (r *syncRun) readLoadFloor(ctx context.Context) error {
+// readFloors reads the point each table was loaded at: a transaction
+// that commits at or after it was not in that snapshot, and its versions
+// are raised above it (commit); one before it is read by belowLoad. A
+// published table no load ended for (it joined the publication after the
+// slot's load, and cdc setup has not loaded it yet) is refused: streaming
+// it would leave its earlier rows out.
+func (r *syncRun) readFloors(ctx context.Context) error {
 	ll := r.ch.LoadLedger(r.order[0].m.Target.Database)
 	if err := ll.Ensure(ctx); err != nil {
 		return err
 	}
-	p, err := ll.MaxPoint(ctx, r.cfg.Slot)
-	r.loadFloor = p
-	return err
+	loads, err := ll.Tables(ctx, r.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	for _, t := range r.order {
+		tl, ok := loads[t.name()]
+		if !ok || !tl.Done {
+			return outcome.Refused.Mark(fmt.Errorf("%w: table %s joined publication %s after the load of slot %s, and no load of it ended",
+				change.ErrNotLoaded, t.name(), r.cfg.Publication, r.cfg.Slot))
+		}
+		t.floor = tl.Point
+	}
+	return nil
 }
 
 // slotsWait is how long a load waits for a free replication slot for its
@@ -153,7 +165,12 @@ const slotsWait = 30 * time.Second
 
 // exportTemporary creates the temporary slot of a continued load and
 // returns its snapshot, waiting up to slotsWait for a free slot.
-func (r *syncRun) exportTemporary(ctx context.Context, pg *pgconn.Config) (*slot.Snapshot, error) {
+func (r *syncRun) exportTemporary(ctx context.Context) (*slot.Snapshot, error) {
+	pg := r.cfg.source.Config.Copy()
+	if pg.RuntimeParams == nil {
+		pg.RuntimeParams = map[string]string{}
+	}
+	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
 	name := fmt.Sprintf("changesink_load_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
 	deadline := time.Now().Add(slotsWait)
 	for {

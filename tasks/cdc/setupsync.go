@@ -187,9 +187,9 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 
 // load copies every table from the new slot's snapshot into its target,
 // then records the slot's consistent point in the sync ledger. A slot that
-// was there is loaded already (the sync ledger has it), or its load was
-// cut and is continued (loadresume.go), or nothing loaded from it and it
-// is refused (its snapshot is gone).
+// was there is loaded already (the sync ledger has it: only the tables
+// that joined the publication since are loaded, loadjoined.go), or its
+// load was cut and is continued (loadresume.go).
 func (r *syncRun) load(ctx context.Context, c created) error {
 	last, err := r.ledger.Last(ctx, r.cfg.Slot)
 	if err != nil {
@@ -197,20 +197,20 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 	}
 	r.last = last
 	if c.snap == nil && last != nil {
-		return nil
+		return r.loadJoined(ctx)
 	}
 	l, err := r.prepareLoad(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer l.release()
-	if err := r.refuseNewer(ctx, l.point); err != nil {
+	if err := r.refuseNewer(ctx, r.order, l.point); err != nil {
 		return r.dropCreated(ctx, c, err)
 	}
-	if err := r.loadTables(ctx, l); err != nil {
+	if err := r.loadTables(ctx, l, r.order); err != nil {
 		return err
 	}
-	if err := r.deleteGone(ctx, l.from); err != nil {
+	if err := r.deleteGone(ctx, r.order, l.from); err != nil {
 		return err
 	}
 	r.res.Changes, r.continued = r.loaded.Rows, l.continued
@@ -237,11 +237,14 @@ type SyncSetupResult struct {
 	// Continued: it continued a load an earlier run began.
 	Load      LoadStats
 	Continued bool
+	// Joined are the tables that joined the publication after the slot's
+	// load, loaded alone now.
+	Joined []string
 }
 
 func (r *syncRun) setupResult(c created) *SyncSetupResult {
 	res := &SyncSetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
-		Load: r.loaded, Continued: r.continued}
+		Load: r.loaded, Continued: r.continued, Joined: r.joined}
 	for _, t := range r.order {
 		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
 	}
@@ -256,6 +259,7 @@ func (r *SyncSetupResult) Outputs() map[string]any {
 	}
 	return map[string]any{"slot": r.Slot, "publication": r.Publication, "created": r.Created,
 		"consistent_point": r.ConsistentPoint.String(), "loaded": r.Loaded, "tables": tables, "continued": r.Continued,
+		"joined": append([]string{}, r.Joined...),
 		"load": map[string]any{"rows": r.Load.Rows, "bytes": r.Load.Bytes, "chunks": r.Load.Chunks, "workers": r.Load.Workers,
 			"seconds": r.Load.Duration.Seconds(), "rows_per_second": r.Load.RowsPerSecond}}
 }
@@ -269,6 +273,10 @@ func (r *SyncSetupResult) Metrics() []kestra.Metric {
 
 // Summary is the run's one-line log.
 func (r *SyncSetupResult) Summary() string {
+	if len(r.Joined) > 0 {
+		return fmt.Sprintf("Slot %s: %d rows of %s, which joined publication %s, loaded and counted; the other tables were not loaded again.",
+			r.Slot, r.Loaded, strings.Join(r.Joined, ", "), r.Publication)
+	}
 	if r.Continued {
 		return fmt.Sprintf("Slot %s: its load continued; %d more rows of %d tables loaded and counted.", r.Slot, r.Loaded, len(r.Tables))
 	}

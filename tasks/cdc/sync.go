@@ -91,11 +91,11 @@ type syncRun struct {
 	why  string     // why the run ended
 
 	res SyncResult
-	// loaded is what the initial load copied (SetupSync); loadLedger is
-	// the load ledger, loadFloor the highest point the load versioned rows
-	// at (loadresume.go).
+	// loaded is what the initial load copied (SetupSync), joined the
+	// tables it loaded that joined the publication after the slot's load;
+	// loadLedger is the load ledger.
 	loaded     LoadStats
+	joined     []string
 	loadLedger *target.LoadLedger
-	loadFloor  uint64
 	continued  bool
 }

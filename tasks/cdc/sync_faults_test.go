@@ -49,8 +49,15 @@ func accEnv(t *testing.T, admin string) (*syncEnv, SyncConfig, Env) {
 // sameAcc compares acc with its live view, row by row.
 func (e *syncEnv) sameAcc() {
 	e.t.Helper()
-	e.same(`SELECT id::text, v::text, tag, md5(blob) FROM acc ORDER BY acc.id`,
-		`SELECT id, v, tag, lower(hex(MD5(blob))) FROM `+e.chDB+`.acc_live ORDER BY id`)
+	e.sameAccOf("acc")
+}
+
+// sameAccOf compares a table of acc's columns with its live view, row by
+// row.
+func (e *syncEnv) sameAccOf(table string) {
+	e.t.Helper()
+	e.same(`SELECT id::text, v::text, tag, md5(blob) FROM `+table+` ORDER BY `+table+`.id`,
+		`SELECT id, v, tag, lower(hex(MD5(blob))) FROM `+e.chDB+`.`+table+`_live ORDER BY id`)
 }
 
 // backlog commits n transactions on acc, each an update of ten rows and an

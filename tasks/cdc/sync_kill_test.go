@@ -67,6 +67,12 @@ func syncChild() int {
 // updates, deletes and key changes of random rows, some transactions of
 // many rows. It reports the transactions it committed.
 func writer(t *testing.T, e *syncEnv, stop <-chan struct{}, done chan<- int) {
+	writeTo(t, e, "acc", 1, stop, done)
+}
+
+// writeTo is writer on table (acc's columns), its random choices seeded
+// by seed.
+func writeTo(t *testing.T, e *syncEnv, table string, seed uint64, stop <-chan struct{}, done chan<- int) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, e.dsn)
 	if err != nil {
@@ -75,7 +81,7 @@ func writer(t *testing.T, e *syncEnv, stop <-chan struct{}, done chan<- int) {
 		return
 	}
 	defer conn.Close(ctx)
-	rnd := rand.New(rand.NewPCG(1, 2))
+	rnd := rand.New(rand.NewPCG(seed, 2))
 	next, n := 1000, 0
 	for {
 		select {
@@ -96,16 +102,16 @@ func writer(t *testing.T, e *syncEnv, stop <-chan struct{}, done chan<- int) {
 			switch rnd.IntN(10) {
 			case 0, 1, 2:
 				next++
-				sql = fmt.Sprintf("INSERT INTO acc VALUES (%d, %d, 'new %d', NULL) ON CONFLICT (id) DO NOTHING", next, rnd.IntN(1000), next)
+				sql = fmt.Sprintf("INSERT INTO %s VALUES (%d, %d, 'new %d', NULL) ON CONFLICT (id) DO NOTHING", table, next, rnd.IntN(1000), next)
 			case 3:
-				sql = fmt.Sprintf("DELETE FROM acc WHERE id = %d", id)
+				sql = fmt.Sprintf("DELETE FROM %s WHERE id = %d", table, id)
 			case 4:
 				next++
-				sql = fmt.Sprintf("UPDATE acc SET id = %d WHERE id = %d", next, id)
+				sql = fmt.Sprintf("UPDATE %s SET id = %d WHERE id = %d", table, next, id)
 			case 5:
-				sql = "UPDATE acc SET v = v + 1 WHERE id % 97 = " + strconv.Itoa(rnd.IntN(97))
+				sql = "UPDATE " + table + " SET v = v + 1 WHERE id % 97 = " + strconv.Itoa(rnd.IntN(97))
 			default:
-				sql = fmt.Sprintf("UPDATE acc SET v = v + 1, tag = 't%d' WHERE id = %d", rnd.IntN(100), id)
+				sql = fmt.Sprintf("UPDATE %s SET v = v + 1, tag = 't%d' WHERE id = %d", table, rnd.IntN(100), id)
 			}
 			if _, err := tx.Exec(ctx, sql); err != nil {
 				t.Errorf("%s: %v", sql, err)

@@ -21,8 +21,8 @@ import (
 // continued load's later point, not below, and rows a writer wrote at
 // newer versions stay. A target that held no row when the load began
 // (refuseNewer) is skipped: the load's rows are all it holds.
-func (r *syncRun) deleteGone(ctx context.Context, from uint64) error {
-	for _, t := range r.order {
+func (r *syncRun) deleteGone(ctx context.Context, which []*syncTable, from uint64) error {
+	for _, t := range which {
 		if !t.held {
 			continue
 		}
@@ -55,8 +55,8 @@ func (r *syncRun) deleteGone(ctx context.Context, from uint64) error {
 // are another PostgreSQL system's (a restore or a failover, whose LSNs
 // are not this one's) or a writer's still running (the trigger flow, not
 // disabled before the switch-over). Nothing is written.
-func (r *syncRun) refuseNewer(ctx context.Context, point uint64) error {
-	for _, t := range r.order {
+func (r *syncRun) refuseNewer(ctx context.Context, which []*syncTable, point uint64) error {
+	for _, t := range which {
 		high, err := t.run.tbl.HighestVersion(ctx)
 		if err != nil {
 			return tableErr(t, err)

@@ -40,7 +40,7 @@ func (r *syncRun) checkPosition(ctx context.Context) error {
 		r.log.Info(fmt.Sprintf("cdc: slot %s is confirmed at %s, behind the %s the targets hold (a confirm was lost): "+
 			"the transactions between come again and are skipped as replays", r.cfg.Slot, r.startedAt, slot.LSN(last.Through)))
 	}
-	return r.readLoadFloor(ctx)
+	return r.readFloors(ctx)
 }
 
 // ledgerName is the sync ledger's name, for messages.

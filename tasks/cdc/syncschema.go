@@ -32,9 +32,12 @@ func relationAt(ev *slot.Event) string {
 // target, NULL from then on; a retyped column, a changed key, and any
 // change under schema_changes refuse, are refused, naming the columns.
 func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
-	t, err := r.table(ev.Relation)
-	if err != nil {
-		return err
+	t := r.tables[ev.Relation.ID]
+	if t == nil {
+		// Not a change: a table's changes are refused (r.table) when
+		// they come. A partition of a table published via its root is
+		// described too, while its rows come as the root's.
+		return nil
 	}
 	rel := ev.Relation
 	added, dropped, retyped, key := t.compare(rel, r.ch.Caps, r.cfg.Mappings)

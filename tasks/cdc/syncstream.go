@@ -114,7 +114,7 @@ func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
 		}
 	}
 	lsn := uint64(ev.WALStart)
-	if uint64(r.tx.FinalLSN) < r.loadFloor {
+	if uint64(r.tx.FinalLSN) < t.floor {
 		return r.belowLoad(t, ev, lsn)
 	}
 	switch ev.Kind {
@@ -155,10 +155,12 @@ func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
 // commit adds the transaction's rows to their tables' batches, in order,
 // with the commit's floor, and moves the flush's position to its end.
 func (r *syncRun) commit(c slot.Commit) error {
-	if uint64(c.LSN) >= r.loadFloor && r.f.floor < r.loadFloor {
-		// Not in the snapshot the load read at loadFloor: newer than its
-		// rows, whatever its changes' positions (loadresume.go).
-		r.f.floor = r.loadFloor
+	for _, t := range r.order {
+		if uint64(c.LSN) >= t.floor && r.f.floor < t.floor {
+			// Not in the snapshot a load read at the table's floor: newer
+			// than its rows, whatever its changes' positions (loadresume.go).
+			r.f.floor = t.floor
+		}
 	}
 	for _, t := range r.order {
 		for i := range t.open {

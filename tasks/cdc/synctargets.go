@@ -37,6 +37,8 @@ type syncTable struct {
 	// held: the target held rows when the load began (refuseNewer); a
 	// target that held none has no key for deleteGone to delete.
 	held bool
+	// floor is the point its load versioned its rows at (readFloors).
+	floor uint64
 }
 
 func (t *syncTable) name() string { return t.src.qualified() }

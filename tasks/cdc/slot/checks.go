@@ -158,15 +158,16 @@ func identityProblem(identity byte, hasKey, hasIndex bool) string {
 
 // ensurePublication creates the publication when it is missing, and
 // otherwise refuses one that leaves out operations or tables asked for.
-func ensurePublication(ctx context.Context, conn *pgconn.PgConn, s Setup) (created bool, err error) {
+func ensurePublication(ctx context.Context, conn *pgconn.PgConn, s Setup) (created bool, added []Table, err error) {
 	for {
 		rows, err := simpleQuery(ctx, conn, `SELECT puballtables, pubinsert AND pubupdate AND pubdelete AND pubtruncate
 			FROM pg_catalog.pg_publication WHERE pubname = `+quoteLiteral(s.Publication))
 		if err != nil {
-			return false, fmt.Errorf("publication %s: read: %w", s.Publication, err)
+			return false, nil, fmt.Errorf("publication %s: read: %w", s.Publication, err)
 		}
 		if len(rows) == 1 {
-			return false, checkPublication(ctx, conn, s, string(rows[0][0]) == "t", string(rows[0][1]) == "t")
+			added, err := checkPublication(ctx, conn, s, string(rows[0][0]) == "t", string(rows[0][1]) == "t")
+			return false, added, err
 		}
 		sql := "CREATE PUBLICATION " + s.Publication + " FOR ALL TABLES"
 		if !s.AllTables {
@@ -179,31 +180,34 @@ func ensurePublication(ctx context.Context, conn *pgconn.PgConn, s Setup) (creat
 		_, err = simpleQuery(ctx, conn, sql)
 		switch pgCode(err) {
 		case "":
-			return true, nil
+			return true, nil, nil
 		case pgerrcode.DuplicateObject: // created meanwhile by another setup: check it
 			continue
 		case pgerrcode.InsufficientPrivilege:
-			return false, configErr(fmt.Errorf("publication %s: create: %w", s.Publication, err))
+			return false, nil, configErr(fmt.Errorf("publication %s: create: %w", s.Publication, err))
 		}
-		return false, fmt.Errorf("publication %s: create: %w", s.Publication, err)
+		return false, nil, fmt.Errorf("publication %s: create: %w", s.Publication, err)
 	}
 }
 
 // checkPublication refuses an existing publication that does not publish
-// every operation, or not the tables asked for.
-func checkPublication(ctx context.Context, conn *pgconn.PgConn, s Setup, allTables, allActions bool) error {
+// every operation, or that is FOR ALL TABLES where a list was asked (or
+// the reverse); a table of the list it lacks is added to it (ALTER
+// PUBLICATION … ADD TABLE: a table joins a running pipeline, and the
+// caller loads it) and returned.
+func checkPublication(ctx context.Context, conn *pgconn.PgConn, s Setup, allTables, allActions bool) ([]Table, error) {
 	if !allActions {
-		return refused(fmt.Errorf("publication %s: %w", s.Publication, ErrPublicationActions))
+		return nil, refused(fmt.Errorf("publication %s: %w", s.Publication, ErrPublicationActions))
 	}
 	if allTables != s.AllTables {
 		what := "FOR ALL TABLES, where a table list was asked"
 		if s.AllTables {
 			what = "a table list, where FOR ALL TABLES was asked"
 		}
-		return refused(fmt.Errorf("publication %s: %w: it is %s", s.Publication, ErrPublicationTables, what))
+		return nil, refused(fmt.Errorf("publication %s: %w: it is %s", s.Publication, ErrPublicationTables, what))
 	}
 	if allTables {
-		return nil
+		return nil, nil
 	}
 	// A table is published when it is, or when all its leaf partitions are.
 	rows, err := simpleQuery(ctx, conn, `SELECT q.nsp, q.rel FROM unnest(`+tableList(s.Tables)+`) AS q(nsp, rel)
@@ -217,13 +221,27 @@ func checkPublication(ctx context.Context, conn *pgconn.PgConn, s Setup, allTabl
 		        WHERE t.isleaf AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p
 		               WHERE p.pubname = `+quoteLiteral(s.Publication)+` AND p.schemaname = ln.nspname AND p.tablename = l.relname)))`)
 	if err != nil {
-		return fmt.Errorf("publication %s: read its tables: %w", s.Publication, err)
+		return nil, fmt.Errorf("publication %s: read its tables: %w", s.Publication, err)
 	}
-	if len(rows) > 0 {
-		return refused(&TableError{Table: Table{string(rows[0][0]), string(rows[0][1])}.String(), Publication: s.Publication,
-			Detail: "not published", Err: ErrPublicationTables})
+	var added []Table
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		added = append(added, Table{string(r[0]), string(r[1])})
+		names[i] = added[i].sql()
 	}
-	return nil
+	if len(added) == 0 {
+		return nil, nil
+	}
+	_, err = simpleQuery(ctx, conn, "ALTER PUBLICATION "+s.Publication+" ADD TABLE "+strings.Join(names, ", "))
+	switch pgCode(err) {
+	case "":
+		return added, nil
+	case pgerrcode.InsufficientPrivilege:
+		return nil, configErr(fmt.Errorf("publication %s: add table %s: %w", s.Publication, added[0], err))
+	case pgerrcode.DuplicateObject: // added meanwhile by another setup
+		return nil, nil
+	}
+	return nil, fmt.Errorf("publication %s: add table %s: %w", s.Publication, added[0], err)
 }
 
 // publishedTables returns the publication's tables, refusing a row filter

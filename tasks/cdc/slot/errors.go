@@ -59,9 +59,9 @@ var (
 	// ErrPublicationActions: the publication leaves out inserts, updates,
 	// deletes or truncates (outcome.Refused).
 	ErrPublicationActions = errors.New("publication does not publish every operation")
-	// ErrPublicationTables: the publication lacks a table Setup names, or
-	// is FOR ALL TABLES where a list was asked (or the other way round)
-	// (outcome.Refused).
+	// ErrPublicationTables: the publication is FOR ALL TABLES where a list
+	// was asked, or the other way round (outcome.Refused). A table of the
+	// list it lacks is added to it.
 	ErrPublicationTables = errors.New("publication does not publish the tables asked for")
 	// ErrPublicationFilter: the publication filters a table's rows (a
 	// WHERE clause): filtered rows would be missing downstream, and an
@@ -191,8 +191,8 @@ var hints = []struct {
 		"publication first, then a new slot) and reload the targets from its snapshot."},
 	{ErrPublicationActions, "ALTER PUBLICATION … SET (publish = 'insert, update, delete, truncate'), or use another " +
 		"publication name."},
-	{ErrPublicationTables, "ALTER PUBLICATION … ADD TABLE for the tables named (a table added to a running pipeline " +
-		"needs its initial load), or use another publication name."},
+	{ErrPublicationTables, "Use another publication name, or make the setting match the publication: a table list " +
+		"(CDC_TABLES or the mapping file) for a FOR TABLE publication, all tables for FOR ALL TABLES."},
 	{ErrPublicationFilter, "Remove the row filter (ALTER PUBLICATION … SET TABLE … without WHERE), or use another " +
 		"publication name."},
 	{ErrConnLost, "Retry: a new run resumes from the slot's confirmed position."},

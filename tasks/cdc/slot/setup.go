@@ -57,7 +57,10 @@ func (s Setup) validate() error {
 // SetupResult is what Ensure found or made.
 type SetupResult struct {
 	PublicationCreated bool
-	SlotCreated        bool
+	// TablesAdded are the tables of Setup.Tables the publication lacked,
+	// which Ensure added to it.
+	TablesAdded []Table
+	SlotCreated bool
 	// Snapshot is the new slot's exported snapshot (Setup.ExportSnapshot
 	// and SlotCreated; else nil): Release it once the initial load has
 	// imported it.
@@ -109,7 +112,7 @@ func Ensure(ctx context.Context, pg *pgconn.Config, s Setup) (*SetupResult, erro
 		return nil, err
 	}
 	res := &SetupResult{}
-	if res.PublicationCreated, err = ensurePublication(ctx, conn, s); err != nil {
+	if res.PublicationCreated, res.TablesAdded, err = ensurePublication(ctx, conn, s); err != nil {
 		return nil, err
 	}
 	if res.Tables, err = publishedTables(ctx, conn, s.Publication); err != nil {

@@ -134,13 +134,6 @@ func TestEnsureRefuses(t *testing.T) {
 			facts: func(_, pub string) []string { return []string{pub} },
 		},
 		{
-			name:     "publication lacking a table",
-			prepare:  func(_, pub string) []string { return []string{"CREATE PUBLICATION " + pub + " FOR TABLE good"} },
-			setup:    func(s *Setup) { s.Tables = []Table{{"public", "good"}, {"public", "good2"}} },
-			sentinel: ErrPublicationTables, class: outcome.Refused,
-			facts: func(_, pub string) []string { return []string{pub, "public.good2"} },
-		},
-		{
 			name:     "publication for all tables where a list was asked",
 			prepare:  func(_, pub string) []string { return []string{"CREATE PUBLICATION " + pub + " FOR ALL TABLES"} },
 			sentinel: ErrPublicationTables, class: outcome.Refused,
@@ -203,6 +196,33 @@ func TestEnsureRefuses(t *testing.T) {
 				t.Errorf("a refused setup created a slot")
 			}
 		})
+	}
+}
+
+// TestEnsureAddsTables: a table the setting names and the publication
+// lacks is added to it (a table joining a running pipeline), with the
+// slot kept; a second Ensure adds nothing.
+func TestEnsureAddsTables(t *testing.T) {
+	src := newSource(t)
+	src.exec("CREATE TABLE a (id int PRIMARY KEY)", "CREATE TABLE b (id int PRIMARY KEY)")
+	slot := slotName(t)
+	pub := slot + "_pub"
+	first := src.setup(slot, pub, "a")
+	two := Setup{Slot: slot, Publication: pub, Tables: []Table{{"public", "a"}, {"public", "b"}}}
+	res, err := Ensure(testCtx(t, time.Minute), src.pg, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SlotCreated || res.PublicationCreated || fmt.Sprint(res.TablesAdded) != "[public.b]" || len(res.Tables) != 2 ||
+		res.Health.Confirmed != first.ConsistentPoint {
+		t.Errorf("Ensure with b: %+v", res)
+	}
+	if got := src.query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_publication_tables WHERE pubname = '" + pub + "'"); got != "a,b" {
+		t.Errorf("published: %s", got)
+	}
+	again, err := Ensure(testCtx(t, time.Minute), src.pg, two)
+	if err != nil || len(again.TablesAdded) != 0 {
+		t.Errorf("second Ensure: %+v, %v", again, err)
 	}
 }
 

@@ -27,6 +27,12 @@ import (
 //     are versioned at (point), the xmin of the snapshot it was read under,
 //     whether it was a delta (the tuples written since an earlier read of
 //     the chunk), its rows and bytes.
+//
+// The slot's own load (its start row has no table) copies every table the
+// publication had then; the sync ledger's first row of the slot says it
+// ended. A table that joins the publication later is loaded by a
+// generation of its own (its start row names it, tbl), which a done row
+// ends: until then sync refuses to stream it.
 
 // loadLedgerName is the load ledger's table name.
 const loadLedgerName = "_changesink_load"
@@ -35,6 +41,7 @@ const loadLedgerName = "_changesink_load"
 const (
 	LoadStart = "start"
 	LoadChunk = "chunk"
+	LoadDone  = "done"
 )
 
 // loadLedgerColumns are the load ledger's columns, in table order.
@@ -134,14 +141,16 @@ func loadLedgerSelect() string {
 	return strings.Join(names, ", ")
 }
 
-// Latest returns every row of the slot's latest generation (the start
-// row with the highest gen; gens sort by when they began): the start row
-// first, then the chunks by table; none when the slot has no generation.
-func (l *LoadLedger) Latest(ctx context.Context, slot string) ([]LoadRow, error) {
+// Latest returns every row of the slot's latest generation of table
+// (the start row with the highest gen; gens sort by when they began;
+// table "": the slot's own load): its start rows first, then its chunks by
+// table; none when there is no such generation.
+func (l *LoadLedger) Latest(ctx context.Context, slot, table string) ([]LoadRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
 	rows, err := l.s.conn.Query(cctx, "SELECT "+loadLedgerSelect()+" FROM "+l.Name()+" WHERE slot = ? AND gen = "+
-		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start') ORDER BY kind DESC, tbl, chunk, at", slot, slot)
+		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start' AND tbl = ?) ORDER BY kind DESC, tbl, chunk, at",
+		slot, slot, table)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
 	}
@@ -181,16 +190,80 @@ func (l *LoadLedger) Append(ctx context.Context, r LoadRow, f Fence) error {
 	return err
 }
 
-// MaxPoint is the highest point of the chunks of the slot's latest
-// generation (0: none): the stream's versions start above it.
-func (l *LoadLedger) MaxPoint(ctx context.Context, slot string) (uint64, error) {
+// TableLoad is what the load ledger says of one table's load.
+type TableLoad struct {
+	// Gen is the generation that loads it; Done: that load ended.
+	Gen  string
+	Done bool
+	// Point is the highest point its rows were versioned at: a
+	// transaction that commits at or after it was not in the snapshot.
+	Point uint64
+}
+
+// Tables returns the load of every table of the slot: the tables of the
+// slot's own latest generation (done when the sync ledger has a row of
+// the slot, which the caller checks; their point the generation's
+// highest, as every chunk of a continued load is read again at it), and
+// those a later generation of their own loads (done once its done row is
+// written).
+func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableLoad, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
-	var p uint64
-	err := l.s.conn.QueryRow(cctx, "SELECT max(point) FROM "+l.Name()+" WHERE slot = ? AND kind = 'chunk' AND gen = "+
-		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start')", slot, slot).Scan(&p)
+	rows, err := l.s.conn.Query(cctx, "SELECT gen, kind, tbl, point FROM "+l.Name()+" WHERE slot = ? AND kind IN ('start', 'chunk', 'done')", slot)
 	if err != nil {
-		return 0, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
 	}
-	return p, nil
+	defer rows.Close()
+	var all []LoadRow
+	for rows.Next() {
+		var r LoadRow
+		if err := rows.Scan(&r.Gen, &r.Kind, &r.Table, &r.Point); err != nil {
+			return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+		}
+		all = append(all, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+	}
+	return tableLoads(all), nil
+}
+
+// tableLoads is Tables of the slot's rows (their gen, kind, table, point).
+func tableLoads(all []LoadRow) map[string]TableLoad {
+	own := ""                     // the slot's own latest generation
+	latest := map[string]string{} // each joined table's latest generation
+	for _, r := range all {
+		switch {
+		case r.Kind == LoadStart && r.Table == "":
+			own = max(own, r.Gen)
+		case r.Kind == LoadStart:
+			latest[r.Table] = max(latest[r.Table], r.Gen)
+		}
+	}
+	var ownPoint uint64
+	for _, r := range all {
+		if r.Gen == own && r.Kind == LoadChunk {
+			ownPoint = max(ownPoint, r.Point)
+		}
+	}
+	out := map[string]TableLoad{}
+	for _, r := range all {
+		if r.Gen == own && own != "" && r.Kind == LoadChunk {
+			out[r.Table] = TableLoad{Gen: own, Done: true, Point: ownPoint}
+		}
+	}
+	for tbl, gen := range latest {
+		if gen < own {
+			continue // of an earlier load of the slot (made again since)
+		}
+		tl := TableLoad{Gen: gen}
+		for _, r := range all {
+			if r.Gen == gen && r.Table == tbl && r.Kind != LoadStart {
+				tl.Point = max(tl.Point, r.Point)
+				tl.Done = tl.Done || r.Kind == LoadDone
+			}
+		}
+		out[tbl] = tl
+	}
+	return out
 }

@@ -1,0 +1,155 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+)
+
+// joinedRE reads the start of the load of acc2, a table that joined the
+// publication: begun, or continued with the chunks done.
+var joinedRE = regexp.MustCompile(`cdc: (loading|continuing the load \(generation \d+, (\d+) chunks done\) of) public\.acc2, which joined publication`)
+
+// TestSyncTableJoinsUnderKills: a pipeline streams acc; while writers
+// change acc and acc2, acc2 joins it: cdc setup runs with both tables,
+// adds acc2 to the publication and loads only it, from a snapshot of its
+// own, and is killed (SIGKILL) at random moments of that load. Meanwhile
+// sync refuses the published table no load ended for, naming it and
+// writing nothing; the next setup continues the load. Then sync streams
+// both tables, and every row of both live views equals its source row;
+// acc was never loaded again.
+func TestSyncTableJoinsUnderKills(t *testing.T) {
+	e := newSyncEnv(t)
+	e.exec(`CREATE TABLE acc (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
+		`INSERT INTO acc SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 1000) i`,
+		`CREATE TABLE acc2 (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
+		`ALTER TABLE acc2 ALTER COLUMN blob SET STORAGE EXTERNAL`,
+		`INSERT INTO acc2 SELECT i, i, 'tag '||i, CASE WHEN i % 500 = 0 THEN repeat(md5(i::text), 100) END FROM generate_series(-30000, 1000) i WHERE i <> 0`,
+		`ANALYZE acc2`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cfg, env, err := loadConfig(e.dsn, e.slot, e.chDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Log = slog.New(slog.DiscardHandler)
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	both, env2, err := loadConfig(e.dsn, e.slot, e.chDB, "acc", "acc2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2.Log = slog.New(slog.DiscardHandler)
+
+	stop, done := make(chan struct{}), make(chan int, 2)
+	go writeTo(t, e, "acc", 1, stop, done)
+	go writeTo(t, e, "acc2", 7, stop, done)
+	rnd := rand.New(rand.NewPCG(8, 9))
+	var logs []string
+	finished, killed, continued, refused := false, 0, 0, false
+	for i := 0; i < 5 && !finished; i++ {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envLoadChild+"="+e.dsn, envSyncSlot+"="+e.slot, envSyncDB+"="+e.chDB, envLoadTables+"=acc,acc2")
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		delay := time.Duration(rnd.IntN(1500)) * time.Millisecond
+		go func() { // kill it at a random moment of its load of acc2
+			for !joinedRE.MatchString(out.String()) {
+				select {
+				case <-exited:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			time.Sleep(delay)
+			_ = cmd.Process.Kill()
+		}()
+		err := cmd.Wait()
+		close(exited)
+		logs = append(logs, fmt.Sprintf("run %d: %s", i, out.String()))
+		switch {
+		case err == nil:
+			finished = true
+		case cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 1:
+			t.Fatalf("run %d failed: %s", i, out.String())
+		default:
+			killed++
+		}
+		m := joinedRE.FindStringSubmatch(out.String())
+		if m != nil && m[2] != "" {
+			if n, _ := strconv.Atoi(m[2]); n > 0 {
+				continued++
+			}
+		}
+		if !finished && m != nil && !refused {
+			refused = true
+			e.syncRefusesJoined(ctx, both, env2)
+		}
+	}
+	if !finished {
+		res, err := SetupSync(ctx, both, env2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(res.Joined) != "[public.acc2]" || !strings.Contains(res.Summary(), "the other tables were not loaded again") {
+			t.Errorf("setup: joined %v: %s", res.Joined, res.Summary())
+		}
+	}
+	close(stop)
+	txs := <-done + <-done
+	t.Logf("%d writer transactions; %d setup runs killed during the load of acc2, %d continued it with chunks done", txs, killed, continued)
+	e.catchUp(ctx, both, env2)
+	e.sameAccOf("acc")
+	e.sameAccOf("acc2")
+	if got := e.ch.query(`SELECT kind, tbl, count() FROM ` + e.chDB + `._changesink_load WHERE kind IN ('start', 'done') GROUP BY kind, tbl ORDER BY kind, tbl`); len(got) < 3 ||
+		got[0] != "done\tpublic.acc2\t1" || !strings.HasPrefix(got[1], "start\t\t1") {
+		t.Errorf("load ledger: %v (want acc2's load done once, the slot's own load begun once)", got)
+	}
+	if killed == 0 || continued == 0 || !refused {
+		t.Errorf("%d runs killed, %d continued with chunks done, sync refused %v: the test did not test a continued join", killed, continued, refused)
+	}
+	if t.Failed() {
+		for _, l := range logs {
+			t.Log(l)
+		}
+	}
+}
+
+// syncRefusesJoined runs sync while the load of acc2, which joined the
+// publication, has not ended: refused, naming it, the slot and the sync
+// ledger as they were.
+func (e *syncEnv) syncRefusesJoined(ctx context.Context, cfg SyncConfig, env Env) {
+	e.t.Helper()
+	confirmed := e.slotConfirmed()
+	through, rows := e.ledgerThrough()
+	_, err := Sync(ctx, cfg, env)
+	if !errors.Is(err, change.ErrNotLoaded) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), "public.acc2") {
+		e.t.Errorf("sync during the load of a joined table: %v", err)
+	}
+	if c := e.slotConfirmed(); c != confirmed {
+		e.t.Errorf("the refused sync moved the slot from %s to %s", confirmed, c)
+	}
+	if th, n := e.ledgerThrough(); th != through || n != rows {
+		e.t.Errorf("the refused sync wrote the sync ledger: %s/%d rows, was %s/%d", th, n, through, rows)
+	}
+}
