@@ -153,3 +153,69 @@ func (e *syncEnv) syncRefusesJoined(ctx context.Context, cfg SyncConfig, env Env
 		e.t.Errorf("the refused sync wrote the sync ledger: %s/%d rows, was %s/%d", th, n, through, rows)
 	}
 }
+
+// TestSyncEndsWhereATableJoins: a table that joins the publication while
+// sync runs ends the run, without a failure, at the first transaction
+// that changes it: the transactions before it are applied and confirmed,
+// it and the ones after it are not; the ended output says why. Then cdc
+// setup with both tables loads the joined one alone, and sync streams
+// both from there, every row as in PostgreSQL.
+func TestSyncEndsWhereATableJoins(t *testing.T) {
+	e := newSyncEnv(t)
+	e.exec(`CREATE TABLE acc (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
+		`INSERT INTO acc SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`,
+		`CREATE TABLE acc2 (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
+		`INSERT INTO acc2 SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg, env, err := loadConfig(e.dsn, e.slot, e.chDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Log = slog.New(slog.DiscardHandler)
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE acc SET tag = 'before' WHERE id <= 10`)
+	joining := env
+	joining.hooks.locked = func(context.Context) error {
+		// After the run read the catalog: the table joins, is changed,
+		// then acc again.
+		e.exec(`ALTER PUBLICATION `+e.pub+` ADD TABLE acc2`, `UPDATE acc2 SET tag = 'joined' WHERE id <= 5`,
+			`UPDATE acc SET tag = 'after' WHERE id <= 20`)
+		return nil
+	}
+	res, err := Sync(ctx, cfg, joining)
+	if err != nil {
+		t.Fatalf("sync where a table joins: %v", err)
+	}
+	if !strings.Contains(res.Why, "table public.acc2 joined publication "+e.pub+": cdc setup loads it") || res.Transactions != 1 {
+		t.Errorf("ended %q after %d transactions; want the join named, after the one before it", res.Why, res.Transactions)
+	}
+	if got := e.liveIDs2("acc"); got == "" {
+		t.Errorf("acc's live view is empty")
+	}
+	if got := e.ch.query(`SELECT countIf(tag = 'before'), countIf(tag = 'after') FROM ` + e.chDB + `.acc_live`); strings.Join(got, "") != "10\t0" {
+		t.Errorf("acc's tags (before, after): %v; want the transaction before the join only", got)
+	}
+	if c, th := e.confirmedWithinLedger(); c != th {
+		t.Errorf("slot at %s, ledger at %s", c, th)
+	}
+	// Without setup: its target is not there (setup makes it, then loads it).
+	if _, err := Sync(ctx, cfg, env); outcome.Classify(err) == outcome.OK || !strings.Contains(err.Error(), "public.acc2") ||
+		!strings.Contains(err.Error(), "cdc setup") {
+		t.Errorf("sync without setup: %v; want the joined table refused, naming cdc setup", err)
+	}
+	both, env2, err := loadConfig(e.dsn, e.slot, e.chDB, "acc", "acc2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2.Log = slog.New(slog.DiscardHandler)
+	sres, err := SetupSync(ctx, both, env2)
+	if err != nil || fmt.Sprint(sres.Joined) != "[public.acc2]" || sres.Loaded != 100 {
+		t.Fatalf("setup: %+v, %v", sres, err)
+	}
+	e.catchUp(ctx, both, env2)
+	e.sameAccOf("acc")
+	e.sameAccOf("acc2")
+}

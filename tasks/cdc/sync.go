@@ -42,9 +42,15 @@ func Sync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncResult, err erro
 	if err := r.checkPosition(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.markEnd(ctx); err != nil {
+		return nil, err
+	}
 	for !r.done {
 		if err := r.readFlush(ctx); err != nil {
-			return nil, r.applyBefore(ctx, err)
+			if err := r.endAtJoin(ctx, err); err != nil {
+				return nil, err
+			}
+			return r.result(ctx), nil
 		}
 		if err := r.applyFlush(ctx); err != nil {
 			return nil, err
@@ -71,8 +77,9 @@ type syncRun struct {
 	conn             *pgx.Conn
 	systemID, source string
 	// startedAt is where the slot stood when the run began; caughtUpAt the
-	// WAL's end then (the run is caught up once it has everything before
-	// it); seen the furthest the server said it has decoded.
+	// WAL's end when it began to stream (it is caught up once it has
+	// everything before it: markEnd); seen the furthest the server said it
+	// has decoded.
 	startedAt, caughtUpAt, seen slot.LSN
 
 	// The targets: by the source table's OID, and in name order (the

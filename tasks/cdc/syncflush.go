@@ -3,6 +3,7 @@ package cdc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -149,6 +150,29 @@ func (r *syncRun) applyBefore(ctx context.Context, refusal error) error {
 		return err
 	}
 	return refusal
+}
+
+// endAtJoin ends the run before a transaction that changes a table that
+// joined the publication after the run began (a *joinedError; any other
+// error goes to applyBefore): the transactions before it are applied and
+// confirmed, nothing of it or after it, and the run ends without a
+// failure, saying so (the ended output). The flow's next execution runs
+// cdc setup, which loads that table alone; sync then streams on from the
+// transaction. Without setup, the next sync refuses the table, naming it.
+func (r *syncRun) endAtJoin(ctx context.Context, err error) error {
+	var j *joinedError
+	if !errors.As(err, &j) {
+		return r.applyBefore(ctx, err)
+	}
+	if r.f.transactions > 0 {
+		if err := r.applyFlush(ctx); err != nil {
+			return err
+		}
+	}
+	r.done, r.why = true, fmt.Sprintf("table %s joined publication %s: cdc setup loads it, then sync streams on from %s", j.table, j.pub, j.at)
+	r.log.Warn(fmt.Sprintf("cdc: %v: applied and confirmed the transactions before it; cdc setup (the flow's next execution) loads the table, "+
+		"then sync streams on from there", j))
+	return nil
 }
 
 // apply applies the table's rows of the flush: the steps of Apply under

@@ -45,10 +45,18 @@ func (r *syncRun) openSource(ctx context.Context) error {
 	}
 	r.startedAt = r.stream.Confirmed()
 	r.f.floor = uint64(r.startedAt)
+	return nil
+}
+
+// markEnd reads the WAL's end as the run begins to stream (after its
+// locks and checks, which may wait): the run is caught up once it has
+// everything before it.
+func (r *syncRun) markEnd(ctx context.Context) error {
 	var end string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&end); err != nil {
+	if err := r.conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&end); err != nil {
 		return sourceErr(fmt.Errorf("read the source's WAL position: %w", err))
 	}
+	var err error
 	if r.caughtUpAt, err = pglogrepl.ParseLSN(end); err != nil {
 		return fmt.Errorf("read the source's WAL position %q: %w", end, err)
 	}

@@ -90,15 +90,32 @@ func (r *syncRun) full() bool {
 	return r.done || r.f.changes >= int64(r.cfg.FlushChanges)
 }
 
-// table is the run's table of a relation the stream reports.
+// table is the run's table of a relation the stream reports: a table
+// that joined the publication after the run began is a *joinedError.
 func (r *syncRun) table(rel *slot.Relation) (*syncTable, error) {
 	t := r.tables[rel.ID]
 	if t == nil {
-		return nil, outcome.Refused.Mark(fmt.Errorf("%w: table %s (OID %d) was added to publication %s after the run began; "+
-			"run changesink cdc setup to load it", change.ErrNotLoaded, rel.QualifiedName(), rel.ID, r.cfg.Publication))
+		return nil, outcome.Refused.Mark(&joinedError{table: rel.QualifiedName(), oid: rel.ID, pub: r.cfg.Publication, at: r.tx.FinalLSN})
 	}
 	return t, nil
 }
+
+// joinedError is a change of a table that joined the publication after
+// the run began, in the transaction that commits at at: no load of it
+// has ended, so the run cannot apply the transaction (endAtJoin).
+type joinedError struct {
+	table string
+	oid   uint32
+	pub   string
+	at    slot.LSN
+}
+
+func (e *joinedError) Error() string {
+	return fmt.Sprintf("%v: table %s (OID %d) joined publication %s after the run began (transaction committing at %s)",
+		change.ErrNotLoaded, e.table, e.oid, e.pub, e.at)
+}
+
+func (e *joinedError) Unwrap() error { return change.ErrNotLoaded }
 
 // change reads an insert, update or delete into its table's open rows. An
 // update that changed the key is a delete of the old key and a create of
