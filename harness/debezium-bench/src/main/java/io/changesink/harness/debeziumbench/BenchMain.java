@@ -14,7 +14,9 @@ import org.apache.kafka.connect.source.SourceRecord;
 
 /**
  * Streams a replication slot with Debezium's embedded engine (the PostgreSQL connector, pgoutput, the stream alone:
- * snapshot mode no_data) until it has handed over BENCH_RECORDS change records, and prints one line:
+ * snapshot mode no_data) until it has handed over BENCH_RECORDS change records, or, with BENCH_SNAPSHOT=1, takes the
+ * tables' initial snapshot alone (snapshot mode initial_only, a new slot BENCH_SLOT that the caller drops after) until
+ * it has handed over BENCH_RECORDS rows, and prints one line:
  * {@code bench-debezium: {"records":N,"engine_seconds":S,"first_record_seconds":F}}, the seconds counted from the
  * engine's start. The records are counted, not converted: Debezium's capture alone, without the work Kestra's
  * trigger adds (its converter, the Ion file). Settings from the environment (BENCH_PG_HOST, BENCH_PG_PORT,
@@ -49,7 +51,8 @@ public final class BenchMain {
         p.setProperty("slot.name", env("BENCH_SLOT"));
         p.setProperty("publication.name", env("BENCH_PUBLICATION"));
         p.setProperty("publication.autocreate.mode", "disabled");
-        p.setProperty("snapshot.mode", "no_data");
+        boolean snapshot = "1".equals(System.getenv("BENCH_SNAPSHOT"));
+        p.setProperty("snapshot.mode", snapshot ? "initial_only" : "no_data");
         p.setProperty("table.include.list", env("BENCH_TABLES"));
         p.setProperty("tombstones.on.delete", "false");
         long want = Long.parseLong(env("BENCH_RECORDS"));
