@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,22 +38,14 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 		`ANALYZE acc2`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cfg, env, err := loadConfig(e.dsn, e.slot, e.chDB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Log = slog.New(slog.DiscardHandler)
+	cfg, env := e.loadConfig("acc")
 	if _, err := SetupSync(ctx, cfg, env); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Sync(ctx, cfg, env); err != nil {
 		t.Fatal(err)
 	}
-	both, env2, err := loadConfig(e.dsn, e.slot, e.chDB, "acc", "acc2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env2.Log = slog.New(slog.DiscardHandler)
+	both, env2 := e.loadConfig("acc", "acc2")
 
 	stop, done := make(chan struct{}), make(chan int, 2)
 	go writeTo(t, e, "acc", 1, stop, done)
@@ -64,38 +54,13 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 	var logs []string
 	finished, killed, continued, refused := false, 0, 0, false
 	for i := 0; i < 5 && !finished; i++ {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envLoadChild+"="+e.dsn, envSyncSlot+"="+e.slot, envSyncDB+"="+e.chDB, envLoadTables+"=acc,acc2")
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		delay := time.Duration(rnd.IntN(1500)) * time.Millisecond
-		go func() { // kill it at a random moment of its load of acc2
-			for !joinedRE.MatchString(out.String()) {
-				select {
-				case <-exited:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-			time.Sleep(delay)
-			_ = cmd.Process.Kill()
-		}()
-		err := cmd.Wait()
-		close(exited)
-		logs = append(logs, fmt.Sprintf("run %d: %s", i, out.String()))
-		switch {
-		case err == nil:
-			finished = true
-		case cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 1:
-			t.Fatalf("run %d failed: %s", i, out.String())
-		default:
+		var out string
+		out, finished = runSetupKilled(ctx, t, e, joinedRE, time.Duration(rnd.IntN(1500))*time.Millisecond, envLoadTables+"=acc,acc2")
+		logs = append(logs, fmt.Sprintf("run %d: %s", i, out))
+		if !finished {
 			killed++
 		}
-		m := joinedRE.FindStringSubmatch(out.String())
+		m := joinedRE.FindStringSubmatch(out)
 		if m != nil && m[2] != "" {
 			if n, _ := strconv.Atoi(m[2]); n > 0 {
 				continued++
@@ -135,6 +100,18 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 	}
 }
 
+// loadConfig is loadConfig for the test's source, slot and database, its
+// log discarded.
+func (e *syncEnv) loadConfig(tables ...string) (SyncConfig, Env) {
+	e.t.Helper()
+	cfg, env, err := loadConfig(e.dsn, e.slot, e.chDB, tables...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	env.Log = slog.New(slog.DiscardHandler)
+	return cfg, env
+}
+
 // syncRefusesJoined runs sync while the load of acc2, which joined the
 // publication, has not ended: refused, naming it, the slot and the sync
 // ledger as they were.
@@ -168,11 +145,7 @@ func TestSyncEndsWhereATableJoins(t *testing.T) {
 		`INSERT INTO acc2 SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg, env, err := loadConfig(e.dsn, e.slot, e.chDB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Log = slog.New(slog.DiscardHandler)
+	cfg, env := e.loadConfig("acc")
 	if _, err := SetupSync(ctx, cfg, env); err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +179,7 @@ func TestSyncEndsWhereATableJoins(t *testing.T) {
 		!strings.Contains(err.Error(), "cdc setup") {
 		t.Errorf("sync without setup: %v; want the joined table refused, naming cdc setup", err)
 	}
-	both, env2, err := loadConfig(e.dsn, e.slot, e.chDB, "acc", "acc2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env2.Log = slog.New(slog.DiscardHandler)
+	both, env2 := e.loadConfig("acc", "acc2")
 	sres, err := SetupSync(ctx, both, env2)
 	if err != nil || fmt.Sprint(sres.Joined) != "[public.acc2]" || sres.Loaded != 100 {
 		t.Fatalf("setup: %+v, %v", sres, err)

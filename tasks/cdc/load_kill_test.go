@@ -61,6 +61,43 @@ func loadChild() int {
 	return 0
 }
 
+// loadingRE is the start of a load.
+var loadingRE = regexp.MustCompile(`cdc: loading `)
+
+// runSetupKilled runs cdc setup in a child (TestMain's load child, the
+// test's source, slot and database, extra variables added) and kills it
+// (SIGKILL) delay after its log first matches started. It returns the
+// child's log and whether it finished before the kill; a run that failed
+// (exit 1) fails the test.
+func runSetupKilled(ctx context.Context, t *testing.T, e *syncEnv, started *regexp.Regexp, delay time.Duration, extra ...string) (string, bool) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), envLoadChild+"="+e.dsn, envSyncSlot+"="+e.slot, envSyncDB+"="+e.chDB), extra...)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { // kill it at a random moment of its load
+		for !started.MatchString(out.String()) {
+			select {
+			case <-exited:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		time.Sleep(delay)
+		_ = cmd.Process.Kill()
+	}()
+	err := cmd.Wait()
+	close(exited)
+	if err != nil && cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 1 {
+		t.Fatalf("cdc setup failed: %s", out.String())
+	}
+	return out.String(), err == nil
+}
+
 // continuedRE reads how many chunks a continued load found done.
 var continuedRE = regexp.MustCompile(`continuing the load of slot \S+ \(generation \d+, (\d+) chunks done\)`)
 
@@ -86,38 +123,13 @@ func TestSyncLoadContinuesAfterKills(t *testing.T) {
 	var logs []string
 	finished, killed, resumedWithDone := false, 0, 0
 	for i := 0; i < 8 && !finished; i++ {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envLoadChild+"="+e.dsn, envSyncSlot+"="+e.slot, envSyncDB+"="+e.chDB)
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		delay := time.Duration(rnd.IntN(1500)) * time.Millisecond
-		go func() { // kill it at a random moment of its load
-			for !strings.Contains(out.String(), "cdc: loading ") {
-				select {
-				case <-exited:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-			time.Sleep(delay)
-			_ = cmd.Process.Kill()
-		}()
-		err := cmd.Wait()
-		close(exited)
-		logs = append(logs, fmt.Sprintf("run %d: %s", i, out.String()))
-		switch {
-		case err == nil:
-			finished = true
-		case cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 1:
-			t.Fatalf("run %d failed: %s", i, out.String())
-		default:
+		var out string
+		out, finished = runSetupKilled(ctx, t, e, loadingRE, time.Duration(rnd.IntN(1500))*time.Millisecond)
+		logs = append(logs, fmt.Sprintf("run %d: %s", i, out))
+		if !finished {
 			killed++
 		}
-		if m := continuedRE.FindStringSubmatch(out.String()); m != nil {
+		if m := continuedRE.FindStringSubmatch(out); m != nil {
 			if n, _ := strconv.Atoi(m[1]); n > 0 {
 				resumedWithDone++
 			}
