@@ -51,8 +51,8 @@ type loadTable struct {
 	// sql reads the table's rows in the source's column order, the
 	// chunk's range appended.
 	sql string
-	// whole: not a plain table (a partitioned one, published via its
-	// root): one chunk, no ctid range.
+	// whole: not a plain table: one chunk, no ctid range (a partitioned
+	// table is published as its partitions: ErrPublicationViaRoot).
 	whole    bool
 	estimate int64  // pg_class.reltuples (0 when unknown)
 	pages    uint32 // the table's pages when planned
@@ -272,11 +272,6 @@ func (r *syncRun) planTable(ctx context.Context, t *syncTable) (*loadTable, erro
 		return nil, sourceErr(fmt.Errorf("table %s: read its size: %w", t.name(), err))
 	}
 	lt.whole = kind != "r"
-	if kind == "p" {
-		// Published via its root: its rows are in its partitions, which
-		// FROM ONLY would leave out; read as one chunk.
-		lt.sql = strings.Replace(lt.sql, " FROM ONLY ", " FROM ", 1)
-	}
 	lt.estimate = int64(max(tuples, 0))
 	lt.pages, lt.filenode = uint32(size/block), uint64(filenode)
 	lt.step, lt.chunks = chunkPlan(lt.pages, lt.estimate, cmp.Or(r.env.hooks.loadChunkRows, loadChunkRows))

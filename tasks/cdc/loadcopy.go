@@ -112,7 +112,7 @@ func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *load
 	p.chunk(ct.Bytes)
 	return r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadChunk, Table: t.name(), Chunk: uint32(c.n),
 		Step: c.lt.step, Lo: c.lo, Hi: c.hi, Filenode: c.lt.filenode, Point: point, Xmin: l.xmin, Delta: c.since > 0, Rows: uint64(ct.Rows), Bytes: uint64(ct.Bytes),
-		Holder: r.holderID()})
+		Holder: r.holderID(), Relid: uint64(t.src.oid)})
 }
 
 // writeBlock inserts the block, fenced, and checks the lock after it.

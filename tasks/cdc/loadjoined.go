@@ -25,7 +25,13 @@ import (
 // with the others, reading its changes before the point as belowLoad does
 // and raising those after it above the point (commit).
 
-// loadJoined loads the tables of the run no load ended for.
+// loadJoined loads the tables of the run that joined the publication:
+// those no load ended for, those whose load was of another table of the
+// same name (dropped and created again: another OID), and those this
+// setup added to the publication (it lacked them, whatever the ledger
+// says: a table out of the publication for a while missed its changes).
+// The last two are loaded afresh; their targets' rows of before are
+// deleted where the new load has none (deleteGone).
 func (r *syncRun) loadJoined(ctx context.Context) error {
 	r.loadLedger = r.ch.LoadLedger(r.order[0].m.Target.Database)
 	if err := r.loadLedger.Ensure(ctx); err != nil {
@@ -36,15 +42,23 @@ func (r *syncRun) loadJoined(ctx context.Context) error {
 		return err
 	}
 	var joined []*syncTable
+	fresh := false // a load of some of them cannot be continued
 	for _, t := range r.order {
-		if !loads[t.name()].Done {
+		tl := loads[t.name()]
+		other := otherTable(tl, t)
+		if !tl.Done || other || r.republished[t.name()] {
 			joined = append(joined, t)
+			fresh = fresh || other || r.republished[t.name()]
+		}
+		if other {
+			r.log.Warn(fmt.Sprintf("cdc: table %s (OID %d) is not the table its target was loaded from (OID %d): dropped and created again; loading it afresh",
+				t.name(), t.src.oid, tl.Relid))
 		}
 	}
 	if len(joined) == 0 {
 		return nil
 	}
-	l, err := r.prepareJoined(ctx, joined, loads)
+	l, err := r.prepareJoined(ctx, joined, loads, fresh)
 	if err != nil {
 		return err
 	}
@@ -66,7 +80,7 @@ func (r *syncRun) loadJoined(ctx context.Context) error {
 	}
 	for _, t := range joined {
 		if err := r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadDone, Table: t.name(),
-			Point: l.point, Holder: r.holderID()}); err != nil {
+			Point: l.point, Holder: r.holderID(), Relid: uint64(t.src.oid)}); err != nil {
 			return err
 		}
 		r.joined = append(r.joined, t.name())
@@ -79,7 +93,7 @@ func (r *syncRun) loadJoined(ctx context.Context) error {
 // earlier run began for exactly these tables, continued when the slot has
 // not moved since it began (nothing streamed: sync refuses until it ends),
 // else a new one; either from a new temporary slot's snapshot.
-func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads map[string]target.TableLoad) (*loadRun, error) {
+func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads map[string]target.TableLoad, fresh bool) (*loadRun, error) {
 	h, err := slot.ReadHealth(ctx, r.conn.PgConn(), r.cfg.Slot)
 	if err != nil {
 		return nil, sourceErr(err)
@@ -96,7 +110,7 @@ func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads 
 			gen = "" // not one generation's tables
 		}
 	}
-	if gen != "" {
+	if gen != "" && !fresh {
 		rows, err := r.loadLedger.Latest(ctx, r.cfg.Slot, names[0])
 		if err != nil {
 			return nil, err
@@ -113,15 +127,19 @@ func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads 
 			}
 		}
 		slices.Sort(started)
-		if same && slices.Equal(started, names) {
+		switch {
+		case same && slices.Equal(started, names):
 			l.gen, l.continued = gen, true
-		} else {
+		case len(started) == 0:
+			l.done = nil
+		default:
 			l.done = nil
 			r.log.Warn(fmt.Sprintf("cdc: the load of %s that joined publication %s (generation %s) began for %s at %s; the slot stands at %s: "+
 				"loading them again", strings.Join(names, ", "), r.cfg.Publication, gen, strings.Join(started, ", "), slot.LSN(rows[0].StreamFrom), h.Confirmed))
 		}
 	}
 	if !l.continued {
+		l.done = nil
 		l.gen = newGeneration()
 		for _, n := range names {
 			if err := r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadStart, Table: n, StreamFrom: l.from,
@@ -142,4 +160,10 @@ func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads 
 	r.log.Info(fmt.Sprintf("cdc: %s %s, which joined publication %s after the load of slot %s, from a new snapshot at %s; "+
 		"the other tables are not loaded again", verb, strings.Join(names, ", "), r.cfg.Publication, r.cfg.Slot, snap.ConsistentPoint))
 	return l, nil
+}
+
+// otherTable reports that the load tl was of another table than t's
+// source (an OID recorded, and not t's).
+func otherTable(tl target.TableLoad, t *syncTable) bool {
+	return tl.Done && tl.Relid != 0 && tl.Relid != uint64(t.src.oid)
 }

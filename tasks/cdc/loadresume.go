@@ -153,6 +153,10 @@ func (r *syncRun) readFloors(ctx context.Context) error {
 			return outcome.Refused.Mark(fmt.Errorf("%w: table %s joined publication %s after the load of slot %s, and no load of it ended",
 				change.ErrNotLoaded, t.name(), r.cfg.Publication, r.cfg.Slot))
 		}
+		if otherTable(tl, t) {
+			return outcome.Refused.Mark(fmt.Errorf("%w: table %s (OID %d) was dropped and created again since its load (of OID %d)",
+				change.ErrNotLoaded, t.name(), t.src.oid, tl.Relid))
+		}
 		t.floor = tl.Point
 	}
 	return nil

@@ -128,6 +128,12 @@ func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 		r.closeSource()
 		return created{}, err
 	}
+	for _, t := range res.TablesAdded {
+		if r.republished == nil {
+			r.republished = map[string]bool{}
+		}
+		r.republished[t.String()] = true
+	}
 	if !res.SlotCreated {
 		return created{}, nil
 	}

@@ -103,6 +103,9 @@ type syncRun struct {
 	// loadLedger is the load ledger.
 	loaded     LoadStats
 	joined     []string
-	loadLedger *target.LoadLedger
+	// republished are the tables setup added to the publication: it
+	// lacked them, so they join (loadjoined.go).
+	republished map[string]bool
+	loadLedger  *target.LoadLedger
 	continued  bool
 }

@@ -160,10 +160,13 @@ func identityProblem(identity byte, hasKey, hasIndex bool) string {
 // otherwise refuses one that leaves out operations or tables asked for.
 func ensurePublication(ctx context.Context, conn *pgconn.PgConn, s Setup) (created bool, added []Table, err error) {
 	for {
-		rows, err := simpleQuery(ctx, conn, `SELECT puballtables, pubinsert AND pubupdate AND pubdelete AND pubtruncate
+		rows, err := simpleQuery(ctx, conn, `SELECT puballtables, pubinsert AND pubupdate AND pubdelete AND pubtruncate, pubviaroot
 			FROM pg_catalog.pg_publication WHERE pubname = `+quoteLiteral(s.Publication))
 		if err != nil {
 			return false, nil, fmt.Errorf("publication %s: read: %w", s.Publication, err)
+		}
+		if len(rows) == 1 && string(rows[0][2]) == "t" {
+			return false, nil, refused(fmt.Errorf("publication %s: %w", s.Publication, ErrPublicationViaRoot))
 		}
 		if len(rows) == 1 {
 			added, err := checkPublication(ctx, conn, s, string(rows[0][0]) == "t", string(rows[0][1]) == "t")

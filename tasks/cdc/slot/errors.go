@@ -63,6 +63,11 @@ var (
 	// was asked, or the other way round (outcome.Refused). A table of the
 	// list it lacks is added to it.
 	ErrPublicationTables = errors.New("publication does not publish the tables asked for")
+	// ErrPublicationViaRoot: the publication publishes partitioned
+	// tables via their root (publish_via_partition_root): a TRUNCATE,
+	// ATTACH or DETACH of one partition is then not published, and the
+	// target would keep rows the source no longer has (outcome.Refused).
+	ErrPublicationViaRoot = errors.New("publication publishes partitions via their root")
 	// ErrPublicationFilter: the publication filters a table's rows (a
 	// WHERE clause): filtered rows would be missing downstream, and an
 	// UPDATE leaving the filter arrives as a DELETE (outcome.Refused).
@@ -193,6 +198,8 @@ var hints = []struct {
 		"publication name."},
 	{ErrPublicationTables, "Use another publication name, or make the setting match the publication: a table list " +
 		"(CDC_TABLES or the mapping file) for a FOR TABLE publication, all tables for FOR ALL TABLES."},
+	{ErrPublicationViaRoot, "ALTER PUBLICATION … SET (publish_via_partition_root = false), or use another publication " +
+		"name: each partition is then a table of its own, with its own target, and its TRUNCATE is published."},
 	{ErrPublicationFilter, "Remove the row filter (ALTER PUBLICATION … SET TABLE … without WHERE), or use another " +
 		"publication name."},
 	{ErrConnLost, "Retry: a new run resumes from the slot's confirmed position."},

@@ -185,7 +185,7 @@ func checkPublications(ctx context.Context, conn *pgconn.PgConn, pubs []string) 
 	for i, p := range pubs {
 		quoted[i] = quoteLiteral(p)
 	}
-	rows, err := simpleQuery(ctx, conn, "SELECT pubname FROM pg_catalog.pg_publication WHERE pubname IN ("+
+	rows, err := simpleQuery(ctx, conn, "SELECT pubname, pubviaroot FROM pg_catalog.pg_publication WHERE pubname IN ("+
 		strings.Join(quoted, ", ")+")")
 	if err != nil {
 		return fmt.Errorf("read publications: %w", err)
@@ -193,6 +193,9 @@ func checkPublications(ctx context.Context, conn *pgconn.PgConn, pubs []string) 
 	found := map[string]bool{}
 	for _, r := range rows {
 		found[string(r[0])] = true
+		if string(r[1]) == "t" {
+			return refused(fmt.Errorf("publication %s: %w", r[0], ErrPublicationViaRoot))
+		}
 	}
 	for _, p := range pubs {
 		if !found[p] {

@@ -65,6 +65,7 @@ var loadLedgerColumns = [][2]string{
 	{"source_db", "String"},
 	{"holder", "String"},
 	{"at", "DateTime"},
+	{"relid", "UInt64"}, // the source table's OID (chunk and done rows); 0 in rows written before it was kept
 }
 
 // LoadRow is one row of the load ledger (see above for what each kind
@@ -84,6 +85,9 @@ type LoadRow struct {
 	SystemID, SourceDB string
 	Holder             string
 	At                 time.Time
+	// Relid is the source table's OID (chunk and done rows): a table
+	// dropped and created again under its name is another table.
+	Relid uint64
 }
 
 // LoadLedger is the load ledger of one database.
@@ -115,13 +119,18 @@ func (l *LoadLedger) Ensure(ctx context.Context) error {
 	if err := l.s.exec(ctx, b.String()); err != nil {
 		return err
 	}
-	cols, err := l.s.columns(ctx, l.db, loadLedgerName)
+	got, err := l.columnTypes(ctx)
 	if err != nil {
 		return err
 	}
-	got := map[string]string{}
-	for _, c := range cols {
-		got[c.name] = c.typ
+	if _, ok := got["relid"]; !ok && len(got) > 0 {
+		// A ledger of an earlier changesink: its rows keep relid 0.
+		if err := l.s.exec(ctx, "ALTER TABLE "+l.Name()+" ADD COLUMN relid UInt64"); err != nil {
+			return err
+		}
+		if got, err = l.columnTypes(ctx); err != nil {
+			return err
+		}
 	}
 	for _, c := range loadLedgerColumns {
 		if got[c[0]] != c[1] {
@@ -130,6 +139,19 @@ func (l *LoadLedger) Ensure(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// columnTypes reads the ledger's columns and their types.
+func (l *LoadLedger) columnTypes(ctx context.Context) (map[string]string, error) {
+	cols, err := l.s.columns(ctx, l.db, loadLedgerName)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]string{}
+	for _, c := range cols {
+		got[c.name] = c.typ
+	}
+	return got, nil
 }
 
 // loadLedgerSelect lists the columns Read scans, in LoadRow's order.
@@ -160,7 +182,7 @@ func (l *LoadLedger) Latest(ctx context.Context, slot, table string) ([]LoadRow,
 		var r LoadRow
 		var delta uint8
 		if err := rows.Scan(&r.Slot, &r.Gen, &r.Kind, &r.Table, &r.Chunk, &r.Step, &r.Lo, &r.Hi, &r.Filenode,
-			&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At); err != nil {
+			&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At, &r.Relid); err != nil {
 			return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
 		}
 		r.Delta = delta == 1
@@ -182,7 +204,7 @@ func (l *LoadLedger) Append(ctx context.Context, r LoadRow, f Fence) error {
 		}
 	}
 	err := l.s.writeRow(ctx, l.Name(), cols, types, []any{r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point,
-		r.Xmin, boolByte(r.Delta), r.Rows, r.Bytes, r.StreamFrom, r.SystemID, r.SourceDB, r.Holder},
+		r.Xmin, boolByte(r.Delta), r.Rows, r.Bytes, r.StreamFrom, r.SystemID, r.SourceDB, r.Holder, r.Relid},
 		f, fmt.Sprintf("the load ledger row of %s chunk %d", r.Table, r.Chunk))
 	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
 		return classify(fmt.Errorf("write the load ledger %s: %w", l.Name(), err))
@@ -198,6 +220,8 @@ type TableLoad struct {
 	// Point is the highest point its rows were versioned at: a
 	// transaction that commits at or after it was not in the snapshot.
 	Point uint64
+	// Relid is the OID of the source table it loaded (0: not recorded).
+	Relid uint64
 }
 
 // Tables returns the load of every table of the slot: the tables of the
@@ -209,7 +233,7 @@ type TableLoad struct {
 func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableLoad, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
-	rows, err := l.s.conn.Query(cctx, "SELECT gen, kind, tbl, point FROM "+l.Name()+" WHERE slot = ? AND kind IN ('start', 'chunk', 'done')", slot)
+	rows, err := l.s.conn.Query(cctx, "SELECT gen, kind, tbl, point, relid FROM "+l.Name()+" WHERE slot = ? AND kind IN ('start', 'chunk', 'done')", slot)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
 	}
@@ -217,7 +241,7 @@ func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableL
 	var all []LoadRow
 	for rows.Next() {
 		var r LoadRow
-		if err := rows.Scan(&r.Gen, &r.Kind, &r.Table, &r.Point); err != nil {
+		if err := rows.Scan(&r.Gen, &r.Kind, &r.Table, &r.Point, &r.Relid); err != nil {
 			return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
 		}
 		all = append(all, r)
@@ -228,7 +252,8 @@ func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableL
 	return tableLoads(all), nil
 }
 
-// tableLoads is Tables of the slot's rows (their gen, kind, table, point).
+// tableLoads is Tables of the slot's rows (their gen, kind, table, point,
+// relid).
 func tableLoads(all []LoadRow) map[string]TableLoad {
 	own := ""                     // the slot's own latest generation
 	latest := map[string]string{} // each joined table's latest generation
@@ -249,7 +274,7 @@ func tableLoads(all []LoadRow) map[string]TableLoad {
 	out := map[string]TableLoad{}
 	for _, r := range all {
 		if r.Gen == own && own != "" && r.Kind == LoadChunk {
-			out[r.Table] = TableLoad{Gen: own, Done: true, Point: ownPoint}
+			out[r.Table] = TableLoad{Gen: own, Done: true, Point: ownPoint, Relid: max(out[r.Table].Relid, r.Relid)}
 		}
 	}
 	for tbl, gen := range latest {
@@ -259,7 +284,7 @@ func tableLoads(all []LoadRow) map[string]TableLoad {
 		tl := TableLoad{Gen: gen}
 		for _, r := range all {
 			if r.Gen == gen && r.Table == tbl && r.Kind != LoadStart {
-				tl.Point = max(tl.Point, r.Point)
+				tl.Point, tl.Relid = max(tl.Point, r.Point), max(tl.Relid, r.Relid)
 				tl.Done = tl.Done || r.Kind == LoadDone
 			}
 		}
