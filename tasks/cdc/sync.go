@@ -101,11 +101,11 @@ type syncRun struct {
 	// loaded is what the initial load copied (SetupSync), joined the
 	// tables it loaded that joined the publication after the slot's load;
 	// loadLedger is the load ledger.
-	loaded     LoadStats
-	joined     []string
+	loaded LoadStats
+	joined []string
 	// republished are the tables setup added to the publication: it
 	// lacked them, so they join (loadjoined.go).
 	republished map[string]bool
 	loadLedger  *target.LoadLedger
-	continued  bool
+	continued   bool
 }
