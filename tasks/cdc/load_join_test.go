@@ -16,6 +16,12 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 )
 
+// accTable makes a table of acc's columns holding rows 1..rows.
+func accTable(name string, rows int) string {
+	return fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text);
+		INSERT INTO %[1]s SELECT i, i, 'tag '||i, NULL FROM generate_series(1, %d) i`, name, rows)
+}
+
 // joinedRE reads the start of the load of acc2, a table that joined the
 // publication: begun, or continued with the chunks done.
 var joinedRE = regexp.MustCompile(`cdc: (loading|continuing the load \(generation \d+, (\d+) chunks done\) of) public\.acc2, which joined publication`)
@@ -139,10 +145,7 @@ func (e *syncEnv) syncRefusesJoined(ctx context.Context, cfg SyncConfig, env Env
 // both from there, every row as in PostgreSQL.
 func TestSyncEndsWhereATableJoins(t *testing.T) {
 	e := newSyncEnv(t)
-	e.exec(`CREATE TABLE acc (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
-		`INSERT INTO acc SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`,
-		`CREATE TABLE acc2 (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
-		`INSERT INTO acc2 SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`)
+	e.exec(accTable("acc", 100), accTable("acc2", 100))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg, env := e.loadConfig("acc")
@@ -206,13 +209,10 @@ func (e *syncEnv) joinAcc2(ctx context.Context, cfg SyncConfig, env Env, wantRow
 func TestSyncTableRecreated(t *testing.T) {
 	e := newSyncEnv(t)
 	recreate := func(from, to int) {
-		e.exec(`DROP TABLE acc2`, `CREATE TABLE acc2 (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
+		e.exec(`DROP TABLE acc2`, `CREATE TABLE acc2 (LIKE acc INCLUDING ALL)`,
 			fmt.Sprintf(`INSERT INTO acc2 SELECT i, -i, 'new '||i, NULL FROM generate_series(%d, %d) i`, from, to))
 	}
-	e.exec(`CREATE TABLE acc (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
-		`INSERT INTO acc SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`,
-		`CREATE TABLE acc2 (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
-		`INSERT INTO acc2 SELECT i, i, 'tag '||i, NULL FROM generate_series(1, 100) i`)
+	e.exec(accTable("acc", 100), accTable("acc2", 100))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	both, env := e.loadConfig("acc", "acc2")

@@ -128,10 +128,8 @@ func (r *syncRun) ensureSlot(ctx context.Context) (created, error) {
 		r.closeSource()
 		return created{}, err
 	}
+	r.republished = map[string]bool{}
 	for _, t := range res.TablesAdded {
-		if r.republished == nil {
-			r.republished = map[string]bool{}
-		}
 		r.republished[t.String()] = true
 	}
 	if !res.SlotCreated {

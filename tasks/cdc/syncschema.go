@@ -34,9 +34,9 @@ func relationAt(ev *slot.Event) string {
 func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 	t := r.tables[ev.Relation.ID]
 	if t == nil {
-		// Not a change: a table's changes are refused (r.table) when
-		// they come. A partition of a table published via its root is
-		// described too, while its rows come as the root's.
+		// A table that joined the publication after the run began: a
+		// Relation is not a change; its first change ends the run there
+		// (r.table, endAtJoin).
 		return nil
 	}
 	rel := ev.Relation

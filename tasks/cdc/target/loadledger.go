@@ -233,7 +233,8 @@ type TableLoad struct {
 func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableLoad, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
-	rows, err := l.s.conn.Query(cctx, "SELECT gen, kind, tbl, point, relid FROM "+l.Name()+" WHERE slot = ? AND kind IN ('start', 'chunk', 'done')", slot)
+	rows, err := l.s.conn.Query(cctx, "SELECT gen, kind, tbl, max(point), max(relid) FROM "+l.Name()+
+		" WHERE slot = ? AND kind IN ('start', 'chunk', 'done') GROUP BY gen, kind, tbl", slot)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
 	}
@@ -253,7 +254,8 @@ func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableL
 }
 
 // tableLoads is Tables of the slot's rows (their gen, kind, table, point,
-// relid).
+// relid; a row may stand for all rows of its gen, kind and table, with
+// their highest point and relid).
 func tableLoads(all []LoadRow) map[string]TableLoad {
 	own := ""                     // the slot's own latest generation
 	latest := map[string]string{} // each joined table's latest generation
