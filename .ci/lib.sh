@@ -171,3 +171,19 @@ ci_use_clickhouse() {
 		;;
 	esac
 }
+
+# ci_debezium_bench builds harness/debezium-bench (the benchmarks' Debezium, embedded engine) with the Temurin 25 JDK
+# and sets DBZ_JAVA (that JDK's java) and DBZ_CP (the harness's classpath); it fails with the build log's tail.
+ci_debezium_bench() {
+	local jdk=${CHANGESINK_JAVA25_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64} module=$CI_ROOT/harness/debezium-bench
+	[[ -x $jdk/bin/java ]] || ci_fail "no Java 25 JDK at $jdk (set CHANGESINK_JAVA25_HOME)"
+	command -v mvn >/dev/null || ci_fail "mvn not found (Debian package maven)"
+	echo "building harness/debezium-bench (log: $CI_LOGS/debezium-bench.log)"
+	JAVA_HOME=$jdk mvn -B -q -Dstyle.color=never -f "$module/pom.xml" compile dependency:build-classpath \
+		"-Dmdep.outputFile=$module/target/classpath.txt" >"$CI_LOGS/debezium-bench.log" 2>&1 ||
+		ci_fail "harness/debezium-bench did not build" "$CI_LOGS/debezium-bench.log"
+	# shellcheck disable=SC2034 # read by the script that calls it
+	DBZ_JAVA=$jdk/bin/java
+	# shellcheck disable=SC2034
+	DBZ_CP="$module/target/classes:$(<"$module/target/classpath.txt")"
+}
