@@ -94,13 +94,12 @@ func (c *cdcTarget) clickHouse(a *app) cdc.ClickHouse {
 // cdcSource is the source database and its slot, for cdc sync and for cdc
 // setup given a source.
 type cdcSource struct {
-	DSN         string   `name:"postgres-dsn" env:"${CDCEnvPostgresDSN}" help:"The source database, as a URL (postgres://host:5432/db?sslmode=...) or key=value string; its role needs REPLICATION. Its password is never printed."`
-	Username    string   `name:"postgres-username" env:"${CDCEnvPostgresUsername}" help:"PostgreSQL user; overrides the DSN's."`
-	Password    string   `name:"postgres-password" env:"${CDCEnvPostgresPassword}" help:"PostgreSQL password; overrides the DSN's. Never printed."`
-	Slot        string   `name:"slot" env:"${CDCEnvSlot}" default:"${CDCDefaultSlot}" help:"The logical replication slot (pgoutput)."`
-	Publication string   `name:"publication" env:"${CDCEnvPublication}" default:"${CDCDefaultPublication}" help:"The publication whose tables are synced."`
-	Tables      []string `name:"tables" env:"${CDCEnvTables}" sep:"," help:"Tables to publish when setup creates the publication (schema.table, comma-separated); none: the mapping file's tables."`
-	Mapping     string   `name:"mapping" env:"${CDCEnvMapping}" help:"Path of the mapping YAML (one table, or tables: with defaults:); optional: a table without an entry is mapped from the source's catalog."`
+	DSN         string `name:"postgres-dsn" env:"${CDCEnvPostgresDSN}" help:"The source database, as a URL (postgres://host:5432/db?sslmode=...) or key=value string; its role needs REPLICATION. Its password is never printed."`
+	Username    string `name:"postgres-username" env:"${CDCEnvPostgresUsername}" help:"PostgreSQL user; overrides the DSN's."`
+	Password    string `name:"postgres-password" env:"${CDCEnvPostgresPassword}" help:"PostgreSQL password; overrides the DSN's. Never printed."`
+	Slot        string `name:"slot" env:"${CDCEnvSlot}" default:"${CDCDefaultSlot}" help:"The logical replication slot (pgoutput)."`
+	Publication string `name:"publication" env:"${CDCEnvPublication}" default:"${CDCDefaultPublication}" help:"The publication whose tables are synced."`
+	Mapping     string `name:"mapping" env:"${CDCEnvMapping}" help:"Path of the mapping YAML (one table, or tables: with defaults:); optional: a table without an entry is mapped from the source's catalog."`
 }
 
 // syncConfig registers the secrets, loads the mapping set (when given) and
@@ -109,7 +108,7 @@ func (c *cdcSource) syncConfig(a *app, t *cdcTarget) (cdc.SyncConfig, error) {
 	a.mask.Add(c.Password)
 	a.mask.AddDSN(c.DSN)
 	cfg := cdc.SyncConfig{Postgres: cdc.Postgres{DSN: c.DSN, User: c.Username, Password: c.Password}, Slot: c.Slot,
-		Publication: c.Publication, Tables: c.Tables, ClickHouse: t.clickHouse(a)}
+		Publication: c.Publication, ClickHouse: t.clickHouse(a)}
 	if c.Mapping != "" {
 		set, err := cdc.LoadMappingSet(resolve(a, c.Mapping))
 		if err != nil {
@@ -128,8 +127,11 @@ func resolve(a *app, path string) string {
 	return filepath.Join(a.dir.Path, path)
 }
 
+// cdcSetupCmd is cdc setup. Tables is setup's alone: cdc sync streams
+// what the publication publishes, so it takes no table list.
 type cdcSetupCmd struct {
 	cdcSource
+	Tables []string `name:"tables" env:"${CDCEnvTables}" sep:"," help:"Tables to publish (schema.table, comma-separated), given a source: setup creates the publication with them, or adds to it those it lacks; none: the mapping file's tables."`
 	cdcTarget
 	LoadWorkers int `name:"load-workers" env:"${CDCEnvLoadWorkers}" default:"${CDCDefaultLoadWorkers}" help:"Connections the initial load reads the tables with at once (1 to ${CDCMaxLoadWorkers}), each holding a block of up to ${CDCLoadBlockRows} rows."`
 }
@@ -142,7 +144,7 @@ func (c *cdcSetupCmd) Run(a *app) error {
 		if err != nil {
 			return err
 		}
-		cfg.LoadWorkers = c.LoadWorkers
+		cfg.Tables, cfg.LoadWorkers = c.Tables, c.LoadWorkers
 		res, err := cdc.SetupSync(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
 		if err != nil {
 			return err
