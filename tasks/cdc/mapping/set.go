@@ -234,11 +234,17 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn,
 			Cluster: d.Cluster}
 	}
+	naming := targetNaming{key: "target.table of its entry", at: s.d.at(append(slices.Clone(e.path), "target", "table")...)}
 	if r.Target.Table == nil || !listed {
-		name := targetName(str(s.defaultTarget().Table), schema, table)
+		pattern := s.defaultTarget().Table
+		name := targetName(str(pattern), schema, table)
 		t := *r.Target
 		t.Table = &name
 		r.Target = &t
+		naming = targetNaming{pattern: orDefault(pattern, "{table}"), key: "defaults.target.table"}
+		if pattern != nil {
+			naming.at = s.d.at("defaults", "target", "table")
+		}
 	}
 	given, at := map[string]rawColumn{}, map[string]int{}
 	if r.Columns != nil {
@@ -271,11 +277,32 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 	}
 	r.Columns = &merged
 	if r.Key == nil {
+		if len(key) == 0 {
+			return s.located(nil, s.noKey(e, listed, schema, table))
+		}
 		k := slices.Clone(key)
 		r.Key = &k
 	}
 	m, err := compile(s.d, e.path, r)
+	if err == nil {
+		m.naming = naming
+	}
 	return s.located(m, err)
+}
+
+// noKey is the refusal of a table whose catalog gives no key (no primary
+// key, no replica identity index: REPLICA IDENTITY FULL names every column,
+// which is no key) and whose entry gives none: it points at the entry when
+// the file lists the table, for the file has no line to fix otherwise.
+func (s *Set) noKey(e setEntry, listed bool, schema, table string) error {
+	where := "give the table an entry under tables with key: the columns that identify a row"
+	p := pos{}
+	if listed {
+		where = "give its entry key: the columns that identify a row"
+		p = s.d.at(e.path...)
+	}
+	return p.causef(ErrNoKey, "table %s.%s has no primary key to order its target by (REPLICA IDENTITY FULL names no key), so key is required: add a primary key, or %s",
+		schema, table, where)
 }
 
 // Column returns the column name of the table schema.table as the file's
@@ -342,23 +369,81 @@ func (s *Set) merged(e setEntry) rawTable {
 	return r
 }
 
+// targetNaming says what named a mapping's target (Set.For), for
+// CheckDistinct's message.
+type targetNaming struct {
+	// pattern is the defaults' target.table pattern that named it
+	// ("{table}" when the file sets none); "" when an entry's target.table
+	// did.
+	pattern string
+	// key is the mapping file's key that names it: defaults.target.table,
+	// or the entry's target.table.
+	key string
+	// at is where the file writes that key (zero when it does not).
+	at pos
+}
+
+// describe says what named m's target: "the defaults' target.table
+// pattern "{table}" (defaults.target.table, not set)", or its entry's
+// target.table and the line.
+func (n targetNaming) describe() string {
+	where := ""
+	if n.at.line > 0 {
+		where = fmt.Sprintf(", line %d", n.at.line)
+	}
+	if n.pattern == "" {
+		if n.key == "" {
+			return "its mapping's target.table"
+		}
+		return n.key + where
+	}
+	if n.at.line == 0 {
+		where = ", not set: the default"
+	}
+	return fmt.Sprintf("the defaults' target.table pattern %q (%s%s)", n.pattern, n.key, where)
+}
+
 // CheckDistinct refuses mappings whose targets (or their live views,
 // ledgers and locks) would share a name in one database: two source tables
-// written into one target.
+// written into one target. The message says what named each target: an
+// entry's target.table, or the defaults' target.table pattern, "{table}"
+// unless the file sets it, which names a.items and b.items both items;
+// it matches ErrTargetsShareName.
 func CheckDistinct(ms []*Mapping) error {
 	owner := map[string]*Mapping{}
 	for _, m := range ms {
 		for _, name := range []string{m.Target.Table, m.Target.LiveView, LedgerName(m), LockName(m)} {
 			k := m.Target.Database + "." + name
 			if o, dup := owner[k]; dup && o != m {
-				return outcome.Config.Mark(&MappingError{File: m.File, Msg: fmt.Sprintf(
-					"the targets of %s.%s and %s.%s share the name %s: give one of them another target.table (or set the defaults' pattern, as in \"{schema}_{table}\")",
-					o.Source.Schema, o.Source.Table, m.Source.Schema, m.Source.Table, k)})
+				return outcome.Config.Mark(sharedName(o, m, k))
 			}
 			owner[k] = m
 		}
 	}
 	return nil
+}
+
+// sharedName is the refusal of a and b, whose targets share the name k.
+func sharedName(a, b *Mapping, k string) error {
+	fix := "give one of them another target.table"
+	if a.naming.pattern != "" || b.naming.pattern != "" {
+		fix = "set defaults.target.table to a pattern that tells them apart, as \"{schema}_{table}\", " +
+			"or give one of them an entry under tables with its own target.table"
+	}
+	named := fmt.Sprintf("%s.%s (named by %s) and %s.%s (named by %s) share the name %s",
+		a.Source.Schema, a.Source.Table, a.naming.describe(), b.Source.Schema, b.Source.Table, b.naming.describe(), k)
+	if a.naming == b.naming {
+		named = fmt.Sprintf("%s.%s and %s.%s share the name %s, both named by %s",
+			a.Source.Schema, a.Source.Table, b.Source.Schema, b.Source.Table, k, a.naming.describe())
+	}
+	e := &MappingError{File: b.File, Err: ErrTargetsShareName, Msg: "the targets of " + named + ": " + fix}
+	for _, n := range []targetNaming{b.naming, a.naming} {
+		if n.at.line > 0 {
+			e.Line, e.Column = n.at.line, n.at.col
+			break
+		}
+	}
+	return e
 }
 
 // DefaultDatabase makes db the targets' database where the mapping names

@@ -125,9 +125,49 @@ func TestSetForRefusals(t *testing.T) {
 	if err == nil || err.Error() != `s.yaml:15:16: column "amount" is not a column of sales.orders` {
 		t.Errorf("an override of a column the source lacks: %v", err)
 	}
-	_, err = s.For("shop", "public", "events", []Column{{Name: "payload", Type: "String"}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "key is required") {
-		t.Errorf("a table without a key: %v", err)
+}
+
+// TestSetForNoKey: a table whose catalog gives no key (no primary key:
+// REPLICA IDENTITY FULL names no key) is refused saying so and what to do,
+// at its entry when the file lists it; an entry's key: maps it.
+func TestSetForNoKey(t *testing.T) {
+	const file = `defaults:
+  source: {database: shop, schema: public}
+tables:
+  - source: {table: orders}
+  - source: {table: events}
+    key: [id]
+`
+	tests := []struct{ name, file, table, want string }{
+		{"no file", "", "events", "mapping: table public.events has no primary key to order its target by (REPLICA IDENTITY FULL names no key), so key is required: " +
+			"add a primary key, or give the table an entry under tables with key: the columns that identify a row"},
+		{"not listed", file, "logs", "s.yaml: table public.logs has no primary key to order its target by (REPLICA IDENTITY FULL names no key), so key is required: " +
+			"add a primary key, or give the table an entry under tables with key: the columns that identify a row"},
+		{"listed without a key", file, "orders", "s.yaml:4:5: table public.orders has no primary key to order its target by (REPLICA IDENTITY FULL names no key), so key is required: " +
+			"add a primary key, or give its entry key: the columns that identify a row"},
+		{"listed with a key", file, "events", ""},
+	}
+	cols := []Column{{Name: "id", Type: "Int64"}, {Name: "payload", Type: "Nullable(String)"}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Set{}
+			if tt.file != "" {
+				var err error
+				if s, err = ParseSet("s.yaml", []byte(tt.file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, err := s.For("shop", "public", tt.table, cols, nil)
+			if tt.want == "" {
+				if err != nil || m.KeyNames() != "id" {
+					t.Errorf("For: %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrNoKey) || !errors.Is(err, ErrMapping) {
+				t.Errorf("For:\n got %v\nwant %s", err, tt.want)
+			}
+		})
 	}
 }
 
@@ -153,25 +193,96 @@ func TestSetSingleForm(t *testing.T) {
 	}
 }
 
+// TestCheckDistinct: two tables whose targets would share a name are
+// refused, and the message says what named each target: the defaults'
+// pattern (and the key that sets it, defaults.target.table, written or
+// not) or an entry's target.table, with its line.
 func TestCheckDistinct(t *testing.T) {
-	s, err := ParseSet("s.yaml", []byte("tables:\n  - source: {database: d, schema: a, table: t}\n  - source: {database: d, schema: b, table: t}\n"))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, file string // file "": no mapping file (cdc sync of a whole publication)
+		tables     [][2]string
+		want       string
+	}{
+		{"no file, the default pattern", "", [][2]string{{"a", "items"}, {"b", "items"}},
+			`mapping: the targets of a.items and b.items share the name default.items, both named by the defaults' target.table pattern "{table}" ` +
+				`(defaults.target.table, not set: the default): ` +
+				`set defaults.target.table to a pattern that tells them apart, as "{schema}_{table}", or give one of them an entry under tables with its own target.table`},
+		{"listed without a target, the default pattern", "tables:\n  - source: {database: d, schema: a, table: t}\n  - source: {database: d, schema: b, table: t}\n",
+			[][2]string{{"a", "t"}, {"b", "t"}},
+			`s.yaml: the targets of a.t and b.t share the name default.t, both named by the defaults' target.table pattern "{table}" ` +
+				`(defaults.target.table, not set: the default): ` +
+				`set defaults.target.table to a pattern that tells them apart, as "{schema}_{table}", or give one of them an entry under tables with its own target.table`},
+		{"a pattern the file sets", "defaults:\n  target: {database: an, table: \"x_{table}\"}\n", [][2]string{{"a", "t"}, {"b", "t"}},
+			`s.yaml:2:33: the targets of a.t and b.t share the name an.x_t, both named by the defaults' target.table pattern "x_{table}" ` +
+				`(defaults.target.table, line 2): ` +
+				`set defaults.target.table to a pattern that tells them apart, as "{schema}_{table}", or give one of them an entry under tables with its own target.table`},
+		{"an entry and the pattern", "tables:\n  - source: {database: d, schema: a, table: x}\n    target: {table: items}\n", [][2]string{{"a", "x"}, {"b", "items"}},
+			`s.yaml:3:21: the targets of a.x (named by target.table of its entry, line 3) ` +
+				`and b.items (named by the defaults' target.table pattern "{table}" (defaults.target.table, not set: the default)) share the name default.items: ` +
+				`set defaults.target.table to a pattern that tells them apart, as "{schema}_{table}", or give one of them an entry under tables with its own target.table`},
+		{"two entries", "tables:\n  - source: {database: d, schema: a, table: x}\n    target: {table: items}\n  - source: {database: d, schema: b, table: y}\n    target: {table: items}\n",
+			[][2]string{{"a", "x"}, {"b", "y"}},
+			`s.yaml:5:21: the targets of a.x (named by target.table of its entry, line 3) and b.y (named by target.table of its entry, line 5) ` +
+				`share the name default.items: give one of them another target.table`},
+		{"a target named as another's live view", "", [][2]string{{"a", "t"}, {"b", "t_live"}},
+			`mapping: the targets of a.t and b.t_live share the name default.t_live, both named by the defaults' target.table pattern "{table}" ` +
+				`(defaults.target.table, not set: the default): ` +
+				`set defaults.target.table to a pattern that tells them apart, as "{schema}_{table}", or give one of them an entry under tables with its own target.table`},
 	}
-	var ms []*Mapping
-	for _, schema := range []string{"a", "b"} {
-		m, err := s.For("d", schema, "t", []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Set{}
+			if tt.file != "" {
+				var err error
+				if s, err = ParseSet("s.yaml", []byte(tt.file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var ms []*Mapping
+			for _, st := range tt.tables {
+				m, err := s.For("d", st[0], st[1], []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ms = append(ms, m)
+			}
+			err := CheckDistinct(ms)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrTargetsShareName) || !errors.Is(err, ErrMapping) {
+				t.Errorf("CheckDistinct:\n got %v\nwant %s", err, tt.want)
+			}
+			if err := CheckDistinct(ms[:1]); err != nil {
+				t.Errorf("one table: %v", err)
+			}
+		})
+	}
+}
+
+// TestDefaultTargetNameKept: the default pattern stays "{table}", so the
+// targets existing pipelines write keep their names (public.orders →
+// orders), and a pattern that tells schemas apart is the file's choice.
+func TestDefaultTargetNameKept(t *testing.T) {
+	tests := []struct{ file, schema, table, want string }{
+		{"", "public", "orders", "orders"},
+		{"", "sales", "orders", "orders"},
+		{"defaults: {target: {database: an}}\n", "public", "orders", "orders"},
+		{"defaults: {target: {table: \"{schema}_{table}\"}}\n", "public", "orders", "public_orders"},
+		{"defaults: {target: {table: \"{schema}_{table}\"}}\n", "b", "items", "b_items"},
+	}
+	for _, tt := range tests {
+		s := &Set{}
+		if tt.file != "" {
+			var err error
+			if s, err = ParseSet("s.yaml", []byte(tt.file)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := s.For("d", tt.schema, tt.table, []Column{{Name: "id", Type: "Int64"}}, []string{"id"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms = append(ms, m)
-	}
-	err = CheckDistinct(ms)
-	if err == nil || !strings.Contains(err.Error(), "the targets of a.t and b.t share the name default.t") || !errors.Is(err, ErrMapping) {
-		t.Errorf("CheckDistinct: %v", err)
-	}
-	if err := CheckDistinct(ms[:1]); err != nil {
-		t.Errorf("one table: %v", err)
+		if m.Target.Table != tt.want || m.Target.LiveView != tt.want+"_live" {
+			t.Errorf("%q: %s.%s → %s (%s), want %s", tt.file, tt.schema, tt.table, m.Target.Table, m.Target.LiveView, tt.want)
+		}
 	}
 }
 

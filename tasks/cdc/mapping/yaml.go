@@ -244,6 +244,11 @@ func (p pos) errorf(format string, args ...any) error {
 	return &MappingError{Line: p.line, Column: p.col, Msg: fmt.Sprintf(format, args...)}
 }
 
+// causef is errorf of a narrower cause of ErrMapping.
+func (p pos) causef(cause error, format string, args ...any) error {
+	return &MappingError{Line: p.line, Column: p.col, Msg: fmt.Sprintf(format, args...), Err: cause}
+}
+
 // str is the value of an optional string, "" when left out.
 func str(s *string) string {
 	if s == nil {

@@ -187,8 +187,9 @@ var hints = []struct {
 	{ErrSlotLost, "The slot's changes are gone. Drop the slot (SELECT pg_drop_replication_slot('<slot>')), run the setup " +
 		"again and reload the targets from its snapshot; raise max_slot_wal_keep_size or run sync more often."},
 	{ErrNoTable, "Create the table, or fix its name (schema.table) in the table list."},
-	{ErrReplicaIdentity, "Give the table a primary key, or ALTER TABLE … REPLICA IDENTITY FULL (or USING INDEX of a " +
-		"unique, non-partial index on NOT NULL columns), then run again."},
+	{ErrReplicaIdentity, "Give the table a primary key (its target's key). Without one: ALTER TABLE … REPLICA IDENTITY " +
+		"USING INDEX of a unique, non-partial index on NOT NULL columns (the index's columns are the key), or ALTER TABLE … " +
+		"REPLICA IDENTITY FULL and give the table's mapping entry key: (NOT NULL columns that identify a row); then run again."},
 	{ErrPublicationMissing, "Run the setup: it creates the publication. If the publication exists, it was created (or " +
 		"dropped and created again) after the slot, which cannot decode the changes before it: drop the slot " +
 		"(SELECT pg_drop_replication_slot('<slot>')), run the setup again and reload the targets from its snapshot."},
