@@ -198,6 +198,10 @@ func (d *Decoder) Text(b []byte) (change.Value, error) {
 	return change.Value{}, fmt.Errorf("%w: a decoder without an operation", ErrWrongType)
 }
 
+// as names the type t for a message's "map it to": Nullable(t) when the
+// column is Nullable, so that following the message keeps its NULLs.
+func (d *Decoder) as(t string) string { return nullableIf(d.t.Nullable, t) }
+
 func (d *Decoder) notText(b []byte) error {
 	return refuse(ErrNotText, "%q for a %s", short(b), d.srcType)
 }
@@ -231,9 +235,9 @@ func (d *Decoder) integer(b []byte) (change.Value, error) {
 	case !ok:
 		return change.Value{}, d.notText(b)
 	case n.special != finite:
-		return change.Value{}, refuse(ErrSpecialValue, "numeric %s does not fit %s; map it to String with source_type: numeric", b, d.t)
+		return change.Value{}, refuse(ErrSpecialValue, "numeric %s does not fit %s; map it to %s with source_type: numeric", b, d.t, d.as("String"))
 	case !fracZero(n.frac):
-		return change.Value{}, refuse(ErrWouldRound, "%s has decimal places, which %s would drop; map it to Decimal(P, S)", short(b), d.t)
+		return change.Value{}, refuse(ErrWouldRound, "%s has decimal places, which %s would drop; map it to %s", short(b), d.t, d.as("Decimal(P, S)"))
 	}
 	mag, ok := uint64Of(n.whole)
 	if !ok {
@@ -268,7 +272,7 @@ func (d *Decoder) decimal(b []byte) (change.Value, error) {
 	case !ok:
 		return change.Value{}, d.notText(b)
 	case n.special != finite:
-		return change.Value{}, refuse(ErrSpecialValue, "numeric %s does not fit %s; map it to String with source_type: numeric", b, d.t)
+		return change.Value{}, refuse(ErrSpecialValue, "numeric %s does not fit %s; map it to %s with source_type: numeric", b, d.t, d.as("String"))
 	}
 	frac := n.frac
 	if len(frac) > d.t.Scale {
@@ -317,7 +321,7 @@ func (d *Decoder) float(b []byte) (change.Value, error) {
 		return change.Value{}, d.notText(b)
 	}
 	if d.t.Kind == mapping.KindFloat32 && !math.IsNaN(f) && float64(float32(f)) != f {
-		return change.Value{}, refuse(ErrWouldRound, "%s is not exactly a Float32; map the column to Float64", b)
+		return change.Value{}, refuse(ErrWouldRound, "%s is not exactly a Float32; map the column to %s", b, d.as("Float64"))
 	}
 	return change.FloatValue(f), nil
 }
@@ -387,11 +391,11 @@ func (d *Decoder) date(b []byte) (change.Value, error) {
 		return d.str(b)
 	}
 	if st.special != finite {
-		return change.Value{}, refuse(ErrSpecialValue, "date %s does not fit Date; map it to String with source_type: date", b)
+		return change.Value{}, refuse(ErrSpecialValue, "date %s does not fit Date; map it to %s with source_type: date", b, d.as("String"))
 	}
 	days := daysFromCivil(st.year, st.month, st.day)
 	if days < 0 || days > mapping.MaxDateDays {
-		return change.Value{}, refuse(ErrOutOfRange, "date %s is outside the Date range 1970-01-01..2149-06-06; map it to String with source_type: date", b)
+		return change.Value{}, refuse(ErrOutOfRange, "date %s is outside the Date range 1970-01-01..2149-06-06; map it to %s with source_type: date", b, d.as("String"))
 	}
 	return change.Value{N: uint64(days)}, nil
 }
@@ -416,24 +420,24 @@ func (d *Decoder) timestamp(b []byte) (change.Value, error) {
 		return d.str(appendStamp(buf[:0], st.unix(), st.micros))
 	}
 	if st.special != finite {
-		return change.Value{}, refuse(ErrSpecialValue, "%s %s does not fit %s; map it to String with source_type: %s", src, b, d.t, src)
+		return change.Value{}, refuse(ErrSpecialValue, "%s %s does not fit %s; map it to %s with source_type: %s", src, b, d.t, d.as("String"), src)
 	}
 	sec := st.unix()
 	if d.t.Kind == mapping.KindDateTime {
 		if st.micros != 0 {
-			return change.Value{}, refuse(ErrWouldRound, "%s %s has a fraction of a second, which %s would round; map it to DateTime64(6, 'UTC')", src, b, d.t)
+			return change.Value{}, refuse(ErrWouldRound, "%s %s has a fraction of a second, which %s would round; map it to %s", src, b, d.t, d.as("DateTime64(6, 'UTC')"))
 		}
 		if sec < 0 || sec > math.MaxUint32 {
-			return change.Value{}, refuse(ErrOutOfRange, "%s %s is outside the DateTime range 1970-01-01..2106-02-07; map it to DateTime64(6, 'UTC')", src, b)
+			return change.Value{}, refuse(ErrOutOfRange, "%s %s is outside the DateTime range 1970-01-01..2106-02-07; map it to %s", src, b, d.as("DateTime64(6, 'UTC')"))
 		}
 		return change.Value{N: uint64(sec)}, nil
 	}
 	if sec < mapping.MinDateTime64 || sec > mapping.MaxDateTime64 {
-		return change.Value{}, refuse(ErrOutOfRange, "%s %s is outside the DateTime64 range 1900-01-01..2299-12-31; map it to String with source_type: %s", src, b, src)
+		return change.Value{}, refuse(ErrOutOfRange, "%s %s is outside the DateTime64 range 1900-01-01..2299-12-31; map it to %s with source_type: %s", src, b, d.as("String"), src)
 	}
 	per := d.t.TicksPerSecond()
 	if sec > math.MaxInt64/per-1 { // DateTime64(9) ends in 2262
-		return change.Value{}, refuse(ErrOutOfRange, "%s %s is beyond %s's range (its ticks overflow); map it to DateTime64(6, 'UTC')", src, b, d.t)
+		return change.Value{}, refuse(ErrOutOfRange, "%s %s is beyond %s's range (its ticks overflow); map it to %s", src, b, d.t, d.as("DateTime64(6, 'UTC')"))
 	}
 	var ticks int64
 	switch p := d.t.Prec; {

@@ -271,3 +271,33 @@ func TestErrorsMatchTheirCauses(t *testing.T) {
 	}
 	_ = mapping.KindInt
 }
+
+// TestRefusalsNameTheNullableType: a refused value's message names the
+// type to map the column to, Nullable when the column is: following it
+// keeps the column's NULLs.
+func TestRefusalsNameTheNullableType(t *testing.T) {
+	for _, tt := range []struct {
+		name, pg, col, text, says string
+	}{
+		{"numeric NaN", "numeric", "Decimal(12, 2)", "NaN", "; map it to String with source_type: numeric"},
+		{"numeric NaN, Nullable", "numeric", "Nullable(Decimal(12, 2))", "NaN", "; map it to Nullable(String) with source_type: numeric"},
+		{"a fraction in an integer, Nullable", "numeric", "Nullable(Int64)", "1.5", "; map it to Nullable(Decimal(P, S))"},
+		{"a double in Float32, Nullable", "double precision", "Nullable(Float32)", "0.1", "; map the column to Nullable(Float64)"},
+		{"date infinity, Nullable", "date", "Nullable(Date)", "infinity", "; map it to Nullable(String) with source_type: date"},
+		{"date before 1970, Nullable", "date", "Nullable(Date)", "1969-12-31", "; map it to Nullable(String) with source_type: date"},
+		{"timestamp infinity, Nullable", "timestamp", "Nullable(DateTime64(6, 'UTC'))", "infinity", "; map it to Nullable(String) with source_type: timestamp"},
+		{"a fraction in DateTime", "timestamp", "DateTime('UTC')", "2024-01-01 00:00:00.5", "; map it to DateTime64(6, 'UTC')"},
+		{"a fraction in DateTime, Nullable", "timestamp", "Nullable(DateTime('UTC'))", "2024-01-01 00:00:00.5", "; map it to Nullable(DateTime64(6, 'UTC'))"},
+		{"beyond DateTime64, Nullable", "timestamp", "Nullable(DateTime64(6, 'UTC'))", "2400-01-01 00:00:00", "; map it to Nullable(String) with source_type: timestamp"},
+	} {
+		m := caseMapping(t, []textCase{{col: tt.col}})
+		d, err := NewDecoder(sourceColumn(t, "c", tt.pg), &m.Cols[1])
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		_, err = d.Text([]byte(tt.text))
+		if !errors.Is(err, change.ErrBadValue) || !strings.HasSuffix(err.Error(), tt.says) {
+			t.Errorf("%s: got %v, want a refusal ending %q", tt.name, err, tt.says)
+		}
+	}
+}

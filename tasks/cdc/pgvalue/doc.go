@@ -30,7 +30,13 @@
 //
 // Generating: Generate maps a source column (type, typmod, NOT NULL, key)
 // to a mapping column for a server's capabilities, per the table in
-// docs/mapping.md ("Generated mappings"), and refuses a type it has no
-// mapping for (ErrUnsupportedType) naming the table, the column and the
-// type; a mapping entry can map any type to String, which holds its text.
+// docs/mapping.md ("Generated mappings"), Nullable where the column allows
+// NULL, and refuses a type it has no mapping for (ErrUnsupportedType)
+// naming the table, the column and the type; a mapping entry can map any
+// type to String (Nullable(String)), which holds its text. CheckNullable
+// refuses a mapping that maps a column allowing NULL to a type that is not
+// Nullable (ErrNullable). OmitGenerated leaves a STORED generated column,
+// which pgoutput does not stream before PostgreSQL 18, out of a generated
+// mapping with a note, and refuses an entry that names one
+// (ErrGeneratedColumn).
 package pgvalue

@@ -23,7 +23,18 @@ var (
 	// type no mapping is generated for (Generate); a mapping can name it as
 	// String, which holds PostgreSQL's text of any type.
 	ErrUnsupportedType = errors.New("no generated mapping for the column's type")
+	// ErrGeneratedColumn: a mapping entry names a STORED generated column
+	// that the stream does not carry (PostgreSQL before 18, or a
+	// publication that does not publish generated columns): its target
+	// column would read NULL after every streamed change (OmitGenerated).
+	ErrGeneratedColumn = errors.New("pgoutput does not stream the generated column")
 )
+
+// ErrNullable: a mapping entry maps a source column that allows NULL to a
+// type that is not Nullable (CheckNullable), as a "map it to String" entry
+// may: its first NULL would stop the stream. A narrower cause of
+// ErrWrongType.
+var ErrNullable = fmt.Errorf("%w: the source column allows NULL", ErrWrongType)
 
 // Refused values: each is a narrower cause of change.ErrBadValue (a
 // refused value matches both; its message starts with both), with a remedy

@@ -26,6 +26,11 @@ type Column struct {
 	// columns (the Relation message's key flag). Under REPLICA IDENTITY FULL
 	// every column carries that flag: pass the primary key's columns.
 	Key bool
+	// Generated marks a STORED generated column (pg_attribute.attgenerated
+	// 's'), whose values pgoutput does not stream before PostgreSQL 18
+	// (OmitGenerated). The Relation message does not carry it: the catalog
+	// does.
+	Generated bool
 }
 
 // family is how a PostgreSQL type prints its values, and what it may be
