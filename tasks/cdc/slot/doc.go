@@ -25,8 +25,12 @@
 // process streams from (naming its pid), a slot whose WAL is gone
 // (wal_status lost), a table whose replica identity does not identify its
 // rows, a publication that leaves out operations or tables or filters
-// rows. It never drops anything. ReadHealth reports a slot's positions,
-// lag and retained WAL for outputs and metrics.
+// rows. It never drops anything. Creating a slot waits for the
+// transactions running when it began to end; given Setup.Log, Ensure says
+// every few seconds which ones (running: pid, state, age, database;
+// prepared: gid), as ExportTemporaryLogged does for a temporary slot.
+// ReadHealth reports a slot's positions, lag and retained WAL for outputs
+// and metrics.
 //
 // # Exactly once: confirm only after the read-back
 //

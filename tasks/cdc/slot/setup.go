@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -30,6 +31,14 @@ type Setup struct {
 	// ActiveWait: how long to wait for a slot another process streams from
 	// (a consumer that just died) before refusing with ErrSlotActive.
 	ActiveWait time.Duration
+	// Log, when set, receives a line every WaitReport while the slot is
+	// being created, naming the transactions the creation may wait for:
+	// those holding a transaction ID, running (pid, state, age, database)
+	// or prepared (gid, age, database), oldest first; and one when it is
+	// made after such a wait. nil: Ensure logs nothing.
+	Log *slog.Logger
+	// WaitReport is how often (0: DefaultWaitReport).
+	WaitReport time.Duration
 }
 
 func (s Setup) validate() error {
@@ -48,7 +57,7 @@ func (s Setup) validate() error {
 			return configErr(fmt.Errorf("publication %s: table %q: %w: want schema.table", s.Publication, t, ErrConfig))
 		}
 	}
-	if s.ActiveWait < 0 {
+	if s.ActiveWait < 0 || s.WaitReport < 0 {
 		return configErr(fmt.Errorf("slot %s: %w: negative wait", s.Slot, ErrConfig))
 	}
 	return nil
@@ -170,7 +179,8 @@ func ensureSlot(ctx context.Context, conn *pgconn.PgConn, pg *pgconn.Config, s S
 			if err := srv.checkRoom(s.Slot); err != nil {
 				return nil, err
 			}
-			snap, err := createSlot(ctx, pg, s.Slot, s.ExportSnapshot)
+			report := waitReport{log: s.Log, every: s.WaitReport, slot: s.Slot, user: srv.user, conn: conn}
+			snap, err := report.create(ctx, func() (*Snapshot, error) { return createSlot(ctx, pg, s.Slot, s.ExportSnapshot) })
 			if pgCode(err) == pgerrcode.DuplicateObject { //: created meanwhile by another setup
 				continue
 			}

@@ -3,6 +3,8 @@ package slot
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,9 +26,26 @@ import (
 // creation waits for the transactions running at the time to end: ctx
 // bounds that wait.
 func ExportTemporary(ctx context.Context, pg *pgconn.Config, name string) (*Snapshot, error) {
+	return ExportTemporaryLogged(ctx, pg, name, nil, 0)
+}
+
+// ExportTemporaryLogged is ExportTemporary that, with log set, logs every
+// every (0: DefaultWaitReport) what the temporary slot's creation waits
+// for, as Ensure does (Setup.Log), from a connection of its own.
+func ExportTemporaryLogged(ctx context.Context, pg *pgconn.Config, name string, log *slog.Logger, every time.Duration) (*Snapshot, error) {
 	if err := checkSlotName(name); err != nil {
 		return nil, err
 	}
+	if every < 0 {
+		return nil, configErr(fmt.Errorf("slot %s: %w: negative wait", name, ErrConfig))
+	}
+	report := waitReport{log: log, every: every, slot: name, user: pg.User, pg: pg}
+	return report.create(ctx, func() (*Snapshot, error) { return exportTemporary(ctx, pg, name) })
+}
+
+// exportTemporary creates the temporary slot name and returns its
+// exported snapshot (ExportTemporary).
+func exportTemporary(ctx context.Context, pg *pgconn.Config, name string) (*Snapshot, error) {
 	conn, err := connect(ctx, pg, true)
 	if err != nil {
 		return nil, err
