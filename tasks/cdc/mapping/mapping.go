@@ -63,8 +63,6 @@ type Mapping struct {
 	Cols   []Col          // compiled columns, in Columns order
 	KeyIdx []int          // indexes into cols of the key columns
 	ByName map[string]int // column name → index into cols
-
-	naming targetNaming // what named Target.Table (Set.For), for CheckDistinct
 }
 
 // Source identifies the captured PostgreSQL table.

@@ -234,17 +234,11 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 		r.Target = &rawTarget{Database: d.Database, CreateDatabase: d.CreateDatabase, VersionColumn: d.VersionColumn, DeletedColumn: d.DeletedColumn,
 			Cluster: d.Cluster}
 	}
-	naming := targetNaming{key: "target.table of its entry", at: s.d.at(append(slices.Clone(e.path), "target", "table")...)}
 	if r.Target.Table == nil || !listed {
-		pattern := s.defaultTarget().Table
-		name := targetName(str(pattern), schema, table)
+		name := targetName(str(s.defaultTarget().Table), schema, table)
 		t := *r.Target
 		t.Table = &name
 		r.Target = &t
-		naming = targetNaming{pattern: orDefault(pattern, "{table}"), key: "defaults.target.table"}
-		if pattern != nil {
-			naming.at = s.d.at("defaults", "target", "table")
-		}
 	}
 	given, at := map[string]rawColumn{}, map[string]int{}
 	if r.Columns != nil {
@@ -284,9 +278,6 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 		r.Key = &k
 	}
 	m, err := compile(s.d, e.path, r)
-	if err == nil {
-		m.naming = naming
-	}
 	return s.located(m, err)
 }
 
@@ -369,22 +360,36 @@ func (s *Set) merged(e setEntry) rawTable {
 	return r
 }
 
-// targetNaming says what named a mapping's target (Set.For), for
-// CheckDistinct's message.
+// targetNaming says what named a mapping's target, for the message of
+// two targets that share a name.
 type targetNaming struct {
 	// pattern is the defaults' target.table pattern that named it
 	// ("{table}" when the file sets none); "" when an entry's target.table
 	// did.
 	pattern string
 	// key is the mapping file's key that names it: defaults.target.table,
-	// or the entry's target.table.
+	// or the entry's target.table; "" when unknown (CheckDistinct).
 	key string
 	// at is where the file writes that key (zero when it does not).
 	at pos
 }
 
-// describe says what named m's target: "the defaults' target.table
-// pattern "{table}" (defaults.target.table, not set)", or its entry's
+// naming says what names the target of the source table schema.table, as
+// For names it: its entry's target.table, or the defaults' pattern.
+func (s *Set) naming(schema, table string) targetNaming {
+	if e, listed := s.entry(schema, table); listed && e.raw.Target != nil && e.raw.Target.Table != nil {
+		return targetNaming{key: "target.table of its entry", at: s.d.at(append(slices.Clone(e.path), "target", "table")...)}
+	}
+	pattern := s.defaultTarget().Table
+	n := targetNaming{pattern: orDefault(pattern, "{table}"), key: "defaults.target.table"}
+	if pattern != nil {
+		n.at = s.d.at("defaults", "target", "table")
+	}
+	return n
+}
+
+// describe says what named a target: "the defaults' target.table pattern
+// "{table}" (defaults.target.table, not set: the default)", or its entry's
 // target.table and the line.
 func (n targetNaming) describe() string {
 	where := ""
@@ -392,9 +397,6 @@ func (n targetNaming) describe() string {
 		where = fmt.Sprintf(", line %d", n.at.line)
 	}
 	if n.pattern == "" {
-		if n.key == "" {
-			return "its mapping's target.table"
-		}
 		return n.key + where
 	}
 	if n.at.line == 0 {
@@ -405,17 +407,28 @@ func (n targetNaming) describe() string {
 
 // CheckDistinct refuses mappings whose targets (or their live views,
 // ledgers and locks) would share a name in one database: two source tables
-// written into one target. The message says what named each target: an
-// entry's target.table, or the defaults' target.table pattern, "{table}"
-// unless the file sets it, which names a.items and b.items both items;
-// it matches ErrTargetsShareName.
+// written into one target. It matches ErrTargetsShareName. Set.CheckDistinct
+// says, besides, what named each target.
 func CheckDistinct(ms []*Mapping) error {
+	return checkDistinct(ms, func(*Mapping) targetNaming { return targetNaming{} })
+}
+
+// CheckDistinct is the package's CheckDistinct of mappings s made (For),
+// whose message says what named each target: an entry's target.table and
+// its line, or the defaults' target.table pattern, "{table}" unless the
+// file sets it (which names a.items and b.items both items), with the key
+// to change, defaults.target.table.
+func (s *Set) CheckDistinct(ms []*Mapping) error {
+	return checkDistinct(ms, func(m *Mapping) targetNaming { return s.naming(m.Source.Schema, m.Source.Table) })
+}
+
+func checkDistinct(ms []*Mapping, naming func(*Mapping) targetNaming) error {
 	owner := map[string]*Mapping{}
 	for _, m := range ms {
 		for _, name := range []string{m.Target.Table, m.Target.LiveView, LedgerName(m), LockName(m)} {
 			k := m.Target.Database + "." + name
 			if o, dup := owner[k]; dup && o != m {
-				return outcome.Config.Mark(sharedName(o, m, k))
+				return outcome.Config.Mark(sharedName(o, m, naming(o), naming(m), k))
 			}
 			owner[k] = m
 		}
@@ -423,21 +436,31 @@ func CheckDistinct(ms []*Mapping) error {
 	return nil
 }
 
-// sharedName is the refusal of a and b, whose targets share the name k.
-func sharedName(a, b *Mapping, k string) error {
-	fix := "give one of them another target.table"
-	if a.naming.pattern != "" || b.naming.pattern != "" {
-		fix = "set defaults.target.table to a pattern that tells them apart, as \"{schema}_{table}\", " +
-			"or give one of them an entry under tables with its own target.table"
-	}
-	named := fmt.Sprintf("%s.%s (named by %s) and %s.%s (named by %s) share the name %s",
-		a.Source.Schema, a.Source.Table, a.naming.describe(), b.Source.Schema, b.Source.Table, b.naming.describe(), k)
-	if a.naming == b.naming {
+// sharedName is the refusal of a and b, named as na and nb, whose targets
+// share the name k.
+func sharedName(a, b *Mapping, na, nb targetNaming, k string) error {
+	var named, fix string
+	switch {
+	case na.key == "" || nb.key == "": // unknown
+		named = fmt.Sprintf("%s.%s and %s.%s share the name %s", a.Source.Schema, a.Source.Table, b.Source.Schema, b.Source.Table, k)
+		fix = "give one of them another target.table, or, where the defaults name them (target.table pattern \"{table}\" unless " +
+			"defaults.target.table sets it), set defaults.target.table to a pattern that tells them apart, as \"{schema}_{table}\""
+	case na == nb:
 		named = fmt.Sprintf("%s.%s and %s.%s share the name %s, both named by %s",
-			a.Source.Schema, a.Source.Table, b.Source.Schema, b.Source.Table, k, a.naming.describe())
+			a.Source.Schema, a.Source.Table, b.Source.Schema, b.Source.Table, k, na.describe())
+	default:
+		named = fmt.Sprintf("%s.%s (named by %s) and %s.%s (named by %s) share the name %s",
+			a.Source.Schema, a.Source.Table, na.describe(), b.Source.Schema, b.Source.Table, nb.describe(), k)
+	}
+	if fix == "" {
+		fix = "give one of them another target.table"
+		if na.pattern != "" || nb.pattern != "" {
+			fix = "set defaults.target.table to a pattern that tells them apart, as \"{schema}_{table}\", " +
+				"or give one of them an entry under tables with its own target.table"
+		}
 	}
 	e := &MappingError{File: b.File, Err: ErrTargetsShareName, Msg: "the targets of " + named + ": " + fix}
-	for _, n := range []targetNaming{b.naming, a.naming} {
+	for _, n := range []targetNaming{nb, na} {
 		if n.at.line > 0 {
 			e.Line, e.Column = n.at.line, n.at.col
 			break

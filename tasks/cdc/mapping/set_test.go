@@ -194,9 +194,9 @@ func TestSetSingleForm(t *testing.T) {
 }
 
 // TestCheckDistinct: two tables whose targets would share a name are
-// refused, and the message says what named each target: the defaults'
-// pattern (and the key that sets it, defaults.target.table, written or
-// not) or an entry's target.table, with its line.
+// refused, and Set.CheckDistinct's message says what named each target:
+// the defaults' pattern (and the key that sets it, defaults.target.table,
+// written or not) or an entry's target.table, with its line.
 func TestCheckDistinct(t *testing.T) {
 	tests := []struct {
 		name, file string // file "": no mapping file (cdc sync of a whole publication)
@@ -246,12 +246,18 @@ func TestCheckDistinct(t *testing.T) {
 				}
 				ms = append(ms, m)
 			}
-			err := CheckDistinct(ms)
+			err := s.CheckDistinct(ms)
 			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrTargetsShareName) || !errors.Is(err, ErrMapping) {
 				t.Errorf("CheckDistinct:\n got %v\nwant %s", err, tt.want)
 			}
-			if err := CheckDistinct(ms[:1]); err != nil {
+			if err := s.CheckDistinct(ms[:1]); err != nil {
 				t.Errorf("one table: %v", err)
+			}
+			// Without the set, the message cannot say what named them.
+			err = CheckDistinct(ms)
+			if err == nil || !strings.Contains(err.Error(), " share the name ") || !strings.Contains(err.Error(), "set defaults.target.table") ||
+				strings.Contains(err.Error(), "named by") || !errors.Is(err, ErrTargetsShareName) {
+				t.Errorf("CheckDistinct without the set: %v", err)
 			}
 		})
 	}
