@@ -105,8 +105,8 @@ func TestKafkaStatePGDSNIsJDBCURL(t *testing.T) {
 			var out bytes.Buffer
 			code := run(context.Background(), []string{"--work-dir", t.TempDir(), "kafka-state", cmd}, &out)
 			if code != 2 || !strings.Contains(out.String(), `"error_class":"config"`) ||
-				!strings.Contains(out.String(), "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
-					"use a URL, postgres://user@host:port/database?sslmode=...") {
+				!strings.Contains(out.String(), "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL)") ||
+				!strings.Contains(out.String(), "Use a URL, postgres://user@host:port/database?sslmode=...") {
 				t.Errorf("exit %d, output:\n%s\nwant exit 2 saying PG_DSN is a JDBC URL", code, out.String())
 			}
 			if strings.Contains(out.String(), secret) || strings.Contains(out.String(), "failed to connect") {
@@ -209,7 +209,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{kafkastate.EnvKafkaProperties: scramProps(wrongScram)}, "kafka-state", "materialize")
 	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
 		map[string]string{kafkastate.EnvKafkaProperties: `{"sasl.password":"` + scramSecret + `",`}, "kafka-state", "materialize")
-	step("wrong password in PG_DSN", 2, "check PG_DSN",
+	step("wrong password in PG_DSN", 2, "Check PG_DSN",
 		map[string]string{kafkastate.EnvKafkaProperties: scramProps(scramSecret), kafkastate.EnvPGDSN: testenv.WithPassword(t, dsn, wrongPG)},
 		"kafka-state", "materialize")
 	// An unescaped '@' in the DSN's password: libpq's rule makes its tail
@@ -415,7 +415,8 @@ func TestKafkaStateSignalMidBatch(t *testing.T) {
 				t.Fatalf("the run committed before the signal reached it; the test needs a longer batch:\n%.2000s", out)
 			}
 			if got.Code != 3 || !strings.Contains(out, `"error_class":"transient"`) ||
-				!strings.Contains(out, "kafka-state materialize was stopped ("+sig.name+") before its commit: nothing was committed; re-run") {
+				!strings.Contains(out, "kafka-state materialize was stopped before its commit ("+sig.name+"): nothing was committed") ||
+				!strings.Contains(out, "Re-run: nothing was committed, and the next batch resumes from the saved positions.") {
 				t.Errorf("exit %d, output:\n%.3000s\nwant exit 3, transient, saying it was stopped (%s) before its commit", got.Code, out, sig.name)
 			}
 			if sig.sig == syscall.SIGINT && strings.Contains(out, "SIGTERM") {

@@ -231,7 +231,7 @@ func TestKafkaStateOverTLS(t *testing.T) {
 		with(kafkastate.EnvPGDSN, dsn(otherCAFile)), "kafka-state", "setup")
 	step("PostgreSQL: wrong CA (materialize)", 2, []string{`"error_class":"config"`, "sslrootcert"},
 		with(kafkastate.EnvPGDSN, dsn(otherCAFile), kafkastate.EnvKafkaProperties, sslCAPEM), "kafka-state", "materialize")
-	step("PostgreSQL: wrong password over TLS", 2, []string{`"error_class":"config"`, "localhost", "check PG_DSN"},
+	step("PostgreSQL: wrong password over TLS", 2, []string{`"error_class":"config"`, "localhost", "Check PG_DSN"},
 		with(kafkastate.EnvPGPassword, wrongPG), "kafka-state", "verify")
 	// Nothing of the failed runs was committed: the record produced before
 	// them is read now, once.

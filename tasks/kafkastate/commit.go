@@ -45,7 +45,7 @@ func (b *batch) commit(ctx context.Context) error {
 	}
 	if b.last {
 		if err := r.result(b).stageReport(r.report); err != nil {
-			return outcome.Transient.Mark(fmt.Errorf("topic %q: %s could not be written (disk full?), nothing was committed; free space in %s and re-run: %w", topic, ReportFile, kestra.EnvWorkingDir, err))
+			return outcome.Transient.Mark(fmt.Errorf("topic %q: %w in %s, nothing was committed: %w", topic, ErrReportNotWritten, kestra.EnvWorkingDir, err))
 		}
 	}
 	if h := r.env.hooks.beforeCommit; h != nil {

@@ -245,7 +245,7 @@ func ValidateTopic(topic string) error {
 		}
 	}
 	if bad {
-		return configErr("%s %q: %w: use 1..249 characters from a-z A-Z 0-9 . _ -", EnvTopic, topic, errInvalidTopic)
+		return configErr("%s %q: %w: a topic name is 1..249 characters from a-z A-Z 0-9 . _ -", EnvTopic, topic, errInvalidTopic)
 	}
 	return nil
 }
@@ -267,9 +267,7 @@ func (p Postgres) connConfig() (*pgx.ConnConfig, error) {
 		// pgx would read it as a key=value string that names nothing, and
 		// connect to the local socket as the OS user: the error would
 		// blame authentication. The DSN is not quoted (its password).
-		return nil, configErr("%s is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
-			"use a URL, postgres://user@host:port/database?sslmode=... (the password in %s, or percent-encoded after the user), "+
-			"or a key=value string (host=... port=... dbname=... user=... sslmode=...)", EnvPGDSN, EnvPGPassword)
+		return nil, configErr("%w (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL)", ErrJDBCURL)
 	}
 	cc, err := pgx.ParseConfig(p.DSN)
 	if err != nil {

@@ -82,9 +82,9 @@ func TestJDBCURLInDSN(t *testing.T) {
 		"JDBC:postgresql://db.example:5432/kestra?password=jdbc-Secret-1&ssl=true",
 	} {
 		err := Postgres{DSN: dsn, User: "u", Password: "pw"}.Validate()
-		testenv.CheckHinted(t, err, Hint, outcome.Config, nil, "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL): "+
-			"use a URL, postgres://user@host:port/database?sslmode=... (the password in PGPASSWORD, or percent-encoded after the user), "+
-			"or a key=value string (host=... port=... dbname=... user=... sslmode=...)")
+		testenv.CheckHinted(t, err, Hint, outcome.Config, ErrJDBCURL, "PG_DSN is not a libpq connection string (it is a JDBC URL, as the seed flow's KAFKA_STATE_JDBC_URL)",
+			"hint: Use a URL, postgres://user@host:port/database?sslmode=... (the password in PGPASSWORD, or percent-encoded after the user), "+
+				"or a key=value string (host=... port=... dbname=... user=... sslmode=...)")
 		if err != nil && (strings.Contains(err.Error(), "jdbc-Secret-1") || strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "db.example")) {
 			t.Errorf("Validate(%q) = %v: shows the URL or its password", dsn, err)
 		}

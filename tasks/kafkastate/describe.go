@@ -76,9 +76,10 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 		if k != outcome.Config {
 			k = outcome.Transient
 		}
-		return k.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions could not be read to tell "+
-			"a misspelt TOPIC (no batch read it) from a topic deleted after a batch read it: %w; nothing was read or written",
-			topic, ErrTopicUnavailable, err))
+		e := topicErr(topic, ErrTopicUnavailable, "the broker has no such topic; kafka_state.positions could not be read "+
+			"to tell a misspelt TOPIC from a deleted one; nothing was read or written")
+		e.Cause = err
+		return k.Mark(e)
 	}
 	conn, err := connect(ctx, cc)
 	if err != nil {
@@ -91,20 +92,22 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 	)
 	err = queryRow(ctx, conn, "read kafka_state.positions", sqlSavedTopic, []any{topic}, &saved, &savedFor)
 	if state, _ := sqlstateOf(err); errors.Is(err, pgx.ErrNoRows) || state == stateNoSetup {
-		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker has no such topic, and kafka_state.positions holds no read positions for it "+
-			"(no batch ever read it); nothing was read or written", topic, ErrTopicUnavailable))
+		return outcome.Config.Mark(topicErr(topic, ErrTopicUnavailable,
+			"the broker has no such topic, and no batch ever read it: kafka_state.positions holds no read positions for it; "+
+				"nothing was read or written"))
 	}
 	if err != nil {
 		return cannotTell(err)
 	}
 	if clusterID != "" && savedFor != clusterID {
-		return outcome.Config.Mark(fmt.Errorf("topic %q: %w: the broker (cluster %q) has no such topic, and kafka_state.positions "+
-			"holds read positions for it from cluster %q: KAFKA_PROPERTIES names another cluster than the one this database was read from; "+
-			"nothing was read or written", topic, ErrTopicUnavailable, clusterID, savedFor))
+		return outcome.Config.Mark(topicErr(topic, ErrTopicUnavailable, fmt.Sprintf("the broker (cluster %q) has no such topic; "+
+			"kafka_state.positions holds read positions for it from cluster %q: KAFKA_PROPERTIES names another cluster; "+
+			"nothing was read or written", clusterID, savedFor)))
 	}
-	return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; kafka_state.positions holds read positions for it (saved at %s): the topic was deleted after a batch read it; "+
-		"nothing was read or written",
-		topic, ErrTopicUnavailable, kerr.UnknownTopicOrPartition, saved.UTC().Format(time.RFC3339)))
+	e := topicErr(topic, ErrTopicUnavailable, fmt.Sprintf("kafka_state.positions holds read positions for it (saved at %s): "+
+		"the topic was deleted after a batch read it; nothing was read or written", saved.UTC().Format(time.RFC3339)))
+	e.Cause = kerr.UnknownTopicOrPartition
+	return outcome.Refused.Mark(e)
 }
 
 // recheckTopic is the seed's end-of-batch describe_topics: same topic id
@@ -112,18 +115,19 @@ func unknownTopic(ctx context.Context, cc *pgx.ConnConfig, topic, clusterID stri
 func recheckTopic(ctx context.Context, cl *kgo.Client, topic string, before topicMeta) error {
 	now, err := describeTopic(ctx, cl, topic)
 	if errors.Is(err, ErrTopicUnavailable) || errors.Is(err, ErrNoIDs) {
-		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v; no state was committed", topic, ErrTopicChanged, err))
+		// Not wrapped: the topic changed, whatever the describe says.
+		return outcome.Refused.Mark(topicErr(topic, ErrTopicChanged, err.Error()))
 	}
 	if err != nil {
 		return err
 	}
 	if now.topicID != before.topicID {
-		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: topic id %s became %s (deleted and recreated); no state was committed",
-			topic, ErrTopicChanged, before.topicIDText(), now.topicIDText()))
+		return outcome.Refused.Mark(topicErr(topic, ErrTopicChanged,
+			fmt.Sprintf("topic id %s became %s: deleted and recreated", before.topicIDText(), now.topicIDText())))
 	}
 	if !slices.Equal(now.partitions, before.partitions) {
-		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: partitions went from %d to %d; no state was committed",
-			topic, ErrTopicChanged, len(before.partitions), len(now.partitions)))
+		return outcome.Refused.Mark(topicErr(topic, ErrTopicChanged,
+			fmt.Sprintf("partitions went from %d to %d", len(before.partitions), len(now.partitions))))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Sentinels for every refusal of the seed flow (and a few changesink adds).
@@ -123,6 +124,122 @@ var (
 	// session PostgreSQL has not closed yet, and a retry succeeds once it
 	// ends.
 	ErrLocked = errors.New("another materializer holds this topic lock")
+	// ErrStopped: the run was stopped (a signal, the task's timeout) before
+	// the batch's COMMIT was sent; the message names the stop.
+	ErrStopped = errors.New("kafka-state materialize was stopped before its commit")
+	// ErrNothingCommitted: a failure before COMMIT was sent that PostgreSQL
+	// or the network caused (a connection lost, a backend terminated, a
+	// serialization failure): the batch rolled back.
+	ErrNothingCommitted = errors.New("nothing was committed")
+	// ErrCommitInDoubt: the connection was lost after COMMIT was sent, and
+	// what became of the transaction could not be told within 15 s: the
+	// batch may be committed (indoubt.go).
+	ErrCommitInDoubt = errors.New("PostgreSQL may have committed this batch or not")
+	// ErrCommitWaitsForStandby: COMMIT's answer was lost, and the batch's
+	// backend still waits for a synchronous standby to confirm it: written
+	// on this server, not committed for other sessions yet.
+	ErrCommitWaitsForStandby = errors.New("still waits for a synchronous standby")
+	// ErrSetupInDoubt: setup's COMMIT got no answer.
+	ErrSetupInDoubt = errors.New("COMMIT got no answer: schema kafka_state may have been created or not")
+	// ErrReportNotWritten: the content of batch-report.json could not be
+	// written before COMMIT (a full disk); nothing was committed.
+	ErrReportNotWritten = errors.New("batch-report.json could not be written (disk full?)")
+	// ErrReportNotPublished: the batch is committed, but its report file
+	// could not be published (renamed into place) after the commit.
+	ErrReportNotPublished = errors.New("the batch is committed (its records and positions are in PostgreSQL), " +
+		"but batch-report.json could not be published")
+)
+
+// Causes of PostgreSQL failures, each with a remedy of its own (Hint): a
+// *PGError unwraps to one of them when kafka-state knows what to do.
+var (
+	// ErrPGLogin: PostgreSQL refused the connection's login: SQLSTATE
+	// class 28 (a wrong password, no such role) or 3D000 (no such
+	// database). Configuration.
+	ErrPGLogin = errors.New("PostgreSQL refused the login")
+	// ErrPGNoTLS: the sslmode in PG_DSN requires TLS and the server does
+	// not offer it (ssl = off). Configuration.
+	ErrPGNoTLS = errors.New("the server does not offer TLS, which the sslmode in PG_DSN requires")
+	// ErrPGTLS: the TLS handshake with PostgreSQL failed (the CA, or the
+	// host name the certificate holds). Configuration.
+	ErrPGTLS = errors.New("the TLS handshake with PostgreSQL failed")
+	// ErrPGUnreachable: PostgreSQL did not answer a connect (refused,
+	// timed out, unknown host). Transient.
+	ErrPGUnreachable = errors.New("PostgreSQL did not answer at the host and port PG_DSN names")
+	// ErrPGStatementTimeout: a statement ran past statement_timeout (90 s
+	// in setup and materialize), 57014 not caused by a stop. Transient.
+	ErrPGStatementTimeout = errors.New("a statement ran past statement_timeout")
+	// ErrPGLockTimeout: lock_timeout (set on the role or database) ended a
+	// wait for a lock another session holds, 55P03. Transient.
+	ErrPGLockTimeout = errors.New("lock_timeout ended a wait for a lock another session holds")
+	// ErrPGIdleTimeout: the server ended the session while the batch
+	// waited for Kafka, 25P03 idle_in_transaction_session_timeout.
+	// Transient.
+	ErrPGIdleTimeout = errors.New("the server ended the session for idling in its transaction")
+	// ErrNotSetUp: schema kafka_state or one of its tables is missing
+	// (42P01, 3F000): setup never ran in this database. Configuration.
+	ErrNotSetUp = errors.New("schema kafka_state is not set up in this database")
+	// ErrPGReadOnly: the server or the database is read-only (25006: a
+	// standby, default_transaction_read_only). Configuration.
+	ErrPGReadOnly = errors.New("the server or database is read-only")
+	// ErrPGPrivileges: the PG_DSN role lacks a privilege kafka-state
+	// needs (42501). Configuration.
+	ErrPGPrivileges = errors.New("the PG_DSN role lacks a privilege kafka-state needs")
+	// ErrAddedConstraint: a write broke a constraint, or a NOT NULL column
+	// without a default, that someone added to a kafka_state table by hand.
+	// Configuration.
+	ErrAddedConstraint = errors.New("a constraint or column kafka-state setup does not make")
+	// ErrNotUTF8Database: the database's encoding is not UTF8; keys reach
+	// it unconverted through a binary COPY (requireUTF8). Configuration.
+	ErrNotUTF8Database = errors.New("kafka-state needs a UTF8 database")
+)
+
+// Causes of Kafka failures, each with a remedy of its own (Hint): a
+// *KafkaError or a *TopicError unwraps to one of them.
+var (
+	// ErrKafkaUnreachable: a broker was unreachable or dropped the
+	// connection, or a request timed out. Transient.
+	ErrKafkaUnreachable = errors.New("the broker was unreachable or dropped the connection")
+	// ErrKafkaNotTLS: the broker closed the connection during the TLS
+	// handshake: most likely a plaintext listener. Configuration.
+	ErrKafkaNotTLS = errors.New("the port is most likely not a TLS listener")
+	// ErrKafkaNotPlaintext: the port answered a plaintext Kafka request
+	// with a TLS alert or HTTP. Configuration.
+	ErrKafkaNotPlaintext = errors.New("the port does not answer as a plaintext Kafka listener")
+	// ErrKafkaTLS: the TLS handshake with a broker failed (the CA, the
+	// host name, a client certificate). Configuration.
+	ErrKafkaTLS = errors.New("the TLS handshake with the broker failed")
+	// ErrKafkaSASL: the broker refused the SASL login or its mechanism.
+	// Configuration.
+	ErrKafkaSASL = errors.New("the broker refused the SASL login")
+	// ErrKafkaNotAuthorized: the broker's authorizer refused a request;
+	// the message names the ACL it needs. Configuration.
+	ErrKafkaNotAuthorized = errors.New("the client is not authorized")
+	// ErrKafkaNotReady: the cluster answered with a retriable error code
+	// (a leader moving, a broker starting), a partition had no leader, or
+	// an answer lacked a partition or resource. Transient.
+	ErrKafkaNotReady = errors.New("the kafka cluster is not ready for this request")
+	// ErrTopicConfig: the broker's describe configs answer holds a
+	// delete.retention.ms that is not a non-negative integer, or lacks
+	// cleanup.policy or delete.retention.ms. Internal.
+	ErrTopicConfig = errors.New("the broker reports topic configs changesink cannot read")
+	// ErrReadsTooSlow: a TombstoneError (ErrTombstonesMayBeLost) of a
+	// batch whose own reads took longer than delete.retention.ms allows,
+	// with no saved anchor before them.
+	ErrReadsTooSlow = errors.New("a single batch's reads took longer than delete.retention.ms allows")
+)
+
+// Causes of configuration errors that have a remedy of their own (Hint).
+var (
+	// ErrWorkingDir: the working directory cannot take batch-report.json
+	// (missing, not writable, or holding a directory of that name).
+	ErrWorkingDir = errors.New("the working directory cannot take batch-report.json")
+	// ErrJDBCURL: PG_DSN is a JDBC URL, such as the seed flow's
+	// KAFKA_STATE_JDBC_URL.
+	ErrJDBCURL = errors.New("PG_DSN is not a libpq connection string")
+	// ErrEncryptedPKCS8: the client key is an encrypted PKCS#8 key, which
+	// Go's standard library cannot decrypt.
+	ErrEncryptedPKCS8 = errors.New("an encrypted PKCS#8 key, which changesink cannot decrypt")
 )
 
 // RecordError is a refusal of one Kafka record: where it is and which rule it
@@ -174,9 +291,8 @@ type OffsetError struct {
 
 func (e *OffsetError) Error() string {
 	if e.Fetched {
-		return fmt.Sprintf("topic %q partition %d: %s now: the broker answered this batch's fetch at offset %d with "+
-			"OFFSET_OUT_OF_RANGE (saved offset %d): records were deleted or truncated while this batch read it",
-			e.Topic, e.Partition, ErrOffsetOutOfRange, e.FetchOffset, e.Saved)
+		return fmt.Sprintf("topic %q partition %d: %s now: fetch at offset %d with OFFSET_OUT_OF_RANGE (saved offset %d): "+
+			"records were deleted or truncated while this batch read it", e.Topic, e.Partition, ErrOffsetOutOfRange, e.FetchOffset, e.Saved)
 	}
 	past := ""
 	if e.End >= 0 && e.Saved > e.End {
@@ -186,8 +302,8 @@ func (e *OffsetError) Error() string {
 		e.Topic, e.Partition, ErrOffsetOutOfRange, e.Saved, e.LogStart, e.End, past)
 }
 
-// Unwrap: ErrOffsetOutOfRange, and ErrOffsetPastEnd for a saved offset
-// past the log's end.
+// Unwrap returns ErrOffsetOutOfRange, and ErrOffsetPastEnd for a saved
+// offset past the log's end.
 func (e *OffsetError) Unwrap() []error {
 	if !e.Fetched && e.End >= 0 && e.Saved > e.End {
 		return []error{ErrOffsetPastEnd, ErrOffsetOutOfRange}
@@ -240,6 +356,139 @@ func (e *AheadError) Error() string {
 }
 
 func (e *AheadError) Unwrap() error { return ErrAheadOfPositions }
+
+// PGError is a PostgreSQL failure of one operation: what kafka-state was
+// doing, the server's SQLSTATE and the driver's error, and the cause with a
+// remedy when kafka-state knows one (pgErr and connectErr decide it). Its
+// message is the operation, the driver's error and the cause, in one line.
+type PGError struct {
+	// Op is what was being done: "connect", "read kafka_state.positions",
+	// "commit".
+	Op string
+	// SQLState is the server's error code, "" when the server did not
+	// answer (a lost connection, a timeout).
+	SQLState string
+	// Err is the driver's error.
+	Err error
+	// Cause is one of the PostgreSQL causes of this package (ErrPGLogin,
+	// ErrPGStatementTimeout, ...), wrapped with its facts; nil when
+	// kafka-state has no remedy of its own.
+	Cause error
+}
+
+func (e *PGError) Error() string {
+	msg := "postgresql: " + e.Op + ": " + e.Err.Error()
+	if e.Cause != nil {
+		msg += " (" + e.Cause.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the driver's error and the cause.
+func (e *PGError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
+
+// KafkaError is a request to Kafka that got no answer: a broker
+// unreachable or not speaking Kafka on its port, a connection dropped, a
+// TLS or SASL handshake that failed. An answer that carries an error code
+// is a *TopicError.
+type KafkaError struct {
+	// Request is what was asked: "metadata", "describe configs", "list
+	// offsets" or "fetch".
+	Request string
+	Topic   string
+	// Broker is where the request went: the bootstrap servers, or
+	// "broker <id>"; "" when the client chose.
+	Broker string
+	// Err is the client's error.
+	Err error
+	// Cause is one of the Kafka causes of this package (ErrKafkaUnreachable,
+	// ErrKafkaTLS, ...); nil when kafka-state has no remedy of its own.
+	Cause error
+}
+
+func (e *KafkaError) Error() string {
+	msg := fmt.Sprintf("kafka %s of topic %q", e.Request, e.Topic)
+	if e.Broker != "" {
+		msg += " from " + e.Broker
+	}
+	msg += ": " + e.Err.Error()
+	if e.Cause != nil {
+		msg += " (" + e.Cause.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the client's error and the cause.
+func (e *KafkaError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
+
+// TopicError is a failure about the topic or one of its partitions: what
+// the broker answered about it (an error code), or how it differs from
+// what the batch or the saved positions expect. Its message starts with
+// the topic and, where they apply, the partition and the offset.
+type TopicError struct {
+	Topic string
+	// Partition is the partition at fault, -1 for the whole topic.
+	Partition int32
+	// Offset is the offset at fault, -1 for none.
+	Offset int64
+	// Op is the request or step that found it ("kafka list offsets"), ""
+	// when the cause says it.
+	Op string
+	// Err is what is wrong: a sentinel of this package (ErrTopicUnavailable,
+	// ErrTopicChanged, ErrKafkaNotReady, ...), or the client's error.
+	Err error
+	// Cause is what the broker answered (a Kafka error code), or the
+	// failure that stood in the way; nil for none.
+	Cause error
+	// Detail states the facts behind Err ("topic id X became Y"); may be
+	// empty.
+	Detail string
+}
+
+// topicErr is a TopicError about the whole topic.
+func topicErr(topic string, err error, detail string) *TopicError {
+	return &TopicError{Topic: topic, Partition: -1, Offset: -1, Err: err, Detail: detail}
+}
+
+func (e *TopicError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "topic %q", e.Topic)
+	if e.Partition >= 0 {
+		fmt.Fprintf(&b, " partition %d", e.Partition)
+	}
+	if e.Offset >= 0 {
+		fmt.Fprintf(&b, " offset %d", e.Offset)
+	}
+	if e.Op != "" {
+		b.WriteString(": " + e.Op)
+	}
+	b.WriteString(": " + e.Err.Error())
+	if e.Cause != nil {
+		b.WriteString(": " + e.Cause.Error())
+	}
+	if e.Detail != "" {
+		b.WriteString(" (" + e.Detail + ")")
+	}
+	return b.String()
+}
+
+// Unwrap returns Err and the cause.
+func (e *TopicError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
 
 // maxQuotedKey bounds how much of a key an error message shows.
 const maxQuotedKey = 120

@@ -131,9 +131,10 @@ func waitForSessions(t testing.TB, e *env, timeout, poll time.Duration, waiting 
 // and a re-run converges. The error said only "postgresql: release the
 // merge's savepoint: FATAL: terminating connection due to administrator
 // command (SQLSTATE 57P01)", not what every other transient kafka-state
-// error says: nothing was committed, and a re-run resumes. It says it once.
+// error says: nothing was committed (and its hint: a re-run resumes). It
+// says it once.
 func TestPGBackendTerminatedMidBatch(t *testing.T) {
-	const hint = "nothing was committed; re-run (the next batch resumes from the saved positions)"
+	const hint = "the next batch resumes from the saved positions"
 	e := newEnv(t)
 	createTopic(t, e.adm, e.topic, 3, nil)
 	produceMany(t, e.kcl, e.topic, 3, 20000)
@@ -164,7 +165,7 @@ func TestPGBackendTerminatedMidBatch(t *testing.T) {
 			if !killed {
 				t.Fatalf("the hook did not terminate exactly one backend; run: %v", err)
 			}
-			testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, fmt.Sprintf("topic %q: postgresql: ", e.topic), hint)
+			testenv.CheckHinted(t, err, Hint, outcome.Transient, ErrNothingCommitted, fmt.Sprintf("topic %q: postgresql: ", e.topic), "; nothing was committed", hint)
 			if err != nil && strings.Count(err.Error(), "nothing was committed") != 1 {
 				t.Errorf("the error says %q more than once: %v", "nothing was committed", err)
 			}
@@ -382,7 +383,7 @@ func TestSCRAM(t *testing.T) {
 		cfg.KafkaProperties = props("SCRAM-SHA-256", wrong)
 		before := e.snapshot(t)
 		_, err := e.run(t, cfg, hooks{})
-		testenv.WantHinted(t, err, Hint, outcome.Config, nil)
+		testenv.WantHinted(t, err, Hint, outcome.Config, ErrKafkaSASL)
 		if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), vars["CHANGESINK_TEST_KAFKA_SCRAM_PASSWORD"]) {
 			t.Errorf("error shows a password: %v", err)
 		}
@@ -445,7 +446,7 @@ func TestStopBeforeCommit(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
 	_, err := Materialize(ctx, e.config(), Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: hooks{beforeCommit: cancel}})
-	testenv.WantHinted(t, err, Hint, outcome.Transient, nil)
+	testenv.WantHinted(t, err, Hint, outcome.Transient, ErrStopped)
 	if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
 		t.Fatalf("a run stopped before COMMIT committed: positions %v", next)
 	}
@@ -500,10 +501,10 @@ func TestStopSaysWhatWasLeft(t *testing.T) {
 			if c.canceled {
 				is = context.Canceled
 			}
-			testenv.CheckHinted(t, err, Hint, outcome.Transient, is, "kafka-state materialize was stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) before its commit: "+
-				"nothing was committed; re-run (the next batch resumes from the saved positions): ")
+			testenv.CheckHinted(t, err, Hint, outcome.Transient, is, "kafka-state materialize was stopped before its commit (a stop signal, SIGTERM or SIGINT, "+
+				"or the task's timeout): nothing was committed: ", "hint: Re-run: nothing was committed, and the next batch resumes from the saved positions.")
 			t.Logf("error: %v", err)
-			if err != nil && strings.Contains(err.Error(), "unreachable") {
+			if err != nil && strings.Contains(err.Error()+Hint(err), "unreachable") {
 				t.Errorf("a stop is blamed on the broker: %v", err)
 			}
 			if next, _, _ := e.positions(t); next != nil || len(e.records(t)) != 0 {
@@ -529,7 +530,7 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 		time.Sleep(time.Second) // idle in the transaction, as during a slow Kafka request
 		return nil
 	}})
-	testenv.WantHinted(t, err, Hint, outcome.Transient, nil)
+	testenv.WantHinted(t, err, Hint, outcome.Transient, ErrPGIdleTimeout)
 	e.committedNothingThenConverges(t, before, 2)
 }
 
@@ -557,7 +558,7 @@ func TestPositionsRowLockedByAnotherSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.run(t, e.config(), hooks{})
-	testenv.CheckHinted(t, err, Hint, outcome.Transient, nil, "read kafka_state.positions", "lock timeout", "pg_locks")
+	testenv.CheckHinted(t, err, Hint, outcome.Transient, ErrPGLockTimeout, "read kafka_state.positions", "lock timeout", "pg_locks")
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -579,8 +580,8 @@ func TestReportLostAfterTheCommit(t *testing.T) {
 			t.Error(err)
 		}
 	}}})
-	testenv.WantHinted(t, err, Hint, outcome.Transient, nil, "the batch is committed (its records and positions are in PostgreSQL), but batch-report.json could not be published in WORKING_DIR",
-		"a re-run converges: it commits nothing twice")
+	testenv.WantHinted(t, err, Hint, outcome.Transient, ErrReportNotPublished, "the batch is committed (its records and positions are in PostgreSQL), but batch-report.json could not be published in WORKING_DIR",
+		"a re-run converges (it commits nothing twice")
 	if got := len(e.records(t)); got != 2 {
 		t.Errorf("%d records stored, want the batch's 2", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,10 +156,11 @@ func (f *fetcher) leader(ctx context.Context, leader int32, parts []*partState) 
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return kafkaRequestErr(fetchRequest, err, "kafka fetch of topic %q from broker %d", f.topic, leader)
+			return kafkaRequestErr(fetchRequest, err, f.topic, "broker "+strconv.Itoa(int(leader)))
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return kafkaCodeErr(fetchRequest, fmt.Sprintf("kafka fetch of topic %q from broker %d", f.topic, leader), err, nil)
+			op := "kafka fetch from broker " + strconv.Itoa(int(leader))
+			return kafkaCodeErr(fetchRequest, TopicError{Topic: f.topic, Partition: -1, Offset: -1, Op: op}, err, nil)
 		}
 		for ti := range resp.Topics {
 			for pi := range resp.Topics[ti].Partitions {
@@ -192,9 +194,9 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 		var code *kerr.Error
 		if errors.As(fp.Err, &code) {
 			oor := &OffsetError{Topic: f.topic, Partition: rp.Partition, Saved: st.start, LogStart: -1, End: -1, Fetched: true, FetchOffset: st.next}
-			return kafkaCodeErr(fetchRequest, fmt.Sprintf("topic %q partition %d", f.topic, rp.Partition), fp.Err, oor)
+			return kafkaCodeErr(fetchRequest, TopicError{Topic: f.topic, Partition: rp.Partition, Offset: -1, Op: "kafka fetch"}, fp.Err, oor)
 		}
-		return fmt.Errorf("kafka fetch of topic %q partition %d at offset %d: %w", f.topic, rp.Partition, st.next, fp.Err)
+		return &TopicError{Topic: f.topic, Partition: rp.Partition, Offset: st.next, Op: "kafka fetch", Err: fp.Err}
 	}
 	recs := fp.Records
 	take := f.reserve(len(recs))

@@ -60,7 +60,10 @@ const (
 // resolve asks PostgreSQL on a new connection what became of d's transaction
 // (commitErr: the lost COMMIT's error). Committed, with the positions row
 // holding what the batch wrote: nil, and a WARN line. Aborted: transient,
-// nothing committed. Otherwise: transient, the batch may be committed.
+// nothing committed (ErrNothingCommitted). A backend still waiting for a
+// synchronous standby: transient, ErrCommitWaitsForStandby. Otherwise:
+// transient, the batch may be committed (ErrCommitInDoubt). Each is a
+// *PGError of the commit.
 // It runs after a stop too (SIGTERM): the answer decides what the run
 // reports.
 func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr error, warned []string, log *slog.Logger) error {
@@ -83,26 +86,19 @@ func (d inDoubt) resolve(ctx context.Context, cc *pgx.ConnConfig, commitErr erro
 			d.topic, d.lost(), commitErr, d.xid, standbys))
 		return nil
 	case "aborted":
-		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: %s, "+
-			"and on a new connection PostgreSQL says transaction %d aborted (txid_status): nothing was committed; re-run (the next batch "+
-			"resumes from the saved positions)", d.topic, commitErr, d.lost(), d.xid))
+		return outcome.Transient.Mark(fmt.Errorf("topic %q: %w", d.topic, &PGError{Op: "commit", Err: commitErr,
+			Cause: fmt.Errorf("%s; on a new connection PostgreSQL says transaction %d aborted (txid_status): %w",
+				d.lost(), d.xid, ErrNothingCommitted)}))
 	}
 	var busy *backendBusy
 	if errors.As(err, &busy) && busy.syncRep() {
-		return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: %s, "+
-			"and after %s backend pid %d still waits for a synchronous standby to confirm transaction %d (pg_stat_activity: %s): "+
-			"the batch is written on this server but not committed for other sessions until a standby named in synchronous_standby_names "+
-			"confirms it (pg_stat_replication lists the standbys connected); until then runs of this topic wait for its lock. Bring the standby "+
-			"back or change synchronous_standby_names, then re-run: the next batch resumes from whatever positions were committed "+
-			"(batch-report.json was not written). SELECT pg_cancel_backend(%d) ends the wait but keeps the commit on this server only",
-			d.topic, commitErr, d.lost(), d.waitOrDefault(), d.pid, d.xid, busy, d.pid))
+		return outcome.Transient.Mark(fmt.Errorf("topic %q: %w", d.topic, &PGError{Op: "commit", Err: commitErr,
+			Cause: fmt.Errorf("%s; after %s backend pid %d %w to confirm transaction %d (pg_stat_activity: %s)",
+				d.lost(), d.waitOrDefault(), d.pid, ErrCommitWaitsForStandby, d.xid, busy)}))
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: postgresql: commit: %w: %s, "+
-		"so PostgreSQL may have committed this batch or not (batch-report.json was not written; what became of transaction %d "+
-		"on backend pid %d could not be told: %v); re-run: the next batch resumes from whatever positions were committed, and the state "+
-		"converges either way (while that backend holds the transaction, runs wait for the topic's lock: if pg_stat_activity shows pid %d "+
-		"idle in transaction with backend_xid %d, SELECT pg_terminate_backend(%d) ends it uncommitted)%s",
-		d.topic, commitErr, d.lost(), d.xid, d.pid, err, d.pid, d.xid%(1<<32), d.pid, warnedBefore(warned)))
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w", d.topic, &PGError{Op: "commit", Err: commitErr,
+		Cause: fmt.Errorf("%s, so %w: what became of transaction %d (backend_xid %d) on backend pid %d could not be told: %v%s",
+			d.lost(), ErrCommitInDoubt, d.xid, d.xid%(1<<32), d.pid, err, warnedBefore(warned))}))
 }
 
 // warnedBefore quotes the WARNINGs the server sent after COMMIT and before
@@ -205,8 +201,7 @@ func (d inDoubt) status(ctx context.Context, cc *pgx.ConnConfig) (fate, error) {
 				return fate{}, err
 			}
 			if !holds {
-				return fate{}, errors.New("txid_status says committed, but kafka_state.positions does not show this batch's positions " +
-					"(another run committed newer ones since? or another server answered, after a failover that lost this commit?)")
+				return fate{}, errors.New("txid_status says committed, but kafka_state.positions does not show this batch's positions")
 			}
 			f := fate{status: *status}
 			err = queryRow(qctx, conn, "read the synchronous standbys", sqlSyncStandbys, nil, &f.standbys)

@@ -65,92 +65,128 @@ const (
 	fetchRequest
 )
 
+// String names the request in messages.
+func (r kafkaRequest) String() string {
+	switch r {
+	case describeConfigsRequest:
+		return "describe configs"
+	case listOffsetsRequest:
+		return "list offsets"
+	case fetchRequest:
+		return "fetch"
+	}
+	return "metadata"
+}
+
 // acl is what the client must be granted, where the broker has an
 // authorizer, to send r; list offsets and fetch both name READ and
 // DESCRIBE, which a batch needs for the two.
 func (r kafkaRequest) acl() string {
 	switch r {
 	case describeConfigsRequest:
-		return "DESCRIBE_CONFIGS on the topic (changesink reads cleanup.policy and delete.retention.ms to know how long tombstones stay)"
+		return "DESCRIBE_CONFIGS on the topic"
 	case listOffsetsRequest, fetchRequest:
 		return "READ and DESCRIBE on the topic"
 	}
 	return "DESCRIBE on the topic"
 }
 
-// kafkaCodeErr is the one place that decides what a Kafka error code means
-// to a run, whichever request got it (req): a code in an answer
-// (kerr.ErrorForCode of a resource's or a partition's ErrorCode), or one the
-// connection's SASL handshake failed with. where begins the message (the
-// request, the topic, the partition); oor is the refusal of
-// OFFSET_OUT_OF_RANGE, naming the offsets asked for, nil for a request
-// whose answer does not carry that code.
+// codeCause is the one place that decides what a Kafka error code means to
+// a run, whichever request got it (req): a code in an answer
+// (kerr.ErrorForCode of a resource's or a partition's ErrorCode), or one
+// the connection's SASL handshake failed with. It returns the class and
+// the cause (a sentinel of this package); ok is false for a code a run
+// does not foresee (internal).
 //
-//   - SASL failures and authorization failures are configuration errors;
-//     the remedy of the latter names the ACL req needs.
+//   - SASL failures and authorization failures are configuration errors.
 //   - A topic or topic id the broker does not know is refused:
 //     ErrTopicUnavailable when the topic's configs are read (check TOPIC),
 //     ErrTopicChanged once its offsets are read (deleted or recreated
 //     during the batch).
-//   - OFFSET_OUT_OF_RANGE is refused with oor.
 //   - Any other retriable code (a leader moving, a broker starting) is
 //     transient.
-//   - Anything else is returned unmarked: internal.
-func kafkaCodeErr(req kafkaRequest, where string, code error, oor *OffsetError) error {
+//
+// OFFSET_OUT_OF_RANGE is kafkaCodeErr's to decide.
+func codeCause(req kafkaRequest, code error) (outcome.Kind, error, bool) {
 	switch {
 	case errors.Is(code, kerr.SaslAuthenticationFailed), errors.Is(code, kerr.IllegalSaslState), errors.Is(code, kerr.UnsupportedSaslMechanism):
-		return outcome.Config.Mark(fmt.Errorf("%s: %w (check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES, and the client's ACLs)", where, code))
+		return outcome.Config, ErrKafkaSASL, true
 	case errors.Is(code, kerr.TopicAuthorizationFailed), errors.Is(code, kerr.ClusterAuthorizationFailed):
-		return outcome.Config.Mark(fmt.Errorf("%s: %w; grant the client %s", where, code, req.acl()))
+		return outcome.Config, ErrKafkaNotAuthorized, true
 	case errors.Is(code, kerr.UnknownTopicOrPartition), errors.Is(code, kerr.UnknownTopicID), errors.Is(code, kerr.InconsistentTopicID):
 		if req == listOffsetsRequest || req == fetchRequest {
-			return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; nothing was committed",
-				where, ErrTopicChanged, code))
+			return outcome.Refused, ErrTopicChanged, true
 		}
-		return outcome.Refused.Mark(fmt.Errorf("%s: %w: %w; check TOPIC", where, ErrTopicUnavailable, code))
-	case errors.Is(code, kerr.OffsetOutOfRange) && oor != nil:
-		return outcome.Refused.Mark(oor)
+		return outcome.Refused, ErrTopicUnavailable, true
+	case errors.Is(code, kerr.OffsetOutOfRange):
+		return outcome.Internal, nil, false
 	case kerr.IsRetriable(code):
-		return outcome.Transient.Mark(fmt.Errorf("%s: %w; retry", where, code))
+		return outcome.Transient, ErrKafkaNotReady, true
 	}
-	return fmt.Errorf("%s: %w", where, code)
+	return outcome.Internal, nil, false
 }
 
-// kafkaRequestErr classifies a failed request: a broker that closed the
-// connection during the TLS handshake (a plaintext listener), a port that
-// answers with a TLS alert or HTTP (notKafkaAnswer) and TLS handshakes that
-// cannot succeed are configuration errors; a Kafka error code (the SASL
-// handshake's) is as kafkaCodeErr says; anything else (a broker down, a
-// timeout, a dropped connection) is transient.
-func kafkaRequestErr(req kafkaRequest, err error, format string, args ...any) error {
-	where := fmt.Sprintf(format, args...)
-	wrapped := fmt.Errorf("%s: %w", where, err)
+// kafkaCodeErr is the error of a Kafka error code in the answer to req
+// (codeCause decides it) about the topic or the partition where names: a
+// *TopicError whose Err is the cause and whose Cause is the code, marked
+// with the cause's class; for authorization it names the ACL req needs.
+// oor is the refusal of OFFSET_OUT_OF_RANGE, naming the offsets asked for,
+// nil for a request whose answer does not carry that code. A code a run
+// does not foresee is returned unmarked: internal.
+func kafkaCodeErr(req kafkaRequest, where TopicError, code error, oor *OffsetError) error {
+	if errors.Is(code, kerr.OffsetOutOfRange) && oor != nil {
+		return outcome.Refused.Mark(oor)
+	}
+	e := &where
+	kind, cause, ok := codeCause(req, code)
+	if !ok {
+		e.Err = code
+		return e
+	}
+	e.Err, e.Cause = cause, code
+	if cause == ErrKafkaNotAuthorized {
+		e.Detail = "the client needs " + req.acl()
+	}
+	return kind.Mark(e)
+}
+
+// kafkaRequestErr classifies a failed request to broker about topic (a
+// *KafkaError): a broker that closed the connection during the TLS
+// handshake (a plaintext listener), a port that answers with a TLS alert
+// or HTTP (notKafkaAnswer) and TLS handshakes that cannot succeed are
+// configuration errors; a Kafka error code (the SASL handshake's) is as
+// codeCause says; anything else (a broker down, a timeout, a dropped
+// connection) is transient.
+func kafkaRequestErr(req kafkaRequest, err error, topic, broker string) error {
+	e := &KafkaError{Request: req.String(), Topic: topic, Broker: broker, Err: err}
 	var (
 		handshakeEOF *tlsHandshakeEOF
 		code         *kerr.Error
 	)
 	switch {
 	case errors.As(err, &handshakeEOF):
-		return outcome.Config.Mark(fmt.Errorf("%w (the port is most likely not a TLS listener: check security.protocol in "+
-			"KAFKA_PROPERTIES, SSL or SASL_SSL only for a TLS listener, and the port in bootstrap.servers)", wrapped))
+		e.Cause = ErrKafkaNotTLS
+		return outcome.Config.Mark(e)
 	case notKafkaAnswer(err):
-		return outcome.Config.Mark(fmt.Errorf("%w (the port does not answer as a plaintext Kafka listener: a TLS listener answers a plaintext "+
-			"client with a TLS alert, so set security.protocol to SSL or SASL_SSL in KAFKA_PROPERTIES for it; an HTTP answer means "+
-			"bootstrap.servers names another service's port)", wrapped))
+		e.Cause = ErrKafkaNotPlaintext
+		return outcome.Config.Mark(e)
 	case outcome.TLSFailure(err):
-		return outcome.Config.Mark(fmt.Errorf("%w (the TLS handshake with the broker failed: check in KAFKA_PROPERTIES that "+
-			"security.protocol is SSL or SASL_SSL only for a TLS listener (and the port is that listener's); that "+
-			"ssl.ca.location or ssl.ca.pem holds the CA that signed the broker's certificate, or, when neither is set, that "+
-			"the system trust store does; that the broker's certificate names the host in bootstrap.servers; and, "+
-			"when the broker requires a client certificate, ssl.certificate.location and ssl.key.location)", wrapped))
+		e.Cause = ErrKafkaTLS
+		return outcome.Config.Mark(e)
 	case errors.As(err, &code):
-		return kafkaCodeErr(req, where, err, nil)
+		kind, cause, ok := codeCause(req, err)
+		if !ok {
+			return e
+		}
+		e.Cause = cause
+		return kind.Mark(e)
 	}
 	if errors.Is(err, context.Canceled) {
 		// The run was stopped: the broker is not to blame (materialize says so).
-		return outcome.Transient.Mark(wrapped)
+		return outcome.Transient.Mark(e)
 	}
-	return outcome.Transient.Mark(fmt.Errorf("%w (the broker was unreachable or dropped the connection; nothing was committed, a retry may succeed)", wrapped))
+	e.Cause = ErrKafkaUnreachable
+	return outcome.Transient.Mark(e)
 }
 
 // notKafkaAnswer reports franz-go's refusal of a broker's first bytes as a
@@ -184,7 +220,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		// The first request of a run: name the brokers, where a TLS or
 		// SASL failure shows.
 		brokers, _ := cl.OptValue(kgo.SeedBrokers).([]string)
-		return topicMeta{}, kafkaRequestErr(metadataRequest, err, "kafka metadata for topic %q from %s", topic, strings.Join(brokers, ","))
+		return topicMeta{}, kafkaRequestErr(metadataRequest, err, topic, strings.Join(brokers, ","))
 	}
 	var t *kmsg.MetadataResponseTopic
 	for i := range resp.Topics {
@@ -193,26 +229,24 @@ func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 		}
 	}
 	if t == nil {
-		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: the broker did not describe it; check TOPIC", topic, ErrTopicUnavailable))
+		return topicMeta{}, outcome.Refused.Mark(topicErr(topic, ErrTopicUnavailable, "the broker did not describe it"))
 	}
 	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
 		// The seed refuses whatever error the topic's metadata carries
-		// ('Topic metadata is unavailable'): its code decides the hint
-		// alone, not the class (kafkaCodeErr's).
-		hint := "check TOPIC and the client's ACLs"
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			hint = "the topic does not exist; create it (cleanup.policy=compact) or fix TOPIC"
-		}
-		// The cluster id still comes with the answer (unknownTopic compares it).
-		return topicMeta{clusterID: clusterID(resp)}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %w; %s", topic, ErrTopicUnavailable, err, hint))
+		// ('Topic metadata is unavailable'), whatever class kafkaCodeErr
+		// would give the code. The cluster id still comes with the answer
+		// (unknownTopic compares it).
+		e := topicErr(topic, ErrTopicUnavailable, "")
+		e.Cause = err
+		return topicMeta{clusterID: clusterID(resp)}, outcome.Refused.Mark(e)
 	}
 	if len(t.Partitions) == 0 {
-		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: it has no partitions; check TOPIC and the topic's state on the broker", topic, ErrTopicUnavailable))
+		return topicMeta{}, outcome.Refused.Mark(topicErr(topic, ErrTopicUnavailable, "it has no partitions"))
 	}
 	m := topicMeta{topicID: t.TopicID, clusterID: clusterID(resp), leaders: map[int32]int32{}}
 	if m.clusterID == "" || m.topicIDText() == zeroTopicID {
-		return topicMeta{}, outcome.Refused.Mark(fmt.Errorf("topic %q: %w (cluster id %q, topic id %s): use Kafka 2.8 or newer",
-			topic, ErrNoIDs, m.clusterID, m.topicIDText()))
+		return topicMeta{}, outcome.Refused.Mark(topicErr(topic, ErrNoIDs,
+			fmt.Sprintf("cluster id %q, topic id %s", m.clusterID, m.topicIDText())))
 	}
 	for _, p := range t.Partitions {
 		m.partitions = append(m.partitions, p.Partition)
@@ -259,7 +293,7 @@ func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (reten
 	req.Resources = []kmsg.DescribeConfigsRequestResource{res}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return retention{}, kafkaRequestErr(describeConfigsRequest, err, "kafka describe configs of topic %q", topic)
+		return retention{}, kafkaRequestErr(describeConfigsRequest, err, topic, "")
 	}
 	return retentionFrom(topic, resp)
 }
@@ -268,11 +302,13 @@ func describeRetention(ctx context.Context, cl *kgo.Client, topic string) (reten
 // from a describe configs answer, refusing an answer Kafka would not give.
 func retentionFrom(topic string, resp *kmsg.DescribeConfigsResponse) (retention, error) {
 	if len(resp.Resources) != 1 {
-		return retention{}, outcome.Transient.Mark(fmt.Errorf("kafka describe configs of topic %q: %d resources in the answer, want 1; retry", topic, len(resp.Resources)))
+		e := topicErr(topic, ErrKafkaNotReady, fmt.Sprintf("%d resources in the answer, want 1", len(resp.Resources)))
+		e.Op = "kafka describe configs"
+		return retention{}, outcome.Transient.Mark(e)
 	}
 	r := resp.Resources[0]
 	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		return retention{}, kafkaCodeErr(describeConfigsRequest, fmt.Sprintf("topic %q: kafka describe configs", topic), err, nil)
+		return retention{}, kafkaCodeErr(describeConfigsRequest, TopicError{Topic: topic, Partition: -1, Offset: -1, Op: "kafka describe configs"}, err, nil)
 	}
 	var (
 		out                   retention
@@ -293,15 +329,13 @@ func retentionFrom(topic string, resp *kmsg.DescribeConfigsResponse) (retention,
 		case "delete.retention.ms":
 			n, err := strconv.ParseInt(strings.TrimSpace(*c.Value), 10, 64)
 			if err != nil || n < 0 {
-				return retention{}, fmt.Errorf("topic %q: the broker reports delete.retention.ms %q, not a non-negative integer; "+
-					"fix the topic's config (kafka-configs --alter), nothing was committed", topic, *c.Value)
+				return retention{}, topicErr(topic, ErrTopicConfig, fmt.Sprintf("delete.retention.ms %q, not a non-negative integer", *c.Value))
 			}
 			out.deleteRetentionMs, hasRetains = n, true
 		}
 	}
 	if !hasPolicy || !hasRetains {
-		return retention{}, fmt.Errorf("topic %q: the broker's describe configs answer lacks cleanup.policy or delete.retention.ms "+
-			"(a broker or proxy that does not answer as Kafka does); nothing was committed: report it with the broker's version", topic)
+		return retention{}, topicErr(topic, ErrTopicConfig, "the answer lacks cleanup.policy or delete.retention.ms")
 	}
 	return out, nil
 }
@@ -322,7 +356,7 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 	for _, p := range m.partitions {
 		leader := m.leaders[p]
 		if leader < 0 {
-			return nil, outcome.Transient.Mark(fmt.Errorf("topic %q partition %d has no leader; retry when the cluster has elected one", topic, p))
+			return nil, outcome.Transient.Mark(&TopicError{Topic: topic, Partition: p, Offset: -1, Err: ErrKafkaNotReady, Detail: "the partition has no leader"})
 		}
 		byLeader[leader] = append(byLeader[leader], p)
 	}
@@ -345,13 +379,13 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 			req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
 			resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
 			if err != nil {
-				return nil, kafkaRequestErr(listOffsetsRequest, err, "kafka list offsets for topic %q on broker %d", topic, leader)
+				return nil, kafkaRequestErr(listOffsetsRequest, err, topic, "broker "+strconv.Itoa(int(leader)))
 			}
 			for _, t := range resp.Topics {
 				for _, rp := range t.Partitions {
 					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 						// ListOffsets does not answer OFFSET_OUT_OF_RANGE.
-						return nil, kafkaCodeErr(listOffsetsRequest, fmt.Sprintf("topic %q partition %d", topic, rp.Partition), err, nil)
+						return nil, kafkaCodeErr(listOffsetsRequest, TopicError{Topic: topic, Partition: rp.Partition, Offset: -1, Op: "kafka list offsets"}, err, nil)
 					}
 					w := out[rp.Partition]
 					switch {
@@ -369,7 +403,8 @@ func listWatermarks(ctx context.Context, cl *kgo.Client, topic string, m topicMe
 	}
 	for _, p := range m.partitions {
 		if _, ok := out[p]; !ok {
-			return nil, outcome.Transient.Mark(fmt.Errorf("kafka list offsets: no answer for topic %q partition %d", topic, p))
+			return nil, outcome.Transient.Mark(&TopicError{Topic: topic, Partition: p, Offset: -1, Op: "kafka list offsets", Err: ErrKafkaNotReady,
+				Detail: "no answer for the partition"})
 		}
 	}
 	return out, nil

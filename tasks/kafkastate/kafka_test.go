@@ -49,23 +49,23 @@ func TestRetentionFrom(t *testing.T) {
 		{name: "delete only", resp: answer(0, both("delete", "100")),
 			want: retention{policy: "delete", deleteRetentionMs: 100}},
 		{name: "no resources", resp: kmsg.NewPtrDescribeConfigsResponse(),
-			kind: outcome.Transient, says: []string{`topic "orders"`, "0 resources in the answer, want 1", "retry"}},
+			kind: outcome.Transient, is: ErrKafkaNotReady, says: []string{`topic "orders"`, "0 resources in the answer, want 1", "Retry"}},
 		{name: "not authorized", resp: answer(kerr.TopicAuthorizationFailed.Code, nil),
-			kind: outcome.Config, is: kerr.TopicAuthorizationFailed, says: []string{"grant the client DESCRIBE_CONFIGS on the topic"}},
+			kind: outcome.Config, is: kerr.TopicAuthorizationFailed, says: []string{"the client needs DESCRIBE_CONFIGS on the topic", "Grant the client"}},
 		{name: "cluster not authorized", resp: answer(kerr.ClusterAuthorizationFailed.Code, nil),
 			kind: outcome.Config, is: kerr.ClusterAuthorizationFailed, says: []string{"DESCRIBE_CONFIGS"}},
 		{name: "unknown topic", resp: answer(kerr.UnknownTopicOrPartition.Code, nil),
-			kind: outcome.Refused, is: ErrTopicUnavailable, says: []string{"check TOPIC"}},
+			kind: outcome.Refused, is: ErrTopicUnavailable, says: []string{"Check TOPIC"}},
 		{name: "retriable", resp: answer(kerr.NotController.Code, nil),
-			kind: outcome.Transient, is: kerr.NotController, says: []string{"retry"}},
+			kind: outcome.Transient, is: kerr.NotController, says: []string{"Retry"}},
 		{name: "other broker error", resp: answer(kerr.InvalidRequest.Code, nil),
 			kind: outcome.Internal, is: kerr.InvalidRequest, says: []string{"kafka describe configs"}},
 		{name: "retention not a number", resp: answer(0, both("compact", "a day")),
-			kind: outcome.Internal, says: []string{`delete.retention.ms "a day", not a non-negative integer`, "kafka-configs --alter", "nothing was committed"}},
+			kind: outcome.Internal, is: ErrTopicConfig, says: []string{`delete.retention.ms "a day", not a non-negative integer`, "kafka-configs --alter", "Nothing was committed"}},
 		{name: "negative retention", resp: answer(0, both("compact", "-1")),
 			kind: outcome.Internal, says: []string{`delete.retention.ms "-1"`}},
 		{name: "policy missing", resp: answer(0, map[string]*string{"delete.retention.ms": str("1")}),
-			kind: outcome.Internal, says: []string{"lacks cleanup.policy or delete.retention.ms", "report it with the broker's version"}},
+			kind: outcome.Internal, is: ErrTopicConfig, says: []string{"lacks cleanup.policy or delete.retention.ms", "report it with the broker's version"}},
 		{name: "retention null", resp: answer(0, map[string]*string{"cleanup.policy": str("compact"), "delete.retention.ms": nil}),
 			kind: outcome.Internal, says: []string{"lacks cleanup.policy or delete.retention.ms"}},
 	} {
@@ -101,7 +101,7 @@ func TestHTTPPortIsAConfigError(t *testing.T) {
 	}
 	defer cl.Close()
 	_, err = describeTopic(context.Background(), cl, "orders")
-	testenv.WantHinted(t, err, Hint, outcome.Config, nil, addr, "'HTTP' in ascii", "bootstrap.servers names another service's port")
+	testenv.WantHinted(t, err, Hint, outcome.Config, ErrKafkaNotPlaintext, addr, "'HTTP' in ascii", "bootstrap.servers names another service's port")
 }
 
 // TestKafkaCodeErr: the class and remedy of every Kafka error code a run
@@ -119,18 +119,18 @@ func TestKafkaCodeErr(t *testing.T) {
 		says []string
 	}{
 		{"SASL authentication failed", metadataRequest, kerr.SaslAuthenticationFailed, nil, outcome.Config, kerr.SaslAuthenticationFailed,
-			[]string{"where: ", "check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES"}},
-		{"unsupported SASL mechanism", metadataRequest, kerr.UnsupportedSaslMechanism, nil, outcome.Config, nil, []string{"sasl.mechanism"}},
+			[]string{`topic "orders" partition 2: where: `, "Check sasl.mechanism, sasl.username and sasl.password in KAFKA_PROPERTIES"}},
+		{"unsupported SASL mechanism", metadataRequest, kerr.UnsupportedSaslMechanism, nil, outcome.Config, ErrKafkaSASL, []string{"sasl.mechanism"}},
 		{"metadata not authorized", metadataRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, kerr.TopicAuthorizationFailed,
-			[]string{"grant the client DESCRIBE on the topic"}},
-		{"describe configs not authorized", describeConfigsRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, nil,
-			[]string{"grant the client DESCRIBE_CONFIGS on the topic"}},
-		{"list offsets not authorized", listOffsetsRequest, kerr.ClusterAuthorizationFailed, nil, outcome.Config, nil,
-			[]string{"grant the client READ and DESCRIBE on the topic"}},
-		{"fetch not authorized", fetchRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, nil,
-			[]string{"grant the client READ and DESCRIBE on the topic"}},
+			[]string{"the client needs DESCRIBE on the topic", "Grant the client the ACL the message names"}},
+		{"describe configs not authorized", describeConfigsRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, ErrKafkaNotAuthorized,
+			[]string{"the client needs DESCRIBE_CONFIGS on the topic"}},
+		{"list offsets not authorized", listOffsetsRequest, kerr.ClusterAuthorizationFailed, nil, outcome.Config, ErrKafkaNotAuthorized,
+			[]string{"the client needs READ and DESCRIBE on the topic"}},
+		{"fetch not authorized", fetchRequest, kerr.TopicAuthorizationFailed, nil, outcome.Config, ErrKafkaNotAuthorized,
+			[]string{"the client needs READ and DESCRIBE on the topic"}},
 		{"topic unknown to describe configs", describeConfigsRequest, kerr.UnknownTopicOrPartition, nil, outcome.Refused, ErrTopicUnavailable,
-			[]string{"check TOPIC"}},
+			[]string{"Check TOPIC"}},
 		{"topic gone during list offsets", listOffsetsRequest, kerr.UnknownTopicOrPartition, nil, outcome.Refused, ErrTopicChanged,
 			[]string{"nothing was committed", "rebuild into an empty destination"}},
 		{"topic id replaced during the fetch", fetchRequest, kerr.InconsistentTopicID, nil, outcome.Refused, ErrTopicChanged,
@@ -138,12 +138,13 @@ func TestKafkaCodeErr(t *testing.T) {
 		{"fetched offset out of range", fetchRequest, kerr.OffsetOutOfRange, oor, outcome.Refused, ErrOffsetOutOfRange,
 			[]string{"fetch at offset 9 with OFFSET_OUT_OF_RANGE"}},
 		{"offset out of range where no request asks for one", listOffsetsRequest, kerr.OffsetOutOfRange, nil, outcome.Internal, kerr.OffsetOutOfRange, nil},
-		{"leader moved", fetchRequest, kerr.NotLeaderForPartition, nil, outcome.Transient, kerr.NotLeaderForPartition, []string{"; retry"}},
-		{"an unforeseen code", listOffsetsRequest, kerr.InvalidRequest, nil, outcome.Internal, kerr.InvalidRequest, []string{"where: "}},
+		{"leader moved", fetchRequest, kerr.NotLeaderForPartition, nil, outcome.Transient, ErrKafkaNotReady, []string{"NOT_LEADER_FOR_PARTITION", "Retry"}},
+		{"an unforeseen code", listOffsetsRequest, kerr.InvalidRequest, nil, outcome.Internal, kerr.InvalidRequest, []string{`topic "orders" partition 2: where: `}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			testenv.WantHinted(t, kafkaCodeErr(tt.req, "where", tt.code, tt.oor), Hint, tt.kind, tt.is, tt.says...)
+			where := TopicError{Topic: "orders", Partition: 2, Offset: -1, Op: "where"}
+			testenv.WantHinted(t, kafkaCodeErr(tt.req, where, tt.code, tt.oor), Hint, tt.kind, tt.is, tt.says...)
 		})
 	}
 }

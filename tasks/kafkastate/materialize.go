@@ -90,7 +90,7 @@ func Materialize(ctx context.Context, cfg Config, env Env) (_ *Result, err error
 }
 
 // stoppedBeforeCommit says what a stop left when it ended the run before
-// COMMIT was sent: nothing was committed. cmd/changesink cancels ctx on
+// COMMIT was sent: nothing was committed (ErrStopped, ErrNothingCommitted). cmd/changesink cancels ctx on
 // SIGTERM (how Kestra stops a task) and SIGINT, and its cause then names
 // the signal (signal.NotifyContext: "interrupt signal received",
 // "terminated signal received"). Every failure returned once ctx is done is
@@ -107,13 +107,13 @@ func stoppedBeforeCommit(ctx context.Context, topic string, err error) error {
 	if k := outcome.Classify(err); k == outcome.Refused || k == outcome.Config {
 		return err
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: kafka-state materialize was stopped (%s) before its commit: "+
-		"nothing was committed; re-run (the next batch resumes from the saved positions): %w", topic, outcome.StopCause(ctx), err))
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w (%s): %w: %w", topic, ErrStopped, outcome.StopCause(ctx), ErrNothingCommitted, err))
 }
 
 // retryBeforeCommit adds to a transient failure before COMMIT was sent
 // that does not say it itself what every transient kafka-state error says:
-// nothing was committed, and a re-run resumes. Those are the errors that
+// nothing was committed (ErrNothingCommitted, whose hint says a re-run
+// resumes). Those are the errors that
 // outcome.Classify calls transient by nature, unmarked: a PostgreSQL
 // connection lost or its backend terminated (57P01, as pg_terminate_backend
 // sends it), a serialization failure. An error marked outcome.Transient
@@ -125,5 +125,5 @@ func retryBeforeCommit(topic string, err error) error {
 	if outcome.Classify(err) != outcome.Transient || errors.As(err, &marked) {
 		return err
 	}
-	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w; nothing was committed; re-run (the next batch resumes from the saved positions)", topic, err))
+	return outcome.Transient.Mark(fmt.Errorf("topic %q: %w; %w", topic, err, ErrNothingCommitted))
 }

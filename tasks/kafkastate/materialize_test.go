@@ -47,7 +47,7 @@ func TestStoppedBeforeCommit(t *testing.T) {
 		&pgconn.PgError{Severity: "FATAL", Code: pgerrcode.AdminShutdown, Message: "terminating connection due to administrator command"})
 	refused := outcome.Refused.Mark(fmt.Errorf("topic %q: %w", "t", ErrTopicChanged))
 	config := outcome.Config.Mark(errors.New("postgresql: database \"x\" has encoding LATIN1"))
-	const generic = "was stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) before its commit"
+	const generic = "was stopped before its commit (a stop signal, SIGTERM or SIGINT, or the task's timeout): nothing was committed"
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
@@ -57,10 +57,10 @@ func TestStoppedBeforeCommit(t *testing.T) {
 	}{
 		{"not stopped", context.Background(), closed, outcome.Transient, nil},
 		{"the step's context error", stopped, fmt.Errorf("postgresql: merge: %w", context.Canceled), outcome.Transient, []string{generic, "merge: context canceled"}},
-		{"the COPY's closed connection", stopped, closed, outcome.Transient, []string{generic, "nothing was committed; re-run", "use of closed network connection"}},
+		{"the COPY's closed connection", stopped, closed, outcome.Transient, []string{generic, "use of closed network connection"}},
 		{"a terminated backend", stopped, terminated, outcome.Transient, []string{generic, "SQLSTATE 57P01"}},
 		{"an unforeseen error", stopped, errors.New("copy the batch into the staging table: 3 rows copied, 5 records read"), outcome.Transient, []string{generic, "3 rows copied"}},
-		{"SIGINT", sigCtx, closed, outcome.Transient, []string{`topic "t": kafka-state materialize was stopped (interrupt signal received) before its commit: nothing was committed`}},
+		{"SIGINT", sigCtx, closed, outcome.Transient, []string{`topic "t": kafka-state materialize was stopped before its commit (interrupt signal received): nothing was committed: postgresql: copy`}},
 		{"a deadline", timedOut, closed, outcome.Transient, []string{generic}},
 		{"a refusal stays one", stopped, refused, outcome.Refused, nil},
 		{"a configuration error stays one", stopped, config, outcome.Config, nil},
@@ -72,6 +72,9 @@ func TestStoppedBeforeCommit(t *testing.T) {
 			}
 			if !errors.Is(got, tc.err) {
 				t.Errorf("%v does not wrap the step's error", got)
+			}
+			if len(tc.says) > 0 && (!errors.Is(got, ErrStopped) || !strings.HasPrefix(Hint(got), "Re-run")) {
+				t.Errorf("%v: not ErrStopped, or its hint %q is not to re-run", got, Hint(got))
 			}
 			if len(tc.says) == 0 && got != tc.err {
 				t.Errorf("got %v, want the error unchanged", got)
@@ -93,12 +96,12 @@ func TestStoppedBeforeCommit(t *testing.T) {
 
 // TestRetryBeforeCommit: a transient failure before COMMIT that does not
 // say itself what it left (a driver's error, classified by its nature) says
-// that nothing was committed and that a re-run resumes; one that says it
+// that nothing was committed, and its hint that a re-run resumes; one that says it
 // (every error kafka-state marks transient: a stop, a statement timeout, the
 // topic lock, Kafka's) and every other class pass unchanged, so no message
 // says it twice.
 func TestRetryBeforeCommit(t *testing.T) {
-	const hint = "; nothing was committed; re-run (the next batch resumes from the saved positions)"
+	const hint = "; nothing was committed"
 	stopped, cancel := context.WithCancel(context.Background())
 	cancel()
 	terminated := &pgconn.PgError{Severity: "FATAL", Code: pgerrcode.AdminShutdown, Message: "terminating connection due to administrator command"}
@@ -115,7 +118,7 @@ func TestRetryBeforeCommit(t *testing.T) {
 		{"a statement timeout says it", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.QueryCanceled}, "merge"), ""},
 		{"a lock timeout says it", pgErr(context.Background(), &pgconn.PgError{Code: pgerrcode.LockNotAvailable}, "read kafka_state.positions"), ""},
 		{"a stop says it", stoppedBeforeCommit(stopped, "t", pgErr(stopped, terminated, "merge")), ""},
-		{"kafka says it", kafkaRequestErr(metadataRequest, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "kafka metadata"), ""},
+		{"kafka says it", kafkaRequestErr(metadataRequest, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, "t", ""), ""},
 		{"internal", errors.New("copy the batch into the staging table: 3 rows copied, 5 records read"), ""},
 		{"a refusal", outcome.Refused.Mark(ErrTopicChanged), ""},
 		{"none", nil, ""},
@@ -131,8 +134,11 @@ func TestRetryBeforeCommit(t *testing.T) {
 			if k := outcome.Classify(got); k != outcome.Transient || !errors.Is(got, tc.err) {
 				t.Errorf("class %v, wraps the error %v, want transient wrapping it: %v", k, errors.Is(got, tc.err), got)
 			}
-			if !strings.Contains(got.Error(), tc.says) || strings.Count(got.Error(), "nothing was committed") != 1 {
+			if !strings.HasSuffix(got.Error(), tc.says) || strings.Count(got.Error(), "nothing was committed") != 1 {
 				t.Errorf("%q does not say %q once", got, tc.says)
+			}
+			if !errors.Is(got, ErrNothingCommitted) || !strings.Contains(Hint(got), "the next batch resumes from the saved positions") {
+				t.Errorf("%v: not ErrNothingCommitted, or its hint %q does not say a re-run resumes", got, Hint(got))
 			}
 		})
 	}

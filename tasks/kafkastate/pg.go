@@ -105,9 +105,9 @@ func (g *cancelGate) commitWarnings() []string {
 
 // sqlstate is what a PostgreSQL error's SQLSTATE means to kafka-state.
 // sqlstateOf is the one table of the SQLSTATEs it acts on: connectErr and
-// pgErr give each its class and remedy, and the steps that act on one
-// themselves (setup's retry, the merge, the COPY, verify's cast, the
-// unknown-topic lookup) add what only they know. outcome.Classify decides
+// pgErr give each its class and cause (whose remedy Hint has), and the
+// steps that act on one themselves (setup's retry, the merge, the COPY,
+// verify's cast, the unknown-topic lookup) add what only they know. outcome.Classify decides
 // the SQLSTATEs that are not here (stateOther).
 type sqlstate int
 
@@ -195,31 +195,31 @@ func sqlstateOf(err error) (sqlstate, *pgconn.PgError) {
 // connectErr classifies a failed connect. pgconn's connect errors name host,
 // port, user and database, never the password. Authentication failures
 // (SQLSTATE class 28), a missing database and a refused certificate are
-// configuration errors; the rest is as pgErr says.
+// configuration errors; a server that does not answer is transient; the
+// rest is as pgErr says.
 func connectErr(ctx context.Context, err error) error {
-	if state, _ := sqlstateOf(err); state == stateLoginRefused {
-		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (check PG_DSN, PGUSER and PGPASSWORD)", err))
+	e := &PGError{Op: "connect", Err: err}
+	state, pe := sqlstateOf(err)
+	switch {
+	case state == stateLoginRefused:
+		e.SQLState, e.Cause = pe.Code, ErrPGLogin
+		return outcome.Config.Mark(e)
+	case strings.Contains(err.Error(), "server refused TLS connection"):
+		// pgx's untyped error for a server that answered the TLS request
+		// with 'N' (ssl = off) under sslmode=require, verify-ca or
+		// verify-full: no retry makes it offer TLS.
+		e.Cause = ErrPGNoTLS
+		return outcome.Config.Mark(e)
+	case outcome.TLSFailure(err):
+		e.Cause = ErrPGTLS
+		return outcome.Config.Mark(e)
 	}
-	// pgx's untyped error for a server that answered the TLS request with
-	// 'N' (ssl = off) under sslmode=require, verify-ca or verify-full:
-	// no retry makes it offer TLS.
-	if strings.Contains(err.Error(), "server refused TLS connection") {
-		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the server does not offer TLS, and the sslmode in PG_DSN "+
-			"(require, verify-ca or verify-full) requires it: enable ssl on the server, or point PG_DSN at one that offers TLS; "+
-			"sslmode=disable or prefer only on a network you trust)", err))
+	classified := pgErr(ctx, err, "connect")
+	if pe == nil && ctx.Err() == nil && outcome.Classify(classified) == outcome.Transient {
+		e.Cause = ErrPGUnreachable
+		return outcome.Transient.Mark(e)
 	}
-	if outcome.TLSFailure(err) {
-		return outcome.Config.Mark(fmt.Errorf("postgresql: connect: %w (the TLS handshake failed: with sslmode=verify-ca or "+
-			"verify-full, sslrootcert in PG_DSN must name a file holding the CA that signed the server's certificate (or "+
-			"sslrootcert=system for the system trust store), and with verify-full the host in PG_DSN must be a name the "+
-			"certificate holds)", err))
-	}
-	err = pgErr(ctx, err, "connect")
-	if _, pe := sqlstateOf(err); pe == nil && ctx.Err() == nil && outcome.Classify(err) == outcome.Transient {
-		return outcome.Transient.Mark(fmt.Errorf("%w (PostgreSQL did not answer at the host and port PG_DSN names; nothing was written, "+
-			"a retry may succeed once it does)", err))
-	}
-	return err
+	return classified
 }
 
 // open parses p (PG_DSN with PGUSER and PGPASSWORD) and connects, for the
@@ -245,8 +245,7 @@ func requireUTF8(conn *pgx.Conn) error {
 		return nil
 	}
 	db := conn.Config().Database
-	return outcome.Config.Mark(fmt.Errorf("postgresql: database %q has encoding %s; kafka-state stores UTF-8 keys and values and needs a UTF8 database: "+
-		"point PG_DSN at one (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0); nothing was changed", db, enc))
+	return outcome.Config.Mark(fmt.Errorf("postgresql: database %q has encoding %s: %w", db, enc, ErrNotUTF8Database))
 }
 
 func closeConn(conn *pgx.Conn) {
@@ -291,54 +290,53 @@ func queryRow(ctx context.Context, db execer, what, sql string, args []any, dest
 	return pgErr(ctx, err, what)
 }
 
-// pgErr wraps a PostgreSQL error with what was being done. A statement
-// timeout (query_canceled after statement_timeout), a lock timeout (a lock
-// another session holds, past lock_timeout) and a session ended for idling
-// in its transaction are transient like a lost connection, each saying why;
-// a missing schema or table (setup never ran in this database), missing
-// privileges, a read-only server or database and a constraint added to
-// setup's tables by hand are configuration errors; outcome.Classify
-// handles the rest by SQLSTATE.
+// pgErr wraps a PostgreSQL error with what was being done (a *PGError). A
+// statement timeout (query_canceled after statement_timeout), a lock
+// timeout (a lock another session holds, past lock_timeout) and a session
+// ended for idling in its transaction are transient like a lost
+// connection, each with its cause; a missing schema or table (setup never
+// ran in this database), missing privileges, a read-only server or
+// database and a constraint added to setup's tables by hand are
+// configuration errors; outcome.Classify handles the rest by SQLSTATE.
 func pgErr(ctx context.Context, err error, what string) error {
-	wrapped := fmt.Errorf("postgresql: %s: %w", what, err)
+	e := &PGError{Op: what, Err: err}
 	state, pe := sqlstateOf(err)
+	if pe != nil {
+		e.SQLState = pe.Code
+	}
 	switch state {
 	case stateCanceled:
 		if ctx.Err() == nil { // statement_timeout, not a stop
-			return outcome.Transient.Mark(fmt.Errorf("%w (a statement ran past statement_timeout (90 s in setup and materialize): most often "+
-				"it waited for a lock another session holds on kafka_state rows, such as a hand edit left in an open "+
-				"transaction (find it in pg_locks and pg_stat_activity and end it), else the server is overloaded; "+
-				"nothing was committed: retry)", wrapped))
+			e.Cause = ErrPGStatementTimeout
+			return outcome.Transient.Mark(e)
 		}
 	case stateLockTimeout:
-		// lock_timeout (set on the role or database) ended a wait for a
-		// row or table lock another session holds.
-		return outcome.Transient.Mark(fmt.Errorf("%w (another session holds a lock on kafka_state rows or tables, such as a hand edit "+
-			"left in an open transaction, and the role's or database's lock_timeout ended the wait; nothing was committed: "+
-			"find the session in pg_locks and pg_stat_activity, end its transaction, and retry)", wrapped))
+		e.Cause = ErrPGLockTimeout
+		return outcome.Transient.Mark(e)
 	case stateIdleTimeout:
-		return outcome.Transient.Mark(fmt.Errorf("%w (the server ended the session while the batch waited for Kafka; nothing was committed: "+
-			"retry, and if it recurs raise idle_in_transaction_session_timeout for the PG_DSN role above 30 s)", wrapped))
+		e.Cause = ErrPGIdleTimeout
+		return outcome.Transient.Mark(e)
 	case stateNoSetup:
-		return outcome.Config.Mark(fmt.Errorf("%w (run changesink kafka-state setup against this database first, or check the database PG_DSN names)", wrapped))
+		e.Cause = ErrNotSetUp
+		return outcome.Config.Mark(e)
 	case stateReadOnly:
-		return outcome.Config.Mark(fmt.Errorf("%w (PG_DSN points at a read-only server, such as a standby, or a database with default_transaction_read_only; point it at the primary)", wrapped))
+		e.Cause = ErrPGReadOnly
+		return outcome.Config.Mark(e)
 	case stateNoPrivilege:
-		return outcome.Config.Mark(fmt.Errorf("%w (grant the PG_DSN role the privileges on schema kafka_state it needs: USAGE on the schema, "+
-			"SELECT, INSERT, UPDATE on its tables, TEMPORARY on the database; setup also needs CREATE)", wrapped))
+		e.Cause = ErrPGPrivileges
+		return outcome.Config.Mark(e)
 	case stateNotNull, stateConstraint:
 		if setupOwns(pe) {
 			// changesink broke a rule of its own tables (the merge's
 			// moved-key NULL is caught before this): a bug, internal.
-			return wrapped
+			return e
 		}
 		// changesink writes only the columns setup makes, in the forms they
 		// take: a constraint it breaks was added to the table by hand.
-		return outcome.Config.Mark(fmt.Errorf("%w (%s has a constraint or column the table kafka-state setup makes does not have%s: "+
-			"changesink writes only setup's columns; drop the constraint, or give an added column a default; nothing was committed)",
-			wrapped, pgTable(pe), pgConstraint(pe)))
+		e.Cause = fmt.Errorf("%s has %w%s", pgTable(pe), ErrAddedConstraint, pgConstraint(pe))
+		return outcome.Config.Mark(e)
 	}
-	return wrapped
+	return e
 }
 
 // setupOwns reports a constraint error on a rule kafka-state setup made

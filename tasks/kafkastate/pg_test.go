@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -14,11 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 )
 
-// TestPGErrorClasses: the SQLSTATEs kafka-state decides itself, with the
-// hint each configuration error carries; the rest is left to
-// outcome.Classify.
+// TestPGErrorClasses: the SQLSTATEs kafka-state decides itself, each with
+// its class and cause (whose remedy the hint gives); the rest is left to
+// outcome.Classify, with no cause.
 func TestPGErrorClasses(t *testing.T) {
 	live := context.Background()
 	stopped, cancel := context.WithCancel(context.Background())
@@ -29,33 +29,40 @@ func TestPGErrorClasses(t *testing.T) {
 		connect bool // through connectErr (the connect path), else pgErr
 		err     error
 		want    outcome.Kind
-		hint    string
+		is      error // the cause, nil for none
+		says    string
 	}{
-		{"statement timeout", live, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Transient, "pg_locks"},
-		{"lock timeout: a lock held by another session", live, false, &pgconn.PgError{Code: pgerrcode.LockNotAvailable}, outcome.Transient, "pg_locks"},
-		{"cancelled by a stop", stopped, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Internal, ""},
-		{"no table: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.UndefinedTable}, outcome.Config, "kafka-state setup"},
-		{"no schema: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.InvalidSchemaName}, outcome.Config, "kafka-state setup"},
-		{"read-only server", live, false, &pgconn.PgError{Code: pgerrcode.ReadOnlySQLTransaction}, outcome.Config, "point it at the primary"},
-		{"missing privileges", live, false, &pgconn.PgError{Code: pgerrcode.InsufficientPrivilege}, outcome.Config, "grant the PG_DSN role"},
-		{"idle in transaction too long", live, false, &pgconn.PgError{Code: pgerrcode.IdleInTransactionSessionTimeout}, outcome.Transient, "idle_in_transaction_session_timeout"},
-		{"terminated backend", live, false, &pgconn.PgError{Code: pgerrcode.AdminShutdown}, outcome.Transient, ""},
-		{"a CHECK added by hand", live, false, &pgconn.PgError{Code: pgerrcode.CheckViolation, SchemaName: "kafka_state", TableName: "records", ConstraintName: "has_id"}, outcome.Config,
-			`kafka_state.records has a constraint or column the table kafka-state setup makes does not have (constraint "has_id"): changesink writes only setup's columns`},
-		{"a NOT NULL column added by hand", live, false, &pgconn.PgError{Code: pgerrcode.NotNullViolation, SchemaName: "kafka_state", TableName: "records", ColumnName: "note"}, outcome.Config,
-			`kafka_state.records has a constraint or column the table kafka-state setup makes does not have (column "note"): changesink writes only setup's columns; drop the constraint, or give an added column a default`},
-		{"the merge's moved-key NULL: a bug when not caught", live, false, &pgconn.PgError{Code: pgerrcode.NotNullViolation, SchemaName: "kafka_state", TableName: "records", ColumnName: "record_key"}, outcome.Internal, ""},
-		{"setup's own CHECK: a bug", live, false, &pgconn.PgError{Code: pgerrcode.CheckViolation, SchemaName: "kafka_state", TableName: "records", ConstraintName: "records_check"}, outcome.Internal, ""},
-		{"the staging table: a bug", live, false, &pgconn.PgError{Code: pgerrcode.NotNullViolation, SchemaName: "pg_temp_3", TableName: stagingTable, ColumnName: "payload"}, outcome.Internal, ""},
-		{"syntax error", live, false, &pgconn.PgError{Code: pgerrcode.SyntaxError}, outcome.Internal, ""},
-		{"not a pg error", live, false, fmt.Errorf("x"), outcome.Internal, ""},
-		{"connect: wrong password", live, true, &pgconn.PgError{Code: pgerrcode.InvalidPassword}, outcome.Config, "check PG_DSN, PGUSER and PGPASSWORD"},
-		{"connect: no such role", live, true, &pgconn.PgError{Code: pgerrcode.InvalidAuthorizationSpecification}, outcome.Config, "check PG_DSN"},
-		{"connect: no such database", live, true, &pgconn.PgError{Code: pgerrcode.InvalidCatalogName}, outcome.Config, "check PG_DSN"},
-		{"connect: untrusted certificate", live, true, fmt.Errorf("tls: %w", x509.UnknownAuthorityError{}), outcome.Config, "sslrootcert"},
-		{"connect: server without TLS", live, true, fmt.Errorf("failed to connect: tls error: %w", errors.New("server refused TLS connection")), outcome.Config, "does not offer TLS"},
-		{"connect: server starting up", live, true, &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, outcome.Transient, ""},
-		{"connect: nothing listening", live, true, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, outcome.Transient, "PostgreSQL did not answer at the host and port PG_DSN names"},
+		{"statement timeout", live, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Transient, ErrPGStatementTimeout, "pg_locks"},
+		{"lock timeout: a lock held by another session", live, false, &pgconn.PgError{Code: pgerrcode.LockNotAvailable}, outcome.Transient, ErrPGLockTimeout, "pg_locks"},
+		{"cancelled by a stop", stopped, false, &pgconn.PgError{Code: pgerrcode.QueryCanceled}, outcome.Internal, nil, ""},
+		{"no table: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.UndefinedTable}, outcome.Config, ErrNotSetUp, "kafka-state setup"},
+		{"no schema: setup never ran", live, false, &pgconn.PgError{Code: pgerrcode.InvalidSchemaName}, outcome.Config, ErrNotSetUp, "kafka-state setup"},
+		{"read-only server", live, false, &pgconn.PgError{Code: pgerrcode.ReadOnlySQLTransaction}, outcome.Config, ErrPGReadOnly, "point it at the primary"},
+		{"missing privileges", live, false, &pgconn.PgError{Code: pgerrcode.InsufficientPrivilege}, outcome.Config, ErrPGPrivileges, "Grant the PG_DSN role"},
+		{"idle in transaction too long", live, false, &pgconn.PgError{Code: pgerrcode.IdleInTransactionSessionTimeout}, outcome.Transient, ErrPGIdleTimeout,
+			"idle_in_transaction_session_timeout"},
+		{"terminated backend", live, false, &pgconn.PgError{Code: pgerrcode.AdminShutdown}, outcome.Transient, nil, ""},
+		{"a CHECK added by hand", live, false, &pgconn.PgError{Code: pgerrcode.CheckViolation, SchemaName: "kafka_state", TableName: "records", ConstraintName: "has_id"},
+			outcome.Config, ErrAddedConstraint, `(kafka_state.records has a constraint or column kafka-state setup does not make (constraint "has_id"))`},
+		{"a NOT NULL column added by hand", live, false, &pgconn.PgError{Code: pgerrcode.NotNullViolation, SchemaName: "kafka_state", TableName: "records", ColumnName: "note"},
+			outcome.Config, ErrAddedConstraint, `(kafka_state.records has a constraint or column kafka-state setup does not make (column "note"))`},
+		{"the merge's moved-key NULL: a bug when not caught", live, false, &pgconn.PgError{Code: pgerrcode.NotNullViolation, SchemaName: "kafka_state", TableName: "records", ColumnName: "record_key"},
+			outcome.Internal, nil, ""},
+		{"setup's own CHECK: a bug", live, false, &pgconn.PgError{Code: pgerrcode.CheckViolation, SchemaName: "kafka_state", TableName: "records", ConstraintName: "records_check"},
+			outcome.Internal, nil, ""},
+		{"the staging table: a bug", live, false, &pgconn.PgError{Code: pgerrcode.NotNullViolation, SchemaName: "pg_temp_3", TableName: stagingTable, ColumnName: "payload"},
+			outcome.Internal, nil, ""},
+		{"syntax error", live, false, &pgconn.PgError{Code: pgerrcode.SyntaxError}, outcome.Internal, nil, ""},
+		{"not a pg error", live, false, fmt.Errorf("x"), outcome.Internal, nil, ""},
+		{"connect: wrong password", live, true, &pgconn.PgError{Code: pgerrcode.InvalidPassword}, outcome.Config, ErrPGLogin, "Check PG_DSN, PGUSER and PGPASSWORD"},
+		{"connect: no such role", live, true, &pgconn.PgError{Code: pgerrcode.InvalidAuthorizationSpecification}, outcome.Config, ErrPGLogin, "Check PG_DSN"},
+		{"connect: no such database", live, true, &pgconn.PgError{Code: pgerrcode.InvalidCatalogName}, outcome.Config, ErrPGLogin, "Check PG_DSN"},
+		{"connect: untrusted certificate", live, true, fmt.Errorf("tls: %w", x509.UnknownAuthorityError{}), outcome.Config, ErrPGTLS, "sslrootcert"},
+		{"connect: server without TLS", live, true, fmt.Errorf("failed to connect: tls error: %w", errors.New("server refused TLS connection")), outcome.Config, ErrPGNoTLS,
+			"does not offer TLS"},
+		{"connect: server starting up", live, true, &pgconn.PgError{Code: pgerrcode.CannotConnectNow}, outcome.Transient, nil, ""},
+		{"connect: nothing listening", live, true, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, outcome.Transient, ErrPGUnreachable,
+			"PostgreSQL did not answer at the host and port PG_DSN names"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,11 +72,17 @@ func TestPGErrorClasses(t *testing.T) {
 			} else {
 				got = pgErr(tt.ctx, tt.err, "test")
 			}
-			if k := outcome.Classify(got); k != tt.want {
-				t.Errorf("class %v, want %v: %v", k, tt.want, got)
+			testenv.CheckHinted(t, got, Hint, tt.want, tt.is, tt.says)
+			var pe *PGError
+			if !errors.As(got, &pe) || !errors.Is(got, tt.err) {
+				t.Fatalf("%v is not a *PGError wrapping %v", got, tt.err)
 			}
-			if !strings.Contains(got.Error(), tt.hint) {
-				t.Errorf("error %q does not say %q", got, tt.hint)
+			var driver *pgconn.PgError
+			if errors.As(tt.err, &driver) && pe.SQLState != driver.Code {
+				t.Errorf("SQLState %q, want %q", pe.SQLState, driver.Code)
+			}
+			if (tt.is == nil) != (Hint(got) == "") {
+				t.Errorf("cause %v, hint %q: a hint without a cause or a cause without one", tt.is, Hint(got))
 			}
 		})
 	}

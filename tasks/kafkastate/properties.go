@@ -170,7 +170,7 @@ func ParseProperties(raw string) (Properties, error) {
 	mech1, mech2 := strings.ToUpper(strings.TrimSpace(m1.s)), strings.ToUpper(strings.TrimSpace(m2.s))
 	switch {
 	case has1 && has2 && mech1 != mech2:
-		return Properties{}, propErr(`"sasl.mechanism" and "sasl.mechanisms" conflict; set one of them`)
+		return Properties{}, propErr(`"sasl.mechanism" and "sasl.mechanisms" conflict: both are set`)
 	case has1:
 		p.Mechanism = mech1
 	case has2:
@@ -186,7 +186,7 @@ func ParseProperties(raw string) (Properties, error) {
 		}
 		switch {
 		case p.Mechanism == "":
-			return Properties{}, propErr(`"sasl.mechanism" is required with security.protocol %s (librdkafka's default, GSSAPI, is not supported): use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`, p.Protocol)
+			return Properties{}, propErr(`"sasl.mechanism" is required with security.protocol %s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (not GSSAPI, librdkafka's default)`, p.Protocol)
 		case !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, p.Mechanism):
 			return Properties{}, propErr("%q must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", name)
 		case p.Username == "":
@@ -195,7 +195,7 @@ func ParseProperties(raw string) (Properties, error) {
 			return Properties{}, propErr(`"sasl.password" is required with security.protocol %s`, p.Protocol)
 		}
 	} else if has1 || has2 || hasUser || hasPass {
-		return Properties{}, propErr("sasl settings are set but security.protocol is %s, so they would be ignored; use SASL_PLAINTEXT or SASL_SSL", p.Protocol)
+		return Properties{}, propErr("sasl settings are set but security.protocol is %s, not SASL_PLAINTEXT or SASL_SSL, so they would be ignored", p.Protocol)
 	}
 
 	p.CALocation, p.CAPEM = get("ssl.ca.location"), get("ssl.ca.pem")
@@ -206,7 +206,7 @@ func ParseProperties(raw string) (Properties, error) {
 		{"ssl.ca.location", "ssl.ca.pem"}, {"ssl.certificate.location", "ssl.certificate.pem"}, {"ssl.key.location", "ssl.key.pem"},
 	} {
 		if get(pair[0]) != "" && get(pair[1]) != "" {
-			return Properties{}, propErr("%q and %q are both set; set one of them", pair[0], pair[1])
+			return Properties{}, propErr("%q and %q are both set", pair[0], pair[1])
 		}
 	}
 	if v, ok := values["ssl.endpoint.identification.algorithm"]; ok {
@@ -221,7 +221,7 @@ func ParseProperties(raw string) (Properties, error) {
 	if !isSSL {
 		for _, k := range sslProperties {
 			if _, ok := values[k]; ok {
-				return Properties{}, propErr("%q is set but security.protocol is %s, so TLS would not be used; use SSL or SASL_SSL", k, p.Protocol)
+				return Properties{}, propErr("%q is set but security.protocol is %s, not SSL or SASL_SSL, so TLS would not be used", k, p.Protocol)
 			}
 		}
 	}
@@ -518,12 +518,11 @@ func (p Properties) loadKeyPair() (tls.Certificate, error) {
 	decrypted := false
 	switch {
 	case block.Type == "ENCRYPTED PRIVATE KEY":
-		return tls.Certificate{}, propErr("%s: an encrypted PKCS#8 key, which changesink cannot decrypt; "+
-			"store it decrypted (openssl pkcs8 -in key.pem -out plain.pem) in a secret, or re-encrypt it as legacy PEM (openssl ec|rsa -aes256)", keyName)
+		return tls.Certificate{}, propErr("%s: %w", keyName, ErrEncryptedPKCS8)
 	//lint:ignore SA1019 legacy encrypted PEM is what librdkafka's ssl.key.password decrypts; the weakness is the format's.
 	case x509.IsEncryptedPEMBlock(block):
 		if p.KeyPassword == "" {
-			return tls.Certificate{}, propErr("%s: the key is encrypted; set ssl.key.password", keyName)
+			return tls.Certificate{}, propErr("%s: the key is encrypted, and ssl.key.password is not set", keyName)
 		}
 		//lint:ignore SA1019 as above: the operator chose the legacy format, and the seed's librdkafka reads it too.
 		der, err := x509.DecryptPEMBlock(block, []byte(p.KeyPassword))

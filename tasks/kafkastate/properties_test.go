@@ -96,7 +96,7 @@ func TestParsePropertiesRefusals(t *testing.T) {
 		{"ssl settings on SASL_PLAINTEXT", `{"bootstrap.servers":"a:1",` + sasl + `,"sasl.mechanism":"PLAIN","ssl.ca.location":"/ca.pem"}`, []string{"ssl.ca.location", "SASL_PLAINTEXT"}},
 		{"certificate without key", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.certificate.location":"/c.pem"}`, []string{"ssl.key.location"}},
 		{"key without certificate", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.key.location":"/k.pem"}`, []string{"ssl.certificate.location"}},
-		{"ca file and pem", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.ca.location":"/ca.pem","ssl.ca.pem":"` + testSecret + `"}`, []string{"ssl.ca.location", "ssl.ca.pem", "one of them"}},
+		{"ca file and pem", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.ca.location":"/ca.pem","ssl.ca.pem":"` + testSecret + `"}`, []string{"ssl.ca.location", "ssl.ca.pem", "both set"}},
 		{"key file and pem", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.certificate.location":"/c.pem","ssl.key.location":"/k.pem","ssl.key.pem":"` + testSecret + `"}`, []string{"ssl.key.location", "ssl.key.pem"}},
 		{"key pem without certificate", `{"bootstrap.servers":"a:1","security.protocol":"SSL","ssl.key.pem":"` + testSecret + `"}`, []string{"ssl.certificate.location", "ssl.certificate.pem"}},
 		{"ca pem on PLAINTEXT", `{"bootstrap.servers":"a:1","ssl.ca.pem":"x"}`, []string{"ssl.ca.pem", "PLAINTEXT"}},

@@ -75,7 +75,7 @@ func start(cfg Config, env Env) (*run, error) {
 	// The report is written after the commit; find out now, before
 	// anything changes, whether the working directory takes it.
 	if r.report, err = env.Dir.Create(ReportFile); err != nil {
-		return nil, outcome.Config.Mark(fmt.Errorf("%s: %w; use a writable working directory (nothing was done)", kestra.EnvWorkingDir, err))
+		return nil, outcome.Config.Mark(fmt.Errorf("%s: %w: %w", kestra.EnvWorkingDir, ErrWorkingDir, err))
 	}
 	if r.cl, err = newClient(props); err != nil {
 		r.report.Abort()
@@ -189,9 +189,7 @@ func (r *run) finish(ctx context.Context, b *batch) (*Result, error) {
 	if err := r.report.Commit(); err != nil {
 		// The state is right; only the task's outputs are missing. A re-run
 		// commits nothing twice and reports what came after this batch.
-		return nil, outcome.Transient.Mark(fmt.Errorf("the batch is committed (its records and positions are in PostgreSQL), but %s "+
-			"could not be published in %s: %w; re-run (a re-run converges: it commits nothing twice, and reports the records after this batch)",
-			ReportFile, kestra.EnvWorkingDir, err))
+		return nil, outcome.Transient.Mark(fmt.Errorf("%w in %s: %w", ErrReportNotPublished, kestra.EnvWorkingDir, err))
 	}
 	return res, nil
 }

@@ -3,7 +3,6 @@ package kafkastate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -87,10 +86,7 @@ func setupOnce(ctx context.Context, conn *pgx.Conn) error {
 			// standby, and pgx's cancel request on close then commits it on
 			// this server alone (setup sends no cancelGate: a waiting DDL
 			// COMMIT would keep its locks on the schema).
-			return outcome.Transient.Mark(fmt.Errorf("postgresql: commit schema kafka_state: %w: COMMIT got no answer, so schema "+
-				"kafka_state may have been created or not; setup is idempotent: re-run it (a COMMIT left without an answer for 100 s "+
-				"most often waits for a synchronous standby, pg_stat_activity wait event SyncRep: check pg_stat_replication and "+
-				"synchronous_standby_names)", err))
+			return outcome.Transient.Mark(&PGError{Op: "commit schema kafka_state", Err: err, Cause: ErrSetupInDoubt})
 		}
 		return pgErr(ctx, err, "commit schema kafka_state")
 	}

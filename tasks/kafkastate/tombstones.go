@@ -176,7 +176,7 @@ func (r tombstoneRule) afterRead(advanced []partRange, lagged map[int32]bool) er
 
 // TombstoneError says that tombstones may have been removed from the topic
 // before the batch read them (see the tombstone rule above). It unwraps to
-// ErrTombstonesMayBeLost.
+// ErrTombstonesMayBeLost (and ErrReadsTooSlow).
 type TombstoneError struct {
 	Topic string
 	// Partitions are the partitions at risk: their start offset, the last
@@ -239,13 +239,24 @@ func (e *TombstoneError) Error() string {
 	}
 	fmt.Fprintf(&b, ": %s %s %s, more than the topic's delete.retention.ms=%d (less a margin of %s) allows; nothing was changed",
 		roundDuration(e.Elapsed), when, anchor, e.Retention.deleteRetentionMs, roundDuration(e.Retention.margin()))
-	if e.AfterRead && e.UpdatedAt.IsZero() {
-		b.WriteString("; a single batch's reads took longer than delete.retention.ms allows (raise it, or lower MAX_RECORDS and POLL_SECONDS)")
+	if e.readsTooSlow() {
+		b.WriteString("; " + ErrReadsTooSlow.Error())
 	}
 	return b.String()
 }
 
-func (e *TombstoneError) Unwrap() error { return ErrTombstonesMayBeLost }
+// Unwrap returns ErrTombstonesMayBeLost, and ErrReadsTooSlow for a batch
+// whose own reads took too long.
+func (e *TombstoneError) Unwrap() []error {
+	if e.readsTooSlow() {
+		return []error{ErrReadsTooSlow, ErrTombstonesMayBeLost}
+	}
+	return []error{ErrTombstonesMayBeLost}
+}
+
+// readsTooSlow: the batch's own reads, with no saved anchor before them,
+// took longer than delete.retention.ms allows.
+func (e *TombstoneError) readsTooSlow() bool { return e.AfterRead && e.UpdatedAt.IsZero() }
 
 // anchor names the column UpdatedAt comes from.
 func (e *TombstoneError) anchor() string {
