@@ -35,15 +35,41 @@
 // Refusals are the sentinels of errors.go, marked outcome.Refused (exit 1),
 // naming the topic and, where they apply, the partition, offset and key
 // (*RecordError, *OffsetError, *MovedKeyError, *TombstoneError,
-// *AheadError): ErrTopicUnavailable, ErrNoIDs, ErrIDsChanged,
-// ErrPartitionsChanged, ErrValuesWithoutPositions, ErrBadPositions,
-// ErrOffsetOutOfRange, ErrTombstonesMayBeLost, ErrNullKey, ErrKeyNotUTF8,
-// ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8, ErrValueNotJSON,
-// ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions, ErrTopicChanged and
-// ErrAheadOfPositions. A held topic lock (ErrLocked), lost connections and
-// timeouts are outcome.Transient (exit 3); bounds, KAFKA_PROPERTIES,
-// PostgreSQL settings and a TOPIC no batch ever read, or read on another
-// cluster, are outcome.Config (exit 2).
+// *AheadError, *OverlapError, *TopicError): ErrTopicUnavailable, ErrNoIDs,
+// ErrIDsChanged, ErrPartitionsChanged, ErrValuesWithoutPositions,
+// ErrBadPositions, ErrOffsetOutOfRange (narrowed by ErrOffsetPastEnd),
+// ErrTombstonesMayBeLost (narrowed by ErrReadsTooSlow), ErrNullKey,
+// ErrKeyNotUTF8, ErrKeyNUL, ErrKeyTooLong, ErrValueNotUTF8,
+// ErrValueNotJSON, ErrValueTooLarge, ErrNonFinite, ErrKeyMovedPartitions,
+// ErrTopicChanged, ErrShardOverlap and ErrAheadOfPositions.
+// ErrTopicUnavailable is a configuration error instead for a TOPIC no
+// batch ever read, or read on another cluster.
+//
+// Transient failures (outcome.Transient, exit 3) commit nothing, except
+// where they say so: a held topic lock (ErrLocked), a stop (ErrStopped), a
+// lost connection or a terminated backend (ErrNothingCommitted), a COMMIT
+// whose answer was lost (ErrCommitInDoubt, ErrCommitWaitsForStandby;
+// ErrNothingCommitted when it aborted; ErrSetupInDoubt for setup), a
+// report file not written or not published (ErrReportNotWritten;
+// ErrReportNotPublished, after the commit), and the PostgreSQL and Kafka
+// causes below that a retry outlives. Configuration errors
+// (outcome.Config, exit 2): bounds, KAFKA_PROPERTIES (ErrEncryptedPKCS8),
+// PG_DSN (ErrJDBCURL), a working directory that cannot take the report
+// (ErrWorkingDir), a SHARD that owns no partition (ErrEmptyShard), and the
+// causes below that only a change of settings mends.
+//
+// A PostgreSQL failure is a *PGError (the operation, the SQLSTATE, the
+// driver's error) and a Kafka request that got no answer a *KafkaError;
+// either unwraps to the cause whose remedy Hint returns, where kafka-state
+// knows one: ErrPGLogin, ErrPGNoTLS, ErrPGTLS, ErrNotSetUp, ErrPGReadOnly,
+// ErrPGPrivileges, ErrAddedConstraint, ErrNotUTF8Database (configuration);
+// ErrPGUnreachable, ErrPGStatementTimeout, ErrPGLockTimeout,
+// ErrPGIdleTimeout (transient); ErrKafkaNotTLS, ErrKafkaNotPlaintext,
+// ErrKafkaTLS, ErrKafkaSASL, ErrKafkaNotAuthorized (configuration);
+// ErrKafkaUnreachable, ErrKafkaNotReady (transient); ErrTopicConfig
+// (internal: a broker that does not answer as Kafka does). Messages are
+// one line of operation, cause and facts; what to do is Hint's, and
+// docs/runbook.md has a section for each cause, holding the same text.
 //
 // What each batch reads and writes, statement by statement, and the
 // tombstone rule: docs/kafka-state.md. The seed rule each check keeps:

@@ -2,6 +2,13 @@ package kafkastate
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +69,58 @@ func TestOffsetPastEnd(t *testing.T) {
 				t.Errorf("hint %q names retention = %v", Hint(tt.err), got)
 			}
 		})
+	}
+}
+
+// TestDocNamesEveryError: the package doc (doc.go) names every sentinel of
+// errors.go and every exported error type, so its list of what a run can
+// fail with stays complete as errors are added.
+func TestDocNamesEveryError(t *testing.T) {
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		files []*ast.File
+		doc   string
+	)
+	for _, entry := range entries {
+		name := entry.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		if name == "doc.go" {
+			doc = strings.Join(strings.Fields(f.Doc.Text()), " ")
+		}
+	}
+	if doc == "" {
+		t.Fatal("doc.go has no package comment")
+	}
+	names := slices.Collect(maps.Keys(testenv.Sentinels(t, "errors.go")))
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				ts := spec.(*ast.TypeSpec)
+				if ts.Name.IsExported() && strings.HasSuffix(ts.Name.Name, "Error") {
+					names = append(names, "*"+ts.Name.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !regexp.MustCompile(`(^|[^\w*])` + regexp.QuoteMeta(name) + `\b`).MatchString(doc) {
+			t.Errorf("doc.go does not name %s", name)
+		}
 	}
 }
