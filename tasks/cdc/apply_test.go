@@ -14,10 +14,10 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 func TestApplyOrders(t *testing.T) {

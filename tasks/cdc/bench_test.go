@@ -14,8 +14,8 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 
+	"github.com/changesink/changesink/internal/ionwalk"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
-	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
 )
 
 // benchEvents is the size of the in-memory batches of the micro-benchmarks.

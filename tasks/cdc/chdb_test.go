@@ -24,7 +24,7 @@ import (
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
 
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+	"github.com/changesink/changesink/internal/iongen"
 
 	"github.com/changesink/changesink/internal/testenv"
 )

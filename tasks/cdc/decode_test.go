@@ -22,10 +22,10 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // jsonLines renders a batch's latest rows as expected.jsonl.

@@ -15,9 +15,9 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // FuzzDecode is the differential test of the decoder: on any input, the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/testenv"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // committedBatches are the batch files in testdata/, written by

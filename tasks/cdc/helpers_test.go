@@ -20,10 +20,10 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // ordersMapping is the mapping shipped in flows/ for the seed's orders table.

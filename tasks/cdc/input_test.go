@@ -16,9 +16,9 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // TestBatchFileIsADirectory: CDC_BATCH_FILE naming a directory was

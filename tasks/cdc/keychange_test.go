@@ -13,8 +13,8 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/merge"
 	"github.com/changesink/changesink/tasks/cdc/target"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // kcEvent is an event of the pkswap scenario's table public.swap (id, v)

@@ -13,8 +13,8 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 func TestSequenceOf(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // TestApplyClickHouseGoesAway stops the server (a proxy in front of it)

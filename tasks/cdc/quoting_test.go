@@ -5,7 +5,7 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+	"github.com/changesink/changesink/internal/iongen"
 )
 
 // TestApplyQuotedNames runs setup and apply with names that need quoting

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
 

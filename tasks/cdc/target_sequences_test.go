@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // seqEvent is an event of shop.public.orders key id at lsn, in transaction

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+	"github.com/changesink/changesink/internal/iongen"
 )
 
 // TestRealTruncatePassed: with skipped.operations: none the trigger passes

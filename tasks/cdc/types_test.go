@@ -12,7 +12,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+	"github.com/changesink/changesink/internal/iongen"
 )
 
 // everythingRow is a row image of the types mappings with every Debezium

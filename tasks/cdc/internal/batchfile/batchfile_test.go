@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
+	"github.com/changesink/changesink/internal/iongen"
 )
 
 // event is a Kestra-shaped change event of the orders table.

@@ -48,8 +48,8 @@ import (
 	"github.com/amazon-ion/ion-go/ion"
 
 	"github.com/changesink/changesink/internal/benchrun"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
-	"github.com/changesink/changesink/tasks/cdc/internal/ionwalk"
+	"github.com/changesink/changesink/internal/iongen"
+	"github.com/changesink/changesink/internal/ionwalk"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/tasks/cdc/internal/ionesc"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 )
 
 // orders is the Shape cdc asks for with the orders mapping.
