@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 )
 
 // debezium is the Debezium run: harness/debezium-bench's BenchMain on a

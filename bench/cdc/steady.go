@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 )
 
 // steadyState measures the cost growth: for each size in c.steady, a

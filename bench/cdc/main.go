@@ -47,7 +47,7 @@ import (
 
 	"github.com/amazon-ion/ion-go/ion"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/ionwalk"
 )

@@ -49,7 +49,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 	"github.com/jackc/pgx/v5"
 )
 

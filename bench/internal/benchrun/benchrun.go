@@ -1,8 +1,7 @@
-// Package benchrun holds what the benchmark programs (.ci/bench-cdc,
-// .ci/bench-kafka-state) share: the machine's load average, printed beside
-// their timings (on a machine shared with other work it says how far to
-// trust them), and the run of one changesink process with its wall time and
-// peak RSS.
+// Package benchrun holds what the benchmark programs under bench/ share:
+// the machine's load average, printed beside their timings (on a machine
+// shared with other work it says how far to trust them), and the run of one
+// changesink process with its wall time and peak RSS.
 package benchrun
 
 import (

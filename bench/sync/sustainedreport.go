@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 )
 
 // sustainedResults is what -results holds after a sustained run.

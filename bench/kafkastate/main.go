@@ -37,7 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 	"github.com/changesink/changesink/internal/kafkatest"
 	"github.com/changesink/changesink/tasks/kafkastate"
 )

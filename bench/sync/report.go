@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 )
 
 // results is what -results holds.

@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/changesink/changesink/internal/benchrun"
+	"github.com/changesink/changesink/bench/internal/benchrun"
 )
 
 // timing is one timed process.
