@@ -56,34 +56,21 @@ var LedgerColumns = [][2]string{
 	{"source_db", "String"},
 }
 
-// createLedgerSQL makes the ledger (setup, and apply on a target the seed
-// flow made).
-func CreateLedgerSQL(m *mapping.Mapping) string {
-	var b strings.Builder
-	b.WriteString("CREATE TABLE IF NOT EXISTS " + mapping.Qualified(m.Target.Database, mapping.LedgerName(m)) + " (\n")
-	for i, c := range LedgerColumns {
-		b.WriteString("  " + c[0] + " " + c[1])
-		if c[0] == "applied_at" {
-			b.WriteString(" DEFAULT now()")
-		}
-		if i < len(LedgerColumns)-1 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString(") ENGINE = MergeTree ORDER BY seq")
-	return b.String()
+// targetLedger is the ledger of m's target, on s (nil: for its SQL only).
+func targetLedger(s *Server, m *mapping.Mapping) *ledgerTable {
+	return &ledgerTable{s: s, db: m.Target.Database, table: mapping.LedgerName(m), what: "ledger", cols: LedgerColumns,
+		stamp: "applied_at", orderBy: "seq", onCluster: true, keepDropped: true}
 }
 
+// ledger is the ledger of t's target.
+func (t *Server) ledger() *ledgerTable { return targetLedger(t, t.M) }
+
+// createLedgerSQL makes the ledger (setup, and apply on a target the seed
+// flow made).
+func CreateLedgerSQL(m *mapping.Mapping) string { return targetLedger(nil, m).createSQL() }
+
 func LedgerColumnList(withTime bool) string {
-	names := make([]string, 0, len(LedgerColumns))
-	for _, c := range LedgerColumns {
-		if c[0] == "applied_at" && !withTime {
-			continue
-		}
-		names = append(names, c[0])
-	}
-	return strings.Join(names, ", ")
+	return (&ledgerTable{cols: LedgerColumns, stamp: "applied_at"}).columnList(withTime)
 }
 
 // readLedger reads the latest row and the row of digest, if any.
@@ -91,36 +78,28 @@ func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerSta
 	var st change.LedgerState
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
+	l := t.ledger()
+	name := l.name()
 	read := func(where string, args ...any) (*change.LedgerEntry, error) {
-		rows, err := t.conn.Query(cctx, "SELECT "+LedgerColumnList(true)+" FROM "+name+" "+where, args...)
-		if err != nil {
-			return nil, classify(fmt.Errorf("read the ledger %s: %w", name, err))
-		}
-		defer rows.Close()
 		var e *change.LedgerEntry
-		for rows.Next() {
-			var x change.LedgerEntry
-			var lastTxSet uint8
-			var open string
-			if err := rows.Scan(&x.Seq, &x.Kind, &x.Digest, &x.AppliedAt, &x.Holder, &x.Events, &x.Keys, &x.Pending,
-				&x.MinVersion, &x.MaxVersion, &x.HighVersion, &x.SnapshotLSN, &x.LastTx, &lastTxSet, &x.LastFloor, &open,
-				&x.Source.Connector, &x.Source.Name, &x.Source.Version, &x.Source.Db); err != nil {
-				return nil, classify(fmt.Errorf("read the ledger %s: %w", name, err))
-			}
-			x.LastTxSet = lastTxSet != 0
+		var x change.LedgerEntry
+		var lastTxSet uint8
+		var open string
+		err := l.read(cctx, l.columnList(true), where, args, []any{&x.Seq, &x.Kind, &x.Digest, &x.AppliedAt, &x.Holder, &x.Events,
+			&x.Keys, &x.Pending, &x.MinVersion, &x.MaxVersion, &x.HighVersion, &x.SnapshotLSN, &x.LastTx, &lastTxSet, &x.LastFloor, &open,
+			&x.Source.Connector, &x.Source.Name, &x.Source.Version, &x.Source.Db}, func() error {
+			y := x
+			y.LastTxSet = lastTxSet != 0
 			if open != "" {
-				if err := json.Unmarshal([]byte(open), &x.OpenKeys); err != nil {
-					return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v): not changesink's",
-						change.ErrTargetMismatch, name, x.Seq, err))
+				if err := json.Unmarshal([]byte(open), &y.OpenKeys); err != nil {
+					return outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v): not changesink's",
+						change.ErrTargetMismatch, name, y.Seq, err))
 				}
 			}
-			e = &x
-		}
-		if err := rows.Err(); err != nil {
-			return nil, classify(fmt.Errorf("read the ledger %s: %w", name, err))
-		}
-		return e, nil
+			e = &y
+			return nil
+		})
+		return e, err
 	}
 	var err error
 	if st.Last, err = read("ORDER BY seq DESC LIMIT 1"); err != nil {
@@ -182,20 +161,9 @@ func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *c
 		}
 		open = string(b)
 	}
-	name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
-	var cols, types []string
-	for _, c := range LedgerColumns {
-		if c[0] != "applied_at" {
-			cols, types = append(cols, c[0]), append(types, c[1])
-		}
-	}
-	err := t.writeRow(ctx, name, cols, types, []any{e.Seq, e.Kind, e.Digest, e.Holder, e.Events, e.Keys, e.Pending, e.MinVersion, e.MaxVersion,
+	return t.ledger().append(ctx, []any{e.Seq, e.Kind, e.Digest, e.Holder, e.Events, e.Keys, e.Pending, e.MinVersion, e.MaxVersion,
 		e.HighVersion, e.SnapshotLSN, e.LastTx, uint8(boolByte(e.LastTxSet)), e.LastFloor, open,
 		e.Source.Connector, e.Source.Name, e.Source.Version, e.Source.Db}, f, fmt.Sprintf("the ledger row of seq %d", e.Seq))
-	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
-		return ledgerWriteErr(name, err)
-	}
-	return err
 }
 
 // recordBatch appends the ledger row of a batch applied and verified after
@@ -208,18 +176,6 @@ func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry, f 
 		return outcome.Transient.Mark(fmt.Errorf("%w: %s: %w", ErrLedgerDropped, mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
 	}
 	return err
-}
-
-// ledgerWriteErr wraps a failed ledger write. A ledger dropped during the
-// run (UNKNOWN_TABLE) is left unclassified, for apply to say what it means
-// there (re-run: apply makes the ledger itself), not classify's "run
-// changesink cdc setup first".
-func ledgerWriteErr(name string, err error) error {
-	err = fmt.Errorf("write the ledger %s: %w", name, err)
-	if chCode(err) == ChUnknownTable {
-		return err
-	}
-	return classify(err)
 }
 
 // ensureLedger reads the ledger's latest row and the row of digest
@@ -249,10 +205,7 @@ func (t *Table) EnsureLedger(ctx context.Context, f Fence, digest string) (chang
 		return st, err
 	}
 	m := t.M
-	if err := t.exec(cctx, t.ddl(CreateLedgerSQL(m))); err != nil {
-		return st, err
-	}
-	if err := t.checkLedger(cctx); err != nil {
+	if err := t.ledger().ensure(cctx); err != nil {
 		return st, err
 	}
 	var high uint64
@@ -297,28 +250,4 @@ func (t *Server) checkOrphanLedger(ctx context.Context) error {
 }
 
 // checkLedger refuses a ledger table whose columns are not the ledger's.
-func (t *Server) checkLedger(ctx context.Context) error {
-	m := t.M
-	cols, err := t.columns(ctx, m.Target.Database, mapping.LedgerName(m))
-	if err != nil {
-		return err
-	}
-	got := map[string]string{}
-	for _, c := range cols {
-		got[c.name] = c.typ
-	}
-	for _, c := range LedgerColumns {
-		if got[c[0]] != c[1] {
-			return outcome.Config.Mark(fmt.Errorf("%w: the ledger %s has no column %s %s (it has %q)",
-				change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, mapping.LedgerName(m)), c[0], c[1], got[c[0]]))
-		}
-	}
-	return nil
-}
-
-func boolByte(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
-}
+func (t *Server) checkLedger(ctx context.Context) error { return t.ledger().check(ctx) }

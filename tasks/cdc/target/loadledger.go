@@ -2,14 +2,8 @@ package target
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
 
 // The load ledger, <db>._changesink_load beside the sync ledger, records
@@ -92,104 +86,43 @@ type LoadRow struct {
 
 // LoadLedger is the load ledger of one database.
 type LoadLedger struct {
-	s  *Server
-	db string
+	l *ledgerTable
 }
 
 // LoadLedger returns the load ledger in database db.
-func (t *Server) LoadLedger(db string) *LoadLedger { return &LoadLedger{s: t, db: db} }
+func (t *Server) LoadLedger(db string) *LoadLedger {
+	return &LoadLedger{l: &ledgerTable{s: t, db: db, table: loadLedgerName, what: "load ledger", cols: loadLedgerColumns,
+		added: []string{"relid"}, stamp: "at", orderBy: "(slot, gen, tbl, chunk)"}}
+}
 
 // Name is the ledger's qualified name.
-func (l *LoadLedger) Name() string { return mapping.Qualified(l.db, loadLedgerName) }
+func (l *LoadLedger) Name() string { return l.l.name() }
 
-// Ensure creates the ledger when it is missing and checks its columns.
-func (l *LoadLedger) Ensure(ctx context.Context) error {
-	var b strings.Builder
-	b.WriteString("CREATE TABLE IF NOT EXISTS " + l.Name() + " (")
-	for i, c := range loadLedgerColumns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(c[0] + " " + c[1])
-		if c[0] == "at" {
-			b.WriteString(" DEFAULT now()")
-		}
-	}
-	b.WriteString(") ENGINE = MergeTree ORDER BY (slot, gen, tbl, chunk)")
-	if err := l.s.exec(ctx, b.String()); err != nil {
-		return err
-	}
-	got, err := l.columnTypes(ctx)
-	if err != nil {
-		return err
-	}
-	if _, ok := got["relid"]; !ok && len(got) > 0 {
-		// A ledger of an earlier changesink: its rows keep relid 0.
-		if err := l.s.exec(ctx, "ALTER TABLE "+l.Name()+" ADD COLUMN relid UInt64"); err != nil {
-			return err
-		}
-		if got, err = l.columnTypes(ctx); err != nil {
-			return err
-		}
-	}
-	for _, c := range loadLedgerColumns {
-		if got[c[0]] != c[1] {
-			return outcome.Config.Mark(fmt.Errorf("%w: the load ledger %s has no column %s %s (it has %q)",
-				change.ErrTargetMismatch, l.Name(), c[0], c[1], got[c[0]]))
-		}
-	}
-	return nil
-}
-
-// columnTypes reads the ledger's columns and their types.
-func (l *LoadLedger) columnTypes(ctx context.Context) (map[string]string, error) {
-	cols, err := l.s.columns(ctx, l.db, loadLedgerName)
-	if err != nil {
-		return nil, err
-	}
-	got := map[string]string{}
-	for _, c := range cols {
-		got[c.name] = c.typ
-	}
-	return got, nil
-}
-
-// loadLedgerSelect lists the columns Read scans, in LoadRow's order.
-func loadLedgerSelect() string {
-	names := make([]string, len(loadLedgerColumns))
-	for i, c := range loadLedgerColumns {
-		names[i] = c[0]
-	}
-	return strings.Join(names, ", ")
-}
+// Ensure creates the ledger when it is missing and checks its columns,
+// adding relid to a ledger of an earlier changesink (its rows keep 0).
+func (l *LoadLedger) Ensure(ctx context.Context) error { return l.l.ensure(ctx) }
 
 // Latest returns every row of the slot's latest generation of table
 // (the start row with the highest gen; gens sort by when they began;
 // table "": the slot's own load): its start rows first, then its chunks by
 // table; none when there is no such generation.
 func (l *LoadLedger) Latest(ctx context.Context, slot, table string) ([]LoadRow, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, l.l.s.timeout)
 	defer cancel()
-	rows, err := l.s.conn.Query(cctx, "SELECT "+loadLedgerSelect()+" FROM "+l.Name()+" WHERE slot = ? AND gen = "+
-		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start' AND tbl = ?) ORDER BY kind DESC, tbl, chunk, at",
-		slot, slot, table)
-	if err != nil {
-		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
-	}
-	defer rows.Close()
 	var out []LoadRow
-	for rows.Next() {
-		var r LoadRow
-		var delta uint8
-		if err := rows.Scan(&r.Slot, &r.Gen, &r.Kind, &r.Table, &r.Chunk, &r.Step, &r.Lo, &r.Hi, &r.Filenode,
-			&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At, &r.Relid); err != nil {
-			return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
-		}
-		r.Delta = delta == 1
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+	var r LoadRow
+	var delta uint8
+	dests := []any{&r.Slot, &r.Gen, &r.Kind, &r.Table, &r.Chunk, &r.Step, &r.Lo, &r.Hi, &r.Filenode,
+		&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At, &r.Relid}
+	err := l.l.read(cctx, l.l.columnList(true), "WHERE slot = ? AND gen = "+
+		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start' AND tbl = ?) ORDER BY kind DESC, tbl, chunk, at",
+		[]any{slot, slot, table}, dests, func() error {
+			r.Delta = delta == 1
+			out = append(out, r)
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -197,19 +130,9 @@ func (l *LoadLedger) Latest(ctx context.Context, slot, table string) ([]LoadRow,
 // Append writes r, fenced by f (fence.go): the holder checks its lock
 // after it.
 func (l *LoadLedger) Append(ctx context.Context, r LoadRow, f Fence) error {
-	var cols, types []string
-	for _, c := range loadLedgerColumns {
-		if c[0] != "at" {
-			cols, types = append(cols, c[0]), append(types, c[1])
-		}
-	}
-	err := l.s.writeRow(ctx, l.Name(), cols, types, []any{r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point,
+	return l.l.append(ctx, []any{r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point,
 		r.Xmin, boolByte(r.Delta), r.Rows, r.Bytes, r.StreamFrom, r.SystemID, r.SourceDB, r.Holder, r.Relid},
 		f, fmt.Sprintf("the load ledger row of %s chunk %d", r.Table, r.Chunk))
-	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
-		return classify(fmt.Errorf("write the load ledger %s: %w", l.Name(), err))
-	}
-	return err
 }
 
 // TableLoad is what the load ledger says of one table's load.
@@ -231,24 +154,17 @@ type TableLoad struct {
 // those a later generation of their own loads (done once its done row is
 // written).
 func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableLoad, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, l.l.s.timeout)
 	defer cancel()
-	rows, err := l.s.conn.Query(cctx, "SELECT gen, kind, tbl, max(point), max(relid) FROM "+l.Name()+
-		" WHERE slot = ? AND kind IN ('start', 'chunk', 'done') GROUP BY gen, kind, tbl", slot)
-	if err != nil {
-		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
-	}
-	defer rows.Close()
 	var all []LoadRow
-	for rows.Next() {
-		var r LoadRow
-		if err := rows.Scan(&r.Gen, &r.Kind, &r.Table, &r.Point, &r.Relid); err != nil {
-			return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
-		}
-		all = append(all, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify(fmt.Errorf("read the load ledger %s: %w", l.Name(), err))
+	var r LoadRow
+	err := l.l.read(cctx, "gen, kind, tbl, max(point), max(relid)", "WHERE slot = ? AND kind IN ('start', 'chunk', 'done') GROUP BY gen, kind, tbl",
+		[]any{slot}, []any{&r.Gen, &r.Kind, &r.Table, &r.Point, &r.Relid}, func() error {
+			all = append(all, r)
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
 	return tableLoads(all), nil
 }

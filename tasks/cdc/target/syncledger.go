@@ -2,14 +2,8 @@ package target
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
 
 // The sync ledger, <db>._changesink_sync, records how far cdc sync has
@@ -66,71 +60,33 @@ type SyncEntry struct {
 
 // SyncLedger is the sync ledger of one database.
 type SyncLedger struct {
-	s  *Server
-	db string
+	l *ledgerTable
 }
 
 // SyncLedger returns the sync ledger in database db.
-func (t *Server) SyncLedger(db string) *SyncLedger { return &SyncLedger{s: t, db: db} }
-
-// name is the ledger's qualified name.
-func (l *SyncLedger) name() string { return mapping.Qualified(l.db, syncLedgerName) }
+func (t *Server) SyncLedger(db string) *SyncLedger {
+	return &SyncLedger{l: &ledgerTable{s: t, db: db, table: syncLedgerName, what: "sync ledger", cols: syncLedgerColumns,
+		stamp: "applied_at", orderBy: "(slot, seq)"}}
+}
 
 // Ensure creates the ledger when it is missing and checks its columns.
-func (l *SyncLedger) Ensure(ctx context.Context) error {
-	var b strings.Builder
-	b.WriteString("CREATE TABLE IF NOT EXISTS " + l.name() + " (")
-	for i, c := range syncLedgerColumns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(c[0] + " " + c[1])
-		if c[0] == "applied_at" {
-			b.WriteString(" DEFAULT now()")
-		}
-	}
-	b.WriteString(") ENGINE = MergeTree ORDER BY (slot, seq)")
-	if err := l.s.exec(ctx, b.String()); err != nil {
-		return err
-	}
-	cols, err := l.s.columns(ctx, l.db, syncLedgerName)
-	if err != nil {
-		return err
-	}
-	got := map[string]string{}
-	for _, c := range cols {
-		got[c.name] = c.typ
-	}
-	for _, c := range syncLedgerColumns {
-		if got[c[0]] != c[1] {
-			return outcome.Config.Mark(fmt.Errorf("%w: the sync ledger %s has no column %s %s (it has %q)",
-				change.ErrTargetMismatch, l.name(), c[0], c[1], got[c[0]]))
-		}
-	}
-	return nil
-}
+func (l *SyncLedger) Ensure(ctx context.Context) error { return l.l.ensure(ctx) }
 
 // Last returns the slot's latest row; nil when the ledger has none.
 func (l *SyncLedger) Last(ctx context.Context, slot string) (*SyncEntry, error) {
-	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, l.l.s.timeout)
 	defer cancel()
-	rows, err := l.s.conn.Query(cctx, "SELECT slot, seq, applied_at, holder, system_id, source_db, through_lsn, transactions, changes, tables FROM "+
-		l.name()+" WHERE slot = ? ORDER BY seq DESC LIMIT 1", slot)
-	if err != nil {
-		return nil, classify(fmt.Errorf("read the sync ledger %s: %w", l.name(), err))
-	}
-	defer rows.Close()
 	var e *SyncEntry
-	for rows.Next() {
-		var x SyncEntry
-		if err := rows.Scan(&x.Slot, &x.Seq, &x.AppliedAt, &x.Holder, &x.SystemID, &x.SourceDB, &x.Through,
-			&x.Transactions, &x.Changes, &x.Tables); err != nil {
-			return nil, classify(fmt.Errorf("read the sync ledger %s: %w", l.name(), err))
-		}
-		e = &x
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify(fmt.Errorf("read the sync ledger %s: %w", l.name(), err))
+	var x SyncEntry
+	err := l.l.read(cctx, l.l.columnList(true), "WHERE slot = ? ORDER BY seq DESC LIMIT 1", []any{slot},
+		[]any{&x.Slot, &x.Seq, &x.AppliedAt, &x.Holder, &x.SystemID, &x.SourceDB, &x.Through, &x.Transactions, &x.Changes, &x.Tables},
+		func() error {
+			y := x
+			e = &y
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -142,16 +98,6 @@ func (l *SyncLedger) Append(ctx context.Context, prev, e *SyncEntry, f Fence) er
 	if prev != nil {
 		e.Seq = prev.Seq + 1
 	}
-	var cols, types []string
-	for _, c := range syncLedgerColumns {
-		if c[0] != "applied_at" {
-			cols, types = append(cols, c[0]), append(types, c[1])
-		}
-	}
-	err := l.s.writeRow(ctx, l.name(), cols, types, []any{e.Slot, e.Seq, e.Holder, e.SystemID, e.SourceDB, e.Through, e.Transactions, e.Changes, e.Tables},
+	return l.l.append(ctx, []any{e.Slot, e.Seq, e.Holder, e.SystemID, e.SourceDB, e.Through, e.Transactions, e.Changes, e.Tables},
 		f, fmt.Sprintf("the sync ledger row of seq %d", e.Seq))
-	if err != nil && !errors.Is(err, change.ErrTargetLocked) {
-		return classify(fmt.Errorf("write the sync ledger %s: %w", l.name(), err))
-	}
-	return err
 }
