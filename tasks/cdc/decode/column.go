@@ -1,7 +1,6 @@
 package decode
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -371,13 +370,6 @@ func (n number) String() string {
 // the file is corrupt. The reader is intact, so unlike other malformed
 // input the record's key and LSN are still read and named.
 var errNotUTF8 = fmt.Errorf("%w: a string that is not valid UTF-8 (the batch file is corrupt)", change.ErrMalformed)
-
-func malformedValue(err error) error {
-	if err == nil {
-		err = errors.New("no value")
-	}
-	return fmt.Errorf("%w: %w", change.ErrMalformed, err)
-}
 
 // readLSN reads metadata.source.lsn: an Ion int in 1..2^64-1 (seed:
 // integer(source_info["lsn"], "source LSN", 1, 2**64 - 1)); a decimal
