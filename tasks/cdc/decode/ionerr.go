@@ -13,6 +13,11 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/ionesc"
 )
 
+// Malformed input becomes a *change.RecordError wrapping ErrMalformed,
+// located in the file: ion-go reports an offset in what it was given (a
+// segment, a line), which is shifted by where that starts in the file, in
+// the refusal's Offset and in the ion-go error's own message alike.
+
 // mendedReader reads text ionesc mended; its Err names an escape ionesc
 // refused (ionesc.Explain), text reading the original from its start.
 type mendedReader struct {
@@ -20,6 +25,7 @@ type mendedReader struct {
 	text func() io.Reader
 }
 
+// Err is the reader's error, an escape ionesc refused explained.
 func (r *mendedReader) Err() error {
 	if err := r.Reader.Err(); err != nil {
 		return ionesc.Explain(err, r.text())
@@ -113,6 +119,8 @@ func badRecord(rec int64, b *batchfile.Unframed) error {
 	return &change.RecordError{Record: rec, Offset: b.Offset, Err: fmt.Errorf("%w: %s", change.ErrMalformed, b.Reason)}
 }
 
+// malformedValue is err, a failed read of a value, as ErrMalformed ("no
+// value" for nil).
 func malformedValue(err error) error {
 	if err == nil {
 		err = errors.New("no value")
