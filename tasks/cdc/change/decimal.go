@@ -8,7 +8,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
 
-// badValue builds an ErrBadValue cause.
+// BadValue builds an ErrBadValue cause.
 func BadValue(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadValue, fmt.Sprintf(format, args...))
 }
@@ -17,9 +17,10 @@ var (
 	bigTen = big.NewInt(10)
 )
 
+// Pow10 returns 10^n.
 func Pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil) }
 
-// rescale returns coef × 10^exp as an unscaled integer at t.scale, refusing
+// Rescale returns coef × 10^exp as an unscaled integer at t.scale, refusing
 // lost digits and values with more than t.prec digits. Work is bounded: no
 // power of ten above 10^(prec+digits) is ever computed.
 func Rescale(coef *big.Int, exp int64, t mapping.Type) (*big.Int, error) {
@@ -58,7 +59,7 @@ func fullDecimalText(coef *big.Int, exp int64) string {
 	return string(AppendDecimal(nil, coef.String(), int(-exp)))
 }
 
-// shortNumber bounds the text of a number quoted in a refusal: a value of
+// ShortNumber bounds the text of a number quoted in a refusal: a value of
 // thousands of digits is named by its first digits and its length, so a
 // refusal stays one readable line.
 func ShortNumber(s string) string {

@@ -16,7 +16,7 @@ const (
 	LedgerBaseline = "baseline"
 )
 
-// ledgerEntry is one ledger row.
+// LedgerEntry is one ledger row.
 type LedgerEntry struct {
 	Seq                  uint64
 	Kind, Digest, Holder string
@@ -34,16 +34,16 @@ type LedgerEntry struct {
 	Source               SourceID
 }
 
-// ledgerState is what apply reads from the ledger under the lock.
+// LedgerState is what apply reads from the ledger under the lock.
 type LedgerState struct {
 	Last   *LedgerEntry // the latest row; nil when the ledger is empty
 	Replay *LedgerEntry // the row of an earlier apply of this batch's digest
-	// beforeReplay is the row before replay (nil: none): what that apply
+	// BeforeReplay is the row before replay (nil: none): what that apply
 	// followed (its snapshot LSN, its open keys).
 	BeforeReplay *LedgerEntry
 }
 
-// describeEntry renders a ledger row for messages.
+// DescribeEntry renders a ledger row for messages.
 func DescribeEntry(name string, e *LedgerEntry) string {
 	if e.Kind == LedgerBaseline {
 		return fmt.Sprintf("%s row %d (the rows the target held when its ledger was made, %s): versions up to %d",
@@ -75,7 +75,7 @@ func (s *SourceID) Describe() string {
 	return strings.Join(parts, " ")
 }
 
-// keyVals decodes key bytes (encodeKey) into a row's values: the key
+// KeyValues decodes key bytes (EncodeKey) into a row's values: the key
 // columns set, the others zero.
 func KeyValues(m *mapping.Mapping, key string) []Value {
 	vals := make([]Value, len(m.Cols))
@@ -100,14 +100,14 @@ func KeyValues(m *mapping.Mapping, key string) []Value {
 	return vals
 }
 
-// sourceID is the source as a batch shows it (metadata.source): the
+// SourceID is the source as a batch shows it (metadata.source): the
 // connector, its name (Kestra derives it from the flow and the trigger), the
 // Debezium version and the database. The ledger records it.
 type SourceID struct {
 	Connector, Name, Version, Db string
 }
 
-// openDual is a key left with two live rows at the end of the batch, its
+// OpenKey is a key left with two live rows at the end of the batch, its
 // transaction continuing in the next batch (the ledger carries it).
 type OpenKey struct {
 	Key    string   `json:"key"`   // hex of the key bytes

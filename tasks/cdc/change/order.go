@@ -21,7 +21,7 @@ import (
 // commit order across transactions, and with change order inside one
 // (except changes written before F_T, which share F_T + 1).
 
-// raise returns max(lsn, floor+1): a change written before its
+// Raise returns max(lsn, floor+1): a change written before its
 // transaction's commit floor is placed just after it.
 func Raise(lsn, floor uint64) uint64 {
 	if floor == math.MaxUint64 || lsn > floor {
@@ -30,19 +30,19 @@ func Raise(lsn, floor uint64) uint64 {
 	return floor + 1
 }
 
-// orderer stamps rows with their version in file order: it knows the
+// Orderer stamps rows with their version in file order: it knows the
 // latest snapshot LSN seen so far (READ rows), which is the floor of the
 // first transaction after a snapshot (whose sequence has no lsn_commit).
 type Orderer struct {
 	Snapshot uint64 // the highest READ LSN seen in this batch; 0 when none
 }
 
-// stamp sets r.lsn (the version) from what the event said (r.change). A
+// Stamp sets r.Version from what the event said (r.Meta). A
 // snapshot row (READ without lsn_commit) is at its LSN and moves the
 // batch's snapshot point. A streamed row is raised to its floor: its
 // lsn_commit, or else the snapshot earlier in the batch; without either it
 // keeps its LSN and stays unfloored (the target's ledger may know the
-// snapshot it follows: batch.floorAt).
+// snapshot it follows: merge.Batch.FloorAt).
 func (o *Orderer) Stamp(r *Row) {
 	c := &r.Meta
 	r.Version = c.LSN
@@ -71,19 +71,19 @@ func (c *Meta) SnapshotEnd() bool {
 	return c.snapshotRow() && (c.Snapshot == "last" || c.Snapshot == "last_in_data_collection")
 }
 
-// unfloored reports a streamed row whose floor is not known from the
+// Unfloored reports a streamed row whose floor is not known from the
 // batch: the first transaction after a snapshot in an earlier batch, or a
 // batch without sequences.
 func (c *Meta) Unfloored() bool { return !c.FloorSet && !c.snapshotRow() }
 
-// isFloor reports a row placed at its transaction's floor (its change was
+// IsFloor reports a row placed at its transaction's floor (its change was
 // written before the commit floor): such rows of one transaction share a
 // version, and among them the later one in the stream is the later change.
 func IsFloor(r *Row) bool {
 	return r.Meta.FloorSet && r.Meta.Floor < math.MaxUint64 && r.Version == r.Meta.Floor+1 && r.Meta.LSN <= r.Meta.Floor
 }
 
-// floorTie reports two different rows of one key at one version that are
+// FloorTie reports two different rows of one key at one version that are
 // both changes of one transaction written before its commit floor: r, the
 // later one in the stream, is the later change.
 func FloorTie(r, earlier *Row) bool {
@@ -91,7 +91,7 @@ func FloorTie(r, earlier *Row) bool {
 		IsFloor(r) && IsFloor(earlier) && r.Meta.Floor == earlier.Meta.Floor
 }
 
-// eventSum hashes what identifies an event (its LSN, lsn_commit,
+// EventSum hashes what identifies an event (its LSN, lsn_commit,
 // transaction, operation, markers and values, the key's and a delete's
 // before image included) with xxHash64, in the decoding workers; buf is
 // the worker's scratch. The batch folds the sums in file order into its

@@ -16,22 +16,22 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/pyjson"
 )
 
-// value is one canonical column value: the form the batch, the target read
+// Value is one canonical column value: the form the batch, the target read
 // and the read-back are compared in. Its meaning depends on the column's
 // kind (see kind); null is set only in Nullable columns.
 type Value struct {
 	N    uint64
 	S    string
 	Null bool
-	// toast marks Debezium's placeholder for an unchanged TOASTed value of
+	// Toast marks Debezium's placeholder for an unchanged TOASTed value of
 	// an update: the value is the one the row held before, not yet known.
 	Toast bool
-	// filled marks a value taken from the row's previous version because
+	// Filled marks a value taken from the row's previous version because
 	// the event carried the placeholder (keepUnchanged, fillFromTarget).
 	Filled bool
 }
 
-// equal compares two values; how a value was learnt (filled) does not count.
+// Equal compares two values; how a value was learnt (filled) does not count.
 func (v Value) Equal(o Value) bool {
 	return v.Null == o.Null && v.N == o.N && v.S == o.S && v.Toast == o.Toast
 }
@@ -41,6 +41,7 @@ func (v Value) Equal(o Value) bool {
 // NaN != NaN, which would turn a replay of a NaN row into a conflict).
 var canonicalNaN = math.Float64bits(math.NaN())
 
+// FloatValue is f as a Value, NaN in its one canonical form (canonicalNaN).
 func FloatValue(f float64) Value {
 	if math.IsNaN(f) {
 		return Value{N: canonicalNaN}
@@ -48,19 +49,19 @@ func FloatValue(f float64) Value {
 	return Value{N: math.Float64bits(f)}
 }
 
-// row is one captured change, canonical: the latest event of a key, the
+// Row is one captured change, canonical: the latest event of a key, the
 // target's current row, or the read-back.
 type Row struct {
-	Key     string // canonical key bytes (encodeKey)
+	Key     string // canonical key bytes (EncodeKey)
 	Version uint64 // the version (_cdc_lsn): the commit-order position, order.go; the source LSN or just above it
 	Deleted bool
-	// vals holds one value per mapped column, in mapping order. A delete
+	// Vals holds one value per mapped column, in mapping order. A delete
 	// fresh from the decoder holds its before image there (change.image)
 	// until the batch merges it; merged, it holds the seed's zeros.
 	Vals   []Value
 	Record int64 // 1-based record number in the batch; 0 for rows read from ClickHouse
 	Meta   Meta  // what the event said of its place in the history; zero for rows read from ClickHouse
-	// unchanged: some value is still Debezium's placeholder (value.toast),
+	// Unchanged: some value is still Debezium's placeholder (Value.Toast),
 	// to be taken from the row's previous version.
 	Unchanged bool
 	// FilledFrom is the oldest version of the batch's events a placeholder
@@ -69,9 +70,9 @@ type Row struct {
 	FilledFrom uint64
 }
 
-// change is what an event says about its place in the source's history:
+// Meta is what an event says about its place in the source's history:
 // the operation, the transaction, its LSN and the commit floor (order.go).
-// samePayload ignores it. It holds no pointer but interned strings: rows
+// SamePayload ignores it. It holds no pointer but interned strings: rows
 // are copied by value through the decode.
 type Meta struct {
 	Op         string // metadata.operation (interned); "" when absent or not text
@@ -84,10 +85,10 @@ type Meta struct {
 	Image      bool   // a delete's vals hold a before image that tells rows apart
 	LSN        uint64 // metadata.source.lsn
 	Commit     uint64 // lsn_commit, the first element of metadata.source.sequence
-	// floor is the commit floor the version was raised to: commit, or the
+	// Floor is the commit floor the version was raised to: commit, or the
 	// snapshot LSN for the first transaction after a snapshot.
 	Floor uint64
-	// sum is the event's hash (eventSum), folded into the batch's digest.
+	// Sum is the event's hash (EventSum), folded into the batch's digest.
 	Sum uint64
 	// Snapshot is metadata.source.snapshot (interned: "true", "first",
 	// "last", "last_in_data_collection", …); "" when absent or not text.
@@ -96,7 +97,7 @@ type Meta struct {
 	Snapshot string
 }
 
-// samePayload reports whether two rows are the same version: the seed
+// SamePayload reports whether two rows are the same version: the seed
 // compares the whole row dict, LSN and delete flag included.
 func SamePayload(a, b *Row) bool {
 	if a.Version != b.Version || a.Deleted != b.Deleted || len(a.Vals) != len(b.Vals) {
@@ -110,7 +111,7 @@ func SamePayload(a, b *Row) bool {
 	return true
 }
 
-// hashRow hashes the payload (for equal-LSN checks against versions that
+// HashRow hashes the payload (for equal-LSN checks against versions that
 // are no longer held in full).
 func HashRow(seed maphash.Seed, r *Row) uint64 {
 	var h maphash.Hash
@@ -138,7 +139,7 @@ func HashRow(seed maphash.Seed, r *Row) uint64 {
 	return h.Sum64()
 }
 
-// encodeKey appends the canonical bytes of the key values: 8 bytes per
+// EncodeKey appends the canonical bytes of the key values: 8 bytes per
 // fixed-width value, a length-prefixed string otherwise.
 func EncodeKey(dst []byte, m *mapping.Mapping, vals []Value) []byte {
 	for _, i := range m.KeyIdx {
@@ -154,7 +155,7 @@ func EncodeKey(dst []byte, m *mapping.Mapping, vals []Value) []byte {
 	return dst
 }
 
-// compareKeys orders rows by key the way the seed's sorted() orders ids:
+// CompareKeys orders rows by key the way the seed's sorted() orders ids:
 // numbers numerically, strings by code point (= byte order), column by column.
 func CompareKeys(m *mapping.Mapping, a, b *Row) int {
 	for _, i := range m.KeyIdx {
@@ -193,7 +194,7 @@ func cmpOrdered[T int64 | uint64](a, b T) int {
 	return 0
 }
 
-// renderKey renders a row's key for messages: "id=42" or "a=1, b=x".
+// RenderKey renders a row's key for messages: "id=42" or "a=1, b=x".
 func RenderKey(m *mapping.Mapping, vals []Value) string {
 	var b []byte
 	for n, i := range m.KeyIdx {
@@ -207,7 +208,7 @@ func RenderKey(m *mapping.Mapping, vals []Value) string {
 	return string(b)
 }
 
-// appendJSONRow appends the row as the seed's json.dumps(row,
+// AppendJSON appends the row as the seed's json.dumps(row,
 // ensure_ascii=False) writes it: the mapped columns in mapping order, then
 // the version and deleted columns; separators ", " and ": ".
 func AppendJSON(dst []byte, m *mapping.Mapping, r *Row) []byte {
@@ -283,7 +284,7 @@ func appendJSONValue(dst []byte, t mapping.Type, v Value) []byte {
 	return append(dst, "null"...)
 }
 
-// ticksTime converts DateTime64 ticks to a time.Time in UTC.
+// TicksTime converts DateTime64 ticks to a time.Time in UTC.
 func TicksTime(ticks int64, t mapping.Type) time.Time {
 	per := t.TicksPerSecond()
 	sec, frac := ticks/per, ticks%per
@@ -313,7 +314,7 @@ func appendTicks(dst []byte, ticks int64, t mapping.Type) []byte {
 	return append(dst, 'Z')
 }
 
-// appendDecimal renders an unscaled integer text at scale as a decimal number.
+// AppendDecimal renders an unscaled integer text at scale as a decimal number.
 func AppendDecimal(dst []byte, unscaled string, scale int) []byte {
 	neg := strings.HasPrefix(unscaled, "-")
 	digits := strings.TrimPrefix(unscaled, "-")
@@ -331,11 +332,11 @@ func AppendDecimal(dst []byte, unscaled string, scale int) []byte {
 	return append(dst, digits[len(digits)-scale:]...)
 }
 
-// toastPlaceholder is Debezium's default unavailable.value.placeholder: the
+// ToastPlaceholder is Debezium's default unavailable.value.placeholder: the
 // value of an unchanged TOASTed column under REPLICA IDENTITY DEFAULT.
 const ToastPlaceholder = "__debezium_unavailable_value"
 
-// zeroValue is what a delete writes in a non-key column: the seed writes 0
+// Zero is what a delete writes in a non-key column: the seed writes 0
 // and "" for a delete's other columns; Nullable columns get NULL.
 func Zero(t mapping.Type) Value {
 	switch {
@@ -359,10 +360,11 @@ const (
 	OpTruncate = "TRUNCATE"
 )
 
-// txMark is an event's transaction, when it carried one.
+// TxMark is an event's transaction, when it carried one.
 type TxMark struct {
 	ID  int64
 	Set bool
 }
 
+// MarkOf is the transaction of the event c describes.
 func MarkOf(c *Meta) TxMark { return TxMark{c.TxID, c.TxIDSet} }

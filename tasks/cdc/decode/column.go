@@ -62,7 +62,7 @@ func expectedIon(t mapping.Type) string {
 // than the scale, more sub-second digits than the precision, a double that
 // is not a float32) instead of rounding. Debezium's TOAST placeholder, in
 // any form (a string, a symbol, or a blob for a bytea) and any column, is
-// read as value.toast: the value the row held before (finish and the batch
+// read as Value.Toast: the value the row held before (finish and the batch
 // decide whether it can be known).
 func convert(s *ionrec.Scalar, c *mapping.Col) (change.Value, error) {
 	t := c.Type
@@ -666,7 +666,7 @@ func inZone(s string, wall time.Time, loc *time.Location) (time.Time, error) {
 		s, loc, strings.Join(at, " or "))
 }
 
-// timeValue converts an instant to a DateTime (seconds) or DateTime64
+// TimeValue converts an instant to a DateTime (seconds) or DateTime64
 // (ticks) value, refusing sub-tick digits and out-of-range instants.
 func TimeValue(tm time.Time, t mapping.Type) (change.Value, error) {
 	sec, nsec := tm.Unix(), int64(tm.Nanosecond())

@@ -23,6 +23,8 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
+// SegResult is what the decode of one segment gave: its rows, or the
+// refusal of the record that stopped it.
 type SegResult struct {
 	Rows  []change.Row // local record numbers (1-based within the segment)
 	N     int64        // records decoded, including the failing one
@@ -30,15 +32,17 @@ type SegResult struct {
 	Lined bool         // decoded line by line (a refusal names its line)
 }
 
-// scanOptions say how scanFile reads a batch.
+// Options say how Scan reads a batch.
 type Options struct {
-	// workers decode segments concurrently (at least 1).
+	// Workers decode segments concurrently (at least 1).
 	Workers int
-	// ionOnly reads every record with ion-go, never with ionrec: the
+	// IonOnly reads every record with ion-go, never with ionrec: the
 	// oracle the differential tests hold the default against.
 	IonOnly bool
 }
 
+// Decoder is a record decoder of m as o asks: ion-go's alone (IonOnly),
+// or the fast reader with ion-go for what it cannot read.
 func (o Options) Decoder(m *mapping.Mapping) *RecordDecoder {
 	if o.IonOnly {
 		return NewIonDecoder(m)
@@ -50,7 +54,7 @@ func (o Options) Decoder(m *mapping.Mapping) *RecordDecoder {
 // file.
 const utf8BOM = "\xEF\xBB\xBF"
 
-// scanFile decodes the file and hands every valid row to sink, in file
+// Scan decodes the file and hands every valid row to sink, in file
 // order; reset is called before a fallback to the one-stream decode
 // starts again from the first record.
 func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, reset func(), sink func(change.Row) error) error {
@@ -91,7 +95,7 @@ func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, re
 	return perr
 }
 
-// decodeSegments runs the splitter, the workers and the in-order merge. It
+// DecodeSegments runs the splitter, the workers and the in-order merge. It
 // returns only once the splitter and every worker have stopped, so a
 // fallback that decodes the file again never runs beside them.
 func DecodeSegments(parent context.Context, path string, m *mapping.Mapping, opts Options, binary bool, sink func(change.Row) error) error {
@@ -203,13 +207,13 @@ func mergeSegments(ctx context.Context, newDecoder func(*mapping.Mapping) *Recor
 	return nil
 }
 
-// decodeSegment decodes a segment: record by record with the fast reader
+// DecodeSegment decodes a segment: record by record with the fast reader
 // (ionrec) where the records have the shapes Kestra writes, with ion-go
 // for the rest; binary says which form the file is in (a text segment is
 // never read as binary). Binary Ion goes chunk by chunk (a version marker
 // and what follows it up to the next); a chunk ionrec cannot read is read
 // by ion-go from its version marker on. Text goes line by line (as
-// decodeLines); when a line may depend on its neighbours, the segment is
+// DecodeLines); when a line may depend on its neighbours, the segment is
 // read as one ion-go stream instead.
 func DecodeSegment(d *RecordDecoder, s *batchfile.Segment, binary bool) SegResult {
 	switch {
@@ -333,7 +337,7 @@ func textReader(data []byte) ion.Reader {
 	return &mendedReader{Reader: ion.NewReaderBytes(fixed), text: func() io.Reader { return bytes.NewReader(data) }}
 }
 
-// decodeLines decodes a text segment line by line, which pins a truncated
+// DecodeLines decodes a text segment line by line, which pins a truncated
 // or garbled record to its line (a stream parse reads a truncated line into
 // the next ones).
 func DecodeLines(d *RecordDecoder, s *batchfile.Segment) SegResult {
@@ -420,7 +424,7 @@ func hazard(text []byte) bool {
 	return bytes.Contains(text, []byte("'''")) || bytes.Contains(text, []byte("/*")) || bytes.Contains(text, []byte("$ion"))
 }
 
-// decodeStream decodes the whole file as one Ion stream, sequentially.
+// DecodeStream decodes the whole file as one Ion stream, sequentially.
 func DecodeStream(ctx context.Context, path string, m *mapping.Mapping, sink func(change.Row) error) error {
 	f, err := os.Open(path)
 	if err != nil {

@@ -81,7 +81,7 @@ func (r *record) meta(m *mapping.Mapping) *ionrec.Scalar    { return &r.Fields[0
 func (r *record) metaField(i int) *ionrec.Scalar            { return &r.Fields[1][i] }
 func (r *record) source(i int) *ionrec.Scalar               { return &r.Fields[2][i] }
 
-// recordDecoder turns change events into canonical rows, applying the
+// RecordDecoder turns change events into canonical rows, applying the
 // seed's prepare_batch checks generalised by the mapping. It is not safe
 // for concurrent use; each worker has its own.
 type RecordDecoder struct {
@@ -93,7 +93,7 @@ type RecordDecoder struct {
 	rec    *record
 	keyBuf []byte
 	sumBuf []byte // eventSum's scratch
-	// fallbacks counts the runs of records the fast reader left to ion-go.
+	// Fallbacks counts the runs of records the fast reader left to ion-go.
 	Fallbacks int
 	// slab is where rows' values come from, a thousand rows at a time (a
 	// batch keeps a copy of the rows it keeps).
@@ -111,13 +111,15 @@ func (d *RecordDecoder) newVals() []change.Value {
 	return vals
 }
 
+// NewRecordDecoder returns a decoder that reads records with the fast
+// reader (internal/ionrec), and with ion-go what that cannot read.
 func NewRecordDecoder(m *mapping.Mapping) *RecordDecoder {
 	d := NewIonDecoder(m)
 	d.fast = ionrec.NewReader(d.shape)
 	return d
 }
 
-// newIonDecoder returns a decoder that reads every record with ion-go.
+// NewIonDecoder returns a decoder that reads every record with ion-go.
 func NewIonDecoder(m *mapping.Mapping) *RecordDecoder {
 	d := &RecordDecoder{m: m, shape: shapeOf(m)}
 	d.rec = newRecord(m, &d.shape)

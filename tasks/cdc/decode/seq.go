@@ -8,7 +8,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 )
 
-// sequenceOf parses metadata.source.sequence, a JSON array of two
+// SequenceOf parses metadata.source.sequence, a JSON array of two
 // strings or nulls as Debezium writes it (["50024136744","50024136840"],
 // [null,"51884231336"]). ok is false for anything else (a hand-made batch):
 // the sequence is then not used.

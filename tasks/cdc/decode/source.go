@@ -13,7 +13,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/ionesc"
 )
 
-// sourceOf reads the source identity of the batch's first event (with
+// SourceOf reads the source identity of the batch's first event (with
 // ion-go: one record; the batch decoded already, so it is well formed).
 // Fields it cannot read stay empty.
 func SourceOf(path string, m *mapping.Mapping) change.SourceID {

@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// ErrMapping: the mapping file is unreadable or has mistakes; see *MappingError.
+// ErrMapping is returned when the mapping file is unreadable or has
+// mistakes; see *MappingError.
 var ErrMapping = errors.New("invalid mapping")
 
 // Narrower causes of ErrMapping (a *MappingError matches both), each a

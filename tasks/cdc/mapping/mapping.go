@@ -102,7 +102,7 @@ type Column struct {
 	SourceType string
 }
 
-// colSpec is a compiled column.
+// Col is a compiled column.
 type Col struct {
 	Name   string
 	Type   Type
@@ -111,7 +111,7 @@ type Col struct {
 	Source pgType // pgNone: source_type not given
 }
 
-// takesVarScale reports a column that reads Debezium's {scale, value}
+// TakesVarScale reports a column that reads Debezium's {scale, value}
 // struct of an unconstrained numeric: a Decimal, or a String holding a
 // numeric's text.
 func (c *Col) TakesVarScale() bool { return c.Type.Kind == KindDecimal || c.Source == PGNumeric }
@@ -341,7 +341,7 @@ func compileColumn(m *Mapping, rc rawColumn, p func(...any) pos) (Col, error) {
 	return spec, nil
 }
 
-// keyNames renders the key columns for messages: "id" or "(a, b)".
+// KeyNames renders the key columns for messages: "id" or "(a, b)".
 func (m *Mapping) KeyNames() string {
 	if len(m.Key) == 1 {
 		return m.Key[0]

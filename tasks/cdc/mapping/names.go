@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// quoteIdent returns a ClickHouse identifier: bare when it is a plain word
+// QuoteIdent returns a ClickHouse identifier: bare when it is a plain word
 // that is not a keyword (so the orders DDL reads exactly like the seed's),
 // else in backquotes with \ and ` escaped.
 func QuoteIdent(s string) string {
@@ -15,7 +15,7 @@ func QuoteIdent(s string) string {
 	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
 }
 
-// qualified renders db.name. The database "default" stays bare, as the
+// Qualified renders db.name. The database "default" stays bare, as the
 // seed writes it: a keyword is harmless before the dot.
 func Qualified(db, name string) string {
 	q := QuoteIdent(db)
@@ -25,9 +25,10 @@ func Qualified(db, name string) string {
 	return q + "." + QuoteIdent(name)
 }
 
-// ledgerName is the ledger table's name.
+// LedgerName is the ledger table's name.
 func LedgerName(m *Mapping) string { return m.Target.Table + "_ledger" }
 
+// LockName is the lock table's name.
 func LockName(m *Mapping) string { return m.Target.Table + "_lock" }
 
 var bareIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -25,7 +25,7 @@ const (
 	KindUUID                       // value.s holds the 16 bytes
 )
 
-// colType is a parsed ClickHouse column type from the mapping.
+// Type is a parsed ClickHouse column type from the mapping.
 type Type struct {
 	Kind     kind
 	Bits     int    // Int/UInt width
@@ -36,14 +36,14 @@ type Type struct {
 	Nullable bool
 }
 
-// serverCaps are the type features of the connected ClickHouse server.
+// ServerCaps are the type features of the connected ClickHouse server.
 type ServerCaps struct {
-	// dateTime64: DateTime64 exists (ClickHouse 20.1+).
+	// DateTime64: DateTime64 exists (ClickHouse 20.1+).
 	DateTime64 bool
-	// boolType: the Bool type exists (ClickHouse 21.12+); older servers store
+	// BoolType: the Bool type exists (ClickHouse 21.12+); older servers store
 	// Bool columns as UInt8.
 	BoolType bool
-	// decimal256: Decimal(P, S) with P > 38 exists without a setting
+	// Decimal256: Decimal(P, S) with P > 38 exists without a setting
 	// (ClickHouse 21.6+; 20.8 to 21.5 need allow_experimental_bigint_types).
 	Decimal256 bool
 	// DateDays and DateTimeSeconds are the last Date (days since
@@ -64,19 +64,19 @@ const (
 	ShortDateTimeSeconds = 4294943999 // 2106-02-06 23:59:59 UTC
 )
 
-// capsFor returns the capabilities of server version major.minor.
+// CapsFor returns the capabilities of server version major.minor.
 func CapsFor(major, minor uint64) ServerCaps {
 	atLeast := func(ma, mi uint64) bool { return major > ma || (major == ma && minor >= mi) }
 	return ServerCaps{DateTime64: atLeast(20, 1), BoolType: atLeast(21, 12), Decimal256: atLeast(21, 6), IsDeleted: atLeast(23, 2)}
 }
 
-// latestCaps are the capabilities of a current ClickHouse release (the
+// LatestCaps are the capabilities of a current ClickHouse release (the
 // newest the SQL is written for; the chdb tests run it).
 func LatestCaps() ServerCaps {
 	return ServerCaps{DateTime64: true, BoolType: true, Decimal256: true, IsDeleted: true}
 }
 
-// minDate and maxDate bound ClickHouse Date (UInt16 days since 1970-01-01).
+// MaxDateDays is the last day a ClickHouse Date holds (UInt16 days since 1970-01-01).
 const MaxDateDays = 65535
 
 // DateTime64 range on current servers: 1900-01-01 00:00:00 .. 2299-12-31 23:59:59.999999999 UTC.
@@ -85,7 +85,7 @@ var (
 	MaxDateTime64 = time.Date(2299, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
 )
 
-// parseType parses a ClickHouse type of the supported list: Int8..Int64,
+// ParseType parses a ClickHouse type of the supported list: Int8..Int64,
 // UInt8..UInt64, Float32, Float64, Decimal(P, S) (1 <= P <= 76, 0 <= S <= P),
 // String, Bool, Date, DateTime, DateTime('tz'), DateTime64(p), DateTime64(p,
 // 'tz') (0 <= p <= 9), UUID, and Nullable(T) of any of these.
@@ -203,7 +203,7 @@ func splitArgs(s string) []string {
 	return parts
 }
 
-// ddl renders the type as ClickHouse prints it in system.columns, for the
+// DDL renders the type as ClickHouse prints it in system.columns, for the
 // given server: Bool becomes UInt8 on servers without a Bool type.
 func (t Type) DDL(caps ServerCaps) string {
 	var s string
@@ -254,7 +254,7 @@ func (t Type) String() string { return t.DDL(LatestCaps()) }
 // server's default.
 func (t Type) Zone() string { return t.tz }
 
-// sameType reports whether a type name read from system.columns is the type
+// SameType reports whether a type name read from system.columns is the type
 // the mapping asks for. Spaces are ignored; a Bool column may be stored as
 // UInt8 (created on a server before 21.12) or as Bool.
 func (t Type) SameType(actual string) bool {
@@ -266,7 +266,7 @@ func (t Type) SameType(actual string) bool {
 	return false
 }
 
-// ticksPerSecond returns 10^prec for DateTime64.
+// TicksPerSecond returns 10^prec for DateTime64.
 func (t Type) TicksPerSecond() int64 {
 	n := int64(1)
 	for range t.Prec {
@@ -281,6 +281,8 @@ func (t Type) TicksPerSecond() int64 {
 // text form, whatever form the trigger wrote it in).
 type pgType uint8
 
+// The source types; decode writes the exported ones' values to a String
+// column in their own text form.
 const (
 	pgNone pgType = iota // source_type not given: the value's shape decides
 	pgSmallint

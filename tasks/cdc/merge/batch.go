@@ -17,7 +17,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// batch holds the latest event per key of one batch: memory grows with the
+// Batch holds the latest event per key of one batch: memory grows with the
 // number of keys (one row each), never with the events of a key.
 //
 // Events are merged in file order, which is commit order and then change
@@ -35,20 +35,20 @@ import (
 // (REPLICA IDENTITY FULL) names. What the batch cannot tell is refused,
 // naming the keys (ErrKeyChange); what depends on the target (was the key
 // live before its first CREATE?) is checked once the target is read
-// (checkKeyChanges).
+// (CheckKeyChanges).
 type Batch struct {
 	M      *mapping.Mapping
 	seed   maphash.Seed
 	index  map[string]int32 // key bytes → index into rows
 	rows   rowStore         // the latest event of each key, in first-seen order
 	Events int64
-	// outOfOrder marks keys that got an event with a version below their
+	// OutOfOrder marks keys that got an event with a version below their
 	// latest one (a batch not in commit order, hand-made): their versions
 	// are checked by a second pass (history).
 	OutOfOrder map[int32]bool
 
 	ord change.Orderer
-	// sum is the digest: SHA-256 of the events' sums (eventSum) in file
+	// sum is the digest: SHA-256 of the events' sums (change.EventSum) in file
 	// order; sums waits for it, written a block at a time.
 	sum  hash.Hash
 	sums []byte
@@ -57,7 +57,7 @@ type Batch struct {
 	// delete's own values (markerOf).
 	img, scratch, marker []change.Value
 
-	// trunc is the latest TRUNCATE event (nil: none): every key older than
+	// Trunc is the latest TRUNCATE event (nil: none): every key older than
 	// it is deleted, in the batch and in the target.
 	Trunc *change.Row
 	// duals are the keys that have two live rows at this point of the
@@ -129,7 +129,7 @@ type image struct {
 	sum  uint64
 }
 
-// seedDual is a key the previous batch left with two live rows: the target
+// SeedDual is a key the previous batch left with two live rows: the target
 // holds its newest row (vals, at version), the others are known by hash.
 type SeedDual struct {
 	key     string
@@ -141,12 +141,15 @@ type SeedDual struct {
 	met     bool
 }
 
+// NewBatch returns an empty batch of m's rows.
 func NewBatch(m *mapping.Mapping) *Batch {
 	b := &Batch{M: m, seed: maphash.MakeSeed()}
 	b.Reset()
 	return b
 }
 
+// Reset empties the batch for a decode that starts again from the first
+// record; the seeds the previous batch left stay, none of them met.
 func (b *Batch) Reset() {
 	b.index, b.rows, b.Events, b.OutOfOrder = map[string]int32{}, rowStore{cols: len(b.M.Cols)}, 0, map[int32]bool{}
 	b.ord, b.sum, b.sums, b.Trunc, b.duals, b.first, b.last = change.Orderer{}, sha256.New(), b.sums[:0], nil, map[int32]*dual{}, change.TxMark{}, change.TxMark{}
@@ -158,13 +161,13 @@ func (b *Batch) Reset() {
 	}
 }
 
-// has reports whether the batch holds key.
+// Has reports whether the batch holds key.
 func (b *Batch) Has(key string) bool {
 	_, ok := b.index[key]
 	return ok
 }
 
-// len is the number of keys; at returns the row of the i-th key seen.
+// Len is the number of keys; At returns the row of the i-th key seen.
 func (b *Batch) Len() int               { return b.rows.n }
 func (b *Batch) At(i int32) *change.Row { return b.rows.at(i) }
 
@@ -177,9 +180,9 @@ func (b *Batch) Row(key string) *change.Row {
 	return b.rows.at(i)
 }
 
-// digest is the hex SHA-256 of the batch's event sums (eventSum, xxHash64
-// of each decoded event, computed by the decoding workers) in file order:
-// the same for the text and binary form of one batch, and for a
+// Digest is the hex SHA-256 of the batch's event sums (change.EventSum,
+// xxHash64 of each decoded event, computed by the decoding workers) in file
+// order: the same for the text and binary form of one batch, and for a
 // re-delivery that differs only in processing times.
 func (b *Batch) Digest() string {
 	b.flushSums()
@@ -544,7 +547,7 @@ func sameImage(m *mapping.Mapping, a, b []change.Value) bool {
 	return true
 }
 
-// imageSum is a stable hash of an image's non-key columns (a row carried
+// ImageSum is a stable hash of an image's non-key columns (a row carried
 // from one batch to the next by the ledger).
 func ImageSum(m *mapping.Mapping, vals []change.Value) uint64 {
 	h := sha256.New()
@@ -681,6 +684,7 @@ type olderVersion struct {
 	rec  int64
 }
 
+// NewHistory returns the check of b's out-of-order keys (history).
 func NewHistory(b *Batch) *history { return &history{b: b, seen: map[olderKey]olderVersion{}} }
 
 func (h *history) Reset() { h.seen, h.ord = map[olderKey]olderVersion{}, change.Orderer{} }
@@ -707,7 +711,7 @@ func (h *history) Check(r change.Row) error {
 	return nil
 }
 
-// sorted returns the latest rows ordered by key, as the seed writes
+// Sorted returns the latest rows ordered by key, as the seed writes
 // expected.jsonl (for key in sorted(latest)).
 func (b *Batch) Sorted() []*change.Row {
 	out := make([]*change.Row, b.Len())
@@ -718,7 +722,7 @@ func (b *Batch) Sorted() []*change.Row {
 	return out
 }
 
-// floorAt places the rows the batch could not floor (the first transaction
+// FloorAt places the rows the batch could not floor (the first transaction
 // after a snapshot that an earlier batch held) after that snapshot, the
 // ledger's snapshot LSN; 0 leaves them at their LSNs.
 func (b *Batch) FloorAt(snapshot uint64) {
@@ -745,14 +749,14 @@ func (b *Batch) FloorAt(snapshot uint64) {
 	}
 }
 
-// checkKeyChanges finishes the key-change checks once the target's
+// CheckKeyChanges finishes the key-change checks once the target's
 // versions are read: a key whose first event in the batch is a CREATE
 // while the target holds it live (below that CREATE's version) had a
 // second row; that is right only when a delete in the same transaction
 // removed the old row (the batch saw it: resolved), or when the batch ends
 // inside that transaction (the key is carried to the next batch, open).
 // It returns the keys left open so far and the carried keys, whose
-// target rows (read by the caller) openCarried adds.
+// target rows (read by the caller) OpenCarried adds.
 func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, error) {
 	var kc keyChanges
 	for i := range int32(b.rows.n) {
@@ -791,7 +795,7 @@ func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, err
 	return kc, nil
 }
 
-// keyChanges is what checkKeyChanges found: the keys left open, and the
+// keyChanges is what CheckKeyChanges found: the keys left open, and the
 // keys carried to the next batch with their transactions.
 type keyChanges struct {
 	open      []change.OpenKey
@@ -799,7 +803,7 @@ type keyChanges struct {
 	carriedTx []int64
 }
 
-// openCarried adds the carried keys to the open ones, each with the hash
+// OpenCarried adds the carried keys to the open ones, each with the hash
 // of its older row, old (the target's rows of the carried keys), and
 // returns them all in key order.
 func (b *Batch) OpenCarried(kc keyChanges, old map[string]*change.Row) ([]change.OpenKey, error) {
@@ -819,7 +823,7 @@ func (b *Batch) OpenCarried(kc keyChanges, old map[string]*change.Row) ([]change
 	return open, nil
 }
 
-// entry is the ledger row of this batch, applied after prev.
+// Entry is the ledger row of this batch, applied after prev.
 func (b *Batch) Entry(holder string, src change.SourceID, expected []*change.Row, pending int, open []change.OpenKey, prev *change.LedgerEntry) *change.LedgerEntry {
 	e := &change.LedgerEntry{Kind: change.LedgerBatch, Digest: b.Digest(), Holder: holder, Source: src, Events: uint64(b.Events), Keys: uint64(len(expected)),
 		Pending: uint64(pending), OpenKeys: open, SnapshotLSN: b.ord.Snapshot,

@@ -11,7 +11,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// seedsOf turns the previous batch's open keys into the batch's seeds: the
+// SeedsOf turns the previous batch's open keys into the batch's seeds: the
 // target holds each key's newest row (cur); the others are known by hash.
 func SeedsOf(m *mapping.Mapping, open []change.OpenKey, cur map[string]*change.Row, replay bool) (map[string]*SeedDual, error) {
 	seeds := map[string]*SeedDual{}

@@ -9,7 +9,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// Selection is what selectPending decided.
+// Selection is what SelectPending decided.
 type Selection struct {
 	Pending []*change.Row
 	Deletes int64
@@ -19,12 +19,12 @@ type Selection struct {
 	firstOlder                 *change.Row
 	firstOlderTarget           uint64
 	// unplaced is the first older key whose version could not be placed
-	// after its snapshot (unplacedAfter), and the target's version of it.
+	// after its snapshot (UnplacedAfter), and the target's version of it.
 	unplaced       *change.Row
 	unplacedTarget uint64
 }
 
-// selectPending implements the seed's select_changes: a key is pending when
+// SelectPending implements the seed's select_changes: a key is pending when
 // the target lacks it or holds an older version; an equal version with a
 // different payload is refused (ErrTargetConflict), except a later change
 // of the transaction the previous batch ended in, at that transaction's
@@ -102,7 +102,7 @@ func WentBackwards(m *mapping.Mapping, b *Batch, src change.SourceID, sel Select
 	return outcome.Refused.Mark(e)
 }
 
-// unplacedAfter refuses a batch that was never applied with a key older
+// UnplacedAfter refuses a batch that was never applied with a key older
 // than the target whose change has no lsn_commit (the first transaction
 // after a snapshot) when neither the batch nor the ledger knows that
 // snapshot: the ledger's last row is a baseline (made over rows already in
@@ -120,7 +120,7 @@ func UnplacedAfter(m *mapping.Mapping, sel Selection) error {
 	return outcome.Refused.Mark(e)
 }
 
-// compareReadBack checks each expected row against the read-back: the
+// CompareReadBack checks each expected row against the read-back: the
 // key must hold this exact version, or a newer one.
 func CompareReadBack(m *mapping.Mapping, expected []*change.Row, actual map[string]*change.Row) (int64, error) {
 	var verified int64

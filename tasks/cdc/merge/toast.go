@@ -24,7 +24,7 @@ import (
 //     or replayed batch): then the target's row is, and the filled values
 //     are taken again from it (Refill), or refused if it is a delete;
 //   - else from the target's current row of the key when its version is
-//     older than the event and not a delete (fillFromTarget): after every
+//     older than the event and not a delete (FillFromTarget): after every
 //     earlier batch of the trigger was applied, that row is the row's
 //     previous version. This rests on the delivery contract the rest of
 //     the job rests on too: the batches are applied in order, none is
@@ -150,9 +150,9 @@ func sameEvent(a, b *change.Row) bool {
 	return true
 }
 
-// unchangedRows returns the rows whose placeholders the batch could not
+// UnchangedRows returns the rows whose placeholders the batch could not
 // fill (the key's first event in the batch left a column unchanged): the
-// keys fillFromTarget needs the target's current rows of.
+// keys FillFromTarget needs the target's current rows of.
 func UnchangedRows(rows []*change.Row) []*change.Row {
 	var need []*change.Row
 	for _, r := range rows {
@@ -163,7 +163,7 @@ func UnchangedRows(rows []*change.Row) []*change.Row {
 	return need
 }
 
-// fillFromTarget fills the placeholders of need (unchangedRows) from cur,
+// FillFromTarget fills the placeholders of need (UnchangedRows) from cur,
 // the target's current row of each such key; see the rules above. trunc
 // is the batch's latest TRUNCATE (nil: none): a target row older than it
 // is gone.
@@ -200,8 +200,8 @@ func FillFromTarget(m *mapping.Mapping, need []*change.Row, cur map[string]*chan
 	return filled, nil
 }
 
-// checkFilled refuses, as an internal error, a row about to be written that
-// still holds a placeholder: fillFromTarget leaves one only in keys the
+// CheckFilled refuses, as an internal error, a row about to be written that
+// still holds a placeholder: FillFromTarget leaves one only in keys the
 // target holds newer, which are never pending.
 func CheckFilled(m *mapping.Mapping, pending []*change.Row) error {
 	for _, r := range pending {

@@ -30,10 +30,10 @@ var (
 	ErrGeneratedColumn = errors.New("pgoutput does not stream the generated column")
 )
 
-// ErrNullable: a mapping entry maps a source column that allows NULL to a
-// type that is not Nullable (CheckNullable), as a "map it to String" entry
-// may: its first NULL would stop the stream. A narrower cause of
-// ErrWrongType.
+// ErrNullable is returned when a mapping entry maps a source column that
+// allows NULL to a type that is not Nullable (CheckNullable), as a "map it
+// to String" entry may: its first NULL would stop the stream. A narrower
+// cause of ErrWrongType.
 var ErrNullable = fmt.Errorf("%w: the source column allows NULL", ErrWrongType)
 
 // Refused values: each is a narrower cause of change.ErrBadValue (a

@@ -34,12 +34,12 @@ func (t *Server) inspect(ctx context.Context, table string) (object, error) {
 	return obj, err
 }
 
-// tableInfo is a table's row in system.tables (tableSQL).
+// tableInfo is a table's row in system.tables (TableSQL).
 type tableInfo struct {
 	engine, engineFull, sortingKey string
 }
 
-// describe reads db.table's engine from system.tables; found is false when
+// Describe reads db.table's engine from system.tables; found is false when
 // no such table or view exists.
 func (t *Server) Describe(ctx context.Context, db, table string) (info tableInfo, found bool, err error) {
 	err = t.SystemTables(ctx, "read the engine of "+mapping.Qualified(db, table), func() error {
@@ -63,7 +63,7 @@ func (t *Server) Describe(ctx context.Context, db, table string) (info tableInfo
 	return info, found, nil
 }
 
-// systemTables runs read, a query of system.tables in the target database,
+// SystemTables runs read, a query of system.tables in the target database,
 // and returns its error, classified and prefixed with what. ClickHouse
 // 18.16 builds every row of system.tables for the database, whatever the
 // WHERE clause, so the query fails (UNKNOWN_TABLE naming another table,
@@ -92,7 +92,7 @@ func (t *Server) SystemTables(ctx context.Context, what string, read func() erro
 }
 
 // ddlRace reports a system.tables read that failed on another table's
-// concurrent RENAME or DROP (systemTables).
+// concurrent RENAME or DROP (SystemTables).
 func ddlRace(err error) bool {
 	switch chCode(err) {
 	case ChUnknownTable, ChFileDoesntExist, chPocoException:
@@ -122,7 +122,7 @@ func (t *Server) TargetColumns(ctx context.Context) (cols [][2]string, found boo
 	return cols, true, nil
 }
 
-// columns reads db.table's columns, in table order (columnsSQL).
+// columns reads db.table's columns, in table order (ColumnsSQL).
 func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, error) {
 	name := mapping.Qualified(db, table)
 	rows, err := t.conn.Query(ctx, ColumnsSQL, db, table)

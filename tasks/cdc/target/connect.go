@@ -37,7 +37,7 @@ const (
 	// DefaultTimeout bounds each ClickHouse call when ClickHouse.Timeout
 	// is 0.
 	DefaultTimeout = 2 * time.Minute
-	// minTimeout is the shortest ClickHouse.Timeout: a shorter one would
+	// MinTimeout is the shortest ClickHouse.Timeout: a shorter one would
 	// fail every call, as transient, which no retry helps.
 	MinTimeout = time.Second
 )
@@ -75,7 +75,8 @@ func (c ClickHouse) Database() string {
 	return o.Auth.Database
 }
 
-// target is a connection to the target table of a mapping.
+// Server is a connection to the ClickHouse server of a mapping's target (M);
+// With gives another target on the same connections.
 type Server struct {
 	conn    driver.Conn
 	M       *mapping.Mapping
@@ -88,9 +89,9 @@ type Server struct {
 	cl   *clusterInfo
 }
 
-// connect opens and pings the server and learns its version. Connection
+// Connect opens and pings the server and learns its version. Connection
 // failures are transient; a bad URL, refused credentials and a TLS port
-// without secure=true (speaksTLS) are config errors.
+// without secure=true (SpeaksTLS) are config errors.
 func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, error) {
 	opts, err := parseDSN(cfg.URL)
 	if err != nil {
@@ -249,6 +250,7 @@ func (t *Server) With(m *mapping.Mapping) *Server {
 	return &c
 }
 
+// Close closes the connections.
 func (t *Server) Close() { t.conn.Close() }
 
 // settingsAsStrings is DBMS_MIN_REVISION_WITH_SETTINGS_SERIALIZED_AS_STRINGS:

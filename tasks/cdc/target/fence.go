@@ -15,7 +15,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
 
-// A lock can be broken (a holder frozen past lockTiming.stale), and a
+// A lock can be broken (a holder frozen past LockTiming.Stale), and a
 // holder checks it between its writes, but a check and the write after it
 // are two statements: a holder stopped between them would write beside
 // the run that broke its lock. So every write under the lock is fenced:

@@ -31,7 +31,7 @@ import (
 // It also records the source's identity as the batches show it
 // (metadata.source connector, name, version, db), which the refusals name.
 
-// ledgerColumns are the ledger's columns and their ClickHouse types, in
+// LedgerColumns are the ledger's columns and their ClickHouse types, in
 // table order.
 var LedgerColumns = [][2]string{
 	{"seq", "UInt64"}, // 1, 2, ... in apply order
@@ -65,10 +65,12 @@ func targetLedger(s *Server, m *mapping.Mapping) *ledgerTable {
 // ledger is the ledger of t's target.
 func (t *Server) ledger() *ledgerTable { return targetLedger(t, t.M) }
 
-// createLedgerSQL makes the ledger (setup, and apply on a target the seed
+// CreateLedgerSQL makes the ledger (setup, and apply on a target the seed
 // flow made).
 func CreateLedgerSQL(m *mapping.Mapping) string { return targetLedger(nil, m).createSQL() }
 
+// LedgerColumnList lists the ledger's columns in table order, applied_at
+// only withTime.
 func LedgerColumnList(withTime bool) string {
 	return (&ledgerTable{cols: LedgerColumns, stamp: "applied_at"}).columnList(withTime)
 }
@@ -166,9 +168,9 @@ func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *c
 		e.Source.Connector, e.Source.Name, e.Source.Version, e.Source.Db}, f, fmt.Sprintf("the ledger row of seq %d", e.Seq))
 }
 
-// recordBatch appends the ledger row of a batch applied and verified after
+// RecordBatch appends the ledger row of a batch applied and verified after
 // prev. A ledger dropped during the run is transient: apply makes the
-// ledger itself (ensureLedger), so a re-run records the batch.
+// ledger itself (EnsureLedger), so a re-run records the batch.
 func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry, f Fence) error {
 	err := t.retryQuorum(ctx, func() error { return t.appendLedger(ctx, prev, e, f) }, t.ledgerSettled(ctx, prev, e))
 	if err != nil && chCode(err) == ChUnknownTable {
@@ -178,7 +180,7 @@ func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry, f 
 	return err
 }
 
-// ensureLedger reads the ledger's latest row and the row of digest
+// EnsureLedger reads the ledger's latest row and the row of digest
 // (readLedger), creating the ledger first when it is missing (a target the
 // seed flow made, or one set up before the ledger existed) and checking
 // its columns when it cannot be read; a new ledger over a target that

@@ -29,9 +29,9 @@ import (
 //     id, host, pid, now() of the server), one statement: a lock without
 //     rows is one a server restart emptied (engine Memory), broken as stale
 //     by its creation time;
-//   - hold: a heartbeat inserts another row every lockTiming.beat, in the
+//   - hold: a heartbeat inserts another row every LockTiming.Beat, in the
 //     server's clock, only into a lock that holds a row of this run (a run
-//     cut off from ClickHouse past lockTiming.stale, whose lock was broken
+//     cut off from ClickHouse past LockTiming.Stale, whose lock was broken
 //     and taken again, must not add its rows to the new holder's lock and
 //     pass its checks there; a holder whose lock a server restart emptied
 //     stops at its next check too); before the insert and before the
@@ -43,10 +43,10 @@ import (
 //     DROP it (a lock that is not its own is renamed back); a run cut
 //     between the RENAME and the DROP leaves that table, which the next
 //     holder drops once its newest heartbeat is older than
-//     lockTiming.stale (sweepAsides);
-//   - a waiter retries every lockTiming.poll up to lockTiming.wait, then
+//     LockTiming.Stale (SweepAsides);
+//   - a waiter retries every LockTiming.Poll up to LockTiming.Wait, then
 //     fails transient naming the holder; it breaks a lock whose newest
-//     heartbeat is older than lockTiming.stale by the server's clock (a
+//     heartbeat is older than LockTiming.Stale by the server's clock (a
 //     killed run): RENAME it away, check that the renamed table is the lock
 //     it judged stale (same holder, still stale), DROP it, and compete for
 //     the lock again. A rename that caught a fresh lock instead (the stale
@@ -55,11 +55,11 @@ import (
 //     before writing. So two runs never both write, and the name of the
 //     one holding the lock is in every message about it.
 //
-// A holder frozen (SIGSTOP, a paused VM) for longer than lockTiming.stale
+// A holder frozen (SIGSTOP, a paused VM) for longer than LockTiming.Stale
 // between its last check and a write does not write beside the run that
 // broke its lock: every write is fenced by the lock (fence.go).
 
-// lockTiming is how the lock is held and waited for.
+// LockTiming is how the lock is held and waited for.
 type LockTiming struct {
 	Beat  time.Duration // heartbeat interval
 	Stale time.Duration // a lock whose newest heartbeat is older is broken
@@ -67,12 +67,13 @@ type LockTiming struct {
 	Poll  time.Duration // how often a waiting run tries again
 }
 
-// defaultLockTiming: a run killed moments ago is broken after 30 s, so a
-// run started right after it waits at most that (and at most 60 s for a
-// live holder, then fails transient: a Kestra retry fits).
+// DefaultLockTiming is the lock's timing unless the run's config sets its
+// own: a run killed moments ago is broken after 30 s, so a run started
+// right after it waits at most that (and at most 60 s for a live holder,
+// then fails transient: a Kestra retry fits).
 var DefaultLockTiming = LockTiming{Beat: 2 * time.Second, Stale: 30 * time.Second, Wait: 60 * time.Second, Poll: 250 * time.Millisecond}
 
-// holderInfo is who holds (or held) the lock, as its rows say.
+// HolderInfo is who holds (or held) the lock, as its rows say.
 type HolderInfo struct {
 	ID, host string
 	pid      uint32
@@ -87,7 +88,7 @@ func (h HolderInfo) String() string {
 	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.ID, h.host, h.pid, h.Age.Round(time.Second))
 }
 
-// targetLock is a held lock.
+// Lock is a held lock.
 type Lock struct {
 	Table  *Table
 	ID     string
@@ -109,13 +110,14 @@ type Lock struct {
 	releaseErr error
 }
 
+// NewHolderID returns a new holder id: 16 random hex digits.
 func NewHolderID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-// lock takes the target's lock, waiting for a holder (and breaking a
+// Lock takes the target's lock, waiting for a holder (and breaking a
 // stale one) as above. log gets a line when the run starts to wait and
 // when it breaks a lock.
 func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (*Lock, error) {
@@ -181,7 +183,7 @@ func (l *Lock) insertBeat(ctx context.Context, host string) error {
 	return l.Table.exec(ctx, LockBeatSQL(l.Name, l.ID, host, os.Getpid()))
 }
 
-// holder reads who holds the lock table bare (a name in the target's
+// Holder reads who holds the lock table bare (a name in the target's
 // database: the lock or a lock renamed aside); found is false when it does
 // not exist.
 func (l *Lock) Holder(ctx context.Context, bare string) (HolderInfo, bool, error) {
@@ -220,7 +222,7 @@ func (l *Lock) Holder(ctx context.Context, bare string) (HolderInfo, bool, error
 	return h, true, nil
 }
 
-// breakStale breaks the lock judged stale (h): rename, check, drop.
+// BreakStale breaks the lock judged stale (h): rename, check, drop.
 // broken reports that it dropped that lock.
 func (l *Lock) BreakStale(ctx context.Context, h HolderInfo) (broken bool, _ error) {
 	aside := l.Aside()
@@ -274,7 +276,7 @@ func (l *Lock) heartbeat(host string) {
 	}
 }
 
-// check confirms the lock is still this run's: its heartbeats land, and
+// Check confirms the lock is still this run's: its heartbeats land, and
 // the lock table's holder is this run.
 func (l *Lock) Check(ctx context.Context) error {
 	if l.cl != nil {
@@ -301,14 +303,14 @@ func (l *Lock) Check(ctx context.Context) error {
 	return nil
 }
 
-// release gives the lock up: stop the heartbeat, then rename the lock
+// Release gives the lock up: stop the heartbeat, then rename the lock
 // aside, check it is this run's, drop it. A lock that is not this run's is
 // left (renamed back). It returns when that has ended or ctx is done,
 // whichever comes first: clickhouse-go dials and reads a new connection's
 // hello under its own dial timeout, not ctx, so on a frozen server the
 // run would otherwise wait out one more timeout per call. A release cut
 // short that way goes on in the background until its calls fail (a lock
-// left is broken by the next run after lockTiming.stale, a lock renamed
+// left is broken by the next run after LockTiming.Stale, a lock renamed
 // aside swept by the next holder). Release is given up once: a later
 // call sends nothing and does not wait again; it returns the first one's
 // result, or errReleasing while that goes on. A second rename would move
@@ -341,11 +343,11 @@ func (l *Lock) Release(ctx context.Context) error {
 // context and goes on in the background.
 var errReleasing = errors.New("giving the lock back is still under way")
 
-// releaseWithin bounds a release: the call timeout, at most 10 s. Giving
+// ReleaseWithin bounds a release: the call timeout, at most 10 s. Giving
 // a lock back takes milliseconds on a server that answers; on one that
 // does not, a run that already waited out a timeout need not wait out a
 // second one in full (the next run breaks the lock left after
-// lockTiming.stale).
+// LockTiming.Stale).
 func (l *Lock) ReleaseWithin() time.Duration { return min(l.Table.timeout, 10*time.Second) }
 
 // giveBack stops the heartbeat and drops the lock if it is this run's.
@@ -357,18 +359,18 @@ func (l *Lock) giveBack(ctx context.Context) error {
 	return l.DropOwn(ctx)
 }
 
-// aside is the name this run renames a lock to before dropping it.
+// Aside is the name this run renames a lock to before dropping it.
 func (l *Lock) Aside() string {
 	return mapping.Qualified(l.Table.M.Target.Database, AsideName(l.Table.M, l.ID))
 }
 
-// asideName is the bare name holder id renames the lock to.
+// AsideName is the bare name holder id renames the lock to.
 func AsideName(m *mapping.Mapping, id string) string { return mapping.LockName(m) + "_x" + id }
 
-// sweepAsides drops the locks renamed aside (asideName) that runs cut
+// SweepAsides drops the locks renamed aside (AsideName) that runs cut
 // between their RENAME and their DROP left behind, once their newest
 // heartbeat (or, without rows, their renaming) is older than
-// lockTiming.stale by the server's clock. Apply runs it once it holds the
+// LockTiming.Stale by the server's clock. Apply runs it once it holds the
 // lock. Such a table holds no lock: no run heartbeats into it (a
 // heartbeat lands only in a lock with its holder's rows, and a run renames
 // its lock aside only after its heartbeat stopped, or to drop or give back
@@ -414,8 +416,8 @@ func (l *Lock) SweepAsides(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// asides lists the tables of the target's database named prefix followed
-// by a holder id (newHolderID: 16 lowercase hex digits).
+// Asides lists the tables of the target's database named prefix followed
+// by a holder id (NewHolderID: 16 lowercase hex digits).
 func (l *Lock) Asides(ctx context.Context, prefix string) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
@@ -441,6 +443,9 @@ func (l *Lock) Asides(ctx context.Context, prefix string) ([]string, error) {
 	return names, err
 }
 
+// DropOwn gives back the lock if it is still this run's: on one server
+// its table renamed aside and dropped (put back when another run took the
+// lock meanwhile), on a cluster the holder's row marked gone.
 func (l *Lock) DropOwn(ctx context.Context) error {
 	if l.cl != nil {
 		return l.cl.put(ctx, l, stateGone)

@@ -13,7 +13,7 @@ import (
 // it checks whether the address speaks HTTP instead of the native protocol.
 const wrongProtocolAfter = 3 * time.Second
 
-// speaksHTTP reports the first of addrs that answers an HTTP request (over
+// SpeaksHTTP reports the first of addrs that answers an HTTP request (over
 // TLS when tlsConfig is set) with an HTTP status line, within a few seconds.
 // It is asked only when the native hello is slow, so a healthy native server
 // never sees the request (a native server would log it as a bad packet).
@@ -60,7 +60,7 @@ func probeHTTP(ctx context.Context, addr string, tlsConfig *tls.Config) bool {
 // errSawTLS stops a TLS probe's handshake at the server's certificate.
 var errSawTLS = errors.New("the server answered the TLS client hello")
 
-// speaksTLS reports the first of addrs whose server answers a TLS client
+// SpeaksTLS reports the first of addrs whose server answers a TLS client
 // hello as a TLS server does: with its ServerHello and certificate, or with
 // a TLS alert; each address is given timeout (within ctx). It is asked only
 // after a plaintext native hello failed, to tell a TLS port (CLICKHOUSE_URL

@@ -37,7 +37,7 @@ func (t *Table) keysTableFor(rows []*change.Row) (*ext.Table, error) {
 	return tbl, nil
 }
 
-// read returns the winning version (FINAL) of each key of rows, by key
+// Read returns the winning version (FINAL) of each key of rows, by key
 // bytes; keys travel in an external table, never in the SQL text.
 func (t *Table) Read(ctx context.Context, rows []*change.Row) (map[string]*change.Row, error) {
 	return t.query(ctx, rows, ReadSQL(t.M), false)
@@ -49,7 +49,7 @@ func (t *Table) versions(ctx context.Context, rows []*change.Row) (map[string]*c
 	return t.query(ctx, rows, VersionsSQL(t.M), true)
 }
 
-// current reads the target's winning version of each key of rows, as the
+// Current reads the target's winning version of each key of rows, as the
 // seed's read_current: the versions first, then the payloads of the keys
 // the target holds at the batch's own LSN (the only ones selectPending
 // compares). A key whose version moved between the two reads keeps what
@@ -190,7 +190,7 @@ func (t *Table) HighestVersion(ctx context.Context) (uint64, error) {
 	return high, nil
 }
 
-// truncated returns a delete marker, at the TRUNCATE tr, for every key the
+// Truncated returns a delete marker, at the TRUNCATE tr, for every key the
 // target holds live at an older version and inBatch does not report (the
 // batch's own keys were deleted by the TRUNCATE as it merged).
 func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key string) bool) ([]*change.Row, error) {

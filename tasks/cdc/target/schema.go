@@ -12,7 +12,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 )
 
-// table is the target table as checkSchema found it: the connection and,
+// Table is the target table as CheckSchema found it: the connection and,
 // for each mapped column (in mapping order), how it is stored.
 type Table struct {
 	*Server
@@ -35,7 +35,7 @@ type storedColumn struct {
 	codec codec
 }
 
-// checkSupported returns ErrUnsupportedServer, a configuration error, for
+// CheckSupported returns ErrUnsupportedServer, a configuration error, for
 // a mapping the server cannot store.
 func (t *Server) CheckSupported() error {
 	for i := range t.M.Cols {
@@ -52,7 +52,7 @@ func (t *Server) CheckSupported() error {
 	return nil
 }
 
-// checkSchema compares the target table with the mapping: a
+// CheckSchema compares the target table with the mapping: a
 // ReplacingMergeTree holding every mapped column with its type, the UInt64
 // version and the UInt8 delete marker. It returns the table as stored: each
 // column's stored type and codec (a Bool column may be stored as UInt8).
@@ -157,7 +157,7 @@ func (t *Server) checkViewObject(obj object) error {
 	return nil
 }
 
-// ensureView makes the live view when no table or view has its name, and
+// EnsureView makes the live view when no table or view has its name, and
 // checks it (checkView); made says it was missing.
 func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	obj, err := t.inspect(ctx, t.M.Target.LiveView)
@@ -173,13 +173,13 @@ func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	return true, t.checkView(ctx)
 }
 
-// normKey normalises a sorting key for comparison: no spaces, quotes or
+// NormKey normalises a sorting key for comparison: no spaces, quotes or
 // parentheses.
 func NormKey(s string) string {
 	return strings.NewReplacer(" ", "", "`", "", "\"", "", "(", "", ")", "").Replace(s)
 }
 
-// setup creates (if absent) the target database when the mapping asks, the
+// Setup creates (if absent) the target database when the mapping asks, the
 // ReplacingMergeTree table (an existing one is checked against the mapping
 // before the view is made over it), the live view and the ledger, checks
 // them, and returns the statements it ran, in order.
@@ -234,7 +234,7 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 
 // AddColumns adds the mapping's columns the table lacks (columns the
 // source added), each after the mapped columns before it, and makes the
-// live view again over them; it returns the table as checkSchema then
+// live view again over them; it returns the table as CheckSchema then
 // finds it. The view is missing for the moment between its DROP and its
 // CREATE (18.16 has no CREATE OR REPLACE VIEW).
 func (t *Server) AddColumns(ctx context.Context) (*Table, error) {

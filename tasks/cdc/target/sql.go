@@ -19,9 +19,10 @@ import (
 // key columns are called, since an external table's structure is not quoted).
 const keysTable = "_cdc_keys"
 
+// KeysColumn is the name of the n-th key column of keysTable.
 func KeysColumn(n int) string { return "k" + strconv.Itoa(n) }
 
-// columnList renders the mapped columns, then the version and deleted
+// ColumnList renders the mapped columns, then the version and deleted
 // columns when withMeta.
 func ColumnList(m *mapping.Mapping, withMeta bool) string {
 	names := make([]string, 0, len(m.Cols)+2)
@@ -34,6 +35,7 @@ func ColumnList(m *mapping.Mapping, withMeta bool) string {
 	return strings.Join(names, ", ")
 }
 
+// KeyList renders the key columns, in key order.
 func KeyList(m *mapping.Mapping) string {
 	names := make([]string, len(m.KeyIdx))
 	for n, i := range m.KeyIdx {
@@ -42,7 +44,7 @@ func KeyList(m *mapping.Mapping) string {
 	return strings.Join(names, ", ")
 }
 
-// createDatabaseSQL is run by setup only when target.create_database is true.
+// CreateDatabaseSQL is run by setup only when target.create_database is true.
 func CreateDatabaseSQL(m *mapping.Mapping) string {
 	db := mapping.QuoteIdent(m.Target.Database)
 	if m.Target.Database == "default" {
@@ -51,7 +53,7 @@ func CreateDatabaseSQL(m *mapping.Mapping) string {
 	return "CREATE DATABASE IF NOT EXISTS " + db
 }
 
-// createTableSQL is the target table: the mapped columns, the UInt64
+// CreateTableSQL is the target table: the mapped columns, the UInt64
 // version (the source LSN) and the UInt8 delete marker, a ReplacingMergeTree
 // on the version, ordered by the key (seed task create_target); on a server
 // that has it (caps.IsDeleted) the delete marker is the engine's is_deleted
@@ -77,7 +79,7 @@ func CreateTableSQL(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	return b.String()
 }
 
-// createViewSQL is the live view: current rows, delete markers hidden.
+// CreateViewSQL is the live view: current rows, delete markers hidden.
 func CreateViewSQL(m *mapping.Mapping) string {
 	return "CREATE VIEW IF NOT EXISTS " + mapping.Qualified(m.Target.Database, m.Target.LiveView) + " AS\n" +
 		"SELECT " + ColumnList(m, false) + "\n" +
@@ -98,7 +100,7 @@ func keysIn(m *mapping.Mapping) string {
 	return "(" + KeyList(m) + ") IN (SELECT " + strings.Join(ext, ", ") + " FROM " + keysTable + ")"
 }
 
-// readSQL reads the winning version of the batch's keys (seed tasks
+// ReadSQL reads the winning version of the batch's keys (seed tasks
 // read_current and read_back). The keys are a PREWHERE: they are the
 // sorting key, so every version of a key passes or none does, and FINAL
 // then merges only the batch's rows. With a WHERE, ClickHouse 18.16 reads
@@ -111,7 +113,7 @@ func ReadSQL(m *mapping.Mapping) string {
 		"PREWHERE " + keysIn(m)
 }
 
-// versionsSQL reads only the key and the winning version of the batch's
+// VersionsSQL reads only the key and the winning version of the batch's
 // keys: deciding what is pending needs the payload only where the target
 // holds the batch's own version (a replay, or a conflict), and two columns
 // read in half the time of all (50M rows: 0.6 s).
@@ -121,14 +123,14 @@ func VersionsSQL(m *mapping.Mapping) string {
 		"PREWHERE " + keysIn(m)
 }
 
-// insertSQL names every column: ClickHouse 18.16 answers an INSERT without
+// InsertSQL names every column: ClickHouse 18.16 answers an INSERT without
 // a column list with an empty header, and clickhouse-go then refuses every
 // row (seen on 18.16, the Debian package).
 func InsertSQL(m *mapping.Mapping) string {
 	return "INSERT INTO " + mapping.Qualified(m.Target.Database, m.Target.Table) + " (" + ColumnList(m, true) + ")"
 }
 
-// columnsSQL and tableSQL read the target's shape for the schema check;
+// ColumnsSQL and TableSQL read the target's shape for the schema check;
 // the database and table names are bound, not pasted.
 const (
 	ColumnsSQL = "SELECT name, type FROM system.columns WHERE database = ? AND table = ?"
@@ -137,14 +139,14 @@ const (
 
 // The lock's statements (lock.go); name is the qualified lock table.
 
-// lockCreateSQL takes the lock: it creates the lock table with its holder
+// LockCreateSQL takes the lock: it creates the lock table with its holder
 // row in one statement (holder String, host String, pid UInt32, beat
 // DateTime), so a run cut while taking it leaves no empty lock.
 func LockCreateSQL(name, id, host string, pid int) string {
 	return "CREATE TABLE " + name + " ENGINE = Memory AS SELECT " + quoteString(id) + " AS holder, " + quoteString(host) + " AS host, toUInt32(" + strconv.Itoa(pid) + ") AS pid, now() AS beat"
 }
 
-// lockBeatSQL inserts a heartbeat row stamped by the server's clock, into
+// LockBeatSQL inserts a heartbeat row stamped by the server's clock, into
 // the lock only when it holds a row of holder id; id and host are quoted
 // literals (quoteString), pid a number.
 func LockBeatSQL(name, id, host string, pid int) string {
@@ -152,25 +154,26 @@ func LockBeatSQL(name, id, host string, pid int) string {
 		strconv.Itoa(pid) + ", now() FROM " + name + " WHERE holder = " + quoteString(id) + " LIMIT 1"
 }
 
-// lockHolderSQL reads the newest heartbeat's holder and its age, in the
+// LockHolderSQL reads the newest heartbeat's holder and its age, in the
 // server's clock (one row, also for an empty table).
 func LockHolderSQL(name string) string {
 	return "SELECT argMax(holder, beat), argMax(host, beat), argMax(pid, beat), max(beat), now(), count() FROM " + name
 }
 
-// lockMineSQL counts the rows of one holder (bound: the holder id).
+// LockMineSQL counts the rows of one holder (bound: the holder id).
 func LockMineSQL(name string) string { return "SELECT count() FROM " + name + " WHERE holder = ?" }
 
-// lockMadeSQL reads a lock table's creation time (bound: database, name).
+// LockMadeSQL reads a lock table's creation time (bound: database, name).
 const LockMadeSQL = "SELECT metadata_modification_time, now() FROM system.tables WHERE database = ? AND name = ?"
 
 // lockAsidesSQL lists the tables of a database whose names begin with a
 // prefix (bound: database, the prefix's length in bytes, the prefix).
 const lockAsidesSQL = "SELECT name FROM system.tables WHERE database = ? AND substring(name, 1, ?) = ?"
 
+// RenameSQL renames the table from (qualified) to to.
 func RenameSQL(from, to string) string { return "RENAME TABLE " + from + " TO " + to }
 
-// truncatedSQL reads the keys the target holds live below a TRUNCATE's
+// TruncatedSQL reads the keys the target holds live below a TRUNCATE's
 // version (bound: that version).
 func TruncatedSQL(m *mapping.Mapping) string {
 	return "SELECT " + KeyList(m) + " FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + " FINAL WHERE " +
