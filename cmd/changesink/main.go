@@ -281,6 +281,9 @@ func settingName(f *kong.Flag) string {
 // text), and where every setting is listed.
 func parseHint(err error) string {
 	const lists = "`changesink help <command>` lists every setting and its env var"
+	if errors.Is(err, errUnexpectedArgument) {
+		return "Check the command's spelling; quote a flag value that holds spaces, or pass secrets as env vars; " + lists + "."
+	}
 	var pe *kong.ParseError
 	if !errors.As(err, &pe) || pe.Context == nil {
 		return lists + "."
@@ -325,9 +328,12 @@ func hideUnexpectedArgument(parser *kong.Kong, err error) error {
 	if !strings.HasPrefix(err.Error(), "unexpected argument ") {
 		return nil
 	}
-	return fmt.Errorf("unexpected argument (not shown: it may be part of a secret) after %s quote a flag value "+
-		"that holds spaces, or pass secrets as env vars; `changesink help <command>` lists the flags", commandsAt(parser, err))
+	return fmt.Errorf("%w (not shown: it may be part of a secret) after %s", errUnexpectedArgument, commandsAt(parser, err))
 }
+
+// errUnexpectedArgument: a word on the command line that no flag or
+// command takes (hideUnexpectedArgument); parseHint says what to do.
+var errUnexpectedArgument = errors.New("unexpected argument")
 
 // commandsAt names the command a parse error stopped at and, when it has
 // subcommands, lists them (a misspelt one: "kafka-state materialise").
@@ -346,7 +352,7 @@ func commandsAt(parser *kong.Kong, err error) string {
 		}
 	}
 	if len(names) == 0 {
-		return "`" + node.FullPath() + "`, which takes no arguments:"
+		return "`" + node.FullPath() + "`, which takes no arguments"
 	}
-	return "`" + node.FullPath() + "`, whose commands are " + strings.Join(names, ", ") + ": check the command's spelling,"
+	return "`" + node.FullPath() + "`, whose commands are " + strings.Join(names, ", ")
 }

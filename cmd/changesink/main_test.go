@@ -128,12 +128,11 @@ func TestUnexpectedArgumentNotShown(t *testing.T) {
 		args, hidden, says string
 	}{
 		{"kafka-state setup --pg-password hunter2 pwsecondword --pg-dsn host=127.0.0.1", "pwsecondword",
-			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state setup`, which takes no arguments: " +
-				"quote a flag value that holds spaces, or pass secrets as env vars"},
+			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state setup`, which takes no arguments\"," +
+				"\"error_class\":\"config\",\"hint\":\"Check the command's spelling; quote a flag value that holds spaces, or pass secrets as env vars"},
 		{"kafka-state materialise", "materialise",
-			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state`, whose commands are setup, materialize, verify: " +
-				"check the command's spelling, quote a flag value that holds spaces"},
-		{"cdcc apply", "cdcc", "after `changesink`, whose commands are kafka-state, cdc, version, help: check the command's spelling"},
+			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state`, whose commands are setup, materialize, verify\""},
+		{"cdcc apply", "cdcc", "after `changesink`, whose commands are kafka-state, cdc, version, help\""},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
 			var out bytes.Buffer

@@ -138,6 +138,8 @@ func hints() []hint {
 		{change.ErrUnsupportedServer, "Map the column to a type the server has (DateTime, or String with source_type: " +
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
 		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
+		{target.ErrHTTPTooOld, "Use the server's native protocol: CLICKHOUSE_URL clickhouse://host:9000/database (secure=true and " +
+			"the TLS port, 9440 by default, for TLS)."},
 		{target.ErrBadURL, "Set CLICKHOUSE_URL to the native protocol: clickhouse://host:9000/database (secure=true and the " +
 			"TLS port, 9440 by default, for TLS), or to the HTTP interface: http://host:8123/database, https://host:8443/database."},
 		{target.ErrTLS, "With secure=true, CLICKHOUSE_URL must name the server's TLS port (9440 by default) and a host name " +

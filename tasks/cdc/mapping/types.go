@@ -164,9 +164,12 @@ func ParseType(s string) (Type, error) {
 		}
 		return t, nil
 	}
-	return Type{}, fmt.Errorf("unsupported type %q (supported: Int8..Int64, UInt8..UInt64, Float32, Float64, "+
-		"Decimal(P, S), String, Bool, Date, DateTime, DateTime('tz'), DateTime64(p, 'tz'), UUID, Nullable(T))", s)
+	return Type{}, fmt.Errorf("unsupported type %q (supported: %s)", s, SupportedTypes)
 }
+
+// SupportedTypes lists the ClickHouse types a mapping may name.
+const SupportedTypes = "Int8..Int64, UInt8..UInt64, Float32, Float64, Decimal(P, S), String, Bool, Date, DateTime, DateTime('tz'), " +
+	"DateTime64(p, 'tz'), UUID, Nullable(T)"
 
 func (t *Type) setZone(quoted string) error {
 	if len(quoted) < 2 || quoted[0] != '\'' || quoted[len(quoted)-1] != '\'' {

@@ -1,6 +1,9 @@
 package target
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Causes of the failures the target reports, each with a remedy of its own
 // (cdc.Hint): classify and connect wrap the driver's error with one of
@@ -9,6 +12,9 @@ var (
 	// ErrBadURL: CLICKHOUSE_URL is not a clickhouse-go DSN, or names with
 	// clickhouse:// an address that does not speak the native protocol.
 	ErrBadURL = errors.New("CLICKHOUSE_URL does not reach ClickHouse's native protocol")
+	// ErrHTTPTooOld: CLICKHOUSE_URL names the HTTP interface of a server
+	// too old for clickhouse-go's HTTP client (ErrBadURL's narrower cause).
+	ErrHTTPTooOld = fmt.Errorf("%w: the server is too old for clickhouse-go's HTTP client", ErrBadURL)
 	// ErrCredentials: the server refused the user or the password.
 	ErrCredentials = errors.New("ClickHouse refused the user or password")
 	// ErrNotAllowed: the user may not read or write the target (grants, or

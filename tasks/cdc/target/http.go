@@ -83,9 +83,8 @@ const chUnknownFunction = 46
 // works; a setting it refuses, as probeURLSettings would.
 func httpConnectErr(err error, settings clickhouse.Settings) error {
 	if chCode(err) == chUnknownFunction {
-		return outcome.Config.Mark(fmt.Errorf("%w: %w: the server behind %s is too old for clickhouse-go's HTTP client "+
-			"(it has no displayName(), which ClickHouse 20.x added); use its native protocol, clickhouse://: %w",
-			change.ErrConfig, ErrBadURL, EnvClickHouseURL, err))
+		return outcome.Config.Mark(fmt.Errorf("%w: %w: %s: it has no displayName(), which ClickHouse 20.x added: %w",
+			change.ErrConfig, ErrHTTPTooOld, EnvClickHouseURL, err))
 	}
 	return settingsRefused(classify(err), settings, "the server")
 }
