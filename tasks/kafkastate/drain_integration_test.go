@@ -335,8 +335,11 @@ func killDrains(t *testing.T, shards ...string) {
 			cfg.Shard = s
 			children = append(children, testenv.Start(t, materializer(context.Background(), t, cfg)))
 		}
+		// Killed once this round's drains have committed a batch (however
+		// slow a loaded machine starts them), at a random moment after it.
+		e.waitForCommit(t, last, time.Minute)
 		for _, child := range children {
-			time.Sleep(time.Duration(150+killAt.IntN(1000)/len(children)) * time.Millisecond)
+			time.Sleep(time.Duration(killAt.IntN(600)/len(children)) * time.Millisecond)
 			r := child.Kill(t)
 			if r.Signal == syscall.SIGKILL {
 				kills++
@@ -383,4 +386,19 @@ func killDrains(t *testing.T, shards ...string) {
 	}
 	sameState(t, e.records(t), latest(t, e))
 	t.Logf("%d records produced, %d runs killed mid-drain, %d keys stored", produced, kills, len(e.records(t)))
+}
+
+// waitForCommit waits, up to limit, until a partition's position is past
+// where last has it: a drain running now committed a batch.
+func (e *env) waitForCommit(t *testing.T, last map[string]int64, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		next, _, _ := e.positions(t)
+		for p, o := range next {
+			if o > last[p] {
+				return
+			}
+		}
+	}
+	t.Fatalf("no drain committed a batch within %s", limit)
 }
