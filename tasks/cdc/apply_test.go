@@ -202,7 +202,7 @@ func TestOutputsLostAfterTheLedger(t *testing.T) {
 	e.setup()
 	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(10), int64(500), "new", int64(100), false)))
 	cfg := e.config(path)
-	cfg.hooks.afterInsert = func(context.Context) error { return os.RemoveAll(cfg.Dir.Path) }
+	cfg.hooks.AfterInsert = func(context.Context) error { return os.RemoveAll(cfg.Dir.Path) }
 	_, err := testApply(context.Background(), cfg)
 	wantError(t, err, outcome.Transient, errNotPublished, "the batch is applied, verified and recorded in the ledger, but the output files are not published: publish the output files in WORKING_DIR",
 		"Re-run the batch: a replay writes nothing twice and writes expected.jsonl again, with an empty pending.jsonl (this run applied those rows)")
@@ -236,7 +236,7 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 	path := writeFile(t, "changes.ion", batch)
 	crash := errors.New("killed after the insert")
 	cfg := e.config(path)
-	cfg.hooks.afterInsert = func(context.Context) error { return crash }
+	cfg.hooks.AfterInsert = func(context.Context) error { return crash }
 	if _, err := testApply(context.Background(), cfg); !errors.Is(err, crash) {
 		t.Fatalf("err = %v", err)
 	}
@@ -289,7 +289,7 @@ func TestApplyVerifyFailure(t *testing.T) {
 	cfg := e.config(writeFile(t, "changes.ion", encode(t, true,
 		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(20), int64(700), "new", int64(101), false))))
-	cfg.hooks.afterInsert = func(ctx context.Context) error {
+	cfg.hooks.AfterInsert = func(ctx context.Context) error {
 		return e.conn.Exec(ctx, "INSERT INTO "+e.db+".orders_cdc (id, customer_id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 2, 20, 700, 'other', 101, 0")
 	}
 	_, err := testApply(context.Background(), cfg)
@@ -350,7 +350,7 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 		orderEvent(1, int64(10), int64(500), "new", int64(100), false),
 		orderEvent(2, int64(20), int64(700), "new", int64(101), false)))
 	cfg := e.config(path)
-	cfg.hooks.afterInsert = func(ctx context.Context) error {
+	cfg.hooks.AfterInsert = func(ctx context.Context) error {
 		return e.conn.Exec(ctx, "DROP TABLE "+mapping.Qualified(e.db, mapping.LedgerName(e.m)))
 	}
 	_, err := testApply(context.Background(), cfg)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -45,7 +46,7 @@ func clusterChild() int {
 	defer os.RemoveAll(dir)
 	cfg := Config{Mapping: m, ClickHouse: target.ClickHouse{URL: os.Getenv(envClusterURL), Timeout: 20 * time.Second},
 		BatchFile: os.Getenv(envClusterChild)}
-	env := Env{Dir: kestra.Dir{Path: dir}, Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hooks: hooks{lockTiming: testLockTiming}}
+	env := Env{Dir: kestra.Dir{Path: dir}, Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hooks: testhook.Hooks{LockTiming: testLockTiming}}
 	if _, err := Apply(context.Background(), cfg, env); err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		return outcome.Classify(err).ExitCode()

@@ -40,14 +40,14 @@ func TestClusterOneWriter(t *testing.T) {
 	results := make([]*Result, 2)
 	for i := range 2 {
 		cfg := c.via(i, batches[i])
-		cfg.hooks.locked = func(context.Context) error {
+		cfg.hooks.Locked = func(context.Context) error {
 			mu.Lock()
 			spans[i][0] = time.Now()
 			mu.Unlock()
 			time.Sleep(time.Second) // the other run is waiting meanwhile
 			return nil
 		}
-		cfg.hooks.recorded = func(context.Context) error {
+		cfg.hooks.Recorded = func(context.Context) error {
 			mu.Lock()
 			spans[i][1] = time.Now()
 			mu.Unlock()

@@ -1,11 +1,11 @@
 package cdc
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 
@@ -108,10 +108,10 @@ type Env struct {
 	// them.
 	Log *slog.Logger
 
-	// hooks is a test seam: unexported, set only by this package's tests to
-	// stop a run at a chosen step (a crash after the insert, a server that
-	// goes away mid-batch).
-	hooks hooks
+	// hooks is a test seam (internal/testhook): unexported, set only by
+	// this package's tests to stop a run at a chosen step (a crash after
+	// the insert, a server that goes away mid-batch).
+	hooks testhook.Hooks
 }
 
 // log is e.Log, or a logger that discards.
@@ -120,30 +120,4 @@ func (e Env) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return e.Log
-}
-
-type hooks struct {
-	// locked runs once the target's lock is held (a run killed while
-	// holding it).
-	locked       func(context.Context) error
-	beforeInsert func(context.Context) error
-	afterInsert  func(context.Context) error
-	recorded     func(context.Context) error // the ledger row written, the lock not yet given back
-	// checked runs after each lock check that guards a write, before the
-	// write ("insert", "ledger"): a holder frozen there.
-	checked func(ctx context.Context, write string) error
-	// lockTiming overrides target.DefaultLockTiming (a stale lock broken
-	// in seconds).
-	lockTiming target.LockTiming
-	// loadChunkRows and loadBlockRows override the initial load's chunk
-	// and block sizes (many chunks and blocks from a small table).
-	loadChunkRows, loadBlockRows int
-}
-
-// run calls the hook f, when set.
-func (h hooks) run(ctx context.Context, f func(context.Context) error) error {
-	if f == nil {
-		return nil
-	}
-	return f(ctx)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 )
 
 // ordersMapping is the mapping shipped in flows/ for the seed's orders table.
@@ -132,13 +133,13 @@ func setHook(t *testing.T, cfg *testRun, point string, f func(context.Context) e
 	t.Helper()
 	switch point {
 	case "locked":
-		cfg.hooks.locked = f
+		cfg.hooks.Locked = f
 	case "before the insert":
-		cfg.hooks.beforeInsert = f
+		cfg.hooks.BeforeInsert = f
 	case "after the insert":
-		cfg.hooks.afterInsert = f
+		cfg.hooks.AfterInsert = f
 	case "after the ledger row":
-		cfg.hooks.recorded = f
+		cfg.hooks.Recorded = f
 	default:
 		t.Fatalf("no hook at %q", point)
 	}
@@ -199,7 +200,7 @@ var testLockTiming = target.LockTiming{Beat: 200 * time.Millisecond, Stale: 4 * 
 func (e *env) config(batch string) testRun {
 	return testRun{
 		Config{Mapping: e.m, ClickHouse: target.ClickHouse{URL: e.url, Timeout: time.Minute}, BatchFile: batch},
-		Env{Dir: kestra.Dir{Path: e.t.TempDir()}, hooks: hooks{lockTiming: testLockTiming}},
+		Env{Dir: kestra.Dir{Path: e.t.TempDir()}, hooks: testhook.Hooks{LockTiming: testLockTiming}},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
@@ -66,7 +67,7 @@ func TestErrorsAlikeOverNativeAndHTTP(t *testing.T) {
 				m := loadMapping(t, ordersMapping)
 				m.Target.Database, m.Target.CreateDatabase = db, false
 				cfg := testRun{Config{Mapping: m, ClickHouse: target.ClickHouse{URL: urls[proto], Timeout: time.Minute}, BatchFile: batch},
-					Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: hooks{lockTiming: testLockTiming}}}
+					Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: testhook.Hooks{LockTiming: testLockTiming}}}
 				if tc.change != nil {
 					tc.change(t, &cfg)
 				}
@@ -85,7 +86,7 @@ func TestErrorsAlikeOverNativeAndHTTP(t *testing.T) {
 	}
 	for _, proto := range []string{"native", "http"} {
 		cfg := testRun{Config{Mapping: m, ClickHouse: target.ClickHouse{URL: withSetting(t, urls[proto], "max_memory_usage", "1000"), Timeout: time.Minute},
-			BatchFile: batch}, Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: hooks{lockTiming: testLockTiming}}}
+			BatchFile: batch}, Env{Dir: kestra.Dir{Path: t.TempDir()}, hooks: testhook.Hooks{LockTiming: testLockTiming}}}
 		_, err := testApply(context.Background(), cfg)
 		if !checkError(t, err, outcome.Transient, target.ErrMemory, "code: 241") {
 			t.Errorf("memory limit over %s", proto)

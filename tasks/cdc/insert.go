@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 )
 
 // insert writes the pending rows in one block, while the run still holds
@@ -12,15 +13,15 @@ import (
 func (t *tableRun) insert(ctx context.Context, pending []*change.Row) error {
 	step := time.Now()
 	t.stop.step = stepInsert
-	if err := t.hooks.run(ctx, t.hooks.beforeInsert); err != nil {
+	if err := testhook.Run(ctx, t.hooks.BeforeInsert); err != nil {
 		return err
 	}
 	if len(pending) > 0 {
 		if err := t.lk.Check(ctx); err != nil {
 			return err
 		}
-		if t.hooks.checked != nil {
-			if err := t.hooks.checked(ctx, "insert"); err != nil {
+		if t.hooks.Checked != nil {
+			if err := t.hooks.Checked(ctx, "insert"); err != nil {
 				return err
 			}
 		}
@@ -34,7 +35,7 @@ func (t *tableRun) insert(ctx context.Context, pending []*change.Row) error {
 			return err
 		}
 	}
-	if err := t.hooks.run(ctx, t.hooks.afterInsert); err != nil {
+	if err := testhook.Run(ctx, t.hooks.AfterInsert); err != nil {
 		return err
 	}
 	t.res.Insert += time.Since(step)

@@ -175,7 +175,7 @@ func (r *syncRun) loadWorker(ctx context.Context, l *loadRun, queue <-chan loadC
 	for c := range queue {
 		b := blocks[c.lt]
 		if b == nil {
-			b = newLoadBlock(c.lt.t, cmp.Or(r.env.hooks.loadBlockRows, LoadBlockRows))
+			b = newLoadBlock(c.lt.t, cmp.Or(r.env.hooks.LoadBlockRows, LoadBlockRows))
 			blocks[c.lt] = b
 		}
 		if err := r.copyChunk(ctx, tx, c, b, l, p); err != nil {
@@ -274,7 +274,7 @@ func (r *syncRun) planTable(ctx context.Context, t *syncTable) (*loadTable, erro
 	lt.whole = kind != "r"
 	lt.estimate = int64(max(tuples, 0))
 	lt.pages, lt.filenode = uint32(size/block), uint64(filenode)
-	lt.step, lt.chunks = chunkPlan(lt.pages, lt.estimate, cmp.Or(r.env.hooks.loadChunkRows, loadChunkRows))
+	lt.step, lt.chunks = chunkPlan(lt.pages, lt.estimate, cmp.Or(r.env.hooks.LoadChunkRows, loadChunkRows))
 	if lt.whole {
 		lt.chunks = 1
 	}

@@ -154,7 +154,7 @@ func TestSyncEndsWhereATableJoins(t *testing.T) {
 	}
 	e.exec(`UPDATE acc SET tag = 'before' WHERE id <= 10`)
 	joining := env
-	joining.hooks.locked = func(context.Context) error {
+	joining.hooks.Locked = func(context.Context) error {
 		// After the run read the catalog: the table joins, is changed,
 		// then acc again.
 		e.exec(`ALTER PUBLICATION `+e.pub+` ADD TABLE acc2`, `UPDATE acc2 SET tag = 'joined' WHERE id <= 5`,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -41,7 +42,7 @@ func loadConfig(dsn, slot, db string, tables ...string) (SyncConfig, Env, error)
 	cfg := SyncConfig{Postgres: Postgres{DSN: dsn}, Slot: slot, Publication: slot, Mappings: set, LoadWorkers: 2,
 		ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute}}
 	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		hooks: hooks{lockTiming: testLockTiming, loadChunkRows: 500, loadBlockRows: 200}}
+		hooks: testhook.Hooks{LockTiming: testLockTiming, LoadChunkRows: 500, LoadBlockRows: 200}}
 	return cfg, env, err
 }
 

@@ -44,7 +44,7 @@ func TestSyncLoadParallel(t *testing.T) {
 	e.exec(loadTablesSQL...)
 	cfg, env := e.config()
 	cfg.LoadWorkers = 3
-	env.hooks.loadChunkRows, env.hooks.loadBlockRows = 1500, 400
+	env.hooks.LoadChunkRows, env.hooks.LoadBlockRows = 1500, 400
 	var logs lockedBuffer
 	env.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

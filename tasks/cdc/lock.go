@@ -8,6 +8,7 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
@@ -15,17 +16,14 @@ import (
 // the reads to the ledger row happens under it. Locks other runs left
 // aside are swept once it is held.
 func (r *applyRun) lock(ctx context.Context, tbl *target.Table) (*target.Lock, error) {
-	timing := r.env.hooks.lockTiming
-	if timing == (target.LockTiming{}) {
-		timing = target.DefaultLockTiming
-	}
+	timing := r.env.hooks.Timing()
 	r.stop.step = stepLock
 	lk, err := tbl.Lock(ctx, timing, r.env.log())
 	if err != nil {
 		return nil, err
 	}
 	r.stop.step = stepRead
-	if err := r.env.hooks.run(ctx, r.env.hooks.locked); err != nil {
+	if err := testhook.Run(ctx, r.env.hooks.Locked); err != nil {
 		r.giveUp(ctx, lk)
 		return nil, err
 	}
@@ -64,7 +62,7 @@ func (r *applyRun) giveUp(ctx context.Context, lk *target.Lock) {
 // the target right and recorded; only the lock may be left.
 func (r *applyRun) release(ctx context.Context, lk *target.Lock) error {
 	r.stop.step = stepRelease
-	if err := r.env.hooks.run(ctx, r.env.hooks.recorded); err != nil {
+	if err := testhook.Run(ctx, r.env.hooks.Recorded); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.ReleaseWithin())

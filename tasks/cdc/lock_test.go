@@ -24,13 +24,14 @@ import (
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 )
 
 // TestConcurrentCDCWriters: two cdc apply runs on one target at once, with
 // the same key and LSN and different payloads: exactly one applies, the
 // other waits for the lock and then refuses (the target holds the other
 // payload at that version). With the same batch, the second is a replay.
-// The first holds the lock a while (hooks.locked) so the second surely
+// The first holds the lock a while (hooks.Locked) so the second surely
 // waits.
 func TestConcurrentCDCWriters(t *testing.T) {
 	for _, same := range []bool{false, true} {
@@ -51,7 +52,7 @@ func TestConcurrentCDCWriters(t *testing.T) {
 			errs := make([]error, 2)
 			for i := range 2 {
 				cfg := e.config(batches[i])
-				cfg.hooks.locked = func(context.Context) error {
+				cfg.hooks.Locked = func(context.Context) error {
 					once.Do(func() { close(held) })
 					time.Sleep(time.Second) // the other run is waiting meanwhile
 					return nil
@@ -379,8 +380,8 @@ func holdingChild() {
 		return
 	}
 	cfg := testRun{Config{Mapping: m, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
-		BatchFile: os.Getenv("CDC_TEST_CHILD_BATCH")}, Env{Dir: kestra.Dir{Path: dir}, hooks: hooks{lockTiming: testLockTiming}}}
-	cfg.hooks.locked = func(context.Context) error {
+		BatchFile: os.Getenv("CDC_TEST_CHILD_BATCH")}, Env{Dir: kestra.Dir{Path: dir}, hooks: testhook.Hooks{LockTiming: testLockTiming}}}
+	cfg.hooks.Locked = func(context.Context) error {
 		if err := os.WriteFile(os.Getenv("CDC_TEST_CHILD_HOLD"), nil, 0o644); err != nil {
 			return err
 		}
@@ -456,9 +457,9 @@ func TestStoppedHolder(t *testing.T) {
 			p, viaProxy := e.proxied()
 			a := e.config(writeFile(t, "a.ion", encode(t, true, batchAt(10_000, "A", false)...)))
 			a.ClickHouse.URL = viaProxy
-			a.hooks.lockTiming = timing
+			a.hooks.LockTiming = timing
 			b := e.config(writeFile(t, "b.ion", encode(t, true, batchAt(20_000, "B", false)...)))
-			b.hooks.lockTiming = timing
+			b.hooks.LockTiming = timing
 			var bErr error
 			frozen := false
 			freeze := func(ctx context.Context) error {
@@ -470,9 +471,9 @@ func TestStoppedHolder(t *testing.T) {
 				return nil
 			}
 			if point == "locked" {
-				a.hooks.locked = freeze
+				a.hooks.Locked = freeze
 			} else {
-				a.hooks.checked = func(ctx context.Context, write string) error {
+				a.hooks.Checked = func(ctx context.Context, write string) error {
 					if write == point {
 						return freeze(ctx)
 					}

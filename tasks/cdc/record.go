@@ -14,8 +14,8 @@ func (t *tableRun) record(ctx context.Context, rd reading, sel selection) error 
 	if err := t.lk.Check(ctx); err != nil {
 		return err
 	}
-	if t.hooks.checked != nil {
-		if err := t.hooks.checked(ctx, "ledger"); err != nil {
+	if t.hooks.Checked != nil {
+		if err := t.hooks.Checked(ctx, "ledger"); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -130,8 +131,8 @@ func stoppedChild() int {
 	ready := os.Getenv(envStoppedChild)
 	cfg := Config{Mapping: m, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
 		BatchFile: os.Getenv(envStoppedBatch)}
-	env := Env{Dir: kestra.Dir{Path: dir}, hooks: hooks{lockTiming: testLockTiming}}
-	env.hooks.locked = func(context.Context) error {
+	env := Env{Dir: kestra.Dir{Path: dir}, hooks: testhook.Hooks{LockTiming: testLockTiming}}
+	env.hooks.Locked = func(context.Context) error {
 		if err := os.WriteFile(ready, nil, 0o644); err != nil {
 			return err
 		}

@@ -186,18 +186,18 @@ func TestSyncSourceRestarted(t *testing.T) {
 				}
 				switch {
 				case when == "while applying" && mode == "immediate":
-					env.hooks.afterInsert = nth(3, restart)
+					env.hooks.AfterInsert = nth(3, restart)
 				case when == "while applying":
 					// A fast shutdown waits for every walsender's client to
 					// take the WAL sent, and the run says it is alive while
 					// it applies: the flush goes on once the shutdown began.
-					env.hooks.afterInsert = nth(3, func(ctx context.Context) error {
+					env.hooks.AfterInsert = nth(3, func(ctx context.Context) error {
 						go restart(ctx) //nolint:errcheck
 						shuttingDown(t, pg.Admin)
 						return nil
 					})
 				default:
-					env.hooks.afterInsert = nth(3, func(ctx context.Context) error { go restart(ctx); return nil }) //nolint:errcheck
+					env.hooks.AfterInsert = nth(3, func(ctx context.Context) error { go restart(ctx); return nil }) //nolint:errcheck
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				defer cancel()
@@ -288,9 +288,9 @@ func TestSyncClickHouseCut(t *testing.T) {
 			arm := nth(3, func(context.Context) error { p.CutOn([]byte(c.on(e))); return nil })
 			cutEnv := env
 			if c.hook == "before the insert" {
-				cutEnv.hooks.beforeInsert = arm
+				cutEnv.hooks.BeforeInsert = arm
 			} else {
-				cutEnv.hooks.afterInsert = arm
+				cutEnv.hooks.AfterInsert = arm
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -41,20 +42,20 @@ func syncChild() int {
 	cfg := SyncConfig{Postgres: Postgres{DSN: os.Getenv(envSyncChild)}, Slot: os.Getenv(envSyncSlot), Publication: os.Getenv(envSyncSlot),
 		Mappings: set, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
 		FlushChanges: 25, MaxDuration: 20 * time.Second}
-	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hooks: hooks{lockTiming: testLockTiming}}
+	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hooks: testhook.Hooks{LockTiming: testLockTiming}}
 	die := func(context.Context) error {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
 	switch os.Getenv(envSyncDieAt) {
 	case "locked":
-		env.hooks.locked = die
+		env.hooks.Locked = die
 	case "before the insert":
-		env.hooks.beforeInsert = die
+		env.hooks.BeforeInsert = die
 	case "after the insert":
-		env.hooks.afterInsert = die
+		env.hooks.AfterInsert = die
 	case "before the confirm":
-		env.hooks.recorded = die
+		env.hooks.Recorded = die
 	}
 	if _, err := Sync(context.Background(), cfg, env); err != nil {
 		fmt.Fprintln(os.Stderr, "sync:", err)

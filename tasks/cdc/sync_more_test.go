@@ -238,7 +238,7 @@ func TestSyncSlowApplyKeepsTheStream(t *testing.T) {
 		sep = "&"
 	}
 	cfg.Postgres.DSN += sep + "wal_sender_timeout=2s"
-	env.hooks.beforeInsert = func(ctx context.Context) error {
+	env.hooks.BeforeInsert = func(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -254,7 +254,7 @@ func TestSyncSlowApplyKeepsTheStream(t *testing.T) {
 		t.Errorf("the slow run: %+v", res)
 	}
 	e.same(`SELECT id::text, n::text FROM q ORDER BY id`, `SELECT id, n FROM `+e.chDB+`.q_live ORDER BY id`)
-	env.hooks.beforeInsert = nil
+	env.hooks.BeforeInsert = nil
 	if again, err := Sync(ctx, cfg, env); err != nil || again.Transactions != 0 {
 		t.Errorf("the run after it (the flush was confirmed): %+v, %v", again, err)
 	}

@@ -61,7 +61,7 @@ func TestSyncRefusesBeforeTheLoad(t *testing.T) {
 	defer cancel()
 	stopped, stop := context.WithCancel(ctx)
 	stopping := env
-	stopping.hooks.locked = func(context.Context) error { stop(); return nil }
+	stopping.hooks.Locked = func(context.Context) error { stop(); return nil }
 	if _, err := SetupSync(stopped, cfg, stopping); err == nil {
 		t.Fatal("a setup stopped before its load succeeded")
 	}

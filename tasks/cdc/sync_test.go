@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -127,7 +128,7 @@ func (e *syncEnv) config() (SyncConfig, Env) {
 	}
 	return SyncConfig{Postgres: Postgres{DSN: e.dsn}, Slot: e.slot, Publication: e.pub, Mappings: set,
 			ClickHouse: target.ClickHouse{URL: e.chURL, Timeout: time.Minute}},
-		Env{hooks: hooks{lockTiming: testLockTiming}}
+		Env{hooks: testhook.Hooks{LockTiming: testLockTiming}}
 }
 
 func (e *syncEnv) tablesYAML() string {

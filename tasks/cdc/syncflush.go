@@ -9,6 +9,7 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -89,7 +90,7 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 	}
 	r.last = &e
 	r.stop.step = stepConfirm
-	if err := r.env.hooks.run(ctx, r.env.hooks.recorded); err != nil {
+	if err := testhook.Run(ctx, r.env.hooks.Recorded); err != nil {
 		return err
 	}
 	if err := r.stream.Confirm(ctx, slot.LSN(r.f.through)); err != nil {

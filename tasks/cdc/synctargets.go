@@ -8,6 +8,7 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
@@ -218,10 +219,7 @@ func withConns(c target.ClickHouse, tables int) target.ClickHouse {
 // lockTargets takes every target's lock, in name order (two runs never
 // wait on each other in a cycle).
 func (r *syncRun) lockTargets(ctx context.Context) error {
-	timing := r.env.hooks.lockTiming
-	if timing == (target.LockTiming{}) {
-		timing = target.DefaultLockTiming
-	}
+	timing := r.env.hooks.Timing()
 	r.stop.step = stepLock
 	for _, t := range r.order {
 		lk, err := t.run.tbl.Lock(ctx, timing, r.log)
@@ -233,7 +231,7 @@ func (r *syncRun) lockTargets(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.env.hooks.run(ctx, r.env.hooks.locked)
+	return testhook.Run(ctx, r.env.hooks.Locked)
 }
 
 // lockFirst puts a lost lock of any target in place of a refusal (see

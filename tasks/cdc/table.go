@@ -6,6 +6,7 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/decode"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -19,7 +20,7 @@ type tableRun struct {
 	m      *mapping.Mapping
 	tbl    *target.Table
 	lk     *target.Lock
-	hooks  hooks
+	hooks  testhook.Hooks
 	origin origin
 	stop   *stopState // the step the run is in, for a stopped run's message
 	res    *Result    // the counts and timings the steps add to
