@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -24,8 +25,8 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 	if err := cfg.checkBatchFile(); err != nil {
 		return nil, err
 	}
-	r := &applyRun{cfg: cfg, env: env, start: time.Now(), stop: stopState{step: stepDecode}}
-	defer func() { err = r.stop.wrap(ctx, err) }()
+	r := &applyRun{cfg: cfg, env: env, start: time.Now(), stop: applier.Stop{Step: applier.StepDecode}}
+	defer func() { err = r.stop.Wrap(ctx, err) }()
 	b, conn, err := r.decode(ctx)
 	if err != nil {
 		return nil, err
@@ -35,15 +36,15 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.giveUp(ctx, lk)
-	defer func() { err = lockFirst(ctx, lk, err, r.env.log()) }()
+	defer applier.GiveBack(ctx, lk)
+	defer func() { err = applier.LockFirst(ctx, lk, err, r.env.log()) }()
 	t := r.table(conn.table, lk)
 	defer func() { r.expected.abort() }()
-	rd, err := t.readTarget(ctx, b)
+	rd, err := t.ReadTarget(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := t.selectPending(rd)
+	sel, err := t.SelectPending(rd)
 	if err != nil {
 		return nil, err
 	}
@@ -52,13 +53,13 @@ func Apply(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 		return nil, err
 	}
 	defer out.abort()
-	if err := t.insert(ctx, sel.Pending); err != nil {
+	if err := t.Insert(ctx, sel.Pending); err != nil {
 		return nil, err
 	}
-	if err := t.verify(ctx, rd.rows); err != nil {
+	if err := t.Verify(ctx, rd); err != nil {
 		return nil, err
 	}
-	if err := t.record(ctx, rd, sel); err != nil {
+	if err := t.Record(ctx, rd, sel); err != nil {
 		return nil, err
 	}
 	if err := r.release(ctx, lk); err != nil {
@@ -78,16 +79,16 @@ type applyRun struct {
 	cfg      Config
 	env      Env
 	start    time.Time
-	stop     stopState
+	stop     applier.Stop
 	res      Result
 	expected *backgroundFile
 }
 
-// table is the run's tableRun for the target tbl, held under lk.
-func (r *applyRun) table(tbl *target.Table, lk *target.Lock) *tableRun {
-	return &tableRun{m: r.cfg.Mapping, tbl: tbl, lk: lk, hooks: r.env.hooks, stop: &r.stop, res: &r.res, log: r.env.log(),
-		origin: fileOrigin{path: r.cfg.BatchFile, workers: r.cfg.Workers, m: r.cfg.Mapping},
-		onRows: func(rows []*change.Row) {
+// table is the run's writer of the target tbl, held under lk.
+func (r *applyRun) table(tbl *target.Table, lk *target.Lock) *applier.Table {
+	return &applier.Table{M: r.cfg.Mapping, Tbl: tbl, Lock: lk, Hooks: r.env.hooks, Stop: &r.stop, Res: &r.res.Counts, Log: r.env.log(),
+		Origin: fileOrigin{path: r.cfg.BatchFile, workers: r.cfg.Workers, m: r.cfg.Mapping},
+		OnRows: func(rows []*change.Row) {
 			r.expected.abort() // written before a TRUNCATE added its markers
 			r.expected = writeInBackground(r.env.Dir, ExpectedFile, r.cfg.Mapping, rows)
 		}}

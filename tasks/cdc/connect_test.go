@@ -6,8 +6,6 @@ package cdc
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -230,23 +228,6 @@ func TestURLNotADSN(t *testing.T) {
 				t.Errorf("the error shows the password: %v", err)
 			}
 		})
-	}
-}
-
-// TestStopAtTheLedger: a stop while the ledger row is written (no hook
-// reaches that step) says the batch is in and verified, the row may be
-// missing, and a re-run converges; an error that is not the stop is left
-// as it is.
-func TestStopAtTheLedger(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	st := stopState{step: stepLedger, sent: true}
-	err := st.wrap(ctx, fmt.Errorf("write the ledger: %w", context.Canceled))
-	wantError(t, err, outcome.Transient, context.Canceled, "stopped (a stop signal, SIGTERM or SIGINT, or the task's timeout) while "+stepLedger,
-		"the target holds the batch, verified; its ledger row may be missing", "re-run the batch (a re-run converges)")
-	other := errors.New("another failure")
-	if got := st.wrap(ctx, other); got != other {
-		t.Errorf("wrap changed an error that is not the stop: %v", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
@@ -38,7 +39,7 @@ func (r *applyRun) decode(ctx context.Context) (*merge.Batch, connection, error)
 		return nil, connection{}, markInput(err)
 	}
 	r.res.Decode = time.Since(r.start)
-	r.stop.step = stepConnect
+	r.stop.Step = applier.StepConnect
 	c := <-connected
 	if c.err != nil {
 		if c.server != nil {
@@ -122,6 +123,21 @@ func decodeFileWith(ctx context.Context, path string, m *mapping.Mapping, opts d
 	}
 	return b, nil
 }
+
+// fileOrigin is a batch file of the Debezium trigger (applier.Origin).
+type fileOrigin struct {
+	path    string
+	workers int
+	m       *mapping.Mapping
+}
+
+// Redecode decodes the file again (redecodeWithSeeds).
+func (f fileOrigin) Redecode(ctx context.Context, tbl *target.Table, open []change.OpenKey, replay bool) (*merge.Batch, error) {
+	return redecodeWithSeeds(ctx, tbl, f.path, f.workers, open, replay)
+}
+
+// Source reads the source identity of the batch's first event.
+func (f fileOrigin) Source() change.SourceID { return decode.SourceOf(f.path, f.m) }
 
 // redecodeWithSeeds decodes the batch again, starting the keys the
 // previous batch left with two live rows from what it left (the target

@@ -299,7 +299,7 @@ func chunkPlan(pages uint32, tuples int64, rows int) (step uint32, chunks int) {
 // says how many of the load's rows won).
 func (r *syncRun) checkLoaded(ctx context.Context, lt *loadTable, point uint64) error {
 	t := lt.t
-	c, err := t.run.tbl.CountLoad(ctx, point)
+	c, err := t.run.Tbl.CountLoad(ctx, point)
 	if err != nil {
 		return err
 	}

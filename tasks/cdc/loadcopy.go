@@ -118,10 +118,10 @@ func (r *syncRun) copyChunk(ctx context.Context, tx pgx.Tx, c loadChunk, b *load
 // writeBlock inserts the block, fenced, and checks the lock after it.
 func (r *syncRun) writeBlock(ctx context.Context, lt *loadTable, b *loadBlock, point uint64, p *loadProgress) error {
 	t := lt.t
-	if err := t.run.tbl.InsertLoad(ctx, b.cols, point, t.run.lk.Fence()); err != nil {
+	if err := t.run.Tbl.InsertLoad(ctx, b.cols, point, t.run.Lock.Fence()); err != nil {
 		return fmt.Errorf("table %s: %w", t.name(), err)
 	}
-	if err := t.run.lk.Check(ctx); err != nil {
+	if err := t.run.Lock.Check(ctx); err != nil {
 		return err
 	}
 	p.rows(lt, int64(b.rows))

@@ -125,7 +125,7 @@ func newGeneration() string { return fmt.Sprintf("%020d", time.Now().UnixNano())
 // appendLoad appends a row to the load ledger, fenced by the first
 // target's lock (as the sync ledger's rows), then checks that lock.
 func (r *syncRun) appendLoad(ctx context.Context, row target.LoadRow) error {
-	lk := r.order[0].run.lk
+	lk := r.order[0].run.Lock
 	if err := r.loadLedger.Append(ctx, row, lk.Fence()); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 )
@@ -17,7 +18,7 @@ type outputs struct {
 }
 
 // writeOutputs waits for expected.jsonl and writes pending.jsonl.
-func (r *applyRun) writeOutputs(sel selection) (outputs, error) {
+func (r *applyRun) writeOutputs(sel applier.Selection) (outputs, error) {
 	exp, err := r.expected.wait()
 	if err != nil {
 		return outputs{}, err

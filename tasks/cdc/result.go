@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 )
 
 // Output file names, as the seed's tasks name them.
@@ -15,23 +16,13 @@ const (
 
 // Result is the outcome of one applied batch.
 type Result struct {
-	// Events is the number of change events in the batch; Keys the distinct keys.
-	Events, Keys int64
-	// Pending keys were written (absent from the target or older there);
-	// Skipped keys were already there at this LSN or newer; Deletes counts
-	// the delete markers among the pending rows; Verified the keys read back.
-	Pending, Skipped, Deletes, Verified int64
-	// Recreated keys were created again while live (a DELETE or TRUNCATE
-	// missing from the batches): applied as upserts, and warned of.
-	Recreated int64
-	// SnapshotDeleted keys of the target were absent from a complete
-	// snapshot that ended in the batch, below its point: deleted at it
-	// (merge.Batch.endSnapshot), and warned of.
-	SnapshotDeleted int64
+	// Counts are the batch's counts and the durations of the steps that
+	// read, insert and verify it.
+	applier.Counts
 	// View is the live view to query.
 	View string
-	// Durations of the steps.
-	Decode, Read, Insert, Verify, Total time.Duration
+	// Decode and Total are the durations of the decode and of the run.
+	Decode, Total time.Duration
 }
 
 // Outputs implements kestra.Result: the seed's outputs

@@ -13,6 +13,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
@@ -32,8 +33,8 @@ func SetupSync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncSetupResult
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &syncRun{cfg: cfg, env: env, log: env.log(), start: time.Now(), stop: stopState{cmd: "cdc setup", step: stepOpen}}
-	defer func() { err = r.stop.wrap(ctx, err) }()
+	r := &syncRun{cfg: cfg, env: env, log: env.log(), start: time.Now(), stop: applier.Stop{Cmd: "cdc setup", Step: applier.StepOpen}}
+	defer func() { err = r.stop.Wrap(ctx, err) }()
 	created, err := r.ensureSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -218,7 +219,7 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 		return err
 	}
 	r.res.Changes, r.continued = r.loaded.Rows, l.continued
-	r.stop.step = stepLedger
+	r.stop.Step = applier.StepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: l.from,
 		Changes: uint64(r.res.Changes), Tables: "{}"}
 	if err := r.appendLedger(ctx, &e); err != nil {
@@ -250,7 +251,7 @@ func (r *syncRun) setupResult(c created) *SyncSetupResult {
 	res := &SyncSetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
 		Load: r.loaded, Continued: r.continued, Joined: r.joined}
 	for _, t := range r.order {
-		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
+		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}
 	return res
 }

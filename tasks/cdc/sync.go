@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -24,8 +25,8 @@ func Sync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncResult, err erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &syncRun{cfg: cfg, env: env, log: env.log(), start: time.Now(), stop: stopState{cmd: "cdc sync", step: stepOpen}}
-	defer func() { err = r.stop.wrap(ctx, err) }()
+	r := &syncRun{cfg: cfg, env: env, log: env.log(), start: time.Now(), stop: applier.Stop{Cmd: "cdc sync", Step: applier.StepOpen}}
+	defer func() { err = r.stop.Wrap(ctx, err) }()
 	if err := r.openSource(ctx); err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ type syncRun struct {
 	env   Env
 	log   *slog.Logger
 	start time.Time
-	stop  stopState
+	stop  applier.Stop
 
 	// The source: the stream of the slot, and a plain connection for the
 	// catalog and the slot's health; its identity, for the sync ledger.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
@@ -78,7 +79,7 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 			return err
 		}
 	}
-	r.stop.step = stepLedger
+	r.stop.Step = applier.StepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source,
 		Through: r.f.through, Transactions: uint64(r.f.transactions), Changes: uint64(r.f.changes), Tables: countsJSON(counts)}
 	err := r.appendLedger(ctx, &e)
@@ -89,7 +90,7 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 		return err
 	}
 	r.last = &e
-	r.stop.step = stepConfirm
+	r.stop.Step = applier.StepConfirm
 	if err := testhook.Run(ctx, r.env.hooks.Recorded); err != nil {
 		return err
 	}
@@ -179,21 +180,7 @@ func (r *syncRun) endAtJoin(ctx context.Context, err error) error {
 // apply applies the table's rows of the flush: the steps of Apply under
 // the table's lock, then an empty batch for the next flush.
 func (t *syncTable) apply(ctx context.Context) error {
-	rd, err := t.run.readTarget(ctx, t.batch)
-	if err != nil {
-		return tableErr(t, err)
-	}
-	sel, err := t.run.selectPending(rd)
-	if err != nil {
-		return tableErr(t, err)
-	}
-	if err := t.run.insert(ctx, sel.Pending); err != nil {
-		return tableErr(t, err)
-	}
-	if err := t.run.verify(ctx, rd.rows); err != nil {
-		return tableErr(t, err)
-	}
-	if err := t.run.record(ctx, rd, sel); err != nil {
+	if err := t.run.Apply(ctx, t.batch); err != nil {
 		return tableErr(t, err)
 	}
 	t.batch.Reset()
@@ -217,8 +204,8 @@ func countsJSON(counts map[string]int64) string {
 
 // holderID is the id of the run's locks, which the sync ledger records.
 func (r *syncRun) holderID() string {
-	if len(r.order) > 0 && r.order[0].run.lk != nil {
-		return r.order[0].run.lk.ID
+	if len(r.order) > 0 && r.order[0].run.Lock != nil {
+		return r.order[0].run.Lock.ID
 	}
 	return ""
 }
@@ -229,8 +216,8 @@ func (r *syncRun) holderID() string {
 func (r *syncRun) appendLedger(ctx context.Context, e *target.SyncEntry) error {
 	var lk *target.Lock
 	var f target.Fence
-	if len(r.order) > 0 && r.order[0].run.lk != nil {
-		lk = r.order[0].run.lk
+	if len(r.order) > 0 && r.order[0].run.Lock != nil {
+		lk = r.order[0].run.Lock
 		f = lk.Fence()
 	}
 	if err := r.ledger.Append(ctx, r.last, e, f); err != nil {
@@ -253,13 +240,13 @@ func (r *syncRun) confirmIdle(ctx context.Context) error {
 	if !ok || r.open || r.f.transactions > 0 || uint64(pos) <= r.last.Through {
 		return nil
 	}
-	r.stop.step = stepLedger
+	r.stop.Step = applier.StepLedger
 	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(pos), Tables: "{}"}
 	if err := r.appendLedger(ctx, &e); err != nil {
 		return err
 	}
 	r.last = &e
-	r.stop.step = stepConfirm
+	r.stop.Step = applier.StepConfirm
 	if err := r.stream.Confirm(ctx, pos); err != nil {
 		return err
 	}

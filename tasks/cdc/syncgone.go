@@ -57,7 +57,7 @@ func (r *syncRun) deleteGone(ctx context.Context, which []*syncTable, from uint6
 // disabled before the switch-over). Nothing is written.
 func (r *syncRun) refuseNewer(ctx context.Context, which []*syncTable, point uint64) error {
 	for _, t := range which {
-		high, err := t.run.tbl.HighestVersion(ctx)
+		high, err := t.run.Tbl.HighestVersion(ctx)
 		if err != nil {
 			return tableErr(t, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/kestra"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
@@ -39,7 +40,7 @@ type SyncResult struct {
 // SyncTable is one table's share of a sync run.
 type SyncTable struct {
 	Source, Target string
-	Result
+	applier.Counts
 }
 
 // result gathers the run's counts and reads the slot's health.
@@ -53,8 +54,7 @@ func (r *syncRun) result(ctx context.Context) *SyncResult {
 		if t.res.Events == 0 {
 			continue
 		}
-		t.res.View = t.m.Target.Database + "." + t.m.Target.LiveView
-		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Result: t.res})
+		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}
 	res.Behind, res.BehindKnown = r.behind(ctx)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -173,6 +173,6 @@ func (r *syncRun) addColumns(ctx context.Context, t *syncTable, added []mapping.
 		}
 	}
 	t.m, t.srv, t.batch = m, srv, merge.NewBatch(m)
-	t.run.m, t.run.tbl = m, tbl
+	t.run.M, t.run.Tbl = m, tbl
 	return nil
 }

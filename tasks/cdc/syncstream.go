@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
@@ -16,7 +17,7 @@ import (
 // being read wait in their tables' open lists and join the flush at its
 // commit.
 func (r *syncRun) readFlush(ctx context.Context) error {
-	r.stop.step = stepStream
+	r.stop.Step = applier.StepStream
 	for {
 		ev, err := r.stream.Next(ctx)
 		if err != nil {
@@ -243,7 +244,7 @@ func (t *syncTable) fillMoved(ctx context.Context, row *change.Row, oldKey strin
 	if (prev == nil || row.Unchanged) && (prev == nil || !prev.Deleted) {
 		// Left unchanged by the run's rows too (or not in them): the
 		// target holds the old key's value.
-		got, err := t.run.tbl.Read(ctx, []*change.Row{{Key: oldKey, Vals: change.KeyValues(t.m, oldKey)}, row})
+		got, err := t.run.Tbl.Read(ctx, []*change.Row{{Key: oldKey, Vals: change.KeyValues(t.m, oldKey)}, row})
 		if err != nil {
 			return fmt.Errorf("table %s: read the row of a changed key: %w", t.name(), err)
 		}

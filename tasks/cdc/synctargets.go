@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
@@ -22,9 +23,9 @@ type syncTable struct {
 	m      *mapping.Mapping
 	policy string // schema_changes
 	srv    *target.Server
-	run    *tableRun
+	run    *applier.Table
 	batch  *merge.Batch
-	res    Result
+	res    applier.Counts
 	// rel is the relation in effect (the stream's Relation event), and
 	// cols its columns' decoders: decs[i] reads relation column i into
 	// mapped column at[i] (at[i] < 0: the column is not mapped).
@@ -198,7 +199,7 @@ func (r *syncRun) openTargetsOf(ctx context.Context, src []sourceTable, ms []*ma
 		}
 		t := &syncTable{src: src[i], m: m, policy: r.cfg.Mappings.Policy(src[i].schema, src[i].name), srv: srv,
 			batch: merge.NewBatch(m)}
-		t.run = &tableRun{m: m, tbl: tbl, hooks: r.env.hooks, origin: slotOrigin{r: r}, stop: &r.stop, res: &t.res, log: r.log}
+		t.run = &applier.Table{M: m, Tbl: tbl, Hooks: r.env.hooks, Origin: slotOrigin{r: r}, Stop: &r.stop, Res: &t.res, Log: r.log}
 		r.tables[src[i].oid] = t
 		r.order = append(r.order, t)
 	}
@@ -220,13 +221,13 @@ func withConns(c target.ClickHouse, tables int) target.ClickHouse {
 // wait on each other in a cycle).
 func (r *syncRun) lockTargets(ctx context.Context) error {
 	timing := r.env.hooks.Timing()
-	r.stop.step = stepLock
+	r.stop.Step = applier.StepLock
 	for _, t := range r.order {
-		lk, err := t.run.tbl.Lock(ctx, timing, r.log)
+		lk, err := t.run.Tbl.Lock(ctx, timing, r.log)
 		if err != nil {
 			return fmt.Errorf("table %s: %w", t.name(), err)
 		}
-		t.run.lk = lk
+		t.run.Lock = lk
 		if err := lk.SweepAsides(ctx, r.log); err != nil {
 			return err
 		}
@@ -234,12 +235,12 @@ func (r *syncRun) lockTargets(ctx context.Context) error {
 	return testhook.Run(ctx, r.env.hooks.Locked)
 }
 
-// lockFirst puts a lost lock of any target in place of a refusal (see
-// the function lockFirst).
+// lockFirst puts a lost lock of any target in place of a refusal
+// (applier.LockFirst).
 func (r *syncRun) lockFirst(ctx context.Context, err error) error {
 	for _, t := range r.order {
-		if t.run.lk != nil {
-			if err2 := lockFirst(ctx, t.run.lk, err, r.log); err2 != err {
+		if t.run.Lock != nil {
+			if err2 := applier.LockFirst(ctx, t.run.Lock, err, r.log); err2 != err {
 				return err2
 			}
 		}
@@ -251,10 +252,8 @@ func (r *syncRun) lockFirst(ctx context.Context, err error) error {
 // stopped.
 func (r *syncRun) releaseTargets(ctx context.Context) {
 	for _, t := range r.order {
-		if lk := t.run.lk; lk != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.ReleaseWithin())
-			_ = lk.Release(rctx)
-			cancel()
+		if lk := t.run.Lock; lk != nil {
+			applier.GiveBack(ctx, lk)
 		}
 	}
 }
@@ -264,11 +263,13 @@ func (r *syncRun) releaseTargets(ctx context.Context) {
 // the ledger records the slot as its source.
 type slotOrigin struct{ r *syncRun }
 
-func (o slotOrigin) redecode(context.Context, *target.Table, []change.OpenKey, bool) (*merge.Batch, error) {
+// Redecode refuses: a flush never leaves a key open.
+func (o slotOrigin) Redecode(context.Context, *target.Table, []change.OpenKey, bool) (*merge.Batch, error) {
 	return nil, outcome.Refused.Mark(fmt.Errorf("%w: the target's ledger ends inside a transaction of the trigger flow, "+
 		"which cdc sync cannot continue", change.ErrKeyChange))
 }
 
-func (o slotOrigin) source() change.SourceID {
+// Source is the slot, of the source's system and database.
+func (o slotOrigin) Source() change.SourceID {
 	return change.SourceID{Connector: "pgoutput", Name: o.r.cfg.Slot, Version: o.r.systemID, Db: o.r.source}
 }

@@ -1,4 +1,4 @@
-package cdc
+package applier
 
 import (
 	"time"
@@ -7,26 +7,26 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/merge"
 )
 
-// selection is what selectPending chose, and the source the ledger
+// Selection is what SelectPending chose, and the source the ledger
 // records for a batch not applied before.
-type selection struct {
+type Selection struct {
 	merge.Selection
 	src change.SourceID
 }
 
-// selectPending keeps the rows the target lacks or holds older
+// SelectPending keeps the rows the target lacks or holds older
 // (merge.SelectPending), and refuses a batch never applied before whose
 // versions went backwards.
-func (t *tableRun) selectPending(rd reading) (selection, error) {
-	m := t.m
+func (t *Table) SelectPending(rd Reading) (Selection, error) {
+	m := t.M
 	step := time.Now()
-	var sel selection
+	var sel Selection
 	var err error
 	if sel.Selection, err = merge.SelectPending(m, rd.rows, rd.current, rd.prev); err != nil {
 		return sel, err
 	}
 	if rd.led.Replay == nil {
-		sel.src = t.origin.source()
+		sel.src = t.Origin.Source()
 		if err := merge.WentBackwards(m, rd.b, sel.src, sel.Selection, rd.led); err != nil {
 			return sel, err
 		}
@@ -37,12 +37,12 @@ func (t *tableRun) selectPending(rd reading) (selection, error) {
 	if err := merge.CheckFilled(m, sel.Pending); err != nil {
 		return sel, err
 	}
-	if err := merge.CheckShown(m, t.tbl.LastShown(), sel.Pending); err != nil {
+	if err := merge.CheckShown(m, t.Tbl.LastShown(), sel.Pending); err != nil {
 		return sel, err
 	}
-	t.res.Pending += int64(len(sel.Pending))
-	t.res.Skipped += int64(len(rd.rows) - len(sel.Pending))
-	t.res.Deletes += sel.Deletes
-	t.res.Read += time.Since(step)
+	t.Res.Pending += int64(len(sel.Pending))
+	t.Res.Skipped += int64(len(rd.rows) - len(sel.Pending))
+	t.Res.Deletes += sel.Deletes
+	t.Res.Read += time.Since(step)
 	return sel, nil
 }

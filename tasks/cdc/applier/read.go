@@ -1,4 +1,4 @@
-package cdc
+package applier
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
-// reading is what readTarget learnt: the batch as the ledger places it,
+// Reading is what ReadTarget learnt: the batch as the ledger places it,
 // its rows and the target's current rows of their keys.
-type reading struct {
+type Reading struct {
 	b    *merge.Batch
 	led  change.LedgerState
 	prev *change.LedgerEntry // the ledger row this batch follows; nil: none
@@ -26,15 +26,15 @@ type reading struct {
 	open    []change.OpenKey       // keys left with two live rows
 }
 
-// readTarget reads, under the lock, the ledger (a replay? what does this
+// ReadTarget reads, under the lock, the ledger (a replay? what does this
 // batch follow?) and the target's rows of the batch's keys: the previous
 // values of unchanged TOAST columns, the current versions, the older rows
 // of keys whose key changes, and the live keys a TRUNCATE removes.
-func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, err error) {
-	tbl := t.tbl
+func (t *Table) ReadTarget(ctx context.Context, b *merge.Batch) (_ Reading, err error) {
+	tbl := t.Tbl
 	step := time.Now()
-	rd := reading{b: b}
-	if rd.led, err = tbl.EnsureLedger(ctx, t.lk.Fence(), b.Digest()); err != nil {
+	rd := Reading{b: b}
+	if rd.led, err = tbl.EnsureLedger(ctx, t.Lock.Fence(), b.Digest()); err != nil {
 		return rd, err
 	}
 	rd.prev = rd.led.Last
@@ -44,7 +44,7 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	if rd.prev != nil && len(rd.prev.OpenKeys) > 0 {
 		// The previous batch left keys with two live rows: decode again,
 		// starting those keys from what it left.
-		if rd.b, err = t.origin.redecode(ctx, tbl, rd.prev.OpenKeys, rd.led.Replay != nil); err != nil {
+		if rd.b, err = t.Origin.Redecode(ctx, tbl, rd.prev.OpenKeys, rd.led.Replay != nil); err != nil {
 			return rd, err
 		}
 	}
@@ -58,8 +58,8 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 	// The rows are final here, unless a TRUNCATE adds markers to them (then
 	// once they are known): onRows may write them out while the target is
 	// read.
-	if rd.b.Trunc == nil && t.onRows != nil {
-		t.onRows(rd.rows)
+	if rd.b.Trunc == nil && t.OnRows != nil {
+		t.OnRows(rd.rows)
 	}
 	if rd.current, err = tbl.Current(ctx, rd.rows); err != nil {
 		return rd, fmt.Errorf("read the target's rows before the insert: %w", err)
@@ -68,8 +68,8 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 		if err := refill(ctx, tbl, stale); err != nil {
 			return rd, err
 		}
-		if rd.b.Trunc == nil && t.onRows != nil {
-			t.onRows(rd.rows) // again, with the values taken from the target
+		if rd.b.Trunc == nil && t.OnRows != nil {
+			t.OnRows(rd.rows) // again, with the values taken from the target
 		}
 	}
 	if rd.open, err = keyChangesOf(ctx, tbl, rd.b, rd.current); err != nil {
@@ -82,20 +82,20 @@ func (t *tableRun) readTarget(ctx context.Context, b *merge.Batch) (_ reading, e
 			return rd, err
 		}
 		t.noteSnapshotEnd(rd.b.Trunc, int64(len(rd.rows)-before))
-		if t.onRows != nil {
-			t.onRows(rd.rows)
+		if t.OnRows != nil {
+			t.OnRows(rd.rows)
 		}
 	}
-	t.res.Events, t.res.Keys = t.res.Events+rd.b.Events, t.res.Keys+int64(len(rd.rows))
-	t.res.Read += time.Since(step)
+	t.Res.Events, t.Res.Keys = t.Res.Events+rd.b.Events, t.Res.Keys+int64(len(rd.rows))
+	t.Res.Read += time.Since(step)
 	return rd, nil
 }
 
 // noteRecreated warns of the keys the batch creates again while they are
 // live (merge.Recreated): applied as upserts, each is a sign of a DELETE
 // or TRUNCATE the batches did not carry.
-func (t *tableRun) noteRecreated(rc merge.Recreated) {
-	t.res.Recreated += rc.Keys
+func (t *Table) noteRecreated(rc merge.Recreated) {
+	t.Res.Recreated += rc.Keys
 	if rc.Keys == 0 {
 		return
 	}
@@ -107,25 +107,25 @@ func (t *tableRun) noteRecreated(rc merge.Recreated) {
 		}
 		shown[n] += ")"
 	}
-	t.log.Warn(fmt.Sprintf("cdc: %s: %d keys were created again while live, with no delete of the older row: applied as upserts. "+
+	t.Log.Warn(fmt.Sprintf("cdc: %s: %d keys were created again while live, with no delete of the older row: applied as upserts. "+
 		"A DELETE or TRUNCATE the batches did not carry removed them in the source (the trigger drops TRUNCATE unless skipped.operations is none); "+
 		"rows it removed that were not created again stay live in the target until a complete snapshot (a re-snapshot) deletes them. First: %s",
-		mapping.Qualified(t.m.Target.Database, t.m.Target.Table), rc.Keys, strings.Join(shown, ", ")))
+		mapping.Qualified(t.M.Target.Database, t.M.Target.Table), rc.Keys, strings.Join(shown, ", ")))
 }
 
 // noteSnapshotEnd warns of the n keys a complete snapshot that ended at
 // tr (merge.Batch.endSnapshot) deletes from the target: live below its
 // point, absent from it.
-func (t *tableRun) noteSnapshotEnd(tr *change.Row, n int64) {
+func (t *Table) noteSnapshotEnd(tr *change.Row, n int64) {
 	if tr.Meta.Snapshot == "" || n == 0 {
 		return
 	}
-	t.res.SnapshotDeleted += n
-	t.log.Warn(fmt.Sprintf("cdc: %s: a complete snapshot ended at LSN %d (record %d): %d keys the target held live below it are not in it, "+
+	t.Res.SnapshotDeleted += n
+	t.Log.Warn(fmt.Sprintf("cdc: %s: a complete snapshot ended at LSN %d (record %d): %d keys the target held live below it are not in it, "+
 		"and get delete markers at it: the source deleted them before the snapshot (a TRUNCATE the trigger dropped, or deletes before "+
 		"its offsets were reset). If the trigger's snapshots may leave rows out (snapshot.select.statement.overrides, a filtered ad hoc "+
 		"snapshot), set source.partial_snapshots: true in the mapping",
-		mapping.Qualified(t.m.Target.Database, t.m.Target.Table), tr.Version, tr.Record, n))
+		mapping.Qualified(t.M.Target.Database, t.M.Target.Table), tr.Version, tr.Record, n))
 }
 
 // fillUnchanged fills the unchanged TOAST values the batch could not from
