@@ -45,7 +45,6 @@ import (
 type loadRun struct {
 	snap      *slot.Snapshot
 	point     uint64
-	xmin      uint64 // the snapshot's
 	from      uint64
 	gen       string
 	done      []target.LoadRow

@@ -15,6 +15,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/initload"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
@@ -240,7 +241,7 @@ type SyncSetupResult struct {
 	Loaded          int64
 	// Load is what the initial load copied (zero when nothing was loaded);
 	// Continued: it continued a load an earlier run began.
-	Load      LoadStats
+	Load      initload.Stats
 	Continued bool
 	// Joined are the tables that joined the publication after the slot's
 	// load, loaded alone now.

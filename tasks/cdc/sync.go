@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/tasks/cdc/applier"
+	"github.com/changesink/changesink/tasks/cdc/initload"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -102,7 +103,7 @@ type syncRun struct {
 	// loaded is what the initial load copied (SetupSync), joined the
 	// tables it loaded that joined the publication after the slot's load;
 	// loadLedger is the load ledger.
-	loaded LoadStats
+	loaded initload.Stats
 	joined []string
 	// republished are the tables setup added to the publication: it
 	// lacked them, so they join (loadjoined.go).

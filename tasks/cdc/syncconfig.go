@@ -8,6 +8,7 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/initload"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -47,6 +48,7 @@ const (
 	// worker's block (one insert) holds up to LoadBlockRows rows.
 	DefaultLoadWorkers = 4
 	MaxLoadWorkers     = 64
+	LoadBlockRows      = initload.DefaultBlockRows
 	// idleWait is how long the stream may be quiet before the run counts
 	// the slot as caught up.
 	idleWait = time.Second

@@ -1,4 +1,4 @@
-package cdc
+package initload
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// loadProgress counts what the load copied, for its log lines and its
+// progress counts what the load copied, for its log lines and its
 // outputs.
-type loadProgress struct {
+type progress struct {
 	start    time.Time
 	estimate int64 // the tables' rows by pg_class.reltuples
 	total    int   // chunks
@@ -18,27 +18,27 @@ type loadProgress struct {
 	n, b, c  atomic.Int64 // rows, bytes, chunks done
 }
 
-func newLoadProgress(tables []*loadTable, chunks, workers int) *loadProgress {
-	p := &loadProgress{start: time.Now(), total: chunks, workers: workers}
-	for _, lt := range tables {
-		p.estimate += lt.estimate
+func newProgress(tables []*Table, chunks, workers int) *progress {
+	p := &progress{start: time.Now(), total: chunks, workers: workers}
+	for _, t := range tables {
+		p.estimate += t.estimate
 	}
 	return p
 }
 
-func (p *loadProgress) rows(lt *loadTable, n int64) {
-	lt.rows.Add(n)
+func (p *progress) rows(t *Table, n int64) {
+	t.rows.Add(n)
 	p.n.Add(n)
 }
 
-func (p *loadProgress) chunk(bytes int64) {
+func (p *progress) chunk(bytes int64) {
 	p.b.Add(bytes)
 	p.c.Add(1)
 }
 
 // line says how far the load is: rows of the estimate, bytes, chunks,
 // rate and, from the estimate, the time left.
-func (p *loadProgress) line(prefix string) string {
+func (p *progress) line(prefix string) string {
 	s := p.stats()
 	msg := fmt.Sprintf("%s %d rows", prefix, s.Rows)
 	if p.estimate > 0 {
@@ -53,7 +53,7 @@ func (p *loadProgress) line(prefix string) string {
 }
 
 // every logs a progress line every period until the returned func is called.
-func (p *loadProgress) every(ctx context.Context, log *slog.Logger, period time.Duration) (stop func()) {
+func (p *progress) every(ctx context.Context, log *slog.Logger, period time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -72,16 +72,17 @@ func (p *loadProgress) every(ctx context.Context, log *slog.Logger, period time.
 	return func() { cancel(); <-done }
 }
 
-// LoadStats is what an initial load copied.
-type LoadStats struct {
+// Stats is what a load copied: rows, bytes of COPY text and chunks, by how
+// many workers, in how long.
+type Stats struct {
 	Rows, Bytes, Chunks int64
 	Workers             int
 	Duration            time.Duration
 	RowsPerSecond       float64
 }
 
-func (p *loadProgress) stats() LoadStats {
-	s := LoadStats{Rows: p.n.Load(), Bytes: p.b.Load(), Chunks: p.c.Load(), Workers: p.workers, Duration: time.Since(p.start)}
+func (p *progress) stats() Stats {
+	s := Stats{Rows: p.n.Load(), Bytes: p.b.Load(), Chunks: p.c.Load(), Workers: p.workers, Duration: time.Since(p.start)}
 	if secs := s.Duration.Seconds(); secs > 0 {
 		s.RowsPerSecond = float64(s.Rows) / secs
 	}

@@ -1,0 +1,140 @@
+package initload
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+)
+
+// block gathers a worker's rows of one table, column by column, until it
+// is full.
+type block struct {
+	t     *Table
+	cols  [][]change.Value // mapped column j's values
+	zero  []change.Value   // a mapped column the source lacks: its value
+	row   []change.Value   // the row being decoded (for a refusal's key)
+	got   []bool
+	rows  int
+	bytes int64
+	limit int // rows
+}
+
+func newBlock(t *Table, limit int) *block {
+	b := &block{t: t, limit: limit, cols: make([][]change.Value, len(t.M.Cols)), zero: make([]change.Value, len(t.M.Cols)),
+		row: make([]change.Value, len(t.M.Cols)), got: make([]bool, len(t.M.Cols))}
+	for j := range t.M.Cols {
+		if t.M.Cols[j].Type.Nullable {
+			b.zero[j] = change.Value{Null: true}
+		} else {
+			b.zero[j] = change.Zero(t.M.Cols[j].Type)
+		}
+	}
+	return b
+}
+
+// add decodes one row of COPY's text into the block.
+func (b *block) add(fields [][]byte, point uint64) error {
+	t := b.t
+	if len(fields) != len(t.Decoders) {
+		return fmt.Errorf("internal error: table %s: a COPY row of %d fields for %d columns", t.Qualified(), len(fields), len(t.Decoders))
+	}
+	copy(b.row, b.zero)
+	clear(b.got)
+	for i, f := range fields {
+		j := t.At[i]
+		if j < 0 {
+			continue
+		}
+		kind := byte(slot.ValueText)
+		if f == nil {
+			kind = slot.ValueNull
+		}
+		v, err := t.Decoders[i].Value(kind, f)
+		if err != nil {
+			return b.refuse(point, t.M.Cols[j].Name, err)
+		}
+		b.row[j], b.got[j] = v, true
+		b.bytes += int64(len(f))
+	}
+	for j, v := range b.row {
+		b.cols[j] = append(b.cols[j], v)
+	}
+	b.rows++
+	return nil
+}
+
+// refuse locates a value's refusal: the table, the key where it is known,
+// the load's point and the column.
+func (b *block) refuse(point uint64, column string, err error) error {
+	m := b.t.M
+	e := &change.RecordError{Offset: -1, LSN: point, Column: column, Err: err}
+	known := true
+	for _, i := range m.KeyIdx {
+		known = known && b.got[i]
+	}
+	if known {
+		e.Key = change.RenderKey(m, b.row)
+	}
+	return outcome.Refused.Mark(fmt.Errorf("table %s: %w", b.t.Qualified(), e))
+}
+
+func (b *block) full() bool { return b.rows >= b.limit || b.bytes >= blockBytes }
+
+func (b *block) reset() {
+	for j := range b.cols {
+		clear(b.cols[j])
+		b.cols[j] = b.cols[j][:0]
+	}
+	b.rows, b.bytes = 0, 0
+}
+
+// copyChunk copies one chunk under tx: COPY's rows decoded into blocks,
+// each block handed to the table's Insert as soon as it is full, the last
+// one at the chunk's end, then the chunk to its Record.
+func copyChunk(ctx context.Context, tx pgx.Tx, c chunk, b *block, point, xmin uint64, p *progress) error {
+	t := c.t
+	var failed error // a row's or a block's error: not the source's
+	ct := &copyText{row: func(fields [][]byte) error {
+		if err := b.add(fields, point); err != nil {
+			failed = err
+			return err
+		}
+		if b.full() {
+			failed = writeBlock(ctx, b, p)
+		}
+		return failed
+	}}
+	_, err := tx.Conn().PgConn().CopyTo(ctx, ct, c.query())
+	if failed != nil {
+		return failed
+	}
+	if err == nil {
+		err = ct.Close()
+	}
+	if err != nil {
+		return sourceErr(fmt.Errorf("table %s: copy %s: %w", t.Qualified(), c.pages(), err))
+	}
+	if b.rows > 0 {
+		if err := writeBlock(ctx, b, p); err != nil {
+			return err
+		}
+	}
+	p.chunk(ct.Bytes)
+	return t.Record(ctx, Chunk{N: c.n, Step: t.step, Lo: c.lo, Hi: c.hi, Filenode: t.filenode, Point: point, Xmin: xmin,
+		Delta: c.since > 0, Rows: uint64(ct.Rows), Bytes: uint64(ct.Bytes)})
+}
+
+// writeBlock hands the block to its table's Insert and empties it.
+func writeBlock(ctx context.Context, b *block, p *progress) error {
+	if err := b.t.Insert(ctx, b.cols); err != nil {
+		return err
+	}
+	p.rows(b.t, int64(b.rows))
+	b.reset()
+	return nil
+}
