@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
+
+	"sync"
 )
 
 // Result is how a process ended: what it printed on stdout and on stderr
@@ -96,4 +98,26 @@ func ended(err error, stdout, stderr *bytes.Buffer) (Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// LockedBuffer is a bytes buffer safe for concurrent writers: a process's
+// two pipes, or a logger's handler and the test that reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+// Write appends p.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+// String is what was written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -120,7 +121,7 @@ func TestClusterExactlyOnceUnderKills(t *testing.T) {
 				cmd := exec.Command(os.Args[0])
 				cmd.Env = append(os.Environ(), envClusterChild+"="+files[b], envClusterURL+"="+c.cl.Replicas[replica],
 					envClusterDB+"="+c.db, envClusterName+"="+c.cl.Name)
-				out := &lockedBuffer{}
+				out := &testenv.LockedBuffer{}
 				cmd.Stdout, cmd.Stderr = out, out
 				if err := cmd.Start(); err != nil {
 					t.Error(err)

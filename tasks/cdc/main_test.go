@@ -6,8 +6,7 @@ import (
 )
 
 // TestMain runs the child of TestApplyBreaksAKilledHolder, of
-// TestSyncExactlyOnceUnderKills, of TestStoppedHolderAfterLocking, of
-// TestClusterExactlyOnceUnderKills or of TestSyncLoadContinuesAfterKills
+// TestStoppedHolderAfterLocking or of TestClusterExactlyOnceUnderKills
 // when asked to.
 func TestMain(m *testing.M) {
 	if os.Getenv("CDC_TEST_CHILD_HOLD") != "" {
@@ -17,14 +16,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envStoppedChild) != "" {
 		os.Exit(stoppedChild())
 	}
-	if os.Getenv(envSyncChild) != "" {
-		os.Exit(syncChild())
-	}
 	if os.Getenv(envClusterChild) != "" {
 		os.Exit(clusterChild())
-	}
-	if os.Getenv(envLoadChild) != "" {
-		os.Exit(loadChild())
 	}
 	os.Exit(m.Run())
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/tasks/cdc/applier"
-	"github.com/changesink/changesink/tasks/cdc/initload"
 )
 
 // Output file names, as the seed's tasks name them.
@@ -62,6 +61,3 @@ func (r *Result) Summary() string {
 	return fmt.Sprintf("%d captured events, %d newer keys applied (%d deletes), %d replayed/older keys skipped. "+
 		"Read-back verified; query %s for current rows.", r.Events, r.Pending, r.Deletes, r.Skipped, r.View)
 }
-
-// LoadStats is what an initial load copied (initload.Stats).
-type LoadStats = initload.Stats

@@ -2,112 +2,70 @@ package cdc
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/initload"
-	"github.com/changesink/changesink/tasks/cdc/slot"
-	"github.com/changesink/changesink/tasks/cdc/target"
+	"github.com/changesink/changesink/tasks/cdc/slotsync"
 )
 
-// Sync streams the replication slot into the targets: it opens the slot
-// and the catalog, maps every published table to its target and checks
-// it, takes each target's lock, checks the slot's position against the
-// sync ledger, then reads whole committed transactions and applies them
-// flush by flush (each table's rows inserted and read back, the flush
-// recorded in the sync ledger, and only then the slot confirmed) until the
-// slot is caught up or a budget ends. Refusals name the table, key, column
-// and LSN; every failure leaves the slot where the last verified flush
-// confirmed it, so a re-run converges.
-func Sync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncResult, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	r := &syncRun{cfg: cfg, env: env, log: env.log(), start: time.Now(), stop: applier.Stop{Cmd: "cdc sync", Step: applier.StepOpen}}
-	defer func() { err = r.stop.Wrap(ctx, err) }()
-	if err := r.openSource(ctx); err != nil {
-		return nil, err
-	}
-	defer r.closeSource()
-	if err := r.openTargets(ctx); err != nil {
-		return nil, err
-	}
-	defer r.ch.Close()
-	if err := r.lockTargets(ctx); err != nil {
-		return nil, err
-	}
-	defer r.releaseTargets(ctx)
-	defer func() { err = r.lockFirst(ctx, err) }()
-	if err := r.checkPosition(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.markEnd(ctx); err != nil {
-		return nil, err
-	}
-	for !r.done {
-		if err := r.readFlush(ctx); err != nil {
-			if err := r.endAtJoin(ctx, err); err != nil {
-				return nil, err
-			}
-			return r.result(ctx), nil
-		}
-		if err := r.applyFlush(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.confirmIdle(ctx); err != nil {
-		return nil, err
-	}
-	return r.result(ctx), nil
+// The env contract of cdc sync (and of cdc setup given a source), declared
+// by slotsync, whose messages name them (see slotsync's constants).
+const (
+	EnvPostgresDSN      = slotsync.EnvPostgresDSN
+	EnvPostgresUsername = slotsync.EnvPostgresUsername
+	EnvPostgresPassword = slotsync.EnvPostgresPassword
+	EnvSlot             = slotsync.EnvSlot
+	EnvPublication      = slotsync.EnvPublication
+	EnvTables           = slotsync.EnvTables
+	EnvMaxChanges       = slotsync.EnvMaxChanges
+	EnvMaxDuration      = slotsync.EnvMaxDuration
+	EnvFlushChanges     = slotsync.EnvFlushChanges
+	EnvLoadWorkers      = slotsync.EnvLoadWorkers
+)
+
+// Defaults and bounds of the sync settings (slotsync's).
+const (
+	DefaultSlot         = slotsync.DefaultSlot
+	DefaultPublication  = slotsync.DefaultPublication
+	DefaultMaxDuration  = slotsync.DefaultMaxDuration
+	DefaultFlushChanges = slotsync.DefaultFlushChanges
+	DefaultLoadWorkers  = slotsync.DefaultLoadWorkers
+	MaxLoadWorkers      = slotsync.MaxLoadWorkers
+	LoadBlockRows       = initload.DefaultBlockRows
+)
+
+// SyncConfig is everything Sync needs, and what SetupSync needs to create
+// the publication and the slot and load the tables (slotsync.Config);
+// Postgres is how to reach the source database.
+type (
+	SyncConfig = slotsync.Config
+	Postgres   = slotsync.Postgres
+)
+
+// SyncResult is the outcome of a sync run (slotsync.Result), SyncTable
+// one table's share of it; SyncSetupResult is what SetupSync ensured and
+// loaded (slotsync.SetupResult), LoadStats what its initial load copied
+// (initload.Stats).
+type (
+	SyncResult      = slotsync.Result
+	SyncTable       = slotsync.TableResult
+	SyncSetupResult = slotsync.SetupResult
+	LoadStats       = initload.Stats
+)
+
+// Sync streams the replication slot into the targets (slotsync.Sync):
+// whole committed transactions, flush by flush, each table's rows applied
+// and read back, the flush recorded in the sync ledger, and only then the
+// slot confirmed.
+func Sync(ctx context.Context, cfg SyncConfig, env Env) (*SyncResult, error) {
+	return slotsync.Sync(ctx, cfg, env.sync())
 }
 
-// syncRun is one Sync: its settings, its connections, its targets, the
-// flush it gathers, and what the steps report.
-type syncRun struct {
-	cfg   SyncConfig
-	env   Env
-	log   *slog.Logger
-	start time.Time
-	stop  applier.Stop
-
-	// The source: the stream of the slot, and a plain connection for the
-	// catalog and the slot's health; its identity, for the sync ledger.
-	stream           *slot.Stream
-	conn             *pgx.Conn
-	systemID, source string
-	// startedAt is where the slot stood when the run began; caughtUpAt the
-	// WAL's end when it began to stream (it is caught up once it has
-	// everything before it: markEnd); seen the furthest the server said it
-	// has decoded.
-	startedAt, caughtUpAt, seen slot.LSN
-
-	// The targets: by the source table's OID, and in name order (the
-	// order of their locks and flushes).
-	ch     *target.Server
-	tables map[uint32]*syncTable
-	order  []*syncTable
-
-	ledger *target.SyncLedger
-	last   *target.SyncEntry // the sync ledger's latest row of the slot
-
-	f    flush
-	tx   slot.Begin // the transaction being read
-	open bool       // inside a transaction
-	done bool       // caught up, or a budget ended
-	why  string     // why the run ended
-
-	res SyncResult
-	// loaded is what the initial load copied (SetupSync), joined the
-	// tables it loaded that joined the publication after the slot's load;
-	// loadLedger is the load ledger.
-	loaded initload.Stats
-	joined []string
-	// republished are the tables setup added to the publication: it
-	// lacked them, so they join (loadjoined.go).
-	republished map[string]bool
-	loadLedger  *target.LoadLedger
-	continued   bool
+// SetupSync prepares cdc sync (slotsync.SetupSync): the publication and
+// the slot, every published table's target and, when it creates the slot,
+// the initial load from the slot's exported snapshot.
+func SetupSync(ctx context.Context, cfg SyncConfig, env Env) (*SyncSetupResult, error) {
+	return slotsync.SetupSync(ctx, cfg, env.sync())
 }
+
+// sync is the Env of a cdc sync run: the logger, and the tests' hooks.
+func (e Env) sync() slotsync.Env { return slotsync.Env{Log: e.Log, Hooks: e.hooks} }

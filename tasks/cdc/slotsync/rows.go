@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 )
 
 // TestSyncManyTables: three tables in one publication (one with a
@@ -73,26 +71,6 @@ func TestSyncManyTables(t *testing.T) {
 	e.same(`SELECT id::text, coalesce(note, '\N') FROM a ORDER BY a.id`, `SELECT id, ifNull(note, '\\N') FROM `+e.chDB+`.a_live ORDER BY id`)
 }
 
-// TestSyncRefusesARetypedColumn: a column retyped between runs is
-// refused when the next run starts: the catalog's type maps to another
-// ClickHouse type than the target's column holds (configuration: the
-// target is to be rebuilt). Nothing is written; the slot keeps the
-// transactions.
-func TestSyncRefusesARetypedColumn(t *testing.T) {
-	e, cfg, env, ctx := setUpSync(t, "public.r", `CREATE TABLE r (id int PRIMARY KEY, n int)`, `INSERT INTO r VALUES (1, 1)`)
-	e.exec(`INSERT INTO r VALUES (2, 2)`, `ALTER TABLE r ALTER COLUMN n TYPE bigint`, `INSERT INTO r VALUES (3, 3000000000)`)
-	for range 2 {
-		_, err := Sync(ctx, cfg, env)
-		wantError(t, err, outcome.Config, change.ErrTargetMismatch, `"n"`, "Int64")
-		if Hint(err) == "" {
-			t.Error("no hint")
-		}
-	}
-	if got := e.ch.query(`SELECT id FROM ` + e.chDB + `.r_live ORDER BY id`); strings.Join(got, ",") != "1" {
-		t.Errorf("live rows %v, want 1", got)
-	}
-}
-
 // TestSyncSettingsChecked: changesink sets the settings values are read
 // under on the replication connection, and reads them back (SHOW) before
 // streaming (pgvalue.CheckSettings: a pooler that drops startup
@@ -117,58 +95,6 @@ func TestSyncSettingsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.same(`SELECT id::text, d::text FROM s ORDER BY id`, `SELECT id, toString(d) FROM `+e.chDB+`.s_live ORDER BY id`)
-}
-
-// TestSyncExactValues: the values the trigger changes (issue 23) arrive
-// exactly: an explicit NULL in a column with a DEFAULT stays NULL; numeric
-// NaN, float NaN, ±Infinity and -0, date and timestamp ±infinity are held
-// (generated mappings: String for an unconstrained numeric, a date and a
-// timestamp on 18.16; Float64 for a double). A value the mapping cannot
-// hold (±infinity in a Date column a mapping entry asks for) is refused,
-// naming table, column and the value's kind, after the transactions
-// before it; the slot keeps it.
-func TestSyncExactValues(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.v"}
-	e.exec(`CREATE TABLE v (id int PRIMARY KEY, note text DEFAULT 'dflt', n numeric, f double precision, d date, ts timestamp, d2 date)`,
-		`INSERT INTO v (id, note, n, f, d, ts) VALUES (1, NULL, 'NaN', 'NaN', 'infinity', '-infinity'), (2, DEFAULT, 1.50, '-0', '2024-02-29', '2024-02-29 12:00:00.123456')`)
-	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
-		"  - source: {database: "+e.slot+", schema: public, table: v}\n    columns:\n      - {name: d2, type: Nullable(Date)}\n"+
-		// String on every server (generated: on 18.16 only), for the exact text of NaN and infinity.
-		"      - {name: n, type: Nullable(String), source_type: numeric}\n      - {name: d, type: Nullable(String), source_type: date}\n"+
-		"      - {name: ts, type: Nullable(String), source_type: timestamp}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, env := e.config()
-	cfg.Mappings = set
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`INSERT INTO v (id, note, n, f, d, ts) VALUES (3, NULL, '-1e-20', 'Infinity', '-infinity', 'infinity'), (4, 'x', 0, '-Infinity', '0044-03-15 BC', '1969-12-31 23:59:59.5')`,
-		`UPDATE v SET note = NULL WHERE id = 2`)
-	if _, err := Sync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	const chFloat = `multiIf(isNaN(f), 'NaN', isInfinite(f) AND f > 0, 'Infinity', isInfinite(f), '-Infinity', toString(f))`
-	// An unconstrained numeric held as String is in its canonical text
-	// (trailing zeros trimmed), as the trigger path writes it.
-	e.same(`SELECT id::text, coalesce(note, '\N'), trim_scale(n)::text, f::text, d::text, to_char(ts, 'YYYY-MM-DD HH24:MI:SS.US') FROM v WHERE ts IS NOT NULL AND ts::text NOT LIKE '%infinity' ORDER BY v.id`,
-		`SELECT id, ifNull(note, '\\N'), n, `+chFloat+`, d, ts FROM `+e.chDB+`.v_live WHERE ts NOT LIKE '%infinity' ORDER BY id`)
-	e.same(`SELECT id::text, ts::text FROM v WHERE ts::text LIKE '%infinity' ORDER BY v.id`,
-		`SELECT id, ts FROM `+e.chDB+`.v_live WHERE ts LIKE '%infinity' ORDER BY id`)
-
-	e.exec(`INSERT INTO v (id) VALUES (5)`, `INSERT INTO v (id, d2) VALUES (6, 'infinity')`, `INSERT INTO v (id) VALUES (7)`)
-	_, err = Sync(ctx, cfg, env)
-	wantError(t, err, outcome.Refused, pgvalue.ErrSpecialValue, "public.v", "d2")
-	if !strings.Contains(Hint(err), "NaN and infinity") {
-		t.Errorf("hint %q", Hint(err))
-	}
-	if got := e.ch.query(`SELECT id FROM ` + e.chDB + `.v_live WHERE id >= 5 ORDER BY id`); strings.Join(got, ",") != "5" {
-		t.Errorf("live rows from 5: %v, want 5 (the transaction before the refused one)", got)
-	}
 }
 
 // TestSyncBudgetReportsBehind: a run a budget ends reports how long ago
@@ -238,7 +164,7 @@ func TestSyncSlowApplyKeepsTheStream(t *testing.T) {
 		sep = "&"
 	}
 	cfg.Postgres.DSN += sep + "wal_sender_timeout=2s"
-	env.hooks.BeforeInsert = func(ctx context.Context) error {
+	env.Hooks.BeforeInsert = func(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -254,7 +180,7 @@ func TestSyncSlowApplyKeepsTheStream(t *testing.T) {
 		t.Errorf("the slow run: %+v", res)
 	}
 	e.same(`SELECT id::text, n::text FROM q ORDER BY id`, `SELECT id, n FROM `+e.chDB+`.q_live ORDER BY id`)
-	env.hooks.BeforeInsert = nil
+	env.Hooks.BeforeInsert = nil
 	if again, err := Sync(ctx, cfg, env); err != nil || again.Transactions != 0 {
 		t.Errorf("the run after it (the flush was confirmed): %+v, %v", again, err)
 	}

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -39,23 +40,23 @@ func syncChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg := SyncConfig{Postgres: Postgres{DSN: os.Getenv(envSyncChild)}, Slot: os.Getenv(envSyncSlot), Publication: os.Getenv(envSyncSlot),
+	cfg := Config{Postgres: Postgres{DSN: os.Getenv(envSyncChild)}, Slot: os.Getenv(envSyncSlot), Publication: os.Getenv(envSyncSlot),
 		Mappings: set, ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute},
 		FlushChanges: 25, MaxDuration: 20 * time.Second}
-	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), hooks: testhook.Hooks{LockTiming: testLockTiming}}
+	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Hooks: testhook.Hooks{LockTiming: testLockTiming}}
 	die := func(context.Context) error {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
 	switch os.Getenv(envSyncDieAt) {
 	case "locked":
-		env.hooks.Locked = die
+		env.Hooks.Locked = die
 	case "before the insert":
-		env.hooks.BeforeInsert = die
+		env.Hooks.BeforeInsert = die
 	case "after the insert":
-		env.hooks.AfterInsert = die
+		env.Hooks.AfterInsert = die
 	case "before the confirm":
-		env.hooks.Recorded = die
+		env.Hooks.Recorded = die
 	}
 	if _, err := Sync(context.Background(), cfg, env); err != nil {
 		fmt.Fprintln(os.Stderr, "sync:", err)
@@ -156,7 +157,7 @@ func TestSyncExactlyOnceUnderKills(t *testing.T) {
 			how = steps[(i/2)%len(steps)]
 			cmd.Env = append(cmd.Env, envSyncDieAt+"="+how)
 		}
-		out := &lockedBuffer{}
+		out := &testenv.LockedBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -204,23 +205,4 @@ func TestSyncExactlyOnceUnderKills(t *testing.T) {
 		}
 		prevSeq, prevLSN = seq, lsn
 	}
-}
-
-// lockedBuffer is a bytes buffer safe for a process's two pipes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
-// SyncResult is the outcome of a sync run: what it applied, per table and
+// Result is the outcome of a sync run: what it applied, per table and
 // in all, and the slot's health when it ended.
-type SyncResult struct {
+type Result struct {
 	Slot string
 	// Transactions and Changes are the changes applied and confirmed;
 	// Flushes the times the run confirmed the slot.
@@ -24,7 +24,7 @@ type SyncResult struct {
 	// Why says why the run ended: caught up, or a budget.
 	Why string
 	// Tables are the counts of each table that had changes.
-	Tables []SyncTable
+	Tables []TableResult
 	// Health is the slot's state at the end (its lag, the WAL it retains);
 	// HealthErr why it could not be read.
 	Health    slot.Health
@@ -37,14 +37,14 @@ type SyncResult struct {
 	Total       time.Duration
 }
 
-// SyncTable is one table's share of a sync run.
-type SyncTable struct {
+// TableResult is one table's share of a sync run.
+type TableResult struct {
 	Source, Target string
 	applier.Counts
 }
 
 // result gathers the run's counts and reads the slot's health.
-func (r *syncRun) result(ctx context.Context) *SyncResult {
+func (r *syncRun) result(ctx context.Context) *Result {
 	res := &r.res
 	res.Slot, res.From, res.Why = r.cfg.Slot, r.startedAt, r.why
 	if r.last != nil {
@@ -54,7 +54,7 @@ func (r *syncRun) result(ctx context.Context) *SyncResult {
 		if t.res.Events == 0 {
 			continue
 		}
-		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
+		res.Tables = append(res.Tables, TableResult{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}
 	res.Behind, res.BehindKnown = r.behind(ctx)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -93,7 +93,7 @@ func (r *syncRun) behind(ctx context.Context) (time.Duration, bool) {
 
 // Outputs implements kestra.Result: the totals, the slot's position and
 // health, and each table's counts.
-func (r *SyncResult) Outputs() map[string]any {
+func (r *Result) Outputs() map[string]any {
 	tables := map[string]any{}
 	for _, t := range r.Tables {
 		tables[t.Source] = map[string]any{"target": t.Target, "events": t.Events, "keys": t.Keys, "pending": t.Pending,
@@ -118,7 +118,7 @@ func (r *SyncResult) Outputs() map[string]any {
 // Metrics implements kestra.Result: counters per run and per table, the
 // slot's lag and retained WAL (gauges as counters: Kestra has no gauge),
 // and the run's duration.
-func (r *SyncResult) Metrics() []kestra.Metric {
+func (r *Result) Metrics() []kestra.Metric {
 	tags := map[string]string{"slot": r.Slot}
 	ms := []kestra.Metric{
 		kestra.Counter("transactions", float64(r.Transactions), tags),
@@ -141,7 +141,7 @@ func (r *SyncResult) Metrics() []kestra.Metric {
 }
 
 // Summary is the run's one-line log.
-func (r *SyncResult) Summary() string {
+func (r *Result) Summary() string {
 	lag := ""
 	if r.HealthErr == nil {
 		lag = fmt.Sprintf("; lag %d bytes, %d bytes of WAL retained (%s)", r.Health.LagBytes, r.Health.RetainedBytes, r.Health.WALStatus)

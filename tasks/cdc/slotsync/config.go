@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/initload"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -18,16 +17,16 @@ import (
 // secrets are the trigger flow's, so a flow moves from one to the other
 // without new secrets.
 const (
-	EnvPostgresDSN      = "CDC_POSTGRES_DSN"      // SyncConfig.Source: a URL or key=value string
+	EnvPostgresDSN      = "CDC_POSTGRES_DSN"      // Config.Source: a URL or key=value string
 	EnvPostgresUsername = "CDC_POSTGRES_USERNAME" // overrides the DSN's user
 	EnvPostgresPassword = "CDC_POSTGRES_PASSWORD" // overrides the DSN's password
-	EnvSlot             = "CDC_SLOT"              // SyncConfig.Slot
-	EnvPublication      = "CDC_PUBLICATION"       // SyncConfig.Publication
-	EnvTables           = "CDC_TABLES"            // SyncConfig.Tables, comma-separated schema.table
-	EnvMaxChanges       = "CDC_MAX_CHANGES"       // SyncConfig.MaxChanges
-	EnvMaxDuration      = "CDC_MAX_DURATION"      // SyncConfig.MaxDuration
-	EnvFlushChanges     = "CDC_FLUSH_CHANGES"     // SyncConfig.FlushChanges
-	EnvLoadWorkers      = "CDC_LOAD_WORKERS"      // SyncConfig.LoadWorkers
+	EnvSlot             = "CDC_SLOT"              // Config.Slot
+	EnvPublication      = "CDC_PUBLICATION"       // Config.Publication
+	EnvTables           = "CDC_TABLES"            // Config.Tables, comma-separated schema.table
+	EnvMaxChanges       = "CDC_MAX_CHANGES"       // Config.MaxChanges
+	EnvMaxDuration      = "CDC_MAX_DURATION"      // Config.MaxDuration
+	EnvFlushChanges     = "CDC_FLUSH_CHANGES"     // Config.FlushChanges
+	EnvLoadWorkers      = "CDC_LOAD_WORKERS"      // Config.LoadWorkers
 )
 
 // Defaults of the sync settings.
@@ -45,18 +44,17 @@ const (
 	maxFlushChanges = 10_000_000
 	// DefaultLoadWorkers is how many connections the initial load reads
 	// with at once (PeerDB's default too); MaxLoadWorkers bounds it, and a
-	// worker's block (one insert) holds up to LoadBlockRows rows.
+	// worker's block (one insert) holds up to initload.DefaultBlockRows rows.
 	DefaultLoadWorkers = 4
 	MaxLoadWorkers     = 64
-	LoadBlockRows      = initload.DefaultBlockRows
 	// idleWait is how long the stream may be quiet before the run counts
 	// the slot as caught up.
 	idleWait = time.Second
 )
 
-// SyncConfig is everything Sync needs, and what Setup needs to create the
+// Config is everything Sync needs, and what Setup needs to create the
 // publication and the slot and load the tables.
-type SyncConfig struct {
+type Config struct {
 	// Postgres is the database the slot decodes. Required.
 	Postgres Postgres
 	// Slot and Publication name the replication slot and the publication.
@@ -96,7 +94,7 @@ type Postgres struct {
 }
 
 // Validate checks the sync settings and fills in the defaults.
-func (c *SyncConfig) Validate() error {
+func (c *Config) Validate() error {
 	switch {
 	case c.Postgres.DSN == "":
 		return outcome.Config.Mark(fmt.Errorf("%w: no source database (%s)", change.ErrConfig, EnvPostgresDSN))

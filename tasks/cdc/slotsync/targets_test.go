@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 )
 
 // TestSyncRefusesMappingOfAnotherDatabase: a mapping whose source.database
@@ -72,4 +73,17 @@ func TestSyncRefusesMappingOfAnotherDatabase(t *testing.T) {
 	if got := e.ch.query(`SELECT name FROM system.tables WHERE database = '` + e.chDB + `'`); len(got) != 0 {
 		t.Errorf("a refused mapping created %v", got)
 	}
+}
+
+// TestSyncRefusesACluster: cdc sync (and its setup) maps a published table
+// to a target on a cluster only to refuse it: its sync ledger is one
+// server's table.
+func TestSyncRefusesACluster(t *testing.T) {
+	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: analytics, cluster: c1}}\ntables:\n  - source: {schema: public, table: acc}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := []sourceTable{{schema: "public", name: "acc", cols: []pgvalue.Column{{Name: "id", TypeOID: 20, TypeMod: -1, NotNull: true, Key: true}}}}
+	_, err = mappings(set, "shop", tables, mapping.CapsFor(18, 16))
+	wantError(t, err, outcome.Config, change.ErrConfig, "public.acc", `target.cluster is "c1"`, "cdc sync does not write targets on a cluster")
 }

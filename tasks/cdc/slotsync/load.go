@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func (r *syncRun) loadTables(ctx context.Context, l *loadRun, which []*syncTable
 		tables[i] = lt
 	}
 	stats, err := initload.Load(ctx, initload.Config{Source: r.cfg.source, Conn: r.conn, Snapshot: l.snap, SnapshotName: l.snap.Name,
-		Point: l.point, Workers: r.cfg.LoadWorkers, ChunkRows: r.env.hooks.LoadChunkRows, BlockRows: r.env.hooks.LoadBlockRows, Log: r.log}, tables)
+		Point: l.point, Workers: r.cfg.LoadWorkers, ChunkRows: r.env.Hooks.LoadChunkRows, BlockRows: r.env.Hooks.LoadBlockRows, Log: r.log}, tables)
 	if err != nil {
 		return err
 	}

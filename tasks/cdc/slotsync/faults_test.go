@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // accEnv is a sync test's env on the PostgreSQL server admin reaches, with
 // the table acc (1000 rows, some with TOASTed blobs) set up
 // and loaded, and the config that syncs it.
-func accEnv(t *testing.T, admin string) (*syncEnv, SyncConfig, Env) {
+func accEnv(t *testing.T, admin string) (*syncEnv, Config, Env) {
 	t.Helper()
 	e := newSyncEnvAt(t, admin)
 	e.tables = []string{"public.acc"}
@@ -115,7 +115,7 @@ func (e *syncEnv) confirmedWithinLedger() (confirmed, through slot.LSN) {
 // resetup is the remedy the refusals' hints name: drop the slot, run the
 // setup (a new slot, its snapshot loaded into the same targets), sync
 // until caught up; the targets must then equal the source.
-func (e *syncEnv) resetup(ctx context.Context, cfg SyncConfig, env Env) {
+func (e *syncEnv) resetup(ctx context.Context, cfg Config, env Env) {
 	e.t.Helper()
 	e.dropSlot()
 	if _, err := SetupSync(ctx, cfg, env); err != nil {
@@ -126,7 +126,7 @@ func (e *syncEnv) resetup(ctx context.Context, cfg SyncConfig, env Env) {
 }
 
 // catchUp runs Sync until a run finds nothing new.
-func (e *syncEnv) catchUp(ctx context.Context, cfg SyncConfig, env Env) {
+func (e *syncEnv) catchUp(ctx context.Context, cfg Config, env Env) {
 	e.t.Helper()
 	for range 20 {
 		res, err := Sync(ctx, cfg, env)
@@ -186,18 +186,18 @@ func TestSyncSourceRestarted(t *testing.T) {
 				}
 				switch {
 				case when == "while applying" && mode == "immediate":
-					env.hooks.AfterInsert = nth(3, restart)
+					env.Hooks.AfterInsert = nth(3, restart)
 				case when == "while applying":
 					// A fast shutdown waits for every walsender's client to
 					// take the WAL sent, and the run says it is alive while
 					// it applies: the flush goes on once the shutdown began.
-					env.hooks.AfterInsert = nth(3, func(ctx context.Context) error {
+					env.Hooks.AfterInsert = nth(3, func(ctx context.Context) error {
 						go restart(ctx) //nolint:errcheck
 						shuttingDown(t, pg.Admin)
 						return nil
 					})
 				default:
-					env.hooks.AfterInsert = nth(3, func(ctx context.Context) error { go restart(ctx); return nil }) //nolint:errcheck
+					env.Hooks.AfterInsert = nth(3, func(ctx context.Context) error { go restart(ctx); return nil }) //nolint:errcheck
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				defer cancel()
@@ -288,9 +288,9 @@ func TestSyncClickHouseCut(t *testing.T) {
 			arm := nth(3, func(context.Context) error { p.CutOn([]byte(c.on(e))); return nil })
 			cutEnv := env
 			if c.hook == "before the insert" {
-				cutEnv.hooks.BeforeInsert = arm
+				cutEnv.Hooks.BeforeInsert = arm
 			} else {
-				cutEnv.hooks.AfterInsert = arm
+				cutEnv.Hooks.AfterInsert = arm
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()

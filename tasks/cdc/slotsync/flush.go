@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -91,7 +91,7 @@ func (r *syncRun) applyFlush(ctx context.Context) error {
 	}
 	r.last = &e
 	r.stop.Step = applier.StepConfirm
-	if err := testhook.Run(ctx, r.env.hooks.Recorded); err != nil {
+	if err := testhook.Run(ctx, r.env.Hooks.Recorded); err != nil {
 		return err
 	}
 	if err := r.stream.Confirm(ctx, slot.LSN(r.f.through)); err != nil {

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -30,7 +31,7 @@ const envLoadTables = "CDC_TEST_LOAD_TABLES"
 
 // loadConfig is the setup of the load kill tests, in the child and in the
 // test: the tables (in schema public) into database db.
-func loadConfig(dsn, slot, db string, tables ...string) (SyncConfig, Env, error) {
+func loadConfig(dsn, slot, db string, tables ...string) (Config, Env, error) {
 	if len(tables) == 0 {
 		tables = []string{"acc"}
 	}
@@ -39,10 +40,10 @@ func loadConfig(dsn, slot, db string, tables ...string) (SyncConfig, Env, error)
 		yaml += "  - source: {schema: public, table: " + t + "}\n"
 	}
 	set, err := mapping.ParseSet("sync.yaml", []byte(yaml))
-	cfg := SyncConfig{Postgres: Postgres{DSN: dsn}, Slot: slot, Publication: slot, Mappings: set, LoadWorkers: 2,
+	cfg := Config{Postgres: Postgres{DSN: dsn}, Slot: slot, Publication: slot, Mappings: set, LoadWorkers: 2,
 		ClickHouse: target.ClickHouse{URL: os.Getenv("CHANGESINK_TEST_CLICKHOUSE"), Timeout: time.Minute}}
 	env := Env{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		hooks: testhook.Hooks{LockTiming: testLockTiming, LoadChunkRows: 500, LoadBlockRows: 200}}
+		Hooks: testhook.Hooks{LockTiming: testLockTiming, LoadChunkRows: 500, LoadBlockRows: 200}}
 	return cfg, env, err
 }
 
@@ -74,7 +75,7 @@ func runSetupKilled(ctx context.Context, t *testing.T, e *syncEnv, started *rege
 	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), envLoadChild+"="+e.dsn, envSyncSlot+"="+e.slot, envSyncDB+"="+e.chDB), extra...)
-	out := &lockedBuffer{}
+	out := &testenv.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

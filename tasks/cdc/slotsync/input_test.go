@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
@@ -35,93 +34,6 @@ func TestSyncSetupRefusesATableWithoutIdentity(t *testing.T) {
 	wantRefused(t, err, outcome.Refused, 1, slot.ErrReplicaIdentity, "Give the table a primary key", "REPLICA IDENTITY FULL")
 	wantError(t, err, outcome.Refused, nil, "public.nokey")
 	e.noSlot()
-}
-
-// TestSyncSetupTableWithoutKey: a table without a primary key under
-// REPLICA IDENTITY FULL is published, but its target needs a key: the
-// setup asks for one in the mapping (configuration, exit 2), naming the
-// mapping entry, and drops the slot it made; with the key given the table
-// is loaded and streamed.
-func TestSyncSetupTableWithoutKey(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.nokey"}
-	e.exec(`CREATE TABLE nokey (id bigint NOT NULL, v text)`, `ALTER TABLE nokey REPLICA IDENTITY FULL`, `INSERT INTO nokey VALUES (1, 'a')`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	_, err := SetupSync(ctx, cfg, env)
-	wantRefused(t, err, outcome.Config, 2, mapping.ErrMapping, "Fix the mapping")
-	wantError(t, err, outcome.Config, nil, "sync.yaml:3:5", "key is required")
-	e.noSlot()
-	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
-		"  - source: {schema: public, table: nokey}\n    key: [id]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Mappings = set
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`UPDATE nokey SET v = 'b'`, `INSERT INTO nokey VALUES (2, 'c')`)
-	e.catchUp(ctx, cfg, env)
-	e.same(`SELECT id::text, v FROM nokey ORDER BY id`, `SELECT id, v FROM `+e.chDB+`.nokey_live ORDER BY id`)
-}
-
-// TestSyncUnmappableColumn: a column of a type no mapping is generated
-// for (point) is refused at setup (configuration, exit 2; the hint: map it
-// as String), the slot it made dropped; with the column mapped as String
-// the setup loads the table and sync streams it. A column of
-// that type added between runs is refused when the next run maps the
-// table (configuration), nothing written; with the column mapped as
-// String, the next run applies the transactions before the change, adds
-// the column, and applies those after it.
-func TestSyncUnmappableColumn(t *testing.T) {
-	e := newSyncEnv(t)
-	e.tables = []string{"public.geo"}
-	e.exec(`CREATE TABLE geo (id int PRIMARY KEY, p point)`, `INSERT INTO geo VALUES (1, '(1,2)')`)
-	cfg, env := e.config()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	_, err := SetupSync(ctx, cfg, env)
-	wantRefused(t, err, outcome.Config, 2, pgvalue.ErrUnsupportedType, "as String")
-	wantError(t, err, outcome.Config, nil, "public.geo", `"p"`)
-	withP := func(table string) *mapping.Set {
-		set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+"}}\ntables:\n"+
-			"  - source: {schema: public, table: "+table+"}\n    columns:\n      - {name: p, type: Nullable(String)}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return set
-	}
-	e.noSlot()
-	cfg.Mappings = withP("geo")
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`INSERT INTO geo VALUES (2, '(-1.5,2e-3)'), (3, NULL)`)
-	e.catchUp(ctx, cfg, env)
-	e.same(`SELECT id::text, coalesce(p::text, '\N') FROM geo ORDER BY id`, `SELECT id, ifNull(p, '\\N') FROM `+e.chDB+`.geo_live ORDER BY id`)
-
-	e.tables = []string{"public.geo2"}
-	e.exec(`CREATE TABLE geo2 (id int PRIMARY KEY, v text)`, `INSERT INTO geo2 VALUES (1, 'a')`)
-	second := *e
-	second.slot = e.slot + "_2"
-	t.Cleanup(second.dropSlot)
-	cfg, env = e.config()
-	cfg.Slot, cfg.Publication = second.slot, second.slot
-	if _, err := SetupSync(ctx, cfg, env); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(`INSERT INTO geo2 VALUES (2, 'b')`, `ALTER TABLE geo2 ADD COLUMN p point`, `INSERT INTO geo2 VALUES (3, 'c', '(3,4)')`)
-	_, err = Sync(ctx, cfg, env)
-	wantRefused(t, err, outcome.Config, 2, pgvalue.ErrUnsupportedType, "as String")
-	wantError(t, err, outcome.Config, nil, "public.geo2", `"p"`)
-	if got := e.liveIDs2("geo2"); got != "1" {
-		t.Errorf("live ids %q after the refusal, want 1", got)
-	}
-	cfg.Mappings = withP("geo2")
-	e.catchUp(ctx, cfg, env)
-	e.same(`SELECT id::text, v, coalesce(p::text, '\N') FROM geo2 ORDER BY id`, `SELECT id, v, ifNull(p, '\\N') FROM `+e.chDB+`.geo2_live ORDER BY id`)
 }
 
 // TestSyncPublicationDropped: the publication dropped between runs; the

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -199,7 +199,7 @@ func (r *syncRun) openTargetsOf(ctx context.Context, src []sourceTable, ms []*ma
 		}
 		t := &syncTable{src: src[i], m: m, policy: r.cfg.Mappings.Policy(src[i].schema, src[i].name), srv: srv,
 			batch: merge.NewBatch(m)}
-		t.run = &applier.Table{M: m, Tbl: tbl, Hooks: r.env.hooks, Origin: slotOrigin{r: r}, Stop: &r.stop, Res: &t.res, Log: r.log}
+		t.run = &applier.Table{M: m, Tbl: tbl, Hooks: r.env.Hooks, Origin: slotOrigin{r: r}, Stop: &r.stop, Res: &t.res, Log: r.log}
 		r.tables[src[i].oid] = t
 		r.order = append(r.order, t)
 	}
@@ -220,7 +220,7 @@ func withConns(c target.ClickHouse, tables int) target.ClickHouse {
 // lockTargets takes every target's lock, in name order (two runs never
 // wait on each other in a cycle).
 func (r *syncRun) lockTargets(ctx context.Context) error {
-	timing := r.env.hooks.Timing()
+	timing := r.env.Hooks.Timing()
 	r.stop.Step = applier.StepLock
 	for _, t := range r.order {
 		lk, err := t.run.Tbl.Lock(ctx, timing, r.log)
@@ -232,7 +232,7 @@ func (r *syncRun) lockTargets(ctx context.Context) error {
 			return err
 		}
 	}
-	return testhook.Run(ctx, r.env.hooks.Locked)
+	return testhook.Run(ctx, r.env.Hooks.Locked)
 }
 
 // lockFirst puts a lost lock of any target in place of a refusal

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 
 // loadConfig is loadConfig for the test's source, slot and database, its
 // log discarded.
-func (e *syncEnv) loadConfig(tables ...string) (SyncConfig, Env) {
+func (e *syncEnv) loadConfig(tables ...string) (Config, Env) {
 	e.t.Helper()
 	cfg, env, err := loadConfig(e.dsn, e.slot, e.chDB, tables...)
 	if err != nil {
@@ -121,7 +121,7 @@ func (e *syncEnv) loadConfig(tables ...string) (SyncConfig, Env) {
 // syncRefusesJoined runs sync while the load of acc2, which joined the
 // publication, has not ended: refused, naming it, the slot and the sync
 // ledger as they were.
-func (e *syncEnv) syncRefusesJoined(ctx context.Context, cfg SyncConfig, env Env) {
+func (e *syncEnv) syncRefusesJoined(ctx context.Context, cfg Config, env Env) {
 	e.t.Helper()
 	confirmed := e.slotConfirmed()
 	through, rows := e.ledgerThrough()
@@ -154,7 +154,7 @@ func TestSyncEndsWhereATableJoins(t *testing.T) {
 	}
 	e.exec(`UPDATE acc SET tag = 'before' WHERE id <= 10`)
 	joining := env
-	joining.hooks.Locked = func(context.Context) error {
+	joining.Hooks.Locked = func(context.Context) error {
 		// After the run read the catalog: the table joins, is changed,
 		// then acc again.
 		e.exec(`ALTER PUBLICATION `+e.pub+` ADD TABLE acc2`, `UPDATE acc2 SET tag = 'joined' WHERE id <= 5`,
@@ -188,7 +188,7 @@ func TestSyncEndsWhereATableJoins(t *testing.T) {
 
 // joinAcc2 runs the setup that loads acc2 alone (wantRows rows), syncs
 // until caught up, and compares acc and acc2 with their live views.
-func (e *syncEnv) joinAcc2(ctx context.Context, cfg SyncConfig, env Env, wantRows int64) {
+func (e *syncEnv) joinAcc2(ctx context.Context, cfg Config, env Env, wantRows int64) {
 	e.t.Helper()
 	res, err := SetupSync(ctx, cfg, env)
 	if err != nil || fmt.Sprint(res.Joined) != "[public.acc2]" || res.Loaded != wantRows {

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // that follows is newer than every loaded row and nothing between is lost.
 // The consistent point is then the sync ledger's first row of the slot. It
 // is idempotent: a slot already set up is checked, not loaded again.
-func SetupSync(ctx context.Context, cfg SyncConfig, env Env) (_ *SyncSetupResult, err error) {
+func SetupSync(ctx context.Context, cfg Config, env Env) (_ *SetupResult, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -230,14 +230,14 @@ func (r *syncRun) load(ctx context.Context, c created) error {
 	return nil
 }
 
-// SyncSetupResult reports what SetupSync ensured and loaded.
-type SyncSetupResult struct {
+// SetupResult reports what SetupSync ensured and loaded.
+type SetupResult struct {
 	Slot, Publication string
 	// Created: the slot was made now, and the tables loaded from its
 	// snapshot at ConsistentPoint.
 	Created         bool
 	ConsistentPoint slot.LSN
-	Tables          []SyncTable
+	Tables          []TableResult
 	Loaded          int64
 	// Load is what the initial load copied (zero when nothing was loaded);
 	// Continued: it continued a load an earlier run began.
@@ -248,17 +248,17 @@ type SyncSetupResult struct {
 	Joined []string
 }
 
-func (r *syncRun) setupResult(c created) *SyncSetupResult {
-	res := &SyncSetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
+func (r *syncRun) setupResult(c created) *SetupResult {
+	res := &SetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
 		Load: r.loaded, Continued: r.continued, Joined: r.joined}
 	for _, t := range r.order {
-		res.Tables = append(res.Tables, SyncTable{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
+		res.Tables = append(res.Tables, TableResult{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}
 	return res
 }
 
 // Outputs implements kestra.Result.
-func (r *SyncSetupResult) Outputs() map[string]any {
+func (r *SetupResult) Outputs() map[string]any {
 	tables := map[string]any{}
 	for _, t := range r.Tables {
 		tables[t.Source] = map[string]any{"target": t.Target, "loaded": t.Events}
@@ -271,14 +271,14 @@ func (r *SyncSetupResult) Outputs() map[string]any {
 }
 
 // Metrics implements kestra.Result.
-func (r *SyncSetupResult) Metrics() []kestra.Metric {
+func (r *SetupResult) Metrics() []kestra.Metric {
 	tags := map[string]string{"slot": r.Slot}
 	return []kestra.Metric{kestra.Counter("loaded", float64(r.Loaded), tags), kestra.Counter("load_bytes", float64(r.Load.Bytes), tags),
 		kestra.Counter("load_chunks", float64(r.Load.Chunks), tags), kestra.Timer("load_duration", r.Load.Duration, tags)}
 }
 
 // Summary is the run's one-line log.
-func (r *SyncSetupResult) Summary() string {
+func (r *SetupResult) Summary() string {
 	if len(r.Joined) > 0 {
 		return fmt.Sprintf("Slot %s: %d rows of %s, which joined publication %s, loaded and counted; the other tables were not loaded again.",
 			r.Slot, r.Loaded, strings.Join(r.Joined, ", "), r.Publication)

@@ -1,4 +1,4 @@
-package cdc
+package slotsync
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
@@ -44,8 +45,8 @@ func TestSyncLoadParallel(t *testing.T) {
 	e.exec(loadTablesSQL...)
 	cfg, env := e.config()
 	cfg.LoadWorkers = 3
-	env.hooks.LoadChunkRows, env.hooks.LoadBlockRows = 1500, 400
-	var logs lockedBuffer
+	env.Hooks.LoadChunkRows, env.Hooks.LoadBlockRows = 1500, 400
+	var logs testenv.LockedBuffer
 	env.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
