@@ -228,28 +228,3 @@ func (r *syncRun) appendLedger(ctx context.Context, e *target.SyncEntry) error {
 	}
 	return nil
 }
-
-// confirmIdle moves a caught-up slot to the server's keepalive position,
-// so a publication that is quiet while the rest of the database writes
-// does not pin the WAL: nothing is pending (no transaction open, the last
-// flush applied), and every transaction of the publications committed
-// before that position has been delivered. The position is recorded in the
-// sync ledger first, as a flush of no changes.
-func (r *syncRun) confirmIdle(ctx context.Context) error {
-	pos, ok := r.stream.IdlePosition()
-	if !ok || r.open || r.f.transactions > 0 || uint64(pos) <= r.last.Through {
-		return nil
-	}
-	r.stop.Step = applier.StepLedger
-	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: uint64(pos), Tables: "{}"}
-	if err := r.appendLedger(ctx, &e); err != nil {
-		return err
-	}
-	r.last = &e
-	r.stop.Step = applier.StepConfirm
-	if err := r.stream.Confirm(ctx, pos); err != nil {
-		return err
-	}
-	r.f.floor = uint64(pos)
-	return nil
-}

@@ -21,7 +21,7 @@ import (
 // is in the snapshot. cdc sync refuses to stream a published table whose
 // load has not ended (readFloors), confirming nothing, so the slot stays
 // where the load began until it ends; a load cut before it is continued,
-// as the slot's own load is (loadresume.go). Then sync streams the table
+// as the slot's own load is (load.go). Then sync streams the table
 // with the others, reading its changes before the point as belowLoad does
 // and raising those after it above the point (commit).
 
@@ -32,7 +32,7 @@ import (
 // says: a table out of the publication for a while missed its changes).
 // The last two are loaded afresh; their targets' rows of before are
 // deleted where the new load has none (deleteGone).
-func (r *syncRun) loadJoined(ctx context.Context) error {
+func (r *loader) loadJoined(ctx context.Context) error {
 	r.loadLedger = r.ch.LoadLedger(r.order[0].m.Target.Database)
 	if err := r.loadLedger.Ensure(ctx); err != nil {
 		return err
@@ -69,13 +69,7 @@ func (r *syncRun) loadJoined(ctx context.Context) error {
 	if err := r.loadTables(ctx, l, joined); err != nil {
 		return err
 	}
-	// A load begun again from nothing leaves no row of an earlier one:
-	// every key below its point it did not write is gone.
-	gone := l.point
-	if l.continued {
-		gone = l.from
-	}
-	if err := r.deleteGone(ctx, joined, gone); err != nil {
+	if err := r.deleteGone(ctx, joined, l.goneBelow(true)); err != nil {
 		return err
 	}
 	for _, t := range joined {
@@ -93,7 +87,7 @@ func (r *syncRun) loadJoined(ctx context.Context) error {
 // earlier run began for exactly these tables, continued when the slot has
 // not moved since it began (nothing streamed: sync refuses until it ends),
 // else a new one; either from a new temporary slot's snapshot.
-func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads map[string]target.TableLoad, fresh bool) (*loadRun, error) {
+func (r *loader) prepareJoined(ctx context.Context, joined []*syncTable, loads map[string]target.TableLoad, fresh bool) (*loadRun, error) {
 	h, err := slot.ReadHealth(ctx, r.conn.PgConn(), r.cfg.Slot)
 	if err != nil {
 		return nil, sourceErr(err)
@@ -152,7 +146,7 @@ func (r *syncRun) prepareJoined(ctx context.Context, joined []*syncTable, loads 
 	if err != nil {
 		return nil, err
 	}
-	l.snap, l.point, l.temporary = snap, uint64(snap.ConsistentPoint), true
+	l.fromTemporary(snap)
 	verb := "loading"
 	if l.continued {
 		verb = fmt.Sprintf("continuing the load (generation %s, %d chunks done) of", l.gen, len(l.done))

@@ -2,102 +2,185 @@ package slotsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/initload"
-	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
-// loadTables loads the tables which from l's snapshot (initload), versioned
-// at its point: the chunks earlier runs did are read again as deltas, each
-// block inserted into its target fenced by the target's lock, each chunk
-// recorded in the load ledger once inserted, then each target counted.
-func (r *syncRun) loadTables(ctx context.Context, l *loadRun, which []*syncTable) error {
-	tables := make([]*initload.Table, len(which))
-	for i, t := range which {
-		lt, err := r.loadTable(t, l)
-		if err != nil {
-			return err
-		}
-		tables[i] = lt
-	}
-	stats, err := initload.Load(ctx, initload.Config{Source: r.cfg.source, Conn: r.conn, Snapshot: l.snap, SnapshotName: l.snap.Name,
-		Point: l.point, Workers: r.cfg.LoadWorkers, ChunkRows: r.env.Hooks.LoadChunkRows, BlockRows: r.env.Hooks.LoadBlockRows, Log: r.log}, tables)
+// loader is cdc setup's initial load (SetupSync): of every table from a
+// new slot's snapshot, of a load an earlier run began and did not end, or
+// of the tables that joined the publication since (joined.go), recorded in
+// the load ledger chunk by chunk. The run's state it shares (the source,
+// the targets and their locks, the sync ledger) is the syncRun's.
+type loader struct {
+	*syncRun
+	// loadLedger is the load ledger; loaded what the load copied, joined
+	// the tables it loaded that joined the publication after the slot's
+	// load; continued: it continued a load an earlier run began.
+	loadLedger *target.LoadLedger
+	loaded     initload.Stats
+	joined     []string
+	continued  bool
+}
+
+// load copies every table from the new slot's snapshot into its target,
+// then records the slot's consistent point in the sync ledger. A slot that
+// was there is loaded already (the sync ledger has it: only the tables
+// that joined the publication since are loaded, joined.go), or its
+// load was cut and is continued (positions.go has the points of each).
+func (r *loader) load(ctx context.Context, c created) error {
+	last, err := r.ledger.Last(ctx, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
-	r.loaded = stats
+	r.last = last
+	if c.snap == nil && last != nil {
+		return r.loadJoined(ctx)
+	}
+	l, err := r.prepareLoad(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	if err := r.refuseNewer(ctx, r.order, l.point); err != nil {
+		return r.dropCreated(ctx, c, err)
+	}
+	if err := r.loadTables(ctx, l, r.order); err != nil {
+		return err
+	}
+	if err := r.deleteGone(ctx, r.order, l.goneBelow(false)); err != nil {
+		return err
+	}
+	r.res.Changes, r.continued = r.loaded.Rows, l.continued
+	r.stop.Step = applier.StepLedger
+	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: l.from,
+		Changes: uint64(r.res.Changes), Tables: "{}"}
+	if err := r.appendLedger(ctx, &e); err != nil {
+		return err
+	}
+	r.last = &e
 	return nil
 }
 
-// loadTable is the load of t from l's snapshot: its source columns and
-// their decoders (the stream's), the chunks of it the load ledger holds,
-// and where its blocks and chunks go.
-func (r *syncRun) loadTable(t *syncTable, l *loadRun) (*initload.Table, error) {
-	rel := &slot.Relation{ID: t.src.oid, Namespace: t.src.schema, Name: t.src.name, Identity: t.src.identity}
-	cols := make([]string, len(t.src.cols))
-	for i, col := range t.src.cols {
-		cols[i] = col.Name
-		rel.Columns = append(rel.Columns, slot.Column{Name: col.Name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Key: col.Key})
-	}
-	if err := t.decoders(rel); err != nil {
+// prepareLoad decides the load: from the new slot's snapshot, a new
+// generation; for a slot that was there and never loaded to the end, the
+// load ledger's generation continued (or restarted) from a temporary
+// slot's snapshot (a slot the load ledger has no load of is loaded whole
+// from it too: a setup killed between the slot and its load's first row).
+func (r *loader) prepareLoad(ctx context.Context, c created) (*loadRun, error) {
+	r.loadLedger = r.ch.LoadLedger(r.order[0].m.Target.Database)
+	if err := r.loadLedger.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	for j := range t.m.Cols {
-		if !t.m.Cols[j].Type.Nullable && !t.has(j) {
-			return nil, outcome.Refused.Mark(fmt.Errorf("table %s: %w: the source has no column %q, which is not Nullable in the target",
-				t.name(), change.ErrSchemaChange, t.m.Cols[j].Name))
+	if c.snap != nil {
+		l := slotLoad(c)
+		return l, r.startGeneration(ctx, l)
+	}
+	rows, err := r.loadLedger.Latest(ctx, r.cfg.Slot, "")
+	if err != nil {
+		return nil, err
+	}
+	h, err := slot.ReadHealth(ctx, r.conn.PgConn(), r.cfg.Slot)
+	if err != nil {
+		return nil, sourceErr(err)
+	}
+	at := h.Confirmed
+	l := &loadRun{from: uint64(at)}
+	switch {
+	case len(rows) == 0 || rows[0].Kind != target.LoadStart:
+		r.log.Warn(fmt.Sprintf("cdc: slot %s exists at %s, but no load of it is recorded (a setup stopped before its load began?): "+
+			"loading every table from a new snapshot", r.cfg.Slot, at))
+	case rows[0].StreamFrom == l.from && rows[0].SystemID == r.systemID && rows[0].SourceDB == r.source:
+		l.gen, l.done, l.continued = rows[0].Gen, rows[1:], true
+	default:
+		start := rows[0]
+		r.log.Warn(fmt.Sprintf("cdc: the load of slot %s in %s (generation %s) was for position %s of database %s of system %s; the slot stands at %s of %s of %s: "+
+			"loading every table again", r.cfg.Slot, r.loadLedger.Name(), start.Gen, slot.LSN(start.StreamFrom), start.SourceDB, start.SystemID, at, r.source, r.systemID))
+	}
+	if !l.continued {
+		if err := r.startGeneration(ctx, l); err != nil {
+			return nil, err
 		}
 	}
-	lt := &initload.Table{Schema: t.src.schema, Name: t.src.name, OID: t.src.oid, Columns: cols, M: t.m, Decoders: t.decs, At: t.at}
-	for _, d := range l.done {
-		if d.Kind == target.LoadChunk && d.Table == t.name() {
-			lt.Done = append(lt.Done, initload.Chunk{N: int(d.Chunk), Step: d.Step, Lo: d.Lo, Hi: d.Hi, Filenode: d.Filenode, Point: d.Point,
-				Xmin: d.Xmin, Delta: d.Delta, Rows: d.Rows, Bytes: d.Bytes})
-		}
+	snap, err := r.exportTemporary(ctx)
+	if err != nil {
+		return nil, err
 	}
-	lt.Insert = func(ctx context.Context, cols [][]change.Value) error {
-		if err := t.run.Tbl.InsertLoad(ctx, cols, l.point, t.run.Lock.Fence()); err != nil {
-			return fmt.Errorf("table %s: %w", t.name(), err)
-		}
-		return t.run.Lock.Check(ctx)
+	l.fromTemporary(snap)
+	if l.continued {
+		r.log.Info(fmt.Sprintf("cdc: continuing the load of slot %s (generation %s, %d chunks done): the rest from a new snapshot at %s; the stream starts at %s",
+			r.cfg.Slot, l.gen, len(l.done), snap.ConsistentPoint, at))
 	}
-	lt.Record = func(ctx context.Context, c initload.Chunk) error {
-		return r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadChunk, Table: t.name(), Chunk: uint32(c.N),
-			Step: c.Step, Lo: c.Lo, Hi: c.Hi, Filenode: c.Filenode, Point: c.Point, Xmin: c.Xmin, Delta: c.Delta, Rows: c.Rows, Bytes: c.Bytes,
-			Holder: r.holderID(), Relid: uint64(t.src.oid)})
-	}
-	lt.Loaded = func(ctx context.Context) error { return r.checkLoaded(ctx, t, lt, l.point) }
-	return lt, nil
+	return l, nil
 }
 
-// checkLoaded counts the target's winning rows at the load's point: every
-// row copied, unless the target held newer versions already (then it
-// says how many of the load's rows won).
-func (r *syncRun) checkLoaded(ctx context.Context, t *syncTable, lt *initload.Table, point uint64) error {
-	c, err := t.run.Tbl.CountLoad(ctx, point)
-	if err != nil {
+// startGeneration records a new generation of the load in the load ledger.
+func (r *loader) startGeneration(ctx context.Context, l *loadRun) error {
+	l.gen = newGeneration()
+	return r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadStart, StreamFrom: l.from,
+		SystemID: r.systemID, SourceDB: r.source, Holder: r.holderID()})
+}
+
+// newGeneration names a new generation of a load: they sort by when they
+// began.
+func newGeneration() string { return fmt.Sprintf("%020d", time.Now().UnixNano()) }
+
+// appendLoad appends a row to the load ledger, fenced by the first
+// target's lock (as the sync ledger's rows), then checks that lock.
+func (r *loader) appendLoad(ctx context.Context, row target.LoadRow) error {
+	lk := r.order[0].run.Lock
+	if err := r.loadLedger.Append(ctx, row, lk.Fence()); err != nil {
 		return err
 	}
-	rows := lt.Rows()
-	t.res.Events, t.res.Keys, t.res.Pending, t.res.Verified = rows, rows, int64(c.At), int64(c.At)
-	name := mapping.Qualified(t.m.Target.Database, t.m.Target.Table)
-	if lt.Earlier() > 0 {
-		// Rows of the earlier chunks are at an earlier point, and a row
-		// moved between chunks may be in both: the count proves nothing.
-		r.log.Info(fmt.Sprintf("cdc: loaded %s into %s: %d rows in %d chunks (%d of them the changes since an earlier run read them), %d live at %s",
-			t.name(), name, rows, lt.Chunks(), lt.Earlier(), c.At, slot.LSN(point)))
-		return nil
+	return lk.Check(ctx)
+}
+
+// slotsWait is how long a load waits for a free replication slot for its
+// temporary one: the run killed before it may still hold its own until
+// the server sees its connection gone.
+const slotsWait = 30 * time.Second
+
+// exportTemporary creates the temporary slot of a continued load and
+// returns its snapshot, waiting up to slotsWait for a free slot.
+func (r *loader) exportTemporary(ctx context.Context) (*slot.Snapshot, error) {
+	pg := r.cfg.source.Config.Copy()
+	if pg.RuntimeParams == nil {
+		pg.RuntimeParams = map[string]string{}
 	}
-	if c.Newer == 0 && int64(c.At) != rows {
-		return outcome.Refused.Mark(fmt.Errorf("%w: table %s: %d rows copied, but %s holds %d live rows at %s",
-			change.ErrVerify, t.name(), rows, name, c.At, slot.LSN(point)))
+	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
+	name := fmt.Sprintf("changesink_load_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
+	deadline := time.Now().Add(slotsWait)
+	for {
+		snap, err := slot.ExportTemporary(ctx, pg, name)
+		var pgErr *pgconn.PgError
+		full := errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ConfigurationLimitExceeded
+		switch {
+		case err == nil:
+			return snap, nil
+		case full && time.Now().After(deadline):
+			return nil, outcome.Config.Mark(fmt.Errorf("continue the load of slot %s: a temporary slot for its snapshot, still after %s: %w: %w",
+				r.cfg.Slot, slotsWait, slot.ErrNoSlotRoom, err))
+		case !full:
+			// Its own class: a lost connection is transient, a refused
+			// login configuration.
+			return nil, fmt.Errorf("continue the load of slot %s: %w", r.cfg.Slot, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	r.log.Info(fmt.Sprintf("cdc: loaded %s into %s: %d rows in %d chunks, %d live at %s (%d newer kept), counted",
-		t.name(), name, rows, lt.Chunks(), c.At, slot.LSN(point), c.Newer))
-	return nil
 }

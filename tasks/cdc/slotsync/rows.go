@@ -12,7 +12,7 @@ import (
 // decoders reads the relation rel in effect: a decoder for each of its
 // columns the mapping maps, and the mapped columns it lacks (a column
 // dropped at the source: NULL from then on). The relation's columns are
-// checked against the mapping first (syncschema.go).
+// checked against the mapping first (schema.go).
 func (t *syncTable) decoders(rel *slot.Relation) error {
 	t.decs, t.at = make([]*pgvalue.Decoder, len(rel.Columns)), make([]int, len(rel.Columns))
 	for i, c := range rel.Columns {

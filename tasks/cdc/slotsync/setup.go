@@ -50,10 +50,11 @@ func SetupSync(ctx context.Context, cfg Config, env Env) (_ *SetupResult, err er
 		return nil, r.dropCreated(ctx, created, err)
 	}
 	defer r.releaseTargets(ctx)
-	if err := r.load(ctx, created); err != nil {
+	ld := &loader{syncRun: r}
+	if err := ld.load(ctx, created); err != nil {
 		return nil, err
 	}
-	return r.setupResult(created), nil
+	return r.setupResult(created, ld), nil
 }
 
 // dropCreated drops the slot this run created, for a setup that failed
@@ -191,45 +192,6 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 	return r.ledger.Ensure(ctx)
 }
 
-// load copies every table from the new slot's snapshot into its target,
-// then records the slot's consistent point in the sync ledger. A slot that
-// was there is loaded already (the sync ledger has it: only the tables
-// that joined the publication since are loaded, loadjoined.go), or its
-// load was cut and is continued (loadresume.go).
-func (r *syncRun) load(ctx context.Context, c created) error {
-	last, err := r.ledger.Last(ctx, r.cfg.Slot)
-	if err != nil {
-		return err
-	}
-	r.last = last
-	if c.snap == nil && last != nil {
-		return r.loadJoined(ctx)
-	}
-	l, err := r.prepareLoad(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer l.release()
-	if err := r.refuseNewer(ctx, r.order, l.point); err != nil {
-		return r.dropCreated(ctx, c, err)
-	}
-	if err := r.loadTables(ctx, l, r.order); err != nil {
-		return err
-	}
-	if err := r.deleteGone(ctx, r.order, l.from); err != nil {
-		return err
-	}
-	r.res.Changes, r.continued = r.loaded.Rows, l.continued
-	r.stop.Step = applier.StepLedger
-	e := target.SyncEntry{Slot: r.cfg.Slot, Holder: r.holderID(), SystemID: r.systemID, SourceDB: r.source, Through: l.from,
-		Changes: uint64(r.res.Changes), Tables: "{}"}
-	if err := r.appendLedger(ctx, &e); err != nil {
-		return err
-	}
-	r.last = &e
-	return nil
-}
-
 // SetupResult reports what SetupSync ensured and loaded.
 type SetupResult struct {
 	Slot, Publication string
@@ -248,9 +210,10 @@ type SetupResult struct {
 	Joined []string
 }
 
-func (r *syncRun) setupResult(c created) *SetupResult {
+// setupResult is what the setup ensured, and what its load ld loaded.
+func (r *syncRun) setupResult(c created, ld *loader) *SetupResult {
 	res := &SetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
-		Load: r.loaded, Continued: r.continued, Joined: r.joined}
+		Load: ld.loaded, Continued: ld.continued, Joined: ld.joined}
 	for _, t := range r.order {
 		res.Tables = append(res.Tables, TableResult{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}

@@ -69,16 +69,6 @@ func (r *syncRun) readFlush(ctx context.Context) error {
 	}
 }
 
-// caughtUp reports that the run has every transaction that committed
-// before it began: the server says it has decoded past the WAL's end at
-// the run's start (a keepalive between transactions), or the last commit
-// read ends past it. A quiet stream alone is not caught up: after a
-// restart the server may decode for a while, skipping what was confirmed,
-// before it sends anything.
-func (r *syncRun) caughtUp() bool {
-	return r.seen >= r.caughtUpAt || slot.LSN(r.f.through) >= r.caughtUpAt
-}
-
 // full reports a flush to apply now: it holds FlushChanges changes, or a
 // budget ended (the run then stops after it).
 func (r *syncRun) full() bool {
@@ -132,7 +122,7 @@ func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
 		}
 	}
 	lsn := uint64(ev.WALStart)
-	if uint64(r.tx.FinalLSN) < t.floor {
+	if r.inLoad(t) {
 		return r.belowLoad(t, ev, lsn)
 	}
 	switch ev.Kind {
@@ -173,13 +163,7 @@ func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
 // commit adds the transaction's rows to their tables' batches, in order,
 // with the commit's floor, and moves the flush's position to its end.
 func (r *syncRun) commit(c slot.Commit) error {
-	for _, t := range r.order {
-		if uint64(c.LSN) >= t.floor && r.f.floor < t.floor {
-			// Not in the snapshot a load read at the table's floor: newer
-			// than its rows, whatever its changes' positions (loadresume.go).
-			r.f.floor = t.floor
-		}
-	}
+	r.raiseFloor(c)
 	for _, t := range r.order {
 		for i := range t.open {
 			if err := r.f.add(t, r.tx.Xid, t.open[i]); err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/tasks/cdc/applier"
-	"github.com/changesink/changesink/tasks/cdc/initload"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -121,14 +120,7 @@ type syncRun struct {
 	why  string     // why the run ended
 
 	res Result
-	// loaded is what the initial load copied (SetupSync), joined the
-	// tables it loaded that joined the publication after the slot's load;
-	// loadLedger is the load ledger.
-	loaded initload.Stats
-	joined []string
 	// republished are the tables setup added to the publication: it
-	// lacked them, so they join (loadjoined.go).
+	// lacked them, so they join (joined.go).
 	republished map[string]bool
-	loadLedger  *target.LoadLedger
-	continued   bool
 }

@@ -127,7 +127,7 @@ func (r *syncRun) openTargets(ctx context.Context) error {
 // source's columns between runs, under schema_changes: add_columns: a
 // column the target lacks (the source added it since) is left out, and
 // the stream adds it to the target when it reaches the change, after the
-// transactions before it (syncschema.go); a column the source dropped
+// transactions before it (schema.go); a column the source dropped
 // stays mapped, as the target holds it, NULL from the change on. Without
 // this the target's check would refuse the run, and the stream would
 // never reach the change.
