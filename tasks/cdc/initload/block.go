@@ -8,7 +8,6 @@ import (
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
 // block gathers a worker's rows of one table, column by column, until it
@@ -50,9 +49,11 @@ func (b *block) add(fields [][]byte, point uint64) error {
 		if j < 0 {
 			continue
 		}
-		kind := byte(slot.ValueText)
+		// COPY's text is the type's output text, as pgoutput sends it: a
+		// text value ('t'), or NULL ('n'), to pgvalue.Decoder.Value.
+		kind := byte('t')
 		if f == nil {
-			kind = slot.ValueNull
+			kind = 'n'
 		}
 		v, err := t.Decoders[i].Value(kind, f)
 		if err != nil {

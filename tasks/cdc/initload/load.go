@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
@@ -17,7 +18,6 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
-	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
 // A load copies tables from one exported snapshot, as fast as COPY reads
@@ -44,7 +44,7 @@ const (
 )
 
 // Snapshot is the exported snapshot a load reads under: every worker
-// begins its transaction with it (*slot.Snapshot is one).
+// begins its transaction with it (a new slot's, tasks/cdc/slot.Snapshot).
 type Snapshot interface {
 	Begin(ctx context.Context, conn *pgx.Conn) (pgx.Tx, error)
 }
@@ -209,7 +209,7 @@ func Load(ctx context.Context, cfg Config, tables []*Table) (Stats, error) {
 	}
 	p := newProgress(tables, len(chunks), cfg.Workers)
 	log.Info(fmt.Sprintf("cdc: loading %d tables (about %d rows) in %d chunks with %d workers from snapshot %s at %s",
-		len(tables), p.estimate, len(chunks), p.workers, cfg.SnapshotName, slot.LSN(cfg.Point)))
+		len(tables), p.estimate, len(chunks), p.workers, cfg.SnapshotName, pglogrepl.LSN(cfg.Point)))
 	stop := p.every(ctx, log, progressEvery)
 	err = copyChunks(ctx, cfg, xmin, chunks, p)
 	stop()
