@@ -275,33 +275,7 @@ func (e *env) apply(binary bool, events ...any) (*Result, testRun, error) {
 // query returns the rows of a query as tab-joined strings.
 func (e *env) query(sql string, args ...any) []string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rows, err := e.conn.Query(ctx, sql, args...)
-	if err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-	defer rows.Close()
-	var out []string
-	cols := rows.ColumnTypes()
-	for rows.Next() {
-		dest := make([]any, len(cols))
-		for i, c := range cols {
-			dest[i] = newOf(c.ScanType())
-		}
-		if err := rows.Scan(dest...); err != nil {
-			e.t.Fatal(err)
-		}
-		parts := make([]string, len(dest))
-		for i, d := range dest {
-			parts[i] = fmt.Sprint(deref(d))
-		}
-		out = append(out, strings.Join(parts, "\t"))
-	}
-	if err := rows.Err(); err != nil {
-		e.t.Fatal(err)
-	}
-	return out
+	return testenv.QueryClickHouse(e.t, e.conn, sql, args...)
 }
 
 // outputFile reads an output file of a run (false when absent).

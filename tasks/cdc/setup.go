@@ -32,7 +32,7 @@ func (r *SetupResult) Summary() string {
 // the ReplacingMergeTree table, checks that an existing table matches the
 // mapping (ErrTargetMismatch), then creates the live view and checks that
 // it is a view of the mapped columns (ErrTargetMismatch), and creates the
-// ledger (ledger.go). It is idempotent. A mapping the server cannot store
+// ledger (target.Table.EnsureLedger). It is idempotent. A mapping the server cannot store
 // is a configuration error (ErrUnsupportedServer, outcome.Config): a
 // DateTime64 column on a server older than 20.1, a Decimal of more than 38
 // digits (Decimal256) on one older than 21.6.
