@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/testenv"
 )
+
+var update = flag.Bool("update", false, "rewrite the generated batches and their testdata/*.expected.jsonl")
 
 // committedBatches are the batch files in testdata/, written by
 // TestGenerate -update with ion-go's text and binary writers in Kestra's

@@ -1,30 +1,26 @@
-package cdc
+package target
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/changesink/changesink/internal/testenv"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden files and the generated batches")
-
 // allStatements renders every statement changesink sends for a mapping.
 func allStatements(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	lock := mapping.Qualified(m.Target.Database, mapping.LockName(m))
 	aside := mapping.Qualified(m.Target.Database, mapping.LockName(m)+"_x0123456789abcdef")
-	stmts := []string{target.CreateDatabaseSQL(m), target.CreateTableSQL(m, caps), target.CreateViewSQL(m), target.CreateLedgerSQL(m), target.ReadSQL(m), target.VersionsSQL(m),
-		target.DeletedSQL(m, false), target.DeletedSQL(m, true), target.InsertSQL(m),
-		target.TruncatedSQL(m), target.LockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), target.LockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), target.LockHolderSQL(lock), target.LockMineSQL(lock),
-		target.LockMadeSQL, target.RenameSQL(lock, aside), target.ColumnsSQL, target.TableSQL}
+	stmts := []string{CreateDatabaseSQL(m), CreateTableSQL(m, caps), CreateViewSQL(m), CreateLedgerSQL(m), ReadSQL(m), VersionsSQL(m),
+		DeletedSQL(m, false), DeletedSQL(m, true), InsertSQL(m),
+		TruncatedSQL(m), LockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), LockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), LockHolderSQL(lock), LockMineSQL(lock),
+		LockMadeSQL, RenameSQL(lock, aside), ColumnsSQL, TableSQL}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
@@ -33,11 +29,11 @@ func TestSQLGolden(t *testing.T) {
 		golden, mapping string
 		caps            mapping.ServerCaps
 	}{
-		{"sql_orders_18.16.golden", ordersMapping, mapping.CapsFor(18, 16)},
-		{"sql_orders_current.golden", ordersMapping, mapping.LatestCaps()},
-		{"sql_types_18.16.golden", "testdata/types.mapping.yaml", mapping.CapsFor(18, 16)},
-		{"sql_types_current.golden", "testdata/types_current.mapping.yaml", mapping.LatestCaps()},
-		{"sql_quoting.golden", "testdata/quoting.mapping.yaml", mapping.LatestCaps()},
+		{"sql_orders_18.16.golden", ordersMappingFile, mapping.CapsFor(18, 16)},
+		{"sql_orders_current.golden", ordersMappingFile, mapping.LatestCaps()},
+		{"sql_types_18.16.golden", "../testdata/types.mapping.yaml", mapping.CapsFor(18, 16)},
+		{"sql_types_current.golden", "../testdata/types_current.mapping.yaml", mapping.LatestCaps()},
+		{"sql_quoting.golden", "../testdata/quoting.mapping.yaml", mapping.LatestCaps()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -96,9 +92,9 @@ func TestOrdersDDLIsTheSeeds(t *testing.T) {
 			}
 		}
 	}
-	m := loadMapping(t, ordersMapping)
+	m := loadMapping(t, ordersMappingFile)
 	for _, caps := range []mapping.ServerCaps{mapping.CapsFor(18, 16), mapping.LatestCaps()} {
-		ours := []string{target.CreateTableSQL(m, caps), target.CreateViewSQL(m)}
+		ours := []string{CreateTableSQL(m, caps), CreateViewSQL(m)}
 		if len(seed) != len(ours) {
 			t.Fatalf("seed has %d statements: %q", len(seed), seed)
 		}
@@ -112,4 +108,18 @@ func TestOrdersDDLIsTheSeeds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ordersMappingFile is the mapping shipped in flows/ for the seed's orders
+// table.
+const ordersMappingFile = "../../../flows/orders.mapping.yaml"
+
+// loadMapping reads the mapping file at path.
+func loadMapping(t testing.TB, path string) *mapping.Mapping {
+	t.Helper()
+	m, err := mapping.Load(path)
+	if err != nil {
+		t.Fatalf("LoadMapping(%s): %v", path, err)
+	}
+	return m
 }
