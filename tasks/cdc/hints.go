@@ -10,7 +10,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
-// Hint returns what to do about err, a failure of Setup or Apply: the
+// Hint returns what to do about err, a failure of any cdc command: the
 // remedy of the most specific cause err wraps, or "" when it has none.
 // The CLI prints it apart from the error (a "hint:" line and the hint
 // output); docs/runbook.md has a section for each, holding the same text.

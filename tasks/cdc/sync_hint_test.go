@@ -1,17 +1,15 @@
 package cdc
 
 import (
-	"testing"
-
 	"context"
-
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
-	"strings"
 )
 
 // The refusals of cdc sync whose remedy is the hints table's (Hint): each

@@ -1,26 +1,25 @@
 package cdc
 
-// The sync tests of this package (sync_refusals_test.go, sync_hint_test.go,
-// syncsource_test.go, sync_switch_test.go) check what the facade adds to
-// cdc sync: the hint of each refusal, and the trigger flow's targets taken
-// over. Their source and target helpers are slotsync's (helpers_test.go,
-// faults_test.go there), the few they use copied.
-
 import (
-	"testing"
-
 	"context"
-
 	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
-	"strconv"
-	"strings"
-	"time"
 )
+
+// The sync tests of this package (sync_refusals_test.go, sync_hint_test.go,
+// syncsource_test.go, sync_switch_test.go) check what the facade adds to
+// cdc sync: the hint of each refusal, and the trigger flow's targets taken
+// over. Their source and target helpers are slotsync's (helpers_test.go,
+// faults_test.go there), the few they use copied.
 
 // syncEnv is a sync test's source database, with its slot and
 // publication, and its ClickHouse database.

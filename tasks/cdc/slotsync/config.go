@@ -52,7 +52,7 @@ const (
 	idleWait = time.Second
 )
 
-// Config is everything Sync needs, and what Setup needs to create the
+// Config is everything Sync needs, and what SetupSync needs to create the
 // publication and the slot and load the tables.
 type Config struct {
 	// Postgres is the database the slot decodes. Required.

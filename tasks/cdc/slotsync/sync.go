@@ -84,8 +84,8 @@ func (e Env) log() *slog.Logger {
 	return e.Log
 }
 
-// syncRun is one Sync: its settings, its connections, its targets, the
-// flush it gathers, and what the steps report.
+// syncRun is one run of Sync or SetupSync: its settings, its connections,
+// its targets, the flush it gathers, and what the steps report.
 type syncRun struct {
 	cfg   Config
 	env   Env
