@@ -14,11 +14,11 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/decode"
-	"github.com/changesink/changesink/tasks/cdc/internal/iongen"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 	"github.com/changesink/changesink/tasks/cdc/target"
