@@ -101,6 +101,8 @@ func setCDCEnv(t *testing.T, work, chURL string, env map[string]string) {
 // batch, a mapping with a mistake, a wrong password, a password in the DSN,
 // a server that is down), and checks the exit codes, the outputs, the
 // files, and that no password appears anywhere in stdout.
+//
+//changesink:per-server
 func TestCDCCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -205,6 +207,8 @@ func TestCDCCommands(t *testing.T) {
 //     naming the column;
 //   - a text batch with a string that is not UTF-8: refused (1), naming the
 //     record, key, LSN and column.
+//
+//changesink:per-server
 func TestCDCFaultExitCodes(t *testing.T) {
 	vars := testenv.Lookup(t, "CHANGESINK_TEST_CLICKHOUSE_HTTP")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -20,6 +20,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 )
 
+//changesink:per-server
 func TestApplyOrders(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
@@ -79,6 +80,7 @@ func TestApplyRefusalWritesNothing(t *testing.T) {
 	noOutputs(t, cfg)
 }
 
+//changesink:per-server
 func TestApplyEveryType(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
@@ -128,6 +130,7 @@ func TestApplyEveryType(t *testing.T) {
 	}
 }
 
+//changesink:per-server
 func TestApplyWithoutSetup(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	_, cfg, err := e.apply(false, orderEvent(1, int64(1), int64(1), "x", int64(5), false))
@@ -144,6 +147,7 @@ func TestApplyEmptyBatch(t *testing.T) {
 	}
 }
 
+//changesink:per-server
 func TestApplySameBatchTwice(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
@@ -226,6 +230,8 @@ func TestOutputsLostAfterTheLedger(t *testing.T) {
 // hooks.afterInsert) and re-runs the batch: it converges and verifies. It
 // then inserts the same rows again, as a retried partial insert would, and
 // checks FINAL collapses them.
+//
+//changesink:per-server
 func TestApplyCrashAfterInsert(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -283,6 +289,8 @@ func TestApplyCrashAfterInsert(t *testing.T) {
 
 // TestApplyVerifyFailure lets another writer put a different row at the
 // batch's LSN between the insert and the read-back: the verify refuses.
+//
+//changesink:per-server
 func TestApplyVerifyFailure(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -343,6 +351,8 @@ func TestOutputFileErrorWritesNothing(t *testing.T) {
 // setup first") with the batch's rows committed, which exit 2 does not
 // say; apply makes the ledger itself. It is transient (exit 3: the rows
 // are in, not recorded) and a plain re-run converges.
+//
+//changesink:per-server
 func TestLedgerDroppedDuringTheRun(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -375,6 +385,8 @@ func TestLedgerDroppedDuringTheRun(t *testing.T) {
 // 28: the flow's own recovery, a failed batch replayed after a newer one,
 // must not lose the keys only it created); a batch mixing older and newer
 // keys applies the newer ones.
+//
+//changesink:per-server
 func TestApplyOlderBatchAfterNewer(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

@@ -22,6 +22,8 @@ import (
 // PREWHERE, on versions spread over parts (a newer version in an older
 // part, a delete marker, an exact duplicate), and current reads payloads
 // only where the target holds the batch's own LSN.
+//
+//changesink:per-server
 func TestReadAcrossParts(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -91,6 +93,8 @@ version lsn=300 deleted=true`
 // batches and read the lock tables: none fails. Without the re-reads
 // (systemTables) about 1 read in 20 failed, and apply exited 2 saying
 // "run changesink cdc setup first".
+//
+//changesink:per-server
 func TestSystemTablesUnderOtherDDL(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -192,6 +196,8 @@ func TestSystemTablesRereads(t *testing.T) {
 // ClickHouse writes as one part of a table without PARTITION BY: a run cut
 // during the insert leaves none of them or all. The batch is larger than
 // the 100,000-row blocks used before.
+//
+//changesink:per-server
 func TestInsertIsOnePart(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

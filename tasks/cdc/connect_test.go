@@ -25,6 +25,8 @@ import (
 // a certificate the client does not trust, failed as an internal error
 // (exit 4, "please report it"). A TLS handshake that cannot succeed is a
 // configuration error (exit 2) that says what to check.
+//
+//changesink:per-server
 func TestTLSMismatchIsConfig(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	u, err := url.Parse(e.url)
@@ -300,6 +302,8 @@ func TestClickHouseCAFile(t *testing.T) {
 // context canceled": no word that the run was stopped, what it had
 // written, or that a re-run converges. The message now says it was
 // stopped, at which step, what the target holds, and to re-run.
+//
+//changesink:per-server
 func TestStopSaysWhatToDo(t *testing.T) {
 	for _, tc := range []struct {
 		at, want string
@@ -352,6 +356,8 @@ func TestStopSaysWhatToDo(t *testing.T) {
 // the first query: on 18.16 before any query could carry it, on 26.9 from
 // the server's parse error, code 27), and setup creates nothing. A value
 // only 18.16 refuses is taken by a current server.
+//
+//changesink:per-server
 func TestURLSettingsAreConfig(t *testing.T) {
 	for _, tt := range []struct {
 		setting, value string
@@ -390,6 +396,8 @@ func TestURLSettingsAreConfig(t *testing.T) {
 // set, so that a run that keeps failing is fixed, not retried for ever.
 // (Apply, not Setup: on 18.16 a CREATE TABLE that fails so leaves its
 // directory behind, and the database cannot be dropped.)
+//
+//changesink:per-server
 func TestMemoryLimitSaysWhere(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

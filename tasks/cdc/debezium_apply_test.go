@@ -42,6 +42,8 @@ import (
 // of each column from the mapping's comment (the harness writes it), parses
 // rows.jsonl (PostgreSQL's row_to_json) by that type, and scans the live view
 // with clickhouse-go's own Go types.
+//
+//changesink:per-server
 func TestRealDebeziumBatches(t *testing.T) {
 	testenv.ClickHouseURL(t)
 	sets := map[string]string{"testdata": "testdata/debezium"}
@@ -718,6 +720,8 @@ func TestRealAbsentColumns(t *testing.T) {
 // into the server under test, and compares the live view with rows.jsonl
 // value by value. A server without DateTime64 or a Decimal of more than
 // 38 digits (18.16) refuses the setup, naming the column.
+//
+//changesink:per-server
 func TestRealBatchesIntoCurrentTypes(t *testing.T) {
 	dt64, dt64n := "DateTime64(6, 'UTC')", "Nullable(DateTime64(6, 'UTC'))"
 	for _, tt := range []struct {

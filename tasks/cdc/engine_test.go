@@ -71,6 +71,8 @@ func (e *env) deletesAndReplays() []string {
 // of the deleted key is skipped. (With the is_deleted engine and reads
 // through FINAL alone, the replay found the key missing and the read-back
 // refused the batch.)
+//
+//changesink:per-server
 func TestSetupEngineFitsTheServer(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -92,6 +94,8 @@ func TestSetupEngineFitsTheServer(t *testing.T) {
 // an earlier changesink made (ReplacingMergeTree(_cdc_lsn), no is_deleted
 // argument) is checked and kept by setup on any server, never re-created,
 // and applies as before.
+//
+//changesink:per-server
 func TestSetupKeepsAnOlderTarget(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	old := target.CreateTableSQL(e.m, mapping.CapsFor(18, 16))

@@ -133,6 +133,8 @@ func TestGenerate(t *testing.T) {
 // TestApplyCommittedBatches applies the committed orders batch in text
 // form, then in binary form (a replay: nothing pending), and the types
 // batch, against the test ClickHouse.
+//
+//changesink:per-server
 func TestApplyCommittedBatches(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

@@ -165,6 +165,8 @@ func TestHugeNumberMessage(t *testing.T) {
 // and the run exited 0. Now the pair is stored as the one character it
 // encodes (read back from ClickHouse), and a lone surrogate is refused,
 // naming record, line and escape, with nothing written.
+//
+//changesink:per-server
 func TestSurrogateEscapesApplied(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

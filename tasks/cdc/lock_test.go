@@ -33,6 +33,8 @@ import (
 // payload at that version). With the same batch, the second is a replay.
 // The first holds the lock a while (hooks.Locked) so the second surely
 // waits.
+//
+//changesink:per-server
 func TestConcurrentCDCWriters(t *testing.T) {
 	for _, same := range []bool{false, true} {
 		t.Run(map[bool]string{false: "different payloads", true: "same batch"}[same], func(t *testing.T) {
@@ -156,6 +158,8 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 // TestLockBreaksStale: a holder that stopped heartbeating (killed) is
 // broken once its newest heartbeat is older than stale, by the server's
 // clock; the zombie finds out at its next check and writes nothing more.
+//
+//changesink:per-server
 func TestLockBreaksStale(t *testing.T) {
 	tbl := lockTarget(t)
 	timing := testLockTiming
@@ -229,6 +233,8 @@ func TestABrokenHolderStaysOut(t *testing.T) {
 // TestLockBreakIsABASafe: a waiter that judged holder A stale, when the
 // lock it renames aside turns out to be a fresh one (A's was broken and
 // taken again meanwhile), gives it back: the fresh holder keeps it.
+//
+//changesink:per-server
 func TestLockBreakIsABASafe(t *testing.T) {
 	tbl := lockTarget(t)
 	timing := testLockTiming
@@ -250,6 +256,8 @@ func TestLockBreakIsABASafe(t *testing.T) {
 // whose newest heartbeat (or, empty, whose renaming) is older than the
 // stale bound, and leaves a fresh one (a release in flight) and tables
 // that only look alike.
+//
+//changesink:per-server
 func TestLockDropsLocksLeftAside(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -346,6 +354,8 @@ func TestApplyBreaksAKilledHolder(t *testing.T) {
 // (exit 3) until someone dropped the table. Now it is broken after the
 // stale bound and the run converges; taking the lock creates it with its
 // holder row in one statement, so no run leaves an empty one.
+//
+//changesink:per-server
 func TestApplyBreaksAnEmptyLock(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -430,6 +440,8 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 // fails saying it lost the lock (transient), not "went backwards"; the
 // ledger holds one row per sequence number, and the target the newer
 // batch's rows.
+//
+//changesink:per-server
 func TestStoppedHolder(t *testing.T) {
 	const keys = 1000
 	batchAt := func(lsn int64, status string, create bool) []any {
@@ -539,6 +551,8 @@ func TestLedgerWithTwoRowsOfASeq(t *testing.T) {
 // with UNKNOWN_TABLE (60), and the Memory lock table holds its holder row.
 // 18.16's databases are Ordinary, a current server's Atomic (RENAME and
 // DROP work on table UUIDs there; a dropped table's data goes later).
+//
+//changesink:per-server
 func TestLockDDLIsAtomic(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	t.Logf("%s: database engine %s", testenv.ClickHouseServer(), e.query("SELECT engine FROM system.databases WHERE name = ?", e.db)[0])

@@ -233,6 +233,8 @@ func TestRealOverlapStream(t *testing.T) { endsAsTheSourceThenReplays(t, "overla
 // the first's (ReplacingMergeTree keeps the last insert of a version,
 // TestReplacingKeepsLastInsertOfAVersion). Another transaction at that
 // version is a conflict, as before.
+//
+//changesink:per-server
 func TestFloorTieAcrossBatches(t *testing.T) {
 	ev := func(status string, lsn int64, tx int64) any {
 		e := orderEvent(1, int64(1), int64(1), status, lsn, false)
@@ -260,6 +262,8 @@ func TestFloorTieAcrossBatches(t *testing.T) {
 // the floor ties rely on: among rows of one key and one version,
 // ReplacingMergeTree keeps the last inserted, under FINAL and in a merge
 // (ReplacingSortedBlockInputStream selects with >=).
+//
+//changesink:per-server
 func TestReplacingKeepsLastInsertOfAVersion(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()

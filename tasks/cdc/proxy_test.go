@@ -18,6 +18,8 @@ import (
 // TestApplyClickHouseGoesAway stops the server (a proxy in front of it)
 // before the insert and before the verify: each run fails with a transient
 // error and leaves no output file; a later run converges.
+//
+//changesink:per-server
 func TestApplyClickHouseGoesAway(t *testing.T) {
 	for _, when := range []string{"before the insert", "during the insert", "after the insert"} {
 		t.Run(when, func(t *testing.T) {
@@ -76,6 +78,8 @@ func TestApplyClickHouseGoesAway(t *testing.T) {
 // clickhouse-go reads a new connection's hello under its own dial timeout,
 // not the call's context, and a failed ledger read was asked about again.
 // After the thaw a re-run converges.
+//
+//changesink:per-server
 func TestApplyOnAFrozenServer(t *testing.T) {
 	const timeout = 3 * time.Second
 	for _, when := range []string{"from the start", "locked", "before the insert", "after the insert", "after the ledger row"} {
@@ -145,6 +149,8 @@ func TestApplyOnAFrozenServer(t *testing.T) {
 // is recorded, while it gives the lock back to a server that stopped
 // answering, says the batch is in and recorded, not that its ledger row
 // may be missing; the re-run is a replay.
+//
+//changesink:per-server
 func TestStopWhileGivingBackTheLock(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	p, path, cfg := e.proxiedOrders()
@@ -170,6 +176,8 @@ func TestStopWhileGivingBackTheLock(t *testing.T) {
 // file; the target holds the earlier batch or the whole new one; and a
 // re-run (which breaks a lock the cut left) converges to the same rows as
 // an uncut run, with one ledger row per batch and no lock left.
+//
+//changesink:per-server
 func TestApplyCutAtEveryStatement(t *testing.T) {
 	first := []any{
 		orderEvent(1, int64(10), int64(500), "new", int64(100), false),

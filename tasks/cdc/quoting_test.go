@@ -11,6 +11,8 @@ import (
 // TestApplyQuotedNames runs setup and apply with names that need quoting
 // (keywords, dashes, non-ASCII) as keys and columns, on the test server;
 // the keys also travel in the external table.
+//
+//changesink:per-server
 func TestApplyQuotedNames(t *testing.T) {
 	e := newEnv(t, "testdata/quoting.mapping.yaml")
 	e.setup()

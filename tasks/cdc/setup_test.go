@@ -25,6 +25,8 @@ import (
 // identifier" came out as an internal error (exit 4). It must be the
 // schema check's ErrTargetMismatch naming the column (exit 2), and create
 // no view.
+//
+//changesink:per-server
 func TestSetupExistingTableMissingColumn(t *testing.T) {
 	for name, ddl := range map[string]string{
 		"missing column": "CREATE TABLE %s.orders_cdc (id Int64, customer_id Int64, amount_cents Int64, _cdc_lsn UInt64, _cdc_deleted UInt8) " +
@@ -52,6 +54,8 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 // Decimal256, which ClickHouse accepts from 21.6 (20.8 behind a setting);
 // on 18.16 setup failed with the server's "Wrong precision" as an internal
 // error (exit 4). Like DateTime64 it is ErrUnsupportedServer (exit 2).
+//
+//changesink:per-server
 func TestSetupDecimal256(t *testing.T) {
 	if !mapping.CapsFor(21, 6).Decimal256 || mapping.CapsFor(21, 5).Decimal256 || !mapping.LatestCaps().Decimal256 {
 		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", mapping.CapsFor(21, 5).Decimal256, mapping.CapsFor(21, 6).Decimal256, mapping.LatestCaps().Decimal256)
@@ -80,6 +84,8 @@ func TestSetupDecimal256(t *testing.T) {
 // the old live view (CREATE VIEW IF NOT EXISTS) and reported it "in place"
 // without the new column; a table squatting the view's name passed too.
 // Setup checks that the live view is a view over the mapping's columns.
+//
+//changesink:per-server
 func TestSetupStaleLiveView(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -124,6 +130,8 @@ func TestSetupStaleLiveView(t *testing.T) {
 // (and target.create_database is off) said "run changesink cdc setup
 // first" — to setup itself. It is ErrNoDatabase (exit 2), naming the
 // database and both ways out, and creates nothing.
+//
+//changesink:per-server
 func TestSetupNoDatabase(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.m.Target.Database = e.db + "_absent"
@@ -204,6 +212,8 @@ func TestSetupAfterTheTableWasDropped(t *testing.T) {
 // columns in its place passed too. A missing view is made again (a WARN
 // line says so); a wrong object is ErrTargetMismatch (exit 2) and nothing
 // is written.
+//
+//changesink:per-server
 func TestApplyChecksTheLiveView(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -252,6 +262,8 @@ func TestApplyChecksTheLiveView(t *testing.T) {
 // and apply with ClickHouse's bare "Cannot create table in readonly mode":
 // the right class (exit 2) but no word of what to check. The message says
 // what the user needs and where readonly is set; nothing is written.
+//
+//changesink:per-server
 func TestReadonlyUser(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -284,6 +296,7 @@ func TestReadonlyUser(t *testing.T) {
 	}
 }
 
+//changesink:per-server
 func TestSetupIdempotentAndChecked(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	for range 2 {
@@ -336,6 +349,8 @@ func TestSetupIdempotentAndChecked(t *testing.T) {
 // (ErrUnsupportedServer) on a server without them (18.16); on a newer one
 // they are created, and a row of every type applies, is verified and holds
 // each DateTime64 (precisions 3 and 6) to its last digit.
+//
+//changesink:per-server
 func TestSetupDateTime64(t *testing.T) {
 	e := newEnv(t, "testdata/types_current.mapping.yaml")
 	caps := e.caps()

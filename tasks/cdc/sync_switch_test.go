@@ -29,6 +29,8 @@ import (
 // applied late (the trigger disabled after one more poll) is refused
 // (ErrWentBackwards: its versions are below the snapshot's) and changes
 // nothing.
+//
+//changesink:per-server
 func TestSyncTakesOverATriggerTarget(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.orders"}

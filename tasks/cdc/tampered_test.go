@@ -65,6 +65,8 @@ func TestSeedsOfRefusesALedgerItDidNotWrite(t *testing.T) {
 // TestApplyRefusesATamperedLedger: apply reads a ledger that has rows in
 // one pass and checks its columns only when it cannot be read; a ledger
 // edited by hand is refused naming what is wrong, and nothing is written.
+//
+//changesink:per-server
 func TestApplyRefusesATamperedLedger(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -44,6 +44,8 @@ func seqEvent(id int64, op string, lsn int64, status string) iongen.Struct {
 // (CREATE, UPDATE, TOAST, DELETE; the older batch's event at 200 is of
 // that operation). want is key 1's row in the FINAL table afterwards
 // (amount/status/version/deleted), or the refusal.
+//
+//changesink:per-server
 func TestBatchAgainstTarget(t *testing.T) {
 	type outcomeWant struct {
 		row  string // amount, status, version, deleted; "" none
@@ -182,6 +184,8 @@ func TestBatchAgainstTarget(t *testing.T) {
 // refuses a row beyond them, naming record, key and column, writing
 // nothing. The last values it shows are applied. A server that shows the
 // whole ranges (per the probe) applies all of them.
+//
+//changesink:per-server
 func TestDatesTheServerShows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ev.mapping.yaml")
 	if err := os.WriteFile(path, []byte(`source: {database: shop, schema: public, table: ev}

@@ -78,6 +78,8 @@ func TestRealToastUnchangedInBatch(t *testing.T) {
 // written; the runbook's remedy (apply the earlier batch, then replay) then
 // works, and so do later replays, when the target holds row 1 deleted at a
 // newer LSN.
+//
+//changesink:per-server
 func TestRealToastUnchangedFromTarget(t *testing.T) {
 	for _, form := range []string{"binary", "text"} {
 		t.Run(form, func(t *testing.T) {

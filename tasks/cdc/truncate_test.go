@@ -14,6 +14,8 @@ import (
 // TestRealTruncatePassed: with skipped.operations: none the trigger passes
 // a TRUNCATE (a record without columns): every key older than it is
 // deleted, in the batch and in the target (the snapshot's rows 1 and 2).
+//
+//changesink:per-server
 func TestRealTruncatePassed(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {

@@ -109,6 +109,8 @@ func (e *syncEnv) noSlot() {
 // it would be generated), so that the next run's mapping matches the
 // target; an entry that is not Nullable is refused for an added column,
 // saying what to write, nothing applied after the change.
+//
+//changesink:per-server
 func TestSyncAddedColumnAsTheMappingSays(t *testing.T) {
 	e, cfg, env, ctx := setUpSync(t, "public.grow", `CREATE TABLE grow (id int PRIMARY KEY, v text)`, `INSERT INTO grow VALUES (1, 'a')`)
 	withN := func(typ string) *mapping.Set {

@@ -39,6 +39,8 @@ func (e *syncEnv) wideCH() string {
 // TestSyncLoadParallel: setup loads three tables in many chunks (blocks
 // smaller than chunks) with three workers from the slot's snapshot, every
 // value as the source holds it; sync then applies what changed after it.
+//
+//changesink:per-server
 func TestSyncLoadParallel(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.empty", "public.small", "public.wide"}

@@ -13,6 +13,8 @@ import (
 // TestDebugURLWritesNothingToStdout: debug=true in CLICKHOUSE_URL would
 // have the driver print its log to stdout, which in Kestra mode holds
 // protocol lines only (issue 28): it is ignored.
+//
+//changesink:per-server
 func TestDebugURLWritesNothingToStdout(t *testing.T) {
 	url := testenv.ClickHouseURL(t)
 	r, w, err := os.Pipe()

@@ -13,6 +13,8 @@ import (
 // TestSyncLedger: the sync ledger is made once (Ensure is idempotent),
 // numbers each slot's rows on its own, returns a slot's latest row, and a
 // table of that name that is not the ledger is refused.
+//
+//changesink:per-server
 func TestSyncLedger(t *testing.T) {
 	url := testenv.ClickHouseURL(t)
 	db, _ := testenv.CreateClickHouseDatabase(t, url, "cdc_sync_")
