@@ -172,6 +172,84 @@ ci_use_clickhouse() {
 	esac
 }
 
+# CI_PER_SERVER is the directive that marks a test whose outcome depends on the ClickHouse server or protocol: a line
+# of its own directly above `func TestX(`, the last line of its doc comment. .ci/test runs the tests so marked on
+# every server of the matrix, and every test on 18.16 (docs/testing.md, "Per server").
+CI_PER_SERVER='//changesink:per-server'
+
+# ci_per_server_tests: prints the marked tests of the checkout, one "<package dir><TAB><TestName>" a line (the
+# directory as ./path), sorted. Returns 1, naming file and line on stderr, when a marker is not directly above a
+# `func TestX(t *testing.T)` of a _test.go file (any other place, indented, a TestMain, a Benchmark), or when a marked
+# name is also the name of an unmarked test in another package that holds markers (one `go test -run` over those
+# packages would run that one too).
+ci_per_server_tests() {
+	local files out
+	if git -C "$CI_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		files=$(cd "$CI_ROOT" && git ls-files -co --exclude-standard -- '*.go' ':!:**/testdata/**')
+	else
+		files=$(cd "$CI_ROOT" && find . -name '*.go' -not -path '*/testdata/*' -not -path './.*' | sed 's|^\./||')
+	fi
+	[[ -n $files ]] || return 0
+	# shellcheck disable=SC2086 # one path per word; repository paths have no spaces
+	out=$(cd "$CI_ROOT" && awk -v tag="$CI_PER_SERVER" '
+		function dir(f) { return f ~ /\// ? "./" substr(f, 1, match(f, /\/[^\/]*$/) - 1) : "." }
+		FNR == 1 { pending = 0 }
+		pending {
+			pending = 0
+			if (FILENAME ~ /_test\.go$/ && match($0, /^func Test[A-Za-z0-9_]*\(/) && $0 !~ /^func TestMain\(/) {
+				name = substr($0, 6, RLENGTH - 6) # before dir(), whose match() sets RLENGTH
+				print "T\t" dir(FILENAME) "\t" name
+			} else {
+				print "E\t" FILENAME ":" FNR - 1 ": " tag " is not directly above a func TestX(t *testing.T) of a _test.go file"
+			}
+		}
+		index($0, tag) {
+			if ($0 == tag) { pending = 1 } else if ($0 ~ ("^[ \t]*" tag)) {
+				print "E\t" FILENAME ":" FNR ": " tag " must be a line of its own at the start of the line, above func TestX("
+			}
+		}
+		FILENAME ~ /_test\.go$/ && match($0, /^func Test[A-Za-z0-9_]*\(/) && $0 !~ /^func TestMain\(/ {
+			name = substr($0, 6, RLENGTH - 6) # before dir(), whose match() sets RLENGTH
+			print "A\t" dir(FILENAME) "\t" name
+		}' $files) || return 1
+	awk -F'\t' '
+		$1 == "E" { print $2 > "/dev/stderr"; bad = 1; next }
+		$1 == "T" { marked[$2 "\t" $3] = 1; pkgs[$2] = 1; names[$3] = 1; next }
+		$1 == "A" { all[$2 "\t" $3] = 1 }
+		END {
+			for (k in all) {
+				split(k, p, "\t")
+				if ((p[1] in pkgs) && (p[2] in names) && !(k in marked)) {
+					print "test " p[2] " of " p[1] " is not marked, but a test of that name is marked in another package: " \
+						"one go test -run over both would run it too (mark it as well, or rename one)" > "/dev/stderr"
+					bad = 1
+				}
+			}
+			for (k in marked) print k | "sort"
+			close("sort")
+			exit bad
+		}' <<<"$out"
+}
+
+# ci_go_tests: prints every test function of the checkout, one "<package dir><TAB><TestName>" a line (the directory
+# as ./path; TestMain left out), from the _test.go files (testdata left out).
+ci_go_tests() {
+	local files
+	if git -C "$CI_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		files=$(cd "$CI_ROOT" && git ls-files -co --exclude-standard -- '*_test.go' ':!:**/testdata/**')
+	else
+		files=$(cd "$CI_ROOT" && find . -name '*_test.go' -not -path '*/testdata/*' -not -path './.*' | sed 's|^\./||')
+	fi
+	[[ -n $files ]] || return 0
+	# shellcheck disable=SC2086 # one path per word; repository paths have no spaces
+	(cd "$CI_ROOT" && awk '
+		match($0, /^func Test[A-Za-z0-9_]*\(/) && $0 !~ /^func TestMain\(/ {
+			name = substr($0, 6, RLENGTH - 6)
+			d = FILENAME ~ /\// ? "./" substr(FILENAME, 1, match(FILENAME, /\/[^\/]*$/) - 1) : "."
+			print d "\t" name
+		}' $files | sort)
+}
+
 # ci_debezium_bench builds harness/debezium-bench (the benchmarks' Debezium, embedded engine) with the Temurin 25 JDK
 # and sets DBZ_JAVA (that JDK's java) and DBZ_CP (the harness's classpath); it fails with the build log's tail.
 ci_debezium_bench() {
