@@ -88,6 +88,8 @@ var sequenceSentinels = map[string]error{
 // ends (the live view's rows, a refusal and what it left, the warnings)
 // with the case's expect.yaml. After every step the ledger holds one row
 // per sequence number.
+//
+//changesink:per-server
 func TestSequences(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(sequencesDir, "*", "expect.yaml"))
 	if err != nil || len(dirs) == 0 {
