@@ -131,6 +131,8 @@ func TestSyncRefusesARetypedColumn(t *testing.T) {
 // hold (±infinity in a Date column a mapping entry asks for) is refused,
 // naming table, column and the value's kind, after the transactions
 // before it; the slot keeps it.
+//
+//changesink:per-server
 func TestSyncExactValues(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.v"}

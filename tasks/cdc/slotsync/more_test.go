@@ -16,6 +16,8 @@ import (
 // between runs (schema_changes: add_columns, the default: the target gets
 // it Nullable) and another is TRUNCATEd. After each sync every live view
 // equals its source table row by row.
+//
+//changesink:per-server
 func TestSyncManyTables(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.a", "public.b", "public.c"}

@@ -10,6 +10,8 @@ import (
 // sync applies inserts, updates (one leaving a TOASTed column unchanged,
 // one changing the key, one to NULL) and deletes, and a second sync finds
 // nothing new; after each, the live view equals the source row by row.
+//
+//changesink:per-server
 func TestSyncEndToEnd(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.items"}
