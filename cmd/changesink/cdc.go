@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -10,6 +12,7 @@ import (
 	// Time zone data for DateTime64 columns when the image has no zoneinfo.
 	_ "time/tzdata"
 
+	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc"
 )
 
@@ -46,6 +49,7 @@ func cdcVars() kong.Vars {
 		"CDCEnvMaxDuration":        cdc.EnvMaxDuration,
 		"CDCEnvFlushChanges":       cdc.EnvFlushChanges,
 		"CDCEnvLoadWorkers":        cdc.EnvLoadWorkers,
+		"CDCEnvResync":             cdc.EnvResync,
 		"CDCDefaultLoadWorkers":    strconv.Itoa(cdc.DefaultLoadWorkers),
 		"CDCMaxLoadWorkers":        strconv.Itoa(cdc.MaxLoadWorkers),
 		"CDCLoadBlockRows":         strconv.Itoa(cdc.LoadBlockRows),
@@ -94,12 +98,13 @@ func (c *cdcTarget) clickHouse(a *app) cdc.ClickHouse {
 // cdcSource is the source database and its slot, for cdc sync and for cdc
 // setup given a source.
 type cdcSource struct {
-	DSN         string `name:"postgres-dsn" env:"${CDCEnvPostgresDSN}" help:"The source database, as a URL (postgres://host:5432/db?sslmode=...) or key=value string; its role needs REPLICATION. Its password is never printed."`
-	Username    string `name:"postgres-username" env:"${CDCEnvPostgresUsername}" help:"PostgreSQL user; overrides the DSN's."`
-	Password    string `name:"postgres-password" env:"${CDCEnvPostgresPassword}" help:"PostgreSQL password; overrides the DSN's. Never printed."`
-	Slot        string `name:"slot" env:"${CDCEnvSlot}" default:"${CDCDefaultSlot}" help:"The logical replication slot (pgoutput)."`
-	Publication string `name:"publication" env:"${CDCEnvPublication}" default:"${CDCDefaultPublication}" help:"The publication whose tables are synced."`
-	Mapping     string `name:"mapping" env:"${CDCEnvMapping}" help:"Path of the mapping YAML (one table, or tables: with defaults:); optional: a table without an entry is mapped from the source's catalog."`
+	DSN         string   `name:"postgres-dsn" env:"${CDCEnvPostgresDSN}" help:"The source database, as a URL (postgres://host:5432/db?sslmode=...) or key=value string; its role needs REPLICATION. Its password is never printed."`
+	Username    string   `name:"postgres-username" env:"${CDCEnvPostgresUsername}" help:"PostgreSQL user; overrides the DSN's."`
+	Password    string   `name:"postgres-password" env:"${CDCEnvPostgresPassword}" help:"PostgreSQL password; overrides the DSN's. Never printed."`
+	Slot        string   `name:"slot" env:"${CDCEnvSlot}" default:"${CDCDefaultSlot}" help:"The logical replication slot (pgoutput)."`
+	Publication string   `name:"publication" env:"${CDCEnvPublication}" default:"${CDCDefaultPublication}" help:"The publication whose tables are synced."`
+	Mapping     string   `name:"mapping" env:"${CDCEnvMapping}" help:"Path of the mapping YAML (one table, or tables: with defaults:); optional: a table without an entry is mapped from the source's catalog."`
+	Resync      []string `name:"resync" env:"${CDCEnvResync}" sep:"," help:"Published tables (schema.table, comma-separated) to load again from a new snapshot before going on: an operator's resync, which also releases a held table. Every run given it loads them again: set it for one run."`
 }
 
 // syncConfig registers the secrets, loads the mapping set (when given) and
@@ -108,7 +113,7 @@ func (c *cdcSource) syncConfig(a *app, t *cdcTarget) (cdc.SyncConfig, error) {
 	a.mask.Add(c.Password)
 	a.mask.AddDSN(c.DSN)
 	cfg := cdc.SyncConfig{Postgres: cdc.Postgres{DSN: c.DSN, User: c.Username, Password: c.Password}, Slot: c.Slot,
-		Publication: c.Publication, ClickHouse: t.clickHouse(a)}
+		Publication: c.Publication, ClickHouse: t.clickHouse(a), Resync: nonEmpty(c.Resync)}
 	if c.Mapping != "" {
 		set, err := cdc.LoadMappingSet(resolve(a, c.Mapping))
 		if err != nil {
@@ -152,6 +157,9 @@ func (c *cdcSetupCmd) Run(a *app) error {
 		a.log.Info(res.Summary())
 		return a.em.Report(res)
 	}
+	if len(c.Resync) > 0 {
+		return outcome.Config.Mark(fmt.Errorf("%w: %s is for cdc setup and sync given a source (%s)", cdc.ErrConfig, cdc.EnvResync, cdc.EnvPostgresDSN))
+	}
 	conn := cdcConn{Mapping: c.Mapping, cdcTarget: c.cdcTarget}
 	cfg, err := conn.config(a)
 	if err != nil {
@@ -180,11 +188,27 @@ func (c *cdcSyncCmd) Run(a *app) error {
 	}
 	cfg.MaxChanges, cfg.MaxDuration, cfg.FlushChanges = c.MaxChanges, c.MaxDuration, c.FlushChanges
 	res, err := cdc.Sync(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
-	if err != nil {
-		return err
+	if res != nil {
+		// With a held table the run fails, its outputs (held among them)
+		// kept: the other tables were applied.
+		a.log.Info(res.Summary())
+		if rerr := a.em.Report(res); rerr != nil && err == nil {
+			return rerr
+		}
 	}
-	a.log.Info(res.Summary())
-	return a.em.Report(res)
+	return err
+}
+
+// nonEmpty drops empty items of a comma-separated setting (an empty
+// variable is no item).
+func nonEmpty(items []string) []string {
+	var out []string
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 type cdcApplyCmd struct {

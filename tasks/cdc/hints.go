@@ -31,7 +31,8 @@ type hint struct {
 }
 
 // syncStep is the step the remedies of a value cdc sync refuses end with.
-const syncStep = "Then re-run cdc sync: the slot keeps the transaction until a run applies it. Nothing was written."
+const syncStep = "Then, for a table cdc sync holds, run cdc setup or sync once with CDC_RESYNC=<schema.table>: it loads the table " +
+	"again and releases it (its changes were skipped since, the other tables' applied); for a load, re-run cdc setup."
 
 // Replay is the step every input refusal's remedy ends with.
 const replayStep = "Nothing was written. After a failed execution the trigger stops and its offsets are saved: " +
@@ -70,10 +71,11 @@ func hints() []hint {
 			"bytea_output, client_encoding, IntervalStyle) in the role's or database's defaults; then re-run. " + syncStep},
 		{pgvalue.ErrSettings, "Reset the setting the message names for the role or database changesink connects as " +
 			"(ALTER ROLE … RESET …), or remove it from CDC_POSTGRES_DSN's options."},
+		{pgvalue.ErrGeneratedColumn, "Leave the generated column out of the table's mapping entry (a view or query can compute it); then re-run."},
+		{pgvalue.ErrNullable, "Map the column as Nullable(T) in the table's mapping entry (the message names T), then re-run."},
 		{pgvalue.ErrWrongType, "Map the column to a type its PostgreSQL type fits (docs/mapping.md), or leave it out of the " +
 			"mapping for the generated one, then re-run."},
-		{pgvalue.ErrUnsupportedType, "Give the table a mapping that names the column as String (PostgreSQL's text of the " +
-			"value), or leave the column out of it."},
+		{pgvalue.ErrUnsupportedType, "Give the table a mapping that names the column as String, or Nullable(String) for a column that allows NULL (PostgreSQL's text of the value), or leave the column out of it."},
 		{change.ErrBadValue, "Widen the column's type or limit in the mapping and the target (docs/mapping.md, PostgreSQL types), " +
 			"or fix the source, then replay the batch. An unconstrained numeric ({scale, value}): Decimal(P, S), or " +
 			"decimal.handling.mode: string on the trigger; a numeric(p,s): Decimal(p, s), or String with source_type: numeric; " +
@@ -99,9 +101,9 @@ func hints() []hint {
 		{change.ErrSlotAhead, "The changes between are gone from the slot (another consumer of it, or the sync ledger's rows " +
 			"deleted): drop the slot (SELECT pg_drop_replication_slot('<slot>')), then run changesink cdc setup: it loads the " +
 			"targets again from the new slot's snapshot and deletes the keys the snapshot lacks. Nothing was written."},
-		{change.ErrSchemaChange, "Bring the mapping and the target to the new columns (ALTER TABLE on the target; " +
-			"schema_changes: add_columns applies added ones by itself), or, for a changed primary key or column type, " +
-			"rebuild the table's target with changesink cdc setup. The slot keeps the change until a run applies it."},
+		{change.ErrSchemaChange, "Adapt the table's mapping entry to the change the message names (or drop schema_changes: refuse for it), then run cdc setup or sync once with CDC_RESYNC=<schema.table>: it loads the table again with its new columns and releases it. The other tables go on meanwhile."},
+		{change.ErrHeld, "Fix what the message names (the mapping entry, the source's value, or the schema change under schema_changes: refuse), then run cdc setup or sync once with CDC_RESYNC=<schema.table>: it loads the table again from a new snapshot and releases it. Until then its changes are skipped; the other tables' are applied."},
+		{change.ErrChangedDuringLoad, "Re-run cdc setup (a task retry in the flow does it): the load continues from a new snapshot and reads the table again, with its new columns. Nothing of the chunk was recorded."},
 		{change.ErrKeyChange, "Set REPLICA IDENTITY FULL on the source table (a delete then says which row it removed), then " +
 			"rebuild the target from a new snapshot. Nothing was written."},
 		{change.ErrConflict, "The batch is inconsistent: inspect it; do not apply it. Nothing was written."},
@@ -137,6 +139,8 @@ func hints() []hint {
 		{change.ErrNoDatabase, "Create the database, or set target.create_database: true in the mapping so that setup creates it."},
 		{change.ErrUnsupportedServer, "Map the column to a type the server has (DateTime, or String with source_type: " +
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
+		{mapping.ErrNoKey, "Add a primary key to the table, or give its mapping entry key: the NOT NULL columns that identify a row (REPLICA IDENTITY FULL alone gives the target no key); then re-run."},
+		{mapping.ErrTargetsShareName, "Set defaults.target.table to a pattern that tells the tables apart, as \"{schema}_{table}\" (it renames every target the pattern names: give tables already loaded an entry with their current target.table first), or give one of them an entry with its own target.table."},
 		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
 		{target.ErrHTTPTooOld, "Use the server's native protocol: CLICKHOUSE_URL clickhouse://host:9000/database (secure=true and " +
 			"the TLS port, 9440 by default, for TLS)."},

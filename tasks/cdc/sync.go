@@ -20,6 +20,7 @@ const (
 	EnvMaxDuration      = slotsync.EnvMaxDuration
 	EnvFlushChanges     = slotsync.EnvFlushChanges
 	EnvLoadWorkers      = slotsync.EnvLoadWorkers
+	EnvResync           = slotsync.EnvResync
 )
 
 // Defaults and bounds of the sync settings (slotsync's).

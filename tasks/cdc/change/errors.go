@@ -92,10 +92,22 @@ var (
 	// ErrSlotAhead: the slot was confirmed past what the targets hold:
 	// another consumer of the slot took changes sync never applied (a gap).
 	ErrSlotAhead = errors.New("the slot is ahead of the targets: changes were lost")
-	// ErrSchemaChange: a source table's columns changed in a way the
-	// table's schema_changes policy does not apply (a retyped or renamed
-	// column, a changed key, or any change under refuse).
+	// ErrSchemaChange: a source table's columns changed in a way no
+	// mapping can follow (an added column of a type none is generated for,
+	// a retype the mapping entry's type cannot hold), or any change under
+	// schema_changes: refuse: the table is held at the change.
 	ErrSchemaChange = errors.New("the source table's columns changed")
+	// ErrHeld: one or more tables are held (quarantine): a change of each
+	// was refused, and its changes from there on are skipped, the other
+	// tables applied; until an operator's resync (CDC_RESYNC) loads it
+	// again, every run fails naming it.
+	ErrHeld = errors.New("tables are held: their changes are skipped until a resync")
+	// ErrChangedDuringLoad: a table was rewritten (ALTER TABLE … TYPE, a
+	// volatile default: a snapshot older than the rewrite sees it empty) or
+	// lost a column the load reads, after the load's snapshot was taken:
+	// the chunk read is not recorded (transient: the load continues from a
+	// new snapshot).
+	ErrChangedDuringLoad = errors.New("the table changed during its load")
 )
 
 // Transient failures, marked with outcome.Transient (exit 3): a retry of

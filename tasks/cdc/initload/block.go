@@ -2,9 +2,12 @@ package initload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
@@ -117,8 +120,16 @@ func copyChunk(ctx context.Context, tx pgx.Tx, c chunk, b *block, point, xmin ui
 	if err == nil {
 		err = ct.Close()
 	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == pgerrcode.UndefinedColumn || pe.Code == pgerrcode.UndefinedTable) {
+		return outcome.Transient.Mark(fmt.Errorf("table %s: copy %s: %w (a column or the table is gone): %w", t.Qualified(), c.pages(),
+			change.ErrChangedDuringLoad, err))
+	}
 	if err != nil {
 		return sourceErr(fmt.Errorf("table %s: copy %s: %w", t.Qualified(), c.pages(), err))
+	}
+	if err := sameStorage(ctx, tx, t); err != nil {
+		return err
 	}
 	if b.rows > 0 {
 		if err := writeBlock(ctx, b, p); err != nil {
@@ -137,5 +148,26 @@ func writeBlock(ctx context.Context, b *block, p *progress) error {
 	}
 	p.rows(b.t, int64(b.rows))
 	b.reset()
+	return nil
+}
+
+// sameStorage refuses a chunk read from a table rewritten after the
+// load's snapshot: ALTER TABLE rewrites are not MVCC-safe, and a snapshot
+// older than the rewrite reads the new storage as empty. The chunk's COPY
+// holds the table's lock (no rewrite can come until the load's
+// transaction ends), so the storage the catalog had at the snapshot
+// (pg_class, read under it) and the one the COPY read (the relation cache:
+// now) being the same proves the COPY read the snapshot's rows.
+func sameStorage(ctx context.Context, tx pgx.Tx, t *Table) error {
+	var same bool
+	err := tx.QueryRow(ctx, `SELECT c.relfilenode IS NOT DISTINCT FROM COALESCE(pg_catalog.pg_relation_filenode(c.oid), 0)
+  FROM pg_catalog.pg_class c WHERE c.oid = $1`, int64(t.OID)).Scan(&same)
+	if err != nil {
+		return sourceErr(fmt.Errorf("table %s: read its storage: %w", t.Qualified(), err))
+	}
+	if !same {
+		return outcome.Transient.Mark(fmt.Errorf("table %s: %w (rewritten after the load's snapshot: ALTER TABLE or VACUUM FULL)",
+			t.Qualified(), change.ErrChangedDuringLoad))
+	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 //	defaults:                   # any key of a table, for every table
 //	  source: {database: shop, schema: public}
 //	  target: {database: analytics, table: "{table}"}   # the target name pattern
-//	  schema_changes: add_columns
+//	  schema_changes: follow
 //	tables:
 //	  - source: {table: orders}
 //	    target: {table: orders_cdc}
@@ -56,12 +56,15 @@ type rawSet struct {
 
 // The schema-change policies of a table (schema_changes).
 const (
-	// AddColumns: a column the source adds is added to the target
-	// (Nullable), a column it drops stays (NULL from then on); other
-	// changes are refused.
+	// Follow: every change of the source's columns is followed, in the
+	// target in place or by loading the table again (docs/cdc-sync.md,
+	// schema changes); a change no mapping can follow holds the table.
+	Follow = "follow"
+	// AddColumns is Follow's earlier name, still read.
 	AddColumns = "add_columns"
-	// Refuse: any change of the source's columns is refused, as the
-	// trigger flow refuses a column the mapping does not know.
+	// Refuse: any change of the source's columns holds the table at the
+	// change, as the trigger flow refuses a column the mapping does not
+	// know.
 	Refuse = "refuse"
 )
 
@@ -180,8 +183,8 @@ func complete(r rawTable) bool {
 }
 
 func (s *Set) checkPolicy(p *string, path []any) error {
-	if p != nil && *p != AddColumns && *p != Refuse {
-		return s.d.at(path...).errorf("schema_changes is %q: use %s or %s", *p, AddColumns, Refuse)
+	if p != nil && *p != Follow && *p != AddColumns && *p != Refuse {
+		return s.d.at(path...).errorf("schema_changes is %q: use %s or %s", *p, Follow, Refuse)
 	}
 	return nil
 }
@@ -219,6 +222,21 @@ func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mappi
 // now (the source added them since; the stream adds them at the change):
 // the entry may name them, and they are left out.
 func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, omit map[string]bool) (*Mapping, error) {
+	return s.forTable(db, schema, table, cols, key, omit, true)
+}
+
+// ForTarget is For of a table whose target stands with the columns cols
+// (its own, in its order, with the types it stores) and the sorting key
+// key: the entry's target settings, and the columns as the target has
+// them (the entry's columns, which the target may not follow yet, are
+// not merged: cdc sync compares them apart).
+func (s *Set) ForTarget(db, schema, table string, cols []Column, key []string) (*Mapping, error) {
+	return s.forTable(db, schema, table, cols, key, nil, false)
+}
+
+// forTable is For, ForWithout and ForTarget: the entry's columns merged
+// into cols when fromEntry.
+func (s *Set) forTable(db, schema, table string, cols []Column, key []string, omit map[string]bool, fromEntry bool) (*Mapping, error) {
 	e, listed := s.entry(schema, table)
 	r := s.merged(e)
 	if !listed {
@@ -241,7 +259,7 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 		r.Target = &t
 	}
 	given, at := map[string]rawColumn{}, map[string]int{}
-	if r.Columns != nil {
+	if r.Columns != nil && fromEntry {
 		for i, c := range *r.Columns {
 			given[str(c.Name)], at[str(c.Name)] = c, i
 		}
@@ -270,6 +288,9 @@ func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, 
 			"column %q is not a column of %s.%s", name, schema, table))
 	}
 	r.Columns = &merged
+	if !fromEntry {
+		r.Key = nil
+	}
 	if r.Key == nil {
 		if len(key) == 0 {
 			return s.located(nil, s.noKey(e, listed, schema, table))
@@ -318,12 +339,17 @@ func (s *Set) Column(schema, table, name string) (Column, bool) {
 }
 
 // Policy is the schema-change policy of the source table schema.table.
+// (Follow or Refuse; AddColumns reads as Follow).
 func (s *Set) Policy(schema, table string) string {
 	e, _ := s.entry(schema, table)
-	if p := e.raw.SchemaChanges; p != nil {
-		return *p
+	p := orDefault(s.defaults.SchemaChanges, Follow)
+	if e.raw.SchemaChanges != nil {
+		p = *e.raw.SchemaChanges
 	}
-	return orDefault(s.defaults.SchemaChanges, AddColumns)
+	if p == AddColumns {
+		return Follow
+	}
+	return p
 }
 
 // entry is the file's entry of schema.table; listed is false (and the

@@ -56,6 +56,14 @@ type ServerCaps struct {
 	// delete markers FINAL leaves out (ClickHouse 23.2+); setup makes the
 	// target ReplacingMergeTree(version, deleted) there.
 	IsDeleted bool
+	// RenameColumn: ALTER TABLE … RENAME COLUMN exists (ClickHouse 20.4+);
+	// a column the source renames is renamed in place, else the table is
+	// loaded again into a new target.
+	RenameColumn bool
+	// Exchange: EXCHANGE TABLES swaps two tables of an Atomic database in
+	// one step (ClickHouse 20.10+, where Atomic is the default engine);
+	// else a rebuilt target is swapped in by one RENAME TABLE of both.
+	Exchange bool
 }
 
 // Date and DateTime limits of ClickHouse 18.16 (ServerCaps).
@@ -67,7 +75,8 @@ const (
 // CapsFor returns the capabilities of server version major.minor.
 func CapsFor(major, minor uint64) ServerCaps {
 	atLeast := func(ma, mi uint64) bool { return major > ma || (major == ma && minor >= mi) }
-	return ServerCaps{DateTime64: atLeast(20, 1), BoolType: atLeast(21, 12), Decimal256: atLeast(21, 6), IsDeleted: atLeast(23, 2)}
+	return ServerCaps{DateTime64: atLeast(20, 1), BoolType: atLeast(21, 12), Decimal256: atLeast(21, 6), IsDeleted: atLeast(23, 2),
+		RenameColumn: atLeast(20, 4), Exchange: atLeast(20, 10)}
 }
 
 // LatestCaps are the capabilities of a current ClickHouse release (the
@@ -415,4 +424,23 @@ func (p pgType) allows(t Type) bool {
 		return t.Kind == KindString || t.Kind == KindDateTime || t.Kind == KindDateTime64
 	}
 	return false
+}
+
+// Widens reports whether every value of type from is a value of type to,
+// to being a wider type of the same kind ClickHouse can MODIFY a column
+// to: a wider integer of the same sign, Float32 to Float64, a Decimal of
+// more digits and the same scale; Nullable as from is, or added.
+func Widens(from, to Type) bool {
+	if from.Nullable && !to.Nullable {
+		return false
+	}
+	switch {
+	case from.Kind == KindInt && to.Kind == KindInt, from.Kind == KindUint && to.Kind == KindUint:
+		return to.Bits >= from.Bits
+	case from.Kind == KindFloat32:
+		return to.Kind == KindFloat32 || to.Kind == KindFloat64
+	case from.Kind == KindDecimal && to.Kind == KindDecimal:
+		return to.Scale == from.Scale && to.Prec >= from.Prec
+	}
+	return from.Kind == to.Kind && from.DDL(ServerCaps{}) == to.DDL(ServerCaps{})
 }

@@ -216,3 +216,12 @@ func lengthMod(c Column) (int, bool) {
 	}
 	return 0, false
 }
+
+// SameText reports whether a value stored as a column of type from (an
+// OID) prints the same text as a column of type to, with no rewrite of
+// the table between: the same type (a new type modifier: varchar(10) to
+// varchar(20), numeric(10,2) to numeric(12,2)), or text and varchar.
+func SameText(from, to uint32) bool {
+	textual := func(oid uint32) bool { return oid == 25 || oid == 1043 } // text, varchar
+	return from == to || (textual(from) && textual(to))
+}

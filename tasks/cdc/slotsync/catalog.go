@@ -17,6 +17,14 @@ type sourceTable struct {
 	oid          uint32
 	identity     byte // pg_class.relreplident
 	cols         []pgvalue.Column
+	// attnums are cols' attribute numbers, which a rename keeps.
+	attnums []int16
+	// generated names the STORED generated columns pgoutput does not send,
+	// left out of cols.
+	generated []string
+	// listed: the publication publishes a column list of the table (a
+	// column added to the list later holds values the stream never sent).
+	listed bool
 }
 
 func (t sourceTable) qualified() string { return t.schema + "." + t.name }
@@ -30,7 +38,10 @@ SELECT n.nspname, c.relname, c.oid::int8, c.relreplident::text,
        a.attname, a.atttypid::int8, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod),
        COALESCE(a.attnum = ANY ((SELECT i.indkey FROM pg_catalog.pg_index i
                                   WHERE i.indrelid = c.oid AND (i.indisreplident OR (c.relreplident <> 'i' AND i.indisprimary))
-                                  ORDER BY i.indisreplident DESC LIMIT 1)::int2[]), false)
+                                  ORDER BY i.indisreplident DESC LIMIT 1)::int2[]), false),
+       a.attnum, a.attgenerated <> '',
+       EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel pr JOIN pg_catalog.pg_publication pb ON pb.oid = pr.prpubid
+                WHERE pb.pubname = p.pubname AND pr.prrelid = c.oid AND pr.prattrs IS NOT NULL)
   FROM pg_catalog.pg_publication_tables p
   JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
   JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
@@ -50,15 +61,27 @@ func readCatalog(ctx context.Context, conn *pgx.Conn, publication string) ([]sou
 		var schema, name, identity string
 		var oid, typeOID int64
 		var c pgvalue.Column
-		if err := rows.Scan(&schema, &name, &oid, &identity, &c.Name, &typeOID, &c.TypeMod, &c.NotNull, &c.TypeName, &c.Key); err != nil {
+		var attnum int16
+		var listed bool
+		if err := rows.Scan(&schema, &name, &oid, &identity, &c.Name, &typeOID, &c.TypeMod, &c.NotNull, &c.TypeName, &c.Key,
+			&attnum, &c.Generated, &listed); err != nil {
 			return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
 		}
 		c.TypeOID = uint32(typeOID)
 		if n := len(out); n == 0 || out[n-1].schema != schema || out[n-1].name != name {
-			out = append(out, sourceTable{schema: schema, name: name, oid: uint32(oid), identity: identity[0]})
+			out = append(out, sourceTable{schema: schema, name: name, oid: uint32(oid), identity: identity[0], listed: listed})
 		}
 		t := &out[len(out)-1]
+		if c.Generated {
+			// pgoutput sends no generated column (PostgreSQL 18 can, with
+			// publish_generated_columns, which changesink does not ask
+			// for): left out of the table's columns, and of its mapping
+			// (mapTable notes it, or refuses an entry that names one).
+			t.generated = append(t.generated, c.Name)
+			continue
+		}
 		t.cols = append(t.cols, c)
+		t.attnums = append(t.attnums, attnum)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)

@@ -27,6 +27,7 @@ const (
 	EnvMaxDuration      = "CDC_MAX_DURATION"      // Config.MaxDuration
 	EnvFlushChanges     = "CDC_FLUSH_CHANGES"     // Config.FlushChanges
 	EnvLoadWorkers      = "CDC_LOAD_WORKERS"      // Config.LoadWorkers
+	EnvResync           = "CDC_RESYNC"            // Config.Resync, comma-separated schema.table
 )
 
 // Defaults of the sync settings.
@@ -81,6 +82,10 @@ type Config struct {
 	// with at once, each with a block of rows in memory; 0:
 	// DefaultLoadWorkers.
 	LoadWorkers int
+	// Resync names published tables (schema.table) to load again from a
+	// new snapshot before the run goes on: an operator's resync, which also
+	// releases a held table. Each run given it loads them again.
+	Resync []string
 
 	// source is Postgres parsed (Validate).
 	source *pgx.ConnConfig

@@ -7,6 +7,7 @@ import (
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/initload"
+	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -24,6 +25,9 @@ func (r *loader) loadTables(ctx context.Context, l *loadRun, which []*syncTable)
 			return err
 		}
 		tables[i] = lt
+	}
+	if err := testhook.Run(ctx, r.env.Hooks.Loading); err != nil {
+		return err
 	}
 	stats, err := initload.Load(ctx, initload.Config{Source: r.cfg.source, Conn: r.conn, Snapshot: l.snap, SnapshotName: l.snap.Name,
 		Point: l.point, Workers: r.cfg.LoadWorkers, ChunkRows: r.env.Hooks.LoadChunkRows, BlockRows: r.env.Hooks.LoadBlockRows, Log: r.log}, tables)
@@ -115,7 +119,7 @@ func (r *loader) checkLoaded(ctx context.Context, t *syncTable, lt *initload.Tab
 // (refuseNewer) is skipped: the load's rows are all it holds.
 func (r *loader) deleteGone(ctx context.Context, which []*syncTable, from uint64) error {
 	for _, t := range which {
-		if !t.held {
+		if !t.hadRows {
 			continue
 		}
 		if err := t.batch.Add(goneMarker(from)); err != nil {
@@ -148,7 +152,7 @@ func (r *loader) refuseNewer(ctx context.Context, which []*syncTable, point uint
 		if err != nil {
 			return tableErr(t, err)
 		}
-		t.held = high > 0
+		t.hadRows = high > 0
 		if high > point {
 			return outcome.Refused.Mark(fmt.Errorf("%w: table %s: %s holds version %d, above the load's point %s (%d) of slot %s: "+
 				"rows of another PostgreSQL system or of a writer still running", change.ErrOtherSource, t.name(),

@@ -79,6 +79,30 @@ func (e *syncEnv) config() (Config, Env) {
 		Env{Hooks: testhook.Hooks{LockTiming: testLockTiming}}
 }
 
+// configYAML is config with entries (YAML list items of tables:) in
+// place of the env's tables' plain entries for the tables they name.
+func (e *syncEnv) configYAML(entries string) (Config, Env) {
+	e.t.Helper()
+	var plain []string
+	for _, line := range strings.Split(e.tablesYAML(), "\n") {
+		_, name, _ := strings.Cut(line, "table: ")
+		if line != "" && !strings.Contains(entries, "table: "+strings.TrimSuffix(name, "}")) {
+			plain = append(plain, line)
+		}
+	}
+	yaml := "defaults: {target: {database: " + e.chDB + "}}\ntables:\n" + strings.Join(plain, "\n")
+	if len(plain) > 0 {
+		yaml += "\n"
+	}
+	set, err := mapping.ParseSet("sync.yaml", []byte(yaml+entries))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg, env := e.config()
+	cfg.Mappings = set
+	return cfg, env
+}
+
 func (e *syncEnv) tablesYAML() string {
 	var b strings.Builder
 	for _, t := range e.tables {
@@ -131,6 +155,32 @@ type chEnv struct {
 func (c *chEnv) query(sql string, args ...any) []string {
 	c.t.Helper()
 	return testenv.QueryClickHouse(c.t, c.conn, sql, args...)
+}
+
+// exec runs statements without a result (DDL, INSERT) on the test's
+// ClickHouse server.
+func (c *chEnv) exec(stmts ...string) {
+	c.t.Helper()
+	for _, q := range stmts {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := c.conn.Exec(ctx, q)
+		cancel()
+		if err != nil {
+			c.t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// waitMutations waits until the mutations of table (ALTER TABLE … DELETE
+// or UPDATE) are done.
+func (c *chEnv) waitMutations(table string) {
+	c.t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got := c.query(`SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0`, c.db, table); len(got) == 1 && got[0] == "0" {
+			return
+		}
+	}
+	c.t.Fatalf("the mutations of %s.%s did not end within a minute", c.db, table)
 }
 
 // proxied starts a proxy in front of the ClickHouse server and returns it

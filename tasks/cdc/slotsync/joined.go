@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -25,15 +27,17 @@ import (
 // with the others, reading its changes before the point as belowLoad does
 // and raising those after it above the point (commit).
 
-// loadJoined loads the tables of the run that joined the publication:
-// those no load ended for, those whose load was of another table of the
-// same name (dropped and created again: another OID), and those this
-// setup added to the publication (it lacked them, whatever the ledger
-// says: a table out of the publication for a while missed its changes).
-// The last two are loaded afresh; their targets' rows of before are
-// deleted where the new load has none (deleteGone).
+// loadJoined loads, for a slot loaded and streaming, every table that
+// waits for a load of its own: those no load ended for (they joined), those
+// whose load was of another table of the same name (dropped and created
+// again: another OID), those this setup added to the publication (it
+// lacked them, whatever the ledger says: a table out of the publication
+// for a while missed its changes), those whose target lost its rows
+// (lostRows), those the operator names (Config.Resync) or the mapping now maps
+// otherwise (standing), each loaded alone (resync.go). A held table is
+// skipped, but for the operator's resync that releases it.
 func (r *loader) loadJoined(ctx context.Context) error {
-	r.loadLedger = r.ch.LoadLedger(r.order[0].m.Target.Database)
+	r.loadLedger = r.ledgerOfLoads()
 	if err := r.loadLedger.Ensure(ctx); err != nil {
 		return err
 	}
@@ -41,46 +45,108 @@ func (r *loader) loadJoined(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var joined []*syncTable
-	fresh := false // a load of some of them cannot be continued
+	var joined []string
 	for _, t := range r.order {
 		tl := loads[t.name()]
-		other := otherTable(tl, t)
-		if !tl.Done || other || r.republished[t.name()] {
-			joined = append(joined, t)
-			fresh = fresh || other || r.republished[t.name()]
+		t.hold, t.floor = target.LoadRow{}, tl.Point
+		if tl.Held {
+			t.hold = tl.Hold
 		}
-		if other {
-			r.log.Warn(fmt.Sprintf("cdc: table %s (OID %d) is not the table its target was loaded from (OID %d): dropped and created again; loading it afresh",
-				t.name(), t.src.oid, tl.Relid))
+		switch {
+		case !tl.Done:
+			t.resync = fmt.Sprintf("it joined publication %s after the load of slot %s", r.cfg.Publication, r.cfg.Slot)
+			joined = append(joined, t.name())
+		case otherTable(tl, t):
+			t.resync = fmt.Sprintf("table OID %d is not the table its target was loaded from (OID %d): dropped and created again", t.src.oid, tl.Relid)
+			joined = append(joined, t.name())
+		case r.republished[t.name()]:
+			t.resync = fmt.Sprintf("it was out of publication %s, and its changes meanwhile were not streamed", r.cfg.Publication)
+			joined = append(joined, t.name())
+		default:
+			if err := r.lostRows(ctx, t); err != nil {
+				return err
+			}
 		}
 	}
-	if len(joined) == 0 {
+	if err := r.recordShapes(ctx); err != nil {
+		return err
+	}
+	if err := r.absorbCatalog(ctx); err != nil {
+		return err
+	}
+	if err := r.operatorResyncs(ctx); err != nil {
+		return err
+	}
+	if err := r.resyncWaiting(ctx); err != nil {
+		return err
+	}
+	for _, n := range joined {
+		if slices.ContainsFunc(r.resynced, func(rs resynced) bool { return rs.Table == n }) {
+			r.joined = append(r.joined, n)
+		}
+	}
+	for _, t := range r.order {
+		if t.hold.Gen != "" {
+			r.log.Warn(fmt.Sprintf("cdc: table %s is held since %s (%s): not loaded; an operator's resync (%s=%s) releases it",
+				t.name(), slot.LSN(t.hold.Point), t.hold.Detail, EnvResync, t.name()))
+		}
+	}
+	return nil
+}
+
+// lostRows sets t waiting for a resync when its target lost the rows its
+// load wrote: it was made now (dropped, and setup made it again empty),
+// or it holds no row while the source table holds some (emptied by hand).
+func (r *loader) lostRows(ctx context.Context, t *syncTable) error {
+	if t.created {
+		t.resync = "its target was missing, and setup made it again empty"
 		return nil
 	}
-	l, err := r.prepareJoined(ctx, joined, loads, fresh)
-	if err != nil {
+	high, err := t.run.Tbl.HighestVersion(ctx)
+	if err != nil || high > 0 {
 		return err
 	}
-	defer l.release()
-	if err := r.refuseNewer(ctx, joined, l.point); err != nil {
-		return err
+	var some bool
+	if err := r.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+pgx.Identifier{t.src.schema, t.src.name}.Sanitize()+`)`).Scan(&some); err != nil {
+		return sourceErr(fmt.Errorf("table %s: read whether it holds a row: %w", t.name(), err))
 	}
-	if err := r.loadTables(ctx, l, joined); err != nil {
-		return err
+	if some {
+		t.resync = "its target holds no row, and the source table does"
 	}
-	if err := r.deleteGone(ctx, joined, l.goneBelow(true)); err != nil {
-		return err
-	}
-	for _, t := range joined {
-		if err := r.appendLoad(ctx, target.LoadRow{Slot: r.cfg.Slot, Gen: l.gen, Kind: target.LoadDone, Table: t.name(),
-			Point: l.point, Holder: r.holderID(), Relid: uint64(t.src.oid)}); err != nil {
-			return err
-		}
-		r.joined = append(r.joined, t.name())
-	}
-	r.res.Changes, r.continued = r.loaded.Rows, l.continued
 	return nil
+}
+
+// resyncedOnly are the run's resynced tables but the joined ones (named
+// apart).
+func (r *syncRun) resyncedOnly(joined []string) []resynced {
+	var out []resynced
+	for _, rs := range r.resynced {
+		if !slices.Contains(joined, rs.Table) {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// heldNames are the tables held when the run ended.
+func (r *syncRun) heldNames() []string {
+	var out []string
+	for _, t := range r.order {
+		if t.hold.Gen != "" {
+			out = append(out, t.name())
+		}
+	}
+	return out
+}
+
+// resyncedOutputs are resynced tables as outputs: each table's why,
+// point and rows.
+func resyncedOutputs(rs []resynced) map[string]any {
+	out := map[string]any{}
+	for _, t := range rs {
+		out[t.Table] = map[string]any{"why": t.Why, "point": t.Point.String(), "rows": t.Rows}
+	}
+	return out
 }
 
 // prepareJoined decides the load of the joined tables: the generation an
@@ -151,8 +217,14 @@ func (r *loader) prepareJoined(ctx context.Context, joined []*syncTable, loads m
 	if l.continued {
 		verb = fmt.Sprintf("continuing the load (generation %s, %d chunks done) of", l.gen, len(l.done))
 	}
-	r.log.Info(fmt.Sprintf("cdc: %s %s, which joined publication %s after the load of slot %s, from a new snapshot at %s; "+
-		"the other tables are not loaded again", verb, strings.Join(names, ", "), r.cfg.Publication, r.cfg.Slot, snap.ConsistentPoint))
+	why := joined[0].resync
+	if strings.HasPrefix(why, "it joined publication ") {
+		why = "which joined publication " + strings.TrimPrefix(why, "it joined publication ")
+	} else {
+		why = "again (" + why + ")"
+	}
+	r.log.Info(fmt.Sprintf("cdc: %s %s, %s, from a new snapshot at %s; the other tables are not loaded again",
+		verb, strings.Join(names, ", "), why, snap.ConsistentPoint))
 	return l, nil
 }
 

@@ -2,7 +2,6 @@ package slotsync
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/change"
 )
 
 // accTable makes a table of acc's columns holding rows 1..rows.
@@ -29,11 +27,11 @@ var joinedRE = regexp.MustCompile(`cdc: (loading|continuing the load \(generatio
 // TestSyncTableJoinsUnderKills: a pipeline streams acc; while writers
 // change acc and acc2, acc2 joins it: cdc setup runs with both tables,
 // adds acc2 to the publication and loads only it, from a snapshot of its
-// own, and is killed (SIGKILL) at random moments of that load. Meanwhile
-// sync refuses the published table no load ended for, naming it and
-// writing nothing; the next setup continues the load. Then sync streams
-// both tables, and every row of both live views equals its source row;
-// acc was never loaded again.
+// own, and is killed (SIGKILL) at random moments of that load; the next
+// setup continues the load. A sync run while the load has not ended ends
+// it itself (it loads every table that waits before it streams). Then sync
+// streams both tables, and every row of both live views equals its source
+// row; acc was never loaded again.
 func TestSyncTableJoinsUnderKills(t *testing.T) {
 	e := newSyncEnv(t)
 	e.exec(`CREATE TABLE acc (id bigint PRIMARY KEY, v bigint NOT NULL, tag text, blob text)`,
@@ -58,7 +56,7 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 	go writeTo(t, e, "acc2", 7, stop, done)
 	rnd := rand.New(rand.NewPCG(8, 9))
 	var logs []string
-	finished, killed, continued, refused := false, 0, 0, false
+	finished, killed, continued := false, 0, 0
 	for i := 0; i < 5 && !finished; i++ {
 		var out string
 		out, finished = runSetupKilled(ctx, t, e, joinedRE, time.Duration(rnd.IntN(1500))*time.Millisecond, envLoadTables+"=acc,acc2")
@@ -72,18 +70,15 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 				continued++
 			}
 		}
-		if !finished && m != nil && !refused {
-			refused = true
-			e.syncRefusesJoined(ctx, both, env2)
-		}
 	}
 	if !finished {
-		res, err := SetupSync(ctx, both, env2)
+		// Sync ends the load a killed setup left.
+		res, err := Sync(ctx, both, env2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fmt.Sprint(res.Joined) != "[public.acc2]" || !strings.Contains(res.Summary(), "the other tables were not loaded again") {
-			t.Errorf("setup: joined %v: %s", res.Joined, res.Summary())
+		if len(res.Resynced) != 1 || res.Resynced[0].Table != "public.acc2" || !strings.Contains(res.Resynced[0].Why, "joined publication") {
+			t.Errorf("sync after a killed load of a joined table: resynced %+v", res.Resynced)
 		}
 	}
 	close(stop)
@@ -96,8 +91,8 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 		got[0] != "done\tpublic.acc2\t1" || !strings.HasPrefix(got[1], "start\t\t1") {
 		t.Errorf("load ledger: %v (want acc2's load done once, the slot's own load begun once)", got)
 	}
-	if killed == 0 || continued == 0 || !refused {
-		t.Errorf("%d runs killed, %d continued with chunks done, sync refused %v: the test did not test a continued join", killed, continued, refused)
+	if killed == 0 || continued == 0 {
+		t.Errorf("%d runs killed, %d continued with chunks done: the test did not test a continued join", killed, continued)
 	}
 	if t.Failed() {
 		for _, l := range logs {
@@ -116,25 +111,6 @@ func (e *syncEnv) loadConfig(tables ...string) (Config, Env) {
 	}
 	env.Log = slog.New(slog.DiscardHandler)
 	return cfg, env
-}
-
-// syncRefusesJoined runs sync while the load of acc2, which joined the
-// publication, has not ended: refused, naming it, the slot and the sync
-// ledger as they were.
-func (e *syncEnv) syncRefusesJoined(ctx context.Context, cfg Config, env Env) {
-	e.t.Helper()
-	confirmed := e.slotConfirmed()
-	through, rows := e.ledgerThrough()
-	_, err := Sync(ctx, cfg, env)
-	if !errors.Is(err, change.ErrNotLoaded) || outcome.Classify(err) != outcome.Refused || !strings.Contains(err.Error(), "public.acc2") {
-		e.t.Errorf("sync during the load of a joined table: %v", err)
-	}
-	if c := e.slotConfirmed(); c != confirmed {
-		e.t.Errorf("the refused sync moved the slot from %s to %s", confirmed, c)
-	}
-	if th, n := e.ledgerThrough(); th != through || n != rows {
-		e.t.Errorf("the refused sync wrote the sync ledger: %s/%d rows, was %s/%d", th, n, through, rows)
-	}
 }
 
 // TestSyncEndsWhereATableJoins: a table that joins the publication while
@@ -201,8 +177,8 @@ func (e *syncEnv) joinAcc2(ctx context.Context, cfg Config, env Env, wantRows in
 
 // TestSyncTableRecreated: a published table dropped and created again
 // under its name is another table. Created again and added back to the
-// publication by hand, sync refuses it (its load was of another OID);
-// setup loads it afresh, deleting the old table's rows. Dropped and
+// publication by hand, sync loads it afresh (its load was of another OID),
+// the old table's rows gone. Dropped and
 // created again out of the publication (DROP TABLE takes it out), setup
 // adds it back and loads it afresh too. Each time both live views end
 // equal to PostgreSQL.
@@ -223,11 +199,14 @@ func TestSyncTableRecreated(t *testing.T) {
 
 	recreate(50, 150)
 	e.exec(`ALTER PUBLICATION `+e.pub+` ADD TABLE acc2`, `UPDATE acc SET tag = 'meanwhile' WHERE id < 10`)
-	_, err := Sync(ctx, both, env)
-	if !errors.Is(err, change.ErrNotLoaded) || !strings.Contains(err.Error(), "public.acc2") || !strings.Contains(err.Error(), "dropped and created again") {
-		t.Errorf("sync of a table created again: %v", err)
+	res, err := Sync(ctx, both, env)
+	if err != nil || len(res.Resynced) != 1 || res.Resynced[0].Table != "public.acc2" || res.Resynced[0].Rows != 101 ||
+		!strings.Contains(res.Resynced[0].Why, "dropped and created again") {
+		t.Errorf("sync of a table created again: %+v, %v", res, err)
 	}
-	e.joinAcc2(ctx, both, env, 101)
+	e.catchUp(ctx, both, env)
+	e.sameAccOf("acc")
+	e.sameAccOf("acc2")
 
 	recreate(120, 130)
 	e.exec(`UPDATE acc SET tag = 'again' WHERE id < 20`)

@@ -54,14 +54,23 @@ func (r *loader) load(ctx context.Context, c created) error {
 		return err
 	}
 	defer l.release()
-	if err := r.refuseNewer(ctx, r.order, l.point); err != nil {
+	plans, inPlace, err := r.reshape(ctx, l)
+	if err != nil {
+		return err
+	}
+	if err := r.refuseNewer(ctx, inPlace, l.point); err != nil {
 		return r.dropCreated(ctx, c, err)
 	}
 	if err := r.loadTables(ctx, l, r.order); err != nil {
 		return err
 	}
-	if err := r.deleteGone(ctx, r.order, l.goneBelow(false)); err != nil {
+	if err := r.deleteGone(ctx, inPlace, l.goneBelow(false)); err != nil {
 		return err
+	}
+	for i, t := range r.order {
+		if err := r.swapIn(ctx, t, plans[i]); err != nil {
+			return err
+		}
 	}
 	r.res.Changes, r.continued = r.loaded.Rows, l.continued
 	r.stop.Step = applier.StepLedger
@@ -71,7 +80,8 @@ func (r *loader) load(ctx context.Context, c created) error {
 		return err
 	}
 	r.last = &e
-	return nil
+	// What each target follows of its source from the load on (shape.go).
+	return r.recordShapes(ctx)
 }
 
 // prepareLoad decides the load: from the new slot's snapshot, a new
@@ -183,4 +193,32 @@ func (r *loader) exportTemporary(ctx context.Context) (*slot.Snapshot, error) {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// reshape plans the slot's load of every table: in place, but for a table
+// whose target has another shape than the source has now (a load
+// continued after its table changed: a rewrite, a column renamed or
+// dropped during the load), which is loaded beside its target and swapped
+// in (resync.go), its shape then recorded anew.
+func (r *loader) reshape(ctx context.Context, l *loadRun) ([]resyncPlan, []*syncTable, error) {
+	src, err := readCatalog(ctx, r.conn, r.cfg.Publication)
+	if err != nil {
+		return nil, nil, sourceErr(err)
+	}
+	now, err := readNow(ctx, r.conn, oidsOf(src))
+	if err != nil {
+		return nil, nil, sourceErr(err)
+	}
+	plans := make([]resyncPlan, len(r.order))
+	for i, t := range r.order {
+		if plans[i], err = r.planResync(ctx, t, src, false); err != nil {
+			return nil, nil, err
+		}
+		if plans[i].rebuild {
+			plans[i].why = "it changed during the load"
+			t.shape, t.record = shapeOf(plans[i].src, plans[i].m, now[t.src.oid]), true
+		}
+	}
+	inPlace, err := r.prepareTargets(ctx, r.order, plans, l)
+	return plans, inPlace, err
 }

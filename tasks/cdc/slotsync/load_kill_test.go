@@ -29,6 +29,9 @@ const envLoadChild = "CDC_TEST_LOAD_CHILD"
 // unset).
 const envLoadTables = "CDC_TEST_LOAD_TABLES"
 
+// envLoadResync names the tables the child resyncs (Config.Resync).
+const envLoadResync = "CDC_TEST_LOAD_RESYNC"
+
 // loadConfig is the setup of the load kill tests, in the child and in the
 // test: the tables (in schema public) into database db.
 func loadConfig(dsn, slot, db string, tables ...string) (Config, Env, error) {
@@ -53,6 +56,9 @@ func loadChild() int {
 		tables = strings.Split(v, ",")
 	}
 	cfg, env, err := loadConfig(os.Getenv(envLoadChild), os.Getenv(envSyncSlot), os.Getenv(envSyncDB), tables...)
+	if v := os.Getenv(envLoadResync); v != "" {
+		cfg.Resync = strings.Split(v, ",")
+	}
 	if err == nil {
 		_, err = SetupSync(context.Background(), cfg, env)
 	}

@@ -176,14 +176,18 @@ func goneMarker(from uint64) change.Row {
 	return row
 }
 
-// readFloors reads the point each table was loaded at: a transaction
-// that commits at or after it was not in that snapshot, and its versions
-// are raised above it (commit); one before it is read by belowLoad. A
+// readFloors reads each table's state from the load ledger: the point its
+// load versioned its rows at, its floor (a transaction that commits at or
+// after it was not in that snapshot, and its versions are raised above
+// it: raiseFloor; one before it is read by belowLoad); a hold later than
+// its load (holdTable); and whether it waits for a load of its own: a
 // published table no load ended for (it joined the publication after the
-// slot's load, and cdc setup has not loaded it yet) is refused: streaming
-// it would leave its earlier rows out.
+// slot's load, and its load has not ended) or whose load was of another
+// table of its name (dropped and created again). Such a table is loaded
+// before the stream is read (prepareStream): streaming it before would
+// leave its earlier rows out.
 func (r *syncRun) readFloors(ctx context.Context) error {
-	ll := r.ch.LoadLedger(r.order[0].m.Target.Database)
+	ll := r.ledgerOfLoads()
 	if err := ll.Ensure(ctx); err != nil {
 		return err
 	}
@@ -193,17 +197,28 @@ func (r *syncRun) readFloors(ctx context.Context) error {
 	}
 	for _, t := range r.order {
 		tl, ok := loads[t.name()]
-		if !ok || !tl.Done {
-			return outcome.Refused.Mark(fmt.Errorf("%w: table %s joined publication %s after the load of slot %s, and no load of it ended",
-				change.ErrNotLoaded, t.name(), r.cfg.Publication, r.cfg.Slot))
+		t.hold = target.LoadRow{}
+		if tl.Held {
+			t.hold = tl.Hold
 		}
-		if otherTable(tl, t) {
-			return outcome.Refused.Mark(fmt.Errorf("%w: table %s (OID %d) was dropped and created again since its load (of OID %d)",
-				change.ErrNotLoaded, t.name(), t.src.oid, tl.Relid))
+		switch {
+		case !ok || !tl.Done:
+			t.resync = orWhy(t.resync, fmt.Sprintf("it joined publication %s after the load of slot %s, and no load of it ended",
+				r.cfg.Publication, r.cfg.Slot))
+		case otherTable(tl, t):
+			t.resync = orWhy(t.resync, fmt.Sprintf("table OID %d was dropped and created again since its load (of OID %d)", t.src.oid, tl.Relid))
 		}
 		t.floor = tl.Point
 	}
 	return nil
+}
+
+// orWhy is why, or next when there is none yet.
+func orWhy(why, next string) string {
+	if why != "" {
+		return why
+	}
+	return next
 }
 
 // raiseFloor raises the flush's commit floor for the transaction that
@@ -232,23 +247,34 @@ func (r *syncRun) inLoad(t *syncTable) bool { return uint64(r.tx.FinalLSN) < t.f
 // that changed the key. Inserts and updates are in the loaded rows (and
 // their unchanged TOAST values, which the stream does not carry, with
 // them).
+//
+// A change whose key the mapping cannot read there (a definition from
+// before a change a resync took in: another key, another type) is
+// skipped: such a resync read everything at one point, which holds its
+// outcome.
 func (r *syncRun) belowLoad(t *syncTable, ev *slot.Event, lsn uint64) error {
+	if t.keyless {
+		return nil
+	}
 	switch ev.Kind {
 	case slot.KindDelete:
-		return t.read(ev.Old, change.OpDelete, ev.OldKind == slot.OldFull, lsn)
+		if err := t.read(ev.Old, change.OpDelete, ev.OldKind == slot.OldFull, lsn); err != nil && !holdable(err) {
+			return err
+		}
 	case slot.KindUpdate:
 		if ev.OldKind == 0 {
 			return nil
 		}
 		oldKey, err := t.keyOf(ev.Old)
 		if err != nil {
+			return nil
+		}
+		if newKey, err := t.keyOf(ev.New); err != nil || oldKey == newKey {
+			return nil
+		}
+		if err := t.read(ev.Old, change.OpDelete, ev.OldKind == slot.OldFull, lsn); err != nil && !holdable(err) {
 			return err
 		}
-		newKey, err := t.keyOf(ev.New)
-		if err != nil || oldKey == newKey {
-			return err
-		}
-		return t.read(ev.Old, change.OpDelete, ev.OldKind == slot.OldFull, lsn)
 	}
 	return nil
 }

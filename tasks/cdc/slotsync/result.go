@@ -35,6 +35,19 @@ type Result struct {
 	Behind      time.Duration
 	BehindKnown bool
 	Total       time.Duration
+	// Resynced are the tables the run loaded again (resync.go), each with
+	// why; SchemaChanges what the targets followed in place (schema.go);
+	// Held the tables held (their changes skipped until a resync), each
+	// with the position and why.
+	Resynced      []resynced
+	SchemaChanges []string
+	Held          []Held
+}
+
+// Held is a held table: since which position, and why.
+type Held struct {
+	Table, Why string
+	Since      slot.LSN
 }
 
 // TableResult is one table's share of a sync run.
@@ -56,12 +69,31 @@ func (r *syncRun) result(ctx context.Context) *Result {
 		}
 		res.Tables = append(res.Tables, TableResult{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}
+	res.Resynced, res.SchemaChanges = r.resynced, r.followed
+	for _, t := range r.order {
+		if t.hold.Gen != "" {
+			res.Held = append(res.Held, Held{Table: t.name(), Why: t.hold.Detail, Since: slot.LSN(t.hold.Point)})
+		}
+	}
 	res.Behind, res.BehindKnown = r.behind(ctx)
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res.Health, res.HealthErr = slot.ReadHealth(hctx, r.conn.PgConn(), r.cfg.Slot)
+	res.Health, res.HealthErr = r.healthAfterConfirm(ctx)
 	res.Total = time.Since(r.start)
 	return res
+}
+
+// healthAfterConfirm reads the slot's health once the server has taken
+// the run's last confirm (it reads the standby's status a moment after
+// it is sent): the lag and retained WAL after this run, not before its
+// own confirm, so an alert on them does not fire one run late.
+func (r *syncRun) healthAfterConfirm(ctx context.Context) (slot.Health, error) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for wait := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		h, err := slot.ReadHealth(hctx, r.conn.PgConn(), r.cfg.Slot)
+		if err != nil || r.last == nil || uint64(h.Confirmed) >= r.last.Through || time.Now().After(wait) {
+			return h, err
+		}
+	}
 }
 
 // whyCaughtUp is the run's end (the ended output) when it read every
@@ -79,6 +111,9 @@ func (r *syncRun) behind(ctx context.Context) (time.Duration, bool) {
 	defer cancel()
 	if r.open {
 		return max(0, time.Since(r.tx.CommitTime)), true // the transaction being read
+	}
+	if r.stream == nil {
+		return 0, false // closed for a resync at the run's end
 	}
 	for {
 		ev, err := r.stream.Next(pctx)
@@ -106,6 +141,13 @@ func (r *Result) Outputs() map[string]any {
 	if r.BehindKnown {
 		out["behind_seconds"] = r.Behind.Seconds()
 	}
+	out["resynced"] = resyncedOutputs(r.Resynced)
+	out["schema_changes"] = append([]string{}, r.SchemaChanges...)
+	held := map[string]any{}
+	for _, h := range r.Held {
+		held[h.Table] = map[string]any{"since_lsn": h.Since.String(), "why": h.Why}
+	}
+	out["held"] = held
 	if r.HealthErr == nil {
 		out["lag_bytes"], out["retained_wal_bytes"], out["wal_status"] = r.Health.LagBytes, r.Health.RetainedBytes, r.Health.WALStatus
 		if r.Health.SafeWALSize >= 0 {
@@ -146,6 +188,13 @@ func (r *Result) Summary() string {
 	if r.HealthErr == nil {
 		lag = fmt.Sprintf("; lag %d bytes, %d bytes of WAL retained (%s)", r.Health.LagBytes, r.Health.RetainedBytes, r.Health.WALStatus)
 	}
-	return fmt.Sprintf("Slot %s: %d transactions (%d changes) into %d tables applied, read back and confirmed from %s through %s (%s)%s.",
-		r.Slot, r.Transactions, r.Changes, len(r.Tables), r.From, r.Through, r.Why, lag)
+	extra := ""
+	if len(r.Resynced) > 0 {
+		extra += fmt.Sprintf(" %d tables loaded again.", len(r.Resynced))
+	}
+	if len(r.Held) > 0 {
+		extra += fmt.Sprintf(" %d tables held: their changes are skipped until a resync.", len(r.Held))
+	}
+	return fmt.Sprintf("Slot %s: %d transactions (%d changes) into %d tables applied, read back and confirmed from %s through %s (%s)%s.%s",
+		r.Slot, r.Transactions, r.Changes, len(r.Tables), r.From, r.Through, r.Why, lag, extra)
 }

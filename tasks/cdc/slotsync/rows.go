@@ -27,8 +27,36 @@ func (t *syncTable) decoders(rel *slot.Relation) error {
 		}
 		t.decs[i], t.at[i] = d, j
 	}
-	t.rel = rel
+	t.rel, t.keyless = rel, false
 	return nil
+}
+
+// decodersBelow reads the relation rel of a change below the table's load
+// point (belowLoad: only deletes and old keys are read there), leniently:
+// a column the mapping cannot read from rel's type (the definition of
+// before a change the resync took in) is left out; keyless is set when a
+// key column is, and such changes are skipped (the load holds their
+// outcome).
+func (t *syncTable) decodersBelow(rel *slot.Relation) {
+	t.decs, t.at = make([]*pgvalue.Decoder, len(rel.Columns)), make([]int, len(rel.Columns))
+	found := 0
+	for i, c := range rel.Columns {
+		t.at[i] = -1
+		j, ok := t.m.ByName[c.Name]
+		if !ok {
+			continue
+		}
+		d, err := pgvalue.NewDecoder(t.sourceColumn(c), &t.m.Cols[j])
+		if err != nil {
+			continue
+		}
+		t.decs[i], t.at[i] = d, j
+		if t.m.Cols[j].IsKey {
+			found++
+		}
+	}
+	t.keyless = found < len(t.m.KeyIdx)
+	t.rel = rel
 }
 
 // sourceColumn is the relation column c as pgvalue reads it: the

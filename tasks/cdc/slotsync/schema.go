@@ -2,6 +2,7 @@ package slotsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,18 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/merge"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
+	"github.com/changesink/changesink/tasks/cdc/target"
 )
+
+// A table's definition comes in the stream before its first change of a
+// run and again after every change of its catalog entry (shape.go says
+// what it cannot show). relation compares it with what the target follows
+// (the table's shape) and the catalog now, and plans (planFollow): nothing,
+// a change the target follows in place at this point of the stream (after
+// the transactions before it are applied), a resync of the table from a
+// new snapshot (at this point: resync.go), or, under schema_changes:
+// refuse or for a change no mapping can follow, a hold (quarantine) of the
+// table. docs/cdc-sync.md has the table of every DDL and what is done.
 
 // relationAt says where a table's definition came in the stream: the
 // transaction it opens, by its commit LSN and xid (pgoutput sends the
@@ -24,155 +36,526 @@ func relationAt(ev *slot.Event) string {
 	return fmt.Sprintf("at %s", ev.WALStart)
 }
 
-// relation takes in a table's definition, which the stream reports before
-// the table's first change and again after every change to its columns.
-// Against the mapping: a column the source added is added to the target
-// (schema_changes add_columns: Nullable, after the flush of the
-// transactions before it); a column the source dropped stays in the
-// target, NULL from then on; a retyped column, a changed key, and any
-// change under schema_changes refuse, are refused, naming the columns.
+// relation takes in a table's definition. Below the table's load point
+// (its changes there are in the rows the load read) it only reads the
+// columns, leniently. A held table, or one waiting for its resync, takes
+// nothing.
 func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 	t := r.tables[ev.Relation.ID]
-	if t == nil {
-		// A table that joined the publication after the run began: a
-		// Relation is not a change; its first change ends the run there
-		// (r.table, endAtJoin).
+	if t == nil || !t.streams() {
+		// A table not (or no longer) published: its changes say what is
+		// done (r.table); one held or resyncing: skipped.
 		return nil
 	}
-	rel := ev.Relation
-	added, dropped, retyped, key := t.compare(rel, r.ch.Caps, r.cfg.Mappings)
-	if len(added)+len(dropped)+len(retyped) > 0 || key != "" {
-		why := describeChange(added, dropped, retyped, key)
-		switch {
-		case t.policy == mapping.Refuse, len(retyped) > 0, key != "":
-			// The run applies the transactions before the change first
-			// (applyBefore): the refusal stops the stream at the change.
-			return outcome.Refused.Mark(fmt.Errorf("table %s %s: %w: %s", t.name(), relationAt(ev), change.ErrSchemaChange, why))
-		}
-		if len(added) > 0 {
-			if err := r.addColumns(ctx, t, added); err != nil {
-				return err
-			}
-		}
-		r.log.Warn(fmt.Sprintf("cdc: table %s changed %s (%s): %s", t.name(), relationAt(ev), why,
-			"added columns are Nullable in the target; dropped ones stay, NULL from now on"))
+	if r.inLoad(t) {
+		t.decodersBelow(ev.Relation)
+		return nil
 	}
+	return r.takeIn(ctx, t, ev.Relation, ev.Tx.FinalLSN, relationAt(ev))
+}
+
+// takeIn compares the definition rel of t, which came at (where says
+// so), with what its target follows and the catalog now (planFollow), and
+// follows it in place, holds the table, or returns a *resyncAt.
+func (r *syncRun) takeIn(ctx context.Context, t *syncTable, rel *slot.Relation, at slot.LSN, where string) error {
+	now, err := readNow(ctx, r.conn, []uint32{t.src.oid})
+	if err != nil {
+		return sourceErr(err)
+	}
+	p, err := t.planFollow(rel, now[t.src.oid], r.cfg.Mappings, r.ch.Caps)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.hold != "":
+		return r.holdTable(ctx, t, at, outcome.Refused.Mark(fmt.Errorf("table %s %s: %w: %s", t.name(), where, change.ErrSchemaChange, p.hold)))
+	case p.resync != "":
+		return &resyncAt{t: t, why: p.resync, at: at}
+	case !p.empty():
+		if err := r.follow(ctx, t, rel, now[t.src.oid], p); err != nil {
+			var exact *resyncAt
+			if errors.As(err, &exact) {
+				exact.at = at
+			}
+			return err
+		}
+		r.followed = append(r.followed, fmt.Sprintf("%s: %s at %s", t.name(), p, at))
+		r.log.Warn(fmt.Sprintf("cdc: table %s changed %s: %s; the target %s follows it", t.name(), where, p,
+			mapping.Qualified(t.m.Target.Database, t.m.Target.Table)))
+	}
+	t.absorb(now[t.src.oid])
 	if err := t.decoders(rel); err != nil {
 		return err
 	}
-	cols := make([]pgvalue.Column, len(rel.Columns))
-	for i, c := range rel.Columns {
-		cols[i] = t.sourceColumn(c)
+	t.src.cols = t.relColumns(rel)
+	return r.recordShape(ctx, t)
+}
+
+// takeInCatalog takes in, at the end of a run that caught up, the
+// definition every streaming table has in the catalog now, as the stream
+// would show it before the table's next change: a change of columns with
+// no change of rows after it (an added column, its default read by every
+// row; a drop; a rename) reaches the target now, not at the table's next
+// change. A definition from after the run caught up (a DDL meanwhile) is
+// taken in early: the next run's stream then shows the older one, which a
+// rename or a retype takes for a change it cannot tell and resyncs.
+func (r *syncRun) takeInCatalog(ctx context.Context) error {
+	src, err := readCatalog(ctx, r.conn, r.cfg.Publication)
+	if err != nil {
+		return sourceErr(err)
 	}
-	t.src.cols = cols
+	at := slot.LSN(0)
+	if r.last != nil {
+		at = slot.LSN(r.last.Through)
+	}
+	for _, s := range src {
+		t := r.tables[s.oid]
+		if t == nil || !t.streams() || t.shape == nil || uint64(at) < t.floor {
+			continue
+		}
+		rel := &slot.Relation{ID: s.oid, Namespace: s.schema, Name: s.name, Identity: s.identity}
+		for _, c := range s.cols {
+			rel.Columns = append(rel.Columns, slot.Column{Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod, Key: c.Key && s.identity != slot.IdentityFull})
+		}
+		t.src.listed = s.listed
+		if err := r.takeIn(ctx, t, rel, at, "in the catalog at the end of the run"); err != nil {
+			return err
+		}
+		t.rel = nil // the stream's next definition of it is read anew
+	}
 	return nil
+}
+
+// follow is what a table's new definition changes in its target, in
+// place (planFollow), or why it cannot be followed in place.
+type follow struct {
+	renames  [][2]string // from, to
+	adds     []added
+	drops    []string // target columns the source dropped: kept, NULL from now on
+	nullable []string // of drops, those made Nullable
+	widen    []string // columns given a wider ClickHouse type
+	retyped  []string // columns of the same ClickHouse type, retyped at the source
+	// resync says why the table must be loaded again; hold why it is held.
+	resync, hold string
+}
+
+// added is a column the source added: how it is mapped, the attribute,
+// and the text of the value the rows before it read (missing).
+type added struct {
+	col     mapping.Column
+	src     pgvalue.Column
+	attnum  int16
+	missing *string
+}
+
+func (p follow) empty() bool {
+	return len(p.renames)+len(p.adds)+len(p.drops)+len(p.widen)+len(p.retyped) == 0
+}
+
+// String says what the plan changes, for messages.
+func (p follow) String() string {
+	var parts []string
+	for _, rn := range p.renames {
+		parts = append(parts, "renamed "+rn[0]+" to "+rn[1])
+	}
+	for _, a := range p.adds {
+		s := "added " + a.col.Name
+		if a.missing != nil {
+			s += " (DEFAULT " + *a.missing + ")"
+		}
+		parts = append(parts, s)
+	}
+	if len(p.drops) > 0 {
+		parts = append(parts, "dropped "+strings.Join(p.drops, ", ")+" (kept, NULL from now on)")
+	}
+	if len(p.widen) > 0 {
+		parts = append(parts, "widened "+strings.Join(p.widen, ", "))
+	}
+	if len(p.retyped) > 0 {
+		parts = append(parts, "retyped "+strings.Join(p.retyped, ", ")+" (the same ClickHouse type)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// planFollow compares the definition rel with what t's target follows
+// (its shape and mapping) and the table's catalog entry now. What the
+// target cannot follow exactly in place is a resync: values rewritten
+// where the stream cannot see (judgeRewrite), a new key, a retype that
+// changes values' text or the ClickHouse type, a rename on a server
+// without RENAME COLUMN, a column it cannot tell from a rename, a column
+// added to a publication's column list. Under schema_changes: refuse, any
+// change is a hold; so is one no mapping can follow (an added column of a
+// type none is generated for, a retype the entry's type cannot hold).
+func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Set, caps mapping.ServerCaps) (follow, error) {
+	var p follow
+	for _, c := range rel.Columns {
+		if j, ok := t.m.ByName[c.Name]; ok && t.entryCannotHold(&p, c, &t.m.Cols[j], set) {
+			return t.underPolicy(p), nil
+		}
+	}
+	if rw, why := judgeRewrite(t.shape, now); rw == valuesRewritten {
+		p.resync = why
+		return t.underPolicy(p), nil
+	}
+	inRel := map[string]slot.Column{}
+	for _, c := range rel.Columns {
+		inRel[c.Name] = c
+	}
+	missing := map[string]bool{}
+	for _, c := range t.m.Cols {
+		if _, ok := inRel[c.Name]; !ok {
+			missing[c.Name] = true
+		}
+	}
+	if rel.Identity != slot.IdentityFull {
+		var keys []string
+		for _, c := range rel.Columns {
+			if c.Key {
+				keys = append(keys, c.Name)
+			}
+		}
+		if want := keyNames(t.m); !sameSet(keys, want) {
+			p.resync = fmt.Sprintf("the key is now (%s), the target's is (%s)", strings.Join(keys, ", "), strings.Join(want, ", "))
+			return t.underPolicy(p), nil
+		}
+	}
+	for _, c := range rel.Columns {
+		if j, ok := t.m.ByName[c.Name]; ok {
+			t.planRetype(&p, c, &t.m.Cols[j], set, caps)
+			continue
+		}
+		a, found := now.byName(c.Name)
+		switch {
+		case !found:
+			p.resync = fmt.Sprintf("column %s is not in the catalog now (renamed or dropped again since): its values cannot be told", c.Name)
+		case t.shape.column(a.Num) != "" && missing[t.shape.column(a.Num)]:
+			from := t.shape.column(a.Num)
+			if sc, _ := t.shape.col(from); sc.TypeOID != 0 && (sc.TypeOID != c.TypeOID || sc.TypeMod != c.TypeMod) {
+				p.resync = fmt.Sprintf("column %s was renamed to %s and retyped", from, c.Name)
+			} else if !caps.RenameColumn {
+				p.resync = fmt.Sprintf("column %s was renamed to %s, and ClickHouse before 20.4 cannot rename a column", from, c.Name)
+			}
+			p.renames = append(p.renames, [2]string{from, c.Name})
+			delete(missing, from)
+		case t.src.listed:
+			p.resync = fmt.Sprintf("column %s joined the publication's column list: its older values never came in the stream", c.Name)
+		default:
+			t.planAdd(&p, c, a, set, caps)
+		}
+	}
+	for _, c := range t.m.Cols {
+		if !missing[c.Name] {
+			continue
+		}
+		p.drops = append(p.drops, c.Name)
+		switch {
+		case c.IsKey:
+			p.resync = fmt.Sprintf("key column %s was dropped", c.Name)
+		case !c.Type.Nullable:
+			p.nullable = append(p.nullable, c.Name)
+		}
+	}
+	return t.underPolicy(p), nil
+}
+
+// underPolicy is p under the table's schema_changes: refuse holds the
+// table at any change.
+func (t *syncTable) underPolicy(p follow) follow {
+	if t.policy == mapping.Refuse && (p.resync != "" || !p.empty()) {
+		why := p.resync
+		if why == "" {
+			why = p.String()
+		}
+		return follow{hold: why + " (schema_changes: refuse)"}
+	}
+	return p
+}
+
+// planRetype plans a column of the target whose source type in rel may
+// differ from the one the target took (its shape). Without a rewrite the
+// stored values are the same: a retype whose values print the same (among
+// varchar and text, numeric of the same scale) is followed in place, with
+// the ClickHouse type the new one maps to when it is the target's or a
+// wider Decimal; any other needs the table loaded again.
+func (t *syncTable) planRetype(p *follow, c slot.Column, mc *mapping.Col, set *mapping.Set, caps mapping.ServerCaps) {
+	sc, ok := t.shape.col(c.Name)
+	if !ok || sc.TypeOID == 0 || (sc.TypeOID == c.TypeOID && sc.TypeMod == c.TypeMod) {
+		return
+	}
+	src := t.relColumn(c)
+	nc, err := columnFor(set, t.src, src, caps)
+	if err != nil {
+		p.hold = fmt.Sprintf("column %s is now %s: %v", c.Name, src.TypeName, err)
+		return
+	}
+	typ, perr := mapping.ParseType(nc.Type)
+	switch {
+	case !pgvalue.SameText(sc.TypeOID, c.TypeOID):
+		p.resync = fmt.Sprintf("column %s was retyped (type OID %d to %d): its values' text may differ", c.Name, sc.TypeOID, c.TypeOID)
+	case perr == nil && typ.SameType(mc.Type.DDL(caps)):
+		p.retyped = append(p.retyped, c.Name)
+	case perr == nil && !mc.IsKey && mapping.Widens(mc.Type, typ):
+		p.widen = append(p.widen, c.Name)
+	default:
+		p.resync = fmt.Sprintf("column %s was retyped from %s to %s", c.Name, mc.Type.DDL(caps), nc.Type)
+	}
+}
+
+// entryCannotHold holds the table (p.hold) when the source retyped column
+// c, which the mapping entry names, to a type the entry's type mc cannot
+// read: no load nor stream could fill it.
+func (t *syncTable) entryCannotHold(p *follow, c slot.Column, mc *mapping.Col, set *mapping.Set) bool {
+	sc, ok := t.shape.col(c.Name)
+	if !ok || sc.TypeOID == 0 || (sc.TypeOID == c.TypeOID && sc.TypeMod == c.TypeMod) {
+		return false
+	}
+	if _, named := set.Column(t.src.schema, t.src.name, c.Name); !named {
+		return false
+	}
+	src := t.relColumn(c)
+	if _, err := pgvalue.NewDecoder(src, mc); err != nil {
+		typ := src.TypeName
+		if typ == "" {
+			typ = fmt.Sprintf("type OID %d", c.TypeOID)
+		}
+		p.hold = fmt.Sprintf("column %s was retyped to %s, which the mapping entry's %s cannot hold: %v", c.Name, typ, mc.Type, err)
+		return true
+	}
+	return false
+}
+
+// planAdd plans a column the source added (a its attribute now): mapped
+// as the next run's mapping will map it, Nullable (the rows before it
+// have none of their own): with the value they read when it was added
+// with a constant default (its missing value), NULL otherwise. An entry's
+// column must be Nullable.
+func (t *syncTable) planAdd(p *follow, c slot.Column, a attr, set *mapping.Set, caps mapping.ServerCaps) {
+	src := t.relColumn(c)
+	src.NotNull, src.Key = false, false
+	mc, err := columnFor(set, t.src, src, caps)
+	if err != nil {
+		p.hold = fmt.Sprintf("added column %s: %v", c.Name, err)
+		return
+	}
+	if _, named := set.Column(t.src.schema, t.src.name, c.Name); named && !strings.HasPrefix(mc.Type, "Nullable(") {
+		p.hold = fmt.Sprintf("added column %s: the mapping maps it as %s, and an added column is Nullable (the rows before it have none): "+
+			"map it as Nullable(%s)", c.Name, mc.Type, mc.Type)
+		return
+	}
+	ad := added{col: mc, src: src, attnum: a.Num}
+	if a.HasMissing {
+		v := a.Missing
+		ad.missing = &v
+	}
+	p.adds = append(p.adds, ad)
+}
+
+// relColumn is rel's column c as pgvalue reads it (sourceColumn).
+func (t *syncTable) relColumn(c slot.Column) pgvalue.Column { return t.sourceColumn(c) }
+
+// relColumns are rel's columns as pgvalue reads them: the table's columns
+// from now on (a load reads these).
+func (t *syncTable) relColumns(rel *slot.Relation) []pgvalue.Column {
+	out := make([]pgvalue.Column, len(rel.Columns))
+	for i, c := range rel.Columns {
+		out[i] = t.sourceColumn(c)
+	}
+	return out
+}
+
+// follow changes t's target in place as p says, at the definition rel:
+// the transactions before it applied first (their rows have the old
+// columns), then the columns renamed, made Nullable or wider, added (with
+// the value the rows before them read); the live view made again; the
+// rows of the transaction being read carried over by name; the new shape
+// recorded. A default the server reads back as another value is a
+// resync instead (*resyncAt).
+func (r *syncRun) follow(ctx context.Context, t *syncTable, rel *slot.Relation, now tableNow, p follow) error {
+	if err := r.applyFlush(ctx); err != nil {
+		return err
+	}
+	old := t.m
+	srv := t.srv
+	var err error
+	for _, rn := range p.renames {
+		if _, err := srv.RenameColumn(ctx, rn[0], rn[1]); err != nil {
+			return tableErr(t, err)
+		}
+	}
+	m, err := r.cfg.Mappings.ForTarget(r.source, t.src.schema, t.src.name, t.followedColumns(rel, p, r.ch.Caps), keyNames(old))
+	if err != nil {
+		return outcome.Config.Mark(err)
+	}
+	defaults, err := t.olderValues(m, p)
+	if err != nil {
+		return err
+	}
+	srv = r.ch.With(m)
+	if len(p.nullable)+len(p.widen) > 0 {
+		if _, err := srv.ModifyColumns(ctx, append(slices.Clone(p.nullable), p.widen...)); err != nil {
+			return tableErr(t, err)
+		}
+	}
+	tbl, err := srv.AddColumns(ctx, defaults)
+	if errors.Is(err, target.ErrDefaultNotExact) {
+		return &resyncAt{t: t, why: err.Error()}
+	}
+	if err != nil {
+		return tableErr(t, err)
+	}
+	renamed := map[string]string{}
+	for _, rn := range p.renames {
+		renamed[rn[1]] = rn[0]
+	}
+	for i := range t.open {
+		t.open[i].Vals = carry(old, m, t.open[i].Vals, renamed, defaults)
+	}
+	t.m, t.srv, t.batch = m, srv, merge.NewBatch(m)
+	t.run.M, t.run.Tbl = m, tbl
+	t.shape = t.followedShape(p, rel)
+	t.absorb(now)
+	t.record = true
+	return r.recordShape(ctx, t)
+}
+
+// followedColumns are the target's columns after p, in its order (adds
+// last), with their types.
+func (t *syncTable) followedColumns(rel *slot.Relation, p follow, caps mapping.ServerCaps) []mapping.Column {
+	renamed := map[string]string{}
+	for _, rn := range p.renames {
+		renamed[rn[0]] = rn[1]
+	}
+	var cols []mapping.Column
+	for i := range t.m.Cols {
+		c := &t.m.Cols[i]
+		name := c.Name
+		if n, ok := renamed[name]; ok {
+			name = n
+		}
+		typ := c.Type
+		if slices.Contains(p.nullable, c.Name) {
+			typ.Nullable = true
+		}
+		mc := mapping.Column{Name: name, Type: typ.String(), MaxLength: c.MaxLen}
+		if rc := rel.Column(name); rc >= 0 && (slices.Contains(p.retyped, c.Name) || slices.Contains(p.widen, c.Name)) {
+			if nc, err := pgvalue.Generate(t.name(), t.relColumn(rel.Columns[rc]), caps); err == nil {
+				mc.MaxLength, mc.SourceType = nc.MaxLength, nc.SourceType
+				if slices.Contains(p.widen, c.Name) {
+					mc.Type = nc.Type
+				}
+			}
+		}
+		cols = append(cols, mc)
+	}
+	for _, a := range p.adds {
+		cols = append(cols, a.col)
+	}
+	return cols
+}
+
+// olderValues decodes, for each column p adds with a constant default,
+// the value the rows older than it read (the missing value's text), as m
+// maps the column.
+func (t *syncTable) olderValues(m *mapping.Mapping, p follow) (map[string]change.Value, error) {
+	out := map[string]change.Value{}
+	for _, a := range p.adds {
+		if a.missing == nil {
+			continue
+		}
+		d, err := pgvalue.NewDecoder(a.src, &m.Cols[m.ByName[a.col.Name]])
+		if err != nil {
+			return nil, outcome.Config.Mark(fmt.Errorf("table %s: %w", t.name(), err))
+		}
+		v, err := d.Value('t', []byte(*a.missing))
+		if err != nil {
+			return nil, outcome.Refused.Mark(fmt.Errorf("table %s: column %s's value %q in its older rows: %w", t.name(), a.col.Name, *a.missing, err))
+		}
+		out[a.col.Name] = v
+	}
+	return out, nil
+}
+
+// followedShape is t's shape after p: renamed columns follow the same
+// attribute under their new names, dropped ones none, added ones theirs;
+// types are rel's.
+func (t *syncTable) followedShape(p follow, rel *slot.Relation) *shape {
+	s := &shape{Filenode: t.shape.Filenode, Attrs: t.shape.Attrs}
+	renamed := map[string]string{}
+	for _, rn := range p.renames {
+		renamed[rn[0]] = rn[1]
+	}
+	for _, c := range t.shape.Cols {
+		if n, ok := renamed[c.Name]; ok {
+			c.Name = n
+		}
+		if slices.Contains(p.drops, c.Name) {
+			c.Attnum = 0
+		}
+		if i := rel.Column(c.Name); i >= 0 {
+			c.TypeOID, c.TypeMod = rel.Columns[i].TypeOID, rel.Columns[i].TypeMod
+		}
+		s.Cols = append(s.Cols, c)
+	}
+	for _, a := range p.adds {
+		sc := shapeCol{Name: a.col.Name, Attnum: a.attnum, TypeOID: a.src.TypeOID, TypeMod: a.src.TypeMod}
+		s.Cols = append(s.Cols, sc)
+	}
+	return s
+}
+
+// carry moves the values of a row read under mapping old to mapping m by
+// column name (renamed: new name to old); a column old lacks gets the
+// value the rows before it read (defaults), else NULL.
+func carry(old, m *mapping.Mapping, vals []change.Value, renamed map[string]string, defaults map[string]change.Value) []change.Value {
+	out := make([]change.Value, len(m.Cols))
+	for i := range m.Cols {
+		name := m.Cols[i].Name
+		if o, ok := renamed[name]; ok {
+			name = o
+		}
+		if j, ok := old.ByName[name]; ok && j < len(vals) {
+			out[i] = vals[j]
+			continue
+		}
+		if v, ok := defaults[m.Cols[i].Name]; ok {
+			out[i] = v
+			continue
+		}
+		out[i] = change.Value{Null: true}
+	}
+	return out
+}
+
+// absorb takes the catalog entry now as the table's fingerprint when it
+// was not rewritten since, or rewritten harmlessly (a VACUUM FULL): no
+// value changed where the stream cannot see, so what changed of the
+// attributes (a rename, SET DEFAULT) is the stream's to show. A rewrite
+// that changed values is not absorbed: it is resynced.
+func (t *syncTable) absorb(now tableNow) {
+	if rw, _ := judgeRewrite(t.shape, now); rw == valuesRewritten {
+		return
+	}
+	f, a := now.fingerprint()
+	if f != t.shape.Filenode || !sameAttrs(a, t.shape.Attrs) {
+		t.shape.Filenode, t.shape.Attrs = f, a
+		t.record = true
+	}
+}
+
+// sameAttrs reports equal fingerprints of attributes.
+func sameAttrs(a, b map[string]uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // sameSet reports whether a and b hold the same names, in any order.
 func sameSet(a, b []string) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
-}
-
-// addedColumn maps a column the source added, as the next run's mapping
-// will map it (mapTable): the entry's column when set's entry names one,
-// else as pgvalue.Generate maps it, Nullable. An entry's column must be
-// Nullable: the rows written before it have no value.
-func (t *syncTable) addedColumn(src pgvalue.Column, caps mapping.ServerCaps, set *mapping.Set) (mapping.Column, error) {
-	if named, ok := set.Column(t.src.schema, t.src.name, src.Name); ok {
-		if !strings.HasPrefix(named.Type, "Nullable(") {
-			return mapping.Column{}, fmt.Errorf("the mapping maps it as %s, and an added column is Nullable (the rows before it have none): map it as Nullable(%s)",
-				named.Type, named.Type)
-		}
-		return named, nil
-	}
-	src.NotNull, src.Key = false, false
-	return pgvalue.Generate(t.name(), src, caps)
-}
-
-// compare returns what differs between the relation and the mapping:
-// columns added (addedColumn),
-// dropped, retyped (their type now maps to another ClickHouse type than
-// the target's), and a changed key (its description).
-func (t *syncTable) compare(rel *slot.Relation, caps mapping.ServerCaps, set *mapping.Set) (added []mapping.Column, dropped, retyped []string, key string) {
-	var keys []string
-	for _, c := range rel.Columns {
-		src := t.sourceColumn(c)
-		if c.Key && t.src.identity != slot.IdentityFull {
-			keys = append(keys, c.Name)
-		}
-		j, ok := t.m.ByName[c.Name]
-		if !ok {
-			mc, err := t.addedColumn(src, caps, set)
-			if err != nil {
-				retyped = append(retyped, c.Name+" (a new column: "+err.Error()+")")
-				continue
-			}
-			added = append(added, mc)
-			continue
-		}
-		if _, err := pgvalue.NewDecoder(src, &t.m.Cols[j]); err != nil {
-			retyped = append(retyped, c.Name)
-		}
-	}
-	for _, c := range t.m.Cols {
-		if rel.Column(c.Name) < 0 {
-			dropped = append(dropped, c.Name)
-		}
-	}
-	if t.src.identity != slot.IdentityFull && !sameSet(keys, t.m.Key) {
-		key = fmt.Sprintf("the key is now (%s), the target's is %s", strings.Join(keys, ", "), t.m.KeyNames())
-	}
-	return added, dropped, retyped, key
-}
-
-// describeChange says what changed, for messages.
-func describeChange(added []mapping.Column, dropped, retyped []string, key string) string {
-	var parts []string
-	if len(added) > 0 {
-		names := make([]string, len(added))
-		for i, c := range added {
-			names[i] = c.Name
-		}
-		parts = append(parts, "added "+strings.Join(names, ", "))
-	}
-	if len(dropped) > 0 {
-		parts = append(parts, "dropped "+strings.Join(dropped, ", "))
-	}
-	if len(retyped) > 0 {
-		parts = append(parts, "retyped "+strings.Join(retyped, ", "))
-	}
-	if key != "" {
-		parts = append(parts, key)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// addColumns adds the columns the source added to t's target: the
-// transactions before the change are applied first (their rows have the
-// old columns), then the target's table and live view, then the mapping;
-// the rows of the transaction being read get NULL in the new columns.
-func (r *syncRun) addColumns(ctx context.Context, t *syncTable, added []mapping.Column) error {
-	if err := r.applyFlush(ctx); err != nil {
-		return err
-	}
-	m := t.m
-	for _, c := range added {
-		var err error
-		if m, err = m.With(c); err != nil {
-			return err
-		}
-	}
-	srv := t.srv.With(m)
-	tbl, err := srv.AddColumns(ctx)
-	if err != nil {
-		return fmt.Errorf("table %s: %w", t.name(), err)
-	}
-	for i := range t.open {
-		for range added {
-			t.open[i].Vals = append(t.open[i].Vals, change.Value{Null: true})
-		}
-	}
-	t.m, t.srv, t.batch = m, srv, merge.NewBatch(m)
-	t.run.M, t.run.Tbl = m, tbl
-	return nil
 }

@@ -42,7 +42,7 @@ func SetupSync(ctx context.Context, cfg Config, env Env) (_ *SetupResult, err er
 	}
 	defer created.release()
 	defer r.closeSource()
-	if err := r.setupTargets(ctx); err != nil {
+	if err := r.setupTargets(ctx, created.snap != nil); err != nil {
 		return nil, r.dropCreated(ctx, created, err)
 	}
 	defer r.ch.Close()
@@ -164,8 +164,10 @@ func (r *syncRun) publishedTables() ([]slot.Table, error) {
 }
 
 // setupTargets maps every published table to its target and sets each up
-// as Setup does (table, live view, ledger), then the sync ledger.
-func (r *syncRun) setupTargets(ctx context.Context) error {
+// as Setup does (table, live view, ledger; a target that stands mapped as
+// it stands: mapTargets), then the sync ledger. newSlot: the slot was
+// made now (a target that stands is not one its load made).
+func (r *syncRun) setupTargets(ctx context.Context, newSlot bool) error {
 	src, err := readCatalog(ctx, r.conn, r.cfg.Publication)
 	if err != nil {
 		return sourceErr(err)
@@ -173,20 +175,7 @@ func (r *syncRun) setupTargets(ctx context.Context) error {
 	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)+r.cfg.LoadWorkers), nil); err != nil {
 		return err
 	}
-	ms, err := mappings(r.cfg.Mappings, r.source, src, r.ch.Caps)
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		srv := r.ch.With(m)
-		if err := srv.CheckSupported(); err != nil {
-			return err
-		}
-		if _, err := srv.Setup(ctx); err != nil {
-			return fmt.Errorf("table %s.%s: %w", m.Source.Schema, m.Source.Table, err)
-		}
-	}
-	if err := r.openTargetsOf(ctx, src, ms); err != nil {
+	if err := r.mapTargets(ctx, src, true, newSlot); err != nil {
 		return err
 	}
 	return r.ledger.Ensure(ctx)
@@ -206,14 +195,17 @@ type SetupResult struct {
 	Load      initload.Stats
 	Continued bool
 	// Joined are the tables that joined the publication after the slot's
-	// load, loaded alone now.
-	Joined []string
+	// load, loaded alone now; Resynced the tables loaded again (each with
+	// why), Held those held (a hold only an operator's resync releases).
+	Joined   []string
+	Resynced []resynced
+	Held     []string
 }
 
 // setupResult is what the setup ensured, and what its load ld loaded.
 func (r *syncRun) setupResult(c created, ld *loader) *SetupResult {
 	res := &SetupResult{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Created: c.snap != nil, ConsistentPoint: c.at, Loaded: r.res.Changes,
-		Load: ld.loaded, Continued: ld.continued, Joined: ld.joined}
+		Load: ld.loaded, Continued: ld.continued, Joined: ld.joined, Resynced: r.resyncedOnly(ld.joined), Held: r.heldNames()}
 	for _, t := range r.order {
 		res.Tables = append(res.Tables, TableResult{Source: t.name(), Target: mapping.Qualified(t.m.Target.Database, t.m.Target.Table), Counts: t.res})
 	}
@@ -228,7 +220,7 @@ func (r *SetupResult) Outputs() map[string]any {
 	}
 	return map[string]any{"slot": r.Slot, "publication": r.Publication, "created": r.Created,
 		"consistent_point": r.ConsistentPoint.String(), "loaded": r.Loaded, "tables": tables, "continued": r.Continued,
-		"joined": append([]string{}, r.Joined...),
+		"joined": append([]string{}, r.Joined...), "resynced": resyncedOutputs(r.Resynced), "held": append([]string{}, r.Held...),
 		"load": map[string]any{"rows": r.Load.Rows, "bytes": r.Load.Bytes, "chunks": r.Load.Chunks, "workers": r.Load.Workers,
 			"seconds": r.Load.Duration.Seconds(), "rows_per_second": r.Load.RowsPerSecond}}
 }
@@ -242,6 +234,14 @@ func (r *SetupResult) Metrics() []kestra.Metric {
 
 // Summary is the run's one-line log.
 func (r *SetupResult) Summary() string {
+	if len(r.Resynced) > 0 {
+		names := make([]string, len(r.Resynced))
+		for i, t := range r.Resynced {
+			names[i] = t.Table
+		}
+		return fmt.Sprintf("Slot %s: %s loaded again from a new snapshot (%d rows); the other tables were not loaded again.",
+			r.Slot, strings.Join(names, ", "), r.Loaded)
+	}
 	if len(r.Joined) > 0 {
 		return fmt.Sprintf("Slot %s: %d rows of %s, which joined publication %s, loaded and counted; the other tables were not loaded again.",
 			r.Slot, r.Loaded, strings.Join(r.Joined, ", "), r.Publication)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/applier"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
@@ -19,7 +20,10 @@ import (
 // and the source's identity, and the slot's stream from its confirmed
 // position, under the settings the values are read with (pgvalue).
 func (r *syncRun) openSource(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, r.cfg.source.Copy())
+	// The catalog's missing values print under the settings too (shape.go).
+	cfg := r.cfg.source.Copy()
+	maps.Copy(cfg.RuntimeParams, pgvalue.Settings())
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return sourceErr(fmt.Errorf("connect to the source: %w", err))
 	}
@@ -27,11 +31,22 @@ func (r *syncRun) openSource(ctx context.Context) error {
 	if r.systemID, r.source, err = systemIdentity(ctx, conn); err != nil {
 		return sourceErr(err)
 	}
+	if err := r.openStream(ctx); err != nil {
+		return err
+	}
+	r.startedAt = r.stream.Confirmed()
+	return nil
+}
+
+// openStream starts the slot's stream from its confirmed position; the
+// first transaction's commit floor is that position.
+func (r *syncRun) openStream(ctx context.Context) error {
 	pg := r.cfg.source.Config.Copy()
 	if pg.RuntimeParams == nil {
 		pg.RuntimeParams = map[string]string{}
 	}
 	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
+	var err error
 	r.stream, err = slot.Start(ctx, pg, slot.StreamConfig{Slot: r.cfg.Slot, Publications: []string{r.cfg.Publication},
 		IdleTimeout: idleWait, ActiveWait: activeWait, Settings: pgvalue.CheckedSettings,
 		CheckSettings: func(got map[string]string) error {
@@ -41,11 +56,32 @@ func (r *syncRun) openSource(ctx context.Context) error {
 			return nil
 		}})
 	if err != nil {
+		r.stream = nil
 		return err
 	}
-	r.startedAt = r.stream.Confirmed()
-	r.f.floor = uint64(r.startedAt)
+	r.f.floor = uint64(r.stream.Confirmed())
 	return nil
+}
+
+// closeStream ends the slot's stream (confirming nothing more), for a
+// resync the run makes before it reads on (reopen).
+func (r *syncRun) closeStream() {
+	if r.stream != nil {
+		r.stream.Close()
+		r.stream = nil
+	}
+}
+
+// reopen starts the stream again after a resync, from the slot's
+// confirmed position, unless the run's budget has ended: then the run
+// ends there.
+func (r *syncRun) reopen(ctx context.Context) error {
+	if time.Since(r.start) >= r.cfg.MaxDuration {
+		r.done, r.why = true, fmt.Sprintf("%s %s reached", EnvMaxDuration, r.cfg.MaxDuration)
+		return nil
+	}
+	r.stop.Step = applier.StepOpen
+	return r.openStream(ctx)
 }
 
 // markEnd reads the WAL's end as the run begins to stream (after its

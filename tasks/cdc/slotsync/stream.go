@@ -31,14 +31,29 @@ func (r *syncRun) readFlush(ctx context.Context) error {
 				return err
 			}
 		case slot.KindInsert, slot.KindUpdate, slot.KindDelete:
-			if err := r.change(ctx, ev); err != nil {
+			t, err := r.table(ctx, ev.Relation)
+			if err != nil {
+				return err
+			}
+			if t == nil || !t.streams() {
+				break
+			}
+			err = r.change(ctx, t, ev)
+			if holdable(err) {
+				// The table's own source refused: hold it, not the slot.
+				err = r.holdTable(ctx, t, r.tx.FinalLSN, err)
+			}
+			if err != nil {
 				return err
 			}
 		case slot.KindTruncate:
 			for _, rel := range ev.Truncated {
-				t, err := r.table(rel)
+				t, err := r.table(ctx, rel)
 				if err != nil {
 					return err
+				}
+				if t == nil || !t.streams() {
+					continue
 				}
 				t.open = append(t.open, change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: uint64(ev.WALStart),
 					DeletedSet: true}})
@@ -81,14 +96,33 @@ func (r *syncRun) full() bool {
 	return r.done || r.f.changes >= int64(r.cfg.FlushChanges)
 }
 
-// table is the run's table of a relation the stream reports: a table
-// that joined the publication after the run began is a *joinedError.
-func (r *syncRun) table(rel *slot.Relation) (*syncTable, error) {
-	t := r.tables[rel.ID]
-	if t == nil {
-		return nil, outcome.Refused.Mark(&joinedError{table: rel.QualifiedName(), oid: rel.ID, pub: r.cfg.Publication, at: r.tx.FinalLSN})
+// table is the run's table of a relation the stream reports. A table
+// the run does not know is one that joined the publication after the run
+// began (a *joinedError), or one the publication no longer publishes (it
+// was added and removed again by hand): its changes in the slot are
+// skipped, nil, and said once.
+func (r *syncRun) table(ctx context.Context, rel *slot.Relation) (*syncTable, error) {
+	if t := r.tables[rel.ID]; t != nil {
+		return t, nil
 	}
-	return t, nil
+	if r.unpublished[rel.ID] {
+		return nil, nil
+	}
+	var published bool
+	if err := r.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
+		r.cfg.Publication, rel.Namespace, rel.Name).Scan(&published); err != nil {
+		return nil, sourceErr(fmt.Errorf("read whether publication %s publishes %s: %w", r.cfg.Publication, rel.QualifiedName(), err))
+	}
+	if !published {
+		if r.unpublished == nil {
+			r.unpublished = map[uint32]bool{}
+		}
+		r.unpublished[rel.ID] = true
+		r.log.Warn(fmt.Sprintf("cdc: the slot holds changes of table %s (OID %d), which publication %s no longer publishes: skipped",
+			rel.QualifiedName(), rel.ID, r.cfg.Publication))
+		return nil, nil
+	}
+	return nil, outcome.Refused.Mark(&joinedError{table: rel.QualifiedName(), oid: rel.ID, pub: r.cfg.Publication, at: r.tx.FinalLSN})
 }
 
 // joinedError is a change of a table that joined the publication after
@@ -111,19 +145,18 @@ func (e *joinedError) Unwrap() error { return change.ErrNotLoaded }
 // change reads an insert, update or delete into its table's open rows. An
 // update that changed the key is a delete of the old key and a create of
 // the new one, as Debezium sends it.
-func (r *syncRun) change(ctx context.Context, ev *slot.Event) error {
-	t, err := r.table(ev.Relation)
-	if err != nil {
-		return err
+func (r *syncRun) change(ctx context.Context, t *syncTable, ev *slot.Event) error {
+	lsn := uint64(ev.WALStart)
+	if r.inLoad(t) {
+		if t.rel != ev.Relation {
+			t.decodersBelow(ev.Relation)
+		}
+		return r.belowLoad(t, ev, lsn)
 	}
 	if t.rel != ev.Relation {
 		if err := t.decoders(ev.Relation); err != nil {
 			return err
 		}
-	}
-	lsn := uint64(ev.WALStart)
-	if r.inLoad(t) {
-		return r.belowLoad(t, ev, lsn)
 	}
 	switch ev.Kind {
 	case slot.KindInsert:

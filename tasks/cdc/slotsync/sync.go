@@ -2,12 +2,17 @@ package slotsync
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/tasks/cdc/applier"
+	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/internal/testhook"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
@@ -44,24 +49,118 @@ func Sync(ctx context.Context, cfg Config, env Env) (_ *Result, err error) {
 	if err := r.checkPosition(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.prepareStream(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.markEnd(ctx); err != nil {
 		return nil, err
 	}
-	for !r.done {
-		if err := r.readFlush(ctx); err != nil {
-			if err := r.endAtJoin(ctx, err); err != nil {
-				return nil, err
-			}
-			return r.result(ctx), nil
-		}
-		if err := r.applyFlush(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.confirmIdle(ctx); err != nil {
+	if err := r.streamAll(ctx); err != nil {
 		return nil, err
 	}
-	return r.result(ctx), nil
+	if err := r.endStream(ctx); err != nil {
+		return nil, err
+	}
+	res := r.result(ctx)
+	return res, r.heldErr()
+}
+
+// streamAll reads and applies flush after flush until the run is caught
+// up or a budget ends; a table that needs a resync at a change is loaded
+// again there (restartAt), and the stream read on from it. A table that
+// joined the publication meanwhile ends the run there (endAtJoin).
+func (r *syncRun) streamAll(ctx context.Context) error {
+	for !r.done {
+		err := r.readFlush(ctx)
+		if err == nil {
+			err = r.applyFlush(ctx)
+		}
+		var ra *resyncAt
+		switch {
+		case errors.As(err, &ra):
+			if err := r.restartAt(ctx, ra); err != nil {
+				return err
+			}
+		case err != nil:
+			return r.endAtJoin(ctx, err)
+		}
+	}
+	return nil
+}
+
+// prepareStream makes ready what the stream needs before it is read:
+// the shapes of targets an earlier changesink loaded recorded, the
+// catalog's harmless changes taken in (absorbCatalog), an operator's resyncs
+// (Config.Resync) recorded, and every table that waits for a resync
+// loaded again (the stream closed meanwhile).
+func (r *syncRun) prepareStream(ctx context.Context) error {
+	if err := r.recordShapes(ctx); err != nil {
+		return err
+	}
+	if err := r.absorbCatalog(ctx); err != nil {
+		return err
+	}
+	if err := r.operatorResyncs(ctx); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(r.order, func(t *syncTable) bool { return t.resync != "" && t.hold.Gen == "" }) {
+		return nil
+	}
+	r.closeStream()
+	if err := r.resyncWaiting(ctx); err != nil {
+		return err
+	}
+	return r.openStream(ctx)
+}
+
+// endStream ends a run that read the stream to its end: the slot moved
+// on a quiet publication (confirmIdle), then the catalog compared once
+// more, and a table rewritten meanwhile where the stream could not place
+// it loaded again now.
+func (r *syncRun) endStream(ctx context.Context) error {
+	if r.stream != nil {
+		if err := r.confirmIdle(ctx); err != nil {
+			return err
+		}
+	}
+	// Each round resyncs one table at most, then compares again.
+	for range len(r.order) + 1 {
+		err := r.checkRewrites(ctx)
+		if err == nil && r.why == whyCaughtUp && !r.open {
+			err = r.takeInCatalog(ctx)
+		}
+		var ra *resyncAt
+		if !errors.As(err, &ra) {
+			return err
+		}
+		if err := r.requestResync(ctx, ra.t, ra.why); err != nil {
+			return err
+		}
+		r.log.Warn(fmt.Sprintf("cdc: %v; loading the table again from a new snapshot", ra))
+		r.closeStream()
+		if err := r.resyncWaiting(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// operatorResyncs records the resyncs Config.Resync asks for: each a
+// published table of the run (a held one too: the resync releases it).
+func (r *syncRun) operatorResyncs(ctx context.Context) error {
+	for _, name := range r.cfg.Resync {
+		i := slices.IndexFunc(r.order, func(t *syncTable) bool { return t.name() == name })
+		if i < 0 {
+			return outcome.Config.Mark(fmt.Errorf("%w: %s names %s, which publication %s does not publish", change.ErrConfig, EnvResync, name,
+				r.cfg.Publication))
+		}
+		t := r.order[i]
+		if err := r.requestResync(ctx, t, "an operator's resync ("+EnvResync+")"); err != nil {
+			return err
+		}
+		t.hold = target.LoadRow{}
+	}
+	return nil
 }
 
 // Env is what a run takes from where it runs rather than from its
@@ -123,4 +222,11 @@ type syncRun struct {
 	// republished are the tables setup added to the publication: it
 	// lacked them, so they join (joined.go).
 	republished map[string]bool
+	// unpublished are relations the stream holds changes of that the
+	// publication no longer publishes (skipped: table).
+	unpublished map[uint32]bool
+	// resynced are the tables loaded again by this run, followed the
+	// schema changes its targets followed in place.
+	resynced []resynced
+	followed []string
 }

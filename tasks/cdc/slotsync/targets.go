@@ -32,76 +32,170 @@ type syncTable struct {
 	rel  *slot.Relation
 	decs []*pgvalue.Decoder
 	at   []int
+	// keyless: rel came below the load point, and its key columns cannot
+	// be read into the mapping (decodersBelow).
+	keyless bool
 	// open holds the rows of the transaction being read; rows counts the
 	// rows of the flush being gathered.
 	open []change.Row
 	rows int64
-	// held: the target held rows when the load began (refuseNewer); a
+	// hadRows: the target held rows when the load began (refuseNewer); a
 	// target that held none has no key for deleteGone to delete.
-	held bool
+	hadRows bool
 	// floor is the point its load versioned its rows at (readFloors).
 	floor uint64
+	// shape is what the target follows of its source table (shape.go);
+	// record: it changed, and the load ledger does not hold it yet.
+	shape  *shape
+	record bool
+	// resync says why the table waits to be loaded again ("": it does
+	// not): its changes are not applied until then (resync.go).
+	resync string
+	// hold is the load ledger's hold row of a held table (Gen "": not
+	// held): its changes are skipped until an operator's resync; holdErr
+	// the refusal that held it in this run.
+	hold    target.LoadRow
+	holdErr error
+	// created: cdc setup made its target now.
+	created bool
 }
 
 func (t *syncTable) name() string { return t.src.qualified() }
 
-// mappings maps every published table to its target: the mapping file's
-// entry, or one from the source's catalog (pgvalue.Generate), checked to
-// be distinct.
+// streams reports that the run applies t's changes: it is neither held
+// nor waiting for a resync.
+func (t *syncTable) streams() bool { return t.resync == "" && t.hold.Gen == "" }
+
+// mappings maps every published table to its target as a new target
+// would be made for it: the mapping file's entry, or one from the source's
+// catalog (pgvalue.Generate), checked to be distinct.
 func mappings(set *mapping.Set, db string, tables []sourceTable, caps mapping.ServerCaps) ([]*mapping.Mapping, error) {
 	var out []*mapping.Mapping
 	for _, t := range tables {
-		m, err := mapTable(set, db, t, caps, nil, nil)
+		m, err := mapTable(set, db, t, caps)
 		if err != nil {
 			return nil, err
 		}
 		if m.Target.Cluster != "" {
 			// Its sync ledger and initial load are one server's
 			// (docs/design/clickhouse-cluster.md).
-			return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s: target.cluster is %q, and cdc sync does not write targets on a cluster yet; "+
-				"apply their batches with cdc apply", change.ErrConfig, t.qualified(), m.Target.Cluster))
+			return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s: target.cluster is %q, and cdc sync does not write targets on a cluster yet",
+				change.ErrConfig, t.qualified(), m.Target.Cluster))
 		}
 		out = append(out, m)
 	}
-	return out, mapping.CheckDistinct(out)
+	if err := set.CheckDistinct(out); err != nil {
+		return nil, outcome.Config.Mark(err)
+	}
+	return out, nil
 }
 
-// mapTable maps the source table t, leaving out its columns in skip and
-// adding the columns extra (the target's, which the source dropped).
-func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps, skip map[string]bool, extra []mapping.Column) (*mapping.Mapping, error) {
+// columnFor maps the source column c of table t: the entry's column, when
+// it names one (it takes the generated one's place: Set.For), else the
+// one generated from its type (a type none is generated for needs one).
+func columnFor(set *mapping.Set, t sourceTable, c pgvalue.Column, caps mapping.ServerCaps) (mapping.Column, error) {
+	if mc, ok := set.Column(t.schema, t.name, c.Name); ok {
+		return mc, nil
+	}
+	mc, err := pgvalue.Generate(t.qualified(), c, caps)
+	if err != nil {
+		return mapping.Column{}, outcome.Config.Mark(err)
+	}
+	return mc, nil
+}
+
+// mapTable maps the source table t as a new target is made for it: its
+// columns (its generated ones left out: pgoutput does not send them) in
+// its order, its key.
+func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps) (*mapping.Mapping, error) {
 	var cols []mapping.Column
 	var key []string
-	for _, c := range t.cols {
-		if skip[c.Name] {
-			continue
+	for _, g := range t.generated {
+		if _, named := set.Column(t.schema, t.name, g); named {
+			return nil, outcome.Config.Mark(&pgvalue.ColumnError{Table: t.qualified(), Column: g, Err: fmt.Errorf(
+				"%w: pgoutput does not send its values, and the mapping entry names it", pgvalue.ErrGeneratedColumn)})
 		}
-		// The entry's column, when it names one, takes the generated one's
-		// place (Set.For); a type none is generated for needs one.
-		mc, ok := set.Column(t.schema, t.name, c.Name)
-		if !ok {
-			var err error
-			if mc, err = pgvalue.Generate(t.qualified(), c, caps); err != nil {
-				return nil, outcome.Config.Mark(err)
-			}
+	}
+	for _, c := range t.cols {
+		mc, err := columnFor(set, t, c, caps)
+		if err != nil {
+			return nil, err
 		}
 		cols = append(cols, mc)
 		if c.Key {
 			key = append(key, c.Name)
 		}
 	}
-	m, err := set.ForWithout(db, t.schema, t.name, append(cols, extra...), key, skip)
+	m, err := set.For(db, t.schema, t.name, cols, key)
 	if err == nil && m.Source.Database != db {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s: the mapping's source database is %s, but %s connects to %s",
 			change.ErrConfig, t.qualified(), m.Source.Database, EnvPostgresDSN, db))
 	}
+	if err == nil {
+		if err := pgvalue.CheckNullable(t.qualified(), t.cols, m); err != nil {
+			return nil, outcome.Config.Mark(err)
+		}
+	}
 	return m, err
 }
 
+// standing maps the source table t as its target st stands: the target's
+// columns in its order, with the types it stores, its sorting key (what
+// cdc setup and sync both check the target and its live view against).
+// The source's changes since (columns added, dropped, renamed, retyped)
+// are the stream's to follow at their place. A column whose entry or
+// generated mapping is the target's type keeps that column's mapping (its
+// max_length, its source_type). It also says why the target must be made
+// again (a resync), when it must: the mapping entry now maps a column as
+// another type, or the key is another one, or the target holds a
+// generated column (an earlier changesink copied it).
+func standing(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps, sh *shape, st target.Standing,
+	fresh *mapping.Mapping) (*mapping.Mapping, string, error) {
+	var cols []mapping.Column
+	var why []string
+	for _, tc := range st.Cols {
+		name, stored := tc[0], tc[1]
+		col := mapping.Column{Name: name, Type: stored}
+		if i := slices.IndexFunc(t.cols, func(c pgvalue.Column) bool { return c.Name == name }); i >= 0 && sh.attnum(name) == t.attnums[i] {
+			mc, err := columnFor(set, t, t.cols[i], caps)
+			typ, perr := mapping.ParseType(mc.Type)
+			switch {
+			case err == nil && perr == nil && typ.SameType(stored):
+				col = mc
+			case err == nil && perr == nil:
+				if _, named := set.Column(t.schema, t.name, name); named {
+					why = append(why, fmt.Sprintf("the mapping maps column %s as %s, the target holds %s", name, mc.Type, stored))
+				}
+			}
+		}
+		if slices.Contains(t.generated, name) {
+			why = append(why, fmt.Sprintf("column %s is generated, and pgoutput does not send its values", name))
+		}
+		cols = append(cols, col)
+	}
+	if want := fresh.KeyNames(); t.identity != slot.IdentityFull && !sameSet(keyNames(fresh), st.Key) {
+		why = append(why, fmt.Sprintf("the key is now %s, the target's is (%s)", want, strings.Join(st.Key, ", ")))
+	}
+	m, err := set.ForTarget(db, t.schema, t.name, cols, st.Key)
+	if err != nil {
+		return nil, "", outcome.Config.Mark(err)
+	}
+	return m, strings.Join(why, "; "), nil
+}
+
+// keyNames are m's key columns.
+func keyNames(m *mapping.Mapping) []string {
+	out := make([]string, len(m.KeyIdx))
+	for n, i := range m.KeyIdx {
+		out[n] = m.Cols[i].Name
+	}
+	return out
+}
+
 // openTargets reads the published tables from the catalog, maps each to
-// its target, connects to ClickHouse and checks every target: the server
-// supports it, the table matches its mapping (cdc setup made it), the
-// live view is there. A published table without a target is refused: it
-// needs the initial load that cdc setup does.
+// its target as it stands (mapTargets), connects to ClickHouse and checks
+// every target. A published table without a target is refused: it needs
+// the initial load that cdc setup does.
 func (r *syncRun) openTargets(ctx context.Context) error {
 	src, err := readCatalog(ctx, r.conn, r.cfg.Publication)
 	if err != nil {
@@ -110,104 +204,134 @@ func (r *syncRun) openTargets(ctx context.Context) error {
 	if len(src) == 0 {
 		return outcome.Config.Mark(fmt.Errorf("%w: publication %s publishes no table", change.ErrConfig, r.cfg.Publication))
 	}
-	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)), nil); err != nil {
+	if r.ch, err = target.Connect(ctx, withConns(r.cfg.ClickHouse, len(src)+r.cfg.LoadWorkers), nil); err != nil {
 		return err
 	}
+	return r.mapTargets(ctx, src, false, false)
+}
+
+// mapTargets maps every published table src[i] to its target, checks the
+// server supports it, and makes the run's tables of them, in name order:
+// a target that stands is mapped as it stands (standing), its live view
+// made again when it shows other columns; a missing one is made now when
+// create (cdc setup), else refused (CheckSchema says so); a target no load
+// of the slot wrote, with another shape, is refused (another's table, or a
+// table of the trigger flow switched over). What each target
+// follows of its source (its shape) is the load ledger's latest schema
+// row of it, or, for a target loaded by an earlier changesink, its
+// columns by name, recorded once the run holds the locks (recordShapes).
+func (r *syncRun) mapTargets(ctx context.Context, src []sourceTable, create, newSlot bool) error {
 	ms, err := mappings(r.cfg.Mappings, r.source, src, r.ch.Caps)
 	if err != nil {
 		return err
 	}
-	if err := r.evolved(ctx, src, ms); err != nil {
+	loads, err := r.readLoads(ctx, ms)
+	if err != nil {
 		return err
 	}
-	return r.openTargetsOf(ctx, src, ms)
-}
-
-// evolved maps each table as its target stands after changes of the
-// source's columns between runs, under schema_changes: add_columns: a
-// column the target lacks (the source added it since) is left out, and
-// the stream adds it to the target when it reaches the change, after the
-// transactions before it (schema.go); a column the source dropped
-// stays mapped, as the target holds it, NULL from the change on. Without
-// this the target's check would refuse the run, and the stream would
-// never reach the change.
-func (r *syncRun) evolved(ctx context.Context, src []sourceTable, ms []*mapping.Mapping) error {
-	for i, m := range ms {
-		if r.cfg.Mappings.Policy(src[i].schema, src[i].name) != mapping.AddColumns {
-			continue
-		}
-		have, found, err := r.ch.With(m).TargetColumns(ctx)
-		if err != nil {
-			return err
-		}
-		if !found {
-			continue // the target's check refuses it, naming it
-		}
-		inTarget := map[string]bool{}
-		var extra []mapping.Column
-		var dropped []string
-		for _, c := range have {
-			inTarget[c[0]] = true
-			if _, ok := m.ByName[c[0]]; !ok {
-				extra = append(extra, mapping.Column{Name: c[0], Type: c[1]})
-				dropped = append(dropped, c[0])
-			}
-		}
-		skip := map[string]bool{}
-		var added []string
-		for _, c := range m.Cols {
-			if !inTarget[c.Name] && !c.IsKey {
-				skip[c.Name] = true
-				added = append(added, c.Name)
-			}
-		}
-		if len(skip)+len(extra) == 0 {
-			continue
-		}
-		if ms[i], err = mapTable(r.cfg.Mappings, r.source, src[i], r.ch.Caps, skip, extra); err != nil {
-			return err
-		}
-		r.log.Info(fmt.Sprintf("cdc: table %s changed since its target was written (added: %s; dropped: %s): "+
-			"the stream applies the change when it reaches it", src[i].qualified(), orNone(added), orNone(dropped)))
+	now, err := readNow(ctx, r.conn, oidsOf(src))
+	if err != nil {
+		return sourceErr(err)
 	}
-	return nil
-}
-
-// orNone joins names, or says none.
-func orNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
-
-// openTargetsOf checks the target of each published table src[i], mapped
-// by ms[i], and makes the run's tables of them, in name order.
-func (r *syncRun) openTargetsOf(ctx context.Context, src []sourceTable, ms []*mapping.Mapping) error {
 	r.tables = map[uint32]*syncTable{}
-	for i, m := range ms {
-		srv := r.ch.With(m)
+	for i, fresh := range ms {
+		t := &syncTable{src: src[i], m: fresh, policy: r.cfg.Mappings.Policy(src[i].schema, src[i].name)}
+		srv := r.ch.With(fresh)
 		if err := srv.CheckSupported(); err != nil {
 			return err
 		}
-		tbl, err := srv.CheckSchema(ctx)
+		st, err := srv.Standing(ctx)
 		if err != nil {
-			return fmt.Errorf("table %s: %w", src[i].qualified(), err)
+			return fmt.Errorf("table %s: %w", t.name(), err)
 		}
-		if _, err := srv.EnsureView(ctx); err != nil {
+		tl := loads[t.name()]
+		switch {
+		case !st.Found && create:
+			if _, err := srv.Setup(ctx); err != nil {
+				return fmt.Errorf("table %s: %w", t.name(), err)
+			}
+			t.created = true
+			t.shape, t.record = shapeOf(src[i], fresh, now[src[i].oid]), true
+		case st.Found && (tl.Gen != "" || (create && !newSlot)):
+			// A target this slot's load wrote, or an earlier setup of the
+			// slot made (its load cut before it read the table): as it
+			// stands; a load into it reshapes it (reshape).
+			sh, ok := decodeShape(tl.Schema.Detail)
+			if !ok {
+				sh, t.record = adoptShape(src[i], st, now[src[i].oid]), true
+			}
+			if t.m, t.resync, err = standing(r.cfg.Mappings, r.source, src[i], r.ch.Caps, sh, st, fresh); err != nil {
+				return err
+			}
+			t.shape = sh
+		default:
+			// A target no load of this slot wrote (a table of the trigger
+			// flow, switched over; or another's): as the mapping says, the
+			// check refusing another shape.
+			t.shape, t.record = adoptShape(src[i], st, now[src[i].oid]), true
+		}
+		t.hold = tl.Hold
+		if !tl.Held {
+			t.hold = target.LoadRow{}
+		}
+		if err := r.openTarget(ctx, t, create && st.Found); err != nil {
 			return err
 		}
-		t := &syncTable{src: src[i], m: m, policy: r.cfg.Mappings.Policy(src[i].schema, src[i].name), srv: srv,
-			batch: merge.NewBatch(m)}
-		t.run = &applier.Table{M: m, Tbl: tbl, Hooks: r.env.Hooks, Origin: slotOrigin{r: r}, Stop: &r.stop, Res: &t.res, Log: r.log}
-		r.tables[src[i].oid] = t
-		r.order = append(r.order, t)
 	}
 	slices.SortFunc(r.order, func(a, b *syncTable) int {
 		return strings.Compare(mapping.Qualified(a.m.Target.Database, a.m.Target.Table), mapping.Qualified(b.m.Target.Database, b.m.Target.Table))
 	})
 	r.ledger = r.ch.SyncLedger(r.order[0].m.Target.Database)
 	return nil
+}
+
+// openTarget checks t's target against its mapping and makes its live
+// view (again, when it shows other columns); setup, also what Setup makes
+// beside a target that stands (its ledger). The table joins the run.
+func (r *syncRun) openTarget(ctx context.Context, t *syncTable, setup bool) error {
+	srv := r.ch.With(t.m)
+	tbl, err := srv.CheckSchema(ctx)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", t.name(), err)
+	}
+	if remade, err := srv.SyncView(ctx); err != nil {
+		return fmt.Errorf("table %s: %w", t.name(), err)
+	} else if remade && !t.created {
+		r.log.Info(fmt.Sprintf("cdc: made the live view %s again over the columns of %s",
+			mapping.Qualified(t.m.Target.Database, t.m.Target.LiveView), mapping.Qualified(t.m.Target.Database, t.m.Target.Table)))
+	}
+	if setup {
+		if _, err := srv.Setup(ctx); err != nil {
+			return fmt.Errorf("table %s: %w", t.name(), err)
+		}
+	}
+	t.srv, t.batch = srv, merge.NewBatch(t.m)
+	t.run = &applier.Table{M: t.m, Tbl: tbl, Hooks: r.env.Hooks, Origin: slotOrigin{r: r}, Stop: &r.stop, Res: &t.res, Log: r.log}
+	r.tables[t.src.oid] = t
+	r.order = append(r.order, t)
+	return nil
+}
+
+// readLoads reads the load ledger's state of every table (in the
+// database of the first target by name, where the ledgers are).
+func (r *syncRun) readLoads(ctx context.Context, ms []*mapping.Mapping) (map[string]target.TableLoad, error) {
+	first := slices.MinFunc(ms, func(a, b *mapping.Mapping) int {
+		return strings.Compare(mapping.Qualified(a.Target.Database, a.Target.Table), mapping.Qualified(b.Target.Database, b.Target.Table))
+	})
+	ll := r.ch.LoadLedger(first.Target.Database)
+	if err := ll.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	return ll.Tables(ctx, r.cfg.Slot)
+}
+
+// oidsOf are the tables' OIDs.
+func oidsOf(src []sourceTable) []uint32 {
+	out := make([]uint32, len(src))
+	for i, t := range src {
+		out[i] = t.oid
+	}
+	return out
 }
 
 // withConns is c with a connection for each target's lock heartbeat,

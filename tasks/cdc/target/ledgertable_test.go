@@ -113,7 +113,7 @@ func TestLedgerTable(t *testing.T) {
 	t.Run("a column added", func(t *testing.T) {
 		l := s.LoadLedger(db).l
 		old := *l
-		old.table, old.cols, old.added = "_old_load", l.cols[:len(l.cols)-1], nil
+		old.table, old.cols, old.added = "_old_load", l.cols[:len(l.cols)-2], nil // before relid and detail
 		if err := old.ensure(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +129,8 @@ func TestLedgerTable(t *testing.T) {
 			}
 		}
 		rows, err := ll.Latest(ctx, "s", "")
-		if err != nil || len(rows) != 1 || rows[0].StreamFrom != 77 || rows[0].Relid != 0 || rows[0].At.IsZero() {
-			t.Fatalf("the row written before relid was added: %+v, %v", rows, err)
+		if err != nil || len(rows) != 1 || rows[0].StreamFrom != 77 || rows[0].Relid != 0 || rows[0].Detail != "" || rows[0].At.IsZero() {
+			t.Fatalf("the row written before relid and detail were added: %+v, %v", rows, err)
 		}
 	})
 }

@@ -36,6 +36,15 @@ const (
 	LoadStart = "start"
 	LoadChunk = "chunk"
 	LoadDone  = "done"
+	// LoadSchema records, for one table, the source table as its target
+	// follows it (detail: cdc sync's JSON of it), from point on: written
+	// at the end of every load of the table and after every change sync
+	// follows in the target. The latest of a table is what it follows.
+	LoadSchema = "schema"
+	// LoadHold holds one table (quarantine): a change of it at point was
+	// refused (detail: why); sync skips its changes from then on, until a
+	// later generation loads it again (an operator's resync).
+	LoadHold = "hold"
 )
 
 // loadLedgerColumns are the load ledger's columns, in table order.
@@ -59,7 +68,8 @@ var loadLedgerColumns = [][2]string{
 	{"source_db", "String"},
 	{"holder", "String"},
 	{"at", "DateTime"},
-	{"relid", "UInt64"}, // the source table's OID (chunk and done rows); 0 in rows written before it was kept
+	{"relid", "UInt64"},  // the source table's OID (chunk and done rows); 0 in rows written before it was kept
+	{"detail", "String"}, // schema and hold rows: what they record; "" in rows written before it was kept
 }
 
 // LoadRow is one row of the load ledger (see above for what each kind
@@ -82,6 +92,8 @@ type LoadRow struct {
 	// Relid is the source table's OID (chunk and done rows): a table
 	// dropped and created again under its name is another table.
 	Relid uint64
+	// Detail is what a schema or hold row records.
+	Detail string
 }
 
 // LoadLedger is the load ledger of one database.
@@ -92,14 +104,15 @@ type LoadLedger struct {
 // LoadLedger returns the load ledger in database db.
 func (t *Server) LoadLedger(db string) *LoadLedger {
 	return &LoadLedger{l: &ledgerTable{s: t, db: db, table: loadLedgerName, what: "load ledger", cols: loadLedgerColumns,
-		added: []string{"relid"}, stamp: "at", orderBy: "(slot, gen, tbl, chunk)"}}
+		added: []string{"relid", "detail"}, stamp: "at", orderBy: "(slot, gen, tbl, chunk)"}}
 }
 
 // Name is the ledger's qualified name.
 func (l *LoadLedger) Name() string { return l.l.name() }
 
 // Ensure creates the ledger when it is missing and checks its columns,
-// adding relid to a ledger of an earlier changesink (its rows keep 0).
+// adding relid and detail to a ledger of an earlier changesink (its rows
+// keep 0 and "").
 func (l *LoadLedger) Ensure(ctx context.Context) error { return l.l.ensure(ctx) }
 
 // Latest returns every row of the slot's latest generation of table
@@ -113,7 +126,7 @@ func (l *LoadLedger) Latest(ctx context.Context, slot, table string) ([]LoadRow,
 	var r LoadRow
 	var delta uint8
 	dests := []any{&r.Slot, &r.Gen, &r.Kind, &r.Table, &r.Chunk, &r.Step, &r.Lo, &r.Hi, &r.Filenode,
-		&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At, &r.Relid}
+		&r.Point, &r.Xmin, &delta, &r.Rows, &r.Bytes, &r.StreamFrom, &r.SystemID, &r.SourceDB, &r.Holder, &r.At, &r.Relid, &r.Detail}
 	err := l.l.read(cctx, l.l.columnList(true), "WHERE slot = ? AND gen = "+
 		"(SELECT max(gen) FROM "+l.Name()+" WHERE slot = ? AND kind = 'start' AND tbl = ?) ORDER BY kind DESC, tbl, chunk, at",
 		[]any{slot, slot, table}, dests, func() error {
@@ -131,8 +144,8 @@ func (l *LoadLedger) Latest(ctx context.Context, slot, table string) ([]LoadRow,
 // after it.
 func (l *LoadLedger) Append(ctx context.Context, r LoadRow, f Fence) error {
 	return l.l.append(ctx, []any{r.Slot, r.Gen, r.Kind, r.Table, r.Chunk, r.Step, r.Lo, r.Hi, r.Filenode, r.Point,
-		r.Xmin, boolByte(r.Delta), r.Rows, r.Bytes, r.StreamFrom, r.SystemID, r.SourceDB, r.Holder, r.Relid},
-		f, fmt.Sprintf("the load ledger row of %s chunk %d", r.Table, r.Chunk))
+		r.Xmin, boolByte(r.Delta), r.Rows, r.Bytes, r.StreamFrom, r.SystemID, r.SourceDB, r.Holder, r.Relid, r.Detail},
+		f, fmt.Sprintf("the load ledger's %s row of %s (chunk %d)", r.Kind, r.Table, r.Chunk))
 }
 
 // TableLoad is what the load ledger says of one table's load.
@@ -145,6 +158,12 @@ type TableLoad struct {
 	Point uint64
 	// Relid is the OID of the source table it loaded (0: not recorded).
 	Relid uint64
+	// Held: a hold row later than its load holds the table; Hold is that
+	// row (its point the LSN of the change refused, its detail why).
+	Held bool
+	Hold LoadRow
+	// Schema is the table's latest schema row (Gen "": none).
+	Schema LoadRow
 }
 
 // Tables returns the load of every table of the slot: the tables of the
@@ -158,8 +177,8 @@ func (l *LoadLedger) Tables(ctx context.Context, slot string) (map[string]TableL
 	defer cancel()
 	var all []LoadRow
 	var r LoadRow
-	err := l.l.read(cctx, "gen, kind, tbl, max(point), max(relid)", "WHERE slot = ? AND kind IN ('start', 'chunk', 'done') GROUP BY gen, kind, tbl",
-		[]any{slot}, []any{&r.Gen, &r.Kind, &r.Table, &r.Point, &r.Relid}, func() error {
+	err := l.l.read(cctx, "gen, kind, tbl, max(point), max(relid), any(detail)", "WHERE slot = ? GROUP BY gen, kind, tbl",
+		[]any{slot}, []any{&r.Gen, &r.Kind, &r.Table, &r.Point, &r.Relid, &r.Detail}, func() error {
 			all = append(all, r)
 			return nil
 		})
@@ -201,12 +220,29 @@ func tableLoads(all []LoadRow) map[string]TableLoad {
 		}
 		tl := TableLoad{Gen: gen}
 		for _, r := range all {
-			if r.Gen == gen && r.Table == tbl && r.Kind != LoadStart {
+			if r.Gen == gen && r.Table == tbl && (r.Kind == LoadChunk || r.Kind == LoadDone) {
 				tl.Point, tl.Relid = max(tl.Point, r.Point), max(tl.Relid, r.Relid)
 				tl.Done = tl.Done || r.Kind == LoadDone
 			}
 		}
 		out[tbl] = tl
+	}
+	// A table's latest schema row, and a hold row later than its load.
+	for _, r := range all {
+		if r.Table == "" || r.Gen < own || (r.Kind != LoadSchema && r.Kind != LoadHold) {
+			continue
+		}
+		tl, ok := out[r.Table]
+		if !ok {
+			continue
+		}
+		switch {
+		case r.Kind == LoadSchema && r.Gen > tl.Schema.Gen:
+			tl.Schema = r
+		case r.Kind == LoadHold && r.Gen > tl.Gen && r.Gen > tl.Hold.Gen:
+			tl.Held, tl.Hold = true, r
+		}
+		out[r.Table] = tl
 	}
 	return out
 }

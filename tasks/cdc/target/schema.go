@@ -232,43 +232,6 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 	return stmts, nil
 }
 
-// AddColumns adds the mapping's columns the table lacks (columns the
-// source added), each after the mapped columns before it, and makes the
-// live view again over them; it returns the table as CheckSchema then
-// finds it. The view is missing for the moment between its DROP and its
-// CREATE (18.16 has no CREATE OR REPLACE VIEW).
-func (t *Server) AddColumns(ctx context.Context) (*Table, error) {
-	m := t.M
-	obj, err := t.inspect(ctx, m.Target.Table)
-	if err != nil {
-		return nil, err
-	}
-	have := map[string]bool{}
-	for _, c := range obj.cols {
-		have[c.name] = true
-	}
-	name := mapping.Qualified(m.Target.Database, m.Target.Table)
-	for i, c := range m.Cols {
-		if have[c.Name] {
-			continue
-		}
-		sql := "ALTER TABLE " + name + " ADD COLUMN " + mapping.QuoteIdent(c.Name) + " " + c.Type.DDL(t.Caps)
-		if i > 0 {
-			sql += " AFTER " + mapping.QuoteIdent(m.Cols[i-1].Name)
-		}
-		if err := t.exec(ctx, sql); err != nil {
-			return nil, err
-		}
-	}
-	if err := t.exec(ctx, t.ddl("DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView))); err != nil {
-		return nil, err
-	}
-	if err := t.exec(ctx, t.ddl(CreateViewSQL(m))); err != nil {
-		return nil, err
-	}
-	return t.CheckSchema(ctx)
-}
-
 // lastShown sets t.shown on a server that shows less than it stores
 // (Caps.DateDays, Caps.DateTimeSeconds: 18.16). The last DateTime shown
 // depends on the column's time zone (18.16.1: 2106-02-06 23:59:59 UTC in

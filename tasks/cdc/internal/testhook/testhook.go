@@ -35,6 +35,9 @@ type Hooks struct {
 	// LoadChunkRows and LoadBlockRows override the initial load's chunk
 	// and block sizes (many chunks and blocks from a small table).
 	LoadChunkRows, LoadBlockRows int
+	// Loading runs when a load's snapshot is taken, before its first
+	// chunk is read (DDL during a load).
+	Loading func(context.Context) error
 }
 
 // Run calls the hook f, when set.

@@ -1,0 +1,243 @@
+package slotsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+)
+
+// ddlCase is one schema change of the source table, as the matrix of
+// TestSyncSchemaChanges makes it: ddl (%[1]s is the table) and, after it,
+// post, a change that uses the table's new shape.
+type ddlCase struct {
+	name, ddl, post string
+	// inTx: the DDL may run inside a transaction block (VACUUM cannot).
+	notInTx bool
+}
+
+// ddlCases are the schema changes of issue 33's table, on a table
+// (a int, id int PRIMARY KEY, b text, c int NOT NULL DEFAULT 0, d int):
+// adds with a constant, a stable and a volatile default, drops of the
+// first, a middle, the last and a NOT NULL column, renames of the first
+// and the last, retypes (widening, narrowing with USING, the same type
+// with USING, another ClickHouse type), a generated column, a rewrite
+// that changes nothing, a new primary key.
+var ddlCases = []ddlCase{
+	{name: "add_const", ddl: `ALTER TABLE %[1]s ADD COLUMN e int NOT NULL DEFAULT 5`, post: `UPDATE %[1]s SET e = 6 WHERE id = 3`},
+	{name: "add_text_default", ddl: `ALTER TABLE %[1]s ADD COLUMN e text DEFAULT 'it''s'`, post: `UPDATE %[1]s SET e = 'x' WHERE id = 3`},
+	{name: "add_volatile", ddl: `ALTER TABLE %[1]s ADD COLUMN e bigint DEFAULT (random() * 1e9)::bigint`, post: `UPDATE %[1]s SET e = 7 WHERE id = 3`},
+	{name: "add_plain", ddl: `ALTER TABLE %[1]s ADD COLUMN e int`, post: `UPDATE %[1]s SET e = 8 WHERE id = 3`},
+	{name: "drop_first", ddl: `ALTER TABLE %[1]s DROP COLUMN a`},
+	{name: "drop_middle", ddl: `ALTER TABLE %[1]s DROP COLUMN b`},
+	{name: "drop_last", ddl: `ALTER TABLE %[1]s DROP COLUMN d`},
+	{name: "drop_notnull", ddl: `ALTER TABLE %[1]s DROP COLUMN c`},
+	{name: "rename_first", ddl: `ALTER TABLE %[1]s RENAME COLUMN a TO a2`, post: `UPDATE %[1]s SET a2 = -1 WHERE id = 3`},
+	{name: "rename_last", ddl: `ALTER TABLE %[1]s RENAME COLUMN d TO d2`, post: `UPDATE %[1]s SET d2 = -1 WHERE id = 3`},
+	{name: "retype_widen", ddl: `ALTER TABLE %[1]s ALTER COLUMN c TYPE bigint`, post: `UPDATE %[1]s SET c = 5000000000 WHERE id = 3`},
+	{name: "retype_widen_using", ddl: `ALTER TABLE %[1]s ALTER COLUMN c TYPE bigint USING c * 2`},
+	{name: "retype_varchar", ddl: `ALTER TABLE %[1]s ALTER COLUMN b TYPE varchar(50)`, post: `UPDATE %[1]s SET b = 'fifty' WHERE id = 3`},
+	{name: "retype_narrow", ddl: `ALTER TABLE %[1]s ALTER COLUMN b TYPE varchar(3) USING left(b, 3)`},
+	{name: "retype_same_using", ddl: `ALTER TABLE %[1]s ALTER COLUMN b TYPE text USING upper(b)`},
+	{name: "retype_to_text", ddl: `ALTER TABLE %[1]s ALTER COLUMN d TYPE text USING 'x' || d`, post: `UPDATE %[1]s SET d = 'y' WHERE id = 3`},
+	{name: "generated", ddl: `ALTER TABLE %[1]s ADD COLUMN g int GENERATED ALWAYS AS (c * 2) STORED`},
+	{name: "vacuum_full", ddl: `VACUUM FULL %[1]s`, notInTx: true},
+	{name: "new_key", ddl: `ALTER TABLE %[1]s DROP CONSTRAINT %[1]s_pkey, ADD PRIMARY KEY (id, c)`},
+}
+
+// ddlTable makes the matrix's table name of case c.
+func ddlTable(c ddlCase) string { return "t_" + c.name }
+
+// ddlCreate creates a case's table with 40 rows, some NULLs among them.
+func ddlCreate(table string) []string {
+	return []string{
+		fmt.Sprintf(`CREATE TABLE %s (a int, id int PRIMARY KEY, b text, c int NOT NULL DEFAULT 0, d int)`, table),
+		fmt.Sprintf(`INSERT INTO %s SELECT CASE WHEN i %% 7 = 0 THEN NULL ELSE i END, i, CASE WHEN i %% 5 = 0 THEN NULL ELSE 'b' || i END, i * 10,
+			CASE WHEN i %% 3 = 0 THEN NULL ELSE i * 100 END FROM generate_series(1, 40) i`, table),
+	}
+}
+
+// ddlBefore changes a case's table in its shape before the DDL.
+func ddlBefore(table string, n int) []string {
+	return []string{
+		fmt.Sprintf(`UPDATE %s SET d = coalesce(d, 0) + 1, b = 'pre%d' WHERE id = %d`, table, n, 10+n),
+		fmt.Sprintf(`INSERT INTO %s VALUES (%d, %d, 'new', 1, 2)`, table, 100+n, 100+n),
+		fmt.Sprintf(`DELETE FROM %s WHERE id = %d`, table, 20+n),
+	}
+}
+
+// ddlAfter changes a case's table in its shape after the DDL: the case's
+// own change, an insert of the key alone, a key change and a delete.
+func ddlAfter(c ddlCase, table string, n int) []string {
+	var out []string
+	if c.post != "" {
+		out = append(out, fmt.Sprintf(c.post, table))
+	}
+	return append(out,
+		fmt.Sprintf(`INSERT INTO %s (id) VALUES (%d)`, table, 200+n),
+		fmt.Sprintf(`UPDATE %s SET id = id + 1000 WHERE id = %d`, table, 30+n),
+		fmt.Sprintf(`DELETE FROM %s WHERE id = %d`, table, 31+n))
+}
+
+// ddlPlacement is where the matrix puts a schema change in the stream.
+type ddlPlacement int
+
+const (
+	// betweenRuns: changes, a sync, the DDL, and no change after it
+	// before the flow runs: the stream shows nothing of the DDL.
+	betweenRuns ddlPlacement = iota
+	// inStream: changes, the DDL, changes, all before one sync run.
+	inStream
+	// inTransaction: one transaction with changes, the DDL and changes.
+	inTransaction
+	// duringLoad: changes, the DDL and changes while the initial load
+	// reads the table (after its snapshot, before its first chunk).
+	duringLoad
+)
+
+// TestSyncSchemaChanges runs every schema change of ddlCases, each on a
+// table of its own, all in one publication, at each placement: the flow
+// (cdc setup, then cdc sync, as the shipped flow runs them) then ends
+// with every table's live view equal to its source, row by row, over the
+// source's columns (a generated column is left out of the target); a
+// second round of the flow changes nothing.
+func TestSyncSchemaChanges(t *testing.T) {
+	if only := os.Getenv("CDC_TEST_DDL_CASES"); only != "" {
+		ddlCases = slices.DeleteFunc(slices.Clone(ddlCases), func(c ddlCase) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
+	}
+	for _, p := range []struct {
+		name string
+		at   ddlPlacement
+	}{{"between_runs", betweenRuns}, {"in_stream", inStream}, {"in_transaction", inTransaction}, {"during_load", duringLoad}} {
+		t.Run(p.name, func(t *testing.T) {
+			e := newSyncEnv(t)
+			var stmts []string
+			for _, c := range ddlCases {
+				if p.at == inTransaction && c.notInTx {
+					continue
+				}
+				e.tables = append(e.tables, "public."+ddlTable(c))
+				stmts = append(stmts, ddlCreate(ddlTable(c))...)
+			}
+			e.exec(stmts...)
+			cfg, env := e.config()
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			if p.at == duringLoad {
+				e.loadWhileChanging(ctx, cfg, env)
+				e.flowRound(ctx, cfg, env)
+				e.sameTables(t)
+				return
+			}
+			if _, err := SetupSync(ctx, cfg, env); err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range ddlCases {
+				if p.at == inTransaction && c.notInTx {
+					continue
+				}
+				tbl := ddlTable(c)
+				ddl := fmt.Sprintf(c.ddl, tbl)
+				switch p.at {
+				case betweenRuns:
+					e.exec(ddlBefore(tbl, i)...)
+				case inStream:
+					e.exec(ddlBefore(tbl, i)...)
+					e.exec(ddl)
+					e.exec(ddlAfter(c, tbl, i)...)
+				case inTransaction:
+					e.exec("BEGIN; " + strings.Join(ddlBefore(tbl, i), "; ") + "; " + ddl + "; " + strings.Join(ddlAfter(c, tbl, i), "; ") + "; COMMIT")
+				}
+			}
+			if p.at == betweenRuns {
+				e.flowRound(ctx, cfg, env)
+				for _, c := range ddlCases {
+					e.exec(fmt.Sprintf(c.ddl, ddlTable(c)))
+				}
+			}
+			e.flowRound(ctx, cfg, env)
+			e.sameTables(t)
+			res := e.flowRound(ctx, cfg, env)
+			if res.Transactions != 0 {
+				t.Errorf("a second round applied %d transactions", res.Transactions)
+			}
+			e.sameTables(t)
+		})
+	}
+}
+
+// loadWhileChanging runs the first cdc setup with every case's changes,
+// DDL and changes after it made once its load's snapshot is taken: a
+// setup whose load a change stops (a table rewritten after the snapshot,
+// a column gone) fails transient, as a task retry would see it, and the
+// flow's next round continues the load.
+func (e *syncEnv) loadWhileChanging(ctx context.Context, cfg Config, env Env) {
+	e.t.Helper()
+	done := false
+	env.Hooks.Loading = func(context.Context) error {
+		if done {
+			return nil
+		}
+		done = true
+		for i, c := range ddlCases {
+			tbl := ddlTable(c)
+			e.exec(ddlBefore(tbl, i)...)
+			e.exec(fmt.Sprintf(c.ddl, tbl))
+			e.exec(ddlAfter(c, tbl, i)...)
+		}
+		return nil
+	}
+	_, err := SetupSync(ctx, cfg, env)
+	if err != nil && (outcome.Classify(err) != outcome.Transient || !errors.Is(err, change.ErrChangedDuringLoad)) {
+		e.t.Fatalf("cdc setup during the changes: %v", err)
+	}
+	if !done {
+		e.t.Fatal("the load's hook did not run")
+	}
+	e.t.Logf("the first setup: %v", err)
+}
+
+// flowRound runs the shipped flow's two tasks once: cdc setup, then cdc
+// sync; either failing fails the test (the flow would be wedged).
+func (e *syncEnv) flowRound(ctx context.Context, cfg Config, env Env) *Result {
+	e.t.Helper()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		e.t.Fatalf("cdc setup: %v", err)
+	}
+	res, err := Sync(ctx, cfg, env)
+	if err != nil {
+		e.t.Fatalf("cdc sync: %v", err)
+	}
+	return res
+}
+
+// sameTables compares every table of the env with its live view, over
+// the source's columns but its generated ones, ordered by id.
+func (e *syncEnv) sameTables(t *testing.T) {
+	t.Helper()
+	for _, qt := range e.tables {
+		_, name, _ := strings.Cut(qt, ".")
+		cols := e.rows(fmt.Sprintf(`SELECT attname FROM pg_attribute WHERE attrelid = 'public.%s'::regclass AND attnum > 0
+			AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, name))
+		pg := make([]string, len(cols))
+		ch := make([]string, len(cols))
+		for i, c := range cols {
+			pg[i] = fmt.Sprintf(`%q::text`, c)
+			ch[i] = fmt.Sprintf("`%s`", c)
+		}
+		t.Run(name, func(t *testing.T) {
+			outer, chOuter := e.t, e.ch.t
+			e.t, e.ch.t = t, t
+			defer func() { e.t, e.ch.t = outer, chOuter }()
+			e.same(fmt.Sprintf(`SELECT %s FROM %s ORDER BY %[2]s.id`, strings.Join(pg, ", "), name),
+				fmt.Sprintf(`SELECT %s FROM %s.%s_live ORDER BY id`, strings.Join(ch, ", "), e.chDB, name))
+		})
+	}
+}
