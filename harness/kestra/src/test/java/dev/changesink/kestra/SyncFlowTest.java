@@ -178,14 +178,14 @@ class SyncFlowTest extends SyncEngineTest {
     }
 
     /**
-     * A column retyped on the source (amount_cents bigint to text, which its Int64 target cannot hold) is
-     * refused by sync at the change: the transaction before it is applied and confirmed, the task fails with
+     * A column retyped on the source (amount_cents bigint to text, which the mapping entry's Int64 cannot hold)
+     * holds the table at the change: the transaction before it is applied and confirmed, the task fails with
      * error_class refused and the hint (in its outputs, its log, the errors branch's ERROR line and the flow's
-     * outputs), and a second execution fails the same way with the live view unchanged: the slot keeps the
-     * change until someone acts.
+     * outputs, held naming the table), and a second execution fails the same way with the live view unchanged:
+     * the table waits for someone to fix its mapping and resync it.
      */
     @Test
-    void refusedSchemaChangeFailsSyncWithItsHint() throws Exception {
+    void refusedSchemaChangeHoldsTheTable() throws Exception {
         Deployment d = deploy("retype", null, ORDERS,
             "INSERT INTO public.orders SELECT i, 7, i * 10, 'new' FROM generate_series(1, 20) i");
         assertSucceeded(run(d.flow(), Map.of()));
@@ -204,16 +204,75 @@ class SyncFlowTest extends SyncEngineTest {
             System.out.println("refused sync " + i + ": " + v);
             assertEquals("refused", v.get("error_class"), v.toString());
             assertThat((String) v.get("error"), containsString("amount_cents"));
+            assertThat(v.get("held").toString(), containsString("public.orders"));
             assertEquals(1, engine.outputs(sync).get("exitCode"));
             assertThat("the summary does not run", e.findTaskRunsByTaskId("summary"), empty());
             List<LogEntry> logs = logs(e);
             assertThat(logsOf(logs, "sync", Level.WARN).stream().map(LogEntry::getMessage).toList(), hasItem("hint: " + v.get("hint")));
-            assertAlert(e, logs, "sync failed (refused): table public.orders", (String) v.get("hint"));
+            assertAlert(e, logs, "sync failed (refused): tables are held", (String) v.get("hint"));
             Map<String, Object> out = engine.outputs(e);
             assertEquals("refused", out.get("error_class"));
             assertEquals(v.get("hint"), out.get("hint"));
+            assertThat(String.valueOf(out.get("held")), containsString("public.orders"));
             // The update before the change is in the read model; the insert after it is not.
             assertEquals(before, liveRows(d), "run " + i);
         }
+    }
+
+    /**
+     * Schema changes under the shipped flow, with no hand step: a column added with a default (every older row
+     * reads it), a column dropped (kept in the target, NULL from then on), a column renamed (renamed in the
+     * target, or the table loaded again where ClickHouse cannot rename), each followed by the next execution;
+     * then an operator's resync of the table (the resync input) loads it again from a new snapshot. After each
+     * execution the live view equals the source over the source's columns.
+     */
+    @Test
+    void schemaChangesAndAResyncNeedNoHandStep() throws Exception {
+        Deployment d = deploy("ddl", null, ORDERS,
+            "INSERT INTO public.orders SELECT i, 100 + i % 5, i * 250, 'new' FROM generate_series(1, 30) i");
+        assertSucceeded(run(d.flow(), Map.of()));
+
+        Services.exec(d.pgDb(), "ALTER TABLE public.orders ADD COLUMN note text NOT NULL DEFAULT 'none'");
+        Services.exec(d.pgDb(), "INSERT INTO public.orders VALUES (31, 1, 1, 'new', 'a note')");
+        Execution added = run(d.flow(), Map.of());
+        assertSucceeded(added);
+        assertThat(String.valueOf(vars(taskRun(added, "sync")).get("schema_changes")), containsString("added note"));
+        assertSameRows(d, "id", "amount_cents", "status", "note");
+
+        Services.exec(d.pgDb(), "ALTER TABLE public.orders DROP COLUMN customer_id");
+        Services.exec(d.pgDb(), "UPDATE public.orders SET status = 'paid' WHERE id <= 3");
+        assertSucceeded(run(d.flow(), Map.of()));
+        assertSameRows(d, "id", "amount_cents", "status", "note");
+
+        Services.exec(d.pgDb(), "ALTER TABLE public.orders RENAME COLUMN note TO memo");
+        Services.exec(d.pgDb(), "UPDATE public.orders SET memo = 'renamed' WHERE id = 4");
+        assertSucceeded(run(d.flow(), Map.of()));
+        assertSameRows(d, "id", "amount_cents", "status", "memo");
+
+        // Rows the stream never showed: the target changed behind its back.
+        Services.clickhouse("ALTER TABLE " + d.chDb() + ".orders_cdc DELETE WHERE id <= 10");
+        Services.clickhouse("INSERT INTO " + d.chDb() + ".orders_cdc (id, amount_cents, status, _cdc_lsn, _cdc_deleted) SELECT 9999, 1, 'x', 1, 0");
+        Execution resynced = run(d.flow(), Map.of("resync", "public.orders"));
+        assertSucceeded(resynced);
+        assertThat(String.valueOf(vars(taskRun(resynced, "setup")).get("resynced")), containsString("public.orders"));
+        assertThat(String.valueOf(engine.outputs(resynced).get("resynced")), containsString("public.orders"));
+        assertSameRows(d, "id", "amount_cents", "status", "memo");
+        assertSucceeded(run(d.flow(), Map.of()));
+        assertSameRows(d, "id", "amount_cents", "status", "memo");
+    }
+
+    /** The live view equals the source over cols, row by row in id order (NULL as \N). */
+    private static void assertSameRows(Deployment d, String... cols) throws Exception {
+        String pg = "SELECT " + String.join(", ", java.util.Arrays.stream(cols).map(c -> "coalesce(o." + c + "::text, '\\N')").toList())
+            + " FROM public.orders o ORDER BY o.id";
+        List<List<String>> want = Services.rows(d.pgDb(), pg);
+        String out = Services.clickhouse("SELECT " + String.join(", ", cols) + " FROM " + d.chDb() + ".orders_live ORDER BY id FORMAT TabSeparated");
+        List<List<String>> got = new java.util.ArrayList<>();
+        for (String line : out.split("\n")) {
+            if (!line.isEmpty()) {
+                got.add(List.of(line.split("\t", -1)));
+            }
+        }
+        assertEquals(want, got, "the live view over " + String.join(", ", cols));
     }
 }
