@@ -147,7 +147,7 @@ func redecodeWithSeeds(ctx context.Context, t *target.Table, path string, worker
 	for _, o := range open {
 		k, err := hex.DecodeString(o.Key)
 		if err != nil {
-			return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger's open key %q is not hex", change.ErrTargetMismatch, o.Key))
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: the ledger's open key %q is not hex", change.ErrTargetRowUnreadable, o.Key))
 		}
 		keys = append(keys, &change.Row{Key: string(k), Vals: change.KeyValues(t.M, string(k))})
 	}

@@ -133,9 +133,14 @@ func hints() []hint {
 			"next run 30 s after its last heartbeat; if no run is alive and it persists, DROP TABLE <db>.<table>_lock."},
 		{change.ErrOrphanLedger, "Restore the table from a backup; or rebuild: drop the _ledger and the live view, re-run " +
 			"changesink cdc setup, and have the trigger take a new snapshot. Nothing was created."},
-		{change.ErrTargetMismatch, "Re-run changesink cdc setup on a fresh table, or fix the mapping; a live view that is not " +
-			"a view of the mapped columns: drop it and re-run setup. Found by a read (exit 1): another writer changed the " +
-			"target: repair that row or rebuild the target."},
+		{change.ErrViewMismatch, "Drop the object the message names (DROP TABLE <db>.<view>), then re-run changesink cdc setup: " +
+			"it makes the live view again over the mapped columns."},
+		{change.ErrTargetRowUnreadable, "Another writer changed the target: find it, and repair the row the message names, or load " +
+			"the table again (cdc sync: run it once with CDC_RESYNC=<schema.table>; the trigger flow: rebuild the target and take " +
+			"a new snapshot). Nothing was written."},
+		{change.ErrTargetMismatch, "The target was made for another mapping: fix the mapping to match it, or point it at a new " +
+			"target.table and re-run changesink cdc setup; for cdc sync, run it once with CDC_RESYNC=<schema.table>: it builds the " +
+			"target anew from the source."},
 		{change.ErrNoDatabase, "Create the database, or set target.create_database: true in the mapping so that setup creates it."},
 		{change.ErrUnsupportedServer, "Map the column to a type the server has (DateTime, or String with source_type: " +
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},

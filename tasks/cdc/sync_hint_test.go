@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 )
@@ -174,5 +175,29 @@ func TestSyncExactValues(t *testing.T) {
 	}
 	if got := e.ch.query(`SELECT id FROM ` + e.chDB + `.v_live WHERE id >= 5 ORDER BY id`); strings.Join(got, ",") != "5" {
 		t.Errorf("live rows from 5: %v, want 5 (the transaction before the refused one)", got)
+	}
+}
+
+// TestSyncSetupWithoutTheDatabase: a target database the ClickHouse server
+// lacks is refused by cdc setup before it creates anything on the source:
+// no publication, no slot (configuration, the hint to create it).
+func TestSyncSetupWithoutTheDatabase(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.q"}
+	e.exec(`CREATE TABLE q (id int PRIMARY KEY)`)
+	cfg, env := e.config()
+	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: no_such_db_"+e.slot+"}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Mappings = set
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = SetupSync(ctx, cfg, env)
+	wantRefused(t, err, outcome.Config, 2, change.ErrNoDatabase, "Create the database")
+	wantError(t, err, outcome.Config, nil, "no_such_db_"+e.slot, "no publication, no slot")
+	e.noSlot()
+	if got := e.rows(`SELECT count(*)::text FROM pg_publication WHERE pubname = '` + e.pub + `'`); strings.Join(got, "") != "0" {
+		t.Errorf("a publication was made: %v", got)
 	}
 }

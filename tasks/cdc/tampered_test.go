@@ -81,7 +81,7 @@ func TestApplyRefusesATamperedLedger(t *testing.T) {
 		}, outcome.Config, []string{"no column holder"}},
 		{"open_keys not JSON", func(e *env, ledger string) {
 			e.insertCopy(ledger, strings.Split(target.LedgerColumnList(false), ", "), map[string]string{"seq": "seq + 1", "open_keys": `'[{"key":'`}, "ORDER BY seq DESC LIMIT 1")
-		}, outcome.Refused, []string{"row 2 has malformed open_keys", "not changesink's", "repair that row or rebuild the target"}},
+		}, outcome.Refused, []string{"row 2 has malformed open_keys", "not changesink's", "repair the row the message names, or load the table again"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, ordersMapping)
@@ -142,7 +142,7 @@ func TestApplyRefusesAnUnreadableTargetValue(t *testing.T) {
 	before := e.query(rows)
 	_, cfg, err := e.apply(false, everythingEvent(everythingRow(1, false), 6)) // same version: its payload is read
 	want := `holds a value its column "flag" cannot hold at key id=1, code="A-1", version 6 (a Bool column stored as UInt8 holds 2)`
-	wantError(t, err, outcome.Refused, change.ErrTargetMismatch, target+" "+want, "repair that row or rebuild the target")
+	wantError(t, err, outcome.Refused, change.ErrTargetMismatch, target+" "+want, "repair the row the message names, or load the table again")
 	noOutputs(t, cfg)
 	if got := e.query(rows); !slices.Equal(got, before) {
 		t.Errorf("the refused run changed the target: %v, was %v", got, before)

@@ -130,6 +130,13 @@ var (
 	// wrote (a value its column cannot hold, a delete marker other than 0 or
 	// 1, malformed open keys in the ledger): repair or rebuild the target.
 	ErrTargetMismatch = errors.New("target table does not match the mapping")
+	// ErrViewMismatch: the live view is not a view of the mapped columns
+	// (ErrTargetMismatch's narrower cause, a configuration error).
+	ErrViewMismatch = fmt.Errorf("%w: the live view is not a view of the mapped columns", ErrTargetMismatch)
+	// ErrTargetRowUnreadable: a read found a stored row of the target or its
+	// ledger that changesink could not have written (ErrTargetMismatch's
+	// narrower cause, a refusal: another writer changed the table).
+	ErrTargetRowUnreadable = fmt.Errorf("%w: a stored row is not changesink's", ErrTargetMismatch)
 	// ErrNoDatabase: cdc setup found no target database and the mapping does
 	// not ask it to create one (target.create_database).
 	ErrNoDatabase = errors.New("target database does not exist")
@@ -187,15 +194,25 @@ type RecordError struct {
 	Column string
 	// Other names a second record involved (equal-LSN conflicts), 0 if none.
 	Other int64
+	// Streamed: a change of the replication slot (cdc sync), not a record
+	// of a batch: named "change", its LSN as PostgreSQL writes one (X/Y);
+	// a batch's LSN stays the decimal the Debezium record holds.
+	Streamed bool
 	// Err is the cause; it wraps one of the package's sentinels.
 	Err error
 }
 
+// FormatLSN writes an LSN as PostgreSQL does: two hexadecimal halves.
+func FormatLSN(lsn uint64) string { return fmt.Sprintf("%X/%X", uint32(lsn>>32), uint32(lsn)) }
+
 func (e *RecordError) Error() string {
 	var b strings.Builder
-	if e.Record > 0 {
+	switch {
+	case e.Record > 0:
 		fmt.Fprintf(&b, "record %d", e.Record)
-	} else {
+	case e.Streamed:
+		b.WriteString("change")
+	default:
 		b.WriteString("batch")
 	}
 	var where []string
@@ -208,7 +225,10 @@ func (e *RecordError) Error() string {
 	if e.Key != "" {
 		where = append(where, "key "+e.Key)
 	}
-	if e.LSN != 0 {
+	switch {
+	case e.LSN != 0 && e.Streamed:
+		where = append(where, "LSN "+FormatLSN(e.LSN))
+	case e.LSN != 0:
 		where = append(where, fmt.Sprintf("LSN %d", e.LSN))
 	}
 	if e.Version != 0 && e.Version != e.LSN {

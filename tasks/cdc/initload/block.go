@@ -76,7 +76,7 @@ func (b *block) add(fields [][]byte, point uint64) error {
 // the load's point and the column.
 func (b *block) refuse(point uint64, column string, err error) error {
 	m := b.t.M
-	e := &change.RecordError{Offset: -1, LSN: point, Column: column, Err: err}
+	e := &change.RecordError{Offset: -1, LSN: point, Column: column, Err: err, Streamed: true}
 	known := true
 	for _, i := range m.KeyIdx {
 		known = known && b.got[i]

@@ -555,3 +555,29 @@ func (s *Set) located(m *Mapping, err error) (*Mapping, error) {
 	m.File = s.File
 	return m, nil
 }
+
+// Databases are the target databases the set's tables go to (the
+// defaults' and every entry's), sorted, without repeats, but those setup
+// makes itself (target.create_database: true).
+func (s *Set) Databases() []string {
+	var out []string
+	add := func(t *rawTarget) {
+		if t == nil || t.Database == nil || *t.Database == "" || (t.CreateDatabase != nil && *t.CreateDatabase) {
+			return
+		}
+		if !slices.Contains(out, *t.Database) {
+			out = append(out, *t.Database)
+		}
+	}
+	d := s.defaultTarget()
+	add(&d)
+	for _, e := range s.entries {
+		r := s.merged(e)
+		if r.Target == nil {
+			continue
+		}
+		add(r.Target)
+	}
+	slices.Sort(out)
+	return out
+}

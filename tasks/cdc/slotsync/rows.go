@@ -161,7 +161,7 @@ func (t *syncTable) keyOf(tup slot.Tuple) (string, error) {
 // refuse locates a value's refusal: the table, the key where it is known,
 // the LSN and the column.
 func (t *syncTable) refuse(vals []change.Value, got []bool, lsn uint64, column string, err error) error {
-	e := &change.RecordError{Offset: -1, LSN: lsn, Column: column, Err: err}
+	e := &change.RecordError{Offset: -1, LSN: lsn, Column: column, Err: err, Streamed: true}
 	known := true
 	for _, i := range t.m.KeyIdx {
 		known = known && got[i]

@@ -315,3 +315,32 @@ func (t *Server) SyncView(ctx context.Context) (remade bool, err error) {
 	_, err = t.RemakeView(ctx)
 	return true, err
 }
+
+// MissingDatabases returns the databases of dbs the server does not have.
+func (t *Server) MissingDatabases(ctx context.Context, dbs []string) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	have := map[string]bool{}
+	rows, err := t.conn.Query(cctx, "SELECT name FROM system.databases")
+	if err != nil {
+		return nil, classify(fmt.Errorf("list the databases: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, classify(fmt.Errorf("list the databases: %w", err))
+		}
+		have[n] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("list the databases: %w", err))
+	}
+	var missing []string
+	for _, db := range dbs {
+		if !have[db] {
+			missing = append(missing, db)
+		}
+	}
+	return missing, nil
+}

@@ -94,8 +94,8 @@ func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerSta
 			y.LastTxSet = lastTxSet != 0
 			if open != "" {
 				if err := json.Unmarshal([]byte(open), &y.OpenKeys); err != nil {
-					return outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v): not changesink's",
-						change.ErrTargetMismatch, name, y.Seq, err))
+					return outcome.Refused.Mark(fmt.Errorf("%w: the ledger %s row %d has malformed open_keys (%v)",
+						change.ErrTargetRowUnreadable, name, y.Seq, err))
 				}
 			}
 			e = &y

@@ -138,7 +138,7 @@ func (t *Table) scan(ctx context.Context, rows []*change.Row, sql string, keysOn
 			return nil, t.unreadable(bad, vals, lsn, badErr)
 		}
 		if deleted > 1 {
-			return nil, outcome.Refused.Mark(fmt.Errorf("%w: %s holds %d in %q at key %s", change.ErrTargetMismatch,
+			return nil, outcome.Refused.Mark(fmt.Errorf("%w: %s holds %d in %q at key %s", change.ErrTargetRowUnreadable,
 				mapping.Qualified(m.Target.Database, m.Target.Table), deleted, m.Target.DeletedColumn, change.RenderKey(m, vals)))
 		}
 		keyBuf = change.EncodeKey(keyBuf[:0], m, vals)
@@ -173,8 +173,8 @@ func (t *Table) unreadable(i int, vals []change.Value, version uint64, err error
 	case version != 0:
 		at = fmt.Sprintf(" at version %d", version)
 	}
-	return outcome.Refused.Mark(fmt.Errorf("%w: %s holds a value its column %q cannot hold%s (%w): another writer changed the target",
-		change.ErrTargetMismatch, mapping.Qualified(m.Target.Database, m.Target.Table), m.Cols[i].Name, at, err))
+	return outcome.Refused.Mark(fmt.Errorf("%w: %s holds a value its column %q cannot hold%s (%w)",
+		change.ErrTargetRowUnreadable, mapping.Qualified(m.Target.Database, m.Target.Table), m.Cols[i].Name, at, err))
 }
 
 // HighestVersion returns the highest version the target holds, of any

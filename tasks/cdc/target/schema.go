@@ -146,13 +146,12 @@ func (t *Server) checkViewObject(obj object) error {
 	for i := range m.Cols {
 		want[i] = m.Cols[i].Name
 	}
-	drop := "drop it (DROP TABLE " + name + ") and re-run changesink cdc setup"
 	if engine != "View" {
-		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s is a %s, not a view; %s", change.ErrTargetMismatch, name, engine, drop))
+		return outcome.Config.Mark(fmt.Errorf("%w: %s is a %s", change.ErrViewMismatch, name, engine))
 	}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-		return outcome.Config.Mark(fmt.Errorf("%w: the live view %s shows the columns (%s), the mapping has (%s); %s",
-			change.ErrTargetMismatch, name, strings.Join(got, ", "), strings.Join(want, ", "), drop))
+		return outcome.Config.Mark(fmt.Errorf("%w: %s shows the columns (%s), the mapping has (%s)",
+			change.ErrViewMismatch, name, strings.Join(got, ", "), strings.Join(want, ", ")))
 	}
 	return nil
 }
