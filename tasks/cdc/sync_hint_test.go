@@ -108,6 +108,8 @@ func TestSyncUnmappableColumn(t *testing.T) {
 // is followed: the table is loaded again from a new snapshot into a
 // target of the new ClickHouse type, swapped in; the live view equals the
 // source, the new value that only Int64 holds among it.
+//
+//changesink:per-server
 func TestSyncFollowsARetypedColumn(t *testing.T) {
 	e, cfg, env, ctx := setUpSync(t, "public.r", `CREATE TABLE r (id int PRIMARY KEY, n int)`, `INSERT INTO r VALUES (1, 1)`)
 	e.exec(`INSERT INTO r VALUES (2, 2)`, `ALTER TABLE r ALTER COLUMN n TYPE bigint`, `INSERT INTO r VALUES (3, 3000000000)`)

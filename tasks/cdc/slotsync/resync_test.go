@@ -20,6 +20,8 @@ import (
 // table is not loaded again; both end equal to their sources, and the
 // resynced target holds no key its source lacks (rows deleted behind the
 // stream's back in the target are right again after the resync).
+//
+//changesink:per-server
 func TestSyncResyncOneTable(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.acc", "public.acc2"}

@@ -108,6 +108,8 @@ const (
 // with every table's live view equal to its source, row by row, over the
 // source's columns (a generated column is left out of the target); a
 // second round of the flow changes nothing.
+//
+//changesink:per-server
 func TestSyncSchemaChanges(t *testing.T) {
 	if only := os.Getenv("CDC_TEST_DDL_CASES"); only != "" {
 		ddlCases = slices.DeleteFunc(slices.Clone(ddlCases), func(c ddlCase) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
