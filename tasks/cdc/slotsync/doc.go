@@ -18,13 +18,20 @@
 //	              floors, the keys a load did not find
 //	stream.go     whole committed transactions into each table's batch
 //	rows.go       a tuple's values into a row, through the mapping
-//	schema.go     a table's columns changed in the stream
+//	shape.go      what a target follows of its source table (attribute
+//	              numbers, the storage and columns' fingerprint), and
+//	              whether a rewrite changed values the stream cannot show
+//	schema.go     a table's new definition: followed in place (planFollow,
+//	              follow), or a resync, or a hold
+//	resync.go     a table loaded again beside its target and swapped in;
+//	              a table held (quarantine); the operator's resyncs
 //	flush.go      a flush applied (applier), recorded, confirmed
 //	load.go       setup's load: which load, continued or not, the load
 //	              ledger (loader)
 //	copy.go       tables copied into their targets (initload), newer rows
 //	              refused, gone ones deleted
-//	joined.go     the tables that joined the publication, loaded alone
+//	joined.go     the tables that wait for a load of their own (joined,
+//	              dropped and created again, a target that lost its rows)
 //	result.go     what a run reports
 //
 // It imports the rooms below it, applier (a table's batch into its target)
