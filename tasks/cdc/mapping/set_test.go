@@ -68,8 +68,8 @@ func TestSetForListedAndGenerated(t *testing.T) {
 			t.Errorf("Policy(public.%s) = %s, want %s", table, got, want)
 		}
 	}
-	if got := s.Policy("sales", "orders"); got != AddColumns {
-		t.Errorf("Policy(sales.orders) = %s", got)
+	if got := s.Policy("sales", "orders"); got != Follow {
+		t.Errorf("Policy(sales.orders) = %s, want %s (add_columns, its earlier name, reads as it)", got, Follow)
 	}
 }
 
@@ -98,7 +98,7 @@ func TestSetErrors(t *testing.T) {
 			"s.yaml:3:45: table s.t is listed twice"},
 		{"no tables", "defaults: {source: {database: d}}\ntables: []\n", "s.yaml:2:9: tables must list at least one table (or leave tables out: defaults alone apply to every table)"},
 		{"bad policy", "tables:\n  - source: {database: d, schema: s, table: t}\n    schema_changes: sometimes\n",
-			`s.yaml:3:21: schema_changes is "sometimes": use add_columns or refuse`},
+			`s.yaml:3:21: schema_changes is "sometimes": use follow or refuse`},
 		{"key in defaults", "defaults: {key: [id]}\ntables:\n  - source: {database: d, schema: s, table: t}\n",
 			"s.yaml:1:11: defaults cannot hold key or columns: they belong to one table"},
 		{"unknown key in a table", "tables:\n  - source: {database: d, schema: s, table: t}\n    colums: []\n",

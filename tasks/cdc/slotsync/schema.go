@@ -378,7 +378,7 @@ func (r *syncRun) follow(ctx context.Context, t *syncTable, rel *slot.Relation, 
 	srv := t.srv
 	var err error
 	for _, rn := range p.renames {
-		if _, err := srv.RenameColumn(ctx, rn[0], rn[1]); err != nil {
+		if err := srv.RenameColumn(ctx, rn[0], rn[1]); err != nil {
 			return tableErr(t, err)
 		}
 	}
@@ -392,7 +392,7 @@ func (r *syncRun) follow(ctx context.Context, t *syncTable, rel *slot.Relation, 
 	}
 	srv = r.ch.With(m)
 	if len(p.nullable)+len(p.widen) > 0 {
-		if _, err := srv.ModifyColumns(ctx, append(slices.Clone(p.nullable), p.widen...)); err != nil {
+		if err := srv.ModifyColumns(ctx, append(slices.Clone(p.nullable), p.widen...)); err != nil {
 			return tableErr(t, err)
 		}
 	}

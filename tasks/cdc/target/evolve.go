@@ -109,37 +109,36 @@ func firstOf(slice any) any {
 }
 
 // ModifyColumns gives the named columns the mapping's type (a column the
-// source dropped made Nullable; a column widened, Int32 to Int64), then
-// makes the live view again. ClickHouse rewrites the column's data; a key
-// column cannot be changed (the caller loads the table again instead).
-func (t *Server) ModifyColumns(ctx context.Context, names []string) (*Table, error) {
+// source dropped made Nullable; a column widened, Int32 to Int64).
+// ClickHouse rewrites the column's data; a key column cannot be changed
+// (the caller loads the table again instead). The live view is the
+// caller's to make again (RemakeView, AddColumns).
+func (t *Server) ModifyColumns(ctx context.Context, names []string) error {
 	m := t.M
 	for _, n := range names {
 		i, ok := m.ByName[n]
 		if !ok {
-			return nil, fmt.Errorf("modify column %q of %s: not in the mapping", n, mapping.Qualified(m.Target.Database, m.Target.Table))
+			return fmt.Errorf("modify column %q of %s: not in the mapping", n, mapping.Qualified(m.Target.Database, m.Target.Table))
 		}
 		sql := "ALTER TABLE " + mapping.Qualified(m.Target.Database, m.Target.Table) + " MODIFY COLUMN " + mapping.QuoteIdent(n) + " " +
 			m.Cols[i].Type.DDL(t.Caps)
 		if err := t.exec(ctx, sql); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return t.RemakeView(ctx)
+	return nil
 }
 
-// RenameColumn renames column from to the mapping's to, on a server that
-// can (Caps.RenameColumn), then makes the live view again.
-func (t *Server) RenameColumn(ctx context.Context, from, to string) (*Table, error) {
+// RenameColumn renames the target's column from to to, on a server that
+// can (Caps.RenameColumn). The live view is the caller's to make again
+// (RemakeView, AddColumns): until then it names the old column.
+func (t *Server) RenameColumn(ctx context.Context, from, to string) error {
 	m := t.M
 	if !t.Caps.RenameColumn {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: rename a column: ClickHouse %s cannot (RENAME COLUMN came in 20.4)", change.ErrUnsupportedServer, t.Version))
+		return outcome.Config.Mark(fmt.Errorf("%w: rename a column: ClickHouse %s cannot (RENAME COLUMN came in 20.4)", change.ErrUnsupportedServer, t.Version))
 	}
-	if err := t.exec(ctx, "ALTER TABLE "+mapping.Qualified(m.Target.Database, m.Target.Table)+" RENAME COLUMN "+mapping.QuoteIdent(from)+
-		" TO "+mapping.QuoteIdent(to)); err != nil {
-		return nil, err
-	}
-	return t.RemakeView(ctx)
+	return t.exec(ctx, "ALTER TABLE "+mapping.Qualified(m.Target.Database, m.Target.Table)+" RENAME COLUMN "+mapping.QuoteIdent(from)+
+		" TO "+mapping.QuoteIdent(to))
 }
 
 // RemakeView makes the live view again over the mapping's columns and
