@@ -4,27 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"os"
 	"path/filepath"
-	"regexp"
-	"runtime"
+	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 
 	"github.com/changesink/changesink/internal/iongen"
 	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/internal/batchfile"
 )
 
@@ -327,60 +322,6 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 }
 
-// TestDecodeSegmentsMatchStream decodes a batch of several segments with one
-// and with several workers, and as one stream, and compares the results,
-// then checks that a fault deep in the file is reported with the same
-// record number by every path.
-func TestDecodeSegmentsMatchStream(t *testing.T) {
-	m := loadMapping(t, ordersMapping)
-	var events []any
-	for i := range 12000 {
-		id := int64(i%5000 + 1)
-		events = append(events, orderEvent(id, int64(i), int64(i*3), fmt.Sprintf("status-%d", i%7), int64(1000+i), i%10 == 9))
-	}
-	for _, f := range forms() {
-		t.Run(f.name, func(t *testing.T) {
-			data := encode(t, f.binary, events...)
-			if len(data) < 3*batchfile.SegmentSize {
-				t.Fatalf("batch of %d bytes is too small to span segments", len(data))
-			}
-			path := writeFile(t, "changes.ion", data)
-			one, err := decodeFile(context.Background(), path, m, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			many, err := decodeFile(context.Background(), path, m, 4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stream := merge.NewBatch(m)
-			if err := decode.DecodeStream(context.Background(), path, m, stream.Add); err != nil {
-				t.Fatal(err)
-			}
-			if one.Events != 12000 || one.Len() != 5000 {
-				t.Errorf("events=%d keys=%d", one.Events, one.Len())
-			}
-			a, b, c := jsonLines(one), jsonLines(many), jsonLines(stream)
-			if a != b || a != c {
-				t.Error("segment decode differs from the stream decode")
-			}
-
-			bad := append([]any{}, events...)
-			bad[10500] = orderEvent(77, int64(1), int64(2), strings.Repeat("x", 40), int64(5), false)
-			badPath := writeFile(t, "bad.ion", encode(t, f.binary, bad...))
-			_, err1 := decodeFile(context.Background(), badPath, m, 3)
-			err2 := decode.DecodeStream(context.Background(), badPath, m, merge.NewBatch(m).Add)
-			var re1, re2 *change.RecordError
-			if !errors.As(err1, &re1) || !errors.As(err2, &re2) || re1.Record != 10501 || re2.Record != 10501 {
-				t.Fatalf("segment error %v, stream error %v; want record 10501", err1, err2)
-			}
-			if !f.binary && re1.Line != 10501 {
-				t.Errorf("line = %d, want 10501", re1.Line)
-			}
-		})
-	}
-}
-
 // TestDecodeMultiLineText accepts text Ion whose values span lines (not
 // what Kestra writes, but valid Ion) through the one-stream fallback.
 func TestDecodeMultiLineText(t *testing.T) {
@@ -427,40 +368,6 @@ func TestOutOfOrderVersions(t *testing.T) {
 	}
 }
 
-// TestDecodeSegmentsStopsItsGoroutines: when the merge stops at a refusal
-// in the first segment, decodeSegments returns only after the splitter and
-// every worker have stopped, so that the one-stream fallback (or the next
-// pass) never reads the file beside them.
-func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
-	m := loadMapping(t, ordersMapping)
-	var events []any
-	for i := range 12000 {
-		events = append(events, orderEvent(int64(i+1), int64(i), int64(i*3), "x", int64(1000+i), false))
-	}
-	for _, f := range forms() {
-		t.Run(f.name, func(t *testing.T) {
-			path := writeFile(t, "changes.ion", encode(t, f.binary, events...))
-			before := runtime.NumGoroutine()
-			refuse := errors.New("stop at the first row")
-			err := decode.DecodeSegments(context.Background(), path, m, decode.Options{Workers: 4}, f.binary, func(change.Row) error { return refuse })
-			if !errors.Is(err, refuse) {
-				t.Fatalf("err = %v", err)
-			}
-			// A goroutine that has returned (errgroup's Wait saw it done) is
-			// still counted until the scheduler retires it: give it a moment,
-			// a leaked one stays blocked for good.
-			after := runtime.NumGoroutine()
-			for n := 0; after > before && n < 200; n++ {
-				time.Sleep(5 * time.Millisecond)
-				after = runtime.NumGoroutine()
-			}
-			if after > before {
-				t.Errorf("%d goroutines still running after decodeSegments returned (%d before)", after-before, before)
-			}
-		})
-	}
-}
-
 // TestDecodeMatchesIonGo decodes the committed batches, the Debezium
 // harness's real batches when present, and trigger-shaped batches of a few
 // segments with the default decoder and with ion-go alone: the batches,
@@ -500,95 +407,9 @@ func TestDecodeMatchesIonGo(t *testing.T) {
 	}
 }
 
-// TestTriggerShapesDecodeFast: the records Kestra writes never reach
-// ion-go, in either form (a fallback would cost ion-go's speed, not
-// correctness).
-func TestTriggerShapesDecodeFast(t *testing.T) {
-	m := loadMapping(t, ordersMapping)
-	for _, f := range forms() {
-		t.Run(f.name, func(t *testing.T) {
-			data := encode(t, f.binary, triggerBatch(3000)...)
-			d := decode.NewRecordDecoder(m)
-			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
-			res := decode.DecodeSegment(d, seg, f.binary)
-			if res.Err != nil || res.N != 3000 {
-				t.Fatalf("%d records, %v", res.N, res.Err)
-			}
-			if d.Fallbacks != 0 {
-				t.Errorf("%d records went to ion-go", d.Fallbacks)
-			}
-			last := res.Rows[len(res.Rows)-1].Meta
-			last.Sum = 0
-			lsn := uint64(24023128 + 56*2999) // its transaction's lsn_commit is its first event's LSN - 56 (triggerBatch)
-			if want := (change.Meta{Op: "UPDATE", TxID: 770 + 2999/4, TxIDSet: true, DeletedSet: true, LSN: lsn, Commit: uint64(24023128 + 56*(2999/4*4) - 56), CommitSet: true, Sequenced: true, Snapshot: "false"}); last != want {
-				t.Errorf("change of the last record %+v, want %+v", last, want)
-			}
-		})
-	}
-}
-
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// TestRealBatchesDecodeFast decodes every real Debezium batch (testdata/
-// debezium, captured by harness/debezium) in both forms with the default
-// decoder: the records keep the manifest's operation, LSN, txId, snapshot
-// and sequence as read, and none reaches ion-go.
-func TestRealBatchesDecodeFast(t *testing.T) {
-	manifests, err := filepath.Glob("testdata/debezium/*/manifest.json")
-	if err != nil || len(manifests) == 0 {
-		t.Fatalf("no real batches under testdata/debezium: %v", err)
-	}
-	letter := map[string]string{"CREATE": "c", "UPDATE": "u", "DELETE": "d", "READ": "r", "TRUNCATE": "t"}
-	for _, mf := range manifests {
-		dir := filepath.Dir(mf)
-		var manifest struct {
-			Evaluations []struct {
-				Batch   string   `json:"batch"`
-				Changes []string `json:"changes"`
-			} `json:"evaluations"`
-		}
-		raw := testenv.ReadFile(t, mf)
-		if err := json.Unmarshal(raw, &manifest); err != nil {
-			t.Fatal(err)
-		}
-		m := loadMapping(t, filepath.Join(dir, "mapping.yaml"))
-		for _, ev := range manifest.Evaluations {
-			if ev.Batch == "" {
-				continue
-			}
-			for _, f := range forms() {
-				name := filepath.Join(dir, ev.Batch+"."+f.name+".ion")
-				t.Run(name, func(t *testing.T) {
-					data := testenv.ReadFile(t, name)
-					d := decode.NewRecordDecoder(m)
-					res := decode.DecodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
-					if res.Err == nil && len(res.Rows) != len(ev.Changes) {
-						t.Fatalf("%d records, the manifest lists %d changes", len(res.Rows), len(ev.Changes))
-					}
-					for i, r := range res.Rows {
-						c := r.Meta
-						// The snapshot marker is not kept (a READ without lsn_commit is a
-						// snapshot row, order.go); the sequence is kept parsed.
-						commit := "null"
-						if c.CommitSet {
-							commit = fmt.Sprintf("%q", fmt.Sprint(c.Commit))
-						}
-						want := regexp.MustCompile(` snapshot=\S+`).ReplaceAllString(ev.Changes[i], "")
-						got := fmt.Sprintf("op=%s lsn=%d txId=%d sequence=[%s,%q]", letter[c.Op], c.LSN, c.TxID, commit, fmt.Sprint(c.LSN))
-						if !c.TxIDSet || !c.DeletedSet || got != want {
-							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.TxIDSet, c.DeletedSet, ev.Changes[i])
-						}
-					}
-					if d.Fallbacks > 0 {
-						t.Errorf("%d records went to ion-go", d.Fallbacks)
-					}
-				})
-			}
-		}
-	}
 }
 
 // TestSurrogateEscapes: text Ion may write a character beyond U+FFFF as a
@@ -721,4 +542,94 @@ func TestSequenceContradiction(t *testing.T) {
 	if !errors.Is(err, change.ErrContradiction) || !strings.Contains(err.Error(), `metadata.source.sequence ["900","951"] names LSN 951, but metadata.source.lsn is 950`) {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// refusals are the sentinels a decode may refuse with.
+var refusals = []error{change.ErrEmptyBatch, change.ErrMalformed, change.ErrNotStruct, change.ErrSourceChanged, change.ErrWrongSource, change.ErrMissingField,
+	change.ErrBadLSN, change.ErrBadTxID, change.ErrBadDeleteMarker, change.ErrBadValue, change.ErrToast, change.ErrContradiction, change.ErrKeyChange, change.ErrConflict}
+
+// sameErrors: both nil, or the same message and class.
+func sameErrors(t *testing.T, got, want error) {
+	t.Helper()
+	if (got == nil) != (want == nil) {
+		t.Fatalf("error %v, ion-go %v", got, want)
+	}
+	if got == nil {
+		return
+	}
+	for _, s := range refusals {
+		if errors.Is(got, s) != errors.Is(want, s) {
+			t.Fatalf("error %v, ion-go %v: not the same class (%v)", got, want, s)
+		}
+	}
+	if got.Error() != want.Error() {
+		t.Fatalf("error\n %v\nion-go\n %v", got, want)
+	}
+}
+
+func sameBatches(t *testing.T, got, want *merge.Batch) {
+	t.Helper()
+	if got.Events != want.Events || got.Len() != want.Len() || jsonLines(got) != jsonLines(want) ||
+		!reflect.DeepEqual(got.OutOfOrder, want.OutOfOrder) {
+		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.Events, got.Len(), jsonLines(got),
+			want.Events, want.Len(), jsonLines(want))
+	}
+	for i := range int32(got.Len()) {
+		if !reflect.DeepEqual(*got.At(i), *want.At(i)) {
+			t.Fatalf("row %d\n%+v\nion-go\n%+v", i, *got.At(i), *want.At(i))
+		}
+	}
+}
+
+// seedFiles are the committed batch files: the fixtures, and the Debezium
+// harness's real batches under testdata/debezium when present.
+func seedFiles(t testing.TB) []string {
+	t.Helper()
+	var paths []string
+	for _, pattern := range []string{"testdata/*.ion", "testdata/debezium/*/*.ion"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m {
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && filepath.Ext(p) != ".jsonl" {
+				paths = append(paths, p)
+			}
+		}
+	}
+	return paths
+}
+
+// triggerBatch is n events of shop.public.orders as the Kestra 2.0 trigger
+// writes them (harness/debezium/FINDINGS.md §1): NULL columns left out,
+// deletes carrying only the key, metadata {source, ts_ns, operation, ts_us,
+// timestamp}.
+func triggerBatch(n int) []any {
+	statuses := []string{"new", "paid", "shipped", "en préparation", "返品", `say "hi"`, "tab\there"}
+	var out []any
+	for i := range n {
+		id := int64(i%(n/2+1) + 1)
+		lsn := int64(24023128 + 56*i)
+		op, deleted := "UPDATE", false
+		row := iongen.Struct{{"id", id}, {"customer_id", int64(100 + i)}, {"amount_cents", int64(i*37 - 500)}, {"status", statuses[i%len(statuses)]}}
+		switch {
+		case i%9 == 8:
+			op, deleted = "DELETE", true
+			row = iongen.Struct{{"id", id}}
+		case i < n/2:
+			op = "CREATE"
+		}
+		snapshot := "false"
+		if i == 0 {
+			snapshot = "first"
+		}
+		src := iongen.TriggerSource("shop", "public", "orders", lsn, int64(770+i/4), snapshot)
+		for k := range src { // one lsn_commit for the 4 events of a transaction, as Debezium writes it
+			if src[k].Name == "sequence" {
+				src[k].Value = fmt.Sprintf(`["%d","%d"]`, 24023128+56*(i/4*4)-56, lsn)
+			}
+		}
+		out = append(out, iongen.TriggerEvent(row, deleted, iongen.TriggerMetadata(op, src)))
+	}
+	return out
 }

@@ -1,17 +1,19 @@
-package cdc
+package decode
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
 
@@ -31,7 +33,7 @@ import (
 // harness's real batches when present) and the trigger's shapes.
 func FuzzDecode(f *testing.F) {
 	orders := loadMapping(f, ordersMapping)
-	types := loadMapping(f, "testdata/types_current.mapping.yaml")
+	types := loadMapping(f, "../testdata/types_current.mapping.yaml")
 	for _, binary := range []bool{false, true} {
 		f.Add(encode(f, binary, orderEvent(1, int64(10), int64(500), "new", int64(100), false), orderEvent(1, nil, nil, nil, int64(101), true)))
 		f.Add(encode(f, binary, everythingEvent(everythingRow(1, true), 5)))
@@ -59,10 +61,10 @@ func FuzzDecode(f *testing.F) {
 		defer os.Remove(path)
 		for _, m := range []*mapping.Mapping{orders, types} {
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}
-			sameResults(t, m, located(m, decode.Options{}, seg, false), located(m, decode.Options{IonOnly: true}, seg, false))
-			sameResults(t, m, decode.DecodeLines(decode.NewRecordDecoder(m), seg), decode.DecodeLines(decode.NewIonDecoder(m), seg))
+			sameResults(t, m, located(m, Options{}, seg, false), located(m, Options{IonOnly: true}, seg, false))
+			sameResults(t, m, DecodeLines(NewRecordDecoder(m), seg), DecodeLines(NewIonDecoder(m), seg))
 			_ = batchfile.NewSplitter(0).Binary(bytes.NewReader(data), func(s *batchfile.Segment) error {
-				sameResults(t, m, decode.DecodeSegment(decode.NewRecordDecoder(m), s, true), decode.DecodeSegment(decode.NewIonDecoder(m), s, true))
+				sameResults(t, m, DecodeSegment(NewRecordDecoder(m), s, true), DecodeSegment(NewIonDecoder(m), s, true))
 				return nil
 			})
 			got, gerr := decodeFileWith(context.Background(), path, m, decodeOptions{workers: 2})
@@ -77,20 +79,48 @@ func FuzzDecode(f *testing.F) {
 
 // located decodes a segment as a worker and the merge do: a text refusal
 // not yet located by line is located by decodeLines.
-func located(m *mapping.Mapping, opts decode.Options, s *batchfile.Segment, binary bool) decode.SegResult {
-	res := decode.DecodeSegment(opts.Decoder(m), s, binary)
+func located(m *mapping.Mapping, opts Options, s *batchfile.Segment, binary bool) SegResult {
+	res := DecodeSegment(opts.Decoder(m), s, binary)
 	if res.Err != nil && !binary && !res.Lined {
-		res = decode.DecodeLines(opts.Decoder(m), s)
+		res = DecodeLines(opts.Decoder(m), s)
 	}
 	return res
 }
 
-func sameResults(t *testing.T, m *mapping.Mapping, got, want decode.SegResult) {
+func sameResults(t *testing.T, m *mapping.Mapping, got, want SegResult) {
 	t.Helper()
 	checkResult(t, m, got)
 	sameErrors(t, got.Err, want.Err)
 	if got.N != want.N || len(got.Rows) != len(want.Rows) || (len(got.Rows) > 0 && !reflect.DeepEqual(got.Rows, want.Rows)) {
 		t.Fatalf("records %d, rows\n%+v\nion-go: records %d, rows\n%+v", got.N, got.Rows, want.N, want.Rows)
+	}
+}
+
+func checkResult(t *testing.T, m *mapping.Mapping, res SegResult) {
+	t.Helper()
+	b := merge.NewBatch(m)
+	for _, r := range res.Rows {
+		if len(r.Vals) != len(m.Cols) || r.Key == "" || r.Version == 0 {
+			t.Fatalf("bad row %+v", r)
+		}
+		if err := b.Add(r); err != nil {
+			var re *change.RecordError
+			// The merge's own refusals: equal versions that differ, and
+			// events that contradict each other (two lsn_commit values in a
+			// transaction, a commit floor going down, a floor tie out of
+			// LSN order) or a key change it cannot follow.
+			if !errors.As(err, &re) || !(errors.Is(err, change.ErrConflict) || errors.Is(err, change.ErrContradiction) || errors.Is(err, change.ErrKeyChange)) {
+				t.Fatalf("merge error %T %v", err, err)
+			}
+		}
+		_ = change.AppendJSON(nil, m, &r)
+	}
+	if res.Err != nil {
+		var re *change.RecordError
+		if !errors.As(res.Err, &re) || re.Record < 1 || re.Err == nil {
+			t.Fatalf("error %T %v does not name a record", res.Err, res.Err)
+		}
+		_ = res.Err.Error()
 	}
 }
 
@@ -131,40 +161,12 @@ func sameBatches(t *testing.T, got, want *merge.Batch) {
 	}
 }
 
-func checkResult(t *testing.T, m *mapping.Mapping, res decode.SegResult) {
-	t.Helper()
-	b := merge.NewBatch(m)
-	for _, r := range res.Rows {
-		if len(r.Vals) != len(m.Cols) || r.Key == "" || r.Version == 0 {
-			t.Fatalf("bad row %+v", r)
-		}
-		if err := b.Add(r); err != nil {
-			var re *change.RecordError
-			// The merge's own refusals: equal versions that differ, and
-			// events that contradict each other (two lsn_commit values in a
-			// transaction, a commit floor going down, a floor tie out of
-			// LSN order) or a key change it cannot follow.
-			if !errors.As(err, &re) || !(errors.Is(err, change.ErrConflict) || errors.Is(err, change.ErrContradiction) || errors.Is(err, change.ErrKeyChange)) {
-				t.Fatalf("merge error %T %v", err, err)
-			}
-		}
-		_ = change.AppendJSON(nil, m, &r)
-	}
-	if res.Err != nil {
-		var re *change.RecordError
-		if !errors.As(res.Err, &re) || re.Record < 1 || re.Err == nil {
-			t.Fatalf("error %T %v does not name a record", res.Err, res.Err)
-		}
-		_ = res.Err.Error()
-	}
-}
-
 // seedFiles are the committed batch files: the fixtures, and the Debezium
 // harness's real batches under testdata/debezium when present.
 func seedFiles(t testing.TB) []string {
 	t.Helper()
 	var paths []string
-	for _, pattern := range []string{"testdata/*.ion", "testdata/debezium/*/*.ion"} {
+	for _, pattern := range []string{"../testdata/*.ion", "../testdata/debezium/*/*.ion"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)
@@ -210,4 +212,37 @@ func triggerBatch(n int) []any {
 		out = append(out, iongen.TriggerEvent(row, deleted, iongen.TriggerMetadata(op, src)))
 	}
 	return out
+}
+
+// everythingRow is a row image of the types mappings with every Debezium
+// shape: ints, a UInt64 beyond int64, a float4 widened to a double, a
+// float8, decimals (12.50), an unconstrained numeric as {scale, value}, a
+// bool, a day timestamp, a millisecond timestamp, annotated ZonedDateTime
+// and LocalDateTime strings, a UUID, nulls and a blob.
+func everythingRow(id int64, current bool) iongen.Struct {
+	two64m1 := new(big.Int).SetUint64(math.MaxUint64)
+	row := iongen.Struct{
+		{"id", id}, {"code", "A-1"},
+		{"i8", int64(-128)}, {"i16", int64(32767)}, {"i32", int64(-2147483648)},
+		{"u8", int64(255)}, {"u16", int64(65535)}, {"u32", int64(4294967295)}, {"u64", two64m1},
+		{"f32", 3.200000047683716}, {"f64", 1.0e-7},
+		{"price", iongen.Decimal("12.50")}, {"big", iongen.Decimal("123456789012345678.0123456789")},
+		{"var_num", iongen.Struct{{"scale", int64(2)}, {"value", iongen.Blob{0xFB, 0x1E}}}}, // -1250 → -12.50
+		{"flag", true}, {"day", iongen.Day(2024, 1, 15)},
+		{"at", iongen.Millis(time.Date(2024, 1, 15, 10, 30, 0, 0, time.UTC))},
+		{"uid", "6F1C7A3E-2B4D-4C8E-9F10-112233445566"},
+		{"note", nil}, {"qty", iongen.Null(0x2)}, {"payload", iongen.Blob("\x00\xffbin")},
+	}
+	if current {
+		row[16] = iongen.Field{"at", iongen.Millis(time.Date(2024, 1, 15, 10, 30, 0, 123_000_000, time.UTC))}
+		row = append(row[:17], append(iongen.Struct{
+			{"zoned", iongen.Annotated{"ZonedDateTime", "2024-01-15T10:30:00.123456Z"}},
+			{"local", iongen.Annotated{"LocalDateTime", "2024-01-15T10:30:00.654321"}},
+		}, row[17:]...)...)
+	}
+	return row
+}
+
+func everythingEvent(row iongen.Struct, lsn int64) iongen.Struct {
+	return iongen.Event(row, false, iongen.Metadata("UPDATE", iongen.Source("shop", "public", "everything", lsn, 9, "false")))
 }
