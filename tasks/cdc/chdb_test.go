@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
-	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/target"
 
@@ -154,7 +153,9 @@ func chValue(t mapping.Type, raw any) (change.Value, error) {
 		if err != nil {
 			return change.Value{}, err
 		}
-		return decode.TimeValue(tm, t)
+		// Ticks since the epoch: change.TicksTime's inverse.
+		per := t.TicksPerSecond()
+		return change.Value{N: uint64(tm.Unix()*per + int64(tm.Nanosecond())/(1_000_000_000/per))}, nil
 	case mapping.KindUUID:
 		u, err := uuid.Parse(text)
 		return change.Value{S: string(u[:])}, err

@@ -170,7 +170,8 @@ func decodeBatches(t *testing.T, scenario string, m *mapping.Mapping) []change.R
 	}
 	var rows []change.Row
 	for _, p := range paths {
-		err := decode.DecodeStream(context.Background(), p, m, func(r change.Row) error {
+		start := len(rows)
+		err := decode.Scan(context.Background(), p, m, decode.Options{Workers: 1}, func() { rows = rows[:start] }, func(r change.Row) error {
 			rows = append(rows, r)
 			return nil
 		})
