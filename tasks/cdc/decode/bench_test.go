@@ -29,15 +29,15 @@ func BenchmarkDecodeSegment(b *testing.B) {
 		seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
 		for _, dec := range []struct {
 			name string
-			new  func(*mapping.Mapping) *RecordDecoder
-		}{{"ionrec", NewRecordDecoder}, {"ion-go", NewIonDecoder}} {
+			new  func(*mapping.Mapping) *recordDecoder
+		}{{"ionrec", newRecordDecoder}, {"ion-go", newIonDecoder}} {
 			b.Run(f.name+"/"+dec.name, func(b *testing.B) {
 				d := dec.new(m)
 				b.SetBytes(int64(len(data)))
 				cpu := cpuTime()
 				for b.Loop() {
-					if res := DecodeSegment(d, seg, f.binary); res.Err != nil || res.N != benchEvents {
-						b.Fatal(res.N, res.Err)
+					if res := decodeSegment(d, seg, f.binary); res.err != nil || res.n != benchEvents {
+						b.Fatal(res.n, res.err)
 					}
 				}
 				reportEvents(b, cpu)

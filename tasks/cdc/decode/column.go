@@ -276,7 +276,7 @@ func dateTimeValue(s *ionrec.Scalar, t mapping.Type) (change.Value, error) {
 	default:
 		return change.Value{}, wrongType(t, s.Type)
 	}
-	return TimeValue(tm, t)
+	return timeValue(tm, t)
 }
 
 // UUID: a string holding a UUID.
@@ -666,9 +666,9 @@ func inZone(s string, wall time.Time, loc *time.Location) (time.Time, error) {
 		s, loc, strings.Join(at, " or "))
 }
 
-// TimeValue converts an instant to a DateTime (seconds) or DateTime64
+// timeValue converts an instant to a DateTime (seconds) or DateTime64
 // (ticks) value, refusing sub-tick digits and out-of-range instants.
-func TimeValue(tm time.Time, t mapping.Type) (change.Value, error) {
+func timeValue(tm time.Time, t mapping.Type) (change.Value, error) {
 	sec, nsec := tm.Unix(), int64(tm.Nanosecond())
 	if t.Kind == mapping.KindDateTime {
 		if nsec != 0 {

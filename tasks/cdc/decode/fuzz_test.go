@@ -62,9 +62,9 @@ func FuzzDecode(f *testing.F) {
 		for _, m := range []*mapping.Mapping{orders, types} {
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}) + 1)}
 			sameResults(t, m, located(m, Options{}, seg, false), located(m, Options{IonOnly: true}, seg, false))
-			sameResults(t, m, DecodeLines(NewRecordDecoder(m), seg), DecodeLines(NewIonDecoder(m), seg))
+			sameResults(t, m, decodeLines(newRecordDecoder(m), seg), decodeLines(newIonDecoder(m), seg))
 			_ = batchfile.NewSplitter(0).Binary(bytes.NewReader(data), func(s *batchfile.Segment) error {
-				sameResults(t, m, DecodeSegment(NewRecordDecoder(m), s, true), DecodeSegment(NewIonDecoder(m), s, true))
+				sameResults(t, m, decodeSegment(newRecordDecoder(m), s, true), decodeSegment(newIonDecoder(m), s, true))
 				return nil
 			})
 			got, gerr := decodeFileWith(context.Background(), path, m, decodeOptions{workers: 2})
@@ -79,27 +79,27 @@ func FuzzDecode(f *testing.F) {
 
 // located decodes a segment as a worker and the merge do: a text refusal
 // not yet located by line is located by decodeLines.
-func located(m *mapping.Mapping, opts Options, s *batchfile.Segment, binary bool) SegResult {
-	res := DecodeSegment(opts.Decoder(m), s, binary)
-	if res.Err != nil && !binary && !res.Lined {
-		res = DecodeLines(opts.Decoder(m), s)
+func located(m *mapping.Mapping, opts Options, s *batchfile.Segment, binary bool) segResult {
+	res := decodeSegment(opts.decoder(m), s, binary)
+	if res.err != nil && !binary && !res.lined {
+		res = decodeLines(opts.decoder(m), s)
 	}
 	return res
 }
 
-func sameResults(t *testing.T, m *mapping.Mapping, got, want SegResult) {
+func sameResults(t *testing.T, m *mapping.Mapping, got, want segResult) {
 	t.Helper()
 	checkResult(t, m, got)
-	sameErrors(t, got.Err, want.Err)
-	if got.N != want.N || len(got.Rows) != len(want.Rows) || (len(got.Rows) > 0 && !reflect.DeepEqual(got.Rows, want.Rows)) {
-		t.Fatalf("records %d, rows\n%+v\nion-go: records %d, rows\n%+v", got.N, got.Rows, want.N, want.Rows)
+	sameErrors(t, got.err, want.err)
+	if got.n != want.n || len(got.rows) != len(want.rows) || (len(got.rows) > 0 && !reflect.DeepEqual(got.rows, want.rows)) {
+		t.Fatalf("records %d, rows\n%+v\nion-go: records %d, rows\n%+v", got.n, got.rows, want.n, want.rows)
 	}
 }
 
-func checkResult(t *testing.T, m *mapping.Mapping, res SegResult) {
+func checkResult(t *testing.T, m *mapping.Mapping, res segResult) {
 	t.Helper()
 	b := merge.NewBatch(m)
-	for _, r := range res.Rows {
+	for _, r := range res.rows {
 		if len(r.Vals) != len(m.Cols) || r.Key == "" || r.Version == 0 {
 			t.Fatalf("bad row %+v", r)
 		}
@@ -115,12 +115,12 @@ func checkResult(t *testing.T, m *mapping.Mapping, res SegResult) {
 		}
 		_ = change.AppendJSON(nil, m, &r)
 	}
-	if res.Err != nil {
+	if res.err != nil {
 		var re *change.RecordError
-		if !errors.As(res.Err, &re) || re.Record < 1 || re.Err == nil {
-			t.Fatalf("error %T %v does not name a record", res.Err, res.Err)
+		if !errors.As(res.err, &re) || re.Record < 1 || re.Err == nil {
+			t.Fatalf("error %T %v does not name a record", res.err, res.err)
 		}
-		_ = res.Err.Error()
+		_ = res.err.Error()
 	}
 }
 

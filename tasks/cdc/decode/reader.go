@@ -23,13 +23,13 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/internal/ionrec"
 )
 
-// SegResult is what the decode of one segment gave: its rows, or the
+// segResult is what the decode of one segment gave: its rows, or the
 // refusal of the record that stopped it.
-type SegResult struct {
-	Rows  []change.Row // local record numbers (1-based within the segment)
-	N     int64        // records decoded, including the failing one
-	Err   error        // *RecordError with local record numbers, or nil
-	Lined bool         // decoded line by line (a refusal names its line)
+type segResult struct {
+	rows  []change.Row // local record numbers (1-based within the segment)
+	n     int64        // records decoded, including the failing one
+	err   error        // *RecordError with local record numbers, or nil
+	lined bool         // decoded line by line (a refusal names its line)
 }
 
 // Options say how Scan reads a batch.
@@ -41,13 +41,13 @@ type Options struct {
 	IonOnly bool
 }
 
-// Decoder is a record decoder of m as o asks: ion-go's alone (IonOnly),
+// decoder is a record decoder of m as o asks: ion-go's alone (IonOnly),
 // or the fast reader with ion-go for what it cannot read.
-func (o Options) Decoder(m *mapping.Mapping) *RecordDecoder {
+func (o Options) decoder(m *mapping.Mapping) *recordDecoder {
 	if o.IonOnly {
-		return NewIonDecoder(m)
+		return newIonDecoder(m)
 	}
-	return NewRecordDecoder(m)
+	return newRecordDecoder(m)
 }
 
 // utf8BOM is the byte order mark some editors put at the start of a text
@@ -71,7 +71,7 @@ func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, re
 	}
 	binary := batchfile.IsBinary(head[:n])
 
-	perr := DecodeSegments(ctx, path, m, opts, binary, sink)
+	perr := decodeSegments(ctx, path, m, opts, binary, sink)
 	if perr == nil {
 		return nil
 	}
@@ -82,7 +82,7 @@ func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, re
 	// Text that failed to parse line by line may still be valid Ion whose
 	// values span lines; binary without markers to cut at is one stream.
 	reset()
-	serr := DecodeStream(ctx, path, m, sink)
+	serr := decodeStream(ctx, path, m, sink)
 	if serr == nil || fallback || !errors.Is(serr, change.ErrMalformed) {
 		return serr
 	}
@@ -95,10 +95,10 @@ func Scan(ctx context.Context, path string, m *mapping.Mapping, opts Options, re
 	return perr
 }
 
-// DecodeSegments runs the splitter, the workers and the in-order merge. It
+// decodeSegments runs the splitter, the workers and the in-order merge. It
 // returns only once the splitter and every worker have stopped, so a
 // fallback that decodes the file again never runs beside them.
-func DecodeSegments(parent context.Context, path string, m *mapping.Mapping, opts Options, binary bool, sink func(change.Row) error) error {
+func decodeSegments(parent context.Context, path string, m *mapping.Mapping, opts Options, binary bool, sink func(change.Row) error) error {
 	workers := max(opts.Workers, 1)
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -118,7 +118,7 @@ func DecodeSegments(parent context.Context, path string, m *mapping.Mapping, opt
 		defer close(order)
 		defer close(jobs)
 		emit := func(s *batchfile.Segment) error {
-			j := segJob{seg: s, out: make(chan SegResult, 1)}
+			j := segJob{seg: s, out: make(chan segResult, 1)}
 			select {
 			case order <- j:
 			case <-gctx.Done():
@@ -138,14 +138,14 @@ func DecodeSegments(parent context.Context, path string, m *mapping.Mapping, opt
 	})
 	for range workers {
 		g.Go(func() error {
-			d := opts.Decoder(m)
+			d := opts.decoder(m)
 			for j := range jobs {
-				j.out <- DecodeSegment(d, j.seg, binary)
+				j.out <- decodeSegment(d, j.seg, binary)
 			}
 			return nil
 		})
 	}
-	merr := mergeSegments(ctx, opts.Decoder, m, order, binary, sink, split.Recycle)
+	merr := mergeSegments(ctx, opts.decoder, m, order, binary, sink, split.Recycle)
 	cancel()
 	for range order { // unblock the splitter
 	}
@@ -162,60 +162,60 @@ func DecodeSegments(parent context.Context, path string, m *mapping.Mapping, opt
 // segJob is one segment on its way through a worker; out receives its result.
 type segJob struct {
 	seg *batchfile.Segment
-	out chan SegResult
+	out chan segResult
 }
 
 // mergeSegments hands the rows of each segment to sink in file order,
 // numbering records across segments, until order closes or a refusal.
 // Each merged segment goes to done (no row refers to its bytes).
-func mergeSegments(ctx context.Context, newDecoder func(*mapping.Mapping) *RecordDecoder, m *mapping.Mapping, order <-chan segJob, binary bool,
+func mergeSegments(ctx context.Context, newDecoder func(*mapping.Mapping) *recordDecoder, m *mapping.Mapping, order <-chan segJob, binary bool,
 	sink func(change.Row) error, done func(*batchfile.Segment)) error {
 	var base int64
 	for j := range order {
-		var res SegResult
+		var res segResult
 		select {
 		case res = <-j.out:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if res.Err != nil && !binary && !res.Lined {
+		if res.err != nil && !binary && !res.lined {
 			// Locate the failure by line: decode the segment line by line.
-			res = DecodeLines(newDecoder(m), j.seg)
+			res = decodeLines(newDecoder(m), j.seg)
 		}
-		for i := range res.Rows {
-			r := res.Rows[i]
+		for i := range res.rows {
+			r := res.rows[i]
 			local := r.Record
 			r.Record += base
 			if err := sink(r); err != nil {
 				var re *change.RecordError
 				if errors.As(err, &re) && !binary {
-					re.Line = j.seg.LineOf(local, res.N)
+					re.Line = j.seg.LineOf(local, res.n)
 				}
 				return err
 			}
 		}
-		if res.Err != nil {
+		if res.err != nil {
 			var re *change.RecordError
-			if errors.As(res.Err, &re) && re.Record > 0 {
+			if errors.As(res.err, &re) && re.Record > 0 {
 				re.Record += base
 			}
-			return res.Err
+			return res.err
 		}
-		base += res.N
+		base += res.n
 		done(j.seg)
 	}
 	return nil
 }
 
-// DecodeSegment decodes a segment: record by record with the fast reader
+// decodeSegment decodes a segment: record by record with the fast reader
 // (ionrec) where the records have the shapes Kestra writes, with ion-go
 // for the rest; binary says which form the file is in (a text segment is
 // never read as binary). Binary Ion goes chunk by chunk (a version marker
 // and what follows it up to the next); a chunk ionrec cannot read is read
 // by ion-go from its version marker on. Text goes line by line (as
-// DecodeLines); when a line may depend on its neighbours, the segment is
+// decodeLines); when a line may depend on its neighbours, the segment is
 // read as one ion-go stream instead.
-func DecodeSegment(d *RecordDecoder, s *batchfile.Segment, binary bool) SegResult {
+func decodeSegment(d *recordDecoder, s *batchfile.Segment, binary bool) segResult {
 	switch {
 	case d.fast != nil && binary && batchfile.IsBinary(s.Data):
 		return d.binarySegment(s)
@@ -224,61 +224,61 @@ func DecodeSegment(d *RecordDecoder, s *batchfile.Segment, binary bool) SegResul
 			return res
 		}
 	}
-	var res SegResult
+	var res segResult
 	if err := res.decodeIon(d, s.Data, s.Offset, binary); err != nil {
-		res.Err = err
+		res.err = err
 		return res
 	}
 	if s.Bad != nil {
-		res.N++
-		res.Err = badRecord(res.N, s.Bad)
+		res.n++
+		res.err = badRecord(res.n, s.Bad)
 	}
 	return res
 }
 
 // binarySegment decodes a binary segment chunk by chunk with the fast
 // reader, handing a chunk it cannot read to ion-go.
-func (d *RecordDecoder) binarySegment(s *batchfile.Segment) SegResult {
+func (d *recordDecoder) binarySegment(s *batchfile.Segment) segResult {
 	// Kestra writes a version marker before each record.
-	res := SegResult{Rows: make([]change.Row, 0, bytes.Count(s.Data, batchfile.IVM))}
+	res := segResult{rows: make([]change.Row, 0, bytes.Count(s.Data, batchfile.IVM))}
 	for off := 0; off < len(s.Data); {
 		n := ionrec.NextChunk(s.Data[off:])
 		chunk := s.Data[off : off+n]
-		rows, recs := len(res.Rows), res.N
+		rows, recs := len(res.rows), res.n
 		err := d.fast.Binary(chunk, &d.rec.Record, func(*ionrec.Record) error {
-			row, err := d.finishFast(res.N + 1)
+			row, err := d.finishFast(res.n + 1)
 			if err != nil {
 				return err
 			}
-			res.N++
-			res.Rows = append(res.Rows, row)
+			res.n++
+			res.rows = append(res.rows, row)
 			return nil
 		})
 		switch {
 		case errors.Is(err, ionrec.ErrFallback):
-			d.Fallbacks++
-			res.Rows, res.N = res.Rows[:rows], recs
+			d.fallbacks++
+			res.rows, res.n = res.rows[:rows], recs
 			if err := res.decodeIon(d, chunk, s.Offset+int64(off), true); err != nil {
-				res.Err = err
+				res.err = err
 				return res
 			}
 		case err != nil:
-			res.N++
-			res.Err = err
+			res.n++
+			res.err = err
 			return res
 		}
 		off += n
 	}
 	if s.Bad != nil {
-		res.N++
-		res.Err = badRecord(res.N, s.Bad)
+		res.n++
+		res.err = badRecord(res.n, s.Bad)
 	}
 	return res
 }
 
 // finishFast checks the record the fast reader just read, unless ion-go
 // must read it (ErrFallback).
-func (d *RecordDecoder) finishFast(rec int64) (change.Row, error) {
+func (d *recordDecoder) finishFast(rec int64) (change.Row, error) {
 	d.rec.dup = ""
 	clear(d.rec.errs)
 	if d.needsIon(d.rec) {
@@ -289,7 +289,7 @@ func (d *RecordDecoder) finishFast(rec int64) (change.Row, error) {
 
 // decodeIon decodes data, at offset base in the file, as one ion-go
 // stream, appending to res; it returns the first refusal, located.
-func (res *SegResult) decodeIon(d *RecordDecoder, data []byte, base int64, binary bool) error {
+func (res *segResult) decodeIon(d *recordDecoder, data []byte, base int64, binary bool) error {
 	r := ion.NewReaderBytes(data)
 	if !binary {
 		r = textReader(data)
@@ -298,8 +298,8 @@ func (res *SegResult) decodeIon(d *RecordDecoder, data []byte, base int64, binar
 		return locate(err, base)
 	}
 	if err := r.Err(); err != nil {
-		res.N++
-		return &change.RecordError{Record: res.N, Offset: ionOffset(err, base), Err: malformedValue(adjustOffset(err, base))}
+		res.n++
+		return &change.RecordError{Record: res.n, Offset: ionOffset(err, base), Err: malformedValue(adjustOffset(err, base))}
 	}
 	return nil
 }
@@ -307,17 +307,17 @@ func (res *SegResult) decodeIon(d *RecordDecoder, data []byte, base int64, binar
 // decodeAll decodes every value r yields (version markers skipped) and
 // appends the rows to res, counting records; it stops at the first
 // refusal and returns it unlocated. The caller checks r.Err.
-func (res *SegResult) decodeAll(d *RecordDecoder, r ion.Reader) error {
+func (res *segResult) decodeAll(d *recordDecoder, r ion.Reader) error {
 	for r.Next() {
 		if isVersionSymbol(r) {
 			continue
 		}
-		res.N++
-		row, err := d.decode(r, res.N)
+		res.n++
+		row, err := d.decode(r, res.n)
 		if err != nil {
 			return err
 		}
-		res.Rows = append(res.Rows, row)
+		res.rows = append(res.rows, row)
 	}
 	return nil
 }
@@ -337,10 +337,10 @@ func textReader(data []byte) ion.Reader {
 	return &mendedReader{Reader: ion.NewReaderBytes(fixed), text: func() io.Reader { return bytes.NewReader(data) }}
 }
 
-// DecodeLines decodes a text segment line by line, which pins a truncated
+// decodeLines decodes a text segment line by line, which pins a truncated
 // or garbled record to its line (a stream parse reads a truncated line into
 // the next ones).
-func DecodeLines(d *RecordDecoder, s *batchfile.Segment) SegResult {
+func decodeLines(d *recordDecoder, s *batchfile.Segment) segResult {
 	res, _ := d.lines(s, false)
 	return res
 }
@@ -350,9 +350,9 @@ func DecodeLines(d *RecordDecoder, s *batchfile.Segment) SegResult {
 // depend on its neighbours (a long string, a block comment, a symbol table
 // or version marker, or a line ion-go cannot read alone, such as part of a
 // value spanning lines); with stopAtOdd, lines stops there.
-func (d *RecordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res SegResult, odd bool) {
-	res.Lined = true
-	res.Rows = make([]change.Row, 0, s.Lines)
+func (d *recordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res segResult, odd bool) {
+	res.lined = true
+	res.rows = make([]change.Row, 0, s.Lines)
 	data := s.Data
 	var off int64
 	line := s.FirstLine
@@ -375,22 +375,22 @@ func (d *RecordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res SegResu
 			err := d.fast.Text(text, &d.rec.Record)
 			if err == nil {
 				var r change.Row
-				if r, err = d.finishFast(res.N + 1); err == nil {
-					res.N++
-					res.Rows = append(res.Rows, r)
+				if r, err = d.finishFast(res.n + 1); err == nil {
+					res.n++
+					res.rows = append(res.rows, r)
 					continue
 				}
 			}
 			if !errors.Is(err, ionrec.ErrFallback) {
-				res.N++
+				res.n++
 				var re *change.RecordError
 				if errors.As(err, &re) {
 					re.Line = lineNo
 				}
-				res.Err = err
+				res.err = err
 				return res, odd
 			}
-			d.Fallbacks++
+			d.fallbacks++
 			if hazard(text) {
 				odd = true
 				if stopAtOdd {
@@ -404,13 +404,13 @@ func (d *RecordDecoder) lines(s *batchfile.Segment, stopAtOdd bool) (res SegResu
 			if errors.As(err, &re) {
 				re.Line = lineNo
 			}
-			res.Err = locate(err, s.Offset+start)
+			res.err = locate(err, s.Offset+start)
 			return res, odd
 		}
 		if err := r.Err(); err != nil {
-			res.N++
+			res.n++
 			abs := s.Offset + start
-			res.Err = &change.RecordError{Record: res.N, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
+			res.err = &change.RecordError{Record: res.n, Line: lineNo, Offset: ionOffset(err, abs), Err: malformedValue(adjustOffset(err, abs))}
 			return res, odd || d.fast != nil
 		}
 	}
@@ -424,8 +424,8 @@ func hazard(text []byte) bool {
 	return bytes.Contains(text, []byte("'''")) || bytes.Contains(text, []byte("/*")) || bytes.Contains(text, []byte("$ion"))
 }
 
-// DecodeStream decodes the whole file as one Ion stream, sequentially.
-func DecodeStream(ctx context.Context, path string, m *mapping.Mapping, sink func(change.Row) error) error {
+// decodeStream decodes the whole file as one Ion stream, sequentially.
+func decodeStream(ctx context.Context, path string, m *mapping.Mapping, sink func(change.Row) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open batch file: %w", err)
@@ -458,7 +458,7 @@ func DecodeStream(ctx context.Context, path string, m *mapping.Mapping, sink fun
 		r = &mendedReader{Reader: ion.NewReader(bufio.NewReaderSize(ionesc.NewReader(in), 1<<20)),
 			text: func() io.Reader { return io.NewSectionReader(f, 0, math.MaxInt64) }}
 	}
-	d := NewRecordDecoder(m)
+	d := newRecordDecoder(m)
 	var rec int64
 	for r.Next() {
 		if isVersionSymbol(r) {

@@ -47,7 +47,7 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			stream := merge.NewBatch(m)
-			if err := DecodeStream(context.Background(), path, m, stream.Add); err != nil {
+			if err := decodeStream(context.Background(), path, m, stream.Add); err != nil {
 				t.Fatal(err)
 			}
 			if one.Events != 12000 || one.Len() != 5000 {
@@ -62,7 +62,7 @@ func TestDecodeSegmentsMatchStream(t *testing.T) {
 			bad[10500] = orderEvent(77, int64(1), int64(2), strings.Repeat("x", 40), int64(5), false)
 			badPath := writeFile(t, "bad.ion", encode(t, f.binary, bad...))
 			_, err1 := decodeFile(context.Background(), badPath, m, 3)
-			err2 := DecodeStream(context.Background(), badPath, m, merge.NewBatch(m).Add)
+			err2 := decodeStream(context.Background(), badPath, m, merge.NewBatch(m).Add)
 			var re1, re2 *change.RecordError
 			if !errors.As(err1, &re1) || !errors.As(err2, &re2) || re1.Record != 10501 || re2.Record != 10501 {
 				t.Fatalf("segment error %v, stream error %v; want record 10501", err1, err2)
@@ -89,7 +89,7 @@ func TestDecodeSegmentsStopsItsGoroutines(t *testing.T) {
 			path := writeFile(t, "changes.ion", encode(t, f.binary, events...))
 			before := runtime.NumGoroutine()
 			refuse := errors.New("stop at the first row")
-			err := DecodeSegments(context.Background(), path, m, Options{Workers: 4}, f.binary, func(change.Row) error { return refuse })
+			err := decodeSegments(context.Background(), path, m, Options{Workers: 4}, f.binary, func(change.Row) error { return refuse })
 			if !errors.Is(err, refuse) {
 				t.Fatalf("err = %v", err)
 			}
@@ -116,16 +116,16 @@ func TestTriggerShapesDecodeFast(t *testing.T) {
 	for _, f := range forms() {
 		t.Run(f.name, func(t *testing.T) {
 			data := encode(t, f.binary, triggerBatch(3000)...)
-			d := NewRecordDecoder(m)
+			d := newRecordDecoder(m)
 			seg := &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}
-			res := DecodeSegment(d, seg, f.binary)
-			if res.Err != nil || res.N != 3000 {
-				t.Fatalf("%d records, %v", res.N, res.Err)
+			res := decodeSegment(d, seg, f.binary)
+			if res.err != nil || res.n != 3000 {
+				t.Fatalf("%d records, %v", res.n, res.err)
 			}
-			if d.Fallbacks != 0 {
-				t.Errorf("%d records went to ion-go", d.Fallbacks)
+			if d.fallbacks != 0 {
+				t.Errorf("%d records went to ion-go", d.fallbacks)
 			}
-			last := res.Rows[len(res.Rows)-1].Meta
+			last := res.rows[len(res.rows)-1].Meta
 			last.Sum = 0
 			lsn := uint64(24023128 + 56*2999) // its transaction's lsn_commit is its first event's LSN - 56 (triggerBatch)
 			if want := (change.Meta{Op: "UPDATE", TxID: 770 + 2999/4, TxIDSet: true, DeletedSet: true, LSN: lsn, Commit: uint64(24023128 + 56*(2999/4*4) - 56), CommitSet: true, Sequenced: true, Snapshot: "false"}); last != want {
@@ -166,12 +166,12 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 				name := filepath.Join(dir, ev.Batch+"."+f.name+".ion")
 				t.Run(name, func(t *testing.T) {
 					data := testenv.ReadFile(t, name)
-					d := NewRecordDecoder(m)
-					res := DecodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
-					if res.Err == nil && len(res.Rows) != len(ev.Changes) {
-						t.Fatalf("%d records, the manifest lists %d changes", len(res.Rows), len(ev.Changes))
+					d := newRecordDecoder(m)
+					res := decodeSegment(d, &batchfile.Segment{Data: data, FirstLine: 1, Lines: int64(bytes.Count(data, []byte{'\n'}))}, f.binary)
+					if res.err == nil && len(res.rows) != len(ev.Changes) {
+						t.Fatalf("%d records, the manifest lists %d changes", len(res.rows), len(ev.Changes))
 					}
-					for i, r := range res.Rows {
+					for i, r := range res.rows {
 						c := r.Meta
 						// The snapshot marker is not kept (a READ without lsn_commit is a
 						// snapshot row, order.go); the sequence is kept parsed.
@@ -185,8 +185,8 @@ func TestRealBatchesDecodeFast(t *testing.T) {
 							t.Errorf("record %d: %s (txId set %v, deleted set %v), the manifest says %s", i+1, got, c.TxIDSet, c.DeletedSet, ev.Changes[i])
 						}
 					}
-					if d.Fallbacks > 0 {
-						t.Errorf("%d records went to ion-go", d.Fallbacks)
+					if d.fallbacks > 0 {
+						t.Errorf("%d records went to ion-go", d.fallbacks)
 					}
 				})
 			}

@@ -81,10 +81,10 @@ func (r *record) meta(m *mapping.Mapping) *ionrec.Scalar    { return &r.Fields[0
 func (r *record) metaField(i int) *ionrec.Scalar            { return &r.Fields[1][i] }
 func (r *record) source(i int) *ionrec.Scalar               { return &r.Fields[2][i] }
 
-// RecordDecoder turns change events into canonical rows, applying the
+// recordDecoder turns change events into canonical rows, applying the
 // seed's prepare_batch checks generalised by the mapping. It is not safe
 // for concurrent use; each worker has its own.
-type RecordDecoder struct {
+type recordDecoder struct {
 	m     *mapping.Mapping
 	shape ionrec.Shape
 	// fast reads the shapes Kestra writes; nil reads every record with
@@ -93,15 +93,15 @@ type RecordDecoder struct {
 	rec    *record
 	keyBuf []byte
 	sumBuf []byte // eventSum's scratch
-	// Fallbacks counts the runs of records the fast reader left to ion-go.
-	Fallbacks int
+	// fallbacks counts the runs of records the fast reader left to ion-go.
+	fallbacks int
 	// slab is where rows' values come from, a thousand rows at a time (a
 	// batch keeps a copy of the rows it keeps).
 	slab []change.Value
 }
 
 // newVals returns a zeroed slice of one row's values.
-func (d *RecordDecoder) newVals() []change.Value {
+func (d *recordDecoder) newVals() []change.Value {
 	n := len(d.m.Cols)
 	if len(d.slab) < n {
 		d.slab = make([]change.Value, 1024*n)
@@ -111,17 +111,17 @@ func (d *RecordDecoder) newVals() []change.Value {
 	return vals
 }
 
-// NewRecordDecoder returns a decoder that reads records with the fast
+// newRecordDecoder returns a decoder that reads records with the fast
 // reader (internal/ionrec), and with ion-go what that cannot read.
-func NewRecordDecoder(m *mapping.Mapping) *RecordDecoder {
-	d := NewIonDecoder(m)
+func newRecordDecoder(m *mapping.Mapping) *recordDecoder {
+	d := newIonDecoder(m)
 	d.fast = ionrec.NewReader(d.shape)
 	return d
 }
 
-// NewIonDecoder returns a decoder that reads every record with ion-go.
-func NewIonDecoder(m *mapping.Mapping) *RecordDecoder {
-	d := &RecordDecoder{m: m, shape: shapeOf(m)}
+// newIonDecoder returns a decoder that reads every record with ion-go.
+func newIonDecoder(m *mapping.Mapping) *recordDecoder {
+	d := &recordDecoder{m: m, shape: shapeOf(m)}
 	d.rec = newRecord(m, &d.shape)
 	return d
 }
@@ -129,7 +129,7 @@ func NewIonDecoder(m *mapping.Mapping) *RecordDecoder {
 // decode reads the event the ion-go reader is positioned on and checks it.
 // rec is its 1-based record number. A refusal is a *RecordError wrapping a
 // sentinel; it carries the key and LSN whenever they could be read.
-func (d *RecordDecoder) decode(r ion.Reader, rec int64) (change.Row, error) {
+func (d *recordDecoder) decode(r ion.Reader, rec int64) (change.Row, error) {
 	if col, err := d.readIon(r, d.rec); err != nil {
 		return change.Row{}, &change.RecordError{Record: rec, Offset: -1, Column: col, Err: err}
 	}
@@ -139,7 +139,7 @@ func (d *RecordDecoder) decode(r ion.Reader, rec int64) (change.Row, error) {
 // readIon reads the event the reader is on into rec: the mapped columns,
 // the delete marker and metadata (readMetadata). Malformed input stops it
 // at once (with the field at fault); other problems are left to finish.
-func (d *RecordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
+func (d *recordDecoder) readIon(r ion.Reader, rec *record) (string, error) {
 	m := d.m
 	if r.Type() != ion.StructType || r.IsNull() {
 		return "", fmt.Errorf("%w: got %s (each record is one struct: the row's columns, deleted and metadata)", change.ErrNotStruct, describeIon(r))
@@ -305,7 +305,7 @@ func textIs(s *ionrec.Scalar, want string) bool { return isText(s) && string(s.B
 // columns, metadata, the source table, the LSN, a truncate, the key, the
 // delete marker, then the values) and returns its row. rec is the record's
 // 1-based number.
-func (d *RecordDecoder) finish(r *record, rec int64) (change.Row, error) {
+func (d *recordDecoder) finish(r *record, rec int64) (change.Row, error) {
 	m := d.m
 	vals := d.newVals()
 	errs := r.errs
@@ -480,7 +480,7 @@ func changeOf(r *record, del *ionrec.Scalar, lsn uint64) (_ change.Meta, field s
 		c.Snapshot = intern(s.Bytes)
 	}
 	if s := r.source(srcSequence); isText(s) {
-		if commit, commitSet, seqLSN, seqLSNSet, ok := SequenceOf(string(s.Bytes)); ok {
+		if commit, commitSet, seqLSN, seqLSNSet, ok := sequenceOf(string(s.Bytes)); ok {
 			c.Commit, c.CommitSet, c.Sequenced = commit, commitSet, true
 			if err := checkSequence(s.Bytes, lsn, commit, commitSet, seqLSN, seqLSNSet); err != nil {
 				return c, ".source.sequence", err
@@ -525,7 +525,7 @@ func intern(b []byte) string {
 // column (or a numeric held as text) holding a struct that is not exactly
 // Debezium's {scale, value} (ionrec keeps only that one), whose refusal
 // readVariableScale words.
-func (d *RecordDecoder) needsIon(r *record) bool {
+func (d *recordDecoder) needsIon(r *record) bool {
 	for i := range d.m.Cols {
 		if s := r.col(i); s.Type == ion.StructType && !s.Null && !s.VarScale && d.m.Cols[i].TakesVarScale() {
 			return true
@@ -566,7 +566,7 @@ func contradiction(m *mapping.Mapping, op *ionrec.Scalar, deleted bool) error {
 // truncateRow is a TRUNCATE event: no row columns, deleted true (or
 // absent). Its row has no key; the batch deletes every key older than it
 // (batch.go).
-func (d *RecordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse func(string, error) (change.Row, error)) (change.Row, error) {
+func (d *recordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse func(string, error) (change.Row, error)) (change.Row, error) {
 	m := d.m
 	for i := range m.Cols {
 		if r.col(i).Type != ion.NoType {
@@ -590,7 +590,7 @@ func (d *RecordDecoder) truncateRow(r *record, rec int64, lsn uint64, refuse fun
 // when every column but the key holds its zero value or NULL (what REPLICA
 // IDENTITY DEFAULT sends: nothing but the key is known). Columns it could
 // not convert are left zero.
-func (d *RecordDecoder) beforeImage(r *record, vals []change.Value) bool {
+func (d *recordDecoder) beforeImage(r *record, vals []change.Value) bool {
 	m := d.m
 	informative, ok := false, true
 	for i := range m.Cols {

@@ -8,11 +8,11 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 )
 
-// SequenceOf parses metadata.source.sequence, a JSON array of two
+// sequenceOf parses metadata.source.sequence, a JSON array of two
 // strings or nulls as Debezium writes it (["50024136744","50024136840"],
 // [null,"51884231336"]). ok is false for anything else (a hand-made batch):
 // the sequence is then not used.
-func SequenceOf(s string) (commit uint64, commitSet bool, lsn uint64, lsnSet bool, ok bool) {
+func sequenceOf(s string) (commit uint64, commitSet bool, lsn uint64, lsnSet bool, ok bool) {
 	p := 0
 	space := func() {
 		for p < len(s) && (s[p] == ' ' || s[p] == '\t') {

@@ -26,7 +26,7 @@ func TestSequenceOf(t *testing.T) {
 		{`[1,2]`, 0, 0, false, false, false},
 		{``, 0, 0, false, false, false},
 	} {
-		c, cs, l, ls, ok := SequenceOf(tc.in)
+		c, cs, l, ls, ok := sequenceOf(tc.in)
 		if ok != tc.ok || (ok && (c != tc.commit || cs != tc.commitSet || l != tc.lsn || ls != tc.lsnSet)) {
 			t.Errorf("sequenceOf(%q) = %d %v %d %v %v", tc.in, c, cs, l, ls, ok)
 		}
@@ -38,7 +38,7 @@ func FuzzSequenceOf(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c, cs, l, ls, ok := SequenceOf(s)
+		c, cs, l, ls, ok := sequenceOf(s)
 		if !ok {
 			return
 		}
@@ -50,7 +50,7 @@ func FuzzSequenceOf(f *testing.F) {
 			return fmt.Sprintf("%q", fmt.Sprint(n))
 		}
 		back := "[" + elem(c, cs) + "," + elem(l, ls) + "]"
-		c2, cs2, l2, ls2, ok2 := SequenceOf(back)
+		c2, cs2, l2, ls2, ok2 := sequenceOf(back)
 		if !ok2 || c2 != c || cs2 != cs || l2 != l || ls2 != ls {
 			t.Fatalf("%q parsed to %s, which parses differently", s, back)
 		}
