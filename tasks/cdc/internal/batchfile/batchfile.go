@@ -22,8 +22,8 @@ var IVM = []byte{0xE0, 0x01, 0x00, 0xEA}
 func IsBinary(head []byte) bool { return len(head) >= 4 && bytes.Equal(head[:4], IVM) }
 
 const (
-	// SegmentSize is the size at which the splitters cut a segment.
-	SegmentSize = 1 << 20
+	// segmentSize is the size at which the splitters cut a segment.
+	segmentSize = 1 << 20
 	// MaxBinarySegment bounds a binary segment that has no version marker to
 	// cut at (a single-stream file not written by Kestra); beyond it
 	// Splitter.Binary returns ErrSequential.
@@ -67,7 +67,7 @@ func NewSplitter(buffers int) *Splitter { return &Splitter{free: make(chan []byt
 
 // Recycle hands back the buffer of seg, which nothing may use afterwards.
 func (sp *Splitter) Recycle(seg *Segment) {
-	if sp == nil || cap(seg.Data) < SegmentSize {
+	if sp == nil || cap(seg.Data) < segmentSize {
 		return
 	}
 	select {
@@ -91,8 +91,8 @@ func (sp *Splitter) buffer(capacity int) []byte {
 	return make([]byte, 0, capacity)
 }
 
-// Text cuts a text Ion file into segments of whole lines of about
-// SegmentSize.
+// Text cuts a text Ion file into segments of whole lines of about 1 MiB
+// (segmentSize).
 func (sp *Splitter) Text(f io.Reader, emit func(*Segment) error) error {
 	var carry []byte
 	var offset int64
@@ -100,7 +100,7 @@ func (sp *Splitter) Text(f io.Reader, emit func(*Segment) error) error {
 	for {
 		// A line longer than a segment doubles the buffer, so its bytes
 		// are copied a logarithmic number of times, not once per segment.
-		buf := sp.buffer(len(carry) + max(SegmentSize, len(carry)))[:len(carry)]
+		buf := sp.buffer(len(carry) + max(segmentSize, len(carry)))[:len(carry)]
 		copy(buf, carry)
 		n, err := io.ReadFull(f, buf[len(carry):cap(buf)])
 		buf = buf[:len(carry)+n]

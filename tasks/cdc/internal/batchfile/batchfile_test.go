@@ -28,7 +28,7 @@ func encode(t testing.TB, binary bool, n int) []byte {
 }
 
 // TestBinaryCutsAtMarkers: every segment but the first starts where
-// a row's version marker is, and segments hold SegmentSize or a little more.
+// a row's version marker is, and segments hold segmentSize or a little more.
 func TestBinaryCutsAtMarkers(t *testing.T) {
 	data := encode(t, true, 5000)
 	var segs []*Segment
@@ -42,7 +42,7 @@ func TestBinaryCutsAtMarkers(t *testing.T) {
 		if !IsBinary(s.Data) || s.Bad != nil {
 			t.Errorf("segment %d at %d does not start with a version marker (bad %v)", i, s.Offset, s.Bad)
 		}
-		if i < len(segs)-1 && (len(s.Data) < SegmentSize || len(s.Data) > SegmentSize+4096) {
+		if i < len(segs)-1 && (len(s.Data) < segmentSize || len(s.Data) > segmentSize+4096) {
 			t.Errorf("segment %d holds %d bytes", i, len(s.Data))
 		}
 	}

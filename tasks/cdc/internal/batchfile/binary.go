@@ -20,11 +20,11 @@ type Unframed struct {
 	Reason string
 }
 
-// FrameHeader reads the header of the top-level binary value (or version
+// frameHeader reads the header of the top-level binary value (or version
 // marker) at br without consuming it, and returns its total length in
 // bytes. bad explains a value that cannot be framed; err is io.EOF at a
 // clean end of input.
-func FrameHeader(br *bufio.Reader) (total int64, isIVM bool, bad string, err error) {
+func frameHeader(br *bufio.Reader) (total int64, isIVM bool, bad string, err error) {
 	head, err := br.Peek(1)
 	if len(head) == 0 {
 		if err == nil || errors.Is(err, io.EOF) {
@@ -101,10 +101,10 @@ func appendN(dst []byte, r io.Reader, n int64) (out []byte, short bool, err erro
 // pass MaxBinarySegment.
 func (sp *Splitter) Binary(f io.Reader, emit func(*Segment) error) error {
 	br := bufio.NewReaderSize(f, 1<<20)
-	// A segment ends at the first version marker past SegmentSize; Kestra's
+	// A segment ends at the first version marker past segmentSize; Kestra's
 	// records are small, so this capacity is rarely outgrown. What the
 	// reader holds bounds it for a small file.
-	newSeg := func() []byte { return sp.buffer(min(SegmentSize+64<<10, br.Buffered()+16<<10)) }
+	newSeg := func() []byte { return sp.buffer(min(segmentSize+64<<10, br.Buffered()+16<<10)) }
 	var seg []byte
 	var offset int64
 	flush := func(bad *Unframed) error {
@@ -117,7 +117,7 @@ func (sp *Splitter) Binary(f io.Reader, emit func(*Segment) error) error {
 		return emit(s)
 	}
 	for {
-		total, isIVM, bad, err := FrameHeader(br)
+		total, isIVM, bad, err := frameHeader(br)
 		switch {
 		case errors.Is(err, io.EOF):
 			return flush(nil)
@@ -126,7 +126,7 @@ func (sp *Splitter) Binary(f io.Reader, emit func(*Segment) error) error {
 		case bad != "":
 			return flush(&Unframed{Offset: offset + int64(len(seg)), Reason: bad})
 		}
-		if isIVM && len(seg) >= SegmentSize {
+		if isIVM && len(seg) >= segmentSize {
 			if err := flush(nil); err != nil {
 				return err
 			}
@@ -158,7 +158,7 @@ func ScanBinary(f io.Reader) (int64, *Unframed, error) {
 	br := bufio.NewReaderSize(f, 1<<20)
 	var pos int64
 	for {
-		total, _, bad, err := FrameHeader(br)
+		total, _, bad, err := frameHeader(br)
 		switch {
 		case errors.Is(err, io.EOF):
 			return pos, nil, nil
