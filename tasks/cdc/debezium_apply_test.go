@@ -604,7 +604,7 @@ func canonValue(t mapping.Type, pg string, v change.Value) string {
 		return "time:" + change.TicksTime(int64(v.N), t).Format(time.RFC3339Nano)
 	case t.Kind == mapping.KindDecimal:
 		n, _ := new(big.Int).SetString(v.S, 10)
-		return "dec:" + new(big.Rat).SetFrac(n, change.Pow10(t.Scale)).RatString()
+		return "dec:" + new(big.Rat).SetFrac(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(t.Scale)), nil)).RatString()
 	case t.Kind == mapping.KindFloat32:
 		return canonCH(t, pg, reflect.ValueOf(float32(math.Float64frombits(v.N))))
 	case t.Kind == mapping.KindFloat64:

@@ -57,8 +57,8 @@ func TestSetupExistingTableMissingColumn(t *testing.T) {
 //
 //changesink:per-server
 func TestSetupDecimal256(t *testing.T) {
-	if !mapping.CapsFor(21, 6).Decimal256 || mapping.CapsFor(21, 5).Decimal256 || !mapping.LatestCaps().Decimal256 {
-		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, current %v", mapping.CapsFor(21, 5).Decimal256, mapping.CapsFor(21, 6).Decimal256, mapping.LatestCaps().Decimal256)
+	if !mapping.CapsFor(21, 6).Decimal256 || mapping.CapsFor(21, 5).Decimal256 || !mapping.CapsFor(26, 9).Decimal256 {
+		t.Errorf("Decimal256 capability: 21.5 %v, 21.6 %v, 26.9 %v", mapping.CapsFor(21, 5).Decimal256, mapping.CapsFor(21, 6).Decimal256, mapping.CapsFor(26, 9).Decimal256)
 	}
 	e := newEnv(t, ordersMapping)
 	m, err := mapping.Parse("wide.yaml", []byte("source: {database: shop, schema: public, table: t}\n"+

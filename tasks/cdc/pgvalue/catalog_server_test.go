@@ -75,7 +75,7 @@ func mapFromCatalog(set *mapping.Set, table string, cols []Column) (*mapping.Map
 	for _, c := range cols {
 		mc, ok := set.Column(schema, name, c.Name)
 		if !ok {
-			if mc, err = Generate(table, c, mapping.LatestCaps()); err != nil {
+			if mc, err = Generate(table, c, capsNew); err != nil {
 				return nil, note, err
 			}
 		}

@@ -12,7 +12,7 @@ import (
 
 var (
 	caps1816 = mapping.CapsFor(18, 16)
-	capsNew  = mapping.LatestCaps()
+	capsNew  = mapping.CapsFor(26, 9) // a current server: every type
 	caps2008 = mapping.CapsFor(20, 8) // DateTime64, no Decimal256
 )
 
