@@ -17,8 +17,8 @@ var (
 	bigTen = big.NewInt(10)
 )
 
-// Pow10 returns 10^n.
-func Pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil) }
+// pow10 returns 10^n.
+func pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil) }
 
 // Rescale returns coef × 10^exp as an unscaled integer at t.scale, refusing
 // lost digits and values with more than t.prec digits. Work is bounded: no
@@ -33,12 +33,12 @@ func Rescale(coef *big.Int, exp int64, t mapping.Type) (*big.Int, error) {
 		return nil, BadValue("%s does not fit Decimal(%d, %d)", decimalText(coef, exp), t.Prec, t.Scale)
 	}
 	if shift >= 0 {
-		return new(big.Int).Mul(coef, Pow10(int(shift))), nil
+		return new(big.Int).Mul(coef, pow10(int(shift))), nil
 	}
 	if -shift > digits {
 		return nil, BadValue("%s has more than %d decimal places", decimalText(coef, exp), t.Scale)
 	}
-	q, rem := new(big.Int).QuoRem(coef, Pow10(int(-shift)), new(big.Int))
+	q, rem := new(big.Int).QuoRem(coef, pow10(int(-shift)), new(big.Int))
 	if rem.Sign() != 0 {
 		return nil, BadValue("%s has more than %d decimal places", decimalText(coef, exp), t.Scale)
 	}

@@ -79,9 +79,9 @@ func CapsFor(major, minor uint64) ServerCaps {
 		RenameColumn: atLeast(20, 4), Exchange: atLeast(20, 10)}
 }
 
-// LatestCaps are the capabilities of a current ClickHouse release (the
-// newest the SQL is written for; the chdb tests run it).
-func LatestCaps() ServerCaps {
+// latestCaps are the capabilities of a current ClickHouse release, where
+// a type's String renders its DDL.
+func latestCaps() ServerCaps {
 	return ServerCaps{DateTime64: true, BoolType: true, Decimal256: true, IsDeleted: true}
 }
 
@@ -260,7 +260,7 @@ func (t Type) DDL(caps ServerCaps) string {
 
 // String renders the type as the mapping names it (Bool as Bool), for
 // messages.
-func (t Type) String() string { return t.DDL(LatestCaps()) }
+func (t Type) String() string { return t.DDL(latestCaps()) }
 
 // Zone is a DateTime or DateTime64 column's time zone, "" for the
 // server's default.

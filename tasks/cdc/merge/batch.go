@@ -463,7 +463,7 @@ func (b *Batch) dualEvent(i int32, cur, r *change.Row, d *dual) error {
 		b.dropOther(i, cur, r, d, 0)
 		return nil
 	}
-	sum := ImageSum(b.M, b.img)
+	sum := imageSum(b.M, b.img)
 	for n, o := range d.others {
 		if (o.vals != nil && sameImage(b.M, o.vals, b.img)) || (o.vals == nil && o.sum == sum) {
 			b.dropOther(i, cur, r, d, n)
@@ -547,9 +547,9 @@ func sameImage(m *mapping.Mapping, a, b []change.Value) bool {
 	return true
 }
 
-// ImageSum is a stable hash of an image's non-key columns (a row carried
+// imageSum is a stable hash of an image's non-key columns (a row carried
 // from one batch to the next by the ledger).
-func ImageSum(m *mapping.Mapping, vals []change.Value) uint64 {
+func imageSum(m *mapping.Mapping, vals []change.Value) uint64 {
 	h := sha256.New()
 	var b [9]byte
 	for i := range m.Cols {
@@ -587,7 +587,7 @@ func (b *Batch) finishKeys() []change.OpenKey {
 		for _, o := range d.others {
 			sum := o.sum
 			if o.vals != nil {
-				sum = ImageSum(b.M, o.vals)
+				sum = imageSum(b.M, o.vals)
 			}
 			od.Others = append(od.Others, fmt.Sprintf("%016x", sum))
 		}
@@ -815,7 +815,7 @@ func (b *Batch) OpenCarried(kc keyChanges, old map[string]*change.Row) ([]change
 			return nil, outcome.Refused.Mark(b.keyChange(r, "the target's row of this key vanished while the batch ran (another writer?)"))
 		}
 		open = append(open, change.OpenKey{Key: hex.EncodeToString([]byte(r.Key)), Shown: change.RenderKey(m, r.Vals), Tx: kc.carriedTx[n],
-			Others: []string{fmt.Sprintf("%016x", ImageSum(m, o.Vals))}})
+			Others: []string{fmt.Sprintf("%016x", imageSum(m, o.Vals))}})
 	}
 	// In key order, so that the ledger's open_keys of a batch is the same
 	// text on every run.
