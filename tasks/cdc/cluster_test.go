@@ -121,7 +121,7 @@ func TestClusterSetup(t *testing.T) {
 		}
 	}
 	// Each replica registered under the table's ZooKeeper path.
-	got := c.onReplica(0, "SELECT name FROM system.zookeeper WHERE path = ? ORDER BY name", target.ZooKeeperPath(c.db, "orders_cdc")[:len("/clickhouse/tables/")]+"01/"+c.db+"/orders_cdc/replicas")
+	got := c.onReplica(0, "SELECT name FROM system.zookeeper WHERE path = ? ORDER BY name", "/clickhouse/tables/01/"+c.db+"/orders_cdc/replicas")
 	if !slices.Equal(got, []string{"r1", "r2"}) {
 		t.Errorf("replicas in ZooKeeper: %v, want r1, r2", got)
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
@@ -246,8 +245,8 @@ func (e *env) liveRows(t *testing.T, pgTypes []string) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rows, err := e.conn.Query(ctx, "SELECT "+target.ColumnList(e.m, false)+" FROM "+mapping.Qualified(e.db, e.m.Target.LiveView)+
-		" ORDER BY "+target.KeyList(e.m))
+	rows, err := e.conn.Query(ctx, "SELECT "+columnList(e.m)+" FROM "+mapping.Qualified(e.db, e.m.Target.LiveView)+
+		" ORDER BY "+keyList(e.m))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,6 +272,32 @@ func (e *env) apply(binary bool, events ...any) (*Result, testRun, error) {
 	return res, cfg, err
 }
 
+// columnsOf returns the names of the columns of a table of e's database,
+// as system.columns lists them.
+func (e *env) columnsOf(table string) []string {
+	e.t.Helper()
+	return e.query("SELECT name FROM system.columns WHERE database = ? AND table = ?", e.db, table)
+}
+
+// columnList renders m's mapped columns, quoted, in mapping order.
+func columnList(m *mapping.Mapping) string {
+	names := make([]string, len(m.Cols))
+	for i := range m.Cols {
+		names[i] = mapping.QuoteIdent(m.Cols[i].Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// keyList renders m's key columns, quoted, in key order (the target's
+// ORDER BY).
+func keyList(m *mapping.Mapping) string {
+	names := make([]string, len(m.KeyIdx))
+	for n, i := range m.KeyIdx {
+		names[n] = mapping.QuoteIdent(m.Cols[i].Name)
+	}
+	return strings.Join(names, ", ")
+}
+
 // query returns the rows of a query as tab-joined strings.
 func (e *env) query(sql string, args ...any) []string {
 	e.t.Helper()
@@ -396,7 +422,7 @@ func (e *env) liveJSON() string {
 		cols = append(cols, mapping.QuoteIdent(e.m.Cols[i].Name))
 	}
 	var b strings.Builder
-	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + mapping.Qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + target.KeyList(e.m)) {
+	for _, line := range e.query("SELECT " + strings.Join(cols, ", ") + " FROM " + mapping.Qualified(e.db, e.m.Target.LiveView) + " ORDER BY " + keyList(e.m)) {
 		parts := strings.Split(line, "\t")
 		obj := "{"
 		for i, p := range parts {

@@ -271,7 +271,7 @@ func (q sequenceQuery) live() string {
 		cols[i] = "toString(" + mapping.QuoteIdent(q.m.Cols[i].Name) + ")"
 	}
 	rows := q.rows("SELECT " + strings.Join(cols, ", ") + " FROM " + mapping.Qualified(q.m.Target.Database, q.m.Target.LiveView) +
-		" ORDER BY " + target.KeyList(q.m))
+		" ORDER BY " + keyList(q.m))
 	var b strings.Builder
 	for _, r := range rows {
 		vals := strings.Split(r, "\t")
