@@ -103,3 +103,28 @@ func ServeTLSHandshakes(t testing.TB, cfg *tls.Config) string {
 	})
 	return ln.Addr().String()
 }
+
+// ServeUntrustedTLS completes TLS handshakes only (ServeTLSHandshakes),
+// with a certificate of a CA of its own, which no client trusts (a client
+// refuses it before sending anything else); it returns its address.
+func ServeUntrustedTLS(t testing.TB) string {
+	t.Helper()
+	cert := NewCA(t).Issue(t, "127.0.0.1", false)
+	return ServeTLSHandshakes(t, &tls.Config{Certificates: []tls.Certificate{cert}})
+}
+
+// ServeTLSAlerts listens on 127.0.0.1:0 and answers whatever a client
+// sends with a fatal TLS alert (protocol_version), as a TLS listener may
+// answer bytes that are not a TLS client hello; it returns its address.
+func ServeTLSAlerts(t testing.TB) string {
+	t.Helper()
+	return ServeLocal(t, func(c net.Conn) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			return
+		}
+		// An alert record: type 21, TLS 1.2, length 2, fatal (2), protocol_version (70).
+		_, _ = c.Write([]byte{21, 3, 3, 0, 2, 2, 70})
+	})
+}

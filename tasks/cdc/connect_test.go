@@ -5,7 +5,6 @@ package cdc
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -38,7 +37,7 @@ func TestTLSMismatchIsConfig(t *testing.T) {
 	q.Set("secure", "true")
 	plain.RawQuery = q.Encode()
 	untrusted := plain
-	untrusted.Host = tlsServer(t)
+	untrusted.Host = testenv.ServeUntrustedTLS(t)
 	for name, dsn := range map[string]string{"plaintext server": plain.String(), "untrusted certificate": untrusted.String()} {
 		t.Run(name, func(t *testing.T) {
 			cfg := e.config("")
@@ -84,8 +83,8 @@ func TestPlaintextOnTLSPortIsConfig(t *testing.T) {
 	}
 	resets := testenv.StartProxy(t, plain.Host, testenv.ProxyOptions{Conn: dropAfterHello(true)})
 	closes := testenv.StartProxy(t, plain.Host, testenv.ProxyOptions{Conn: dropAfterHello(false)})
-	goTLS := tlsServer(t)
-	alerts := alertServer(t)
+	goTLS := testenv.ServeUntrustedTLS(t)
+	alerts := testenv.ServeTLSAlerts(t)
 	path := writeFile(t, "changes.ion", encode(t, false, orderEvent(1, int64(1), int64(1), "new", int64(100), false)))
 	tests := []struct {
 		name string
@@ -140,31 +139,6 @@ func dropAfterHello(reset bool) func(p *testenv.Proxy, client, server net.Conn) 
 		}
 		client.Close()
 	}
-}
-
-// alertServer answers whatever a client sends with a fatal TLS alert
-// (protocol_version), as a TLS listener may answer bytes that are not a
-// TLS client hello; it returns its address.
-func alertServer(t *testing.T) string {
-	t.Helper()
-	return testenv.ServeLocal(t, func(c net.Conn) {
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Read(make([]byte, 1)); err != nil {
-			return
-		}
-		// An alert record: type 21, TLS 1.2, length 2, fatal (2), protocol_version (70).
-		_, _ = c.Write([]byte{21, 3, 3, 0, 2, 2, 70})
-	})
-}
-
-// tlsServer completes TLS handshakes only, with a certificate of a CA the
-// client does not trust (it refuses the certificate before any ClickHouse
-// bytes); it returns its address.
-func tlsServer(t *testing.T) string {
-	t.Helper()
-	cert := testenv.NewCA(t).Issue(t, "127.0.0.1", false)
-	return testenv.ServeTLSHandshakes(t, &tls.Config{Certificates: []tls.Certificate{cert}})
 }
 
 // TestStopWhileConnecting: a run stopped (SIGTERM cancels the

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
 // engineFull is the target table's engine_full.
@@ -114,24 +113,5 @@ func TestSetupKeepsAnOlderTarget(t *testing.T) {
 	}
 	if final := strings.Join(e.deletesAndReplays(), ","); final != "1,2,3" {
 		t.Errorf("SELECT ... FINAL shows keys %s, want 1,2,3 (the delete marker of 2 shows without is_deleted)", final)
-	}
-}
-
-// TestReplacingArgs reads the version and delete columns of the engines
-// setup, the seed flow and a replicated setup make.
-func TestReplacingArgs(t *testing.T) {
-	for _, tt := range []struct{ full, version, deleted string }{
-		{"ReplacingMergeTree(_cdc_lsn) ORDER BY id SETTINGS index_granularity = 8192", "_cdc_lsn", ""},
-		{"ReplacingMergeTree(_cdc_lsn, _cdc_deleted) ORDER BY id", "_cdc_lsn", "_cdc_deleted"},
-		{"ReplacingMergeTree(`my ver`, `gone`) ORDER BY (a, b)", "my ver", "gone"},
-		{"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/t', '{replica}', _cdc_lsn) ORDER BY id", "_cdc_lsn", ""},
-		{"ReplicatedReplacingMergeTree('/t/a,b', '{replica}', _cdc_lsn, _cdc_deleted) ORDER BY id", "_cdc_lsn", "_cdc_deleted"},
-		{"ReplacingMergeTree ORDER BY id", "", ""},
-		{"ReplacingMergeTree() ORDER BY id", "", ""},
-	} {
-		v, d := target.ReplacingArgs(tt.full)
-		if v != tt.version || d != tt.deleted {
-			t.Errorf("ReplacingArgs(%q) = %q, %q; want %q, %q", tt.full, v, d, tt.version, tt.deleted)
-		}
 	}
 }

@@ -171,3 +171,10 @@ func TestOutputFilesMatchTheSeed(t *testing.T) {
 		t.Errorf("seed printed %s, ours %s", out, want)
 	}
 }
+
+// pythonOrSkip returns CHANGESINK_TEST_PYTHON (a venv with chdb and the
+// seed's dependencies), or skips loudly.
+func pythonOrSkip(t *testing.T) string {
+	t.Helper()
+	return testenv.Lookup(t, "CHANGESINK_TEST_PYTHON")["CHANGESINK_TEST_PYTHON"]
+}

@@ -1,4 +1,4 @@
-package cdc
+package target
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/changesink/changesink/tasks/cdc/target"
 
 	"github.com/changesink/changesink/internal/testenv"
 )
@@ -28,8 +26,8 @@ func startProbeServers(t *testing.T) probeServers {
 	t.Cleanup(web.Close)
 	return probeServers{
 		web:   strings.TrimPrefix(web.URL, "http://"),
-		tls:   tlsServer(t),
-		alert: alertServer(t),
+		tls:   testenv.ServeUntrustedTLS(t),
+		alert: testenv.ServeTLSAlerts(t),
 		silent: testenv.ServeLocal(t, func(c net.Conn) {
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -49,8 +47,8 @@ func startProbeServers(t *testing.T) probeServers {
 func TestSpeaks(t *testing.T) {
 	s := startProbeServers(t)
 	probes := map[string]func(addrs []string) (string, bool){
-		"HTTP": func(addrs []string) (string, bool) { return target.SpeaksHTTP(context.Background(), addrs, nil) },
-		"TLS":  func(addrs []string) (string, bool) { return target.SpeaksTLS(context.Background(), addrs, time.Second) },
+		"HTTP": func(addrs []string) (string, bool) { return SpeaksHTTP(context.Background(), addrs, nil) },
+		"TLS":  func(addrs []string) (string, bool) { return SpeaksTLS(context.Background(), addrs, time.Second) },
 	}
 	tests := []struct {
 		probe, name string
@@ -100,7 +98,7 @@ func TestSpeaksTLSClickHousePorts(t *testing.T) {
 		{"http", vars["CHANGESINK_TEST_CLICKHOUSE_HTTP"], false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, got := target.SpeaksTLS(context.Background(), []string{tt.addr}, 10*time.Second); got != tt.want {
+			if _, got := SpeaksTLS(context.Background(), []string{tt.addr}, 10*time.Second); got != tt.want {
 				t.Errorf("speaksTLS(%s) = %v, want %v", tt.addr, got, tt.want)
 			}
 		})

@@ -1,6 +1,6 @@
 """Run SQL that changesink generates in chdb (the current ClickHouse engine, in-process).
 
-Used by chdb_test.go. Reads one JSON document on stdin:
+Used by target/chdb_test.go. Reads one JSON document on stdin:
 
     {"steps": [
         {"sql": "CREATE ..."},                                     # run, no result

@@ -1,4 +1,4 @@
-package cdc
+package target
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,14 +18,14 @@ import (
 	"time"
 
 	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/decode"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/target"
+	"github.com/changesink/changesink/tasks/cdc/merge"
 
 	"github.com/amazon-ion/ion-go/ion"
 	"github.com/google/uuid"
 
 	"github.com/changesink/changesink/internal/iongen"
-
 	"github.com/changesink/changesink/internal/testenv"
 )
 
@@ -34,9 +35,6 @@ func pythonOrSkip(t *testing.T) string {
 	t.Helper()
 	return testenv.Lookup(t, "CHANGESINK_TEST_PYTHON")["CHANGESINK_TEST_PYTHON"]
 }
-
-// currentCaps are what the current ClickHouse chdb runs supports: every type.
-var currentCaps = mapping.CapsFor(26, 9)
 
 type chdbStep map[string]any
 
@@ -208,20 +206,20 @@ func insertStep(m *mapping.Mapping, rows []*change.Row) chdbStep {
 		obj[m.Target.DeletedColumn] = map[bool]int{false: 0, true: 1}[r.Deleted]
 		objs = append(objs, obj)
 	}
-	return chdbStep{"insert": target.InsertSQL(m), "rows": objs}
+	return chdbStep{"insert": InsertSQL(m), "rows": objs}
 }
 
 // keysStep stands in for the external table of the batch's keys.
 func keysStep(m *mapping.Mapping, rows []*change.Row) chdbStep {
 	var cols [][]string
 	for n, i := range m.KeyIdx {
-		cols = append(cols, []string{target.KeysColumn(n), m.Cols[i].Type.DDL(currentCaps)})
+		cols = append(cols, []string{KeysColumn(n), m.Cols[i].Type.DDL(currentCaps)})
 	}
 	var objs []map[string]any
 	for _, r := range rows {
 		obj := map[string]any{}
 		for n, i := range m.KeyIdx {
-			obj[target.KeysColumn(n)] = chJSON(m.Cols[i].Type, r.Vals[i])
+			obj[KeysColumn(n)] = chJSON(m.Cols[i].Type, r.Vals[i])
 		}
 		objs = append(objs, obj)
 	}
@@ -247,7 +245,7 @@ func oneRow(t *testing.T, m *mapping.Mapping, event iongen.Struct) *change.Row {
 // schema check accepts the types a current server reports.
 func TestCurrentServerSQLInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
-	for _, mappingFile := range []string{"testdata/types_current.mapping.yaml", ordersMapping, "testdata/quoting.mapping.yaml"} {
+	for _, mappingFile := range []string{"../testdata/types_current.mapping.yaml", ordersMappingFile, "../testdata/quoting.mapping.yaml"} {
 		t.Run(mappingFile, func(t *testing.T) {
 			m := loadMapping(t, mappingFile)
 			m.Target.CreateDatabase = true
@@ -255,31 +253,31 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 
 			db, tbl := m.Target.Database, m.Target.Table
 			steps := []chdbStep{
-				{"sql": target.CreateDatabaseSQL(m)},
-				{"sql": target.CreateTableSQL(m, currentCaps)},
-				{"sql": target.CreateViewSQL(m)},
-				{"sql": target.CreateTableSQL(m, currentCaps)}, // setup is idempotent
-				{"sql": target.CreateViewSQL(m)},
+				{"sql": CreateDatabaseSQL(m)},
+				{"sql": CreateTableSQL(m, currentCaps)},
+				{"sql": CreateViewSQL(m)},
+				{"sql": CreateTableSQL(m, currentCaps)}, // setup is idempotent
+				{"sql": CreateViewSQL(m)},
 				insertStep(m, []*change.Row{a1, b1, c1}),
 				insertStep(m, []*change.Row{a2, bDel, a2}), // a retried insert: a2 twice
 				keysStep(m, []*change.Row{a2, bDel}),
-				{"sql": target.ReadSQL(m), "format": "JSONEachRow"},
+				{"sql": ReadSQL(m), "format": "JSONEachRow"},
 				{"sql": "SELECT count() AS n FROM " + mapping.Qualified(db, m.Target.LiveView), "format": "JSONEachRow"},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + tbl + "'", "format": "JSONEachRow"},
 				{"sql": "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = '" + db + "' AND name = '" + tbl + "'", "format": "JSONEachRow"},
-				{"sql": target.VersionsSQL(m), "format": "JSONEachRow"},
+				{"sql": VersionsSQL(m), "format": "JSONEachRow"},
 				// The ledger and the lock (results 5..).
-				{"sql": target.CreateLedgerSQL(m)},
+				{"sql": CreateLedgerSQL(m)},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + mapping.LedgerName(m) + "'", "format": "JSONEachRow"},
-				{"sql": target.LockCreateSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
-				{"sql": target.LockBeatSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
-				{"sql": target.RenameSQL(mapping.Qualified(db, mapping.LockName(m)), mapping.Qualified(db, mapping.LockName(m)+"_xaside"))},
-				{"sql": target.LockHolderSQL(mapping.Qualified(db, mapping.LockName(m)+"_xaside")), "format": "JSONEachRow"},
-				{"sql": strings.Replace(target.TruncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
+				{"sql": LockCreateSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": LockBeatSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": RenameSQL(mapping.Qualified(db, mapping.LockName(m)), mapping.Qualified(db, mapping.LockName(m)+"_xaside"))},
+				{"sql": LockHolderSQL(mapping.Qualified(db, mapping.LockName(m)+"_xaside")), "format": "JSONEachRow"},
+				{"sql": strings.Replace(TruncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
 				// The delete markers of the keys, without FINAL (result 8): a
 				// ReplacingMergeTree(version, deleted) hides them from FINAL,
-				// and target.query reads them so for the keys FINAL left out.
-				{"sql": target.DeletedSQL(m, false), "format": "JSONEachRow"},
+				// and query reads them so for the keys FINAL left out.
+				{"sql": DeletedSQL(m, false), "format": "JSONEachRow"},
 			}
 			version, results := runChdb(t, py, steps)
 			t.Logf("chdb runs ClickHouse %s", version)
@@ -309,7 +307,7 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 
 			// The ledger has its columns; the lock's rows name the holder
 			// after a rename; the TRUNCATE read finds the live keys.
-			for _, c := range target.LedgerColumns {
+			for _, c := range LedgerColumns {
 				if !strings.Contains(results[5], `"name":"`+c[0]+`","type":"`+c[1]+`"`) {
 					t.Errorf("ledger column %s %s missing on a current server:\n%s", c[0], c[1], results[5])
 				}
@@ -362,8 +360,8 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			if err := json.Unmarshal([]byte(results[3]), &tb); err != nil {
 				t.Fatal(err)
 			}
-			if tb.Engine != "ReplacingMergeTree" || target.EngineVersion(tb.EngineFull) != m.Target.VersionColumn ||
-				target.NormKey(tb.SortingKey) != target.NormKey(strings.Join(m.Key, ",")) {
+			if tb.Engine != "ReplacingMergeTree" || EngineVersion(tb.EngineFull) != m.Target.VersionColumn ||
+				NormKey(tb.SortingKey) != NormKey(strings.Join(m.Key, ",")) {
 				t.Errorf("the schema check would refuse system.tables %+v", tb)
 			}
 		})
@@ -455,7 +453,7 @@ func renderJSON(m *mapping.Mapping, r *change.Row) string {
 // chdb).
 func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
-	dir := "testdata/debezium/types_edge"
+	dir := "../testdata/debezium/types_edge"
 	raw := string(testenv.ReadFile(t, filepath.Join(dir, "mapping.yaml")))
 	mText, err := mapping.Parse("types_edge.yaml", []byte(raw))
 	if err != nil {
@@ -490,11 +488,11 @@ func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 		}
 	}
 	name := mapping.Qualified(mText.Target.Database, mText.Target.Table)
-	steps := []chdbStep{{"sql": target.CreateDatabaseSQL(mText)}, {"sql": target.CreateTableSQL(mText, currentCaps)}, insertStep(mText, textRows)}
+	steps := []chdbStep{{"sql": CreateDatabaseSQL(mText)}, {"sql": CreateTableSQL(mText, currentCaps)}, insertStep(mText, textRows)}
 	for _, col := range []string{"at", "at_tz", "num"} {
 		steps = append(steps, chdbStep{"sql": "ALTER TABLE " + name + " MODIFY COLUMN " + col + " " + retype[col]})
 	}
-	steps = append(steps, keysStep(mCur, curRows), chdbStep{"sql": target.ReadSQL(mCur), "format": "JSONEachRow"})
+	steps = append(steps, keysStep(mCur, curRows), chdbStep{"sql": ReadSQL(mCur), "format": "JSONEachRow"})
 	version, results := runChdb(t, py, steps)
 	got := chRows(t, mCur, results[0])
 	if len(got) != len(curRows) {
@@ -506,4 +504,91 @@ func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 		}
 	}
 	t.Logf("ClickHouse %s: %d rows converted in place to DateTime64(6, 'UTC') and Decimal(76, 38), equal to what changesink writes with those types", version, len(got))
+}
+
+// retyped returns the mapping text raw with each column of types given that
+// type; it fails t when raw has no such column (the test would retype
+// nothing).
+func retyped(t *testing.T, raw string, types map[string]string) []byte {
+	t.Helper()
+	for col, typ := range types {
+		re := regexp.MustCompile(`\{name: ` + regexp.QuoteMeta(col) + `, type: (?:"[^"]*"|[^,}]*)`)
+		if !re.MatchString(raw) {
+			t.Fatalf("the mapping no longer has the column %s this test retypes", col)
+		}
+		raw = re.ReplaceAllLiteralString(raw, `{name: `+col+`, type: "`+typ+`"`)
+	}
+	return []byte(raw)
+}
+
+// everythingRow is a row image of the types mappings with every Debezium
+// shape: ints, a UInt64 beyond int64, a float4 widened to a double, a
+// float8, decimals (12.50), an unconstrained numeric as {scale, value}, a
+// bool, a day timestamp, a millisecond timestamp, annotated ZonedDateTime
+// and LocalDateTime strings, a UUID, nulls and a blob.
+func everythingRow(id int64, current bool) iongen.Struct {
+	two64m1 := new(big.Int).SetUint64(math.MaxUint64)
+	row := iongen.Struct{
+		{"id", id}, {"code", "A-1"},
+		{"i8", int64(-128)}, {"i16", int64(32767)}, {"i32", int64(-2147483648)},
+		{"u8", int64(255)}, {"u16", int64(65535)}, {"u32", int64(4294967295)}, {"u64", two64m1},
+		{"f32", 3.200000047683716}, {"f64", 1.0e-7},
+		{"price", iongen.Decimal("12.50")}, {"big", iongen.Decimal("123456789012345678.0123456789")},
+		{"var_num", iongen.Struct{{"scale", int64(2)}, {"value", iongen.Blob{0xFB, 0x1E}}}}, // -1250 → -12.50
+		{"flag", true}, {"day", iongen.Day(2024, 1, 15)},
+		{"at", iongen.Millis(time.Date(2024, 1, 15, 10, 30, 0, 0, time.UTC))},
+		{"uid", "6F1C7A3E-2B4D-4C8E-9F10-112233445566"},
+		{"note", nil}, {"qty", iongen.Null(0x2)}, {"payload", iongen.Blob("\x00\xffbin")},
+	}
+	if current {
+		row[16] = iongen.Field{"at", iongen.Millis(time.Date(2024, 1, 15, 10, 30, 0, 123_000_000, time.UTC))}
+		row = append(row[:17], append(iongen.Struct{
+			{"zoned", iongen.Annotated{"ZonedDateTime", "2024-01-15T10:30:00.123456Z"}},
+			{"local", iongen.Annotated{"LocalDateTime", "2024-01-15T10:30:00.654321"}},
+		}, row[17:]...)...)
+	}
+	return row
+}
+
+// orderRow is an orders row image; nil fields are written as Ion nulls.
+func orderRow(id int64, customer, amount any, status any) iongen.Struct {
+	return iongen.Struct{{"id", id}, {"customer_id", customer}, {"amount_cents", amount}, {"status", status}}
+}
+
+// encode writes events in text (binary=false) or binary Ion.
+func encode(t testing.TB, binary bool, events ...any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := iongen.NewWriter(&b, binary)
+	for _, e := range events {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+// decodeBytes decodes a batch held in memory with the given worker count.
+func decodeBytes(t testing.TB, m *mapping.Mapping, data []byte, workers int) (*merge.Batch, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "changes.ion")
+	testenv.WriteFile(t, path, data, 0o644)
+	return decodeFile(context.Background(), path, m, workers)
+}
+
+// decodeFile decodes a batch file into its latest rows by key as Apply
+// does (tasks/cdc/decode.go): the rows the chdb tests write.
+func decodeFile(ctx context.Context, path string, m *mapping.Mapping, workers int) (*merge.Batch, error) {
+	scan := decode.Options{Workers: workers}
+	b := merge.NewBatch(m)
+	if err := decode.Scan(ctx, path, m, scan, b.Reset, b.Add); err != nil {
+		return nil, err
+	}
+	if len(b.OutOfOrder) > 0 {
+		h := merge.NewHistory(b)
+		if err := decode.Scan(ctx, path, m, scan, h.Reset, h.Check); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
