@@ -27,24 +27,24 @@ func (t *Server) inspect(ctx context.Context, table string) (object, error) {
 	db := t.M.Target.Database
 	obj := object{name: mapping.Qualified(db, table)}
 	var err error
-	if obj.tableInfo, obj.found, err = t.Describe(ctx, db, table); err != nil || !obj.found {
+	if obj.tableInfo, obj.found, err = t.describe(ctx, db, table); err != nil || !obj.found {
 		return obj, err
 	}
 	obj.cols, err = t.columns(ctx, db, table)
 	return obj, err
 }
 
-// tableInfo is a table's row in system.tables (TableSQL).
+// tableInfo is a table's row in system.tables (tableSQL).
 type tableInfo struct {
 	engine, engineFull, sortingKey string
 }
 
-// Describe reads db.table's engine from system.tables; found is false when
+// describe reads db.table's engine from system.tables; found is false when
 // no such table or view exists.
-func (t *Server) Describe(ctx context.Context, db, table string) (info tableInfo, found bool, err error) {
-	err = t.SystemTables(ctx, "read the engine of "+mapping.Qualified(db, table), func() error {
+func (t *Server) describe(ctx context.Context, db, table string) (info tableInfo, found bool, err error) {
+	err = t.systemTables(ctx, "read the engine of "+mapping.Qualified(db, table), func() error {
 		info, found = tableInfo{}, false
-		rows, err := t.conn.Query(ctx, TableSQL, db, table)
+		rows, err := t.conn.Query(ctx, tableSQL, db, table)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (t *Server) Describe(ctx context.Context, db, table string) (info tableInfo
 	return info, found, nil
 }
 
-// SystemTables runs read, a query of system.tables in the target database,
+// systemTables runs read, a query of system.tables in the target database,
 // and returns its error, classified and prefixed with what. ClickHouse
 // 18.16 builds every row of system.tables for the database, whatever the
 // WHERE clause, so the query fails (UNKNOWN_TABLE naming another table,
@@ -73,7 +73,7 @@ func (t *Server) Describe(ctx context.Context, db, table string) (info tableInfo
 // the same database. Measured: 1 read in 20 under back-to-back lock DDL.
 // Such a failure is read again, up to 20 times; when it persists it is
 // transient, not the "run setup first" of a missing table.
-func (t *Server) SystemTables(ctx context.Context, what string, read func() error) error {
+func (t *Server) systemTables(ctx context.Context, what string, read func() error) error {
 	const tries = 20
 	var err error
 	for try := 1; try <= tries; try++ {
@@ -92,10 +92,10 @@ func (t *Server) SystemTables(ctx context.Context, what string, read func() erro
 }
 
 // ddlRace reports a system.tables read that failed on another table's
-// concurrent RENAME or DROP (SystemTables).
+// concurrent RENAME or DROP (systemTables).
 func ddlRace(err error) bool {
 	switch chCode(err) {
-	case ChUnknownTable, ChFileDoesntExist, chPocoException:
+	case chUnknownTable, chFileDoesntExist, chPocoException:
 		return true
 	}
 	return false
@@ -122,10 +122,10 @@ func (t *Server) TargetColumns(ctx context.Context) (cols [][2]string, found boo
 	return cols, true, nil
 }
 
-// columns reads db.table's columns, in table order (ColumnsSQL).
+// columns reads db.table's columns, in table order (columnsSQL).
 func (t *Server) columns(ctx context.Context, db, table string) ([]tableColumn, error) {
 	name := mapping.Qualified(db, table)
-	rows, err := t.conn.Query(ctx, ColumnsSQL, db, table)
+	rows, err := t.conn.Query(ctx, columnsSQL, db, table)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the columns of %s: %w", name, err))
 	}

@@ -48,21 +48,21 @@ func TestSystemTablesUnderOtherDDL(t *testing.T) {
 	}()
 	// An empty lock aside (a holder whose rows a restart emptied) is read
 	// through system.tables (its creation time).
-	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+e.db+"."+AsideName(e.m, "00000000000000ee")+
+	if err := e.conn.Exec(context.Background(), "CREATE TABLE "+e.db+"."+asideName(e.m, "00000000000000ee")+
 		" (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory"); err != nil {
 		t.Fatal(err)
 	}
 	tbl := e.lockedTable()
-	l := &Lock{Table: tbl, ID: NewHolderID(), Timing: testLockTiming, Name: mapping.Qualified(e.db, mapping.LockName(e.m))}
+	l := &Lock{Table: tbl, ID: newHolderID(), Timing: testLockTiming, Name: mapping.Qualified(e.db, mapping.LockName(e.m))}
 	ctx := context.Background()
 	for i := range 200 {
-		if _, found, err := tbl.Describe(ctx, e.db, e.m.Target.Table); err != nil || !found {
+		if _, found, err := tbl.describe(ctx, e.db, e.m.Target.Table); err != nil || !found {
 			t.Fatalf("read %d of the target's engine: found %v, %v", i, found, err)
 		}
-		if _, found, err := l.Holder(ctx, AsideName(e.m, "00000000000000ee")); err != nil || !found {
+		if _, found, err := l.holder(ctx, asideName(e.m, "00000000000000ee")); err != nil || !found {
 			t.Fatalf("read %d of an empty lock: found %v, %v", i, found, err)
 		}
-		if names, err := l.Asides(ctx, mapping.LockName(e.m)+"_x"); err != nil || len(names) != 1 {
+		if names, err := l.asides(ctx, mapping.LockName(e.m)+"_x"); err != nil || len(names) != 1 {
 			t.Fatalf("list %d of the locks aside: %v, %v", i, names, err)
 		}
 	}
@@ -86,7 +86,7 @@ func TestSystemTablesUnderOtherDDL(t *testing.T) {
 // first"; any other failure is returned at once, classified.
 func TestSystemTablesRereads(t *testing.T) {
 	tg := &Server{M: loadMapping(t, ordersMappingFile)}
-	raced := &clickhouse.Exception{Code: ChUnknownTable, Message: "Table shop.other_cdc_lock doesn't exist."}
+	raced := &clickhouse.Exception{Code: chUnknownTable, Message: "Table shop.other_cdc_lock doesn't exist."}
 	for _, tc := range []struct {
 		name  string
 		fails int // reads that fail before one succeeds (-1: all)
@@ -99,13 +99,13 @@ func TestSystemTablesRereads(t *testing.T) {
 		{"a race every time", -1, raced, 20, outcome.Transient,
 			"read the engine of x: code: 60, message: Table shop.other_cdc_lock doesn't exist. (ClickHouse failed to list the tables " +
 				"while others were renamed or dropped: database default, 20 times in a row)"},
-		{"a file of another table gone", 1, &clickhouse.Exception{Code: ChFileDoesntExist, Message: "Cannot open file"}, 2, outcome.OK, ""},
-		{"another failure", -1, &clickhouse.Exception{Code: ChAccessDenied, Message: "Not enough privileges."}, 1, outcome.Config,
+		{"a file of another table gone", 1, &clickhouse.Exception{Code: chFileDoesntExist, Message: "Cannot open file"}, 2, outcome.OK, ""},
+		{"another failure", -1, &clickhouse.Exception{Code: chAccessDenied, Message: "Not enough privileges."}, 1, outcome.Config,
 			"read the engine of x: code: 497, message: Not enough privileges. (the ClickHouse user may not do this here)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := 0
-			err := tg.SystemTables(context.Background(), "read the engine of x", func() error {
+			err := tg.systemTables(context.Background(), "read the engine of x", func() error {
 				reads++
 				if tc.fails < 0 || reads <= tc.fails {
 					return tc.err

@@ -206,20 +206,20 @@ func insertStep(m *mapping.Mapping, rows []*change.Row) chdbStep {
 		obj[m.Target.DeletedColumn] = map[bool]int{false: 0, true: 1}[r.Deleted]
 		objs = append(objs, obj)
 	}
-	return chdbStep{"insert": InsertSQL(m), "rows": objs}
+	return chdbStep{"insert": insertSQL(m), "rows": objs}
 }
 
 // keysStep stands in for the external table of the batch's keys.
 func keysStep(m *mapping.Mapping, rows []*change.Row) chdbStep {
 	var cols [][]string
 	for n, i := range m.KeyIdx {
-		cols = append(cols, []string{KeysColumn(n), m.Cols[i].Type.DDL(currentCaps)})
+		cols = append(cols, []string{keysColumn(n), m.Cols[i].Type.DDL(currentCaps)})
 	}
 	var objs []map[string]any
 	for _, r := range rows {
 		obj := map[string]any{}
 		for n, i := range m.KeyIdx {
-			obj[KeysColumn(n)] = chJSON(m.Cols[i].Type, r.Vals[i])
+			obj[keysColumn(n)] = chJSON(m.Cols[i].Type, r.Vals[i])
 		}
 		objs = append(objs, obj)
 	}
@@ -253,31 +253,31 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 
 			db, tbl := m.Target.Database, m.Target.Table
 			steps := []chdbStep{
-				{"sql": CreateDatabaseSQL(m)},
-				{"sql": CreateTableSQL(m, currentCaps)},
-				{"sql": CreateViewSQL(m)},
-				{"sql": CreateTableSQL(m, currentCaps)}, // setup is idempotent
-				{"sql": CreateViewSQL(m)},
+				{"sql": createDatabaseSQL(m)},
+				{"sql": createTableSQL(m, currentCaps)},
+				{"sql": createViewSQL(m)},
+				{"sql": createTableSQL(m, currentCaps)}, // setup is idempotent
+				{"sql": createViewSQL(m)},
 				insertStep(m, []*change.Row{a1, b1, c1}),
 				insertStep(m, []*change.Row{a2, bDel, a2}), // a retried insert: a2 twice
 				keysStep(m, []*change.Row{a2, bDel}),
-				{"sql": ReadSQL(m), "format": "JSONEachRow"},
+				{"sql": readSQL(m), "format": "JSONEachRow"},
 				{"sql": "SELECT count() AS n FROM " + mapping.Qualified(db, m.Target.LiveView), "format": "JSONEachRow"},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + tbl + "'", "format": "JSONEachRow"},
 				{"sql": "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = '" + db + "' AND name = '" + tbl + "'", "format": "JSONEachRow"},
-				{"sql": VersionsSQL(m), "format": "JSONEachRow"},
+				{"sql": versionsSQL(m), "format": "JSONEachRow"},
 				// The ledger and the lock (results 5..).
-				{"sql": CreateLedgerSQL(m)},
+				{"sql": createLedgerSQL(m)},
 				{"sql": "SELECT name, type FROM system.columns WHERE database = '" + db + "' AND table = '" + mapping.LedgerName(m) + "'", "format": "JSONEachRow"},
-				{"sql": LockCreateSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
-				{"sql": LockBeatSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
-				{"sql": RenameSQL(mapping.Qualified(db, mapping.LockName(m)), mapping.Qualified(db, mapping.LockName(m)+"_xaside"))},
-				{"sql": LockHolderSQL(mapping.Qualified(db, mapping.LockName(m)+"_xaside")), "format": "JSONEachRow"},
-				{"sql": strings.Replace(TruncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
+				{"sql": lockCreateSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": lockBeatSQL(mapping.Qualified(db, mapping.LockName(m)), "0123456789abcdef", "h'ost", 7)},
+				{"sql": renameSQL(mapping.Qualified(db, mapping.LockName(m)), mapping.Qualified(db, mapping.LockName(m)+"_xaside"))},
+				{"sql": lockHolderSQL(mapping.Qualified(db, mapping.LockName(m)+"_xaside")), "format": "JSONEachRow"},
+				{"sql": strings.Replace(truncatedSQL(m), "?", "18446744073709551615", 1), "format": "JSONEachRow"},
 				// The delete markers of the keys, without FINAL (result 8): a
 				// ReplacingMergeTree(version, deleted) hides them from FINAL,
 				// and query reads them so for the keys FINAL left out.
-				{"sql": DeletedSQL(m, false), "format": "JSONEachRow"},
+				{"sql": deletedSQL(m, false), "format": "JSONEachRow"},
 			}
 			version, results := runChdb(t, py, steps)
 			t.Logf("chdb runs ClickHouse %s", version)
@@ -307,7 +307,7 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 
 			// The ledger has its columns; the lock's rows name the holder
 			// after a rename; the TRUNCATE read finds the live keys.
-			for _, c := range LedgerColumns {
+			for _, c := range ledgerColumns {
 				if !strings.Contains(results[5], `"name":"`+c[0]+`","type":"`+c[1]+`"`) {
 					t.Errorf("ledger column %s %s missing on a current server:\n%s", c[0], c[1], results[5])
 				}
@@ -360,8 +360,8 @@ func TestCurrentServerSQLInChdb(t *testing.T) {
 			if err := json.Unmarshal([]byte(results[3]), &tb); err != nil {
 				t.Fatal(err)
 			}
-			if tb.Engine != "ReplacingMergeTree" || EngineVersion(tb.EngineFull) != m.Target.VersionColumn ||
-				NormKey(tb.SortingKey) != NormKey(strings.Join(m.Key, ",")) {
+			if tb.Engine != "ReplacingMergeTree" || engineVersion(tb.EngineFull) != m.Target.VersionColumn ||
+				normKey(tb.SortingKey) != normKey(strings.Join(m.Key, ",")) {
 				t.Errorf("the schema check would refuse system.tables %+v", tb)
 			}
 		})
@@ -488,11 +488,11 @@ func TestTextColumnsConvertInPlaceInChdb(t *testing.T) {
 		}
 	}
 	name := mapping.Qualified(mText.Target.Database, mText.Target.Table)
-	steps := []chdbStep{{"sql": CreateDatabaseSQL(mText)}, {"sql": CreateTableSQL(mText, currentCaps)}, insertStep(mText, textRows)}
+	steps := []chdbStep{{"sql": createDatabaseSQL(mText)}, {"sql": createTableSQL(mText, currentCaps)}, insertStep(mText, textRows)}
 	for _, col := range []string{"at", "at_tz", "num"} {
 		steps = append(steps, chdbStep{"sql": "ALTER TABLE " + name + " MODIFY COLUMN " + col + " " + retype[col]})
 	}
-	steps = append(steps, keysStep(mCur, curRows), chdbStep{"sql": ReadSQL(mCur), "format": "JSONEachRow"})
+	steps = append(steps, keysStep(mCur, curRows), chdbStep{"sql": readSQL(mCur), "format": "JSONEachRow"})
 	version, results := runChdb(t, py, steps)
 	got := chRows(t, mCur, results[0])
 	if len(got) != len(curRows) {

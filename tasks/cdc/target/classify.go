@@ -20,9 +20,9 @@ import (
 // lock, the ledger and setup act on the missing-object ones.
 const (
 	chTableAlreadyExists = 57
-	ChUnknownTable       = 60
+	chUnknownTable       = 60
 	chUnknownDatabase    = 81
-	ChFileDoesntExist    = 107
+	chFileDoesntExist    = 107
 	chUnknownSetting     = 115
 	chTimeoutExceeded    = 159
 	chReadonly           = 164
@@ -37,7 +37,7 @@ const (
 	chTableIsReadOnly    = 242
 	chTooManyParts       = 252
 	chAllReplicasLost    = 279
-	ChAccessDenied       = 497
+	chAccessDenied       = 497
 	chAuthFailed         = 516
 	chPocoException      = 1000 // 18.16: "File not found" among others
 )
@@ -93,11 +93,11 @@ func classify(err error) error {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
-		case chReadonly, ChAccessDenied:
+		case chReadonly, chAccessDenied:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrNotAllowed))
 		case chUnknownSetting:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w in %s's query string)", err, ErrUnknownSetting, EnvClickHouseURL))
-		case ChUnknownTable, chUnknownDatabase:
+		case chUnknownTable, chUnknownDatabase:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrNotSetUp))
 		case chMemoryLimit:
 			// Other queries' memory, or a limit too low for any batch: only

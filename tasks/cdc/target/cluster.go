@@ -24,7 +24,7 @@ import (
 //
 //   - setup creates the target, its live view, its ledger and its lock ON
 //     CLUSTER, the tables as Replicated tables whose ZooKeeper path is
-//     ZooKeeperPath (the shard's {shard} macro, the database, the table) and
+//     zooKeeperPath (the shard's {shard} macro, the database, the table) and
 //     whose replica is the {replica} macro; it then checks the four on every
 //     replica of the shard (checkReplicas) and refuses replicas that
 //     disagree;
@@ -47,11 +47,11 @@ import (
 // table.
 const zkPrefix = "/clickhouse/tables/{shard}/"
 
-// ZooKeeperPath is the ZooKeeper path setup gives the Replicated table
+// zooKeeperPath is the ZooKeeper path setup gives the Replicated table
 // db.table: /clickhouse/tables/{shard}/<db>/<table>, each name escaped as
 // a URL path segment (a / in a name is %2F, { is %7B), so that no name
 // adds a level or a macro.
-func ZooKeeperPath(db, table string) string {
+func zooKeeperPath(db, table string) string {
 	return zkPrefix + url.PathEscape(db) + "/" + url.PathEscape(table)
 }
 
@@ -360,7 +360,7 @@ func classifyCluster(err error, code int32) (error, bool) {
 // after the name of the object it creates or drops (the target's table,
 // live view, ledger or lock, or its database), and a Replicated engine
 // instead of a ReplacingMergeTree or MergeTree, at the object's
-// ZooKeeperPath. Without a cluster it returns sql unchanged.
+// zooKeeperPath. Without a cluster it returns sql unchanged.
 func (t *Server) ddl(sql string) string {
 	if t.cl == nil {
 		return sql
@@ -382,7 +382,7 @@ func clusterDDL(m *mapping.Mapping, cluster, sql string) string {
 				continue
 			}
 			out := verb + q + on + sql[len(verb+q):]
-			path := quoteString(ZooKeeperPath(db, name)) + ", '{replica}'"
+			path := quoteString(zooKeeperPath(db, name)) + ", '{replica}'"
 			out = strings.Replace(out, "ENGINE = ReplacingMergeTree(", "ENGINE = ReplicatedReplacingMergeTree("+path+", ", 1)
 			return strings.Replace(out, "ENGINE = MergeTree", "ENGINE = ReplicatedMergeTree("+path+")", 1)
 		}
@@ -396,7 +396,7 @@ func (t *Server) clusterSetupSQL() []string {
 	if t.cl == nil {
 		return nil
 	}
-	return []string{t.ddl(CreateClusterLockSQL(t.M))}
+	return []string{t.ddl(createClusterLockSQL(t.M))}
 }
 
 // replicaShape is what checkReplicas compares across the replicas: for

@@ -31,7 +31,7 @@ func TestClusterDDLGolden(t *testing.T) {
 			m.Target.Cluster = "prod-eu.1"
 			caps := mapping.CapsFor(18, 16)
 			var stmts []string
-			for _, s := range []string{CreateDatabaseSQL(m), CreateTableSQL(m, caps), CreateViewSQL(m), CreateLedgerSQL(m), CreateClusterLockSQL(m),
+			for _, s := range []string{createDatabaseSQL(m), createTableSQL(m, caps), createViewSQL(m), createLedgerSQL(m), createClusterLockSQL(m),
 				"DROP TABLE IF EXISTS " + mapping.Qualified(m.Target.Database, m.Target.LiveView)} {
 				got := clusterDDL(m, m.Target.Cluster, s)
 				if !strings.Contains(got, " ON CLUSTER `prod-eu.1`") {
@@ -74,7 +74,7 @@ func TestClusterDDLLeavesOthers(t *testing.T) {
 			t.Errorf("clusterDDL(%q) = %q, want it unchanged", s, got)
 		}
 	}
-	if got, s := (&Server{M: m}).ddl(CreateViewSQL(m)), CreateViewSQL(m); got != s {
+	if got, s := (&Server{M: m}).ddl(createViewSQL(m)), createViewSQL(m); got != s {
 		t.Errorf("ddl without a cluster = %q", got)
 	}
 }
@@ -86,8 +86,8 @@ func TestZooKeeperPath(t *testing.T) {
 		{"x{shard}", "it's"}:      "/clickhouse/tables/{shard}/x%7Bshard%7D/it%27s",
 	}
 	for in, want := range tests {
-		if got := ZooKeeperPath(in[0], in[1]); got != want {
-			t.Errorf("ZooKeeperPath(%q, %q) = %s, want %s", in[0], in[1], got, want)
+		if got := zooKeeperPath(in[0], in[1]); got != want {
+			t.Errorf("zooKeeperPath(%q, %q) = %s, want %s", in[0], in[1], got, want)
 		}
 	}
 }

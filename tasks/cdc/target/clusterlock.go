@@ -64,10 +64,10 @@ var clusterLockColumns = [][2]string{
 	{"holder", "String"}, {"host", "String"}, {"pid", "UInt32"}, {"state", "String"}, {"beat", "DateTime"}, {"nonce", "UInt64"},
 }
 
-// CreateClusterLockSQL is the lock table of a target on a cluster (which
+// createClusterLockSQL is the lock table of a target on a cluster (which
 // ddl makes a ReplicatedMergeTree ON CLUSTER), partitioned by day so that
 // old rows go by partition.
-func CreateClusterLockSQL(m *mapping.Mapping) string {
+func createClusterLockSQL(m *mapping.Mapping) string {
 	cols := make([]string, len(clusterLockColumns))
 	for i, c := range clusterLockColumns {
 		cols[i] = c[0] + " " + c[1]
@@ -102,13 +102,13 @@ type clusterLock struct {
 
 // clusterHolder is one holder as the lock's rows show it.
 type clusterHolder struct {
-	HolderInfo
+	holderInfo
 	state  string
 	newest time.Time
 }
 
 func (h clusterHolder) live(stale time.Duration) bool {
-	return (h.state == stateClaim || h.state == stateHeld) && h.Age <= stale
+	return (h.state == stateClaim || h.state == stateHeld) && h.age <= stale
 }
 
 // lockCluster takes the target's lock on a cluster, as above.
@@ -121,7 +121,7 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 	deadline := time.Now().Add(timing.Wait)
 	waiting, broken := false, map[string]bool{}
 	for {
-		l := &Lock{Table: t, ID: NewHolderID(), Timing: timing, Name: name, cl: &clusterLock{host: host, pid: os.Getpid()}}
+		l := &Lock{Table: t, ID: newHolderID(), Timing: timing, Name: name, cl: &clusterLock{host: host, pid: os.Getpid()}}
 		others, err := l.cl.others(ctx, l)
 		if err != nil {
 			return nil, err
@@ -132,10 +132,10 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 			switch {
 			case h.live(timing.Stale):
 				holder = h
-			case h.state != stateGone && !broken[h.ID]:
-				broken[h.ID] = true
+			case h.state != stateGone && !broken[h.id]:
+				broken[h.id] = true
 				log.Warn(fmt.Sprintf("cdc: broke the cluster lock %s: %s, over %s (a run killed, or cut off from ClickHouse, while it held the lock; "+
-					"it writes nothing more)", name, h.HolderInfo, timing.Stale))
+					"it writes nothing more)", name, h.holderInfo, timing.Stale))
 			}
 		}
 		if holder == nil {
@@ -151,12 +151,12 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 		} else if !waiting {
 			waiting = true
 			log.Info(fmt.Sprintf("cdc: the cluster lock %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
-				name, holder.HolderInfo, timing.Wait, timing.Stale))
+				name, holder.holderInfo, timing.Wait, timing.Stale))
 		}
 		if time.Now().After(deadline) {
 			who := "runs claiming it at the same moment"
 			if holder != nil {
-				who = holder.HolderInfo.String()
+				who = holder.holderInfo.String()
 			}
 			return nil, outcome.Transient.Mark(fmt.Errorf("%w: %w %s: %s; waited %s (it is broken %s after its last heartbeat)",
 				change.ErrTargetLocked, ErrClusterLocked, name, who, timing.Wait, timing.Stale))
@@ -244,7 +244,7 @@ func (c *clusterLock) others(ctx context.Context, l *Lock) ([]clusterHolder, err
 	all, err := c.holders(ctx, l)
 	var out []clusterHolder
 	for _, h := range all {
-		if h.ID != l.ID {
+		if h.id != l.ID {
 			out = append(out, h)
 		}
 	}
@@ -264,10 +264,10 @@ func (c *clusterLock) holders(ctx context.Context, l *Lock) ([]clusterHolder, er
 	for rows.Next() {
 		var h clusterHolder
 		var now time.Time
-		if err := rows.Scan(&h.ID, &h.state, &h.host, &h.pid, &h.newest, &now); err != nil {
+		if err := rows.Scan(&h.id, &h.state, &h.host, &h.pid, &h.newest, &now); err != nil {
 			return nil, classify(fmt.Errorf("read the cluster lock %s: %w", l.Name, err))
 		}
-		h.Age = now.Sub(h.newest)
+		h.age = now.Sub(h.newest)
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
@@ -325,8 +325,8 @@ func (l *Lock) checkCluster(ctx context.Context) error {
 	who := "another run held it since"
 	if all, err := l.cl.holders(ctx, l); err == nil {
 		for _, h := range all {
-			if h.ID != l.ID && h.state == stateHeld && h.live(l.Timing.Stale) {
-				who = h.HolderInfo.String() + " took it"
+			if h.id != l.ID && h.state == stateHeld && h.live(l.Timing.Stale) {
+				who = h.holderInfo.String() + " took it"
 			}
 		}
 	}
@@ -341,7 +341,7 @@ func (c *clusterLock) sweep(ctx context.Context, l *Lock, log *slog.Logger) erro
 	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
 	var parts []string
-	err := l.Table.SystemTables(cctx, "list the partitions of "+l.Name, func() error {
+	err := l.Table.systemTables(cctx, "list the partitions of "+l.Name, func() error {
 		parts = parts[:0]
 		rows, err := l.Table.conn.Query(cctx, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND "+
 			"partition < toString(yesterday())", m.Target.Database, mapping.LockName(m))

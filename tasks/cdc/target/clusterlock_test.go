@@ -18,7 +18,7 @@ func TestClusterHolderLive(t *testing.T) {
 		{stateGone, 0, false}, {stateClaim, time.Hour, false},
 	}
 	for _, tt := range tests {
-		h := clusterHolder{HolderInfo: HolderInfo{Age: tt.age}, state: tt.state}
+		h := clusterHolder{holderInfo: holderInfo{age: tt.age}, state: tt.state}
 		if got := h.live(stale); got != tt.want {
 			t.Errorf("%s, %s old: live = %v, want %v", tt.state, tt.age, got, tt.want)
 		}

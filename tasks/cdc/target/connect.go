@@ -91,7 +91,7 @@ type Server struct {
 
 // Connect opens and pings the server and learns its version. Connection
 // failures are transient; a bad URL, refused credentials and a TLS port
-// without secure=true (SpeaksTLS) are config errors.
+// without secure=true (speaksTLS) are config errors.
 func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, error) {
 	opts, err := parseDSN(cfg.URL)
 	if err != nil {
@@ -164,7 +164,7 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 			if opts.Protocol != clickhouse.Native {
 				continue // http(s)://: its own client reports an address that does not answer HTTP
 			}
-			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				go func() { <-pinged; conn.Close() }()
 				return nil, httpPortErr(addr)
 			}
@@ -183,11 +183,11 @@ func Connect(ctx context.Context, cfg ClickHouse, m *mapping.Mapping) (*Server, 
 		// request line: a user name or password of 10 bytes), before the
 		// slow probe above; a TLS port resets, closes or sends an alert.
 		if ctx.Err() == nil && opts.Protocol == clickhouse.Native && mayBeTLSPort(perr) {
-			if addr, ok := SpeaksHTTP(cctx, opts.Addr, opts.TLS); ok {
+			if addr, ok := speaksHTTP(cctx, opts.Addr, opts.TLS); ok {
 				return nil, httpPortErr(addr)
 			}
 			if opts.TLS == nil {
-				if addr, ok := SpeaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
+				if addr, ok := speaksTLS(cctx, opts.Addr, opts.DialTimeout); ok {
 					return nil, outcome.Config.Mark(fmt.Errorf("%w: %w: %s has no secure=true, but %s speaks TLS: %w",
 						change.ErrConfig, ErrTLS, EnvClickHouseURL, addr, err))
 				}

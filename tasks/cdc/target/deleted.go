@@ -20,7 +20,7 @@ import (
 // delete marker: its version places the batch's changes before or after
 // the delete. FINAL on such a table returns no row for those keys, and no
 // setting changes that, so the keys FINAL did not return are read again
-// without FINAL, delete markers only (DeletedSQL): when FINAL returns no
+// without FINAL, delete markers only (deletedSQL): when FINAL returns no
 // row for a key, its winning row (highest version, the last inserted among
 // equals) is a delete marker, so the highest version among its delete
 // markers is the winner's. Of two delete markers at that version with
@@ -51,7 +51,7 @@ func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysO
 	if len(missing) == 0 {
 		return out, nil
 	}
-	deleted, err := t.scan(ctx, missing, DeletedSQL(t.M, keysOnly), keysOnly)
+	deleted, err := t.scan(ctx, missing, deletedSQL(t.M, keysOnly), keysOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -61,13 +61,13 @@ func (t *Table) query(ctx context.Context, rows []*change.Row, sql string, keysO
 	return out, nil
 }
 
-// DeletedSQL reads the delete markers of the batch's keys without FINAL:
+// deletedSQL reads the delete markers of the batch's keys without FINAL:
 // every mapped column, or (keysOnly) the key columns, then the version and
 // the delete marker.
-func DeletedSQL(m *mapping.Mapping, keysOnly bool) string {
-	cols := ColumnList(m, true)
+func deletedSQL(m *mapping.Mapping, keysOnly bool) string {
+	cols := columnList(m, true)
 	if keysOnly {
-		cols = KeyList(m) + ", " + mapping.QuoteIdent(m.Target.VersionColumn) + ", " + mapping.QuoteIdent(m.Target.DeletedColumn)
+		cols = keyList(m) + ", " + mapping.QuoteIdent(m.Target.VersionColumn) + ", " + mapping.QuoteIdent(m.Target.DeletedColumn)
 	}
 	return "SELECT " + cols + "\n" +
 		"FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + "\n" +
@@ -75,13 +75,13 @@ func DeletedSQL(m *mapping.Mapping, keysOnly bool) string {
 		"WHERE " + mapping.QuoteIdent(m.Target.DeletedColumn) + " = 1"
 }
 
-// ReplacingArgs returns the version and delete-marker columns of a
+// replacingArgs returns the version and delete-marker columns of a
 // ReplacingMergeTree as system.tables' engine_full shows it, unquoted:
 // "ReplacingMergeTree(_cdc_lsn) ORDER BY id" → _cdc_lsn, "";
 // "ReplacingMergeTree(_cdc_lsn, _cdc_deleted) ..." → _cdc_lsn, _cdc_deleted.
 // A Replicated engine's leading quoted arguments (its ZooKeeper path and
 // replica name) are skipped.
-func ReplacingArgs(full string) (version, deleted string) {
+func replacingArgs(full string) (version, deleted string) {
 	args := engineArgs(full)
 	for len(args) > 0 && strings.HasPrefix(args[0], "'") {
 		args = args[1:]
@@ -96,10 +96,10 @@ func ReplacingArgs(full string) (version, deleted string) {
 	return "", ""
 }
 
-// EngineVersion returns the version column of a ReplacingMergeTree's
-// engine_full (ReplacingArgs).
-func EngineVersion(full string) string {
-	v, _ := ReplacingArgs(full)
+// engineVersion returns the version column of a ReplacingMergeTree's
+// engine_full (replacingArgs).
+func engineVersion(full string) string {
+	v, _ := replacingArgs(full)
 	return v
 }
 

@@ -14,9 +14,9 @@ func TestReplacingArgs(t *testing.T) {
 		{"ReplacingMergeTree ORDER BY id", "", ""},
 		{"ReplacingMergeTree() ORDER BY id", "", ""},
 	} {
-		v, d := ReplacingArgs(tt.full)
+		v, d := replacingArgs(tt.full)
 		if v != tt.version || d != tt.deleted {
-			t.Errorf("ReplacingArgs(%q) = %q, %q; want %q, %q", tt.full, v, d, tt.version, tt.deleted)
+			t.Errorf("replacingArgs(%q) = %q, %q; want %q, %q", tt.full, v, d, tt.version, tt.deleted)
 		}
 	}
 }

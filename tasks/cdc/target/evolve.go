@@ -150,7 +150,7 @@ func (t *Server) RemakeView(ctx context.Context) (*Table, error) {
 	if err := t.exec(ctx, t.ddl("DROP TABLE IF EXISTS "+mapping.Qualified(m.Target.Database, m.Target.LiveView))); err != nil {
 		return nil, err
 	}
-	if err := t.exec(ctx, t.ddl(CreateViewSQL(m))); err != nil {
+	if err := t.exec(ctx, t.ddl(createViewSQL(m))); err != nil {
 		return nil, err
 	}
 	return t.CheckSchema(ctx)
@@ -173,7 +173,7 @@ func (t *Server) Beside(ctx context.Context, gen string) (*Server, *Table, error
 	m := *t.M
 	m.Target.Table = BesideName(t.M.Target.Table, gen)
 	srv := t.With(&m)
-	if err := srv.exec(ctx, CreateTableSQL(&m, t.Caps)); err != nil {
+	if err := srv.exec(ctx, createTableSQL(&m, t.Caps)); err != nil {
 		return nil, nil, err
 	}
 	tbl, err := srv.CheckSchema(ctx)
@@ -216,7 +216,7 @@ func (t *Server) DropBesides(ctx context.Context, keep string) ([]string, error)
 	m := t.M
 	prefix := m.Target.Table + besideSuffix
 	var names []string
-	err := t.SystemTables(ctx, "list the tables of "+m.Target.Database, func() error {
+	err := t.systemTables(ctx, "list the tables of "+m.Target.Database, func() error {
 		names = names[:0]
 		rows, err := t.conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ? AND startsWith(name, ?)", m.Target.Database, prefix)
 		if err != nil {
@@ -283,7 +283,7 @@ func (t *Server) Standing(ctx context.Context) (Standing, error) {
 			st.Cols = append(st.Cols, [2]string{c.name, c.typ})
 		}
 	}
-	for _, k := range strings.Split(NormKey(obj.sortingKey), ",") {
+	for _, k := range strings.Split(normKey(obj.sortingKey), ",") {
 		if k != "" {
 			st.Key = append(st.Key, k)
 		}
@@ -302,7 +302,7 @@ func (t *Server) SyncView(ctx context.Context) (remade bool, err error) {
 	case err != nil:
 		return false, err
 	case !obj.found:
-		if err := t.exec(ctx, t.ddl(CreateViewSQL(t.M))); err != nil {
+		if err := t.exec(ctx, t.ddl(createViewSQL(t.M))); err != nil {
 			return false, err
 		}
 		return true, t.checkView(ctx)

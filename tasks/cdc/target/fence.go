@@ -83,7 +83,7 @@ func (s *Server) writeRow(ctx context.Context, table string, cols, types []strin
 // message alone does not tell: 26.9 names similar tables in it, "Maybe
 // you meant …").
 func (s *Server) lockGone(ctx context.Context, f Fence, err error) bool {
-	if err == nil || f.lock == "" || chCode(err) != ChUnknownTable {
+	if err == nil || f.lock == "" || chCode(err) != chUnknownTable {
 		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -181,5 +181,5 @@ func (t *Table) Insert(ctx context.Context, rows []*change.Row, f Fence) error {
 	if _, err := block.Columns[len(m.Cols)+1].Append(dels); err != nil {
 		return fmt.Errorf("%s: column %q: %w", what, m.Target.DeletedColumn, err)
 	}
-	return t.insertRows(ctx, tbl, InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable, f, what)
+	return t.insertRows(ctx, tbl, insertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable, f, what)
 }

@@ -31,9 +31,9 @@ import (
 // It also records the source's identity as the batches show it
 // (metadata.source connector, name, version, db), which the refusals name.
 
-// LedgerColumns are the ledger's columns and their ClickHouse types, in
+// ledgerColumns are the ledger's columns and their ClickHouse types, in
 // table order.
-var LedgerColumns = [][2]string{
+var ledgerColumns = [][2]string{
 	{"seq", "UInt64"}, // 1, 2, ... in apply order
 	{"kind", "String"},
 	{"digest", "String"},
@@ -58,22 +58,16 @@ var LedgerColumns = [][2]string{
 
 // targetLedger is the ledger of m's target, on s (nil: for its SQL only).
 func targetLedger(s *Server, m *mapping.Mapping) *ledgerTable {
-	return &ledgerTable{s: s, db: m.Target.Database, table: mapping.LedgerName(m), what: "ledger", cols: LedgerColumns,
+	return &ledgerTable{s: s, db: m.Target.Database, table: mapping.LedgerName(m), what: "ledger", cols: ledgerColumns,
 		stamp: "applied_at", orderBy: "seq", onCluster: true, keepDropped: true}
 }
 
 // ledger is the ledger of t's target.
 func (t *Server) ledger() *ledgerTable { return targetLedger(t, t.M) }
 
-// CreateLedgerSQL makes the ledger (setup, and apply on a target the seed
+// createLedgerSQL makes the ledger (setup, and apply on a target the seed
 // flow made).
-func CreateLedgerSQL(m *mapping.Mapping) string { return targetLedger(nil, m).createSQL() }
-
-// LedgerColumnList lists the ledger's columns in table order, applied_at
-// only withTime.
-func LedgerColumnList(withTime bool) string {
-	return (&ledgerTable{cols: LedgerColumns, stamp: "applied_at"}).columnList(withTime)
-}
+func createLedgerSQL(m *mapping.Mapping) string { return targetLedger(nil, m).createSQL() }
 
 // readLedger reads the latest row and the row of digest, if any.
 func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerState, error) {
@@ -173,7 +167,7 @@ func (t *Table) appendLedger(ctx context.Context, prev *change.LedgerEntry, e *c
 // ledger itself (EnsureLedger), so a re-run records the batch.
 func (t *Table) RecordBatch(ctx context.Context, prev, e *change.LedgerEntry, f Fence) error {
 	err := t.retryQuorum(ctx, func() error { return t.appendLedger(ctx, prev, e, f) }, t.ledgerSettled(ctx, prev, e))
-	if err != nil && chCode(err) == ChUnknownTable {
+	if err != nil && chCode(err) == chUnknownTable {
 		// Not a setup to run, and the batch's rows are in (the exit-3 case).
 		return outcome.Transient.Mark(fmt.Errorf("%w: %s: %w", ErrLedgerDropped, mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M)), err))
 	}
@@ -194,7 +188,7 @@ func (t *Table) EnsureLedger(ctx context.Context, f Fence, digest string) (chang
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	if err != nil && chCode(err) != ChUnknownTable {
+	if err != nil && chCode(err) != chUnknownTable {
 		// Say which column is wrong, when that is why it cannot be read;
 		// after a timeout or a lost connection, asking again would only
 		// wait out another timeout.
@@ -232,14 +226,14 @@ func (t *Table) EnsureLedger(ctx context.Context, f Fence, digest string) (chang
 func (t *Server) checkOrphanLedger(ctx context.Context) error {
 	m := t.M
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
-	_, found, err := t.Describe(cctx, m.Target.Database, m.Target.Table)
+	_, found, err := t.describe(cctx, m.Target.Database, m.Target.Table)
 	cancel()
 	if err != nil || found {
 		return err
 	}
 	st, err := (&Table{Server: t}).readLedger(ctx, "")
 	switch {
-	case chCode(err) == ChUnknownTable || chCode(err) == chUnknownDatabase:
+	case chCode(err) == chUnknownTable || chCode(err) == chUnknownDatabase:
 		return nil
 	case err != nil:
 		return err

@@ -165,7 +165,7 @@ func (l *ledgerTable) append(ctx context.Context, vals []any, f Fence, what stri
 		return err
 	}
 	err = fmt.Errorf("write the %s %s: %w", l.what, l.name(), err)
-	if l.keepDropped && chCode(err) == ChUnknownTable {
+	if l.keepDropped && chCode(err) == chUnknownTable {
 		return err
 	}
 	return classify(err)

@@ -35,7 +35,7 @@ func (t *Table) InsertLoad(ctx context.Context, cols [][]change.Value, version u
 		}
 	}
 	names = append(names, "toUInt64("+strconv.FormatUint(version, 10)+")", "toUInt8(0)")
-	return t.insertRows(ctx, tbl, InsertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable, f, what)
+	return t.insertRows(ctx, tbl, insertSQL(m)+" SELECT "+strings.Join(names, ", ")+" FROM "+rowsTable, f, what)
 }
 
 // LoadCount counts the target's winning rows (FINAL) against an initial

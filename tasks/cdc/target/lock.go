@@ -73,19 +73,19 @@ type LockTiming struct {
 // then fails transient: a Kestra retry fits).
 var DefaultLockTiming = LockTiming{Beat: 2 * time.Second, Stale: 30 * time.Second, Wait: 60 * time.Second, Poll: 250 * time.Millisecond}
 
-// HolderInfo is who holds (or held) the lock, as its rows say.
-type HolderInfo struct {
-	ID, host string
+// holderInfo is who holds (or held) the lock, as its rows say.
+type holderInfo struct {
+	id, host string
 	pid      uint32
-	Age      time.Duration // now() - newest heartbeat, by the server's clock
+	age      time.Duration // now() - newest heartbeat, by the server's clock
 	rows     uint64
 }
 
-func (h HolderInfo) String() string {
-	if h.ID == "" {
+func (h holderInfo) String() string {
+	if h.id == "" {
 		return "an unknown holder (the lock table has no rows: a ClickHouse restart emptied it)"
 	}
-	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.ID, h.host, h.pid, h.Age.Round(time.Second))
+	return fmt.Sprintf("holder %s on host %s, pid %d, last heartbeat %s ago", h.id, h.host, h.pid, h.age.Round(time.Second))
 }
 
 // Lock is a held lock.
@@ -110,8 +110,8 @@ type Lock struct {
 	releaseErr error
 }
 
-// NewHolderID returns a new holder id: 16 random hex digits.
-func NewHolderID() string {
+// newHolderID returns a new holder id: 16 random hex digits.
+func newHolderID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -125,10 +125,10 @@ func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (
 		return t.lockCluster(ctx, timing, log)
 	}
 	m := t.M
-	l := &Lock{Table: t, ID: NewHolderID(), Timing: timing, Name: mapping.Qualified(m.Target.Database, mapping.LockName(m))}
+	l := &Lock{Table: t, ID: newHolderID(), Timing: timing, Name: mapping.Qualified(m.Target.Database, mapping.LockName(m))}
 	host, _ := os.Hostname()
 	deadline := time.Now().Add(timing.Wait)
-	create := LockCreateSQL(l.Name, l.ID, host, os.Getpid())
+	create := lockCreateSQL(l.Name, l.ID, host, os.Getpid())
 	waiting := false
 	for {
 		err := t.exec(ctx, create)
@@ -141,15 +141,15 @@ func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (
 		if chCode(err) != chTableAlreadyExists {
 			return nil, err
 		}
-		h, found, err := l.Holder(ctx, mapping.LockName(m))
+		h, found, err := l.holder(ctx, mapping.LockName(m))
 		if err != nil {
 			return nil, err
 		}
 		if !found && time.Now().Before(deadline) {
 			continue // released meanwhile: take it
 		}
-		if found && h.Age > timing.Stale {
-			broken, err := l.BreakStale(ctx, h)
+		if found && h.age > timing.Stale {
+			broken, err := l.breakStale(ctx, h)
 			if err != nil {
 				return nil, err
 			}
@@ -180,21 +180,21 @@ func (l *Lock) insertBeat(ctx context.Context, host string) error {
 	if l.cl != nil {
 		return l.cl.put(ctx, l, stateHeld)
 	}
-	return l.Table.exec(ctx, LockBeatSQL(l.Name, l.ID, host, os.Getpid()))
+	return l.Table.exec(ctx, lockBeatSQL(l.Name, l.ID, host, os.Getpid()))
 }
 
-// Holder reads who holds the lock table bare (a name in the target's
+// holder reads who holds the lock table bare (a name in the target's
 // database: the lock or a lock renamed aside); found is false when it does
 // not exist.
-func (l *Lock) Holder(ctx context.Context, bare string) (HolderInfo, bool, error) {
+func (l *Lock) holder(ctx context.Context, bare string) (holderInfo, bool, error) {
 	name := mapping.Qualified(l.Table.M.Target.Database, bare)
 	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
-	var h HolderInfo
+	var h holderInfo
 	var newest, now time.Time
-	err := l.Table.conn.QueryRow(cctx, LockHolderSQL(name)).
-		Scan(&h.ID, &h.host, &h.pid, &newest, &now, &h.rows)
-	if chCode(err) == ChUnknownTable {
+	err := l.Table.conn.QueryRow(cctx, lockHolderSQL(name)).
+		Scan(&h.id, &h.host, &h.pid, &newest, &now, &h.rows)
+	if chCode(err) == chUnknownTable {
 		return h, false, nil
 	}
 	if err != nil {
@@ -204,8 +204,8 @@ func (l *Lock) Holder(ctx context.Context, bare string) (HolderInfo, bool, error
 		// No row: measure from the table's creation (metadata_modification_time).
 		var made time.Time
 		gone := false
-		err := l.Table.SystemTables(cctx, "read the lock "+name, func() error {
-			err := l.Table.conn.QueryRow(cctx, LockMadeSQL, l.Table.M.Target.Database, bare).Scan(&made, &now)
+		err := l.Table.systemTables(cctx, "read the lock "+name, func() error {
+			err := l.Table.conn.QueryRow(cctx, lockMadeSQL, l.Table.M.Target.Database, bare).Scan(&made, &now)
 			gone = errors.Is(err, sql.ErrNoRows)
 			if gone {
 				return nil
@@ -216,34 +216,34 @@ func (l *Lock) Holder(ctx context.Context, bare string) (HolderInfo, bool, error
 			return h, false, err
 		}
 		newest = made
-		h.ID = ""
+		h.id = ""
 	}
-	h.Age = now.Sub(newest)
+	h.age = now.Sub(newest)
 	return h, true, nil
 }
 
-// BreakStale breaks the lock judged stale (h): rename, check, drop.
+// breakStale breaks the lock judged stale (h): rename, check, drop.
 // broken reports that it dropped that lock.
-func (l *Lock) BreakStale(ctx context.Context, h HolderInfo) (broken bool, _ error) {
+func (l *Lock) breakStale(ctx context.Context, h holderInfo) (broken bool, _ error) {
 	aside := l.Aside()
-	if err := l.Table.exec(ctx, RenameSQL(l.Name, aside)); err != nil {
-		if c := chCode(err); c == ChUnknownTable || c == chTableAlreadyExists {
+	if err := l.Table.exec(ctx, renameSQL(l.Name, aside)); err != nil {
+		if c := chCode(err); c == chUnknownTable || c == chTableAlreadyExists {
 			return false, nil // gone or re-taken meanwhile: compete again
 		}
 		return false, err
 	}
-	got, found, err := l.Holder(ctx, AsideName(l.Table.M, l.ID))
+	got, found, err := l.holder(ctx, asideName(l.Table.M, l.ID))
 	if err != nil {
 		return false, err
 	}
 	// An empty lock (a server restart emptied it: the lock is created with
 	// its holder row) is measured by its creation time, which the rename
 	// reset: still empty, it is the one judged stale.
-	if found && got.ID == h.ID && (got.Age > l.Timing.Stale || (h.rows == 0 && got.rows == 0)) {
+	if found && got.id == h.id && (got.age > l.Timing.Stale || (h.rows == 0 && got.rows == 0)) {
 		return true, l.Table.exec(ctx, "DROP TABLE IF EXISTS "+aside)
 	}
 	// Not the lock judged stale: give it back.
-	if err := l.Table.exec(ctx, RenameSQL(aside, l.Name)); err != nil {
+	if err := l.Table.exec(ctx, renameSQL(aside, l.Name)); err != nil {
 		// The lock was taken again meanwhile: the run it belonged to finds
 		// its lock gone at its next check and stops before writing.
 		return false, l.Table.exec(ctx, "DROP TABLE IF EXISTS "+aside)
@@ -269,7 +269,7 @@ func (l *Lock) heartbeat(host string) {
 		switch {
 		case err == nil:
 			l.lastBeat = time.Now()
-		case chCode(err) == ChUnknownTable:
+		case chCode(err) == chUnknownTable:
 			l.lost = fmt.Errorf("the lock %s was broken by another run (this run's heartbeats stopped landing for over %s)", l.Name, l.Timing.Stale)
 		}
 		l.mu.Unlock()
@@ -356,18 +356,18 @@ func (l *Lock) giveBack(ctx context.Context) error {
 		close(l.Stop)
 		<-l.Done
 	}
-	return l.DropOwn(ctx)
+	return l.dropOwn(ctx)
 }
 
 // Aside is the name this run renames a lock to before dropping it.
 func (l *Lock) Aside() string {
-	return mapping.Qualified(l.Table.M.Target.Database, AsideName(l.Table.M, l.ID))
+	return mapping.Qualified(l.Table.M.Target.Database, asideName(l.Table.M, l.ID))
 }
 
-// AsideName is the bare name holder id renames the lock to.
-func AsideName(m *mapping.Mapping, id string) string { return mapping.LockName(m) + "_x" + id }
+// asideName is the bare name holder id renames the lock to.
+func asideName(m *mapping.Mapping, id string) string { return mapping.LockName(m) + "_x" + id }
 
-// SweepAsides drops the locks renamed aside (AsideName) that runs cut
+// SweepAsides drops the locks renamed aside (asideName) that runs cut
 // between their RENAME and their DROP left behind, once their newest
 // heartbeat (or, without rows, their renaming) is older than
 // LockTiming.Stale by the server's clock. Apply runs it once it holds the
@@ -387,7 +387,7 @@ func (l *Lock) SweepAsides(ctx context.Context, log *slog.Logger) error {
 	m := l.Table.M
 	prefix := mapping.LockName(m) + "_x"
 	transient := func(err error) bool { return ctx.Err() != nil || outcome.Classify(err) == outcome.Transient }
-	names, err := l.Asides(ctx, prefix)
+	names, err := l.asides(ctx, prefix)
 	if err != nil {
 		if transient(err) {
 			return err
@@ -396,8 +396,8 @@ func (l *Lock) SweepAsides(ctx context.Context, log *slog.Logger) error {
 		return nil
 	}
 	for _, bare := range names {
-		h, found, err := l.Holder(ctx, bare)
-		if err == nil && (!found || h.ID == l.ID || h.Age <= l.Timing.Stale) {
+		h, found, err := l.holder(ctx, bare)
+		if err == nil && (!found || h.id == l.ID || h.age <= l.Timing.Stale) {
 			continue
 		}
 		name := mapping.Qualified(m.Target.Database, bare)
@@ -416,13 +416,13 @@ func (l *Lock) SweepAsides(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// Asides lists the tables of the target's database named prefix followed
-// by a holder id (NewHolderID: 16 lowercase hex digits).
-func (l *Lock) Asides(ctx context.Context, prefix string) ([]string, error) {
+// asides lists the tables of the target's database named prefix followed
+// by a holder id (newHolderID: 16 lowercase hex digits).
+func (l *Lock) asides(ctx context.Context, prefix string) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
 	var names []string
-	err := l.Table.SystemTables(cctx, "list "+mapping.Qualified(l.Table.M.Target.Database, prefix)+"…", func() error {
+	err := l.Table.systemTables(cctx, "list "+mapping.Qualified(l.Table.M.Target.Database, prefix)+"…", func() error {
 		names = names[:0]
 		rows, err := l.Table.conn.Query(cctx, lockAsidesSQL, l.Table.M.Target.Database, len(prefix), prefix)
 		if err != nil {
@@ -443,10 +443,10 @@ func (l *Lock) Asides(ctx context.Context, prefix string) ([]string, error) {
 	return names, err
 }
 
-// DropOwn gives back the lock if it is still this run's: on one server
+// dropOwn gives back the lock if it is still this run's: on one server
 // its table renamed aside and dropped (put back when another run took the
 // lock meanwhile), on a cluster the holder's row marked gone.
-func (l *Lock) DropOwn(ctx context.Context) error {
+func (l *Lock) dropOwn(ctx context.Context) error {
 	if l.cl != nil {
 		return l.cl.put(ctx, l, stateGone)
 	}
@@ -457,8 +457,8 @@ func (l *Lock) DropOwn(ctx context.Context) error {
 		return err
 	}
 	aside := l.Aside()
-	if err := l.Table.exec(ctx, RenameSQL(l.Name, aside)); err != nil {
-		if chCode(err) == ChUnknownTable {
+	if err := l.Table.exec(ctx, renameSQL(l.Name, aside)); err != nil {
+		if chCode(err) == chUnknownTable {
 			return nil
 		}
 		return err
@@ -469,7 +469,7 @@ func (l *Lock) DropOwn(ctx context.Context) error {
 	}
 	if !mine {
 		// Broken and taken again between the check and the rename.
-		if err := l.Table.exec(ctx, RenameSQL(aside, l.Name)); err == nil {
+		if err := l.Table.exec(ctx, renameSQL(aside, l.Name)); err == nil {
 			return nil
 		}
 	}
@@ -482,9 +482,9 @@ func (l *Lock) mine(ctx context.Context, name string) (bool, error) {
 	var n uint64
 	cctx, cancel := context.WithTimeout(ctx, l.Table.timeout)
 	defer cancel()
-	err := l.Table.conn.QueryRow(cctx, LockMineSQL(name), l.ID).Scan(&n)
+	err := l.Table.conn.QueryRow(cctx, lockMineSQL(name), l.ID).Scan(&n)
 	switch {
-	case chCode(err) == ChUnknownTable:
+	case chCode(err) == chUnknownTable:
 		return false, nil
 	case err != nil:
 		return false, classify(fmt.Errorf("check the lock %s: %w", name, err))

@@ -53,7 +53,7 @@ func TestLockBreaksStale(t *testing.T) {
 		t.Errorf("the new holder: %v", err)
 	}
 	// The zombie's release leaves the new holder's lock alone.
-	if err := a.DropOwn(context.Background()); err != nil {
+	if err := a.dropOwn(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Check(context.Background()); err != nil {
@@ -71,9 +71,9 @@ func TestLockBreakIsABASafe(t *testing.T) {
 	timing := testLockTiming
 	c := mustLock(t, tbl, timing)
 	defer c.Release(context.Background())
-	w := &Lock{Table: tbl, ID: NewHolderID(), Timing: timing, Name: c.Name}
-	stale := HolderInfo{ID: "a-holder-long-gone", Age: time.Hour}
-	if broken, err := w.BreakStale(context.Background(), stale); err != nil || broken {
+	w := &Lock{Table: tbl, ID: newHolderID(), Timing: timing, Name: c.Name}
+	stale := holderInfo{id: "a-holder-long-gone", age: time.Hour}
+	if broken, err := w.breakStale(context.Background(), stale); err != nil || broken {
 		t.Fatalf("breakStale: broken %v, %v; want the lock given back", broken, err)
 	}
 	if err := c.Check(context.Background()); err != nil {
@@ -101,12 +101,12 @@ func TestLockDropsLocksLeftAside(t *testing.T) {
 		}
 	}
 	aside := func(id, beat string) string {
-		name := e.db + "." + AsideName(e.m, id)
+		name := e.db + "." + asideName(e.m, id)
 		exec("CREATE TABLE " + name + " ENGINE = Memory AS SELECT 'holder-" + id[:4] + "' AS holder, 'host' AS host, toUInt32(7) AS pid, " + beat + " AS beat")
 		return name
 	}
 	old := aside("00000000000000aa", "now() - 3600")
-	empty := e.db + "." + AsideName(e.m, "00000000000000bb")
+	empty := e.db + "." + asideName(e.m, "00000000000000bb")
 	exec("CREATE TABLE " + empty + " (holder String, host String, pid UInt32, beat DateTime) ENGINE = Memory")
 	exec("CREATE TABLE " + e.db + "." + mapping.LockName(e.m) + "_xnot_a_holder (x UInt8) ENGINE = Memory")
 	exec("CREATE TABLE " + e.db + "." + mapping.LockName(e.m) + "_x00000000000000AA (x UInt8) ENGINE = Memory")
@@ -157,8 +157,8 @@ func TestReleaseTwiceLeavesTheNextHolder(t *testing.T) {
 	if err := a.Release(context.Background()); err != nil {
 		t.Fatalf("the second release sent a statement: %v", err)
 	}
-	h, found, err := b.Holder(context.Background(), mapping.LockName(b.Table.M))
-	if err != nil || !found || h.ID != b.ID {
+	h, found, err := b.holder(context.Background(), mapping.LockName(b.Table.M))
+	if err != nil || !found || h.id != b.ID {
 		t.Fatalf("after the first holder's second release the lock is %+v (found %v, %v), want b's %s", h, found, err, b.ID)
 	}
 	if err := b.Check(context.Background()); err != nil {
@@ -204,14 +204,14 @@ func TestLockDDLIsAtomic(t *testing.T) {
 		wg.Wait()
 		return ok, codes
 	}
-	ok, codes := race(func(i int) string { return LockCreateSQL(lock, fmt.Sprintf("holder%d", i), "host", i) })
+	ok, codes := race(func(i int) string { return lockCreateSQL(lock, fmt.Sprintf("holder%d", i), "host", i) })
 	if ok != 1 || slices.ContainsFunc(codes, func(c int32) bool { return c != 57 }) {
 		t.Errorf("concurrent CREATEs of the lock: %d succeeded, the others failed with codes %v; want 1, and 57", ok, codes)
 	}
 	if got := e.query("SELECT count() FROM " + lock); got[0] != "1" {
 		t.Errorf("the lock holds %s rows, want its holder row", got[0])
 	}
-	ok, codes = race(func(i int) string { return RenameSQL(lock, lock+fmt.Sprintf("_x%d", i)) })
+	ok, codes = race(func(i int) string { return renameSQL(lock, lock+fmt.Sprintf("_x%d", i)) })
 	if ok != 1 || slices.ContainsFunc(codes, func(c int32) bool { return c != 60 }) {
 		t.Errorf("concurrent RENAMEs of the lock: %d succeeded, the others failed with codes %v; want 1, and 60", ok, codes)
 	}

@@ -13,11 +13,11 @@ import (
 // it checks whether the address speaks HTTP instead of the native protocol.
 const wrongProtocolAfter = 3 * time.Second
 
-// SpeaksHTTP reports the first of addrs that answers an HTTP request (over
+// speaksHTTP reports the first of addrs that answers an HTTP request (over
 // TLS when tlsConfig is set) with an HTTP status line, within a few seconds.
 // It is asked only when the native hello is slow, so a healthy native server
 // never sees the request (a native server would log it as a bad packet).
-func SpeaksHTTP(ctx context.Context, addrs []string, tlsConfig *tls.Config) (string, bool) {
+func speaksHTTP(ctx context.Context, addrs []string, tlsConfig *tls.Config) (string, bool) {
 	return firstThatAnswers(addrs, func(addr string) bool { return probeHTTP(ctx, addr, tlsConfig) })
 }
 
@@ -60,7 +60,7 @@ func probeHTTP(ctx context.Context, addr string, tlsConfig *tls.Config) bool {
 // errSawTLS stops a TLS probe's handshake at the server's certificate.
 var errSawTLS = errors.New("the server answered the TLS client hello")
 
-// SpeaksTLS reports the first of addrs whose server answers a TLS client
+// speaksTLS reports the first of addrs whose server answers a TLS client
 // hello as a TLS server does: with its ServerHello and certificate, or with
 // a TLS alert; each address is given timeout (within ctx). It is asked only
 // after a plaintext native hello failed, to tell a TLS port (CLICKHOUSE_URL
@@ -68,7 +68,7 @@ var errSawTLS = errors.New("the server answered the TLS client hello")
 // is never used for anything else: its handshake is stopped when the
 // server's certificate arrives, which is neither checked nor trusted, and
 // nothing but the TLS client hello is sent, no credentials.
-func SpeaksTLS(ctx context.Context, addrs []string, timeout time.Duration) (string, bool) {
+func speaksTLS(ctx context.Context, addrs []string, timeout time.Duration) (string, bool) {
 	return firstThatAnswers(addrs, func(addr string) bool { return probeTLS(ctx, addr, timeout) })
 }
 

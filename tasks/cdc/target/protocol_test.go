@@ -47,8 +47,8 @@ func startProbeServers(t *testing.T) probeServers {
 func TestSpeaks(t *testing.T) {
 	s := startProbeServers(t)
 	probes := map[string]func(addrs []string) (string, bool){
-		"HTTP": func(addrs []string) (string, bool) { return SpeaksHTTP(context.Background(), addrs, nil) },
-		"TLS":  func(addrs []string) (string, bool) { return SpeaksTLS(context.Background(), addrs, time.Second) },
+		"HTTP": func(addrs []string) (string, bool) { return speaksHTTP(context.Background(), addrs, nil) },
+		"TLS":  func(addrs []string) (string, bool) { return speaksTLS(context.Background(), addrs, time.Second) },
 	}
 	tests := []struct {
 		probe, name string
@@ -98,7 +98,7 @@ func TestSpeaksTLSClickHousePorts(t *testing.T) {
 		{"http", vars["CHANGESINK_TEST_CLICKHOUSE_HTTP"], false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, got := SpeaksTLS(context.Background(), []string{tt.addr}, 10*time.Second); got != tt.want {
+			if _, got := speaksTLS(context.Background(), []string{tt.addr}, 10*time.Second); got != tt.want {
 				t.Errorf("speaksTLS(%s) = %v, want %v", tt.addr, got, tt.want)
 			}
 		})

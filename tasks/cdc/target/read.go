@@ -19,7 +19,7 @@ func (t *Table) keysTableFor(rows []*change.Row) (*ext.Table, error) {
 	m := t.M
 	cols := make([]func(*ext.Table) error, len(m.KeyIdx))
 	for n, i := range m.KeyIdx {
-		cols[n] = ext.Column(KeysColumn(n), column.Type(t.cols[i].typ))
+		cols[n] = ext.Column(keysColumn(n), column.Type(t.cols[i].typ))
 	}
 	tbl, err := ext.NewTable(keysTable, cols...)
 	if err != nil {
@@ -40,13 +40,13 @@ func (t *Table) keysTableFor(rows []*change.Row) (*ext.Table, error) {
 // Read returns the winning version (FINAL) of each key of rows, by key
 // bytes; keys travel in an external table, never in the SQL text.
 func (t *Table) Read(ctx context.Context, rows []*change.Row) (map[string]*change.Row, error) {
-	return t.query(ctx, rows, ReadSQL(t.M), false)
+	return t.query(ctx, rows, readSQL(t.M), false)
 }
 
 // versions is read without the payload: each key's winning version and
 // delete marker only (vals nil).
 func (t *Table) versions(ctx context.Context, rows []*change.Row) (map[string]*change.Row, error) {
-	return t.query(ctx, rows, VersionsSQL(t.M), true)
+	return t.query(ctx, rows, versionsSQL(t.M), true)
 }
 
 // Current reads the target's winning version of each key of rows, as the
@@ -198,7 +198,7 @@ func (t *Table) Truncated(ctx context.Context, tr *change.Row, inBatch func(key 
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	name := mapping.Qualified(m.Target.Database, m.Target.Table)
-	res, err := t.conn.Query(cctx, TruncatedSQL(m), tr.Version)
+	res, err := t.conn.Query(cctx, truncatedSQL(m), tr.Version)
 	if err != nil {
 		return nil, classify(fmt.Errorf("read the live keys of %s older than the TRUNCATE: %w", name, err))
 	}

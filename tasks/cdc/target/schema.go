@@ -76,14 +76,14 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	if err := t.checkReplicated(name, engine); err != nil {
 		return nil, err
 	}
-	v, del := ReplacingArgs(engineFull)
+	v, del := replacingArgs(engineFull)
 	if v != m.Target.VersionColumn {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
 	}
 	if del != "" && del != m.Target.DeletedColumn {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s drops the rows marked in %q, the mapping's delete column is %q", change.ErrTargetMismatch, name, del, m.Target.DeletedColumn))
 	}
-	if got, want := NormKey(sortingKey), NormKey(strings.Join(m.Key, ",")); got != want {
+	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", change.ErrTargetMismatch, name, sortingKey, m.KeyNames()))
 	}
 	types := make(map[string]string, len(cols))
@@ -166,15 +166,15 @@ func (t *Server) EnsureView(ctx context.Context) (made bool, err error) {
 	case obj.found:
 		return false, t.checkViewObject(obj)
 	}
-	if err := t.exec(ctx, t.ddl(CreateViewSQL(t.M))); err != nil {
+	if err := t.exec(ctx, t.ddl(createViewSQL(t.M))); err != nil {
 		return false, err
 	}
 	return true, t.checkView(ctx)
 }
 
-// NormKey normalises a sorting key for comparison: no spaces, quotes or
+// normKey normalises a sorting key for comparison: no spaces, quotes or
 // parentheses.
-func NormKey(s string) string {
+func normKey(s string) string {
 	return strings.NewReplacer(" ", "", "`", "", "\"", "", "(", "", ")", "").Replace(s)
 }
 
@@ -192,13 +192,13 @@ func (t *Server) Setup(ctx context.Context) ([]string, error) {
 	m := t.M
 	var stmts []string
 	if m.Target.CreateDatabase {
-		stmts = append(stmts, t.ddl(CreateDatabaseSQL(m)))
+		stmts = append(stmts, t.ddl(createDatabaseSQL(m)))
 	}
 	if err := t.checkOrphanLedger(ctx); err != nil {
 		return nil, err
 	}
-	table := t.ddl(CreateTableSQL(m, t.Caps))
-	stmts = append(stmts, table, t.ddl(CreateViewSQL(m)), t.ddl(CreateLedgerSQL(m)))
+	table := t.ddl(createTableSQL(m, t.Caps))
+	stmts = append(stmts, table, t.ddl(createViewSQL(m)), t.ddl(createLedgerSQL(m)))
 	stmts = append(stmts, t.clusterSetupSQL()...)
 	for _, s := range stmts {
 		if err := t.exec(ctx, s); err != nil {

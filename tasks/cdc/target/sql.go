@@ -19,12 +19,12 @@ import (
 // key columns are called, since an external table's structure is not quoted).
 const keysTable = "_cdc_keys"
 
-// KeysColumn is the name of the n-th key column of keysTable.
-func KeysColumn(n int) string { return "k" + strconv.Itoa(n) }
+// keysColumn is the name of the n-th key column of keysTable.
+func keysColumn(n int) string { return "k" + strconv.Itoa(n) }
 
-// ColumnList renders the mapped columns, then the version and deleted
+// columnList renders the mapped columns, then the version and deleted
 // columns when withMeta.
-func ColumnList(m *mapping.Mapping, withMeta bool) string {
+func columnList(m *mapping.Mapping, withMeta bool) string {
 	names := make([]string, 0, len(m.Cols)+2)
 	for i := range m.Cols {
 		names = append(names, mapping.QuoteIdent(m.Cols[i].Name))
@@ -35,8 +35,8 @@ func ColumnList(m *mapping.Mapping, withMeta bool) string {
 	return strings.Join(names, ", ")
 }
 
-// KeyList renders the key columns, in key order.
-func KeyList(m *mapping.Mapping) string {
+// keyList renders the key columns, in key order.
+func keyList(m *mapping.Mapping) string {
 	names := make([]string, len(m.KeyIdx))
 	for n, i := range m.KeyIdx {
 		names[n] = mapping.QuoteIdent(m.Cols[i].Name)
@@ -44,8 +44,8 @@ func KeyList(m *mapping.Mapping) string {
 	return strings.Join(names, ", ")
 }
 
-// CreateDatabaseSQL is run by setup only when target.create_database is true.
-func CreateDatabaseSQL(m *mapping.Mapping) string {
+// createDatabaseSQL is run by setup only when target.create_database is true.
+func createDatabaseSQL(m *mapping.Mapping) string {
 	db := mapping.QuoteIdent(m.Target.Database)
 	if m.Target.Database == "default" {
 		db = "default"
@@ -53,12 +53,12 @@ func CreateDatabaseSQL(m *mapping.Mapping) string {
 	return "CREATE DATABASE IF NOT EXISTS " + db
 }
 
-// CreateTableSQL is the target table: the mapped columns, the UInt64
+// createTableSQL is the target table: the mapped columns, the UInt64
 // version (the source LSN) and the UInt8 delete marker, a ReplacingMergeTree
 // on the version, ordered by the key (seed task create_target); on a server
 // that has it (caps.IsDeleted) the delete marker is the engine's is_deleted
 // column too (deleted.go).
-func CreateTableSQL(m *mapping.Mapping, caps mapping.ServerCaps) string {
+func createTableSQL(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + mapping.Qualified(m.Target.Database, m.Target.Table) + " (\n")
 	for i := range m.Cols {
@@ -72,17 +72,17 @@ func CreateTableSQL(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	}
 	b.WriteString(") ENGINE = ReplacingMergeTree(" + engineArgs + ")\n")
 	if len(m.KeyIdx) == 1 {
-		b.WriteString("ORDER BY " + KeyList(m))
+		b.WriteString("ORDER BY " + keyList(m))
 	} else {
-		b.WriteString("ORDER BY (" + KeyList(m) + ")")
+		b.WriteString("ORDER BY (" + keyList(m) + ")")
 	}
 	return b.String()
 }
 
-// CreateViewSQL is the live view: current rows, delete markers hidden.
-func CreateViewSQL(m *mapping.Mapping) string {
+// createViewSQL is the live view: current rows, delete markers hidden.
+func createViewSQL(m *mapping.Mapping) string {
 	return "CREATE VIEW IF NOT EXISTS " + mapping.Qualified(m.Target.Database, m.Target.LiveView) + " AS\n" +
-		"SELECT " + ColumnList(m, false) + "\n" +
+		"SELECT " + columnList(m, false) + "\n" +
 		"FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + " FINAL\n" +
 		"WHERE " + mapping.QuoteIdent(m.Target.DeletedColumn) + " = 0"
 }
@@ -92,91 +92,91 @@ func CreateViewSQL(m *mapping.Mapping) string {
 func keysIn(m *mapping.Mapping) string {
 	ext := make([]string, len(m.KeyIdx))
 	for n := range m.KeyIdx {
-		ext[n] = KeysColumn(n)
+		ext[n] = keysColumn(n)
 	}
 	if len(m.KeyIdx) == 1 {
-		return KeyList(m) + " IN (SELECT " + ext[0] + " FROM " + keysTable + ")"
+		return keyList(m) + " IN (SELECT " + ext[0] + " FROM " + keysTable + ")"
 	}
-	return "(" + KeyList(m) + ") IN (SELECT " + strings.Join(ext, ", ") + " FROM " + keysTable + ")"
+	return "(" + keyList(m) + ") IN (SELECT " + strings.Join(ext, ", ") + " FROM " + keysTable + ")"
 }
 
-// ReadSQL reads the winning version of the batch's keys (seed tasks
+// readSQL reads the winning version of the batch's keys (seed tasks
 // read_current and read_back). The keys are a PREWHERE: they are the
 // sorting key, so every version of a key passes or none does, and FINAL
 // then merges only the batch's rows. With a WHERE, ClickHouse 18.16 reads
 // every column of every granule and merges the whole table under FINAL
 // before it filters (50M rows: 3.1 s for 50,000 random keys, 1.2 s with the
 // PREWHERE).
-func ReadSQL(m *mapping.Mapping) string {
-	return "SELECT " + ColumnList(m, true) + "\n" +
+func readSQL(m *mapping.Mapping) string {
+	return "SELECT " + columnList(m, true) + "\n" +
 		"FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + " FINAL\n" +
 		"PREWHERE " + keysIn(m)
 }
 
-// VersionsSQL reads only the key and the winning version of the batch's
+// versionsSQL reads only the key and the winning version of the batch's
 // keys: deciding what is pending needs the payload only where the target
 // holds the batch's own version (a replay, or a conflict), and two columns
 // read in half the time of all (50M rows: 0.6 s).
-func VersionsSQL(m *mapping.Mapping) string {
-	return "SELECT " + KeyList(m) + ", " + mapping.QuoteIdent(m.Target.VersionColumn) + ", " + mapping.QuoteIdent(m.Target.DeletedColumn) + "\n" +
+func versionsSQL(m *mapping.Mapping) string {
+	return "SELECT " + keyList(m) + ", " + mapping.QuoteIdent(m.Target.VersionColumn) + ", " + mapping.QuoteIdent(m.Target.DeletedColumn) + "\n" +
 		"FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + " FINAL\n" +
 		"PREWHERE " + keysIn(m)
 }
 
-// InsertSQL names every column: ClickHouse 18.16 answers an INSERT without
+// insertSQL names every column: ClickHouse 18.16 answers an INSERT without
 // a column list with an empty header, and clickhouse-go then refuses every
 // row (seen on 18.16, the Debian package).
-func InsertSQL(m *mapping.Mapping) string {
-	return "INSERT INTO " + mapping.Qualified(m.Target.Database, m.Target.Table) + " (" + ColumnList(m, true) + ")"
+func insertSQL(m *mapping.Mapping) string {
+	return "INSERT INTO " + mapping.Qualified(m.Target.Database, m.Target.Table) + " (" + columnList(m, true) + ")"
 }
 
-// ColumnsSQL and TableSQL read the target's shape for the schema check;
+// columnsSQL and tableSQL read the target's shape for the schema check;
 // the database and table names are bound, not pasted.
 const (
-	ColumnsSQL = "SELECT name, type FROM system.columns WHERE database = ? AND table = ?"
-	TableSQL   = "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = ? AND name = ?"
+	columnsSQL = "SELECT name, type FROM system.columns WHERE database = ? AND table = ?"
+	tableSQL   = "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = ? AND name = ?"
 )
 
 // The lock's statements (lock.go); name is the qualified lock table.
 
-// LockCreateSQL takes the lock: it creates the lock table with its holder
+// lockCreateSQL takes the lock: it creates the lock table with its holder
 // row in one statement (holder String, host String, pid UInt32, beat
 // DateTime), so a run cut while taking it leaves no empty lock.
-func LockCreateSQL(name, id, host string, pid int) string {
+func lockCreateSQL(name, id, host string, pid int) string {
 	return "CREATE TABLE " + name + " ENGINE = Memory AS SELECT " + quoteString(id) + " AS holder, " + quoteString(host) + " AS host, toUInt32(" + strconv.Itoa(pid) + ") AS pid, now() AS beat"
 }
 
-// LockBeatSQL inserts a heartbeat row stamped by the server's clock, into
+// lockBeatSQL inserts a heartbeat row stamped by the server's clock, into
 // the lock only when it holds a row of holder id; id and host are quoted
 // literals (quoteString), pid a number.
-func LockBeatSQL(name, id, host string, pid int) string {
+func lockBeatSQL(name, id, host string, pid int) string {
 	return "INSERT INTO " + name + " (holder, host, pid, beat) SELECT " + quoteString(id) + ", " + quoteString(host) + ", " +
 		strconv.Itoa(pid) + ", now() FROM " + name + " WHERE holder = " + quoteString(id) + " LIMIT 1"
 }
 
-// LockHolderSQL reads the newest heartbeat's holder and its age, in the
+// lockHolderSQL reads the newest heartbeat's holder and its age, in the
 // server's clock (one row, also for an empty table).
-func LockHolderSQL(name string) string {
+func lockHolderSQL(name string) string {
 	return "SELECT argMax(holder, beat), argMax(host, beat), argMax(pid, beat), max(beat), now(), count() FROM " + name
 }
 
-// LockMineSQL counts the rows of one holder (bound: the holder id).
-func LockMineSQL(name string) string { return "SELECT count() FROM " + name + " WHERE holder = ?" }
+// lockMineSQL counts the rows of one holder (bound: the holder id).
+func lockMineSQL(name string) string { return "SELECT count() FROM " + name + " WHERE holder = ?" }
 
-// LockMadeSQL reads a lock table's creation time (bound: database, name).
-const LockMadeSQL = "SELECT metadata_modification_time, now() FROM system.tables WHERE database = ? AND name = ?"
+// lockMadeSQL reads a lock table's creation time (bound: database, name).
+const lockMadeSQL = "SELECT metadata_modification_time, now() FROM system.tables WHERE database = ? AND name = ?"
 
 // lockAsidesSQL lists the tables of a database whose names begin with a
 // prefix (bound: database, the prefix's length in bytes, the prefix).
 const lockAsidesSQL = "SELECT name FROM system.tables WHERE database = ? AND substring(name, 1, ?) = ?"
 
-// RenameSQL renames the table from (qualified) to to.
-func RenameSQL(from, to string) string { return "RENAME TABLE " + from + " TO " + to }
+// renameSQL renames the table from (qualified) to to.
+func renameSQL(from, to string) string { return "RENAME TABLE " + from + " TO " + to }
 
-// TruncatedSQL reads the keys the target holds live below a TRUNCATE's
+// truncatedSQL reads the keys the target holds live below a TRUNCATE's
 // version (bound: that version).
-func TruncatedSQL(m *mapping.Mapping) string {
-	return "SELECT " + KeyList(m) + " FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + " FINAL WHERE " +
+func truncatedSQL(m *mapping.Mapping) string {
+	return "SELECT " + keyList(m) + " FROM " + mapping.Qualified(m.Target.Database, m.Target.Table) + " FINAL WHERE " +
 		mapping.QuoteIdent(m.Target.DeletedColumn) + " = 0 AND " + mapping.QuoteIdent(m.Target.VersionColumn) + " < ?"
 }
 

@@ -20,10 +20,10 @@ var currentCaps = mapping.CapsFor(26, 9)
 func allStatements(m *mapping.Mapping, caps mapping.ServerCaps) string {
 	lock := mapping.Qualified(m.Target.Database, mapping.LockName(m))
 	aside := mapping.Qualified(m.Target.Database, mapping.LockName(m)+"_x0123456789abcdef")
-	stmts := []string{CreateDatabaseSQL(m), CreateTableSQL(m, caps), CreateViewSQL(m), CreateLedgerSQL(m), ReadSQL(m), VersionsSQL(m),
-		DeletedSQL(m, false), DeletedSQL(m, true), InsertSQL(m),
-		TruncatedSQL(m), LockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), LockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), LockHolderSQL(lock), LockMineSQL(lock),
-		LockMadeSQL, RenameSQL(lock, aside), ColumnsSQL, TableSQL}
+	stmts := []string{createDatabaseSQL(m), createTableSQL(m, caps), createViewSQL(m), createLedgerSQL(m), readSQL(m), versionsSQL(m),
+		deletedSQL(m, false), deletedSQL(m, true), insertSQL(m),
+		truncatedSQL(m), lockCreateSQL(lock, "0123456789abcdef", "host-'a'", 42), lockBeatSQL(lock, "0123456789abcdef", "host-'a'", 42), lockHolderSQL(lock), lockMineSQL(lock),
+		lockMadeSQL, renameSQL(lock, aside), columnsSQL, tableSQL}
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
@@ -97,7 +97,7 @@ func TestOrdersDDLIsTheSeeds(t *testing.T) {
 	}
 	m := loadMapping(t, ordersMappingFile)
 	for _, caps := range []mapping.ServerCaps{mapping.CapsFor(18, 16), currentCaps} {
-		ours := []string{CreateTableSQL(m, caps), CreateViewSQL(m)}
+		ours := []string{createTableSQL(m, caps), createViewSQL(m)}
 		if len(seed) != len(ours) {
 			t.Fatalf("seed has %d statements: %q", len(seed), seed)
 		}

@@ -61,7 +61,7 @@ func TestSyncLedger(t *testing.T) {
 	// not written (silently) under another holder's lock, refused when the
 	// lock is gone.
 	lock := db + ".lk"
-	if err := s.exec(ctx, LockCreateSQL(lock, "me", "host", 1)); err != nil {
+	if err := s.exec(ctx, lockCreateSQL(lock, "me", "host", 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Append(ctx, prevA, &SyncEntry{Slot: "a", Through: 300}, Fence{lock: lock, holder: "me"}); err != nil {
