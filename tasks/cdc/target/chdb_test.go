@@ -246,7 +246,7 @@ func oneRow(t *testing.T, m *mapping.Mapping, event iongen.Struct) *change.Row {
 func TestCurrentServerSQLInChdb(t *testing.T) {
 	py := pythonOrSkip(t)
 	for _, mappingFile := range []string{"../testdata/types_current.mapping.yaml", ordersMappingFile, "../testdata/quoting.mapping.yaml"} {
-		t.Run(mappingFile, func(t *testing.T) {
+		t.Run(filepath.Base(mappingFile), func(t *testing.T) {
 			m := loadMapping(t, mappingFile)
 			m.Target.CreateDatabase = true
 			a1, a2, b1, bDel, c1 := chdbRows(t, m)
