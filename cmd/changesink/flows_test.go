@@ -757,7 +757,7 @@ func checkInlineMapping(t *testing.T, text, database string) {
 	if !reflect.DeepEqual(inline, shipped) {
 		t.Errorf("the inline mapping differs from %s\n got: %v\nwant: %v", path, inline, shipped)
 	}
-	m, err := cdc.ParseMapping("inline orders_mapping", []byte(text))
+	m, err := mapping.Parse("inline orders_mapping", []byte(text))
 	if err != nil {
 		t.Fatalf("the inline mapping is refused by changesink: %v", err)
 	}

@@ -55,9 +55,6 @@ func LoadMapping(path string) (*Mapping, error) { return mapping.Load(path) }
 // (mapping.LoadSet), for cdc sync.
 func LoadMappingSet(path string) (*mapping.Set, error) { return mapping.LoadSet(path) }
 
-// ParseMapping checks the mapping in data, read from file (mapping.Parse).
-func ParseMapping(file string, data []byte) (*Mapping, error) { return mapping.Parse(file, data) }
-
 // Config is everything Setup and Apply need.
 type Config struct {
 	// Mapping is the table mapping (LoadMapping). Required.

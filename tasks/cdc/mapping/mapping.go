@@ -15,8 +15,8 @@ import (
 )
 
 // Mapping describes one PostgreSQL table captured by Debezium and the
-// ClickHouse table it is applied to. It is read from YAML by LoadMapping or
-// ParseMapping, which reject unknown keys and report every mistake with its
+// ClickHouse table it is applied to. It is read from YAML by Load or
+// Parse, which reject unknown keys and report every mistake with its
 // line and column. The YAML shape (defaults in brackets):
 //
 //	source:
