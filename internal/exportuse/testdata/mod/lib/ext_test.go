@@ -1,0 +1,5 @@
+package lib_test
+
+import "example.com/mod/lib"
+
+var _ = lib.OnlyOwnExternalTests

@@ -1,0 +1,3 @@
+package lib
+
+var _ = OnlyOwnTests
