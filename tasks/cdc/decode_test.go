@@ -55,8 +55,8 @@ func TestDecodeOrders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.Events != 7 || b.Len() != 4 {
-				t.Errorf("events=%d keys=%d, want 7 and 4", b.Events, b.Len())
+			if b.Events != 7 || len(b.Sorted()) != 4 {
+				t.Errorf("events=%d keys=%d, want 7 and 4", b.Events, len(b.Sorted()))
 			}
 			if got := jsonLines(b); got != want {
 				t.Errorf("expected.jsonl\n got %s\nwant %s", got, want)
@@ -479,13 +479,13 @@ func TestSurrogateEscapes(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := b.At(1).Vals[3].S; got != tt.want {
+					if got := b.Sorted()[1].Vals[3].S; got != tt.want {
 						t.Errorf("status %q, want %q", got, tt.want)
 					}
 					return
 				}
 				if err == nil {
-					t.Fatalf("accepted, status %q", b.At(1).Vals[3].S)
+					t.Fatalf("accepted, status %q", b.Sorted()[1].Vals[3].S)
 				}
 				var re *change.RecordError
 				if !errors.As(err, &re) || !errors.Is(err, change.ErrMalformed) || re.Record != 2 {
@@ -580,14 +580,15 @@ func sameErrors(t *testing.T, got, want error) {
 
 func sameBatches(t *testing.T, got, want *merge.Batch) {
 	t.Helper()
-	if got.Events != want.Events || got.Len() != want.Len() || jsonLines(got) != jsonLines(want) ||
+	if got.Events != want.Events || len(got.Sorted()) != len(want.Sorted()) || jsonLines(got) != jsonLines(want) ||
 		!reflect.DeepEqual(got.OutOfOrder, want.OutOfOrder) {
-		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.Events, got.Len(), jsonLines(got),
-			want.Events, want.Len(), jsonLines(want))
+		t.Fatalf("%d events, %d keys\n%s\nion-go: %d events, %d keys\n%s", got.Events, len(got.Sorted()), jsonLines(got),
+			want.Events, len(want.Sorted()), jsonLines(want))
 	}
-	for i := range int32(got.Len()) {
-		if !reflect.DeepEqual(*got.At(i), *want.At(i)) {
-			t.Fatalf("row %d\n%+v\nion-go\n%+v", i, *got.At(i), *want.At(i))
+	gs, ws := got.Sorted(), want.Sorted()
+	for i := range gs {
+		if !reflect.DeepEqual(*gs[i], *ws[i]) {
+			t.Fatalf("row %d (in key order)\n%+v\nion-go\n%+v", i, *gs[i], *ws[i])
 		}
 	}
 }

@@ -167,9 +167,9 @@ func (b *Batch) Has(key string) bool {
 	return ok
 }
 
-// Len is the number of keys; At returns the row of the i-th key seen.
-func (b *Batch) Len() int               { return b.rows.n }
-func (b *Batch) At(i int32) *change.Row { return b.rows.at(i) }
+// keys is the number of keys; row returns the row of the i-th key seen.
+func (b *Batch) keys() int               { return b.rows.n }
+func (b *Batch) row(i int32) *change.Row { return b.rows.at(i) }
 
 // Row returns the batch's latest row of key, nil when it holds none.
 func (b *Batch) Row(key string) *change.Row {
@@ -289,7 +289,7 @@ func (b *Batch) add(r change.Row) error {
 		}
 		i = b.seedKey(s)
 		if r.Meta.TxIDSet && r.Meta.TxID == s.Tx {
-			return b.accept(i, b.At(i), &r)
+			return b.accept(i, b.row(i), &r)
 		}
 		b.resolve(i, b.duals[i]) // s.Tx ended with both rows: the target's is the key's
 	}
@@ -578,7 +578,7 @@ func imageSum(m *mapping.Mapping, vals []change.Value) uint64 {
 func (b *Batch) finishKeys() []change.OpenKey {
 	var open []change.OpenKey
 	for i, d := range b.duals {
-		r := b.At(i)
+		r := b.row(i)
 		if !b.last.Set || b.last.ID != d.tx {
 			b.resolve(i, d)
 			continue
@@ -714,9 +714,9 @@ func (h *history) Check(r change.Row) error {
 // Sorted returns the latest rows ordered by key, as the seed writes
 // expected.jsonl (for key in sorted(latest)).
 func (b *Batch) Sorted() []*change.Row {
-	out := make([]*change.Row, b.Len())
+	out := make([]*change.Row, b.keys())
 	for i := range out {
-		out[i] = b.At(int32(i))
+		out[i] = b.row(int32(i))
 	}
 	slices.SortFunc(out, func(x, y *change.Row) int { return change.CompareKeys(b.M, x, y) })
 	return out
@@ -764,7 +764,7 @@ func (b *Batch) CheckKeyChanges(current map[string]*change.Row) (keyChanges, err
 		if km.flags&flagCreate == 0 {
 			continue
 		}
-		r := b.At(i)
+		r := b.row(i)
 		cur := current[r.Key]
 		if cur == nil || cur.Deleted || cur.Version >= km.firstVer || km.flags&flagOlderDeleted != 0 {
 			continue
