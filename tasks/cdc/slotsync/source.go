@@ -59,7 +59,11 @@ func (r *syncRun) openStream(ctx context.Context) error {
 		r.stream = nil
 		return err
 	}
-	r.f.floor = uint64(r.stream.Confirmed())
+	// A new stream decodes again from the confirmed position: what an
+	// earlier one of the run said it had decoded (seen) says nothing of
+	// it, and would count the run caught up before it reads again what it
+	// left (restartAt).
+	r.f.floor, r.seen = uint64(r.stream.Confirmed()), 0
 	return nil
 }
 
