@@ -5,6 +5,7 @@ package cdc
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -303,7 +304,9 @@ func TestStopSaysWhatToDo(t *testing.T) {
 					"SELECT '0123456789abcdef' AS holder, 'elsewhere' AS host, toUInt32(7) AS pid, now() AS beat"); err != nil {
 					t.Fatal(err)
 				}
-				time.AfterFunc(500*time.Millisecond, cancel)
+				// Stopped once the run says it waits (a fixed delay raced
+				// a run slow to connect on a loaded machine).
+				cfg.Log = slog.New(onMessage{"waiting up to", func() { time.AfterFunc(200*time.Millisecond, cancel) }})
 			default:
 				setHook(t, &cfg, tc.at, stop)
 			}
@@ -400,4 +403,21 @@ func withSetting(t *testing.T, raw, name, value string) string {
 	q.Set(name, value)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// onMessage is a slog handler that calls do at each record
+// whose message contains sub.
+type onMessage struct {
+	sub string
+	do  func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h onMessage) WithGroup(string) slog.Handler            { return h }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if h.do != nil && strings.Contains(r.Message, h.sub) {
+		h.do()
+	}
+	return nil
 }
