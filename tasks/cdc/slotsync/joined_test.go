@@ -59,7 +59,13 @@ func TestSyncTableJoinsUnderKills(t *testing.T) {
 	finished, killed, continued := false, 0, 0
 	for i := 0; i < 5 && !finished; i++ {
 		var out string
-		out, finished = runSetupKilled(ctx, t, e, joinedRE, time.Duration(rnd.IntN(1500))*time.Millisecond, envLoadTables+"=acc,acc2")
+		// Killed at a random moment after the run recorded a chunk of its
+		// own, so that the next run continues with chunks done (a delay
+		// from the start alone killed every run before its first chunk on
+		// a loaded machine).
+		before := e.chunksOf("public.acc2")
+		chunked := func(log string) bool { return joinedRE.MatchString(log) && e.chunksOf("public.acc2") > before }
+		out, finished = runSetupKilled(ctx, t, e, chunked, time.Duration(rnd.IntN(1500))*time.Millisecond, envLoadTables+"=acc,acc2")
 		logs = append(logs, fmt.Sprintf("run %d: %s", i, out))
 		if !finished {
 			killed++
@@ -212,4 +218,17 @@ func TestSyncTableRecreated(t *testing.T) {
 	e.exec(`UPDATE acc SET tag = 'again' WHERE id < 20`)
 	e.catchUp(ctx, both, env) // acc alone: acc2 left the publication with the drop
 	e.joinAcc2(ctx, both, env, 11)
+}
+
+// chunksOf is how many chunk rows of table the load ledger holds; -1 when
+// it cannot be read (no ledger yet). It does not fail the test: the kill
+// goroutine of runSetupKilled calls it.
+func (e *syncEnv) chunksOf(table string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n uint64
+	if err := e.ch.conn.QueryRow(ctx, "SELECT count() FROM "+e.chDB+"._changesink_load WHERE kind = 'chunk' AND tbl = ?", table).Scan(&n); err != nil {
+		return -1
+	}
+	return int(n)
 }

@@ -222,7 +222,7 @@ func TestSyncResyncUnderKills(t *testing.T) {
 	finished, killed, continued := false, 0, 0
 	for i := 0; i < 5 && !finished; i++ {
 		var out string
-		out, finished = runSetupKilled(ctx, t, e, resyncRE, time.Duration(rnd.IntN(1500))*time.Millisecond, envLoadTables+"=acc,acc2",
+		out, finished = runSetupKilled(ctx, t, e, resyncRE.MatchString, time.Duration(rnd.IntN(1500))*time.Millisecond, envLoadTables+"=acc,acc2",
 			envLoadResync+"=public.acc")
 		logs = append(logs, fmt.Sprintf("run %d: %s", i, out))
 		if !finished {
