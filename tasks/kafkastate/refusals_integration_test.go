@@ -494,7 +494,11 @@ func TestRecordsDeletedDuringTheBatch(t *testing.T) {
 	createTopic(t, e.adm, e.topic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")})
 	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
 	e.mustRun(t)
-	produceMany(t, e.kcl, e.topic, 1, 100000) // about 20 MB: the batch takes several fetches
+	// About 20 MB, uncompressed: the batch takes some 20 fetches of 1 MB.
+	// Compressed (the client's default), a few fetches held it all, and a
+	// COPY slow to start on a loaded machine found every record fetched
+	// before the deletion, so no fetch met it.
+	produceMany(t, newProducer(t, e.brokers, kgo.ProducerBatchCompression(kgo.NoCompression())), e.topic, 1, 100000)
 	end := e.endOffsets(t)["0"]
 	before := e.snapshot(t)
 	_, err := e.run(t, e.config(), hooks{duringCopy: func(context.Context) { deleteRecordsBefore(t, e, 0, end-10) }})
