@@ -218,9 +218,9 @@ func (s *Set) For(db, schema, table string, cols []Column, key []string) (*Mappi
 	return s.ForWithout(db, schema, table, cols, key, nil)
 }
 
-// ForWithout is For of a table whose columns in omit the target lacks for
-// now (the source added them since; the stream adds them at the change):
-// the entry may name them, and they are left out.
+// ForWithout is For with the entry's columns in omit left out: columns
+// the source table does not have now (it dropped them), which a target
+// that stands keeps and the stream follows the drop of at its place.
 func (s *Set) ForWithout(db, schema, table string, cols []Column, key []string, omit map[string]bool) (*Mapping, error) {
 	return s.forTable(db, schema, table, cols, key, omit, true)
 }
@@ -336,6 +336,21 @@ func (s *Set) Column(schema, table, name string) (Column, bool) {
 		}
 	}
 	return Column{}, false
+}
+
+// EntryColumns are the names of the columns the file's entry for the
+// source table schema.table lists, in its order (none for a table it does
+// not list).
+func (s *Set) EntryColumns(schema, table string) []string {
+	e, listed := s.entry(schema, table)
+	if !listed || e.raw.Columns == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range *e.raw.Columns {
+		out = append(out, str(c.Name))
+	}
+	return out
 }
 
 // Policy is the schema-change policy of the source table schema.table.

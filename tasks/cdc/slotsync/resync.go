@@ -12,6 +12,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/merge"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
@@ -112,6 +113,12 @@ func (r *syncRun) resyncWaiting(ctx context.Context) error {
 		}
 		ld := &loader{syncRun: r}
 		err := ld.resync(ctx, []*syncTable{t})
+		if errors.Is(err, pgvalue.ErrWrongType) {
+			// The mapping entry cannot read the table as it is now (a
+			// column retyped where the stream could not show it, a
+			// rewrite): held, as at a change the entry cannot hold.
+			err = outcome.Refused.Mark(fmt.Errorf("%w: the mapping entry cannot load the table as it is now: %v", change.ErrSchemaChange, err))
+		}
 		if holdable(err) {
 			at := slot.LSN(0)
 			if r.last != nil {

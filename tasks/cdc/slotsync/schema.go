@@ -193,7 +193,7 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 			return t.underPolicy(p), nil
 		}
 	}
-	if rw, why := judgeRewrite(t.shape, now); rw == valuesRewritten {
+	if rw, why := judgeRewrite(t.shape, now); rw == valuesRewritten && !t.behind(rel, now) {
 		p.resync = why
 		return t.underPolicy(p), nil
 	}
@@ -256,6 +256,31 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 		}
 	}
 	return t.underPolicy(p), nil
+}
+
+// behind reports that the definition rel is older than the table's
+// catalog entry now: a column of one is not the other's, by name and
+// type. The DDL between them is then ahead in the stream, which shows a
+// new definition at the first change after its commit (pgoutput sends
+// one after every invalidation of the table), so a rewrite the catalog
+// shows is judged there, not at rel: the transactions before it are
+// applied exactly, not loaded again (or, when the load is refused, left
+// out of a held table). A rewrite with no change of columns (a USING of
+// the same type) shows no newer definition: it is judged at once.
+func (t *syncTable) behind(rel *slot.Relation, now tableNow) bool {
+	live := 0
+	for _, a := range now.Attrs {
+		if !a.Dropped && !a.Generated {
+			live++
+		}
+	}
+	for _, c := range rel.Columns {
+		a, ok := now.byName(c.Name)
+		if !ok || a.TypeOID != c.TypeOID || a.TypeMod != c.TypeMod {
+			return true
+		}
+	}
+	return !t.src.listed && len(rel.Columns) != live
 }
 
 // underPolicy is p under the table's schema_changes: refuse holds the

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
@@ -60,6 +61,14 @@ func (s *shape) col(name string) (shapeCol, bool) {
 		}
 	}
 	return shapeCol{}, false
+}
+
+// followsType reports that the target took the source column c in with
+// c's type, or that the shape does not say (a target of an earlier
+// changesink).
+func (s *shape) followsType(c pgvalue.Column) bool {
+	sc, ok := s.col(c.Name)
+	return !ok || sc.TypeOID == 0 || (sc.TypeOID == c.TypeOID && sc.TypeMod == c.TypeMod)
 }
 
 // shapeOf is the shape of a target made now for src by m (its columns by

@@ -106,8 +106,35 @@ func columnFor(set *mapping.Set, t sourceTable, c pgvalue.Column, caps mapping.S
 
 // mapTable maps the source table t as a new target is made for it: its
 // columns (its generated ones left out: pgoutput does not send them) in
-// its order, its key.
+// its order, its key. Columns the mapping entry names that t no longer
+// has (gone: the source dropped them) are left out; a new target refuses
+// them (strictMapping), one that stands keeps them (the stream follows
+// the drop at its place).
 func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps) (*mapping.Mapping, error) {
+	return mapTableWithout(set, db, t, caps, goneColumns(set, t))
+}
+
+// goneColumns are the columns t's mapping entry names that t does not
+// have.
+func goneColumns(set *mapping.Set, t sourceTable) []string {
+	var gone []string
+	for _, name := range set.EntryColumns(t.schema, t.name) {
+		if !slices.ContainsFunc(t.cols, func(c pgvalue.Column) bool { return c.Name == name }) && !slices.Contains(t.generated, name) {
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+// strictMapping is t's mapping for a new target: an entry's column t
+// does not have is refused, at its line of the file.
+func strictMapping(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps) error {
+	_, err := mapTableWithout(set, db, t, caps, nil)
+	return err
+}
+
+// mapTableWithout is mapTable with the entry's columns in omit left out.
+func mapTableWithout(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps, omit []string) (*mapping.Mapping, error) {
 	var cols []mapping.Column
 	var key []string
 	for _, g := range t.generated {
@@ -126,7 +153,11 @@ func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCap
 			key = append(key, c.Name)
 		}
 	}
-	m, err := set.For(db, t.schema, t.name, cols, key)
+	without := map[string]bool{}
+	for _, name := range omit {
+		without[name] = true
+	}
+	m, err := set.ForWithout(db, t.schema, t.name, cols, key, without)
 	if err == nil && m.Source.Database != db {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s: the mapping's source database is %s, but %s connects to %s",
 			change.ErrConfig, t.qualified(), m.Source.Database, EnvPostgresDSN, db))
@@ -148,7 +179,9 @@ func mapTable(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCap
 // max_length, its source_type). It also says why the target must be made
 // again (a resync), when it must: the mapping entry now maps a column as
 // another type, or the key is another one, or the target holds a
-// generated column (an earlier changesink copied it).
+// generated column (an earlier changesink copied it). A column retyped
+// since the target took it in keeps the bare type the target stores: the
+// stream reads its older values, up to the retype's definition.
 func standing(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCaps, sh *shape, st target.Standing,
 	fresh *mapping.Mapping) (*mapping.Mapping, string, error) {
 	var cols []mapping.Column
@@ -156,7 +189,8 @@ func standing(set *mapping.Set, db string, t sourceTable, caps mapping.ServerCap
 	for _, tc := range st.Cols {
 		name, stored := tc[0], tc[1]
 		col := mapping.Column{Name: name, Type: stored}
-		if i := slices.IndexFunc(t.cols, func(c pgvalue.Column) bool { return c.Name == name }); i >= 0 && sh.attnum(name) == t.attnums[i] {
+		if i := slices.IndexFunc(t.cols, func(c pgvalue.Column) bool { return c.Name == name }); i >= 0 && sh.attnum(name) == t.attnums[i] &&
+			sh.followsType(t.cols[i]) {
 			mc, err := columnFor(set, t, t.cols[i], caps)
 			typ, perr := mapping.ParseType(mc.Type)
 			switch {
@@ -247,6 +281,9 @@ func (r *syncRun) mapTargets(ctx context.Context, src []sourceTable, create, new
 		tl := loads[t.name()]
 		switch {
 		case !st.Found && create:
+			if err := strictMapping(r.cfg.Mappings, r.source, src[i], r.ch.Caps); err != nil {
+				return err
+			}
 			if _, err := srv.Setup(ctx); err != nil {
 				return fmt.Errorf("table %s: %w", t.name(), err)
 			}
@@ -256,6 +293,10 @@ func (r *syncRun) mapTargets(ctx context.Context, src []sourceTable, create, new
 			// A target this slot's load wrote, or an earlier setup of the
 			// slot made (its load cut before it read the table): as it
 			// stands; a load into it reshapes it (reshape).
+			if gone := goneColumns(r.cfg.Mappings, src[i]); len(gone) > 0 {
+				r.log.Warn(fmt.Sprintf("cdc: the mapping entry of %s names %s, which the table no longer has (dropped): a target that has them keeps them, NULL from the drop on; "+
+					"remove them from the entry", t.name(), strings.Join(gone, ", ")))
+			}
 			sh, ok := decodeShape(tl.Schema.Detail)
 			if !ok {
 				sh, t.record = adoptShape(src[i], st, now[src[i].oid]), true
