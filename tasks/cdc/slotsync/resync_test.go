@@ -290,9 +290,15 @@ func TestSyncSchemaChangesUnderAnEntry(t *testing.T) {
 	e.flowRound(ctx, cfg, env)
 
 	e.exec(`UPDATE o SET customer_id = 9 WHERE id = 1`, `ALTER TABLE o DROP COLUMN customer_id`, `UPDATE o SET status = 'paid' WHERE id <= 3`)
-	for range 2 {
-		e.flowRound(ctx, cfg, env)
+	for run := range 2 {
+		res := e.flowRound(ctx, cfg, env)
 		e.same(`SELECT id::text, amount::text, status FROM o ORDER BY o.id`, `SELECT id, amount, status FROM `+e.chDB+`.o_live ORDER BY id`)
+		switch {
+		case run == 0 && (len(res.SchemaChanges) != 1 || !strings.Contains(res.SchemaChanges[0], "dropped customer_id")):
+			t.Errorf("run 0 followed %q, want the drop of customer_id once", res.SchemaChanges)
+		case run == 1 && len(res.SchemaChanges) != 0:
+			t.Errorf("run 1 followed %q, want nothing: the drop was followed once", res.SchemaChanges)
+		}
 	}
 	if got := e.ch.query(`SELECT id, customer_id FROM ` + e.chDB + `.o_live WHERE id IN (1, 4) ORDER BY id`); strings.Join(got, ",") != "1\tNULL,4\t1" {
 		t.Errorf("the dropped column holds %v, want NULL in a row changed after the drop, its value before in one that was not (1 NULL, 4 1)", got)

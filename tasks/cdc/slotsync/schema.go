@@ -14,6 +14,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
 	"github.com/changesink/changesink/tasks/cdc/target"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // A table's definition comes in the stream before its first change of a
@@ -203,6 +204,9 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 	}
 	missing := map[string]bool{}
 	for _, c := range t.m.Cols {
+		if sc, ok := t.shape.col(c.Name); ok && sc.Attnum == 0 && c.Type.Nullable {
+			continue // dropped before and followed: kept, Nullable
+		}
 		if _, ok := inRel[c.Name]; !ok {
 			missing[c.Name] = true
 		}
@@ -283,6 +287,15 @@ func (t *syncTable) behind(rel *slot.Relation, now tableNow) bool {
 	return !t.src.listed && len(rel.Columns) != live
 }
 
+// typeName names a type OID for a message: its name when it is one of
+// PostgreSQL's built-in types (pgx's registry), else "type OID n".
+func typeName(oid uint32) string {
+	if t, ok := pgtype.NewMap().TypeForOID(oid); ok {
+		return t.Name
+	}
+	return fmt.Sprintf("type OID %d", oid)
+}
+
 // underPolicy is p under the table's schema_changes: refuse holds the
 // table at any change.
 func (t *syncTable) underPolicy(p follow) follow {
@@ -316,7 +329,7 @@ func (t *syncTable) planRetype(p *follow, c slot.Column, mc *mapping.Col, set *m
 	typ, perr := mapping.ParseType(nc.Type)
 	switch {
 	case !pgvalue.SameText(sc.TypeOID, c.TypeOID):
-		p.resync = fmt.Sprintf("column %s was retyped (type OID %d to %d): its values' text may differ", c.Name, sc.TypeOID, c.TypeOID)
+		p.resync = fmt.Sprintf("column %s was retyped (%s to %s): its values' text may differ", c.Name, typeName(sc.TypeOID), typeName(c.TypeOID))
 	case perr == nil && typ.SameType(mc.Type.DDL(caps)):
 		p.retyped = append(p.retyped, c.Name)
 	case perr == nil && !mc.IsKey && mapping.Widens(mc.Type, typ):
@@ -341,7 +354,7 @@ func (t *syncTable) entryCannotHold(p *follow, c slot.Column, mc *mapping.Col, s
 	if _, err := pgvalue.NewDecoder(src, mc); err != nil {
 		typ := src.TypeName
 		if typ == "" {
-			typ = fmt.Sprintf("type OID %d", c.TypeOID)
+			typ = typeName(c.TypeOID)
 		}
 		p.hold = fmt.Sprintf("column %s was retyped to %s, which the mapping entry's %s cannot hold: %v", c.Name, typ, mc.Type, err)
 		return true
