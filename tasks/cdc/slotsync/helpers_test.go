@@ -3,6 +3,7 @@ package slotsync
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"testing"
@@ -76,7 +77,16 @@ func (e *syncEnv) config() (Config, Env) {
 	}
 	return Config{Postgres: Postgres{DSN: e.dsn}, Slot: e.slot, Publication: e.pub, Mappings: set,
 			ClickHouse: target.ClickHouse{URL: e.chURL, Timeout: time.Minute}},
-		Env{Hooks: testhook.Hooks{LockTiming: testLockTiming}}
+		Env{Log: slog.New(slog.NewTextHandler(testLog{e.t}, nil)), Hooks: testhook.Hooks{LockTiming: testLockTiming}}
+}
+
+// testLog writes a run's log to its test's, which prints it when the
+// test fails (or under -v): what the run did before a failed comparison.
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // configYAML is config with entries (YAML list items of tables:) in
