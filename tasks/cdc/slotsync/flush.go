@@ -62,7 +62,8 @@ func (f *flush) commit(end uint64) {
 // Apply, table by table in name order, each read back; then the flush's
 // row in the sync ledger; then the slot confirmed up to it. A failure
 // before the confirm leaves the slot where it was: the re-run gets the same
-// transactions again, and skips what this run applied as replays.
+// transactions again; it skips those the ledger row holds (applied) and
+// applies the others again, each key a replay of its version.
 func (r *syncRun) applyFlush(ctx context.Context) error {
 	if r.f.transactions == 0 {
 		return nil

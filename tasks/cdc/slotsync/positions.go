@@ -25,8 +25,8 @@ import (
 
 // checkPosition compares where the slot stands with what the sync ledger
 // says the targets hold. The slot at the ledger's position, or behind it (a
-// confirm that was lost: what comes again is a replay, which the versions
-// skip), is streamed; a slot ahead of it lost changes sync never applied
+// confirm that was lost: what comes again is skipped, applied), is
+// streamed; a slot ahead of it lost changes sync never applied
 // (another consumer confirmed them), and a ledger without the slot or of
 // another source means the targets were not loaded from this slot: both
 // are refused, nothing written.
@@ -39,6 +39,9 @@ func (r *syncRun) checkPosition(ctx context.Context) error {
 		return err
 	}
 	r.last = last
+	if last != nil {
+		r.f.floor = max(r.f.floor, last.Through)
+	}
 	at := uint64(r.startedAt)
 	switch {
 	case last == nil:
@@ -52,7 +55,7 @@ func (r *syncRun) checkPosition(ctx context.Context) error {
 			change.ErrSlotAhead, r.cfg.Slot, r.startedAt, slot.LSN(last.Through), r.ledgerName(), last.Seq))
 	case at < last.Through:
 		r.log.Info(fmt.Sprintf("cdc: slot %s is confirmed at %s, behind the %s the targets hold (a confirm was lost): "+
-			"the transactions between come again and are skipped as replays", r.cfg.Slot, r.startedAt, slot.LSN(last.Through)))
+			"the transactions between come again and are skipped (applied)", r.cfg.Slot, r.startedAt, slot.LSN(last.Through)))
 	}
 	return r.readFloors(ctx)
 }
@@ -80,7 +83,10 @@ func (r *syncRun) caughtUp() bool {
 // sync ledger first, as a flush of no changes.
 func (r *syncRun) confirmIdle(ctx context.Context) error {
 	pos, ok := r.stream.IdlePosition()
-	if !ok || r.open || r.f.transactions > 0 || uint64(pos) <= r.last.Through {
+	if !ok || r.open || r.f.transactions > 0 {
+		return nil
+	}
+	if uint64(pos) <= r.last.Through {
 		return nil
 	}
 	r.stop.Step = applier.StepLedger
@@ -232,6 +238,43 @@ func (r *syncRun) raiseFloor(c slot.Commit) {
 			r.f.floor = t.floor
 		}
 	}
+}
+
+// applied reports that the transaction tx commits before the sync
+// ledger's position: an earlier flush applied it, verified it and
+// recorded the position, and only its confirm was lost (a kill before it,
+// or a stream closed before the server read it: restartAt). The slot
+// sends it again; it is skipped whole, its definitions too (the targets
+// follow them already: relation), not decoded again and compared as a
+// replay, which under the definitions of its time would undo a schema
+// change the target followed.
+func (r *syncRun) applied(tx slot.Begin) bool {
+	return r.last != nil && uint64(tx.FinalLSN) < r.last.Through
+}
+
+// skipReplayed skips an event of a transaction the targets hold
+// (applied): at its commit, the server has decoded past it, the next
+// transaction's versions are above it, and the slot is confirmed there
+// (the confirm that was lost).
+func (r *syncRun) skipReplayed(ctx context.Context, ev *slot.Event) error {
+	if ev.Kind != slot.KindCommit {
+		return nil
+	}
+	end := ev.Commit.End
+	if r.replayed == 0 {
+		r.log.Info(fmt.Sprintf("cdc: slot %s sends again transactions the targets hold (through %s, sync ledger row %d): skipped",
+			r.cfg.Slot, slot.LSN(r.last.Through), r.last.Seq))
+	}
+	r.replayed++
+	r.open, r.replay = false, false
+	r.seen = max(r.seen, end)
+	r.f.floor = max(r.f.floor, uint64(end))
+	r.stop.Step = applier.StepConfirm
+	if err := r.stream.Confirm(ctx, end); err != nil {
+		return err
+	}
+	r.stop.Step = applier.StepStream
+	return nil
 }
 
 // inLoad reports that the transaction being read committed before t's

@@ -48,6 +48,13 @@ func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 		// done (r.table); one held or resyncing: skipped.
 		return nil
 	}
+	if r.replay {
+		// The targets hold the transaction, and follow this definition
+		// already or a later one: it is compared with them at the
+		// table's next change after the replay, if it is still in effect.
+		t.untaken = ev.Relation
+		return nil
+	}
 	if r.inLoad(t) {
 		t.decodersBelow(ev.Relation)
 		return nil
@@ -59,6 +66,7 @@ func (r *syncRun) relation(ctx context.Context, ev *slot.Event) error {
 // so), with what its target follows and the catalog now (planFollow), and
 // follows it in place, holds the table, or returns a *resyncAt.
 func (r *syncRun) takeIn(ctx context.Context, t *syncTable, rel *slot.Relation, at slot.LSN, where string) error {
+	t.untaken = nil
 	now, err := readNow(ctx, r.conn, []uint32{t.src.oid})
 	if err != nil {
 		return sourceErr(err)
@@ -67,13 +75,14 @@ func (r *syncRun) takeIn(ctx context.Context, t *syncTable, rel *slot.Relation, 
 	if err != nil {
 		return err
 	}
+	t.behindFollow(&p, at)
 	switch {
 	case p.hold != "":
 		return r.holdTable(ctx, t, at, outcome.Refused.Mark(fmt.Errorf("table %s %s: %w: %s", t.name(), where, change.ErrSchemaChange, p.hold)))
 	case p.resync != "":
 		return &resyncAt{t: t, why: p.resync, at: at}
 	case !p.empty():
-		if err := r.follow(ctx, t, rel, now[t.src.oid], p); err != nil {
+		if err := r.follow(ctx, t, rel, now[t.src.oid], p, at); err != nil {
 			var exact *resyncAt
 			if errors.As(err, &exact) {
 				exact.at = at
@@ -287,6 +296,24 @@ func (t *syncTable) behind(rel *slot.Relation, now tableNow) bool {
 	return !t.src.listed && len(rel.Columns) != live
 }
 
+// behindFollow makes a change p would make a resync when the definition
+// came in a transaction at or before the one at whose definition the
+// target last followed a change (shape.At), in another stream than the
+// one that followed it: a run that followed a change and stopped before
+// it applied that transaction (killed, failed, or restarted for another
+// table's resync) gets the transaction again, with the definition from
+// before the change first. Taken in, it would undo the change (a column
+// the target added read as dropped, the transaction's rows before the DDL
+// read without the value the follow gave them); the table is loaded again
+// instead.
+func (t *syncTable) behindFollow(p *follow, at slot.LSN) {
+	if p.empty() || p.resync != "" || p.hold != "" || t.shape == nil || t.shape.At == 0 || t.followedHere || uint64(at) > t.shape.At {
+		return
+	}
+	p.resync = fmt.Sprintf("the stream shows its definition from before the change the target followed at %s, which taking it in "+
+		"would undo (%s): the stream restarted, or a run stopped, between the follow and the transaction's apply", slot.LSN(t.shape.At), p)
+}
+
 // typeName names a type OID for a message: its name when it is one of
 // PostgreSQL's built-in types (pgx's registry), else "type OID n".
 func typeName(oid uint32) string {
@@ -408,7 +435,7 @@ func (t *syncTable) relColumns(rel *slot.Relation) []pgvalue.Column {
 // rows of the transaction being read carried over by name; the new shape
 // recorded. A default the server reads back as another value is a
 // resync instead (*resyncAt).
-func (r *syncRun) follow(ctx context.Context, t *syncTable, rel *slot.Relation, now tableNow, p follow) error {
+func (r *syncRun) follow(ctx context.Context, t *syncTable, rel *slot.Relation, now tableNow, p follow, at slot.LSN) error {
 	if err := r.applyFlush(ctx); err != nil {
 		return err
 	}
@@ -451,6 +478,7 @@ func (r *syncRun) follow(ctx context.Context, t *syncTable, rel *slot.Relation, 
 	t.m, t.srv, t.batch = m, srv, merge.NewBatch(m)
 	t.run.M, t.run.Tbl = m, tbl
 	t.shape = t.followedShape(p, rel)
+	t.shape.At, t.followedHere = uint64(at), true
 	t.absorb(now)
 	t.record = true
 	return r.recordShape(ctx, t)

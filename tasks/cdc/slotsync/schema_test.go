@@ -182,6 +182,185 @@ func TestSyncSchemaChanges(t *testing.T) {
 	}
 }
 
+// TestSyncConfirmsLostAcrossSchemaChanges loses the slot's confirm of
+// every flush once (the run stops after the flush's ledger row, before
+// the confirm, as a kill there or a stream closed before the server read
+// the confirm would): the next run gets the flush's transactions again,
+// the schema changes among them too, though the targets already follow
+// them. They are skipped by position, not decoded under the old
+// definitions: every table ends equal to its source.
+//
+//changesink:per-server
+func TestSyncConfirmsLostAcrossSchemaChanges(t *testing.T) {
+	cases := slices.DeleteFunc(slices.Clone(ddlCases), func(c ddlCase) bool {
+		return !slices.Contains([]string{"add_const", "add_text_default", "drop_last", "rename_middle", "retype_widen", "retype_narrow", "new_key"}, c.name)
+	})
+	e := newSyncEnv(t)
+	var stmts []string
+	for _, c := range cases {
+		e.tables = append(e.tables, "public."+ddlTable(c))
+		stmts = append(stmts, ddlCreate(ddlTable(c))...)
+	}
+	e.exec(stmts...)
+	cfg, env := e.config()
+	cfg.FlushChanges = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		tbl := ddlTable(c)
+		e.exec("BEGIN; " + strings.Join(ddlBefore(tbl, i), "; ") + "; " + fmt.Sprintf(c.ddl, tbl) + "; " +
+			strings.Join(ddlAfter(c, tbl, i), "; ") + "; COMMIT")
+	}
+	errLost := errors.New("the confirm is lost")
+	lost := 0
+	env.Hooks.Recorded = func(context.Context) error {
+		lost++
+		return errLost
+	}
+	for run := 0; ; run++ {
+		if run > 40 {
+			t.Fatalf("still losing confirms after %d runs", run)
+		}
+		_, err := Sync(ctx, cfg, env)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errLost) {
+			t.Fatalf("run %d, after %d lost confirms: %v", run, lost, err)
+		}
+	}
+	if lost < len(cases) {
+		t.Errorf("%d confirms lost, want one at each of the %d transactions at least", lost, len(cases))
+	}
+	// The run that skipped the last replay moved the slot to the ledger.
+	if through, _ := e.ledgerThrough(); e.slotConfirmed() < through {
+		t.Errorf("the slot is confirmed at %s, behind the sync ledger's %s", e.slotConfirmed(), through)
+	}
+	env.Hooks.Recorded = nil
+	e.flowRound(ctx, cfg, env)
+	e.sameTables(t)
+}
+
+// TestSyncStopsAfterAFollow stops a run after its target followed a
+// schema change (the ClickHouse table altered, the shape recorded) and
+// before the transaction of the change was applied, as a kill there
+// would: the next run gets the transaction again with the definition from
+// before the change first, which the target no longer has. It must not
+// undo the change (a column it followed "dropped", older rows read
+// without it): every table ends equal to its source.
+//
+//changesink:per-server
+func TestSyncStopsAfterAFollow(t *testing.T) {
+	cases := slices.DeleteFunc(slices.Clone(ddlCases), func(c ddlCase) bool {
+		return !slices.Contains([]string{"add_const", "add_text_default", "add_plain", "drop_last", "drop_notnull", "rename_middle", "retype_widen", "retype_varchar"}, c.name)
+	})
+	e := newSyncEnv(t)
+	var stmts []string
+	for _, c := range cases {
+		e.tables = append(e.tables, "public."+ddlTable(c))
+		stmts = append(stmts, ddlCreate(ddlTable(c))...)
+	}
+	e.exec(stmts...)
+	cfg, env := e.config()
+	cfg.FlushChanges = 1 // a flush for each transaction: none pending at a follow
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		tbl := ddlTable(c)
+		e.exec("BEGIN; " + strings.Join(ddlBefore(tbl, i), "; ") + "; " + fmt.Sprintf(c.ddl, tbl) + "; " +
+			strings.Join(ddlAfter(c, tbl, i), "; ") + "; COMMIT")
+	}
+	// Every other insert fails: each transaction's first, the one after
+	// its follow.
+	errStop := errors.New("stopped before the insert")
+	inserts := 0
+	env.Hooks.BeforeInsert = func(context.Context) error {
+		if inserts++; inserts%2 == 1 {
+			return errStop
+		}
+		return nil
+	}
+	for run := 0; ; run++ {
+		if run > 40 {
+			t.Fatalf("still stopping after %d runs", run)
+		}
+		_, err := Sync(ctx, cfg, env)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errStop) {
+			t.Fatalf("run %d: %v", run, err)
+		}
+	}
+	if inserts < 2*len(cases) {
+		t.Errorf("%d inserts, want two for each of the %d transactions at least", inserts, len(cases))
+	}
+	env.Hooks.BeforeInsert = nil
+	e.flowRound(ctx, cfg, env)
+	e.sameTables(t)
+}
+
+// resyncedNames are the tables res loaded again, sorted.
+func resyncedNames(res *Result) []string {
+	var out []string
+	for _, r := range res.Resynced {
+		out = append(out, r.Table)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSyncFollowAndResyncInOneTransaction: one transaction changes a
+// table the target follows in place (a column added with a default) and,
+// after it, one that needs a resync (a column added that a later
+// transaction dropped: its values cannot be told): the run follows the
+// first, then restarts its stream before the transaction to load the
+// second, and gets the transaction again with the first table's
+// definition from before its change. Every table ends equal to its
+// source.
+//
+//changesink:per-server
+func TestSyncFollowAndResyncInOneTransaction(t *testing.T) {
+	e := newSyncEnv(t)
+	var stmts []string
+	for _, tbl := range []string{"t_first", "t_second"} {
+		e.tables = append(e.tables, "public."+tbl)
+		stmts = append(stmts, ddlCreate(tbl)...)
+	}
+	e.exec(stmts...)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`BEGIN; `+strings.Join(ddlBefore("t_first", 0), "; ")+`;
+		ALTER TABLE t_first ADD COLUMN e text DEFAULT 'it''s';
+		UPDATE t_first SET e = 'x' WHERE id = 3;
+		`+strings.Join(ddlBefore("t_second", 1), "; ")+`;
+		ALTER TABLE t_second ADD COLUMN z int;
+		UPDATE t_second SET z = 1, b = 'after' WHERE id = 4;
+		UPDATE t_first SET e = 'y' WHERE id = 5;
+		COMMIT`,
+		`ALTER TABLE t_second DROP COLUMN z`)
+	res, err := Sync(ctx, cfg, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resyncedNames(res); !slices.Equal(got, []string{"public.t_first", "public.t_second"}) {
+		t.Errorf("resynced %v, want both tables (the second for its column, the first at the restart)", got)
+	}
+	e.sameTables(t)
+	e.flowRound(ctx, cfg, env)
+	e.sameTables(t)
+}
+
 // loadWhileChanging runs the first cdc setup with every case's changes,
 // DDL and changes after it made once its load's snapshot is taken: a
 // setup whose load a change stops (a table rewritten after the snapshot,

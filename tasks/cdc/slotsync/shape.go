@@ -42,6 +42,11 @@ type shape struct {
 	// catalog row version (pg_attribute.xmin), by attribute number.
 	Filenode uint64            `json:"filenode"`
 	Attrs    map[string]uint32 `json:"attrs"`
+	// At is the commit LSN of the transaction at whose definition the
+	// target last followed a change in place (0: none since its load).
+	// A definition the stream shows at or before it, from another stream
+	// than the one that followed, is older than the target (behindFollow).
+	At uint64 `json:"at,omitempty"`
 }
 
 // shapeCol is one target column, the source attribute it follows and

@@ -64,6 +64,14 @@ func (r *syncRun) openStream(ctx context.Context) error {
 	// it, and would count the run caught up before it reads again what it
 	// left (restartAt).
 	r.f.floor, r.seen = uint64(r.stream.Confirmed()), 0
+	for _, t := range r.order {
+		t.followedHere = false
+	}
+	if r.last != nil {
+		// A lost confirm: the transactions up to the ledger's position
+		// come again and are skipped (applied); the next is above them.
+		r.f.floor = max(r.f.floor, r.last.Through)
+	}
 	return nil
 }
 

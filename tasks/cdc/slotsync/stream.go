@@ -25,44 +25,22 @@ func (r *syncRun) readFlush(ctx context.Context) error {
 		}
 		switch ev.Kind {
 		case slot.KindBegin:
-			r.tx, r.open = ev.Tx, true
+			r.tx, r.open, r.replay = ev.Tx, true, r.applied(ev.Tx)
 		case slot.KindRelation:
 			if err := r.relation(ctx, ev); err != nil {
 				return err
 			}
-		case slot.KindInsert, slot.KindUpdate, slot.KindDelete:
-			t, err := r.table(ctx, ev.Relation)
-			if err != nil {
-				return err
-			}
-			if t == nil || !t.streams() {
-				break
-			}
-			err = r.change(ctx, t, ev)
-			if holdable(err) {
-				// The table's own source refused: hold it, not the slot.
-				err = r.holdTable(ctx, t, r.tx.FinalLSN, err)
-			}
-			if err != nil {
-				return err
-			}
-		case slot.KindTruncate:
-			for _, rel := range ev.Truncated {
-				t, err := r.table(ctx, rel)
-				if err != nil {
+		case slot.KindInsert, slot.KindUpdate, slot.KindDelete, slot.KindTruncate, slot.KindCommit:
+			if r.replay {
+				if err := r.skipReplayed(ctx, ev); err != nil {
 					return err
 				}
-				if t == nil || !t.streams() {
-					continue
-				}
-				t.open = append(t.open, change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: uint64(ev.WALStart),
-					DeletedSet: true}})
+				break
 			}
-		case slot.KindCommit:
-			if err := r.commit(ev.Commit); err != nil {
+			if err := r.event(ctx, ev); err != nil {
 				return err
 			}
-			if r.full() {
+			if ev.Kind == slot.KindCommit && r.full() {
 				return nil
 			}
 		case slot.KindKeepalive, slot.KindIdle:
@@ -82,6 +60,44 @@ func (r *syncRun) readFlush(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// event reads a change, a TRUNCATE or a commit of a transaction the
+// targets do not hold yet into the flush.
+func (r *syncRun) event(ctx context.Context, ev *slot.Event) error {
+	switch ev.Kind {
+	case slot.KindInsert, slot.KindUpdate, slot.KindDelete:
+		t, err := r.table(ctx, ev.Relation)
+		if err != nil {
+			return err
+		}
+		if t == nil || !t.streams() {
+			return nil
+		}
+		err = r.change(ctx, t, ev)
+		if holdable(err) {
+			// The table's own source refused: hold it, not the slot.
+			err = r.holdTable(ctx, t, r.tx.FinalLSN, err)
+		}
+		if err != nil {
+			return err
+		}
+	case slot.KindTruncate:
+		for _, rel := range ev.Truncated {
+			t, err := r.table(ctx, rel)
+			if err != nil {
+				return err
+			}
+			if t == nil || !t.streams() {
+				continue
+			}
+			t.open = append(t.open, change.Row{Deleted: true, Meta: change.Meta{Op: change.OpTruncate, LSN: uint64(ev.WALStart),
+				DeletedSet: true}})
+		}
+	case slot.KindCommit:
+		return r.commit(ev.Commit)
+	}
+	return nil
 }
 
 // full reports a flush to apply now: it holds FlushChanges changes, or a
@@ -152,6 +168,11 @@ func (r *syncRun) change(ctx context.Context, t *syncTable, ev *slot.Event) erro
 			t.decodersBelow(ev.Relation)
 		}
 		return r.belowLoad(t, ev, lsn)
+	}
+	if t.untaken != nil && t.untaken == ev.Relation {
+		if err := r.takeIn(ctx, t, ev.Relation, r.tx.FinalLSN, relationAt(ev)+", defined in a replayed one"); err != nil {
+			return err
+		}
 	}
 	if t.rel != ev.Relation {
 		if err := t.decoders(ev.Relation); err != nil {

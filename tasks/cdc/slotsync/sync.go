@@ -215,8 +215,12 @@ type syncRun struct {
 	f    flush
 	tx   slot.Begin // the transaction being read
 	open bool       // inside a transaction
-	done bool       // caught up, or a budget ended
-	why  string     // why the run ended
+	// replay: the transaction being read commits before the sync ledger's
+	// position, so an earlier flush applied it (positions.go: applied).
+	replay   bool
+	replayed int    // transactions skipped as applied
+	done     bool   // caught up, or a budget ended
+	why      string // why the run ended
 
 	res Result
 	// republished are the tables setup added to the publication: it

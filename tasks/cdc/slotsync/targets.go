@@ -32,6 +32,13 @@ type syncTable struct {
 	rel  *slot.Relation
 	decs []*pgvalue.Decoder
 	at   []int
+	// untaken is a definition that came in a replayed transaction and was
+	// not compared with the target then: it is at the table's next change
+	// after the replay (takeInAfterReplay).
+	untaken *slot.Relation
+	// followedHere: the stream being read made the target follow a
+	// change (follow), at shape.At; a new stream clears it.
+	followedHere bool
 	// keyless: rel came below the load point, and its key columns cannot
 	// be read into the mapping (decodersBelow).
 	keyless bool
