@@ -2,6 +2,9 @@ package kafkastate
 
 import (
 	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/outcome"
 )
@@ -39,10 +42,50 @@ func (b *batch) plan(ctx context.Context) error {
 	}
 	b.rule.setAnchor(b.anchors, b.clock, lagging)
 	if err := b.rule.beforeRead(lagging); err != nil {
-		return outcome.Refused.Mark(err)
+		// Refused by time: the partitions nothing live was stored from
+		// are first scans, not resumed reads.
+		if lagging, err = b.withoutLiveValues(ctx, lagging); err != nil {
+			return err
+		}
+		b.rule.setAnchor(b.anchors, b.clock, lagging)
+		if err := b.rule.beforeRead(lagging); err != nil {
+			return outcome.Refused.Mark(err)
+		}
 	}
 	b.ph.mark("offsets")
 	return nil
+}
+
+// withoutLiveValues takes out of lagging the partitions from which the
+// table holds no live value (none ever read: another shard's first batch
+// saved them at their log start offset, whatever it was; or every key
+// read from them deleted since). A tombstone the cleaner removed there
+// could only delete a value the table does not hold, so their read is a
+// scan anchored at its own start, as a first run's (afterRead), not at
+// when the positions were saved. Asked only when the rule would refuse:
+// for a partition with no live value it reads the topic's rows.
+func (b *batch) withoutLiveValues(ctx context.Context, lagging []partRange) ([]partRange, error) {
+	parts := make([]int32, len(lagging))
+	for i, p := range lagging {
+		parts[i] = p.partition
+	}
+	qctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	rows, err := b.tx.Query(qctx, sqlPartitionsWithoutLiveValues, b.r.topic, parts)
+	if err != nil {
+		return nil, pgErr(ctx, err, "read which partitions kafka_state.records holds live values of")
+	}
+	empty, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, pgErr(ctx, err, "read which partitions kafka_state.records holds live values of")
+	}
+	return slices.DeleteFunc(lagging, func(p partRange) bool {
+		if slices.Contains(empty, p.partition) {
+			delete(b.lagged, p.partition)
+			return true
+		}
+		return false
+	}), nil
 }
 
 // fromStart reports, for a shard, a partition never read: its saved offset

@@ -2,6 +2,7 @@ package kafkastate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,8 +145,8 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta,
 	for i, p := range meta.partitions {
 		want[i] = strconv.Itoa(int(p))
 	}
-	slices.Sort(savedKeys)
-	slices.Sort(want)
+	slices.SortFunc(savedKeys, byPartition)
+	slices.SortFunc(want, byPartition)
 	if !slices.Equal(savedKeys, want) {
 		return nil, outcome.Refused.Mark(fmt.Errorf("topic %q: %w: saved partitions [%s], topic has [%s]",
 			topic, ErrPartitionsChanged, strings.Join(savedKeys, " "), strings.Join(want, " ")))
@@ -155,6 +156,23 @@ func readPositions(ctx context.Context, tx pgx.Tx, topic string, meta topicMeta,
 		out[p] = saved[strconv.Itoa(int(p))]
 	}
 	return out, nil
+}
+
+// byPartition orders partition numbers written as text by number (a key
+// that is not a number, in a positions row edited by hand, after them,
+// as text).
+func byPartition(a, b string) int {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	switch {
+	case errA == nil && errB == nil:
+		return cmp.Compare(x, y)
+	case errA == nil:
+		return -1
+	case errB == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // errPositionsNow: a shard found no positions row, then one (another

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
 	"github.com/changesink/changesink/internal/testenv"
@@ -286,6 +288,50 @@ func TestShardTombstoneRule(t *testing.T) {
 	// The whole topic is refused too (partition 0 lags).
 	_, err = e.run(t, e.config(), hooks{})
 	assertRefused(t, err, ErrTombstonesMayBeLost, "partition 0")
+}
+
+// TestShardFirstReadAfterRecordsDeleted: a partition no batch ever read
+// is not at risk from expired tombstones, whatever its log start offset:
+// records deleted from its start (DeleteRecords, or retention under
+// compact,delete) before another shard's first batch saved it at its log
+// start, that shard's (or the whole topic's) first read of it long after is
+// a scan from there, not refused, and stores what the partition holds.
+func TestShardFirstReadAfterRecordsDeleted(t *testing.T) {
+	for _, second := range []string{"1/2", ""} {
+		name := "shard " + second
+		if second == "" {
+			name = "whole topic"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			configs := fastCleaning("3000")
+			configs["cleanup.policy"] = kadm.StringPtr("compact,delete") // DeleteRecords needs "delete"
+			configs["retention.ms"] = kadm.StringPtr(oneDay)
+			createTopic(t, e.adm, e.topic, 2, configs)
+			produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+			for i := range 10 {
+				produce(t, e.kcl, e.topic, kv(1, fmt.Sprintf("b%d", i), `1`))
+			}
+			deleteRecordsBefore(t, e, 1, 5)
+			if _, err := e.run(t, e.shardConfig("0/2"), hooks{}); err != nil {
+				t.Fatal(err)
+			}
+			if next, _, _ := e.positions(t); next["1"] != 5 {
+				t.Fatalf("partition 1 saved at %d, want its log start 5", next["1"])
+			}
+			time.Sleep(4 * time.Second) // past delete.retention.ms less the margin
+			cfg := e.config()
+			if second != "" {
+				cfg = e.shardConfig(second)
+			}
+			if res, err := e.run(t, cfg, hooks{}); err != nil || res.Consumed != 5 {
+				t.Fatalf("first read of partition 1, from its log start 5: %+v, %v", res, err)
+			}
+			if got := e.records(t); len(got) != 6 {
+				t.Errorf("stored %d keys, want a and b5…b9: %v", len(got), got)
+			}
+		})
+	}
 }
 
 // TestShardConfig: SHARD is i/n, and a shard must own a partition.

@@ -367,6 +367,12 @@ const sqlHasShards = `SELECT to_regclass('kafka_state.shards') IS NOT NULL`
 const sqlCaughtUp = `SELECT kafka_partition, caught_up_at FROM kafka_state.shards
 WHERE topic = $1 AND kafka_partition = ANY($2::int[]) AND caught_up_at IS NOT NULL`
 
+// sqlPartitionsWithoutLiveValues is which of partitions $2 of topic $1
+// kafka_state.records holds no live value of (the tombstone rule's
+// exemption: plan).
+const sqlPartitionsWithoutLiveValues = `SELECT p FROM unnest($2::int[]) AS p
+WHERE NOT EXISTS (SELECT 1 FROM kafka_state.records r WHERE r.topic = $1 AND r.kafka_partition = p AND NOT r.deleted)`
+
 // sqlWriteShardPositions is a shard's positions write: a first row gets
 // every partition ($4: the shard's next offsets and the others' log start
 // offsets, where the seed would start them), an existing one only the

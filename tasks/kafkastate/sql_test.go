@@ -54,6 +54,7 @@ func TestSQLGolden(t *testing.T) {
 		"records-without-positions": sqlRecordsWithoutPositions,
 		"has-shards":                sqlHasShards,
 		"caught-up":                 sqlCaughtUp,
+		"partitions-without-live":   sqlPartitionsWithoutLiveValues,
 		"write-shard-positions":     sqlWriteShardPositions,
 		"shard-caught-up":           sqlShardCaughtUp,
 	}

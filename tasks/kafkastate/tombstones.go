@@ -36,7 +36,9 @@ import (
 // The allowed time is delete.retention.ms less a margin (a tenth of it, at
 // most 5 minutes) for a cleaning pass in progress when a batch starts and
 // for the two clocks' rates. A partition whose saved offset is its last
-// stable offset is never refused: nothing was written to it since. A topic
+// stable offset is never refused: nothing was written to it since; nor is
+// one from which the table holds no live value (plan: withoutLiveValues),
+// read as a first run's scan: a lost tombstone there deletes nothing. A topic
 // whose cleanup.policy has no compact drops tombstones only with whole
 // segments, which moves the log start offset past them, and that is
 // ErrOffsetOutOfRange. The rule cannot see a delete.retention.ms that was
