@@ -270,7 +270,7 @@ func (r *syncRun) skipReplayed(ctx context.Context, ev *slot.Event) error {
 	r.seen = max(r.seen, end)
 	r.f.floor = max(r.f.floor, uint64(end))
 	r.stop.Step = applier.StepConfirm
-	if err := r.stream.Confirm(ctx, end); err != nil {
+	if err := r.stream.Confirm(ctx, min(end, slot.LSN(r.last.Through))); err != nil {
 		return err
 	}
 	r.stop.Step = applier.StepStream
