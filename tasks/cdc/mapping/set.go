@@ -199,6 +199,29 @@ func (s *Set) Tables() []string {
 	return out
 }
 
+// Cluster names the first target the file puts on a cluster
+// (target.cluster): where is the table's schema.table, for an entry with
+// its own target.cluster or an entry without a target under defaults that
+// name one, or "defaults" for the tables the file does not list; cluster
+// is "" when the file names none.
+func (s *Set) Cluster() (where, cluster string) {
+	d := s.defaultTarget()
+	for _, e := range s.entries {
+		r := s.merged(e)
+		c := str(d.Cluster)
+		if r.Target != nil {
+			c = str(r.Target.Cluster)
+		}
+		if c != "" {
+			return str(r.Source.Schema) + "." + str(r.Source.Table), c
+		}
+	}
+	if c := str(d.Cluster); c != "" {
+		return "defaults", c
+	}
+	return "", ""
+}
+
 // Single returns the file's one table, complete: the Mapping form, or a
 // Set of one table with its columns (cdc apply and setup without a source).
 func (s *Set) Single() (*Mapping, error) {

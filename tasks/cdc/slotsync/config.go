@@ -132,6 +132,14 @@ func (c *Config) Validate() error {
 	if c.Mappings == nil {
 		c.Mappings = &mapping.Set{}
 	}
+	if where, cluster := c.Mappings.Cluster(); cluster != "" {
+		// Its sync ledger and initial load are one server's
+		// (docs/design/clickhouse-cluster.md). Refused before either
+		// server is reached: with the source down the run would otherwise
+		// fail transient, and setup would make the publication and slot.
+		return outcome.Config.Mark(fmt.Errorf("%w: %s: target.cluster is %q, and cdc sync does not write targets on a cluster yet (nothing was created)",
+			change.ErrConfig, where, cluster))
+	}
 	// A table without a target database goes to the URL's (clickhouse://
 	// host:9000/db, http://host:8123/db, ?database=db), not to the
 	// server's default.

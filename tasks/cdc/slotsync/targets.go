@@ -83,12 +83,6 @@ func mappings(set *mapping.Set, db string, tables []sourceTable, caps mapping.Se
 		if err != nil {
 			return nil, err
 		}
-		if m.Target.Cluster != "" {
-			// Its sync ledger and initial load are one server's
-			// (docs/design/clickhouse-cluster.md).
-			return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s: target.cluster is %q, and cdc sync does not write targets on a cluster yet",
-				change.ErrConfig, t.qualified(), m.Target.Cluster))
-		}
 		out = append(out, m)
 	}
 	if err := set.CheckDistinct(out); err != nil {

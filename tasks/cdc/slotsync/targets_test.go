@@ -12,7 +12,7 @@ import (
 	"github.com/changesink/changesink/internal/testenv"
 	"github.com/changesink/changesink/tasks/cdc/change"
 	"github.com/changesink/changesink/tasks/cdc/mapping"
-	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
 // TestSyncRefusesMappingOfAnotherDatabase: a mapping whose source.database
@@ -75,15 +75,35 @@ func TestSyncRefusesMappingOfAnotherDatabase(t *testing.T) {
 	}
 }
 
-// TestSyncRefusesACluster: cdc sync (and its setup) maps a published table
-// to a target on a cluster only to refuse it: its sync ledger is one
-// server's table.
+// TestSyncRefusesACluster: cdc sync (and its setup) refuses a mapping
+// that puts a table on a cluster when it validates its settings, before
+// it reaches either server (its sync ledger and load are one server's),
+// naming where the file says so.
 func TestSyncRefusesACluster(t *testing.T) {
-	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: analytics, cluster: c1}}\ntables:\n  - source: {schema: public, table: acc}\n"))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, yaml, says string
+	}{
+		{"defaults, an entry without target", "defaults: {target: {database: analytics, cluster: c1}}\ntables:\n  - source: {schema: public, table: acc}\n", "public.acc"},
+		{"defaults, an entry with a target", "defaults: {target: {cluster: c1}}\ntables:\n  - source: {schema: public, table: acc}\n    target: {table: a}\n", "public.acc"},
+		{"an entry's own", "tables:\n  - source: {schema: public, table: one}\n  - source: {schema: public, table: acc}\n    target: {cluster: c1}\n", "public.acc"},
+		{"defaults alone", "defaults: {target: {cluster: c1}}\n", "defaults"},
+		{"none", "tables:\n  - source: {schema: public, table: acc}\n", ""},
 	}
-	tables := []sourceTable{{schema: "public", name: "acc", cols: []pgvalue.Column{{Name: "id", TypeOID: 20, TypeMod: -1, NotNull: true, Key: true}}}}
-	_, err = mappings(set, "shop", tables, mapping.CapsFor(18, 16))
-	wantError(t, err, outcome.Config, change.ErrConfig, "public.acc", `target.cluster is "c1"`, "cdc sync does not write targets on a cluster")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := mapping.ParseSet("sync.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{Postgres: Postgres{DSN: "postgres://u@127.0.0.1:1/db"}, ClickHouse: target.ClickHouse{URL: "clickhouse://127.0.0.1:1/default"}, Mappings: set}
+			err = cfg.Validate()
+			if tt.says == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			wantError(t, err, outcome.Config, change.ErrConfig, tt.says+`: target.cluster is "c1"`, "cdc sync does not write targets on a cluster", "nothing was created")
+		})
+	}
 }
