@@ -63,11 +63,14 @@ type connection struct {
 }
 
 // open connects to the target and checks it: the server supports the
-// mapping, the table matches it, and the live view is a view of the
-// mapped columns. A missing live view (dropped by hand, or by the runbook's
-// "drop the live view" step without the cdc setup after it) is made again,
-// as setup makes it: the run's summary sends readers to it, and a batch
-// applied without it would leave them failing on a missing view.
+// mapping, the table matches it, on a cluster every replica holds the
+// target's objects alike (target.Server.CheckReplicaObjects: a replica
+// that lacks one is refused, for cdc setup to repair), and the live view
+// is a view of the mapped columns. On one server, a missing live view
+// (dropped by hand, or by the runbook's "drop the live view" step without
+// the cdc setup after it) is made again, as setup makes it: the run's
+// summary sends readers to it, and a batch applied without it would leave
+// them failing on a missing view.
 func open(ctx context.Context, cfg target.ClickHouse, m *mapping.Mapping) connection {
 	t, err := target.Connect(ctx, cfg, m)
 	if err != nil {
@@ -78,6 +81,9 @@ func open(ctx context.Context, cfg target.ClickHouse, m *mapping.Mapping) connec
 	}
 	tbl, err := t.CheckSchema(ctx)
 	if err != nil {
+		return connection{server: t, err: err}
+	}
+	if err := t.CheckReplicaObjects(ctx); err != nil {
 		return connection{server: t, err: err}
 	}
 	made, err := t.EnsureView(ctx)

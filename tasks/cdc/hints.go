@@ -119,14 +119,18 @@ func hints() []hint {
 			"system.clusters), or remove it for a target on one server."},
 		{target.ErrClusterShards, "Name a cluster of one shard whose replicas hold the target (a cluster of several shards " +
 			"needs a Distributed table, which changesink does not write)."},
+		{target.ErrReplicaLacks, "Run changesink cdc setup: it creates the object ON CLUSTER again on the replica the message " +
+			"names (a Replicated table fetches its rows from the other replicas), then re-run. Nothing was written."},
+		// One replica's odd table before ErrNotReplicated, which setup also
+		// wraps in it: the remedy is that replica's, not a rebuild.
+		{target.ErrReplicasDisagree, "Make the replica the message names hold the same object as the others (drop the odd one " +
+			"there and re-run changesink cdc setup, which creates it ON CLUSTER again; a Replicated table fetches its rows " +
+			"from the other replicas), then re-run."},
 		{target.ErrNotReplicated, "Rebuild the target as a Replicated table: drop it, its _ledger and its live view on every " +
 			"replica, re-run changesink cdc setup (it creates them ON CLUSTER) and have the trigger take a new snapshot; or " +
 			"remove target.cluster if the target is on one server."},
 		{target.ErrClusterNotNamed, "Set target.cluster in the mapping to the cluster the table is replicated on " +
 			"(system.clusters), then re-run changesink cdc setup."},
-		{target.ErrReplicasDisagree, "Make the replica the message names hold the same object as the others (drop the odd one " +
-			"there and re-run changesink cdc setup, which creates it ON CLUSTER again; a Replicated table fetches its rows " +
-			"from the other replicas), then re-run."},
 		{target.ErrNoZooKeeper, "Configure ZooKeeper (or ClickHouse Keeper) in the servers' configuration (<zookeeper>), or " +
 			"remove target.cluster for a target on one server."},
 		{change.ErrTargetLocked, "Retry (a task retry in the flow does it). A run killed while holding the lock is broken by the " +
@@ -167,7 +171,8 @@ func hints() []hint {
 		{target.ErrLedgerSeq, "The target's rows are right (versions protect them); which batch is the last is not. Delete " +
 			"the row of the holder whose lock was broken (the later applied_at): ALTER TABLE <db>.<table>_ledger DELETE " +
 			"WHERE seq = <seq> AND holder = '<holder>', wait for the mutation (system.mutations), then re-run."},
-		{target.ErrLedgerDropped, "Re-run the batch: the re-run makes the ledger again and records the batch."},
+		{target.ErrLedgerDropped, "Re-run the batch: the re-run makes the ledger again and records the batch (on a " +
+			"cluster, run changesink cdc setup first: it makes the ledger again on every replica)."},
 		{target.ErrTablesRace, "Retry: a re-run converges (ClickHouse 18.16 fails such reads while other tables of the database " +
 			"are renamed or dropped)."},
 		{errNotReleased, "Re-run the batch: a replay writes nothing twice and publishes the output files. The lock left is " +

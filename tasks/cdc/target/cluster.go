@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -159,20 +161,11 @@ func (t *Server) pingReplicas(ctx context.Context) error {
 		return nil
 	}
 	for _, addr := range t.cl.replicas {
-		opts := *t.opts
-		opts.Addr = []string{addr}
-		opts.MaxOpenConns = 1
-		opts.DialTimeout = min(opts.DialTimeout, 10*time.Second)
-		conn, err := clickhouse.Open(&opts)
-		if err == nil {
-			cctx, cancel := context.WithTimeout(ctx, min(t.timeout, 10*time.Second))
-			err = conn.Ping(cctx)
-			cancel()
-			conn.Close()
-		}
+		conn, err := t.openReplica(ctx, addr)
 		if err != nil {
-			return outcome.Transient.Mark(fmt.Errorf("%w: replica %s of cluster %s does not answer: %w", ErrReplicaUnavailable, addr, t.cl.name, err))
+			return err
 		}
+		conn.Close()
 	}
 	return nil
 }
@@ -480,4 +473,167 @@ func (t *Server) replicaShape(ctx context.Context, addr string) (replicaShape, e
 		}
 	}
 	return shape, nil
+}
+
+// replicaObjectsSQL reads the engines of the target's objects on one
+// replica (bound: the database, then the target, its view, ledger and
+// lock).
+const replicaObjectsSQL = "SELECT name, engine, engine_full FROM system.tables WHERE database = ? AND name IN (?, ?, ?, ?)"
+
+// CheckReplicaObjects checks, before a run takes the lock or reads
+// anything, that every replica of the cluster holds the target, its live
+// view, its ledger and its lock, each through a connection of its own,
+// at once: the view a view, the three tables Replicated tables at one
+// ZooKeeper path. A replica that lacks one is refused (ErrReplicaLacks):
+// a run through it would make it anew (the ledger: a new replica of the
+// existing path, empty until it fetches, where the run would append a
+// second row of a seq) or miss it (the view, for its readers). A replica
+// whose table is not Replicated, or at another path, would refuse every
+// quorum insert (TOO_FEW_LIVE_REPLICAS), which says "retry" for ever:
+// refused too (ErrReplicasDisagree). Both are configuration errors that
+// cdc setup repairs (the odd table dropped first); a replica that does
+// not answer is transient. On one server it does nothing.
+func (t *Server) CheckReplicaObjects(ctx context.Context) error {
+	if t.cl == nil {
+		return nil
+	}
+	found := make([]map[string]tableInfo, len(t.cl.replicas))
+	errs := make([]error, len(t.cl.replicas))
+	var wg sync.WaitGroup
+	for i, addr := range t.cl.replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found[i], errs[i] = t.replicaObjects(ctx, addr)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("check replica %s of cluster %s: %w", t.cl.replicas[i], t.cl.name, err)
+		}
+	}
+	m := t.M
+	db := m.Target.Database
+	objs := []string{m.Target.Table, mapping.LedgerName(m), mapping.LockName(m), m.Target.LiveView}
+	for _, obj := range objs {
+		name := mapping.Qualified(db, obj)
+		for i, addr := range t.cl.replicas {
+			if _, ok := found[i][obj]; !ok {
+				return outcome.Config.Mark(fmt.Errorf("%w: replica %s of cluster %s has no %s", ErrReplicaLacks, addr, t.cl.name, name))
+			}
+		}
+		if obj == m.Target.LiveView {
+			for i, addr := range t.cl.replicas {
+				if e := found[i][obj].engine; e != "View" {
+					return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is a %s, not a view", ErrReplicasDisagree, name, addr, e))
+				}
+			}
+			continue
+		}
+		for i, addr := range t.cl.replicas {
+			if e := found[i][obj].engine; !strings.HasPrefix(e, "Replicated") {
+				return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is a %s, not a Replicated table", ErrReplicasDisagree, name, addr, e))
+			}
+		}
+		// The path setup gives it, when a replica has it; else (a table
+		// made by hand, alike on every replica) the first replica's.
+		want := zooKeeperPath(db, obj)
+		paths := make([]string, len(t.cl.replicas))
+		for i := range t.cl.replicas {
+			paths[i] = replicatedPath(found[i][obj].engineFull)
+		}
+		if !slices.Contains(paths, want) {
+			want = paths[0]
+		}
+		for i, addr := range t.cl.replicas {
+			if paths[i] != want {
+				return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is at ZooKeeper path %s, not %s", ErrReplicasDisagree, name, addr, paths[i], want))
+			}
+		}
+	}
+	return nil
+}
+
+// replicaObjects reads, on the replica at addr, the engines of the
+// target's objects it holds, by name.
+func (t *Server) replicaObjects(ctx context.Context, addr string) (map[string]tableInfo, error) {
+	conn, err := t.openReplica(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	r := t.With(t.M)
+	r.conn = conn
+	cctx, cancel := context.WithTimeout(ctx, min(t.timeout, 10*time.Second))
+	defer cancel()
+	m := t.M
+	var out map[string]tableInfo
+	err = r.systemTables(cctx, "read the target's tables", func() error {
+		out = map[string]tableInfo{}
+		rows, err := conn.Query(cctx, replicaObjectsSQL, m.Target.Database, m.Target.Table, m.Target.LiveView, mapping.LedgerName(m), mapping.LockName(m))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var info tableInfo
+			if err := rows.Scan(&name, &info.engine, &info.engineFull); err != nil {
+				return err
+			}
+			out[name] = info
+		}
+		return rows.Err()
+	})
+	if err != nil && outcome.Classify(err) == outcome.Transient && !errors.Is(err, ErrReplicaUnavailable) {
+		err = outcome.Transient.Mark(fmt.Errorf("%w: %w", ErrReplicaUnavailable, err))
+	}
+	return out, err
+}
+
+// openReplica opens one connection to the replica at addr, with
+// CLICKHOUSE_URL's credentials and TLS settings, and pings it: one that
+// does not answer is transient (ErrReplicaUnavailable).
+func (t *Server) openReplica(ctx context.Context, addr string) (driver.Conn, error) {
+	opts := *t.opts
+	opts.Addr = []string{addr}
+	opts.MaxOpenConns = 1
+	opts.DialTimeout = min(opts.DialTimeout, 10*time.Second)
+	conn, err := clickhouse.Open(&opts)
+	if err == nil {
+		cctx, cancel := context.WithTimeout(ctx, min(t.timeout, 10*time.Second))
+		err = conn.Ping(cctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+		}
+	}
+	if err != nil {
+		return nil, outcome.Transient.Mark(fmt.Errorf("%w: replica %s of cluster %s does not answer: %w", ErrReplicaUnavailable, addr, t.cl.name, err))
+	}
+	return conn, nil
+}
+
+// replicatedPath is the ZooKeeper path of a Replicated engine as
+// system.tables' engine_full gives it (its first argument, unquoted), or
+// "" when engineFull names none.
+func replicatedPath(engineFull string) string {
+	_, args, ok := strings.Cut(engineFull, "('")
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(args); i++ {
+		switch c := args[i]; {
+		case c == '\\' && i+1 < len(args):
+			i++
+			b.WriteByte(args[i])
+		case c == '\'':
+			return b.String()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return ""
 }

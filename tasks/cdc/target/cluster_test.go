@@ -91,3 +91,22 @@ func TestZooKeeperPath(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatedPath: the ZooKeeper path is read from engine_full as
+// setup writes it (quoteString), escapes and all, and "" from an engine
+// that names none.
+func TestReplicatedPath(t *testing.T) {
+	tests := []struct{ engineFull, want string }{
+		{"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db/orders_cdc', '{replica}', _cdc_lsn) ORDER BY id SETTINGS index_granularity = 8192",
+			"/clickhouse/tables/{shard}/db/orders_cdc"},
+		{"ReplicatedMergeTree(" + quoteString(zooKeeperPath("d'b", `t\x`)) + ", '{replica}') ORDER BY seq", zooKeeperPath("d'b", `t\x`)},
+		{"ReplacingMergeTree(_cdc_lsn) ORDER BY id SETTINGS index_granularity = 8192", ""},
+		{"ReplicatedMergeTree('/cut", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := replicatedPath(tt.engineFull); got != tt.want {
+			t.Errorf("replicatedPath(%q) = %q, want %q", tt.engineFull, got, tt.want)
+		}
+	}
+}

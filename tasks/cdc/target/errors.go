@@ -64,6 +64,11 @@ var (
 	// ErrReplicasDisagree: the replicas hold different tables (columns,
 	// engine or ZooKeeper path) for the target, its view, ledger or lock.
 	ErrReplicasDisagree = errors.New("the replicas of the target disagree")
+	// ErrReplicaLacks: a replica of the cluster lacks the target, its live
+	// view, its ledger or its lock, which the others hold: a run that read
+	// or wrote through it would make or miss what the others hold (cdc
+	// setup makes it again ON CLUSTER).
+	ErrReplicaLacks = errors.New("a replica of the cluster lacks an object of the target")
 	// ErrReplicaUnavailable: a replica of the shard or ZooKeeper did not
 	// take part in a write or a read (transient: a re-run converges once
 	// it is back).

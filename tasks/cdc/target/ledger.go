@@ -201,6 +201,15 @@ func (t *Table) EnsureLedger(ctx context.Context, f Fence, digest string) (chang
 		return st, err
 	}
 	m := t.M
+	if err != nil && t.cl != nil {
+		// Setup made it on every replica; gone from the one read here (a
+		// replica whose ledger was dropped since CheckReplicaObjects):
+		// made again here, it would be a new, empty replica of the
+		// existing path, over which the baseline row below would be a
+		// second row of seq 1. cdc setup makes it again and checks.
+		return st, outcome.Config.Mark(fmt.Errorf("%w: %s is missing on a replica of cluster %s: %w", ErrReplicaLacks,
+			mapping.Qualified(m.Target.Database, mapping.LedgerName(m)), t.cl.name, err))
+	}
 	if err := t.ledger().ensure(cctx); err != nil {
 		return st, err
 	}
