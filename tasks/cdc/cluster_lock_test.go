@@ -197,3 +197,49 @@ func TestClusterFencedWrites(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// syncLog is a log writer several goroutines may write to at once.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count is how many times s occurs in the log.
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// TestClusterLockBrokenOnce (finding 4): a holder killed while it held
+// the cluster lock is broken by the next run, which says so (a WARN
+// line); the runs after it, which find the dead holder's rows in the
+// lock's window for another Stale, do not say it again: one line per
+// dead holder, not one per run.
+func TestClusterLockBrokenOnce(t *testing.T) {
+	c := newClusterEnv(t)
+	c.setup()
+	dead := mustLock(t, c.clusterTable(0), testLockTiming)
+	abandon(dead)
+	var log syncLog
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	runs := 0
+	for start := time.Now(); time.Since(start) < testLockTiming.Stale*3/2 || runs < 3; runs++ {
+		l, err := c.clusterTable(runs%2).Lock(context.Background(), testLockTiming, logger)
+		if err != nil {
+			t.Fatalf("run %d: %v", runs+1, err)
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("run %d: release: %v", runs+1, err)
+		}
+	}
+	if n := log.count("broke the cluster lock"); n != 1 || log.count(": holder "+dead.ID+" on host") != 1 {
+		t.Errorf("%d runs logged %d lines of a broken lock (want 1, naming holder %s):\n%s", runs, n, dead.ID, log.b.String())
+	}
+}

@@ -84,11 +84,11 @@ func clusterLockPutSQL(name, id, host string, pid int, state string, nonce uint6
 }
 
 // clusterLockHoldersSQL reads each holder with a row in the last seconds
-// (bound): its newest state, host and pid, its newest beat and the
-// server's now().
+// (bound): its newest state, host and pid, its newest beat, its first
+// claim, whether it held, and the server's now().
 func clusterLockHoldersSQL(name string) string {
-	return "SELECT holder, argMax(state, nonce), argMax(host, nonce), argMax(pid, nonce), max(beat), now() FROM " +
-		name + " WHERE beat >= now() - ? GROUP BY holder"
+	return "SELECT holder, argMax(state, nonce), argMax(host, nonce), argMax(pid, nonce), max(beat), minIf(beat, state = 'claim'), " +
+		"countIf(state = 'held'), now() FROM " + name + " WHERE beat >= now() - ? GROUP BY holder"
 }
 
 // clusterLock is the cluster part of a Lock.
@@ -105,10 +105,38 @@ type clusterHolder struct {
 	holderInfo
 	state  string
 	newest time.Time
+	// claimed is its first claim in the window (zero: none there); held
+	// says it held the lock then.
+	claimed time.Time
+	held    bool
 }
 
 func (h clusterHolder) live(stale time.Duration) bool {
 	return (h.state == stateClaim || h.state == stateHeld) && h.age <= stale
+}
+
+// brokenBy lists the holders of all (the lock's rows, read after this
+// run's claim, without it) whose lock this run broke: stale but not gone
+// (a run killed, or cut off, while it claimed or held), and not broken
+// before by another run, which would have claimed after the dead one's
+// last beat and held. The run that takes the lock after a dead holder
+// says so once; the runs after it, which still see the dead holder's rows
+// for another Stale, do not.
+func brokenBy(all []clusterHolder, stale time.Duration) []clusterHolder {
+	var out []clusterHolder
+	for _, d := range all {
+		if d.state == stateGone || d.live(stale) {
+			continue
+		}
+		taken := false
+		for _, o := range all {
+			taken = taken || (o.id != d.id && o.held && o.claimed.After(d.newest))
+		}
+		if !taken {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // lockCluster takes the target's lock on a cluster, as above.
@@ -119,7 +147,7 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 	host, _ := os.Hostname()
 	name := mapping.Qualified(t.M.Target.Database, mapping.LockName(t.M))
 	deadline := time.Now().Add(timing.Wait)
-	waiting, broken := false, map[string]bool{}
+	waiting := false
 	for {
 		l := &Lock{Table: t, ID: newHolderID(), Timing: timing, Name: name, cl: &clusterLock{host: host, pid: os.Getpid()}}
 		others, err := l.cl.others(ctx, l)
@@ -128,20 +156,18 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 		}
 		var holder *clusterHolder
 		for i := range others {
-			h := &others[i]
-			switch {
-			case h.live(timing.Stale):
+			if h := &others[i]; h.live(timing.Stale) {
 				holder = h
-			case h.state != stateGone && !broken[h.id]:
-				broken[h.id] = true
-				log.Warn(fmt.Sprintf("cdc: broke the cluster lock %s: %s, over %s (a run killed, or cut off from ClickHouse, while it held the lock; "+
-					"it writes nothing more)", name, h.holderInfo, timing.Stale))
 			}
 		}
 		if holder == nil {
-			held, err := l.cl.claim(ctx, l)
+			held, seen, err := l.cl.claim(ctx, l)
 			switch {
 			case held:
+				for _, h := range brokenBy(seen, timing.Stale) {
+					log.Warn(fmt.Sprintf("cdc: broke the cluster lock %s: %s, over %s (a run killed, or cut off from ClickHouse, while it held the lock; "+
+						"it writes nothing more)", name, h.holderInfo, timing.Stale))
+				}
 				return l, nil
 			case err != nil && chCode(err) != chUnsatisfiedQuorum:
 				return nil, err
@@ -176,27 +202,28 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 }
 
 // claim inserts l's claim and reads the holders again: alone, it inserts
-// its hold, starts the heartbeat and reports held; else it withdraws.
-func (c *clusterLock) claim(ctx context.Context, l *Lock) (held bool, _ error) {
+// its hold, starts the heartbeat and reports held, with the other holders
+// it read (others); else it withdraws.
+func (c *clusterLock) claim(ctx context.Context, l *Lock) (held bool, others []clusterHolder, _ error) {
 	if err := c.put(ctx, l, stateClaim); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	others, err := c.others(ctx, l)
 	if err != nil {
-		return false, c.withdraw(ctx, l, err)
+		return false, nil, c.withdraw(ctx, l, err)
 	}
 	for _, h := range others {
 		if h.live(l.Timing.Stale) {
-			return false, c.withdraw(ctx, l, nil)
+			return false, nil, c.withdraw(ctx, l, nil)
 		}
 	}
 	if err := c.put(ctx, l, stateHeld); err != nil {
-		return false, c.withdraw(ctx, l, err)
+		return false, nil, c.withdraw(ctx, l, err)
 	}
 	l.lastBeat = time.Now()
 	l.Stop, l.Done = make(chan struct{}), make(chan struct{})
 	go l.heartbeat(c.host)
-	return true, nil
+	return true, others, nil
 }
 
 // withdraw gives up a claim (a gone row), returning cause, or the
@@ -264,10 +291,11 @@ func (c *clusterLock) holders(ctx context.Context, l *Lock) ([]clusterHolder, er
 	for rows.Next() {
 		var h clusterHolder
 		var now time.Time
-		if err := rows.Scan(&h.id, &h.state, &h.host, &h.pid, &h.newest, &now); err != nil {
+		var helds uint64
+		if err := rows.Scan(&h.id, &h.state, &h.host, &h.pid, &h.newest, &h.claimed, &helds, &now); err != nil {
 			return nil, classify(fmt.Errorf("read the cluster lock %s: %w", l.Name, err))
 		}
-		h.age = now.Sub(h.newest)
+		h.age, h.held = now.Sub(h.newest), helds > 0
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
