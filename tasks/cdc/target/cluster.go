@@ -433,12 +433,9 @@ func (t *Server) checkReplicas(ctx context.Context) error {
 // replicaShape connects to the replica at addr and checks the target's
 // objects there as setup checks them on the server it is connected to.
 func (t *Server) replicaShape(ctx context.Context, addr string) (replicaShape, error) {
-	opts := *t.opts
-	opts.Addr = []string{addr}
-	opts.MaxOpenConns = 1
-	conn, err := clickhouse.Open(&opts)
+	conn, err := t.openReplica(ctx, addr)
 	if err != nil {
-		return nil, classify(fmt.Errorf("open ClickHouse %s: %w", addr, err))
+		return nil, err
 	}
 	defer conn.Close()
 	// The replica's own view of the target, with the cluster's settings
@@ -592,12 +589,14 @@ func (t *Server) replicaObjects(ctx context.Context, addr string) (map[string]ta
 	return out, err
 }
 
-// openReplica opens one connection to the replica at addr, with
-// CLICKHOUSE_URL's credentials and TLS settings, and pings it: one that
+// openReplica opens one connection to the replica at addr, on the native
+// protocol, with CLICKHOUSE_URL's credentials and TLS settings, and pings it: one that
 // does not answer is transient (ErrReplicaUnavailable).
 func (t *Server) openReplica(ctx context.Context, addr string) (driver.Conn, error) {
 	opts := *t.opts
 	opts.Addr = []string{addr}
+	// system.clusters gives the native port, whatever CLICKHOUSE_URL speaks.
+	opts.Protocol = clickhouse.Native
 	opts.MaxOpenConns = 1
 	opts.DialTimeout = min(opts.DialTimeout, 10*time.Second)
 	conn, err := clickhouse.Open(&opts)
