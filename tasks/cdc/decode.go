@@ -79,11 +79,13 @@ func open(ctx context.Context, cfg target.ClickHouse, m *mapping.Mapping) connec
 	if err := t.CheckSupported(); err != nil {
 		return connection{server: t, err: err}
 	}
-	tbl, err := t.CheckSchema(ctx)
-	if err != nil {
+	// On a cluster, first: a replica's odd table is named as that
+	// replica's, not refused as the whole target's by CheckSchema.
+	if err := t.CheckReplicaObjects(ctx); err != nil {
 		return connection{server: t, err: err}
 	}
-	if err := t.CheckReplicaObjects(ctx); err != nil {
+	tbl, err := t.CheckSchema(ctx)
+	if err != nil {
 		return connection{server: t, err: err}
 	}
 	made, err := t.EnsureView(ctx)

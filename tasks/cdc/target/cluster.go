@@ -491,8 +491,8 @@ const replicaObjectsSQL = "SELECT name, engine, engine_full FROM system.tables W
 // cdc setup repairs (the odd table dropped first); a replica that does
 // not answer is transient. On one server it does nothing.
 func (t *Server) CheckReplicaObjects(ctx context.Context) error {
-	if t.cl == nil {
-		return nil
+	if err := t.ensureCluster(ctx); err != nil || t.cl == nil {
+		return err
 	}
 	found := make([]map[string]tableInfo, len(t.cl.replicas))
 	errs := make([]error, len(t.cl.replicas))
@@ -511,42 +511,61 @@ func (t *Server) CheckReplicaObjects(ctx context.Context) error {
 		}
 	}
 	m := t.M
-	db := m.Target.Database
-	objs := []string{m.Target.Table, mapping.LedgerName(m), mapping.LockName(m), m.Target.LiveView}
-	for _, obj := range objs {
-		name := mapping.Qualified(db, obj)
-		for i, addr := range t.cl.replicas {
-			if _, ok := found[i][obj]; !ok {
-				return outcome.Config.Mark(fmt.Errorf("%w: replica %s of cluster %s has no %s", ErrReplicaLacks, addr, t.cl.name, name))
-			}
+	for _, obj := range []string{m.Target.Table, mapping.LedgerName(m), mapping.LockName(m), m.Target.LiveView} {
+		if err := t.sameOnReplicas(obj, found); err != nil {
+			return err
 		}
-		if obj == m.Target.LiveView {
-			for i, addr := range t.cl.replicas {
-				if e := found[i][obj].engine; e != "View" {
-					return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is a %s, not a view", ErrReplicasDisagree, name, addr, e))
-				}
-			}
-			continue
+	}
+	return nil
+}
+
+// sameOnReplicas checks the object obj as CheckReplicaObjects read it on
+// each replica (found). What every replica lacks or holds alike in the
+// wrong form is left to the checks of one server (CheckSchema, the view's,
+// the ledger's: "run cdc setup first", "not replicated").
+func (t *Server) sameOnReplicas(obj string, found []map[string]tableInfo) error {
+	name := mapping.Qualified(t.M.Target.Database, obj)
+	// kind is what a replica's object should be: a view, or Replicated.
+	kind := func(e string) bool { return strings.HasPrefix(e, "Replicated") }
+	what := "a Replicated table"
+	if obj == t.M.Target.LiveView {
+		kind, what = func(e string) bool { return e == "View" }, "a view"
+	}
+	var missing, odd []int
+	for i := range t.cl.replicas {
+		info, ok := found[i][obj]
+		switch {
+		case !ok:
+			missing = append(missing, i)
+		case !kind(info.engine):
+			odd = append(odd, i)
 		}
-		for i, addr := range t.cl.replicas {
-			if e := found[i][obj].engine; !strings.HasPrefix(e, "Replicated") {
-				return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is a %s, not a Replicated table", ErrReplicasDisagree, name, addr, e))
-			}
-		}
-		// The path setup gives it, when a replica has it; else (a table
-		// made by hand, alike on every replica) the first replica's.
-		want := zooKeeperPath(db, obj)
-		paths := make([]string, len(t.cl.replicas))
-		for i := range t.cl.replicas {
-			paths[i] = replicatedPath(found[i][obj].engineFull)
-		}
-		if !slices.Contains(paths, want) {
-			want = paths[0]
-		}
-		for i, addr := range t.cl.replicas {
-			if paths[i] != want {
-				return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is at ZooKeeper path %s, not %s", ErrReplicasDisagree, name, addr, paths[i], want))
-			}
+	}
+	n := len(t.cl.replicas)
+	switch {
+	case len(missing) == n, len(odd) == n:
+		return nil
+	case len(missing) > 0:
+		return outcome.Config.Mark(fmt.Errorf("%w: replica %s of cluster %s has no %s", ErrReplicaLacks, t.cl.replicas[missing[0]], t.cl.name, name))
+	case len(odd) > 0:
+		i := odd[0]
+		return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is a %s, not %s", ErrReplicasDisagree, name, t.cl.replicas[i], found[i][obj].engine, what))
+	case obj == t.M.Target.LiveView:
+		return nil
+	}
+	// The path setup gives it, when a replica has it; else (a table made
+	// by hand, alike on every replica) the first replica's.
+	want := zooKeeperPath(t.M.Target.Database, obj)
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = replicatedPath(found[i][obj].engineFull)
+	}
+	if !slices.Contains(paths, want) {
+		want = paths[0]
+	}
+	for i, addr := range t.cl.replicas {
+		if paths[i] != want {
+			return outcome.Config.Mark(fmt.Errorf("%w: %s on replica %s is at ZooKeeper path %s, not %s", ErrReplicasDisagree, name, addr, paths[i], want))
 		}
 	}
 	return nil
