@@ -36,6 +36,9 @@ func kafkaStateVars() kong.Vars {
 		"EnvPGUser":           kafkastate.EnvPGUser,
 		"EnvPGPassword":       kafkastate.EnvPGPassword,
 		"EnvReportOnly":       kafkastate.EnvReportOnly,
+		"EnvOnBadRecord":      kafkastate.EnvOnBadRecord,
+		"OnBadRecordRefuse":   kafkastate.OnBadRecordRefuse,
+		"OnBadRecordReject":   kafkastate.OnBadRecordReject,
 		"DefaultMaxRecords":   itoa(kafkastate.DefaultMaxRecords),
 		"MinMaxRecords":       itoa(kafkastate.MinMaxRecords),
 		"MaxMaxRecords":       itoa(kafkastate.MaxMaxRecords),
@@ -83,6 +86,7 @@ type kafkaStateMaterializeCmd struct {
 	PollSeconds     seedInt `name:"poll-seconds" env:"${EnvPollSeconds}" default:"${DefaultPollSeconds}" help:"How long the batch may fetch: ${MinPollSeconds}..${MaxPollSeconds} seconds (default ${default}). A fully read topic returns at once."`
 	DrainSeconds    seedInt `name:"drain-seconds" env:"${EnvDrainSeconds}" default:"${DefaultDrainSeconds}" help:"Drain mode: commit batch after batch (each its own transaction with its positions, as one batch is) until every partition is read to its end or this many seconds have passed, logging progress: 0..${MaxDrainSeconds} (default ${default}: one batch, as the seed)."`
 	Shard           string  `name:"shard" env:"${EnvShard}" help:"Partition shard i/n: only the partitions p with p mod n = i (0 <= i < n <= ${MaxShards}), under their own locks, so that n runs read the topic in parallel; claimed in kafka_state.shards (another layout claiming one of them is refused). Empty (default): the whole topic."`
+	OnBadRecord     string  `name:"on-bad-record" env:"${EnvOnBadRecord}" default:"${OnBadRecordRefuse}" help:"What a record whose key or value cannot be read does (null key, key not UTF-8, value not JSON, ...): ${OnBadRecordRefuse} (default, the seed's rule) refuses the batch; ${OnBadRecordReject} keeps it aside in kafka_state.rejected, in the batch's transaction, and applies the other records."`
 	KafkaProperties string  `name:"kafka-properties" env:"${EnvKafkaProperties}" required:"" help:"JSON object of librdkafka client properties: bootstrap.servers (required), client.id, security.protocol, sasl.mechanism(s), sasl.username, sasl.password, ssl.ca.location or ssl.ca.pem, ssl.certificate.location or ssl.certificate.pem, ssl.key.location or ssl.key.pem, ssl.key.password, ssl.endpoint.identification.algorithm. Secrets in it are never printed."`
 	kafkaStatePG
 }
@@ -98,6 +102,7 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 		DrainSeconds:    int(c.DrainSeconds),
 		Shard:           c.Shard,
 		KafkaProperties: c.KafkaProperties,
+		OnBadRecord:     c.OnBadRecord,
 		Postgres:        pg,
 	}
 	res, err := kafkastate.Materialize(a.ctx, cfg, kafkastate.Env{Dir: a.dir, Log: a.log})
@@ -129,6 +134,10 @@ func (c *kafkaStateVerifyCmd) Run(a *app) error {
 		a.log.Warn("kafka-state: topic " + c.Topic + " has no saved positions in kafka_state.positions: nothing was materialized for it yet, so there is nothing to verify; check TOPIC")
 	} else {
 		a.log.Info("kafka-state: every stored record of topic " + c.Topic + " is below its partition's durable next offset")
+	}
+	if res.Rejected > 0 {
+		a.log.Warn(fmt.Sprintf("kafka-state: topic %s: %d records were kept aside in kafka_state.rejected (ON_BAD_RECORD=reject); their keys keep their earlier values",
+			c.Topic, res.Rejected))
 	}
 	return a.em.Report(res)
 }

@@ -37,6 +37,9 @@ type batch struct {
 	// its end.
 	consumed, tombstones int64
 	caughtUp             bool
+	// rejected: the records ON_BAD_RECORD=reject kept aside (keepRejected
+	// writes them), in no particular order.
+	rejected []rejectedRow
 	// advanced: some partition's next offset moved.
 	advanced bool
 	// commit: the next offsets written, whether this is the run's last
@@ -79,6 +82,9 @@ func (r *run) batch(ctx context.Context) (_ *batch, err error) {
 		return nil, err
 	}
 	defer b.rollback(ctx)
+	if err := b.requireRejected(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.readPositions(ctx); err != nil {
 		return nil, err
 	}
@@ -86,6 +92,9 @@ func (r *run) batch(ctx context.Context) (_ *batch, err error) {
 		return nil, err
 	}
 	if err := b.fetchAndCopy(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.keepRejected(ctx); err != nil {
 		return nil, err
 	}
 	if err := b.merge(ctx); err != nil {

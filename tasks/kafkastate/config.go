@@ -32,6 +32,7 @@ const (
 	EnvPGDSN           = "PG_DSN"           // Postgres.DSN
 	EnvPGUser          = "PGUSER"           // Postgres.User
 	EnvPGPassword      = "PGPASSWORD"       // Postgres.Password
+	EnvOnBadRecord     = "ON_BAD_RECORD"    // Config.OnBadRecord
 	// EnvReportOnly is verify's switch (the seed's If and Fail tasks): a
 	// record ahead of its position is reported (VerifyResult.Ahead) instead
 	// of refused.
@@ -54,6 +55,16 @@ const (
 
 	// MaxShards bounds the n of a SHARD i/n.
 	MaxShards = 1024
+)
+
+// The values of ON_BAD_RECORD (Config.OnBadRecord).
+const (
+	// OnBadRecordRefuse is the seed's rule and the default: a record that
+	// cannot be decoded refuses the batch, and nothing is committed.
+	OnBadRecordRefuse = "refuse"
+	// OnBadRecordReject keeps such a record aside in kafka_state.rejected,
+	// in the batch's transaction, and applies the others.
+	OnBadRecordReject = "reject"
 )
 
 // applicationName names changesink's sessions in pg_stat_activity unless
@@ -103,6 +114,16 @@ type Config struct {
 	// KafkaProperties is KAFKA_PROPERTIES: a JSON object of librdkafka
 	// client properties (see ParseProperties).
 	KafkaProperties string
+	// OnBadRecord is ON_BAD_RECORD: "" or "refuse" (default, the seed's
+	// rule) refuses a batch holding a record whose key or value breaks a
+	// record rule (the RecordError sentinels found while reading: ErrNullKey,
+	// ErrKeyNotUTF8, ErrKeyNUL, ErrValueNotUTF8, ErrValueNotJSON,
+	// ErrNonFinite); "reject" keeps such a record aside in
+	// kafka_state.rejected, in the batch's transaction, leaves its key's
+	// stored value as it was, and applies the batch's other records.
+	// ErrKeyTooLong and ErrValueTooLarge, which PostgreSQL finds as it
+	// writes the batch, stay refusals in both modes.
+	OnBadRecord string
 	// Postgres is where the state lives.
 	Postgres Postgres
 }
@@ -187,7 +208,24 @@ func (c Config) Validate() error {
 	if _, err := ParseProperties(c.KafkaProperties); err != nil {
 		return err
 	}
+	if _, err := c.rejects(); err != nil {
+		return err
+	}
 	return c.Postgres.Validate()
+}
+
+// rejects reads OnBadRecord: whether bad records are kept aside (reject)
+// rather than refused; any other value than refuse, reject or "" is a
+// configuration error.
+func (c Config) rejects() (bool, error) {
+	switch c.OnBadRecord {
+	case "", OnBadRecordRefuse:
+		return false, nil
+	case OnBadRecordReject:
+		return true, nil
+	}
+	return false, configErr("%s %q: want %s (default: a bad record refuses the batch) or %s (kept aside in kafka_state.rejected)",
+		EnvOnBadRecord, c.OnBadRecord, OnBadRecordRefuse, OnBadRecordReject)
 }
 
 // Shard is a set of a topic's partitions: those p with p mod Count = Index.

@@ -44,6 +44,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bad properties", func(c *Config) { c.KafkaProperties = `{"foo":"bar"}` }, "KAFKA_PROPERTIES"},
 		{"no dsn", func(c *Config) { c.Postgres.DSN = "" }, "PG_DSN"},
 		{"unparsable dsn", func(c *Config) { c.Postgres.DSN = "postgres://u:p@[::1" }, "PG_DSN"},
+		{"on bad record refuse", func(c *Config) { c.OnBadRecord = OnBadRecordRefuse }, ""},
+		{"on bad record reject", func(c *Config) { c.OnBadRecord = OnBadRecordReject }, ""},
+		{"on bad record skip", func(c *Config) { c.OnBadRecord = "skip" }, `ON_BAD_RECORD "skip": want refuse`},
+		{"on bad record upper case", func(c *Config) { c.OnBadRecord = "REJECT" }, "ON_BAD_RECORD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,7 @@ func (b *batch) fetchAndCopy(ctx context.Context) error {
 		dec:      kgo.DefaultDecompressor(),
 		out:      rows,
 		seed:     maphash.MakeSeed(),
+		reject:   r.reject,
 	}
 	f.budget.Store(int64(r.cfg.MaxRecords))
 	byLeader := map[int32][]*partState{}
@@ -64,6 +65,7 @@ func (b *batch) fetchAndCopy(ctx context.Context) error {
 		return fetchErr
 	}
 	b.consumed, b.tombstones = f.consumed.Load(), f.tombstones.Load()
+	b.rejected = f.Rejected()
 	b.ph.mark("fetch+copy")
 	if copied != b.consumed {
 		return fmt.Errorf("copy the batch into the staging table: %d rows copied, %d records read", copied, b.consumed)

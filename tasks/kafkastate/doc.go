@@ -45,6 +45,13 @@
 // ErrTopicUnavailable is a configuration error instead for a TOPIC no
 // batch ever read, or read on another cluster.
 //
+// With Config.OnBadRecord "reject" (ON_BAD_RECORD), a record that breaks a
+// record rule found while reading (ErrNullKey, ErrKeyNotUTF8, ErrKeyNUL,
+// ErrValueNotUTF8, ErrValueNotJSON, ErrNonFinite) is not refused: the batch
+// writes it into kafka_state.rejected (reject.go), keyed by its topic,
+// partition and offset, in the transaction of its positions, and leaves
+// its key's stored row as it was.
+//
 // Transient failures (outcome.Transient, exit 3) commit nothing, except
 // where they say so: a held topic lock (ErrLocked), a stop (ErrStopped), a
 // lost connection or a terminated backend (ErrNothingCommitted), a COMMIT
@@ -55,8 +62,10 @@
 // causes below that a retry outlives. Configuration errors
 // (outcome.Config, exit 2): bounds, KAFKA_PROPERTIES (ErrEncryptedPKCS8),
 // PG_DSN (ErrJDBCURL), a working directory that cannot take the report
-// (ErrWorkingDir), a SHARD that owns no partition (ErrEmptyShard), and the
-// causes below that only a change of settings mends.
+// (ErrWorkingDir), a SHARD that owns no partition (ErrEmptyShard),
+// ON_BAD_RECORD=reject in a database without kafka_state.rejected
+// (ErrNoRejectedTable), and the causes below that only a change of
+// settings mends.
 //
 // A PostgreSQL failure is a *PGError (the operation, the SQLSTATE, the
 // driver's error) and a Kafka request that got no answer a *KafkaError;

@@ -240,6 +240,10 @@ var (
 	// ErrEncryptedPKCS8: the client key is an encrypted PKCS#8 key, which
 	// Go's standard library cannot decrypt.
 	ErrEncryptedPKCS8 = errors.New("an encrypted PKCS#8 key, which changesink cannot decrypt")
+	// ErrNoRejectedTable: ON_BAD_RECORD=reject, and the database has no
+	// kafka_state.rejected (set up by the seed's DDL or an older
+	// changesink); nothing was read or written.
+	ErrNoRejectedTable = errors.New("ON_BAD_RECORD=reject needs table kafka_state.rejected, which setup creates")
 )
 
 // RecordError is a refusal of one Kafka record: where it is and which rule it

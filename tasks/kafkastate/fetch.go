@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -87,8 +88,41 @@ type fetcher struct {
 
 	consumed, tombstones atomic.Int64
 
-	mu  sync.Mutex
-	err error // the first error, set before out is closed
+	// reject: ON_BAD_RECORD=reject; a record that breaks a record rule is
+	// kept in rejected (under mu) instead of refusing the batch.
+	reject bool
+
+	mu       sync.Mutex
+	err      error // the first error, set before out is closed
+	rejected []rejectedRow
+}
+
+// rejectedRow is a record ON_BAD_RECORD=reject keeps aside: its place, its
+// key and value (copied out of the fetch response; nil when null) and the
+// refusal it would have been.
+type rejectedRow struct {
+	partition  int32
+	offset     int64
+	key, value []byte
+	err        *RecordError
+}
+
+// keep notes a record rejected by err (a *RecordError).
+func (f *fetcher) keep(r *kgo.Record, err error) {
+	var re *RecordError
+	if !errors.As(err, &re) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rejected = append(f.rejected, rejectedRow{partition: r.Partition, offset: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), err: re})
+}
+
+// Rejected returns the records kept aside, once the fetch has ended.
+func (f *fetcher) Rejected() []rejectedRow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejected
 }
 
 // Err returns the error that ended the fetch, once out is closed.
@@ -211,27 +245,33 @@ func (f *fetcher) partition(ctx context.Context, rp *kmsg.FetchResponseTopicPart
 		st.done = true
 	}
 	if take > 0 {
-		rows := make([]row, take)
+		rows := make([]row, 0, take)
 		tomb := 0
-		for i, r := range recs[:take] {
+		for _, r := range recs[:take] {
 			if err := checkRecord(f.topic, r.Partition, r.Offset, r.Key, r.Value, r.Value == nil); err != nil {
-				return err
+				if !f.reject {
+					return err
+				}
+				f.keep(r, err)
+				continue
 			}
-			rows[i] = row{key: string(r.Key), value: r.Value, partition: r.Partition, offset: r.Offset}
+			rows = append(rows, row{key: string(r.Key), value: r.Value, partition: r.Partition, offset: r.Offset})
 			if len(r.Key) > len(st.longestKey) {
-				st.longestKey, st.longestKeyAt = rows[i].key, r.Offset
+				st.longestKey, st.longestKeyAt = string(r.Key), r.Offset
 			}
 			st.keys = append(st.keys, maphash.Bytes(f.seed, r.Key))
 			if r.Value == nil {
 				tomb++
 			}
 		}
-		select {
-		case f.out <- rows:
-		case <-ctx.Done():
-			return ctx.Err()
+		if len(rows) > 0 {
+			select {
+			case f.out <- rows:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		f.consumed.Add(int64(take))
+		f.consumed.Add(int64(len(rows)))
 		f.tombstones.Add(int64(tomb))
 	}
 	if next > st.next {

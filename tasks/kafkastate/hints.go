@@ -27,7 +27,8 @@ const (
 	rebuild = "Rebuild into an empty destination: delete the topic's rows from kafka_state.records and " +
 		"kafka_state.positions, then re-run until caught up."
 	badRecord = "Fix the producer; publish a corrected value or a tombstone for the key, and re-run once compaction " +
-		"has removed the bad record (the whole batch was rolled back; see \"A refused record blocks the topic\")."
+		"has removed the bad record (the whole batch was rolled back; see \"A refused record blocks the topic\", " +
+		"and ON_BAD_RECORD=reject to keep such records aside)."
 )
 
 // hints is the table Hint reads, narrower causes before the errors they
@@ -149,6 +150,8 @@ func hints() []hint {
 			"answer as Kafka does: report it with the broker's version. Nothing was committed."},
 		{ErrJDBCURL, "Use a URL, postgres://user@host:port/database?sslmode=... (the password in PGPASSWORD, or " +
 			"percent-encoded after the user), or a key=value string (host=... port=... dbname=... user=... sslmode=...)."},
+		{ErrNoRejectedTable, "Run changesink kafka-state setup against this database (it is idempotent and adds " +
+			"kafka_state.rejected beside the tables it holds), then re-run; or leave ON_BAD_RECORD unset (refuse)."},
 		{ErrEncryptedPKCS8, "Store the key decrypted (openssl pkcs8 -in key.pem -out plain.pem) in a secret, or re-encrypt " +
 			"it as legacy PEM (openssl ec|rsa -aes256)."},
 		{ErrNothingCommitted, "Re-run (a task retry in the flow does it): the batch rolled back, and the next batch resumes " +

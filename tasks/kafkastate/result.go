@@ -74,6 +74,11 @@ type Result struct {
 	Shard string `json:"-"`
 	// Duration is the run's wall time, from its start to the commit.
 	Duration time.Duration `json:"-"`
+	// Reject: the run ran with ON_BAD_RECORD=reject. Rejected counts the
+	// records its batches kept aside in kafka_state.rejected (not counted
+	// in Consumed).
+	Reject   bool  `json:"-"`
+	Rejected int64 `json:"-"`
 }
 
 // Summary is the line the CLI logs for a committed run.
@@ -88,6 +93,9 @@ func (r *Result) Summary() string {
 	if r.Batches > 1 {
 		s += fmt.Sprintf(", %d batches (%.0f records/s)", r.Batches, float64(r.Consumed)/r.Duration.Seconds())
 	}
+	if r.Reject {
+		s += fmt.Sprintf(", %d kept aside in kafka_state.rejected", r.Rejected)
+	}
 	s += fmt.Sprintf("; next offsets %s; %d live keys", next, r.LiveKeys)
 	if r.Lag != nil {
 		s += fmt.Sprintf("; lag %d", r.LagTotal)
@@ -98,7 +106,8 @@ func (r *Result) Summary() string {
 // Outputs returns the seed's outputs, topic, consumed, tombstones,
 // next_offsets ({"<partition>": <next offset>}) and live_keys, then
 // batches and, when it could be read, the lag: lag ({"<partition>":
-// <records>}) and lag_total.
+// <records>}) and lag_total; with ON_BAD_RECORD=reject, rejected (the
+// records kept aside in kafka_state.rejected).
 func (r *Result) Outputs() map[string]any {
 	out := map[string]any{
 		"topic":        r.Topic,
@@ -115,13 +124,16 @@ func (r *Result) Outputs() map[string]any {
 	if r.Shard != "" {
 		out["shard"] = r.Shard
 	}
+	if r.Reject {
+		out["rejected"] = r.Rejected
+	}
 	return out
 }
 
-// Metrics returns the counters records, tombstones and batches, the timer
-// batch (the run's seconds) and, when it could be read, the gauges lag (per
-// partition, tagged with it) and lag_total; every metric is tagged with the
-// topic.
+// Metrics returns the counters records, tombstones, batches and, with
+// ON_BAD_RECORD=reject, rejected, the timer batch (the run's seconds) and,
+// when it could be read, the gauges lag (per partition, tagged with it) and
+// lag_total; every metric is tagged with the topic.
 func (r *Result) Metrics() []kestra.Metric {
 	tags := r.tags()
 	m := []kestra.Metric{
@@ -129,6 +141,9 @@ func (r *Result) Metrics() []kestra.Metric {
 		kestra.Counter("tombstones", float64(r.Tombstones), tags),
 		kestra.Counter("batches", float64(r.Batches), tags),
 		kestra.Timer("batch", r.Duration, tags),
+	}
+	if r.Reject {
+		m = append(m, kestra.Counter("rejected", float64(r.Rejected), tags))
 	}
 	if r.Lag == nil {
 		return m

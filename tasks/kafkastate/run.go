@@ -47,6 +47,11 @@ type run struct {
 	// shards: whether kafka_state.shards exists, once asked (shardsKnown).
 	claimed             bool
 	shards, shardsKnown bool
+	// reject: ON_BAD_RECORD=reject; rejectedKnown: kafka_state.rejected was
+	// found (requireRejected, once per run); rejected counts the records
+	// the committed batches kept aside.
+	reject, rejectedKnown bool
+	rejected              int64
 }
 
 // start checks what a run needs before anything changes: the Kafka
@@ -57,6 +62,9 @@ func start(cfg Config, env Env) (*run, error) {
 	r.progressAt = r.started
 	var err error
 	if r.shard, err = ParseShard(cfg.Shard); err != nil {
+		return nil, err
+	}
+	if r.reject, err = cfg.rejects(); err != nil {
 		return nil, err
 	}
 	if cfg.DrainSeconds > 0 {
@@ -142,6 +150,8 @@ func (r *run) committed(b *batch) {
 	r.batches++
 	r.consumed += b.consumed
 	r.tombstones += b.tombstones
+	r.rejected += int64(len(b.rejected))
+	b.logRejected()
 	every := progressEvery
 	if r.env.hooks.progressEvery > 0 {
 		every = r.env.hooks.progressEvery
@@ -169,7 +179,8 @@ func (r *run) failed(err error) error {
 // counted yet, commits: what the report file says.
 func (r *run) result(b *batch) *Result {
 	return &Result{Topic: r.topic, Consumed: r.consumed + b.consumed, Tombstones: r.tombstones + b.tombstones,
-		NextOffsets: b.next, LiveKeys: b.live, Partitions: len(b.parts), Shard: r.shard.String(), Batches: r.batches + 1}
+		NextOffsets: b.next, LiveKeys: b.live, Partitions: len(b.parts), Shard: r.shard.String(), Batches: r.batches + 1,
+		Reject: r.reject, Rejected: r.rejected + int64(len(b.rejected))}
 }
 
 // finish measures the lag the run leaves (the high watermark less the next
@@ -178,7 +189,7 @@ func (r *run) result(b *batch) *Result {
 // read is logged, not failed: the batches are committed.
 func (r *run) finish(ctx context.Context, b *batch) (*Result, error) {
 	res := &Result{Topic: r.topic, Consumed: r.consumed, Tombstones: r.tombstones, NextOffsets: b.next, LiveKeys: b.live,
-		Partitions: len(b.parts), Shard: r.shard.String(), Batches: r.batches}
+		Partitions: len(b.parts), Shard: r.shard.String(), Batches: r.batches, Reject: r.reject, Rejected: r.rejected}
 	res.Duration = time.Since(r.started)
 	res.LagTotal = -1
 	if marks, err := listWatermarks(ctx, r.cl, r.topic, b.meta); err != nil {

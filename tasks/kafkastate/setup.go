@@ -30,8 +30,9 @@ func (r *SetupResult) Metrics() []kestra.Metric { return nil }
 const setupAttempts = 5
 
 // Setup creates schema kafka_state with the seed's DDL (CREATE SCHEMA/TABLE
-// IF NOT EXISTS, CREATE OR REPLACE VIEW), so it is idempotent and leaves a
-// database the seed already set up as it is. It runs in one transaction
+// IF NOT EXISTS, CREATE OR REPLACE VIEW) and changesink's own tables
+// (shards, rejected), so it is idempotent and leaves the seed's tables of a
+// database the seed already set up as they are, adding changesink's. It runs in one transaction
 // under an advisory lock, so concurrent changesink setups serialise; a
 // catalog race with a concurrent seed run (unique violation on pg_namespace
 // or pg_type, duplicate object, "tuple concurrently updated") is retried.
@@ -71,7 +72,7 @@ func setupOnce(ctx context.Context, conn *pgx.Conn) error {
 	if err := execSQL(ctx, tx, "take the setup lock", sqlSetupLock, setupLockKey); err != nil {
 		return err
 	}
-	for _, stmt := range append(slices.Clip(ddl), shardsDDL) {
+	for _, stmt := range append(slices.Clip(ddl), shardsDDL, rejectedDDL) {
 		if err := execSQL(ctx, tx, "create schema kafka_state", stmt); err != nil {
 			return err
 		}

@@ -385,3 +385,33 @@ ON CONFLICT (topic) DO UPDATE SET next_offsets = p.next_offsets || $5::jsonb`
 // sqlShardCaughtUp records that the batch read partitions $2 of topic $1 to
 // their end: caught_up_at is the batch transaction's start.
 const sqlShardCaughtUp = `UPDATE kafka_state.shards SET caught_up_at = now() WHERE topic = $1 AND kafka_partition = ANY($2::int[])`
+
+// rejectedDDL is changesink's table of the records ON_BAD_RECORD=reject
+// kept aside (Setup creates it after shardsDDL): per record, where it is
+// in the topic, its key and value bytes as read (NULL: a null key, a
+// tombstone), the rule it broke and when the batch that kept it began. Its
+// primary key is the record's place, so a replay never adds a row twice.
+var rejectedDDL = `CREATE TABLE IF NOT EXISTS kafka_state.rejected (
+  topic text NOT NULL,
+  kafka_partition integer NOT NULL,
+  kafka_offset bigint NOT NULL,
+  record_key bytea,
+  record_value bytea,
+  error text NOT NULL,
+  rejected_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (topic, kafka_partition, kafka_offset)
+)`
+
+// sqlHasRejected tells whether kafka_state.rejected exists (a database
+// the seed's DDL or an older changesink made has no such table).
+const sqlHasRejected = `SELECT to_regclass('kafka_state.rejected') IS NOT NULL`
+
+// sqlWriteRejected keeps records of topic $1 aside: $2 partitions, $3
+// offsets, $4 keys, $5 values, $6 errors, one element per record. A record
+// already kept (a batch replayed after a rebuild) keeps its first row.
+const sqlWriteRejected = `INSERT INTO kafka_state.rejected (topic, kafka_partition, kafka_offset, record_key, record_value, error)
+SELECT $1, p, o, k, v, e FROM unnest($2::int[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[]) AS r(p, o, k, v, e)
+ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING`
+
+// sqlCountRejected counts the rows kafka_state.rejected holds for topic $1.
+const sqlCountRejected = `SELECT count(*) FROM kafka_state.rejected WHERE topic = $1`

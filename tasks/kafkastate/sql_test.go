@@ -57,6 +57,10 @@ func TestSQLGolden(t *testing.T) {
 		"partitions-without-live":   sqlPartitionsWithoutLiveValues,
 		"write-shard-positions":     sqlWriteShardPositions,
 		"shard-caught-up":           sqlShardCaughtUp,
+		"rejected-ddl":              rejectedDDL,
+		"has-rejected":              sqlHasRejected,
+		"write-rejected":            sqlWriteRejected,
+		"count-rejected":            sqlCountRejected,
 	}
 	for name, sql := range statements {
 		t.Run(name, func(t *testing.T) {

@@ -23,12 +23,20 @@ type VerifyResult struct {
 	// caller reports the check's failure instead of refusing (Verify itself
 	// never returns a result with Ahead set).
 	Ahead *AheadError
+	// Rejected counts the topic's rows in kafka_state.rejected: records
+	// ON_BAD_RECORD=reject kept aside (0 when the table does not exist).
+	Rejected int64
 }
 
 // Outputs returns {"topic": ..., "valid": ...}: the seed's
-// check_saved_positions row.valid, false only when Ahead is set.
+// check_saved_positions row.valid, false only when Ahead is set; and
+// rejected (Rejected) when the topic has rejected records.
 func (r *VerifyResult) Outputs() map[string]any {
-	return map[string]any{"topic": r.Topic, "valid": r.Ahead == nil}
+	out := map[string]any{"topic": r.Topic, "valid": r.Ahead == nil}
+	if r.Rejected > 0 {
+		out["rejected"] = r.Rejected
+	}
+	return out
 }
 
 // Metrics returns none.
@@ -39,7 +47,8 @@ func (r *VerifyResult) Metrics() []kestra.Metric { return nil }
 // key, partition, offset and saved next offset of the first offending
 // record, and how many there are) when a stored record of topic has no
 // positions row, no entry for its partition, or an offset at or past its
-// partition's saved next offset. A next offset that is not an integer is
+// partition's saved next offset; it counts the topic's rejected records
+// (VerifyResult.Rejected). A next offset that is not an integer is
 // refused with ErrBadPositions, as Materialize does, and so is a positions
 // row that is not {"<partition>": <next offset>} (a null offset, an array, a
 // key that is not a partition number), which the seed's query lets pass.
@@ -66,6 +75,9 @@ func Verify(ctx context.Context, pg Postgres, topic string) (*VerifyResult, erro
 	if errors.Is(err, pgx.ErrNoRows) {
 		res := &VerifyResult{Topic: topic}
 		if err := queryRow(ctx, conn, "look for saved positions", sqlHasPositions, []any{topic}, &res.HasPositions); err != nil {
+			return nil, err
+		}
+		if res.Rejected, err = countRejected(ctx, conn, topic); err != nil {
 			return nil, err
 		}
 		return res, nil
@@ -104,4 +116,18 @@ func checkSavedPositions(ctx context.Context, conn *pgx.Conn, topic string) erro
 		return outcome.Refused.Mark(fmt.Errorf("topic %q: %w: %v", topic, ErrBadPositions, err))
 	}
 	return nil
+}
+
+// countRejected counts topic's rows in kafka_state.rejected, 0 when the
+// table does not exist.
+func countRejected(ctx context.Context, conn *pgx.Conn, topic string) (int64, error) {
+	var (
+		ok bool
+		n  int64
+	)
+	if err := queryRow(ctx, conn, "look for kafka_state.rejected", sqlHasRejected, nil, &ok); err != nil || !ok {
+		return 0, err
+	}
+	err := queryRow(ctx, conn, "count kafka_state.rejected", sqlCountRejected, []any{topic}, &n)
+	return n, err
 }
