@@ -156,11 +156,13 @@ var commandOutputs = map[string]struct {
 	files  []string
 }{
 	"kafka-state setup": {result: &kafkastate.SetupResult{}},
-	// Every output a materialize can emit: the lag once read, the shard of a shard run.
-	"kafka-state materialize": {result: &kafkastate.Result{Lag: kafkastate.Offsets{}, Shard: "0/1"}, files: []string{kafkastate.ReportFile}},
-	"kafka-state verify":      {result: &kafkastate.VerifyResult{}},
-	"cdc setup":               {result: &cdc.SetupResult{}},
-	"cdc apply":               {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
+	// Every output a materialize can emit: the lag once read, the shard of a
+	// shard run, rejected with ON_BAD_RECORD=reject.
+	"kafka-state materialize": {result: &kafkastate.Result{Lag: kafkastate.Offsets{}, Shard: "0/1", Reject: true}, files: []string{kafkastate.ReportFile}},
+	// rejected when the topic has rejected records.
+	"kafka-state verify": {result: &kafkastate.VerifyResult{Rejected: 1}},
+	"cdc setup":          {result: &cdc.SetupResult{}},
+	"cdc apply":          {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
 	// BehindKnown: behind_seconds is emitted whenever the run could tell.
 	"cdc sync": {result: &cdc.SyncResult{BehindKnown: true}},
 }
@@ -341,9 +343,9 @@ var seedExtensions = map[string]struct {
 	env             map[string][]string // task id → env vars
 }{
 	"kafka-compacted-postgres-state.yaml": {
-		inputs:  []string{"drain_seconds", "max_lag"},
-		outputs: []string{"lag_total"},
-		env:     map[string][]string{"materialize_batch": {"DRAIN_SECONDS"}},
+		inputs:  []string{"drain_seconds", "max_lag", "on_bad_record"},
+		outputs: []string{"lag_total", "rejected"},
+		env:     map[string][]string{"materialize_batch": {"DRAIN_SECONDS", "ON_BAD_RECORD"}},
 	},
 }
 
