@@ -14,7 +14,7 @@ import (
 
 // kafkaStateCmd groups the kafka-state commands (owned by tasks/kafkastate).
 type kafkaStateCmd struct {
-	Setup       kafkaStateSetupCmd       `cmd:"" help:"Create schema kafka_state (positions, records, current_values) with the seed's DDL. Idempotent; safe when two run at once."`
+	Setup       kafkaStateSetupCmd       `cmd:"" help:"Create schema kafka_state (positions, records, current_values) with the seed's DDL, and changesink's tables shards and rejected. Idempotent; safe when two run at once."`
 	Materialize kafkaStateMaterializeCmd `cmd:"" help:"Materialize one bounded batch of the topic into PostgreSQL, records and positions in one transaction; with DRAIN_SECONDS, batch after batch until caught up."`
 	Verify      kafkaStateVerifyCmd      `cmd:"" help:"Check that every stored record is below its partition's durable next offset; exit 1 naming the first one that is not."`
 }
