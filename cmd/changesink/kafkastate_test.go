@@ -62,6 +62,7 @@ func TestKafkaStateBadSettings(t *testing.T) {
 		{"no topic", map[string]string{kafkastate.EnvTopic: ""}, "missing required settings: TOPIC (flag --topic)"},
 		{"no dsn", map[string]string{kafkastate.EnvPGDSN: ""}, "missing required settings: PG_DSN (flag --pg-dsn)"},
 		{"no properties", map[string]string{kafkastate.EnvKafkaProperties: " "}, "missing required settings: KAFKA_PROPERTIES (flag --kafka-properties)"},
+		{"unknown on bad record", map[string]string{kafkastate.EnvOnBadRecord: "skip"}, `ON_BAD_RECORD \"skip\": want refuse`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

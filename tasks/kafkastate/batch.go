@@ -75,6 +75,9 @@ func (r *run) batch(ctx context.Context) (_ *batch, err error) {
 	if err := b.describe(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.requireRejected(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.claim(ctx); err != nil {
 		return nil, err
 	}
@@ -82,9 +85,6 @@ func (r *run) batch(ctx context.Context) (_ *batch, err error) {
 		return nil, err
 	}
 	defer b.rollback(ctx)
-	if err := b.requireRejected(ctx); err != nil {
-		return nil, err
-	}
 	if err := b.readPositions(ctx); err != nil {
 		return nil, err
 	}

@@ -18,14 +18,19 @@ const logRejectedMax = 20
 
 // requireRejected refuses, in ON_BAD_RECORD=reject, a database without
 // kafka_state.rejected (ErrNoRejectedTable, a configuration error), once
-// per run and before anything is read: setup creates the table.
+// per run, before a shard's claim and before anything is read: setup
+// creates the table.
 func (b *batch) requireRejected(ctx context.Context) error {
 	r := b.r
 	if !r.reject || r.rejectedKnown {
 		return nil
 	}
+	conn, err := r.connection(ctx)
+	if err != nil {
+		return err
+	}
 	var ok bool
-	if err := queryRow(ctx, b.tx, "look for kafka_state.rejected", sqlHasRejected, nil, &ok); err != nil {
+	if err := queryRow(ctx, conn, "look for kafka_state.rejected", sqlHasRejected, nil, &ok); err != nil {
 		return err
 	}
 	if !ok {
