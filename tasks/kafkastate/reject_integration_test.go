@@ -264,6 +264,26 @@ func TestRejectReplaysOnce(t *testing.T) {
 	if n := len(e.records(t)); n != 2 {
 		t.Errorf("%d keys after the rebuild, want 2", n)
 	}
+
+	// The topic deleted and created again, then rebuilt: another bad
+	// record at a place the old topic's held replaces its row.
+	deleteTopic(t, e)
+	createTopic(t, e.adm, e.topic, 2, nil)
+	offs := produce(t, newProducer(t, e.brokers), e.topic, kv(0, "a", `1`), kv(0, "a", `NaN`)) // a client that knew the old topic id refuses
+	_, err = e.run(t, e.rejectConfig(), hooks{})
+	assertRefused(t, err, ErrIDsChanged)
+	e.exec(t, `DELETE FROM kafka_state.records WHERE topic = $1`, e.topic)
+	e.exec(t, `DELETE FROM kafka_state.positions WHERE topic = $1`, e.topic)
+	if _, err := e.run(t, e.rejectConfig(), hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	now := e.rejected(t)
+	if k := now[place{0, offs[1]}]; string(k.Value) != "NaN" || !strings.HasPrefix(k.Error, ErrNonFinite.Error()) || !k.At.After(first[place{0, offs[1]}].At) {
+		t.Errorf("the new topic's bad record at offset %d: kept %q (%s, at %s), want NaN, a new row", offs[1], k.Value, k.Error, k.At)
+	}
+	if len(now) != 2 {
+		t.Errorf("kafka_state.rejected holds %d rows, want 2 (the old topic's at partition 1 stays)", len(now))
+	}
 }
 
 // TestRejectNeedsItsTable: a database set up by the seed's DDL (or an

@@ -408,10 +408,14 @@ const sqlHasRejected = `SELECT to_regclass('kafka_state.rejected') IS NOT NULL`
 
 // sqlWriteRejected keeps records of topic $1 aside: $2 partitions, $3
 // offsets, $4 keys, $5 values, $6 errors, one element per record. A record
-// already kept (a batch replayed after a rebuild) keeps its first row.
-const sqlWriteRejected = `INSERT INTO kafka_state.rejected (topic, kafka_partition, kafka_offset, record_key, record_value, error)
+// already kept (a batch replayed after a failure or a rebuild) keeps its
+// row, rejected_at included; another record at the same place (the topic
+// deleted and created again, then rebuilt) replaces it.
+const sqlWriteRejected = `INSERT INTO kafka_state.rejected AS x (topic, kafka_partition, kafka_offset, record_key, record_value, error)
 SELECT $1, p, o, k, v, e FROM unnest($2::int[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[]) AS r(p, o, k, v, e)
-ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING`
+ON CONFLICT (topic, kafka_partition, kafka_offset) DO UPDATE
+SET record_key = EXCLUDED.record_key, record_value = EXCLUDED.record_value, error = EXCLUDED.error, rejected_at = EXCLUDED.rejected_at
+WHERE (x.record_key, x.record_value, x.error) IS DISTINCT FROM (EXCLUDED.record_key, EXCLUDED.record_value, EXCLUDED.error)`
 
 // sqlCountRejected counts the rows kafka_state.rejected holds for topic $1.
 const sqlCountRejected = `SELECT count(*) FROM kafka_state.rejected WHERE topic = $1`
