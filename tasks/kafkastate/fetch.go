@@ -92,9 +92,10 @@ type fetcher struct {
 	// kept in rejected (under mu) instead of refusing the batch.
 	reject bool
 
-	mu       sync.Mutex
-	err      error // the first error, set before out is closed
-	rejected []rejectedRow
+	mu            sync.Mutex
+	err           error // the first error, set before out is closed
+	rejected      []rejectedRow
+	rejectedBytes int
 }
 
 // rejectedRow is a record ON_BAD_RECORD=reject keeps aside: its place, its
@@ -107,15 +108,27 @@ type rejectedRow struct {
 	err        *RecordError
 }
 
-// keep notes a record rejected by err (a *RecordError).
+// maxRejectedBytes bounds the key and value bytes of the rejected records
+// one batch holds until it writes them (keepRejected, after the COPY):
+// past it the batch takes no more records, and the next batch goes on.
+const maxRejectedBytes = 64 << 20
+
+// keep notes a record rejected by err (a *RecordError), its bytes copied
+// out of the fetch response; past maxRejectedBytes it ends the batch's
+// budget.
 func (f *fetcher) keep(r *kgo.Record, err error) {
 	var re *RecordError
 	if !errors.As(err, &re) {
 		return
 	}
+	key := bytes.Clone(r.Key)
+	re.Key = key
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rejected = append(f.rejected, rejectedRow{partition: r.Partition, offset: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), err: re})
+	f.rejected = append(f.rejected, rejectedRow{partition: r.Partition, offset: r.Offset, key: key, value: bytes.Clone(r.Value), err: re})
+	if f.rejectedBytes += len(r.Key) + len(r.Value); f.rejectedBytes > maxRejectedBytes {
+		f.budget.Store(0)
+	}
 }
 
 // Rejected returns the records kept aside, once the fetch has ended.
