@@ -58,14 +58,16 @@ func hints() []hint {
 			"delete.retention.ms above the longest time between batches (a catch-up included) and run batches more often " +
 			"(drain mode); raising it now does not bring back a removed tombstone."},
 		{ErrNullKey, "Check the topic's cleanup.policy (compacted topics reject keyless records) and the producer; the " +
-			"whole batch was rolled back."},
+			"whole batch was rolled back (ON_BAD_RECORD=reject keeps such records aside)."},
 		{ErrKeyNotUTF8, "Keys are stored as PostgreSQL text: have the producer send keys as UTF-8 text (a binary key, " +
 			"such as a UUID or an integer in bytes, as its hex or decimal text). Such a key cannot be stored, not even as " +
 			"a tombstone: publish a tombstone with the bad key's bytes and re-run once compaction has removed the record " +
-			"and, after delete.retention.ms, the tombstone (the whole batch was rolled back)."},
+			"and, after delete.retention.ms, the tombstone (the whole batch was rolled back; " +
+			"ON_BAD_RECORD=reject keeps such records aside)."},
 		{ErrKeyNUL, "PostgreSQL text cannot hold a NUL byte: fix the producer's keys. Such a key cannot be stored, not " +
 			"even as a tombstone: publish a tombstone with the bad key's bytes and re-run once compaction has removed the " +
-			"record and, after delete.retention.ms, the tombstone (the whole batch was rolled back)."},
+			"record and, after delete.retention.ms, the tombstone (the whole batch was rolled back; " +
+			"ON_BAD_RECORD=reject keeps such records aside)."},
 		{ErrKeyTooLong, "Fix the producer. Such a key cannot be stored, not even as a tombstone: publish a tombstone for " +
 			"it and re-run once compaction has removed the record and, after delete.retention.ms, the tombstone."},
 		{ErrValueNotUTF8, badRecord},
