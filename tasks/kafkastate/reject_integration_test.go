@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -313,4 +318,176 @@ func TestRejectNeedsItsTable(t *testing.T) {
 	if res, err := e.run(t, e.rejectConfig(), hooks{}); err != nil || res.Rejected != 1 || res.Consumed != 1 {
 		t.Fatalf("after setup: %v, %+v", err, res)
 	}
+}
+
+// poisonHeader marks the records a test produced to be rejected, so the
+// reference is computed from the topic without the code under test.
+const poisonHeader = "poison"
+
+// poisonRecord returns a record of key k that ON_BAD_RECORD=reject keeps
+// aside, one of several kinds by n.
+func poisonRecord(topic string, k, n int) *kgo.Record {
+	r := &kgo.Record{Topic: topic, Partition: int32(k % 3), Key: fmt.Appendf(nil, "key-%04d", k),
+		Headers: []kgo.RecordHeader{{Key: poisonHeader, Value: []byte("1")}}}
+	switch n % 4 {
+	case 0:
+		r.Value = fmt.Appendf(nil, `{"k":%d,"truncated":`, k)
+	case 1:
+		r.Value = []byte(`{"n":NaN}`)
+	case 2:
+		r.Key = fmt.Appendf(nil, "key-%04d\xff", k)
+		r.Value = []byte(`{"bad":"key"}`)
+	default:
+		r.Value = []byte("\xfe\xff")
+	}
+	return r
+}
+
+// TestRejectKilledUnderProducer: drains in reject mode, killed (SIGKILL)
+// at random moments while a producer writes good and poison records to
+// the topic, keep every committed batch and nothing else: after each kill
+// verify passes, no position goes back, and every rejected row is below
+// its partition's position; once the producer stops, one more drain
+// leaves kafka_state.records equal to the topic's latest good value per
+// key and kafka_state.rejected holding every poison record of the topic
+// exactly once, with its bytes. The same with two shards run (and killed)
+// side by side.
+func TestRejectKilledUnderProducer(t *testing.T) {
+	t.Run("whole topic", func(t *testing.T) { killRejectDrains(t, "") })
+	t.Run("two shards", func(t *testing.T) { killRejectDrains(t, "0/2", "1/2") })
+}
+
+// killRejectDrains is TestRejectKilledUnderProducer with one drain per
+// shard given ("" for the whole topic).
+func killRejectDrains(t *testing.T, shards ...string) {
+	e := newTopicEnv(t, 3)
+	ctx, stop := context.WithCancel(testCtx(t, 5*time.Minute))
+	defer stop()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var backlog []*kgo.Record
+	for i := range 60000 {
+		k := rng.IntN(3000)
+		if rng.IntN(50) == 0 {
+			backlog = append(backlog, poisonRecord(e.topic, k, i))
+			continue
+		}
+		backlog = append(backlog, &kgo.Record{Topic: e.topic, Partition: int32(k % 3), Key: fmt.Appendf(nil, "key-%04d", k),
+			Value: fmt.Appendf(nil, `{"k":%d,"backlog":%d}`, k, i)})
+	}
+	if err := e.kcl.ProduceSync(ctx, backlog...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for seq := 0; ctx.Err() == nil; seq++ {
+			batch := make([]*kgo.Record, 0, 200)
+			for i := range 200 {
+				k := rng.IntN(3000)
+				if rng.IntN(30) == 0 {
+					batch = append(batch, poisonRecord(e.topic, k, seq+i))
+					continue
+				}
+				r := &kgo.Record{Topic: e.topic, Partition: int32(k % 3), Key: fmt.Appendf(nil, "key-%04d", k)}
+				if rng.IntN(10) > 0 {
+					r.Value = fmt.Appendf(nil, `{"k":%d,"seq":%d}`, k, seq)
+				}
+				batch = append(batch, r)
+			}
+			if err := e.kcl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("produce: %v", err)
+				}
+				return
+			}
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+		}
+	}()
+	kills := 0
+	last := map[string]int64{}
+	killAt := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	for i := range 8 {
+		var children []*testenv.Process
+		for _, sh := range shards {
+			cfg := e.drainConfig(700, 60)
+			cfg.OnBadRecord, cfg.Shard = OnBadRecordReject, sh
+			children = append(children, testenv.Start(t, materializer(context.Background(), t, cfg)))
+		}
+		e.waitForCommit(t, last, time.Minute)
+		for _, child := range children {
+			time.Sleep(time.Duration(killAt.IntN(600)/len(children)) * time.Millisecond)
+			if r := child.Kill(t); r.Signal == syscall.SIGKILL {
+				kills++
+			} else if r.Code != 0 {
+				t.Fatalf("run %d: exit %d before the kill:\n%s", i, r.Code, r.Output())
+			}
+		}
+		if _, err := Verify(testCtx(t, time.Minute), e.pg, e.topic); err != nil {
+			t.Fatalf("after kill %d: %v", i, err)
+		}
+		next, _, _ := e.positions(t)
+		for p, o := range next {
+			if o < last[p] {
+				t.Fatalf("after kill %d partition %s went back from %d to %d", i, p, last[p], o)
+			}
+		}
+		// In one snapshot: a killed run's COMMIT may still land.
+		var ahead int
+		if err := e.conn(t).QueryRow(testCtx(t, time.Minute), `SELECT count(*) FROM kafka_state.rejected x
+LEFT JOIN kafka_state.positions p ON p.topic = x.topic
+WHERE x.topic = $1 AND (p.topic IS NULL OR (p.next_offsets ->> x.kafka_partition::text)::bigint <= x.kafka_offset)`, e.topic).Scan(&ahead); err != nil {
+			t.Fatal(err)
+		}
+		if ahead > 0 {
+			t.Fatalf("after kill %d, %d rejected records are at or past their partition's position", i, ahead)
+		}
+		last = next
+	}
+	stop()
+	wg.Wait()
+	if kills < 4*len(shards) {
+		t.Errorf("%d of %d runs were killed mid-drain; want half or more", kills, 8*len(shards))
+	}
+	for _, sh := range shards {
+		cfg := e.drainConfig(MaxMaxRecords, 120)
+		cfg.OnBadRecord, cfg.Shard = OnBadRecordReject, sh
+		if res, err := e.run(t, cfg, hooks{}); err != nil || res.LagTotal != 0 {
+			t.Fatalf("last drain of %q: %v, %+v", sh, err, res)
+		}
+	}
+	if next, _, _ := e.positions(t); !maps.Equal(next, e.endOffsets(t)) {
+		t.Errorf("positions %v, want the end offsets %v", next, e.endOffsets(t))
+	}
+	// The reference, from the topic: the latest good record per key, and
+	// every poison record.
+	want, poison := map[string]stored{}, map[place]kept{}
+	readTopic(t, e, time.Minute, func(r *kgo.Record) {
+		if len(r.Headers) > 0 && r.Headers[0].Key == poisonHeader {
+			poison[place{r.Partition, r.Offset}] = kept{Key: r.Key, Value: r.Value}
+			return
+		}
+		s := stored{Deleted: r.Value == nil, Partition: r.Partition, Offset: r.Offset}
+		if r.Value != nil {
+			v := string(r.Value)
+			s.Payload = &v
+		}
+		want[string(r.Key)] = s
+	})
+	sameState(t, e.records(t), want)
+	got := e.rejected(t)
+	if len(got) != len(poison) {
+		t.Errorf("kafka_state.rejected holds %d rows, the topic has %d poison records", len(got), len(poison))
+	}
+	for p, w := range poison {
+		g, ok := got[p]
+		if !ok || string(g.Key) != string(w.Key) || string(g.Value) != string(w.Value) {
+			t.Errorf("poison record at %v: kept %v (%q, %q), want %q, %q", p, ok, g.Key, g.Value, w.Key, w.Value)
+		}
+	}
+	v, err := Verify(testCtx(t, time.Minute), e.pg, e.topic)
+	if err != nil || v.Rejected != int64(len(poison)) {
+		t.Errorf("verify: %v, rejected %v, want %d", err, v, len(poison))
+	}
+	t.Logf("%d runs killed mid-drain, %d keys stored, %d records rejected", kills, len(want), len(poison))
 }
