@@ -354,7 +354,8 @@ func setupOwns(pe *pgconn.PgError) bool {
 		switch pe.TableName + "." + pe.ColumnName {
 		case "records.topic", "records.record_key", "records.deleted", "records.kafka_offset", "records.kafka_partition",
 			"positions.topic", "positions.next_offsets", "positions.updated_at", "positions.cluster_id", "positions.topic_id",
-			"shards.topic", "shards.kafka_partition":
+			"shards.topic", "shards.kafka_partition",
+			"rejected.topic", "rejected.kafka_partition", "rejected.kafka_offset", "rejected.error", "rejected.rejected_at":
 			return true
 		}
 		return false
