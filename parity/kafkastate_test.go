@@ -560,8 +560,8 @@ func lastLine(s string) string {
 
 // TestKafkaStateSchemaParity checks that `changesink kafka-state setup`
 // creates what the seed's create_state_tables creates (and its own
-// kafka_state.shards beside it), and that it accepts a database the seed's
-// DDL made (no migration).
+// kafka_state.shards and kafka_state.rejected beside it), and that it
+// accepts a database the seed's DDL made (no migration).
 func TestKafkaStateSchemaParity(t *testing.T) {
 	env := testenv.Lookup(t, "CHANGESINK_TEST_PG")
 	seeds := testenv.Seeds(t)
@@ -578,11 +578,14 @@ func TestKafkaStateSchemaParity(t *testing.T) {
 			t.Fatalf("changesink kafka-state setup on %s: %s", db.name, res)
 		}
 	}
-	// kafka_state.shards is changesink's own table (shard claims), beside the seed's.
+	// kafka_state.shards (shard claims) and kafka_state.rejected (ON_BAD_RECORD=reject)
+	// are changesink's own tables, beside the seed's.
 	const columns = `SELECT table_name, column_name, data_type, is_nullable, coalesce(column_default, '')
-		FROM information_schema.columns WHERE table_schema = 'kafka_state' AND table_name <> 'shards' ORDER BY table_name, ordinal_position`
+		FROM information_schema.columns WHERE table_schema = 'kafka_state' AND table_name NOT IN ('shards', 'rejected')
+		ORDER BY table_name, ordinal_position`
 	const checks = `SELECT conrelid::regclass::text, contype, pg_get_constraintdef(oid)
-		FROM pg_constraint WHERE connamespace = 'kafka_state'::regnamespace AND conrelid::regclass::text <> 'kafka_state.shards' ORDER BY 1, 2, 3`
+		FROM pg_constraint WHERE connamespace = 'kafka_state'::regnamespace
+		AND conrelid::regclass::text NOT IN ('kafka_state.shards', 'kafka_state.rejected') ORDER BY 1, 2, 3`
 	for _, q := range []string{columns, checks} {
 		sa := a.queryLines(t, q)
 		for _, db := range []*pgDatabase{b, c} {
