@@ -180,6 +180,9 @@ type hooks struct {
 	// progressEvery, when set, replaces the constant progressEvery: tests
 	// see a drain's progress lines without waiting for them.
 	progressEvery time.Duration
+	// maxRejectedBytes, when set, replaces the constant maxRejectedBytes:
+	// tests reach the bound with a few records.
+	maxRejectedBytes int
 }
 
 func configErr(format string, args ...any) error {

@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ func (b *batch) fetchAndCopy(ctx context.Context) error {
 		seed:     maphash.MakeSeed(),
 		reject:   r.reject,
 	}
+	f.maxRejected = cmp.Or(r.env.hooks.maxRejectedBytes, maxRejectedBytes)
 	f.budget.Store(int64(r.cfg.MaxRecords))
 	byLeader := map[int32][]*partState{}
 	for _, p := range b.parts {

@@ -89,8 +89,10 @@ type fetcher struct {
 	consumed, tombstones atomic.Int64
 
 	// reject: ON_BAD_RECORD=reject; a record that breaks a record rule is
-	// kept in rejected (under mu) instead of refusing the batch.
-	reject bool
+	// kept in rejected (under mu) instead of refusing the batch, until their
+	// bytes pass maxRejected (maxRejectedBytes).
+	reject      bool
+	maxRejected int
 
 	mu            sync.Mutex
 	err           error // the first error, set before out is closed
@@ -126,7 +128,7 @@ func (f *fetcher) keep(r *kgo.Record, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rejected = append(f.rejected, rejectedRow{partition: r.Partition, offset: r.Offset, key: key, value: bytes.Clone(r.Value), err: re})
-	if f.rejectedBytes += len(r.Key) + len(r.Value); f.rejectedBytes > maxRejectedBytes {
+	if f.rejectedBytes += len(r.Key) + len(r.Value); f.rejectedBytes > f.maxRejected {
 		f.budget.Store(0)
 	}
 }

@@ -2,6 +2,7 @@ package kafkastate
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -490,4 +491,38 @@ WHERE x.topic = $1 AND (p.topic IS NULL OR (p.next_offsets ->> x.kafka_partition
 		t.Errorf("verify: %v, rejected %v, want %d", err, v, len(poison))
 	}
 	t.Logf("%d runs killed mid-drain, %d keys stored, %d records rejected", kills, len(want), len(poison))
+}
+
+// TestRejectBoundsTheHeldBytes: a batch holds its rejected records until
+// it writes them, so past maxRejectedBytes it takes no more records; the
+// next batch goes on, and nothing is lost. Each 600 kB poison record is a
+// fetch response of its own (partitionMaxBytes is 1 MiB), so a bound of
+// 1 MB ends the batch after the second.
+func TestRejectBoundsTheHeldBytes(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	big := make([]byte, 600<<10) // random: the producer's compression cannot shrink it
+	var offs []int64
+	for i := range 4 {
+		cryptorand.Read(big)
+		big[0] = 0xff
+		offs = append(offs, produce(t, e.kcl, e.topic, rec{Partition: 0, Key: fmt.Append(nil, "k", i), Value: big})...)
+	}
+	offs = append(offs, produce(t, e.kcl, e.topic, kv(0, "good", `1`))...)
+	res, err := e.run(t, e.rejectConfig(), hooks{maxRejectedBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rejected != 2 || res.Consumed != 0 || res.NextOffsets[0] != offs[2] {
+		t.Errorf("first batch: rejected %d, consumed %d, next %v; want 2, 0, %d", res.Rejected, res.Consumed, res.NextOffsets, offs[2])
+	}
+	res, err = e.run(t, e.rejectConfig(), hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rejected != 2 || res.Consumed != 1 || res.NextOffsets[0] != offs[4]+1 {
+		t.Errorf("second batch: rejected %d, consumed %d, next %v; want 2, 1, %d", res.Rejected, res.Consumed, res.NextOffsets, offs[4]+1)
+	}
+	if got := e.rejected(t); len(got) != 4 || len(got[place{0, offs[3]}].Value) != len(big) {
+		t.Errorf("kafka_state.rejected holds %d rows, want the 4 poison records whole", len(got))
+	}
 }
