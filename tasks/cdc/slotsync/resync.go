@@ -281,6 +281,17 @@ func (r *loader) prepareTarget(ctx context.Context, t *syncTable, p *resyncPlan,
 		return tableErr(t, err)
 	}
 	bsrv, btbl, err := srv.Beside(ctx, l.gen)
+	if errors.Is(err, change.ErrTargetMismatch) && st.Found {
+		// Made by a killed run of the generation for the table's shape
+		// then; the table changed again since: its chunks go with it.
+		if _, err := srv.DropBesides(ctx, ""); err != nil {
+			return tableErr(t, err)
+		}
+		r.log.Info(fmt.Sprintf("cdc: dropped %s, left by a resync that did not end, for a shape the table no longer has",
+			mapping.Qualified(bm.Target.Database, bm.Target.Table)))
+		st.Found = false
+		bsrv, btbl, err = srv.Beside(ctx, l.gen)
+	}
 	if err != nil {
 		return tableErr(t, err)
 	}

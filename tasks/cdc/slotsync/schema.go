@@ -234,6 +234,16 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 	}
 	for _, c := range rel.Columns {
 		if j, ok := t.m.ByName[c.Name]; ok {
+			if sc, ok := t.shape.col(c.Name); ok {
+				if a, found := now.byName(c.Name); found && a.Num != sc.Attnum {
+					// Names swapped, or a column dropped and another
+					// added under its name: the target's values are
+					// another column's.
+					p.resync = fmt.Sprintf("column %s is attribute %d now, the target's follows attribute %d: its name went to another column",
+						c.Name, a.Num, sc.Attnum)
+					return t.underPolicy(p), nil
+				}
+			}
 			t.planRetype(&p, c, &t.m.Cols[j], set, caps)
 			continue
 		}
@@ -259,6 +269,16 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 	for _, c := range t.m.Cols {
 		if !missing[c.Name] {
 			continue
+		}
+		if a, found := now.byName(c.Name); found && !a.Generated {
+			// Not dropped: the table has it, the definition does not.
+			if t.src.listed {
+				p.hold = fmt.Sprintf("column %s left the publication's column list: its changes are no longer in the stream; "+
+					"put it back or map the table without it, then resync", c.Name)
+				return t.underPolicy(p), nil
+			}
+			p.resync = fmt.Sprintf("column %s is in the table but not in this definition of it (an older one): its values cannot be told", c.Name)
+			return t.underPolicy(p), nil
 		}
 		p.drops = append(p.drops, c.Name)
 		switch {

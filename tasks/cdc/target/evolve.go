@@ -86,7 +86,13 @@ func (t *Server) exactLiteral(ctx context.Context, c *mapping.Col, v change.Valu
 	defer cancel()
 	dest := cd.dest()
 	if err := t.conn.QueryRow(cctx, "SELECT CAST(? AS "+c.Type.DDL(t.Caps)+")", lit).Scan(dest); err != nil {
-		return nil, classify(fmt.Errorf("read back the default of column %q: %w", c.Name, err))
+		err = classify(fmt.Errorf("read back the default of column %q: %w", c.Name, err))
+		if outcome.Classify(err) == outcome.Transient {
+			return nil, err
+		}
+		// A server that cannot cast or scan the literal (18.16: a bool, a
+		// UUID) cannot hold it as a default either: a resync.
+		return nil, fmt.Errorf("%w (%s: %v)", ErrDefaultNotExact, c.Type.DDL(t.Caps), err)
 	}
 	got, err := cd.value(dest)
 	if err != nil || !got.Equal(v) {
