@@ -25,6 +25,11 @@ type sourceTable struct {
 	// listed: the publication publishes a column list of the table (a
 	// column added to the list later holds values the stream never sent).
 	listed bool
+	// pubrel is the table's row of the publication (pg_publication_rel's
+	// oid; 0 when a FOR ALL TABLES or FOR TABLES IN SCHEMA publication
+	// publishes it): another one says it left the publication and came
+	// back, and the changes between are not in the stream.
+	pubrel uint32
 }
 
 func (t sourceTable) qualified() string { return t.schema + "." + t.name }
@@ -41,7 +46,9 @@ SELECT n.nspname, c.relname, c.oid::int8, c.relreplident::text,
                                   ORDER BY i.indisreplident DESC LIMIT 1)::int2[]), false),
        a.attnum, a.attgenerated <> '',
        EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel pr JOIN pg_catalog.pg_publication pb ON pb.oid = pr.prpubid
-                WHERE pb.pubname = p.pubname AND pr.prrelid = c.oid AND pr.prattrs IS NOT NULL)
+                WHERE pb.pubname = p.pubname AND pr.prrelid = c.oid AND pr.prattrs IS NOT NULL),
+       COALESCE((SELECT pr.oid FROM pg_catalog.pg_publication_rel pr JOIN pg_catalog.pg_publication pb ON pb.oid = pr.prpubid
+                  WHERE pb.pubname = p.pubname AND pr.prrelid = c.oid), 0)::int8
   FROM pg_catalog.pg_publication_tables p
   JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
   JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
@@ -63,13 +70,14 @@ func readCatalog(ctx context.Context, conn *pgx.Conn, publication string) ([]sou
 		var c pgvalue.Column
 		var attnum int16
 		var listed bool
+		var pubrel int64
 		if err := rows.Scan(&schema, &name, &oid, &identity, &c.Name, &typeOID, &c.TypeMod, &c.NotNull, &c.TypeName, &c.Key,
-			&attnum, &c.Generated, &listed); err != nil {
+			&attnum, &c.Generated, &listed, &pubrel); err != nil {
 			return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
 		}
 		c.TypeOID = uint32(typeOID)
 		if n := len(out); n == 0 || out[n-1].schema != schema || out[n-1].name != name {
-			out = append(out, sourceTable{schema: schema, name: name, oid: uint32(oid), identity: identity[0], listed: listed})
+			out = append(out, sourceTable{schema: schema, name: name, oid: uint32(oid), identity: identity[0], listed: listed, pubrel: uint32(pubrel)})
 		}
 		t := &out[len(out)-1]
 		if c.Generated {
@@ -85,6 +93,29 @@ func readCatalog(ctx context.Context, conn *pgx.Conn, publication string) ([]sou
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
+	}
+	return out, nil
+}
+
+// pubRelSQL reads the publication's table rows: table OID, row oid.
+const pubRelSQL = `SELECT pr.prrelid::int8, pr.oid::int8 FROM pg_catalog.pg_publication_rel pr
+  JOIN pg_catalog.pg_publication pb ON pb.oid = pr.prpubid WHERE pb.pubname = $1`
+
+// readPubRels returns the publication's row of each table it lists by
+// name (pubrel), by table OID.
+func readPubRels(ctx context.Context, conn *pgx.Conn, publication string) (map[uint32]uint32, error) {
+	rows, err := conn.Query(ctx, pubRelSQL, publication)
+	if err != nil {
+		return nil, fmt.Errorf("read the tables of publication %s: %w", publication, err)
+	}
+	out := map[uint32]uint32{}
+	var rel, row int64
+	_, err = pgx.ForEachRow(rows, []any{&rel, &row}, func() error {
+		out[uint32(rel)] = uint32(row)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the tables of publication %s: %w", publication, err)
 	}
 	return out, nil
 }

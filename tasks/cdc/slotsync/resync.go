@@ -447,12 +447,24 @@ func (r *syncRun) compareCatalog(ctx context.Context, act bool) error {
 	if err != nil {
 		return sourceErr(err)
 	}
+	pubrels, err := readPubRels(ctx, r.conn, r.cfg.Publication)
+	if err != nil {
+		return sourceErr(err)
+	}
 	for _, t := range r.order {
 		n, ok := now[t.src.oid]
 		if !ok || !t.streams() || t.shape == nil {
 			continue
 		}
 		rw, why := judgeRewrite(t.shape, n)
+		switch pr := pubrels[t.src.oid]; {
+		case pr == 0 || pr == t.shape.PubRel:
+		case t.shape.PubRel == 0:
+			t.shape.PubRel, t.record = pr, true
+		default:
+			rw, why = valuesRewritten, fmt.Sprintf("it left publication %s and was added back (its publication row %d, was %d): "+
+				"the changes between are not in the stream", r.cfg.Publication, pr, t.shape.PubRel)
+		}
 		if rw == valuesRewritten && !act {
 			continue
 		}

@@ -52,6 +52,12 @@ var breakCases = []breakCase{
 		`UPDATE t SET c = 77 WHERE id = 5`}},
 	{name: "swap_names_between", steps: []string{round,
 		`BEGIN; ALTER TABLE t RENAME COLUMN c TO tmp; ALTER TABLE t RENAME COLUMN d TO c; ALTER TABLE t RENAME COLUMN tmp TO d; COMMIT`}},
+	{name: "drop_expression", steps: []string{
+		`ALTER TABLE t ADD COLUMN g int GENERATED ALWAYS AS (c * 2) STORED`, round,
+		`ALTER TABLE t ALTER COLUMN g DROP EXPRESSION`, `UPDATE t SET g = 1 WHERE id = 3`}},
+	{name: "drop_expression_between", steps: []string{
+		`ALTER TABLE t ADD COLUMN g int GENERATED ALWAYS AS (c * 2) STORED`, round,
+		`ALTER TABLE t ALTER COLUMN g DROP EXPRESSION`}},
 	{name: "truncate_and_ddl", steps: []string{
 		`BEGIN; TRUNCATE t; ALTER TABLE t ADD COLUMN e int DEFAULT 5; INSERT INTO t (id) VALUES (1), (2); COMMIT`}},
 	{name: "ddl_and_truncate", steps: []string{
@@ -70,6 +76,10 @@ var breakCases = []breakCase{
 	{name: "add_date_default", steps: []string{round, `ALTER TABLE t ADD COLUMN e date DEFAULT '2020-02-29'`}},
 	{name: "add_bigint_default", steps: []string{round, `ALTER TABLE t ADD COLUMN e bigint DEFAULT -9223372036854775808`}},
 	{name: "add_smallint_default", steps: []string{round, `ALTER TABLE t ADD COLUMN e smallint DEFAULT -32768`}},
+	{name: "drop_readd_same_type", steps: []string{
+		`ALTER TABLE t ADD COLUMN e int DEFAULT 5`, `UPDATE t SET e = 6 WHERE id = 3`, `ALTER TABLE t DROP COLUMN e`, `ALTER TABLE t ADD COLUMN e int DEFAULT 8`}},
+	{name: "add_then_drop_same_tx_default", steps: []string{
+		`BEGIN; ALTER TABLE t ADD COLUMN e int DEFAULT 5; UPDATE t SET e = 6 WHERE id = 3; ALTER TABLE t DROP COLUMN e; ALTER TABLE t ADD COLUMN e int DEFAULT 8; UPDATE t SET a = 1 WHERE id = 5; COMMIT`}},
 	{name: "drop_readd_same_type_round", steps: []string{
 		`ALTER TABLE t ADD COLUMN e int DEFAULT 5`, `UPDATE t SET e = 6 WHERE id = 3`, round, `ALTER TABLE t DROP COLUMN e`, `ALTER TABLE t ADD COLUMN e int DEFAULT 8`}},
 	{name: "drop_readd_d_same_type", steps: []string{round, `ALTER TABLE t DROP COLUMN d`, `ALTER TABLE t ADD COLUMN d int`}},
@@ -87,6 +97,10 @@ var breakCases = []breakCase{
 	{name: "add_default_vacuum_full", steps: []string{round, `ALTER TABLE t ADD COLUMN e int DEFAULT 5`, `VACUUM FULL t`}},
 	{name: "add_default_set_default_vacuum_full", steps: []string{round, `ALTER TABLE t ADD COLUMN e int DEFAULT 5`, `ALTER TABLE t ALTER COLUMN e SET DEFAULT 7`, `VACUUM FULL t`}},
 	{name: "add_default_set_default_vacuum_full_in_stream", steps: []string{round, `ALTER TABLE t ADD COLUMN e int DEFAULT 5`, `ALTER TABLE t ALTER COLUMN e SET DEFAULT 7`, `VACUUM FULL t`, `UPDATE t SET b = 'q' WHERE id = 2`}},
+	{name: "left_publication_and_back_sync_between", steps: []string{round, `ALTER PUBLICATION %[1]s DROP TABLE t`, `UPDATE t SET b = 'out' WHERE id <= 10`, "sync",
+		`DELETE FROM t WHERE id = 11`, `ALTER PUBLICATION %[1]s ADD TABLE t`, `UPDATE t SET b = 'in' WHERE id = 12`}},
+	{name: "left_publication_and_back_by_hand", steps: []string{round, `ALTER PUBLICATION %[1]s DROP TABLE t`, `UPDATE t SET b = 'out' WHERE id <= 10`,
+		`ALTER PUBLICATION %[1]s ADD TABLE t`, `UPDATE t SET b = 'in' WHERE id = 12`}},
 	{name: "left_publication_and_back", steps: []string{round, `ALTER PUBLICATION %[1]s DROP TABLE t`, `UPDATE t SET b = 'out' WHERE id <= 10`, `DELETE FROM t WHERE id = 11`}},
 	{name: "identity_other_index", steps: []string{`CREATE UNIQUE INDEX t_c ON t (c)`, `ALTER TABLE t REPLICA IDENTITY USING INDEX t_c`, round,
 		`UPDATE t SET id = id + 1000 WHERE id = 2`, `DELETE FROM t WHERE id = 3`, `UPDATE t SET c = -1, b = 'k' WHERE id = 4`}},

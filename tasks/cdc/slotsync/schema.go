@@ -263,7 +263,7 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 		case t.src.listed:
 			p.resync = fmt.Sprintf("column %s joined the publication's column list: its older values never came in the stream", c.Name)
 		default:
-			t.planAdd(&p, c, a, set, caps)
+			t.planAdd(&p, c, a, now, set, caps)
 		}
 	}
 	for _, c := range t.m.Cols {
@@ -414,7 +414,17 @@ func (t *syncTable) entryCannotHold(p *follow, c slot.Column, mc *mapping.Col, s
 // have none of their own): with the value they read when it was added
 // with a constant default (its missing value), NULL otherwise. An entry's
 // column must be Nullable.
-func (t *syncTable) planAdd(p *follow, c slot.Column, a attr, set *mapping.Set, caps mapping.ServerCaps) {
+func (t *syncTable) planAdd(p *follow, c slot.Column, a attr, now tableNow, set *mapping.Set, caps mapping.ServerCaps) {
+	if t.reusedSince(a, now) {
+		p.resync = fmt.Sprintf("column %s: a column added and dropped since the target's record came before it, and the stream's "+
+			"%s may be that one", c.Name, c.Name)
+		return
+	}
+	if slices.Contains(t.shape.Generated, a.Num) {
+		p.resync = fmt.Sprintf("column %s was a generated column, left out of the target, and is a plain one now (DROP EXPRESSION): "+
+			"its values are only in the table", c.Name)
+		return
+	}
 	src := t.relColumn(c)
 	src.NotNull, src.Key = false, false
 	mc, err := columnFor(set, t.src, src, caps)
@@ -433,6 +443,27 @@ func (t *syncTable) planAdd(p *follow, c slot.Column, a attr, set *mapping.Set, 
 		ad.missing = &v
 	}
 	p.adds = append(p.adds, ad)
+}
+
+// reusedSince reports that the catalog now has, before attribute a, an
+// attribute added after every one the target follows and dropped since:
+// the name a has now may have been that one's when the stream's
+// definition was written (added, dropped, added again), and the catalog
+// cannot tell which. (A column added and dropped that the target
+// followed counts too: one resync more, never a wrong value.)
+func (t *syncTable) reusedSince(a attr, now tableNow) bool {
+	// The attributes the target follows (its record's fingerprint may be
+	// the catalog's, ahead of the stream: absorb).
+	known := slices.Max(append(slices.Clone(t.shape.Generated), 0))
+	for _, c := range t.shape.Cols {
+		known = max(known, c.Attnum)
+	}
+	for num, x := range now.Attrs {
+		if x.Dropped && num > known && num < a.Num {
+			return true
+		}
+	}
+	return false
 }
 
 // relColumn is rel's column c as pgvalue reads it (sourceColumn).
@@ -565,7 +596,7 @@ func (t *syncTable) olderValues(m *mapping.Mapping, p follow) (map[string]change
 // attribute under their new names, dropped ones none, added ones theirs;
 // types are rel's.
 func (t *syncTable) followedShape(p follow, rel *slot.Relation) *shape {
-	s := &shape{Filenode: t.shape.Filenode, Attrs: t.shape.Attrs}
+	s := &shape{Filenode: t.shape.Filenode, Attrs: t.shape.Attrs, Generated: t.shape.Generated, PubRel: t.shape.PubRel}
 	renamed := map[string]string{}
 	for _, rn := range p.renames {
 		renamed[rn[0]] = rn[1]
@@ -622,8 +653,9 @@ func (t *syncTable) absorb(now tableNow) {
 		return
 	}
 	f, a := now.fingerprint()
-	if f != t.shape.Filenode || !sameAttrs(a, t.shape.Attrs) {
-		t.shape.Filenode, t.shape.Attrs = f, a
+	g := now.generated(t.shape.Generated)
+	if f != t.shape.Filenode || !sameAttrs(a, t.shape.Attrs) || !slices.Equal(g, t.shape.Generated) {
+		t.shape.Filenode, t.shape.Attrs, t.shape.Generated = f, a, g
 		t.record = true
 	}
 }

@@ -47,6 +47,14 @@ type shape struct {
 	// A definition the stream shows at or before it, from another stream
 	// than the one that followed, is older than the target (behindFollow).
 	At uint64 `json:"at,omitempty"`
+	// Generated are the attributes the target left out as generated
+	// columns (pgoutput does not send them), kept once seen: one made
+	// plain (DROP EXPRESSION) is no added column, its values are only in
+	// the table (planAdd).
+	Generated []int16 `json:"generated,omitempty"`
+	// PubRel is the table's row of the publication when the target
+	// followed it (sourceTable.pubrel; 0: not known, or none).
+	PubRel uint32 `json:"pubrel,omitempty"`
 }
 
 // shapeCol is one target column, the source attribute it follows and
@@ -112,7 +120,21 @@ func byName(src sourceTable, names []string, now tableNow) *shape {
 		s.Cols = append(s.Cols, c)
 	}
 	s.Filenode, s.Attrs = now.fingerprint()
+	s.Generated, s.PubRel = now.generated(nil), src.pubrel
 	return s
+}
+
+// generated is known with the attributes now has as generated columns
+// added, in order.
+func (n tableNow) generated(known []int16) []int16 {
+	out := slices.Clone(known)
+	for num, a := range n.Attrs {
+		if a.Generated && !a.Dropped && !slices.Contains(out, num) {
+			out = append(out, num)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // attnum is the attribute the target column name follows (0: none).
