@@ -5,13 +5,15 @@ import (
 	"errors"
 
 	"fmt"
-	"github.com/changesink/changesink/internal/outcome"
-	"github.com/changesink/changesink/tasks/cdc/slot"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
 // breakCase is a scenario of the adversarial review of issue 33: the
@@ -393,4 +395,35 @@ func TestSyncHeldThenMoreDDL(t *testing.T) {
 	e.exec(`UPDATE t SET e = 8 WHERE id = 7`)
 	e.flowRound(ctx, cfg, env)
 	e.sameTables(t)
+}
+
+// TestSyncUnmappableAddHoldsOneTable: a column added of a type no mapping
+// is generated for (text[]) holds its table, naming the column; setup
+// and sync go on, and the other tables' changes are applied.
+func TestSyncUnmappableAddHoldsOneTable(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.t", "public.u"}
+	e.exec(append(ddlCreate("t"), ddlCreate("u")...)...)
+	cfg, env := e.config()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`ALTER TABLE t ADD COLUMN e text[] DEFAULT '{a,b}'`, `UPDATE t SET b = 'x' WHERE id = 2`, `UPDATE u SET b = 'y' WHERE id = 2`)
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Errorf("cdc setup stops the flow for every table: %v", err)
+	}
+	res, err := Sync(ctx, cfg, env)
+	t.Logf("sync: %v", err)
+	if res == nil || len(res.Held) != 1 || res.Held[0].Table != "public.t" || !strings.Contains(res.Held[0].Why, "added column e") {
+		t.Errorf("sync: held %+v, want public.t held at its column e", res)
+	}
+	if !errors.Is(err, change.ErrHeld) {
+		t.Errorf("sync: %v, want ErrHeld (exit 1 while a table is held)", err)
+	}
+	got := e.ch.query(`SELECT b FROM ` + e.chDB + `.u_live WHERE id = 2`)
+	if strings.Join(got, "") != "y" {
+		t.Errorf("u's change was not applied: b = %v", got)
+	}
 }

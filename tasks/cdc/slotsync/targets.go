@@ -2,6 +2,7 @@ package slotsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -80,6 +81,15 @@ func mappings(set *mapping.Set, db string, tables []sourceTable, caps mapping.Se
 	var out []*mapping.Mapping
 	for _, t := range tables {
 		m, err := mapTable(set, db, t, caps)
+		if errors.Is(err, pgvalue.ErrUnsupportedType) {
+			// A column of a type no mapping is generated for: a new
+			// target refuses it (strictMapping); one that stands is
+			// mapped as it stands, and the stream holds the table at the
+			// column's definition (planAdd), the other tables going on.
+			if without, werr := mapTable(set, db, withoutUnmapped(set, t, caps), caps); werr == nil {
+				m, err = without, nil
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -89,6 +99,20 @@ func mappings(set *mapping.Set, db string, tables []sourceTable, caps mapping.Se
 		return nil, outcome.Config.Mark(err)
 	}
 	return out, nil
+}
+
+// withoutUnmapped is t without its columns of a type no mapping is
+// generated for (and no entry names).
+func withoutUnmapped(set *mapping.Set, t sourceTable, caps mapping.ServerCaps) sourceTable {
+	out := t
+	out.cols, out.attnums = nil, nil
+	for i, c := range t.cols {
+		if _, err := columnFor(set, t, c, caps); errors.Is(err, pgvalue.ErrUnsupportedType) {
+			continue
+		}
+		out.cols, out.attnums = append(out.cols, c), append(out.attnums, t.attnums[i])
+	}
+	return out
 }
 
 // columnFor maps the source column c of table t: the entry's column, when
