@@ -60,6 +60,10 @@ var breakCases = []breakCase{
 	{name: "drop_expression_between", steps: []string{
 		`ALTER TABLE t ADD COLUMN g int GENERATED ALWAYS AS (c * 2) STORED`, round,
 		`ALTER TABLE t ALTER COLUMN g DROP EXPRESSION`}},
+	{name: "drop_not_null", steps: []string{
+		`ALTER TABLE t ALTER COLUMN c DROP NOT NULL`, `UPDATE t SET c = NULL WHERE id = 3`}},
+	{name: "drop_not_null_between", steps: []string{round,
+		`ALTER TABLE t ALTER COLUMN c DROP NOT NULL`, round, `UPDATE t SET c = NULL WHERE id = 3`}},
 	{name: "truncate_and_ddl", steps: []string{
 		`BEGIN; TRUNCATE t; ALTER TABLE t ADD COLUMN e int DEFAULT 5; INSERT INTO t (id) VALUES (1), (2); COMMIT`}},
 	{name: "ddl_and_truncate", steps: []string{

@@ -159,7 +159,7 @@ type added struct {
 }
 
 func (p follow) empty() bool {
-	return len(p.renames)+len(p.adds)+len(p.drops)+len(p.widen)+len(p.retyped) == 0
+	return len(p.renames)+len(p.adds)+len(p.drops)+len(p.widen)+len(p.retyped)+len(p.nullable) == 0
 }
 
 // String says what the plan changes, for messages.
@@ -180,6 +180,15 @@ func (p follow) String() string {
 	}
 	if len(p.widen) > 0 {
 		parts = append(parts, "widened "+strings.Join(p.widen, ", "))
+	}
+	var lifted []string
+	for _, n := range p.nullable {
+		if !slices.Contains(p.drops, n) {
+			lifted = append(lifted, n)
+		}
+	}
+	if len(lifted) > 0 {
+		parts = append(parts, "made "+strings.Join(lifted, ", ")+" Nullable (DROP NOT NULL)")
 	}
 	if len(p.retyped) > 0 {
 		parts = append(parts, "retyped "+strings.Join(p.retyped, ", ")+" (the same ClickHouse type)")
@@ -242,6 +251,11 @@ func (t *syncTable) planFollow(rel *slot.Relation, now tableNow, set *mapping.Se
 					p.resync = fmt.Sprintf("column %s is attribute %d now, the target's follows attribute %d: its name went to another column",
 						c.Name, a.Num, sc.Attnum)
 					return t.underPolicy(p), nil
+				}
+			}
+			if mc := &t.m.Cols[j]; !mc.Type.Nullable && !mc.IsKey {
+				if a, found := now.byName(c.Name); found && !a.NotNull {
+					p.nullable = append(p.nullable, c.Name) // DROP NOT NULL
 				}
 			}
 			t.planRetype(&p, c, &t.m.Cols[j], set, caps)
