@@ -457,6 +457,13 @@ func (r *syncRun) compareCatalog(ctx context.Context, act bool) error {
 			continue
 		}
 		rw, why := judgeRewrite(t.shape, n)
+		if ew, changed := t.shape.enumsChanged(n); ew != "" {
+			if rw != valuesRewritten {
+				rw, why = valuesRewritten, ew
+			}
+		} else if changed {
+			t.shape.Enums, t.record = n.enums(), true
+		}
 		switch pr := pubrels[t.src.oid]; {
 		case pr == 0 || pr == t.shape.PubRel:
 		case t.shape.PubRel == 0:

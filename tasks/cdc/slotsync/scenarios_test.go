@@ -64,6 +64,12 @@ var breakCases = []breakCase{
 		`ALTER TABLE t ALTER COLUMN c DROP NOT NULL`, `UPDATE t SET c = NULL WHERE id = 3`}},
 	{name: "drop_not_null_between", steps: []string{round,
 		`ALTER TABLE t ALTER COLUMN c DROP NOT NULL`, round, `UPDATE t SET c = NULL WHERE id = 3`}},
+	{name: "enum_rename_value", pre: []string{`CREATE TYPE mood AS ENUM ('sad', 'ok')`, `ALTER TABLE t ADD COLUMN m mood DEFAULT 'ok'`},
+		entry: "    columns:\n      - {name: m, type: \"Nullable(String)\"}\n",
+		steps: []string{round, `ALTER TYPE mood RENAME VALUE 'ok' TO 'fine'`, `UPDATE t SET b = 'z' WHERE id = 3`}},
+	{name: "enum_add_value", pre: []string{`CREATE TYPE mood AS ENUM ('sad', 'ok')`, `ALTER TABLE t ADD COLUMN m mood DEFAULT 'ok'`},
+		entry: "    columns:\n      - {name: m, type: \"Nullable(String)\"}\n",
+		steps: []string{round, `ALTER TYPE mood ADD VALUE 'great'`, `UPDATE t SET m = 'great' WHERE id = 3`}},
 	{name: "truncate_and_ddl", steps: []string{
 		`BEGIN; TRUNCATE t; ALTER TABLE t ADD COLUMN e int DEFAULT 5; INSERT INTO t (id) VALUES (1), (2); COMMIT`}},
 	{name: "ddl_and_truncate", steps: []string{

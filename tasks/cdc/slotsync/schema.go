@@ -610,7 +610,8 @@ func (t *syncTable) olderValues(m *mapping.Mapping, p follow) (map[string]change
 // attribute under their new names, dropped ones none, added ones theirs;
 // types are rel's.
 func (t *syncTable) followedShape(p follow, rel *slot.Relation) *shape {
-	s := &shape{Filenode: t.shape.Filenode, Attrs: t.shape.Attrs, Generated: t.shape.Generated, PubRel: t.shape.PubRel}
+	s := &shape{Filenode: t.shape.Filenode, Attrs: t.shape.Attrs, Generated: t.shape.Generated, PubRel: t.shape.PubRel,
+		Enums: t.shape.Enums}
 	renamed := map[string]string{}
 	for _, rn := range p.renames {
 		renamed[rn[0]] = rn[1]

@@ -55,6 +55,10 @@ type shape struct {
 	// PubRel is the table's row of the publication when the target
 	// followed it (sourceTable.pubrel; 0: not known, or none).
 	PubRel uint32 `json:"pubrel,omitempty"`
+	// Enums are the labels of each enum-typed attribute's type, by
+	// attribute number: a label gone since (ALTER TYPE … RENAME VALUE)
+	// changed values no change of the table carried (enumsChanged).
+	Enums map[string][]string `json:"enums,omitempty"`
 }
 
 // shapeCol is one target column, the source attribute it follows and
@@ -120,8 +124,45 @@ func byName(src sourceTable, names []string, now tableNow) *shape {
 		s.Cols = append(s.Cols, c)
 	}
 	s.Filenode, s.Attrs = now.fingerprint()
-	s.Generated, s.PubRel = now.generated(nil), src.pubrel
+	s.Generated, s.PubRel, s.Enums = now.generated(nil), src.pubrel, now.enums()
 	return s
+}
+
+// enums are the labels of now's enum-typed attributes, by number.
+func (n tableNow) enums() map[string][]string {
+	var out map[string][]string
+	for num, a := range n.Attrs {
+		if !a.Dropped && len(a.Labels) > 0 {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[strconv.Itoa(int(num))] = a.Labels
+		}
+	}
+	return out
+}
+
+// enumsChanged says which enum-typed column of now lost a label the
+// shape recorded ("": none); added labels are taken in.
+func (s *shape) enumsChanged(now tableNow) (string, bool) {
+	var why string
+	changed := false
+	for num, a := range now.Attrs {
+		k := strconv.Itoa(int(num))
+		was, ok := s.Enums[k]
+		if a.Dropped || len(a.Labels) == 0 {
+			continue
+		}
+		if !ok || !slices.Equal(was, a.Labels) {
+			changed = true
+		}
+		for _, l := range was {
+			if ok && !slices.Contains(a.Labels, l) && why == "" {
+				why = fmt.Sprintf("the enum type of column %s no longer has the label %q (ALTER TYPE … RENAME VALUE): rows not changed since hold it", a.Name, l)
+			}
+		}
+	}
+	return why, changed
 }
 
 // generated is known with the attributes now has as generated columns
@@ -193,6 +234,9 @@ type attr struct {
 	// settings values are read with): "" and HasMissing false when none.
 	HasMissing bool
 	Missing    string
+	// Labels are the labels of its type, an enum, in order (none: not an
+	// enum).
+	Labels []string
 }
 
 // tableNow is a source table's catalog entry now: its storage and its
@@ -230,7 +274,8 @@ func (n tableNow) fingerprint() (uint64, map[string]uint32) {
 const nowSQL = `
 SELECT c.oid::int8, COALESCE(pg_catalog.pg_relation_filenode(c.oid), 0)::int8, a.attnum, a.attname, a.atttypid::int8, a.atttypmod,
        a.xmin::text::int8, a.attisdropped, a.attnotnull, a.atthasdef, a.attgenerated <> '', a.atthasmissing,
-       COALESCE(CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END, '')
+       COALESCE(CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END, ''),
+       COALESCE((SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e WHERE e.enumtypid = a.atttypid), '{}')
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
  WHERE c.oid = ANY ($1)`
@@ -251,7 +296,7 @@ func readNow(ctx context.Context, conn *pgx.Conn, oids []uint32) (map[uint32]tab
 		var oid, filenode, typeOID, xmin int64
 		var a attr
 		if err := rows.Scan(&oid, &filenode, &a.Num, &a.Name, &typeOID, &a.TypeMod, &xmin, &a.Dropped, &a.NotNull, &a.HasDef, &a.Generated,
-			&a.HasMissing, &a.Missing); err != nil {
+			&a.HasMissing, &a.Missing, &a.Labels); err != nil {
 			return nil, fmt.Errorf("read the catalog entries of the published tables: %w", err)
 		}
 		a.TypeOID, a.Xmin = uint32(typeOID), uint32(xmin)
