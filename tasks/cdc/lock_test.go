@@ -368,9 +368,45 @@ func TestStoppedHolder(t *testing.T) {
 	}
 }
 
-// TestLedgerWithTwoRowsOfASeq: a ledger holding two rows of one seq (what
-// a broken holder appended before writes were fenced) is refused, naming
-// both holders, and nothing is written.
+// TestLedgerWithOneBatchRecordedTwice: two rows of one seq recording one
+// batch (a quorum insert that failed with UNKNOWN_STATUS_OF_INSERT and
+// landed, and its re-run's through another replica) are one record: the
+// replay of that batch is skipped and the next batch applies after it as
+// seq 2.
+func TestLedgerWithOneBatchRecordedTwice(t *testing.T) {
+	e := newEnv(t, ordersMapping)
+	e.setup()
+	first := orderEvent(1, int64(1), int64(1), "a", int64(100), false)
+	if _, _, err := e.apply(true, first); err != nil {
+		t.Fatal(err)
+	}
+	ledger := mapping.Qualified(e.db, mapping.LedgerName(e.m))
+	cols := strings.Join(e.columnsOf(mapping.LedgerName(e.m)), ", ")
+	if err := e.conn.Exec(context.Background(), "INSERT INTO "+ledger+" ("+cols+") SELECT "+
+		strings.Replace(cols, "holder", "'0123456789abcdef'", 1)+" FROM "+ledger); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := e.apply(true, first)
+	if err != nil {
+		t.Fatalf("the replay over a batch recorded twice: %v", err)
+	}
+	if res.Skipped != 1 {
+		t.Errorf("the replay skipped %d events, want 1", res.Skipped)
+	}
+	if _, _, err := e.apply(true, orderEvent(1, int64(1), int64(1), "b", int64(200), false)); err != nil {
+		t.Fatalf("the next batch: %v", err)
+	}
+	if got := e.query("SELECT toString(seq) FROM " + ledger + " ORDER BY seq, holder"); strings.Join(got, ",") != "1,1,2" {
+		t.Errorf("ledger seqs %v, want 1,1,2", got)
+	}
+	if live := e.liveJSON(); !strings.Contains(live, `"b"`) || strings.Count(live, "\n") != 1 {
+		t.Errorf("live view %q, want the one row of the second batch", live)
+	}
+}
+
+// TestLedgerWithTwoRowsOfASeq: a ledger holding two rows of one seq that
+// record different batches (what a broken holder appended before writes
+// were fenced) is refused, naming both holders, and nothing is written.
 func TestLedgerWithTwoRowsOfASeq(t *testing.T) {
 	e := newEnv(t, ordersMapping)
 	e.setup()
@@ -380,7 +416,7 @@ func TestLedgerWithTwoRowsOfASeq(t *testing.T) {
 	ledger := mapping.Qualified(e.db, mapping.LedgerName(e.m))
 	cols := strings.Join(e.columnsOf(mapping.LedgerName(e.m)), ", ")
 	if err := e.conn.Exec(context.Background(), "INSERT INTO "+ledger+" ("+cols+") SELECT "+
-		strings.Replace(cols, "holder", "'0123456789abcdef'", 1)+" FROM "+ledger); err != nil {
+		strings.NewReplacer("holder", "'0123456789abcdef'", "digest", "concat(digest, 'x')").Replace(cols)+" FROM "+ledger); err != nil {
 		t.Fatal(err)
 	}
 	before := e.physical()

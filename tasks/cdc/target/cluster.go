@@ -264,16 +264,18 @@ func (c *quorumConn) PrepareBatch(ctx context.Context, query string, opts ...dri
 // still fetching it: UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE, which ClickHouse
 // checks before it commits anything), for up to the call timeout. Before
 // each retry, settled (when not nil) says whether the write is no longer
-// needed (done) or no longer right (err): the previous insert may be one
-// that failed with UNKNOWN_STATUS_OF_INSERT and lands now. On one server
-// it runs write once.
-func (t *Server) retryQuorum(ctx context.Context, write func() error, settled func() (done bool, err error)) error {
+// needed (settledDone), no longer right (err), or already on its way
+// (settledPending: the previous insert is this write's row, which an
+// earlier run recorded and whose insert failed UNKNOWN_STATUS_OF_INSERT:
+// writing it again would record it twice, so it waits for that one to
+// complete). On one server it runs write once.
+func (t *Server) retryQuorum(ctx context.Context, write func() error, settled func() (settleState, error)) error {
 	if t.cl == nil {
 		return write()
 	}
 	until := time.Now().Add(t.timeout)
+	err := write()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		err := write()
 		if err == nil || chCode(err) != chUnsatisfiedQuorum || time.Now().After(until) {
 			return err
 		}
@@ -282,41 +284,75 @@ func (t *Server) retryQuorum(ctx context.Context, write func() error, settled fu
 			return err
 		case <-time.After(wait):
 		}
+		state := settledAgain
 		if settled != nil {
-			if done, err := settled(); done || err != nil {
-				return err
+			var serr error
+			if state, serr = settled(); serr != nil {
+				return serr
 			}
+		}
+		switch state {
+		case settledDone:
+			return nil
+		case settledAgain:
+			err = write()
 		}
 	}
 }
 
+// settleState is what retryQuorum's settled found.
+type settleState int
+
+const (
+	settledAgain   settleState = iota // write again
+	settledDone                       // the row is in: nothing to write
+	settledPending                    // the row is on its way: wait, do not write
+)
+
 // ledgerSettled is retryQuorum's settled for the ledger row e after prev:
-// a row of the same batch right after prev landed meanwhile (a run before
-// this one recorded it, its insert failed UNKNOWN_STATUS_OF_INSERT and its
-// quorum completed now): done; another row after prev: the ledger moved
-// under this run, transient (the re-run reads it and replays).
-func (t *Table) ledgerSettled(ctx context.Context, prev, e *change.LedgerEntry) func() (bool, error) {
-	return func() (bool, error) {
-		st, err := t.readLedger(ctx, "")
-		if err != nil {
-			return false, err
-		}
+// a row of the same batch right after prev acknowledged meanwhile (a run
+// before this one recorded it, its insert failed UNKNOWN_STATUS_OF_INSERT
+// and its quorum completed now): done; such a row on this replica but not
+// acknowledged yet: pending (the quorum this write waits for is that
+// row's); another row after prev: the ledger moved under this run,
+// transient (the re-run reads it and replays).
+func (t *Table) ledgerSettled(ctx context.Context, prev, e *change.LedgerEntry) func() (settleState, error) {
+	return func() (settleState, error) {
 		var prevSeq uint64
 		if prev != nil {
 			prevSeq = prev.Seq
 		}
+		st, err := t.readLedger(ctx, "")
+		if err != nil {
+			return settledAgain, err
+		}
 		switch {
 		case st.Last == nil || st.Last.Seq == prevSeq:
-			return false, nil
+			if t.ledgerRowHere(ctx, prevSeq+1, e) {
+				return settledPending, nil
+			}
+			return settledAgain, nil
 		case st.Last.Seq == prevSeq+1 && st.Last.Digest == e.Digest && st.Last.Kind == e.Kind:
-			return true, nil
+			return settledDone, nil
 		}
 		name := mapping.Qualified(t.M.Target.Database, mapping.LedgerName(t.M))
 		// Another run's row: an earlier holder's insert that completed
 		// late, or a run that took the lock: the re-run reads it.
-		return false, outcome.Transient.Mark(fmt.Errorf("%w: %w: the ledger %s gained row %d (%s) of another run while this run waited to record row %d",
+		return settledAgain, outcome.Transient.Mark(fmt.Errorf("%w: %w: the ledger %s gained row %d (%s) of another run while this run waited to record row %d",
 			change.ErrTargetLocked, ErrClusterLocked, name, st.Last.Seq, st.Last.Digest, prevSeq+1))
 	}
+}
+
+// ledgerRowHere says whether this replica holds a row of seq that records
+// e's batch, acknowledged or not (a plain read). A failed read says no:
+// the caller then writes again, as it would without it.
+func (t *Table) ledgerRowHere(ctx context.Context, seq uint64, e *change.LedgerEntry) bool {
+	cctx, cancel := context.WithTimeout(plainRead(ctx), t.timeout)
+	defer cancel()
+	var n uint64
+	err := t.conn.QueryRow(cctx, "SELECT count() FROM "+t.ledger().name()+" WHERE seq = ? AND digest = ? AND kind = ?",
+		seq, e.Digest, e.Kind).Scan(&n)
+	return err == nil && n > 0
 }
 
 // ClickHouse error codes of replicated tables and ZooKeeper.

@@ -119,14 +119,18 @@ func (t *Table) readLedger(ctx context.Context, digest string) (change.LedgerSta
 	return st, nil
 }
 
-// checkSeqs refuses a ledger with two rows of one seq (ErrLedgerSeq),
-// naming their holders and times.
+// checkSeqs refuses a ledger with two rows of one seq that record
+// different batches (ErrLedgerSeq), naming their holders and times. Two
+// rows of one seq recording one batch (kind and digest) are one record
+// written twice: a run whose quorum insert of it failed with
+// UNKNOWN_STATUS_OF_INSERT, re-run through a replica that did not hold it
+// yet, recorded it again; both say the same thing.
 func (t *Table) checkSeqs(ctx context.Context, name string) error {
 	var seq, n uint64
 	var holders []string
 	var times []time.Time
 	err := t.conn.QueryRow(ctx, "SELECT seq, count(), groupArray(holder), groupArray(applied_at) FROM "+name+
-		" GROUP BY seq HAVING count() > 1 ORDER BY seq LIMIT 1").Scan(&seq, &n, &holders, &times)
+		" GROUP BY seq HAVING uniqExact(kind, digest) > 1 ORDER BY seq LIMIT 1").Scan(&seq, &n, &holders, &times)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
