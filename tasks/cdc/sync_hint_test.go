@@ -50,10 +50,11 @@ func TestSyncSetupTableWithoutKey(t *testing.T) {
 // for (point) is refused at setup (configuration, exit 2; the hint: map it
 // as String), the slot it made dropped; with the column mapped as String
 // the setup loads the table and sync streams it. A column of
-// that type added between runs is refused when the next run maps the
-// table (configuration), nothing written; with the column mapped as
-// String, the next run applies the transactions before the change, adds
-// the column, and applies those after it.
+// that type added between runs holds that table at the change (exit 1,
+// naming the table, the column and the mapping to give it), its earlier
+// transactions applied; with the column mapped as String, a run with
+// CDC_RESYNC for the table loads it again and releases it, and sync
+// streams it on.
 func TestSyncUnmappableColumn(t *testing.T) {
 	e := newSyncEnv(t)
 	e.tables = []string{"public.geo"}
@@ -93,12 +94,18 @@ func TestSyncUnmappableColumn(t *testing.T) {
 	}
 	e.exec(`INSERT INTO geo2 VALUES (2, 'b')`, `ALTER TABLE geo2 ADD COLUMN p point`, `INSERT INTO geo2 VALUES (3, 'c', '(3,4)')`)
 	_, err = Sync(ctx, cfg, env)
-	wantRefused(t, err, outcome.Config, 2, pgvalue.ErrUnsupportedType, "as String")
-	wantError(t, err, outcome.Config, nil, "public.geo2", `"p"`)
-	if got := e.liveIDs2("geo2"); got != "1" {
-		t.Errorf("live ids %q after the refusal, want 1", got)
+	wantRefused(t, err, outcome.Refused, outcome.Refused.ExitCode(), change.ErrHeld, "CDC_RESYNC=<schema.table>")
+	wantError(t, err, outcome.Refused, nil, "public.geo2", `"p"`, "no generated mapping for the column's type", "Nullable(String)")
+	if got := e.liveIDs2("geo2"); got != "1,2" {
+		t.Errorf("live ids %q after the hold, want 1,2 (the insert before the change)", got)
 	}
 	cfg.Mappings = withP("geo2")
+	cfg.Resync = []string{"public.geo2"}
+	if _, err := Sync(ctx, cfg, env); err != nil {
+		t.Fatalf("the resync with the column mapped: %v", err)
+	}
+	cfg.Resync = nil
+	e.exec(`INSERT INTO geo2 VALUES (4, 'd', '(5,6)')`)
 	e.catchUp(ctx, cfg, env)
 	e.same(`SELECT id::text, v, coalesce(p::text, '\N') FROM geo2 ORDER BY id`, `SELECT id, v, ifNull(p, '\\N') FROM `+e.chDB+`.geo2_live ORDER BY id`)
 }
