@@ -21,6 +21,7 @@ type cdcCmd struct {
 	Setup cdcSetupCmd `cmd:"" help:"Create the ClickHouse ReplacingMergeTree targets and their live views from the mapping. Idempotent. Given a source (CDC_POSTGRES_DSN): also the publication and the replication slot for cdc sync, and the initial load of every table from the new slot's snapshot."`
 	Apply cdcApplyCmd `cmd:"" help:"Apply one Debezium Ion batch to ClickHouse, then read it back and verify."`
 	Sync  cdcSyncCmd  `cmd:"" help:"Stream PostgreSQL's replication slot into the ClickHouse targets until caught up or a budget ends, confirming the slot only after every target's read-back."`
+	Check cdcCheckCmd `cmd:"" help:"Check the source, the target and the mapping as cdc setup (given a source) would use them, creating nothing: every problem setup would refuse on, each with its fix, and what is worth knowing first (slots nobody reads that hold WAL, transactions a new slot waits for). Exit 0 only when setup would succeed."`
 }
 
 // cdcVars are the env names, defaults and bounds the cdc flags take from
@@ -171,6 +172,41 @@ func (c *cdcSetupCmd) Run(a *app) error {
 	}
 	a.log.Info(res.Summary())
 	return a.em.Report(res)
+}
+
+// cdcCheckCmd is cdc check: what cdc setup given a source takes.
+type cdcCheckCmd struct {
+	cdcSource
+	Tables []string `name:"tables" env:"${CDCEnvTables}" sep:"," help:"Tables setup would publish (schema.table, comma-separated); none: the mapping file's tables, and the publication's."`
+	cdcTarget
+}
+
+// Run checks, then prints each problem with its fix and each note, then
+// the outputs; it fails (exit 2) when it found a problem.
+func (c *cdcCheckCmd) Run(a *app) error {
+	cfg, err := c.syncConfig(a, &c.cdcTarget)
+	if err != nil {
+		return err
+	}
+	cfg.Tables = nonEmpty(c.Tables)
+	res, err := cdc.Check(a.ctx, cfg, cdc.Env{Dir: a.dir, Log: a.log})
+	if res == nil {
+		return err
+	}
+	for i, p := range res.Problems {
+		a.log.Error(fmt.Sprintf("problem %d of %d, %s: %v", i+1, len(res.Problems), p.Area, p.Err))
+		if p.Fix != "" {
+			a.log.Error("  fix: " + p.Fix)
+		}
+	}
+	for _, n := range res.Notes {
+		a.log.Warn(fmt.Sprintf("note, %s: %s", n.Area, n.Text))
+	}
+	a.log.Info(res.Summary())
+	if rerr := a.em.Report(res); rerr != nil && err == nil {
+		return rerr
+	}
+	return err
 }
 
 type cdcSyncCmd struct {

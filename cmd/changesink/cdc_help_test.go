@@ -18,6 +18,8 @@ func TestCDCHelp(t *testing.T) {
 		{"sync", []string{"$CDC_POSTGRES_DSN", "$CDC_SLOT", "$CDC_PUBLICATION", "$CDC_MAPPING", "$CDC_MAX_DURATION"},
 			[]string{"$CDC_TABLES", "--tables", "$CDC_LOAD_WORKERS"}},
 		{"apply", []string{"$CDC_MAPPING", "$CDC_BATCH_FILE"}, []string{"$CDC_TABLES", "$CDC_POSTGRES_DSN"}},
+		{"check", []string{"$CDC_TABLES", "$CDC_POSTGRES_DSN", "$CDC_SLOT", "$CDC_PUBLICATION", "$CDC_MAPPING", "$CLICKHOUSE_URL"},
+			[]string{"$CDC_MAX_DURATION", "$CDC_LOAD_WORKERS", "$CDC_BATCH_FILE"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {

@@ -347,3 +347,49 @@ func TestCDCOutputFileCannotBeWritten(t *testing.T) {
 		t.Errorf("the re-run: exit %d, want 0 with the batch applied:\n%s", code, out.String())
 	}
 }
+
+// TestCDCCheck runs cdc check through the command line, as a Kestra task
+// runs it: on a source and target setup would take, exit 0 with ok true;
+// with a table that does not exist and a source password in the DSN,
+// exit 2, the problem and its fix in the outputs and the log, the
+// password nowhere, and nothing created on the source.
+func TestCDCCheck(t *testing.T) {
+	admin := testenv.Lookup(t, "CHANGESINK_TEST_PG")["CHANGESINK_TEST_PG"]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	chURL, _, db, work := cdcWorkspace(t, "cdc_check_")
+	name := testenv.UniqueName(t, "check_")
+	secret := "pg-Secret-" + testenv.RandomHex(6)
+	testenv.CreateRole(t, admin, name, secret)
+	testenv.ExecPostgres(t, admin, `ALTER ROLE `+name+` REPLICATION`)
+	dsn := testenv.CreateDatabase(t, admin, name, name)
+	owner := testenv.WithPassword(t, testenv.WithUser(t, dsn, name), secret)
+	testenv.ExecPostgres(t, owner, `CREATE TABLE orders (id int PRIMARY KEY, status text)`)
+	testenv.WriteFile(t, filepath.Join(work, "sync.yaml"), []byte("defaults: {target: {database: "+db+"}}\n"), 0o644)
+	check := func(tables string) (int, string) {
+		setCDCEnv(t, work, chURL, map[string]string{"CDC_MAPPING": "sync.yaml", "CDC_POSTGRES_DSN": owner, "CDC_TABLES": tables,
+			"CDC_SLOT": name, "CDC_PUBLICATION": name})
+		var out bytes.Buffer
+		code := run(ctx, []string{"cdc", "check"}, &out)
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("the password appears in the output:\n%s", out.String())
+		}
+		return code, out.String()
+	}
+	if code, out := check("public.orders"); code != 0 || !strings.Contains(out, `"ok":true`) || !strings.Contains(out, "setup would succeed: 1 tables") {
+		t.Errorf("check of a source setup would take: exit %d:\n%s", code, out)
+	}
+	code, out := check("public.orders,public.ghost")
+	for _, w := range []string{`"ok":false`, `"errors":1`, `table public.ghost: table does not exist`, `"fix":"Create the table`,
+		`problem 1 of 1, source: table public.ghost`, `"error_class":"config"`} {
+		if !strings.Contains(out, w) {
+			t.Errorf("check with a missing table: output lacks %q:\n%s", w, out)
+		}
+	}
+	if code != 2 {
+		t.Errorf("check with a missing table: exit %d, want 2", code)
+	}
+	if got := testenv.QueryPostgres(t, admin, `SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = '`+name+`'`); got[0] != "0" {
+		t.Errorf("cdc check made the slot %s", name)
+	}
+}

@@ -42,6 +42,9 @@ const replayStep = "Nothing was written. After a failed execution the trigger st
 // narrow.
 func hints() []hint {
 	return []hint{
+		// Before the problems it wraps: several at once.
+		{change.ErrPreflight, "Fix each problem the message numbers; changesink cdc check lists them with the remedy of each, " +
+			"and creates nothing. Then run cdc setup again: nothing was created."},
 		{change.ErrEmptyBatch, "Check the replay file: a trigger poll with no changes starts no execution."},
 		{change.ErrMalformed, "The batch file is cut short, corrupt or not Ion: replay an intact copy of the trigger's batch " +
 			"(a hand-made file: fix it; save it without a byte order mark). " + replayStep},

@@ -68,5 +68,23 @@ func SetupSync(ctx context.Context, cfg SyncConfig, env Env) (*SyncSetupResult, 
 	return slotsync.SetupSync(ctx, cfg, env.sync())
 }
 
+// CheckResult is what Check found (slotsync.CheckResult).
+type CheckResult = slotsync.CheckResult
+
+// Check reads the source, the target and the mapping as cdc setup would
+// use them, creating nothing (slotsync.Check): every problem setup would
+// refuse on at once, each with its remedy (Hint), and the notes worth
+// reading first. It fails (ErrPreflight, configuration) when it found a
+// problem; its result lists them all.
+func Check(ctx context.Context, cfg SyncConfig, env Env) (*CheckResult, error) {
+	res, err := slotsync.Check(ctx, cfg, env.sync())
+	if res != nil {
+		for i := range res.Problems {
+			res.Problems[i].Fix = Hint(res.Problems[i].Err)
+		}
+	}
+	return res, err
+}
+
 // sync is the Env of a cdc sync run: the logger, and the tests' hooks.
 func (e Env) sync() slotsync.Env { return slotsync.Env{Log: e.Log, Hooks: e.hooks} }

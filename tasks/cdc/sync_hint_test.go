@@ -199,7 +199,7 @@ func TestSyncSetupWithoutTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Mappings = set
+	cfg.Mappings, cfg.Tables = set, e.tables
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = SetupSync(ctx, cfg, env)

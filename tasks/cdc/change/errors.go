@@ -137,6 +137,9 @@ var (
 	// ledger that changesink could not have written (ErrTargetMismatch's
 	// narrower cause, a refusal: another writer changed the table).
 	ErrTargetRowUnreadable = fmt.Errorf("%w: a stored row is not changesink's", ErrTargetMismatch)
+	// ErrPreflight: cdc check (or setup, before it creates anything) found
+	// problems setup would refuse on; each is wrapped beside it.
+	ErrPreflight = errors.New("setup's checks found problems")
 	// ErrNoDatabase: cdc setup found no target database and the mapping does
 	// not ask it to create one (target.create_database).
 	ErrNoDatabase = errors.New("target database does not exist")

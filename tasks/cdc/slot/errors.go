@@ -44,6 +44,16 @@ var (
 	ErrSlotLost = errors.New("replication slot lost WAL it needed (wal_status lost)")
 	// ErrNoTable: a table named in Setup.Tables does not exist (outcome.Config).
 	ErrNoTable = errors.New("table does not exist")
+	// ErrNoSelect: the role may not read a table (SELECT), which the
+	// initial load copies (outcome.Config).
+	ErrNoSelect = errors.New("role may not read the table (SELECT)")
+	// ErrNotOwner: a table the publication does not list yet is not the
+	// role's: setup adds it to the publication, which PostgreSQL lets only
+	// its owner do (outcome.Config).
+	ErrNotOwner = errors.New("role does not own the table, which setup would add to the publication")
+	// ErrNoCreate: the publication is missing and the role may not create
+	// it (CREATE on the database) (outcome.Config).
+	ErrNoCreate = errors.New("role may not create the publication (CREATE on the database)")
 	// ErrReplicaIdentity: a published table's replica identity does not
 	// identify its rows: NOTHING, DEFAULT without a primary key, or an
 	// index that no longer exists (outcome.Refused).
@@ -187,6 +197,11 @@ var hints = []struct {
 	{ErrSlotLost, "The slot's changes are gone. Drop the slot (SELECT pg_drop_replication_slot('<slot>')), run the setup " +
 		"again and reload the targets from its snapshot; raise max_slot_wal_keep_size or run sync more often."},
 	{ErrNoTable, "Create the table, or fix its name (schema.table) in the table list."},
+	{ErrNoSelect, "GRANT SELECT ON <schema.table> TO <role> (the initial load reads it), or use a role that may read it."},
+	{ErrNotOwner, "Have the table's owner add it (ALTER PUBLICATION <publication> ADD TABLE <schema.table>) before setup, " +
+		"or make the role its owner (ALTER TABLE … OWNER TO <role>), or a member of the owner's role."},
+	{ErrNoCreate, "GRANT CREATE ON DATABASE <database> TO <role>, or have a role that may create it make the publication " +
+		"(CREATE PUBLICATION <publication> FOR TABLE …) before setup."},
 	{ErrReplicaIdentity, "Give the table a primary key (its target's key). Without one: ALTER TABLE … REPLICA IDENTITY " +
 		"USING INDEX of a unique, non-partial index on NOT NULL columns (the index's columns are the key), or ALTER TABLE … " +
 		"REPLICA IDENTITY FULL and give the table's mapping entry key: (NOT NULL columns that identify a row); then run again."},

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/slot"
 )
 
 // sourceTable is a published table as the source's catalog describes it:
@@ -34,10 +35,12 @@ type sourceTable struct {
 
 func (t sourceTable) qualified() string { return t.schema + "." + t.name }
 
-// catalogSQL lists the published tables' columns. The key is the replica
-// identity's index (REPLICA IDENTITY USING INDEX), else the primary key:
-// under REPLICA IDENTITY FULL, pgoutput flags every column, and the
-// target's key is still the primary key.
+// catalogSQL lists the columns of the tables of %s (pg_publication_tables,
+// or a relation with its columns pubname, schemaname, tablename and
+// attnames). The key is the replica identity's index (REPLICA IDENTITY
+// USING INDEX), else the primary key: under REPLICA IDENTITY FULL,
+// pgoutput flags every column, and the target's key is still the primary
+// key.
 const catalogSQL = `
 SELECT n.nspname, c.relname, c.oid::int8, c.relreplident::text,
        a.attname, a.atttypid::int8, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod),
@@ -49,16 +52,41 @@ SELECT n.nspname, c.relname, c.oid::int8, c.relreplident::text,
                 WHERE pb.pubname = p.pubname AND pr.prrelid = c.oid AND pr.prattrs IS NOT NULL),
        COALESCE((SELECT pr.oid FROM pg_catalog.pg_publication_rel pr JOIN pg_catalog.pg_publication pb ON pb.oid = pr.prpubid
                   WHERE pb.pubname = p.pubname AND pr.prrelid = c.oid), 0)::int8
-  FROM pg_catalog.pg_publication_tables p
+  FROM %s p
   JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
   JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
  WHERE p.pubname = $1 AND (p.attnames IS NULL OR a.attname = ANY (p.attnames))
  ORDER BY n.nspname, c.relname, a.attnum`
 
+// namedTables is what catalogSQL reads for cdc check: the publication's
+// tables ($1) and the tables named ($2, $3: schemas and names) it does not
+// publish yet, as setup will publish them (every column).
+const namedTables = `(SELECT pubname, schemaname, tablename, attnames FROM pg_catalog.pg_publication_tables WHERE pubname = $1
+   UNION ALL
+   SELECT $1::name, q.nsp::name, q.rel::name, NULL::name[] FROM unnest($2::text[], $3::text[]) AS q(nsp, rel)
+    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt
+                       WHERE pt.pubname = $1 AND pt.schemaname = q.nsp AND pt.tablename = q.rel))`
+
 // readCatalog returns the tables the publication publishes, in name order.
 func readCatalog(ctx context.Context, conn *pgx.Conn, publication string) ([]sourceTable, error) {
-	rows, err := conn.Query(ctx, catalogSQL, publication)
+	return queryCatalog(ctx, conn, fmt.Sprintf(catalogSQL, "pg_catalog.pg_publication_tables"), publication)
+}
+
+// readNamedCatalog returns the tables the publication publishes and those
+// of tables it does not publish yet, in name order: what setup will
+// publish. A table that does not exist is not among them.
+func readNamedCatalog(ctx context.Context, conn *pgx.Conn, publication string, tables []slot.Table) ([]sourceTable, error) {
+	schemas, names := make([]string, len(tables)), make([]string, len(tables))
+	for i, t := range tables {
+		schemas[i], names[i] = t.Schema, t.Name
+	}
+	return queryCatalog(ctx, conn, fmt.Sprintf(catalogSQL, namedTables), publication, schemas, names)
+}
+
+// queryCatalog runs sql, a catalogSQL, and reads its rows into tables.
+func queryCatalog(ctx context.Context, conn *pgx.Conn, sql, publication string, args ...any) ([]sourceTable, error) {
+	rows, err := conn.Query(ctx, sql, append([]any{publication}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of publication %s: %w", publication, err)
 	}

@@ -10,6 +10,8 @@
 //	config.go     the settings (Config), their env names and defaults
 //	sync.go       Sync, and the run's state (syncRun)
 //	setup.go      SetupSync: the publication, the slot, the targets
+//	check.go      Check (cdc check), and setup's first step: every
+//	              problem setup would meet, at once, creating nothing
 //	source.go     the source's connections and the slot's stream
 //	catalog.go    the published tables' columns, the source's identity
 //	targets.go    each table's mapping and target, the locks

@@ -36,7 +36,7 @@ func SetupSync(ctx context.Context, cfg Config, env Env) (_ *SetupResult, err er
 	}
 	r := &syncRun{cfg: cfg, env: env, log: env.log(), start: time.Now(), stop: applier.Stop{Cmd: "cdc setup", Step: applier.StepOpen}}
 	defer func() { err = r.stop.Wrap(ctx, err) }()
-	if err := r.checkDatabases(ctx); err != nil {
+	if err := r.checkBeforeSetup(ctx); err != nil {
 		return nil, err
 	}
 	created, err := r.ensureSlot(ctx)
@@ -58,29 +58,6 @@ func SetupSync(ctx context.Context, cfg Config, env Env) (_ *SetupResult, err er
 		return nil, err
 	}
 	return r.setupResult(created, ld), nil
-}
-
-// checkDatabases refuses, before the publication and the slot are made,
-// target databases the ClickHouse server lacks (and the mapping does not
-// ask setup to create): setup would otherwise make them, then fail at the
-// first target, leaving the publication behind.
-func (r *syncRun) checkDatabases(ctx context.Context) error {
-	dbs := r.cfg.Mappings.Databases()
-	if len(dbs) == 0 {
-		return nil
-	}
-	ch := r.cfg.ClickHouse
-	ch.Conns = 1
-	srv, err := target.Connect(ctx, ch, nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	missing, err := srv.MissingDatabases(ctx, dbs)
-	if err != nil || len(missing) == 0 {
-		return err
-	}
-	return outcome.Config.Mark(fmt.Errorf("%w: %s (nothing was created: no publication, no slot)", change.ErrNoDatabase, strings.Join(missing, ", ")))
 }
 
 // dropCreated drops the slot this run created, for a setup that failed

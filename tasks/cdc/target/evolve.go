@@ -321,6 +321,21 @@ func (t *Server) SyncView(ctx context.Context) (remade bool, err error) {
 	return true, err
 }
 
+// CheckWritable refuses a user whose readonly setting forbids what setup
+// and sync do (CREATE, ALTER, INSERT): ErrNotAllowed, configuration.
+func (t *Server) CheckWritable(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var v string
+	if err := t.conn.QueryRow(cctx, "SELECT value FROM system.settings WHERE name = 'readonly'").Scan(&v); err != nil {
+		return classify(fmt.Errorf("read the user's readonly setting: %w", err))
+	}
+	if v != "0" {
+		return outcome.Config.Mark(fmt.Errorf("%w: the user's readonly setting is %s: setup creates tables and sync inserts and alters them", ErrNotAllowed, v))
+	}
+	return nil
+}
+
 // MissingDatabases returns the databases of dbs the server does not have.
 func (t *Server) MissingDatabases(ctx context.Context, dbs []string) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)

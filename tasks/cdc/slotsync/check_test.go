@@ -1,0 +1,193 @@
+package slotsync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
+	"github.com/changesink/changesink/tasks/cdc/change"
+	"github.com/changesink/changesink/tasks/cdc/mapping"
+	"github.com/changesink/changesink/tasks/cdc/pgvalue"
+	"github.com/changesink/changesink/tasks/cdc/slot"
+)
+
+// checkEnv is a source with one table setup would take as it is (good),
+// and a config that publishes it into the test's ClickHouse database.
+func checkEnv(t *testing.T) (*syncEnv, Config, Env, context.Context) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.good"}
+	e.exec(`CREATE TABLE good (id int PRIMARY KEY, v text)`, `INSERT INTO good VALUES (1, 'a')`)
+	cfg, env := e.config()
+	cfg.Tables = e.tables
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return e, cfg, env, ctx
+}
+
+// nothingCreated fails the test when the publication, the slot or a
+// target of e exists.
+func (e *syncEnv) nothingCreated() {
+	e.t.Helper()
+	e.noSlot()
+	if got := e.rows(`SELECT count(*)::text FROM pg_publication WHERE pubname = '` + e.pub + `'`); got[0] != "0" {
+		e.t.Errorf("publication %s was made", e.pub)
+	}
+	if got := e.ch.query(`SELECT count() FROM system.tables WHERE database = '` + e.chDB + `'`); strings.Join(got, "") != "0" {
+		e.t.Errorf("%s tables were made in ClickHouse", strings.Join(got, ""))
+	}
+}
+
+// wantProblems checks a check's outcome: ErrPreflight (configuration)
+// wrapping each of want, n problems in all; none when want is empty.
+func wantProblems(t *testing.T, res *CheckResult, err error, n int, want ...error) {
+	t.Helper()
+	if res == nil {
+		t.Fatalf("no result: %v", err)
+	}
+	for _, p := range res.Problems {
+		t.Logf("problem, %s: %v", p.Area, p.Err)
+	}
+	if len(want) == 0 {
+		if err != nil || len(res.Problems) > 0 {
+			t.Fatalf("check: %v, want no problem", err)
+		}
+		return
+	}
+	if !errors.Is(err, change.ErrPreflight) || outcome.Classify(err) != outcome.Config {
+		t.Errorf("check: %v (%s), want ErrPreflight, configuration", err, outcome.Classify(err))
+	}
+	if len(res.Problems) != n {
+		t.Errorf("%d problems, want %d", len(res.Problems), n)
+	}
+	for _, w := range want {
+		if !errors.Is(err, w) {
+			t.Errorf("no problem is %v", w)
+		}
+	}
+}
+
+// TestCheckOneProblemAtATime: cdc check on a source and target setup
+// would take finds nothing and creates nothing; each problem planted
+// alone is the one problem it reports, with nothing created.
+func TestCheckOneProblemAtATime(t *testing.T) {
+	e, cfg, env, ctx := checkEnv(t)
+	res, err := Check(ctx, cfg, env)
+	wantProblems(t, res, err, 0)
+	if len(res.Tables) != 1 || res.Tables[0] != "public.good" || res.SourceVersion == "" || res.TargetVersion == "" {
+		t.Errorf("result %+v", res)
+	}
+	e.nothingCreated()
+
+	e.exec(`CREATE TABLE nokey (id int, v text)`, `CREATE TABLE geo (id int PRIMARY KEY, p point)`,
+		`CREATE TABLE other (id int PRIMARY KEY)`, `CREATE SCHEMA s2`, `CREATE TABLE s2.good (id int PRIMARY KEY)`)
+	for _, tc := range []struct {
+		name   string
+		tables []string
+		yaml   string // the mapping file ("": the env's)
+		source []string
+		want   error
+		says   string
+	}{
+		{name: "missing table", tables: []string{"public.good", "public.ghost"}, want: slot.ErrNoTable, says: "public.ghost"},
+		{name: "no key", tables: []string{"public.good", "public.nokey"}, want: slot.ErrReplicaIdentity, says: "public.nokey"},
+		{name: "unmappable column", tables: []string{"public.good", "public.geo"}, want: pgvalue.ErrUnsupportedType, says: `"p"`},
+		{name: "missing database", yaml: "defaults: {target: {database: no_such_db_" + e.slot + "}}\n", want: change.ErrNoDatabase,
+			says: "no_such_db_" + e.slot},
+		{name: "two tables onto one target", tables: []string{"public.good", "s2.good"}, want: mapping.ErrTargetsShareName, says: "good"},
+		{name: "publication without deletes", source: []string{`CREATE PUBLICATION ` + e.pub + ` FOR TABLE good WITH (publish = 'insert, update')`},
+			want: slot.ErrPublicationActions, says: e.pub},
+		{name: "publication with a row filter", source: []string{`CREATE PUBLICATION ` + e.pub + ` FOR TABLE good WHERE (id > 0)`},
+			want: slot.ErrPublicationFilter, says: "public.good"},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			c := cfg
+			if tc.tables != nil {
+				c.Tables = tc.tables
+			}
+			if tc.yaml != "" {
+				set, err := mapping.ParseSet("sync.yaml", []byte(tc.yaml))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Mappings = set
+			}
+			e.exec(tc.source...)
+			t.Cleanup(func() { e.exec(`DROP PUBLICATION IF EXISTS ` + e.pub) })
+			res, err := Check(ctx, c, env)
+			wantProblems(t, res, err, 1, tc.want)
+			if err != nil && !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("the problem does not say %q: %v", tc.says, err)
+			}
+			if tc.source == nil {
+				e.nothingCreated()
+			}
+		})
+	}
+}
+
+// TestCheckEveryProblemAtOnce: a role without REPLICATION that may not
+// read, own or publish the tables, a table that does not exist, one
+// without a key, a column no mapping is generated for and a target
+// database that does not exist are all reported by one check, each with
+// its fix, and nothing is created; a slot nobody reads is a note naming
+// it. Setup, given the same, refuses with every problem before it creates
+// anything.
+func TestCheckEveryProblemAtOnce(t *testing.T) {
+	e, cfg, env, ctx := checkEnv(t)
+	e.exec(`CREATE TABLE nokey (id int, v text)`, `CREATE TABLE geo (id int PRIMARY KEY, p point)`)
+	stale := e.slot + "_stale"
+	e.exec(`SELECT pg_create_logical_replication_slot('` + stale + `', 'pgoutput')`)
+	t.Cleanup(func() { testenv.DropSlot(t, e.admin, stale) })
+
+	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: no_such_db_"+e.slot+"}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Mappings = set
+	cfg.Tables = []string{"public.good", "public.nokey", "public.geo", "public.ghost"}
+	role := e.slot + "_plain"
+	testenv.CreateRole(t, e.admin, role, "plain-pw")
+	plain := cfg
+	plain.Postgres.DSN = testenv.WithPassword(t, testenv.WithUser(t, e.dsn, role), "plain-pw")
+	res, err := Check(ctx, plain, env)
+	// One each, but three tables unreadable and three not owned: every
+	// problem at once, not the first.
+	wantProblems(t, res, err, 12, slot.ErrNoReplication, slot.ErrNoTable, slot.ErrReplicaIdentity, slot.ErrNoSelect,
+		slot.ErrNotOwner, slot.ErrNoCreate, change.ErrNoDatabase, pgvalue.ErrUnsupportedType)
+	if res == nil {
+		return
+	}
+	count := map[error]int{}
+	for _, p := range res.Problems {
+		for _, s := range []error{slot.ErrNoSelect, slot.ErrNotOwner} {
+			if errors.Is(p.Err, s) {
+				count[s]++
+			}
+		}
+	}
+	if count[slot.ErrNoSelect] != 3 || count[slot.ErrNotOwner] != 3 {
+		t.Errorf("tables without SELECT %d, not owned %d; want 3 and 3", count[slot.ErrNoSelect], count[slot.ErrNotOwner])
+	}
+	if !strings.Contains(strings.Join(noteTexts(res), "\n"), "slot "+stale+" (database "+e.slot+") is not read by anyone") {
+		t.Errorf("no note names the slot nobody reads, %s: %v", stale, noteTexts(res))
+	}
+	e.nothingCreated()
+
+	_, err = SetupSync(ctx, plain, env)
+	if !errors.Is(err, change.ErrPreflight) || !errors.Is(err, slot.ErrNoReplication) || !errors.Is(err, change.ErrNoDatabase) {
+		t.Errorf("setup: %v, want every problem (ErrPreflight)", err)
+	}
+	e.nothingCreated()
+}
+
+func noteTexts(res *CheckResult) []string {
+	var out []string
+	for _, n := range res.Notes {
+		out = append(out, n.Text)
+	}
+	return out
+}
