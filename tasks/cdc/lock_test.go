@@ -152,6 +152,37 @@ func TestLockWaitsThenTimesOut(t *testing.T) {
 	}
 }
 
+// TestLockWaitSaysWhatItWaitsFor: a run waiting for a lock is never
+// silent longer than Say: after the line that starts the wait, a line each
+// Say names the holder, when its lock is broken unless it beats again, and
+// when the run gives up; a killed holder's countdown runs out and its lock
+// is broken, with a WARN.
+func TestLockWaitSaysWhatItWaitsFor(t *testing.T) {
+	tbl := lockTarget(t)
+	timing := testLockTiming
+	timing.Stale, timing.Wait, timing.Say = 3*time.Second, 10*time.Second, time.Second
+	a := mustLock(t, tbl, timing)
+	abandon(a) // killed: its heartbeats stop, its lock stays
+	var logs bytes.Buffer
+	b, err := tbl.Lock(context.Background(), timing, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(context.Background())
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var still int
+	for _, l := range lines {
+		if strings.Contains(l, "cdc: still waiting for the lock "+a.Name+" after ") && strings.Contains(l, "holder "+a.ID) &&
+			strings.Contains(l, "unless it beats again, and this run gives up in ") {
+			still++
+		}
+	}
+	if len(lines) < 3 || !strings.Contains(lines[0], "is taken") || still < 1 ||
+		!strings.Contains(lines[len(lines)-1], "level=WARN") || !strings.Contains(lines[len(lines)-1], "cdc: broke the lock "+a.Name) {
+		t.Errorf("log, want the wait's start, a line each second, then the broken lock:\n%s", logs.String())
+	}
+}
+
 // TestABrokenHolderStaysOut: holder R is cut off from ClickHouse (a
 // frozen proxy: its heartbeats wait in the network) past the stale bound;
 // W breaks R's lock and takes it; then R's connection comes back. R's

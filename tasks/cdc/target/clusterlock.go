@@ -147,7 +147,7 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 	host, _ := os.Hostname()
 	name := mapping.Qualified(t.M.Target.Database, mapping.LockName(t.M))
 	deadline := time.Now().Add(timing.Wait)
-	waiting := false
+	wait := lockWait{log: log, what: "cluster lock", name: name, timing: timing, deadline: deadline}
 	for {
 		l := &Lock{Table: t, ID: newHolderID(), Timing: timing, Name: name, cl: &clusterLock{host: host, pid: os.Getpid()}}
 		others, err := l.cl.others(ctx, l)
@@ -174,10 +174,8 @@ func (t *Table) lockCluster(ctx context.Context, timing LockTiming, log *slog.Lo
 			}
 			// Not alone, or the other claims' inserts kept this one's out
 			// (286): try again.
-		} else if !waiting {
-			waiting = true
-			log.Info(fmt.Sprintf("cdc: the cluster lock %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
-				name, holder.holderInfo, timing.Wait, timing.Stale))
+		} else {
+			wait.taken(holder.holderInfo)
 		}
 		if time.Now().After(deadline) {
 			who := "runs claiming it at the same moment"

@@ -65,13 +65,50 @@ type LockTiming struct {
 	Stale time.Duration // a lock whose newest heartbeat is older is broken
 	Wait  time.Duration // how long a run waits for a held lock
 	Poll  time.Duration // how often a waiting run tries again
+	Say   time.Duration // how often a waiting run says it still waits (0: defaultSay)
+}
+
+// defaultSay is how often a run waiting for a lock says so: no wait is
+// silent for longer.
+const defaultSay = 10 * time.Second
+
+// lockWait says what a run waiting for a lock waits for: when it starts,
+// then every Say, with the holder, the time until the lock is broken
+// (unless the holder beats again) and until the run gives up.
+type lockWait struct {
+	log         *slog.Logger
+	what, name  string // "lock" or "cluster lock"; the lock's table
+	timing      LockTiming
+	deadline    time.Time
+	start, said time.Time
+}
+
+// taken records one try that found h holding the lock.
+func (w *lockWait) taken(h holderInfo) {
+	now := time.Now()
+	every := w.timing.Say
+	if every <= 0 {
+		every = defaultSay
+	}
+	switch {
+	case w.start.IsZero():
+		w.start, w.said = now, now
+		w.log.Info(fmt.Sprintf("cdc: the %s %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
+			w.what, w.name, h, w.timing.Wait, w.timing.Stale))
+	case now.Sub(w.said) >= every:
+		w.said = now
+		w.log.Info(fmt.Sprintf("cdc: still waiting for the %s %s after %s: %s; it is broken in %s unless it beats again, and this run gives up in %s",
+			w.what, w.name, now.Sub(w.start).Round(time.Second), h, max(w.timing.Stale-h.age, 0).Round(time.Second),
+			max(time.Until(w.deadline), 0).Round(time.Second)))
+	}
 }
 
 // DefaultLockTiming is the lock's timing unless the run's config sets its
 // own: a run killed moments ago is broken after 30 s, so a run started
 // right after it waits at most that (and at most 60 s for a live holder,
 // then fails transient: a Kestra retry fits).
-var DefaultLockTiming = LockTiming{Beat: 2 * time.Second, Stale: 30 * time.Second, Wait: 60 * time.Second, Poll: 250 * time.Millisecond}
+var DefaultLockTiming = LockTiming{Beat: 2 * time.Second, Stale: 30 * time.Second, Wait: 60 * time.Second, Poll: 250 * time.Millisecond,
+	Say: defaultSay}
 
 // holderInfo is who holds (or held) the lock, as its rows say.
 type holderInfo struct {
@@ -129,7 +166,7 @@ func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (
 	host, _ := os.Hostname()
 	deadline := time.Now().Add(timing.Wait)
 	create := lockCreateSQL(l.Name, l.ID, host, os.Getpid())
-	waiting := false
+	wait := lockWait{log: log, what: "lock", name: l.Name, timing: timing, deadline: deadline}
 	for {
 		err := t.exec(ctx, create)
 		if err == nil {
@@ -159,11 +196,7 @@ func (t *Table) Lock(ctx context.Context, timing LockTiming, log *slog.Logger) (
 			}
 			continue
 		}
-		if !waiting {
-			waiting = true
-			log.Info(fmt.Sprintf("cdc: the lock %s is taken (%s); waiting up to %s, and breaking it once its last heartbeat is over %s old",
-				l.Name, h, timing.Wait, timing.Stale))
-		}
+		wait.taken(h)
 		if time.Now().After(deadline) {
 			return nil, outcome.Transient.Mark(fmt.Errorf("%w %s: %s; waited %s (it is broken %s after its last heartbeat)",
 				change.ErrTargetLocked, l.Name, h, timing.Wait, timing.Stale))
