@@ -187,6 +187,34 @@ func TestSyncExactValues(t *testing.T) {
 	}
 }
 
+// TestSyncSetupCreatesTheDatabase: a mapping whose defaults ask setup to
+// create the target database (target.create_database) gets it: setup
+// makes it before the load ledger it reads first (it failed with "Run
+// changesink cdc setup first" while running setup), loads the table, and
+// sync streams into it.
+func TestSyncSetupCreatesTheDatabase(t *testing.T) {
+	e := newSyncEnv(t)
+	e.tables = []string{"public.q"}
+	e.exec(`CREATE TABLE q (id int PRIMARY KEY, v text)`, `INSERT INTO q VALUES (1, 'a')`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := e.ch.conn.Exec(ctx, "DROP DATABASE "+e.chDB); err != nil { // made again by setup, dropped at the end
+		t.Fatal(err)
+	}
+	cfg, env := e.config()
+	set, err := mapping.ParseSet("sync.yaml", []byte("defaults: {target: {database: "+e.chDB+", create_database: true}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Mappings, cfg.Tables = set, e.tables
+	if _, err := SetupSync(ctx, cfg, env); err != nil {
+		t.Fatalf("setup with create_database: %v", err)
+	}
+	e.exec(`INSERT INTO q VALUES (2, 'b')`, `UPDATE q SET v = 'c' WHERE id = 1`)
+	e.catchUp(ctx, cfg, env)
+	e.same(`SELECT id::text, v FROM q ORDER BY id`, `SELECT id, v FROM `+e.chDB+`.q_live ORDER BY id`)
+}
+
 // TestSyncSetupWithoutTheDatabase: a target database the ClickHouse server
 // lacks is refused by cdc setup before it creates anything on the source:
 // no publication, no slot (configuration, the hint to create it).

@@ -284,6 +284,11 @@ func (r *syncRun) mapTargets(ctx context.Context, src []sourceTable, create, new
 	if err != nil {
 		return err
 	}
+	if create {
+		if err := r.ch.CreateDatabases(ctx, ms); err != nil {
+			return err
+		}
+	}
 	loads, err := r.readLoads(ctx, ms)
 	if err != nil {
 		return err

@@ -321,6 +321,23 @@ func (t *Server) SyncView(ctx context.Context) (remade bool, err error) {
 	return true, err
 }
 
+// CreateDatabases makes the databases of ms whose mapping asks setup to
+// (target.create_database), before anything else is made in them (the
+// load ledger, which cdc setup reads before it makes the targets).
+func (t *Server) CreateDatabases(ctx context.Context, ms []*mapping.Mapping) error {
+	made := map[string]bool{}
+	for _, m := range ms {
+		if !m.Target.CreateDatabase || made[m.Target.Database] {
+			continue
+		}
+		made[m.Target.Database] = true
+		if err := t.exec(ctx, t.ddl(createDatabaseSQL(m))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CheckWritable refuses a user whose readonly setting forbids what setup
 // and sync do (CREATE, ALTER, INSERT): ErrNotAllowed, configuration.
 func (t *Server) CheckWritable(ctx context.Context) error {
