@@ -126,6 +126,7 @@ var shippedFlows = []shippedFlow{
 			{"setup", "cdc setup"},
 			{"sync", "cdc sync"},
 			{"summary", ""},
+			{"health", ""},
 			{"alert", ""},
 		},
 		notInCompose: "it writes the trigger flow's read model, which has one writer at a time",
@@ -164,7 +165,9 @@ var commandOutputs = map[string]struct {
 	"cdc setup":          {result: &cdc.SetupResult{}},
 	"cdc apply":          {result: &cdc.Result{}, files: []string{cdc.ExpectedFile, cdc.PendingFile}},
 	// BehindKnown: behind_seconds is emitted whenever the run could tell.
-	"cdc sync": {result: &cdc.SyncResult{BehindKnown: true}},
+	"cdc sync":          {result: &cdc.SyncResult{BehindKnown: true}},
+	"cdc check":         {result: &cdc.CheckResult{}},
+	"kafka-state check": {result: &kafkastate.CheckResult{}},
 }
 
 // outputNames returns the outputs a command emits on success, given the env
@@ -827,6 +830,25 @@ func TestFlowSyncSettings(t *testing.T) {
 		if got := files[setup[cdc.EnvMapping]]; got != "{{ vars.sync_mapping }}" {
 			t.Errorf("%s: inputFiles[%s] = %q, want {{ vars.sync_mapping }} (the mapping inline in the flow)", id, setup[cdc.EnvMapping], got)
 		}
+	}
+	// The health task fails the execution past each threshold, on the
+	// outputs sync reports.
+	health := taskByID(flow, "health")
+	conds := fmt.Sprint(health["conditions"])
+	for out, max := range map[string]string{"behind_seconds": "max_behind_seconds", "lag_bytes": "max_lag_bytes",
+		"retained_wal_bytes": "max_retained_wal_bytes"} {
+		if n, ok := vars[max].(int); !ok || n <= 0 {
+			t.Errorf("variable %s = %v, want a positive threshold", max, vars[max])
+		}
+		if !strings.Contains(conds, "outputs.sync.vars."+out+" ?? 0) <= vars."+max) {
+			t.Errorf("the health task does not hold %s to %s: %s", out, max, conds)
+		}
+		if _, ok := (&cdc.SyncResult{BehindKnown: true}).Outputs()[out]; !ok {
+			t.Errorf("sync reports no output %s", out)
+		}
+	}
+	if health["type"] != "io.kestra.plugin.core.execution.Assert" || !strings.Contains(conds, "outputs.sync.vars.wal_status") {
+		t.Errorf("health %v: want a core Assert on the slot's health, wal_status included", health)
 	}
 	if d, err := time.ParseDuration(fmt.Sprint(vars["max_duration"])); err != nil || d <= 0 || d >= time.Minute {
 		t.Errorf("max_duration %v (%v): want a duration that leaves room in the minute", vars["max_duration"], err)

@@ -17,6 +17,7 @@ type kafkaStateCmd struct {
 	Setup       kafkaStateSetupCmd       `cmd:"" help:"Create schema kafka_state (positions, records, current_values) with the seed's DDL, and changesink's tables shards and rejected. Idempotent; safe when two run at once."`
 	Materialize kafkaStateMaterializeCmd `cmd:"" help:"Materialize one bounded batch of the topic into PostgreSQL, records and positions in one transaction; with DRAIN_SECONDS, batch after batch until caught up."`
 	Verify      kafkaStateVerifyCmd      `cmd:"" help:"Check that every stored record is below its partition's durable next offset; exit 1 naming the first one that is not."`
+	Check       kafkaStateCheckCmd       `cmd:"" help:"Check, with materialize's settings and changing nothing, what materialize would meet before it reads a record: PostgreSQL (the schema, the role's privileges), the broker and the topic, the saved positions against the topic; every problem at once, each with its fix, and the records left to read. Exit 0 only when materialize would run."`
 }
 
 // kafkaStateVars are the names, defaults and bounds the kafka-state flags
@@ -111,6 +112,35 @@ func (c *kafkaStateMaterializeCmd) Run(a *app) error {
 	}
 	a.log.Info(res.Summary())
 	return a.em.Report(res)
+}
+
+// kafkaStateCheckCmd is kafka-state check: materialize's settings.
+type kafkaStateCheckCmd struct {
+	kafkaStateMaterializeCmd
+}
+
+func (c *kafkaStateCheckCmd) Run(a *app) error {
+	a.mask.Add(kafkastate.PropertySecrets(c.KafkaProperties)...)
+	cfg := kafkastate.Config{Topic: c.Topic, MaxRecords: int(c.MaxRecords), PollSeconds: int(c.PollSeconds), DrainSeconds: int(c.DrainSeconds),
+		Shard: c.Shard, KafkaProperties: c.KafkaProperties, OnBadRecord: c.OnBadRecord, Postgres: c.postgres(a)}
+	res, err := kafkastate.Check(a.ctx, cfg, kafkastate.Env{Dir: a.dir, Log: a.log})
+	if res == nil {
+		return err
+	}
+	for i, p := range res.Problems {
+		a.log.Error(fmt.Sprintf("problem %d of %d: %v", i+1, len(res.Problems), p))
+		if h := kafkastate.Hint(p); h != "" {
+			a.log.Error("  fix: " + h)
+		}
+	}
+	for _, n := range res.Notes {
+		a.log.Warn("note: " + n)
+	}
+	a.log.Info(res.Summary())
+	if rerr := a.em.Report(res); rerr != nil && err == nil {
+		return rerr
+	}
+	return err
 }
 
 type kafkaStateVerifyCmd struct {

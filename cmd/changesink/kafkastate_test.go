@@ -148,8 +148,8 @@ func pgDatabase(ctx context.Context, t *testing.T, adminDSN, prefix string) (str
 	return db, conn
 }
 
-// TestKafkaStateNoSecretInOutput runs setup, materialize (over SASL/SCRAM)
-// and verify through the command line with a PostgreSQL role whose password
+// TestKafkaStateNoSecretInOutput runs check, setup, materialize (over
+// SASL/SCRAM), verify and check again through the command line with a PostgreSQL role whose password
 // comes from PGPASSWORD, then failing runs that handle secrets (a wrong
 // SCRAM password, a wrong password inside PG_DSN, KAFKA_PROPERTIES that do
 // not parse, a refused batch), and asserts that no password appears
@@ -204,8 +204,11 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d with %q; output:\n%s", name, code, wantCode, wantOut, out.String())
 		}
 	}
+	step("check before setup", 2, `kafka-state check found problems: 1 found`, nil, "kafka-state", "check")
 	step("setup", 0, `"schema":"kafka_state"`, nil, "kafka-state", "setup")
+	step("check after setup", 0, `"behind":2`, nil, "kafka-state", "check")
 	step("materialize over SCRAM", 0, `"consumed":2`, nil, "kafka-state", "materialize")
+	step("check after the run", 0, `"behind":0`, nil, "kafka-state", "check")
 	step("verify", 0, `"valid":true`, nil, "kafka-state", "verify")
 	step("wrong SCRAM password", 2, `"error_class":"config"`, map[string]string{kafkastate.EnvKafkaProperties: scramProps(wrongScram)}, "kafka-state", "materialize")
 	step("KAFKA_PROPERTIES that do not parse", 2, "JSON object",
@@ -221,6 +224,7 @@ func TestKafkaStateNoSecretInOutput(t *testing.T) {
 		"kafka-state", "setup")
 	step("misspelt topic", 2, "holds no read positions for it",
 		map[string]string{kafkastate.EnvPGDSN: dsn, kafkastate.EnvTopic: topic + "_missing"}, "kafka-state", "materialize")
+	step("check of a misspelt topic", 2, `"fix":"Check TOPIC`, nil, "kafka-state", "check")
 	step("flags override env", 0, `"consumed":0`, map[string]string{kafkastate.EnvTopic: "ignored"}, "kafka-state", "materialize", "--topic", topic, "--max-records", "5")
 
 	for name, secret := range map[string]string{kafkastate.EnvPGPassword: pgSecret, "wrong DSN password": wrongPG, "SCRAM password": scramSecret, "wrong SCRAM password": wrongScram, "tail of a password with '@'": atSecret} {

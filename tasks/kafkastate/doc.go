@@ -64,8 +64,9 @@
 // PG_DSN (ErrJDBCURL), a working directory that cannot take the report
 // (ErrWorkingDir), a SHARD that owns no partition (ErrEmptyShard),
 // ON_BAD_RECORD=reject in a database without kafka_state.rejected
-// (ErrNoRejectedTable), and the causes below that only a change of
-// settings mends.
+// (ErrNoRejectedTable), the problems kafka-state check found
+// (ErrCheckFailed, a *CheckError wrapping each: check.go), and the causes
+// below that only a change of settings mends.
 //
 // A PostgreSQL failure is a *PGError (the operation, the SQLSTATE, the
 // driver's error) and a Kafka request that got no answer a *KafkaError;

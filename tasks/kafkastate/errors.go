@@ -244,6 +244,9 @@ var (
 	// kafka_state.rejected (set up by the seed's DDL or an older
 	// changesink); nothing was read or written.
 	ErrNoRejectedTable = errors.New("ON_BAD_RECORD=reject needs table kafka_state.rejected, which setup creates")
+	// ErrCheckFailed: kafka-state check found problems materialize would
+	// meet; each is wrapped beside it (configuration).
+	ErrCheckFailed = errors.New("kafka-state check found problems")
 )
 
 // RecordError is a refusal of one Kafka record: where it is and which rule it

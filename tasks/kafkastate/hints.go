@@ -37,6 +37,9 @@ const (
 // only says what a failure before COMMIT left.
 func hints() []hint {
 	return []hint{
+		// Before the problems it wraps: several at once.
+		{ErrCheckFailed, "Fix each problem the message numbers (the check's problems output has the remedy of each), " +
+			"then run kafka-state check again; nothing was changed."},
 		{ErrStopped, "Re-run: nothing was committed, and the next batch resumes from the saved positions."},
 		{ErrTopicUnavailable, "Check TOPIC, that the topic exists (topics are never created automatically) and the client's " +
 			"ACLs. Read on another cluster: fix bootstrap.servers in KAFKA_PROPERTIES (or PG_DSN). Deleted after a batch " +

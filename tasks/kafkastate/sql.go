@@ -419,3 +419,12 @@ WHERE (x.record_key, x.record_value, x.error) IS DISTINCT FROM (EXCLUDED.record_
 
 // sqlCountRejected counts the rows kafka_state.rejected holds for topic $1.
 const sqlCountRejected = `SELECT count(*) FROM kafka_state.rejected WHERE topic = $1`
+
+// sqlCheckSchema is kafka-state check's look at the schema: whether setup
+// made kafka_state's positions and records, whether the role may read and
+// write both, and whether it may create the schema (CREATE on the
+// database).
+const sqlCheckSchema = `SELECT to_regclass('kafka_state.positions') IS NOT NULL AND to_regclass('kafka_state.records') IS NOT NULL,
+  COALESCE(has_table_privilege(to_regclass('kafka_state.positions'), 'SELECT, INSERT, UPDATE, DELETE')
+    AND has_table_privilege(to_regclass('kafka_state.records'), 'SELECT, INSERT, UPDATE, DELETE'), false),
+  has_database_privilege(current_database(), 'CREATE')`

@@ -61,6 +61,7 @@ func TestSQLGolden(t *testing.T) {
 		"has-rejected":              sqlHasRejected,
 		"write-rejected":            sqlWriteRejected,
 		"count-rejected":            sqlCountRejected,
+		"check-schema":              sqlCheckSchema,
 	}
 	for name, sql := range statements {
 		t.Run(name, func(t *testing.T) {
