@@ -183,6 +183,21 @@ func preflightPublication(ctx context.Context, conn *pgconn.PgConn, s Setup, _ s
 		p.problem(refused(&TableError{Table: Table{string(f[0]), string(f[1])}.String(), Publication: s.Publication,
 			Detail: "a WHERE clause", Err: ErrPublicationFilter}))
 	}
+	listed, err := simpleQuery(ctx, conn, `SELECT pt.schemaname, pt.tablename, array_to_string(pt.attnames, ', ')
+		FROM pg_catalog.pg_publication_tables pt
+		JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+		WHERE pt.pubname = `+quoteLiteral(s.Publication)+`
+		  AND cardinality(pt.attnames) < (SELECT count(*) FROM pg_catalog.pg_attribute a
+		                                   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '')
+		ORDER BY 1, 2`)
+	if err != nil {
+		return fmt.Errorf("publication %s: read its column lists: %w", s.Publication, err)
+	}
+	for _, l := range listed {
+		p.note("publication %s publishes only columns %s of table %s.%s (a column list): its target has only those, and a column "+
+			"added to the list later holds the table until a resync", s.Publication, l[2], l[0], l[1])
+	}
 	return nil
 }
 

@@ -127,6 +127,14 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 			}
 		})
 	}
+
+	// A column list is no problem, but a note naming the columns.
+	e.exec(`CREATE PUBLICATION ` + e.pub + ` FOR TABLE good (id)`)
+	res, err = Check(ctx, cfg, env)
+	wantProblems(t, res, err, 0)
+	if notes := strings.Join(noteTexts(res), "\n"); !strings.Contains(notes, "publishes only columns id of table public.good") {
+		t.Errorf("no note names the column list: %s", notes)
+	}
 }
 
 // TestCheckEveryProblemAtOnce: a role without REPLICATION that may not
