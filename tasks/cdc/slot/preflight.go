@@ -29,21 +29,17 @@ func (p *Preflight) note(format string, args ...any) {
 	p.Notes = append(p.Notes, fmt.Sprintf(format, args...))
 }
 
-// Check reads, and changes nothing, what Ensure(s) would check and create
-// on the server pg reaches, and returns every problem at once, not the
-// first. Its error is a failure to read (a refused login, a lost
-// connection), not a problem found.
-func Check(ctx context.Context, pg *pgconn.Config, s Setup) (Preflight, error) {
+// Check reads over conn, a plain connection to the source's database
+// (pgx users pass conn.PgConn()), which it leaves open, and changes
+// nothing: what Ensure(s) would check and create, every problem at once,
+// not the first. Its error is a failure to read (a lost connection), not
+// a problem found.
+func Check(ctx context.Context, conn *pgconn.PgConn, s Setup) (Preflight, error) {
 	var p Preflight
 	if err := s.validate(); err != nil {
 		p.problem(err)
 		return p, nil
 	}
-	conn, err := connect(ctx, pg, false)
-	if err != nil {
-		return p, err
-	}
-	defer closeConn(conn)
 	srv, err := readServer(ctx, conn)
 	if err != nil {
 		return p, err

@@ -138,14 +138,17 @@ func (r *syncRun) preflight(ctx context.Context) *CheckResult {
 // checkSource runs slot.Check and reads the catalog of the tables setup
 // would publish (nil when the source cannot be read).
 func (r *syncRun) checkSource(ctx context.Context, tables []slot.Table, res *CheckResult, problem func(string, error)) []sourceTable {
-	pg := r.cfg.source.Config.Copy()
-	if pg.RuntimeParams == nil {
-		pg.RuntimeParams = map[string]string{}
-	}
-	maps.Copy(pg.RuntimeParams, pgvalue.Settings())
-	pf, err := slot.Check(ctx, pg, slot.Setup{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Tables: tables})
+	conn := r.cfg.source.Copy()
+	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
+	c, err := pgx.ConnectConfig(ctx, conn)
 	if err != nil {
 		problem(AreaSource, sourceErr(fmt.Errorf("connect to the source: %w", err)))
+		return nil
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	pf, err := slot.Check(ctx, c.PgConn(), slot.Setup{Slot: r.cfg.Slot, Publication: r.cfg.Publication, Tables: tables})
+	if err != nil {
+		problem(AreaSource, sourceErr(fmt.Errorf("read the source: %w", err)))
 		return nil
 	}
 	res.SourceVersion = pf.Version
@@ -158,14 +161,6 @@ func (r *syncRun) checkSource(ctx context.Context, tables []slot.Table, res *Che
 	for _, n := range pf.Notes {
 		res.Notes = append(res.Notes, Note{Area: AreaSource, Text: n})
 	}
-	conn := r.cfg.source.Copy()
-	maps.Copy(conn.RuntimeParams, pgvalue.Settings())
-	c, err := pgx.ConnectConfig(ctx, conn)
-	if err != nil {
-		problem(AreaSource, sourceErr(fmt.Errorf("connect to the source: %w", err)))
-		return nil
-	}
-	defer c.Close(context.WithoutCancel(ctx))
 	if _, r.source, err = systemIdentity(ctx, c); err != nil {
 		problem(AreaSource, sourceErr(err))
 		return nil
