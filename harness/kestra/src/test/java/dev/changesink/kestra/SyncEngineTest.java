@@ -71,6 +71,11 @@ abstract class SyncEngineTest extends EngineTest {
      * own slot and publication. {@code clickhouseLogin} ("user:password", or null) goes into clickhouse_url.
      */
     Deployment deploy(String name, String clickhouseLogin, String... tables) throws Exception {
+        return deploy(name, clickhouseLogin, Map.of(), tables);
+    }
+
+    /** {@link #deploy(String, String, String...)} with the flow's variables in {@code variables} rewritten too. */
+    Deployment deploy(String name, String clickhouseLogin, Map<String, Object> variables, String... tables) throws Exception {
         String id = "kestra_sync_" + name + "_" + suffix;
         Services.createDatabaseIfMissing(id);
         Services.clickhouse("CREATE DATABASE IF NOT EXISTS " + id);
@@ -100,6 +105,7 @@ abstract class SyncEngineTest extends EngineTest {
         if (!image().equals(vars.get("image"))) {
             rewrite.put("image", image());
         }
+        rewrite.putAll(variables);
         FlowWithSource flow = deploy(Harness.withVariables(source, rewrite));
         Deployment done = new Deployment(flow, id, id, id);
         deployments.set(deployments.indexOf(d), done);

@@ -167,6 +167,35 @@ class SyncFlowTest extends SyncEngineTest {
         assertThat("the password is in no output", v.toString().contains(wrong), is(false));
     }
 
+    /**
+     * A slot's health past a threshold (here max_lag_bytes -1, which every lag passes) fails the execution
+     * after sync applied and confirmed everything: setup, sync and the summary succeed, the health task fails
+     * naming the lag and its threshold, the errors branch says so at ERROR, and the live view equals the
+     * source. Whatever alerts on failed executions hears of it.
+     */
+    @Test
+    void healthPastAThresholdFailsTheExecution() throws Exception {
+        Deployment d = deploy("health", null, Map.of("max_lag_bytes", -1), ORDERS,
+            "INSERT INTO public.orders SELECT i, 7, i * 10, 'new' FROM generate_series(1, 10) i");
+        Execution e = run(d.flow(), Map.of());
+        assertEquals(State.Type.FAILED, e.getState().getCurrent(), describe(e));
+        for (String id : List.of("setup", "sync", "summary")) {
+            assertEquals(State.Type.SUCCESS, taskRun(e, id).getState().getCurrent(), id);
+        }
+        assertEquals(State.Type.FAILED, taskRun(e, "health").getState().getCurrent());
+        Map<String, Object> sync = vars(taskRun(e, "sync"));
+        List<LogEntry> logs = logs(e);
+        String health = logsOf(logs, "health", Level.ERROR).stream().map(LogEntry::getMessage).toList().toString();
+        System.out.println("health: " + health);
+        assertThat(health, containsString("lag_bytes " + sync.get("lag_bytes") + " (max -1)"));
+        List<String> alert = logsOf(logs, "alert", Level.ERROR).stream().map(LogEntry::getMessage).toList();
+        assertThat(alert, hasSize(1));
+        assertThat(alert.getFirst(), startsWith("the slot's health is past a threshold after a run that applied and confirmed everything: "));
+        assertThat(alert.getFirst(), containsString("lag_bytes " + sync.get("lag_bytes") + " (max -1)"));
+        assertEquals(sourceRows(d), liveRows(d));
+        assertEquals("", Objects.toString(engine.outputs(e).get("error_class"), ""));
+    }
+
     /** The errors branch ran once and logged, at ERROR, which step failed, its class, and the hint. */
     private void assertAlert(Execution e, List<LogEntry> logs, String prefix, String hint) {
         assertEquals(State.Type.SUCCESS, taskRun(e, "alert").getState().getCurrent());
