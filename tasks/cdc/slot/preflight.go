@@ -77,15 +77,19 @@ func checkVersion(ctx context.Context, conn *pgconn.PgConn, _ Setup, _ server, p
 
 // preflightTablesSQL is, for each table of a list, whether it exists as a
 // table, whether the role may read it and owns it (adding it to a
-// publication needs the owner), whether the publication lists it already
-// (by itself, or every leaf partition of it), and its (leaf partitions')
-// replica identities.
+// publication needs the owner), and whether the publication lists it
+// already (by itself, or every leaf partition of it).
 const preflightTablesSQL = `SELECT q.nsp, q.rel, c.oid IS NOT NULL,
        COALESCE(pg_catalog.has_table_privilege(c.oid, 'SELECT'), false),
        COALESCE(pg_catalog.pg_has_role(c.relowner, 'USAGE'), false),
        COALESCE(pg_catalog.pg_get_userbyid(c.relowner)::text, ''),
        EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p
                 WHERE p.pubname = %[2]s AND p.schemaname = q.nsp AND p.tablename = q.rel)
+       OR (c.relkind = 'p' AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_partition_tree(c.oid) t JOIN pg_catalog.pg_class l ON l.oid = t.relid
+              JOIN pg_catalog.pg_namespace ln ON ln.oid = l.relnamespace
+             WHERE t.isleaf AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p
+                    WHERE p.pubname = %[2]s AND p.schemaname = ln.nspname AND p.tablename = l.relname)))
   FROM unnest(%[1]s) AS q(nsp, rel)
   LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = q.nsp
   LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = q.rel AND c.relkind IN ('r', 'p')

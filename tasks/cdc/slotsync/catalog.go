@@ -61,12 +61,22 @@ SELECT n.nspname, c.relname, c.oid::int8, c.relreplident::text,
 
 // namedTables is what catalogSQL reads for cdc check: the publication's
 // tables ($1) and the tables named ($2, $3: schemas and names) it does not
-// publish yet, as setup will publish them (every column).
+// publish yet, as setup will publish them: every column, and a
+// partitioned table by its leaf partitions (publish_via_partition_root
+// is refused).
 const namedTables = `(SELECT pubname, schemaname, tablename, attnames FROM pg_catalog.pg_publication_tables WHERE pubname = $1
    UNION ALL
-   SELECT $1::name, q.nsp::name, q.rel::name, NULL::name[] FROM unnest($2::text[], $3::text[]) AS q(nsp, rel)
+   SELECT $1::name, ln.nspname, l.relname, NULL::name[]
+     FROM unnest($2::text[], $3::text[]) AS q(nsp, rel)
+     JOIN pg_catalog.pg_namespace n ON n.nspname = q.nsp
+     JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = q.rel AND c.relkind IN ('r', 'p')
+     CROSS JOIN LATERAL (SELECT c.oid AS relid WHERE c.relkind = 'r'
+                         UNION ALL
+                         SELECT t.relid FROM pg_catalog.pg_partition_tree(c.oid) t WHERE t.isleaf AND c.relkind = 'p') AS leaf
+     JOIN pg_catalog.pg_class l ON l.oid = leaf.relid
+     JOIN pg_catalog.pg_namespace ln ON ln.oid = l.relnamespace
     WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt
-                       WHERE pt.pubname = $1 AND pt.schemaname = q.nsp AND pt.tablename = q.rel))`
+                       WHERE pt.pubname = $1 AND pt.schemaname = ln.nspname AND pt.tablename = l.relname))`
 
 // readCatalog returns the tables the publication publishes, in name order.
 func readCatalog(ctx context.Context, conn *pgx.Conn, publication string) ([]sourceTable, error) {

@@ -135,6 +135,26 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 	if notes := strings.Join(noteTexts(res), "\n"); !strings.Contains(notes, "publishes only columns id of table public.good") {
 		t.Errorf("no note names the column list: %s", notes)
 	}
+	e.exec(`DROP PUBLICATION ` + e.pub)
+
+	// A partitioned table is published by its leaf partitions: the check
+	// maps those, and a role that may replicate and read the tables but
+	// owns none of them passes once the owner has published them.
+	e.exec(`CREATE TABLE parted (id int, at date, PRIMARY KEY (id, at)) PARTITION BY RANGE (at)`,
+		`CREATE TABLE parted_2025 PARTITION OF parted FOR VALUES FROM ('2025-01-01') TO ('2026-01-01')`,
+		`CREATE PUBLICATION `+e.pub+` FOR TABLE good, parted`)
+	role := e.slot + "_reader"
+	testenv.CreateRole(t, e.admin, role, "reader-pw")
+	t.Cleanup(func() { testenv.ExecPostgres(t, e.dsn, `DROP OWNED BY `+role) }) // before the role is dropped
+	e.exec(`ALTER ROLE `+role+` REPLICATION`, `GRANT SELECT ON good, parted, parted_2025 TO `+role)
+	reader := cfg
+	reader.Postgres.DSN = testenv.WithPassword(t, testenv.WithUser(t, e.dsn, role), "reader-pw")
+	reader.Tables = []string{"public.good", "public.parted"}
+	res, err = Check(ctx, reader, env)
+	wantProblems(t, res, err, 0)
+	if got := strings.Join(res.Tables, ","); got != "public.good,public.parted_2025" {
+		t.Errorf("tables %s, want public.good,public.parted_2025 (a partitioned table by its leaves)", got)
+	}
 }
 
 // TestCheckEveryProblemAtOnce: a role without REPLICATION that may not
