@@ -153,6 +153,9 @@ func hints() []hint {
 			"timestamp; a Decimal of at most 38 digits, or String with source_type: numeric), or upgrade the server."},
 		{mapping.ErrNoKey, "Add a primary key to the table, or give its mapping entry key: the NOT NULL columns that identify a row (REPLICA IDENTITY FULL alone gives the target no key); then re-run."},
 		{mapping.ErrTargetsShareName, "Set defaults.target.table to a pattern that tells the tables apart, as \"{schema}_{table}\" (it renames every target the pattern names: give tables already loaded an entry with their current target.table first), or give one of them an entry with its own target.table."},
+		{mapping.ErrMetaColumnName, "Give the target's own columns names the table does not use: target.version_column and " +
+			"target.deleted_column in the table's entry, or under defaults: target: in a mapping set (a target already made keeps " +
+			"its names: set them only for a new target)."},
 		{mapping.ErrMapping, "Fix the mapping at the line and column the message names."},
 		{target.ErrHTTPTooOld, "Use the server's native protocol: CLICKHOUSE_URL clickhouse://host:9000/database (secure=true and " +
 			"the TLS port, 9440 by default, for TLS)."},

@@ -24,6 +24,11 @@ var (
 	// and no replica identity index (REPLICA IDENTITY FULL names every
 	// column, which is no key), and its entry gives no key (Set.For).
 	ErrNoKey = fmt.Errorf("%w: the table has no primary key", ErrMapping)
+	// ErrMetaColumnName: a source column is named like the target's
+	// version or delete-marker column (target.version_column,
+	// target.deleted_column: _cdc_lsn and _cdc_deleted unless set), which
+	// the target adds beside the mapped columns.
+	ErrMetaColumnName = fmt.Errorf("%w: a column is named like the target's version or delete-marker column", ErrMapping)
 )
 
 // MappingError is a mistake in the mapping file, located by line and column

@@ -307,7 +307,8 @@ func compileColumn(m *Mapping, rc rawColumn, p func(...any) pos) (Col, error) {
 	}
 	switch name {
 	case m.Target.VersionColumn, m.Target.DeletedColumn:
-		return Col{}, p("name").errorf("column %q collides with the version or deleted column; rename them under target", name)
+		return Col{}, p("name").causef(ErrMetaColumnName, "table %s.%s: column %q is named like the target's version column (%s) or delete-marker column (%s)",
+			m.Source.Schema, m.Source.Table, name, m.Target.VersionColumn, m.Target.DeletedColumn)
 	case m.Source.DeletedField, m.Source.MetadataField:
 		return Col{}, p("name").errorf("column %q collides with the trigger's %q field; set source.deleted_field/metadata_field to the names the trigger uses", name, name)
 	}

@@ -108,7 +108,7 @@ func TestMappingErrors(t *testing.T) {
 		{"duplicate column", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: k, type: String}]\n",
 			`m.yaml:4:42: column "k" is listed twice`},
 		{"column is version column", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: _cdc_lsn, type: UInt64}]\n",
-			`m.yaml:4:42: column "_cdc_lsn" collides with the version or deleted column; rename them under target`},
+			`m.yaml:4:42: table s.t: column "_cdc_lsn" is named like the target's version column (_cdc_lsn) or delete-marker column (_cdc_deleted)`},
 		{"column is deleted field", head + "key: [k]\ncolumns: [{name: k, type: Int64}, {name: deleted, type: Bool}]\n",
 			`m.yaml:4:42: column "deleted" collides with the trigger's "deleted" field; set source.deleted_field/metadata_field to the names the trigger uses`},
 		{"bad identifier", head + "key: [k]\ncolumns: [{name: \"a,b\", type: Int64}]\n",

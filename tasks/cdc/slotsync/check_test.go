@@ -83,7 +83,8 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 	e.nothingCreated()
 
 	e.exec(`CREATE TABLE nokey (id int, v text)`, `CREATE TABLE geo (id int PRIMARY KEY, p point)`,
-		`CREATE TABLE other (id int PRIMARY KEY)`, `CREATE SCHEMA s2`, `CREATE TABLE s2.good (id int PRIMARY KEY)`)
+		`CREATE TABLE other (id int PRIMARY KEY)`, `CREATE SCHEMA s2`, `CREATE TABLE s2.good (id int PRIMARY KEY)`,
+		`CREATE TABLE meta (id int PRIMARY KEY, _cdc_lsn bigint)`)
 	for _, tc := range []struct {
 		name   string
 		tables []string
@@ -97,6 +98,8 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 		{name: "unmappable column", tables: []string{"public.good", "public.geo"}, want: pgvalue.ErrUnsupportedType, says: `"p"`},
 		{name: "missing database", yaml: "defaults: {target: {database: no_such_db_" + e.slot + "}}\n", want: change.ErrNoDatabase,
 			says: "no_such_db_" + e.slot},
+		{name: "a column named like the version column", tables: []string{"public.good", "public.meta"}, want: mapping.ErrMetaColumnName,
+			says: `table public.meta: column "_cdc_lsn"`},
 		{name: "two tables onto one target", tables: []string{"public.good", "s2.good"}, want: mapping.ErrTargetsShareName, says: "good"},
 		{name: "publication without deletes", source: []string{`CREATE PUBLICATION ` + e.pub + ` FOR TABLE good WITH (publish = 'insert, update')`},
 			want: slot.ErrPublicationActions, says: e.pub},
