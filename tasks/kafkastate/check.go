@@ -2,8 +2,13 @@ package kafkastate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
@@ -82,16 +87,18 @@ func (e *CheckError) Error() string {
 func (e *CheckError) Unwrap() []error { return append([]error{ErrCheckFailed}, e.Problems...) }
 
 // checkPostgres connects, and checks that schema kafka_state is set up
-// and that the role may read and write its tables; false when the
-// positions cannot be read.
+// and that the role holds each privilege a batch uses (a table newer
+// than the seed's DDL only where it exists; kafka_state.rejected only
+// with ON_BAD_RECORD=reject); false when the positions cannot be read
+// (or, lacking a privilege, their read would fail on it).
 func (r *run) checkPostgres(ctx context.Context, res *CheckResult) bool {
 	conn, err := r.connection(ctx)
 	if err != nil {
 		res.Problems = append(res.Problems, err)
 		return false
 	}
-	var setUp, canWrite, canCreate bool
-	if err := queryRow(ctx, conn, "read kafka_state's tables and privileges", sqlCheckSchema, nil, &setUp, &canWrite, &canCreate); err != nil {
+	var setUp, canCreate bool
+	if err := queryRow(ctx, conn, "read kafka_state's tables", sqlCheckSchema, nil, &setUp, &canCreate); err != nil {
 		res.Problems = append(res.Problems, err)
 		return false
 	}
@@ -99,18 +106,33 @@ func (r *run) checkPostgres(ctx context.Context, res *CheckResult) bool {
 	case !setUp && !canCreate:
 		res.Problems = append(res.Problems, outcome.Config.Mark(fmt.Errorf("%w, and %w: CREATE on the database, which setup needs",
 			ErrNotSetUp, ErrPGPrivileges)))
+		return false
 	case !setUp:
 		res.Problems = append(res.Problems, outcome.Config.Mark(ErrNotSetUp))
-	case !canWrite:
-		res.Problems = append(res.Problems, outcome.Config.Mark(fmt.Errorf("%w: SELECT, INSERT, UPDATE and DELETE on kafka_state.positions "+
-			"and kafka_state.records", ErrPGPrivileges)))
+		return false
 	}
-	return setUp
+	rows, err := conn.Query(ctx, sqlCheckPrivileges)
+	if err != nil {
+		res.Problems = append(res.Problems, pgErr(ctx, err, "read the role's privileges"))
+		return false
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		res.Problems = append(res.Problems, pgErr(ctx, err, "read the role's privileges"))
+		return false
+	}
+	missing = slices.DeleteFunc(missing, func(p string) bool { return !r.reject && strings.HasSuffix(p, "kafka_state.rejected") })
+	if len(missing) > 0 {
+		// The positions are not read then: the read would fail on one of them.
+		res.Problems = append(res.Problems, outcome.Config.Mark(fmt.Errorf("%w: the role lacks %s", ErrPGPrivileges, strings.Join(missing, ", "))))
+		return false
+	}
+	return true
 }
 
 // checkPositions reads the saved positions as materialize does (their
-// row FOR UPDATE: a running batch's commit is waited for) in a
-// transaction it rolls back, without the topic's lock, and plans the
+// row FOR UPDATE: a running batch's commit is waited for, 3 s at most,
+// then noted) in a transaction it rolls back, without the topic's lock, and plans the
 // batch as materialize would: the refusals of its step 2. It counts what
 // the next runs read.
 func (b *batch) checkPositions(ctx context.Context, res *CheckResult) error {
@@ -125,10 +147,20 @@ func (b *batch) checkPositions(ctx context.Context, res *CheckResult) error {
 		return err
 	}
 	defer b.rollback(ctx)
-	if err := execSQL(ctx, b.tx, "set statement_timeout", sqlStatementTimeout); err != nil {
-		return err
+	for _, s := range []struct{ what, sql string }{
+		{"set statement_timeout", sqlStatementTimeout},
+		{"set lock_timeout", sqlCheckLockTimeout},
+	} {
+		if err := execSQL(ctx, b.tx, s.what, s.sql); err != nil {
+			return err
+		}
 	}
-	if err := b.readPositions(ctx); err != nil {
+	if err := b.readPositions(ctx); errors.Is(err, ErrPGLockTimeout) {
+		// A batch holds them now: not a problem of the settings.
+		res.Notes = append(res.Notes, fmt.Sprintf("the saved positions of topic %s are locked by a running batch: they were not "+
+			"checked against the topic; run the check again between batches", b.r.topic))
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if err := b.plan(ctx); err != nil {
@@ -163,6 +195,10 @@ func (res *CheckResult) Summary() string {
 	if len(res.Problems) > 0 {
 		return fmt.Sprintf("kafka-state check: topic %s: %d problems; materialize would refuse, and nothing was changed.", res.Topic, len(res.Problems))
 	}
-	return fmt.Sprintf("kafka-state check: topic %s: materialize would run: %d partitions, %d records to read; %d notes.",
-		res.Topic, res.Partitions, res.Behind, len(res.Notes))
+	behind := "an unknown number of"
+	if res.Behind >= 0 {
+		behind = fmt.Sprint(res.Behind)
+	}
+	return fmt.Sprintf("kafka-state check: topic %s: materialize would run: %d partitions, %s records to read; %d notes.",
+		res.Topic, res.Partitions, behind, len(res.Notes))
 }

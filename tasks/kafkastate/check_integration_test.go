@@ -8,6 +8,8 @@ import (
 
 	"github.com/changesink/changesink/internal/kestra"
 	"github.com/changesink/changesink/internal/outcome"
+	"github.com/changesink/changesink/internal/testenv"
+	"github.com/jackc/pgx/v5"
 )
 
 // check runs kafka-state check with cfg into a fresh working directory.
@@ -86,4 +88,67 @@ func TestCheckFindsWhatMaterializeWouldMeet(t *testing.T) {
 	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "is not compacted (cleanup.policy=delete)") {
 		t.Errorf("notes %v, want one saying the topic is not compacted", res.Notes)
 	}
+}
+
+// TestCheckPrivilegesAndALockedRow: a role that may read and write the
+// positions and records but lacks what a batch also uses (TEMPORARY for
+// the staging table, SELECT on current_values, the shards table) gets
+// one problem naming each; a positions row a running batch holds is a
+// note after a few seconds, not a silent wait nor a problem.
+func TestCheckPrivilegesAndALockedRow(t *testing.T) {
+	e := newTopicEnv(t, 1)
+	produce(t, e.kcl, e.topic, kv(0, "a", `1`))
+	e.mustRun(t)
+	role := testenv.UniqueName(t, "ks_role_")
+	testenv.CreateRole(t, e.adminPG, role, "role-pw")
+	t.Cleanup(func() { testenv.ExecPostgres(t, e.pg.DSN, `DROP OWNED BY `+role) }) // before the role is dropped
+	for _, sql := range []string{
+		`GRANT USAGE ON SCHEMA kafka_state TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE ON kafka_state.positions, kafka_state.records TO ` + role,
+		`REVOKE TEMPORARY ON DATABASE "` + dbName(t, e.pg.DSN) + `" FROM PUBLIC`,
+	} {
+		e.exec(t, sql)
+	}
+	cfg := e.config()
+	cfg.Postgres.DSN = testenv.WithPassword(t, testenv.WithUser(t, e.pg.DSN, role), "role-pw")
+	res, err := e.check(t, cfg)
+	wantCheck(t, res, err, ErrPGPrivileges)
+	for _, w := range []string{"TEMPORARY on the database", "SELECT on kafka_state.current_values", "INSERT on kafka_state.shards"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("the problem does not name %s: %v", w, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "kafka_state.rejected") {
+		t.Errorf("kafka_state.rejected named without ON_BAD_RECORD=reject: %v", err)
+	}
+
+	conn := e.conn(t)
+	ctx := testCtx(t, time.Minute)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT * FROM kafka_state.positions WHERE topic = $1 FOR UPDATE`, e.topic); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err = e.check(t, e.config())
+	wantCheck(t, res, err)
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the check waited %s for the locked row", took)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "locked by a running batch") {
+		t.Errorf("notes %v, want one saying the positions are locked", res.Notes)
+	}
+}
+
+// dbName is the database a DSN names.
+func dbName(t *testing.T, dsn string) string {
+	t.Helper()
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc.Database
 }

@@ -62,6 +62,8 @@ func TestSQLGolden(t *testing.T) {
 		"write-rejected":            sqlWriteRejected,
 		"count-rejected":            sqlCountRejected,
 		"check-schema":              sqlCheckSchema,
+		"check-privileges":          sqlCheckPrivileges,
+		"check-lock-timeout":        sqlCheckLockTimeout,
 	}
 	for name, sql := range statements {
 		t.Run(name, func(t *testing.T) {

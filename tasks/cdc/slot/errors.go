@@ -51,6 +51,10 @@ var (
 	// role's: setup adds it to the publication, which PostgreSQL lets only
 	// its owner do (outcome.Config).
 	ErrNotOwner = errors.New("role does not own the table, which setup would add to the publication")
+	// ErrPublicationNotOwned: the publication stands, lacks tables setup
+	// would add, and is not the role's (ALTER PUBLICATION … ADD TABLE
+	// needs its owner) (outcome.Config).
+	ErrPublicationNotOwned = errors.New("role does not own the publication, to which setup would add tables")
 	// ErrNoCreate: the publication is missing and the role may not create
 	// it (CREATE on the database) (outcome.Config).
 	ErrNoCreate = errors.New("role may not create the publication (CREATE on the database)")
@@ -200,6 +204,8 @@ var hints = []struct {
 	{ErrNoSelect, "GRANT SELECT ON <schema.table> TO <role> (the initial load reads it), or use a role that may read it."},
 	{ErrNotOwner, "Have the table's owner add it (ALTER PUBLICATION <publication> ADD TABLE <schema.table>) before setup, " +
 		"or make the role its owner (ALTER TABLE … OWNER TO <role>), or a member of the owner's role."},
+	{ErrPublicationNotOwned, "Have the publication's owner add the tables (ALTER PUBLICATION <publication> ADD TABLE …) " +
+		"before setup, or make the role its owner (ALTER PUBLICATION <publication> OWNER TO <role>)."},
 	{ErrNoCreate, "GRANT CREATE ON DATABASE <database> TO <role>, or have a role that may create it make the publication " +
 		"(CREATE PUBLICATION <publication> FOR TABLE …) before setup."},
 	{ErrReplicaIdentity, "Give the table a primary key (its target's key). Without one: ALTER TABLE … REPLICA IDENTITY " +

@@ -21,6 +21,10 @@ type Preflight struct {
 	User     string
 	Problems []error
 	Notes    []string
+	// toAdd are the tables that exist and that the publication, when it
+	// stands, does not list yet: setup adds them (ALTER PUBLICATION … ADD
+	// TABLE, which its owner may run).
+	toAdd []string
 }
 
 func (p *Preflight) problem(err error) { p.Problems = append(p.Problems, err) }
@@ -80,7 +84,7 @@ func checkVersion(ctx context.Context, conn *pgconn.PgConn, _ Setup, _ server, p
 // publication needs the owner), and whether the publication lists it
 // already (by itself, or every leaf partition of it).
 const preflightTablesSQL = `SELECT q.nsp, q.rel, c.oid IS NOT NULL,
-       COALESCE(pg_catalog.has_table_privilege(c.oid, 'SELECT'), false),
+       COALESCE(pg_catalog.has_schema_privilege(n.oid, 'USAGE') AND pg_catalog.has_table_privilege(c.oid, 'SELECT'), false),
        COALESCE(pg_catalog.pg_has_role(c.relowner, 'USAGE'), false),
        COALESCE(pg_catalog.pg_get_userbyid(c.relowner)::text, ''),
        EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables p
@@ -114,11 +118,15 @@ func preflightTables(ctx context.Context, conn *pgconn.PgConn, s Setup, srv serv
 			p.problem(configErr(&TableError{Table: t.String(), Err: ErrNoTable}))
 			continue
 		case string(r[3]) != "t":
-			p.problem(configErr(&TableError{Table: t.String(), Detail: "role " + srv.user, Err: ErrNoSelect}))
+			p.problem(configErr(&TableError{Table: t.String(), Detail: "role " + srv.user + ": SELECT on it, or USAGE on its schema",
+				Err: ErrNoSelect}))
 		}
-		if string(r[6]) != "t" && string(r[4]) != "t" && !s.AllTables {
-			p.problem(configErr(&TableError{Table: t.String(), Publication: s.Publication,
-				Detail: fmt.Sprintf("owned by %s, not by role %s", string(r[5]), srv.user), Err: ErrNotOwner}))
+		if string(r[6]) != "t" && !s.AllTables {
+			p.toAdd = append(p.toAdd, t.String())
+			if string(r[4]) != "t" {
+				p.problem(configErr(&TableError{Table: t.String(), Publication: s.Publication,
+					Detail: fmt.Sprintf("owned by %s, not by role %s", string(r[5]), srv.user), Err: ErrNotOwner}))
+			}
 		}
 		found = append(found, t)
 	}
@@ -147,9 +155,10 @@ func preflightTables(ctx context.Context, conn *pgconn.PgConn, s Setup, srv serv
 // that is missing, the role may create (CREATE on the database).
 func preflightPublication(ctx context.Context, conn *pgconn.PgConn, s Setup, _ server, p *Preflight) error {
 	rows, err := simpleQuery(ctx, conn, `SELECT puballtables, pubinsert AND pubupdate AND pubdelete AND pubtruncate, pubviaroot,
-			pg_catalog.has_database_privilege(current_database(), 'CREATE')
+			pg_catalog.has_database_privilege(current_database(), 'CREATE'), pg_catalog.pg_has_role(pubowner, 'USAGE'),
+			pg_catalog.pg_get_userbyid(pubowner)
 		FROM pg_catalog.pg_publication WHERE pubname = `+quoteLiteral(s.Publication)+`
-		UNION ALL SELECT NULL, NULL, NULL, pg_catalog.has_database_privilege(current_database(), 'CREATE')
+		UNION ALL SELECT NULL, NULL, NULL, pg_catalog.has_database_privilege(current_database(), 'CREATE'), NULL, NULL
 		WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = `+quoteLiteral(s.Publication)+`)`)
 	if err != nil || len(rows) != 1 {
 		return fmt.Errorf("publication %s: read: %w", s.Publication, err)
@@ -163,6 +172,10 @@ func preflightPublication(ctx context.Context, conn *pgconn.PgConn, s Setup, _ s
 	}
 	if string(r[2]) == "t" {
 		p.problem(refused(fmt.Errorf("publication %s: %w", s.Publication, ErrPublicationViaRoot)))
+	}
+	if len(p.toAdd) > 0 && string(r[4]) != "t" {
+		p.problem(configErr(fmt.Errorf("publication %s (owned by %s, not by role %s): add %s: %w", s.Publication, r[5], p.User,
+			strings.Join(p.toAdd, ", "), ErrPublicationNotOwned)))
 	}
 	if string(r[1]) != "t" {
 		p.problem(refused(fmt.Errorf("publication %s: %w", s.Publication, ErrPublicationActions)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,8 @@ func (r *syncRun) preflight(ctx context.Context) *CheckResult {
 	if err != nil {
 		problem(AreaSource, err)
 	}
+	slices.SortFunc(tables, func(a, b slot.Table) int { return strings.Compare(a.String(), b.String()) })
+	tables = slices.Compact(tables) // a table named twice is published once
 	src := r.checkSource(ctx, tables, res, problem)
 	ch := r.checkTarget(ctx, res, problem)
 	if ch != nil {
@@ -180,6 +183,11 @@ func (r *syncRun) checkTarget(ctx context.Context, res *CheckResult, problem fun
 	ch := r.cfg.ClickHouse
 	ch.Conns = 1
 	srv, err := target.Connect(ctx, ch, nil)
+	if errors.Is(err, target.ErrNotSetUp) {
+		// The database the URL names is missing: not "run setup first",
+		// which is what the user is about to do.
+		err = outcome.Config.Mark(fmt.Errorf("%w: the database %s names (%v)", change.ErrNoDatabase, target.EnvClickHouseURL, err))
+	}
 	if err != nil {
 		problem(AreaTarget, err)
 		return nil
@@ -245,6 +253,9 @@ func (r *syncRun) checkMappings(ctx context.Context, src []sourceTable, ch *targ
 				continue
 			}
 			if st.Found {
+				if err := ch.With(m).CheckKind(ctx); err != nil {
+					problem(AreaTarget, fmt.Errorf("table %s: %w", t.qualified(), err))
+				}
 				continue
 			}
 		}

@@ -3,6 +3,7 @@ package slotsync
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/changesink/changesink/tasks/cdc/mapping"
 	"github.com/changesink/changesink/tasks/cdc/pgvalue"
 	"github.com/changesink/changesink/tasks/cdc/slot"
+	"github.com/changesink/changesink/tasks/cdc/target"
 )
 
 // checkEnv is a source with one table setup would take as it is (good),
@@ -29,14 +31,14 @@ func checkEnv(t *testing.T) (*syncEnv, Config, Env, context.Context) {
 }
 
 // nothingCreated fails the test when the publication, the slot or a
-// target of e exists.
+// target of e exists (other is a test's table of another engine).
 func (e *syncEnv) nothingCreated() {
 	e.t.Helper()
 	e.noSlot()
 	if got := e.rows(`SELECT count(*)::text FROM pg_publication WHERE pubname = '` + e.pub + `'`); got[0] != "0" {
 		e.t.Errorf("publication %s was made", e.pub)
 	}
-	if got := e.ch.query(`SELECT count() FROM system.tables WHERE database = '` + e.chDB + `'`); strings.Join(got, "") != "0" {
+	if got := e.ch.query(`SELECT count() FROM system.tables WHERE database = '` + e.chDB + `' AND name != 'other'`); strings.Join(got, "") != "0" {
 		e.t.Errorf("%s tables were made in ClickHouse", strings.Join(got, ""))
 	}
 }
@@ -85,14 +87,26 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 	e.exec(`CREATE TABLE nokey (id int, v text)`, `CREATE TABLE geo (id int PRIMARY KEY, p point)`,
 		`CREATE TABLE other (id int PRIMARY KEY)`, `CREATE SCHEMA s2`, `CREATE TABLE s2.good (id int PRIMARY KEY)`,
 		`CREATE TABLE meta (id int PRIMARY KEY, _cdc_lsn bigint)`)
+	e.ch.exec(`CREATE TABLE ` + e.chDB + `.other (x String, y UInt8) ENGINE = MergeTree ORDER BY x`)
+	u, err := url.Parse(cfg.ClickHouse.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/no_such_db_" + e.slot
+	missingDB := u.String()
 	for _, tc := range []struct {
 		name   string
 		tables []string
 		yaml   string // the mapping file ("": the env's)
 		source []string
+		url    string // CLICKHOUSE_URL ("": the env's)
 		want   error
 		says   string
 	}{
+		{name: "a target of another engine", tables: []string{"public.good", "public.other"}, want: change.ErrTargetMismatch,
+			says: "is a MergeTree, not a ReplacingMergeTree"},
+		{name: "DDL not allowed", url: cfg.ClickHouse.URL + "?allow_ddl=0", want: target.ErrNotAllowed, says: "allow_ddl"},
+		{name: "the URL's database missing", url: missingDB, want: change.ErrNoDatabase, says: "no_such_db_" + e.slot},
 		{name: "missing table", tables: []string{"public.good", "public.ghost"}, want: slot.ErrNoTable, says: "public.ghost"},
 		{name: "no key", tables: []string{"public.good", "public.nokey"}, want: slot.ErrReplicaIdentity, says: "public.nokey"},
 		{name: "unmappable column", tables: []string{"public.good", "public.geo"}, want: pgvalue.ErrUnsupportedType, says: `"p"`},
@@ -110,6 +124,9 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 			c := cfg
 			if tc.tables != nil {
 				c.Tables = tc.tables
+			}
+			if tc.url != "" {
+				c.ClickHouse.URL = tc.url
 			}
 			if tc.yaml != "" {
 				set, err := mapping.ParseSet("sync.yaml", []byte(tc.yaml))
@@ -157,6 +174,21 @@ func TestCheckOneProblemAtATime(t *testing.T) {
 	wantProblems(t, res, err, 0)
 	if got := strings.Join(res.Tables, ","); got != "public.good,public.parted_2025" {
 		t.Errorf("tables %s, want public.good,public.parted_2025 (a partitioned table by its leaves)", got)
+	}
+	// A table named twice is one table.
+	reader.Tables = []string{"public.good", "public.parted", "public.good"}
+	res, err = Check(ctx, reader, env)
+	wantProblems(t, res, err, 0)
+
+	// The reader's own table, which setup would add to a publication the
+	// reader does not own; a table in a schema the reader may not use.
+	e.exec(`CREATE TABLE mine (id int PRIMARY KEY)`, `ALTER TABLE mine OWNER TO `+role,
+		`CREATE SCHEMA closed`, `CREATE TABLE closed.t (id int PRIMARY KEY)`, `GRANT SELECT ON closed.t TO `+role)
+	reader.Tables = []string{"public.good", "public.parted", "public.mine", "closed.t"}
+	res, err = Check(ctx, reader, env)
+	wantProblems(t, res, err, 3, slot.ErrPublicationNotOwned, slot.ErrNoSelect, slot.ErrNotOwner)
+	if err != nil && (!strings.Contains(err.Error(), "public.mine: role does not own the publication") || !strings.Contains(err.Error(), "closed.t")) {
+		t.Errorf("the problems do not name public.mine and closed.t: %v", err)
 	}
 }
 

@@ -37,6 +37,7 @@ const (
 	chTableIsReadOnly    = 242
 	chTooManyParts       = 252
 	chAllReplicasLost    = 279
+	chQueryIsProhibited  = 392 // DDL with allow_ddl = 0
 	chAccessDenied       = 497
 	chAuthFailed         = 516
 	chPocoException      = 1000 // 18.16: "File not found" among others
@@ -93,7 +94,7 @@ func classify(err error) error {
 		switch ex.Code {
 		case chUnknownUser, chWrongPassword, chRequiredPassword, chAuthFailed:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrCredentials))
-		case chReadonly, chAccessDenied:
+		case chReadonly, chAccessDenied, chQueryIsProhibited:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w)", err, ErrNotAllowed))
 		case chUnknownSetting:
 			return outcome.Config.Mark(fmt.Errorf("%w (%w in %s's query string)", err, ErrUnknownSetting, EnvClickHouseURL))

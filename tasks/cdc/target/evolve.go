@@ -338,17 +338,22 @@ func (t *Server) CreateDatabases(ctx context.Context, ms []*mapping.Mapping) err
 	return nil
 }
 
-// CheckWritable refuses a user whose readonly setting forbids what setup
-// and sync do (CREATE, ALTER, INSERT): ErrNotAllowed, configuration.
+// CheckWritable refuses a user whose settings forbid what setup and sync
+// do (CREATE, ALTER, INSERT): readonly other than 0, or allow_ddl 0
+// (ErrNotAllowed, configuration).
 func (t *Server) CheckWritable(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	var v string
-	if err := t.conn.QueryRow(cctx, "SELECT value FROM system.settings WHERE name = 'readonly'").Scan(&v); err != nil {
-		return classify(fmt.Errorf("read the user's readonly setting: %w", err))
+	var readonly, ddl string
+	if err := t.conn.QueryRow(cctx, "SELECT anyIf(value, name = 'readonly'), anyIf(value, name = 'allow_ddl') FROM system.settings "+
+		"WHERE name IN ('readonly', 'allow_ddl')").Scan(&readonly, &ddl); err != nil {
+		return classify(fmt.Errorf("read the user's readonly and allow_ddl settings: %w", err))
 	}
-	if v != "0" {
-		return outcome.Config.Mark(fmt.Errorf("%w: the user's readonly setting is %s: setup creates tables and sync inserts and alters them", ErrNotAllowed, v))
+	switch {
+	case readonly != "0":
+		return outcome.Config.Mark(fmt.Errorf("%w: the user's readonly setting is %s: setup creates tables and sync inserts and alters them", ErrNotAllowed, readonly))
+	case ddl == "0" || ddl == "false":
+		return outcome.Config.Mark(fmt.Errorf("%w: the user's allow_ddl setting is 0: setup creates tables and sync alters them", ErrNotAllowed))
 	}
 	return nil
 }

@@ -70,18 +70,9 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 	if !obj.found {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: table %s does not exist; run changesink cdc setup first", change.ErrTargetMismatch, name))
 	}
-	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
-	}
-	if err := t.checkReplicated(name, engine); err != nil {
+	del, err := t.checkKind(name, engine, engineFull)
+	if err != nil {
 		return nil, err
-	}
-	v, del := replacingArgs(engineFull)
-	if v != m.Target.VersionColumn {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
-	}
-	if del != "" && del != m.Target.DeletedColumn {
-		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s drops the rows marked in %q, the mapping's delete column is %q", change.ErrTargetMismatch, name, del, m.Target.DeletedColumn))
 	}
 	if got, want := normKey(sortingKey), normKey(strings.Join(m.Key, ",")); got != want {
 		return nil, outcome.Config.Mark(fmt.Errorf("%w: %s is ordered by (%s), the mapping's key is %s", change.ErrTargetMismatch, name, sortingKey, m.KeyNames()))
@@ -120,6 +111,40 @@ func (t *Server) CheckSchema(ctx context.Context) (*Table, error) {
 		return nil, err
 	}
 	return tbl, nil
+}
+
+// checkKind refuses a target table name of engine engine (engineFull:
+// with its arguments) that is not a ReplacingMergeTree (Replicated on a
+// cluster) versioned by the mapping's version column, dropping rows
+// marked in its delete column if any; it returns that column ("": none).
+func (t *Server) checkKind(name, engine, engineFull string) (string, error) {
+	m := t.M
+	if engine != "ReplacingMergeTree" && engine != "ReplicatedReplacingMergeTree" {
+		return "", outcome.Config.Mark(fmt.Errorf("%w: %s is a %s, not a ReplacingMergeTree", change.ErrTargetMismatch, name, engine))
+	}
+	if err := t.checkReplicated(name, engine); err != nil {
+		return "", err
+	}
+	v, del := replacingArgs(engineFull)
+	if v != m.Target.VersionColumn {
+		return "", outcome.Config.Mark(fmt.Errorf("%w: %s is versioned by %q, the mapping's version column is %q", change.ErrTargetMismatch, name, v, m.Target.VersionColumn))
+	}
+	if del != "" && del != m.Target.DeletedColumn {
+		return "", outcome.Config.Mark(fmt.Errorf("%w: %s drops the rows marked in %q, the mapping's delete column is %q", change.ErrTargetMismatch, name, del, m.Target.DeletedColumn))
+	}
+	return del, nil
+}
+
+// CheckKind is what cdc check asks of a target that stands, read only:
+// checkKind (its columns and key are the stream's to follow, or a
+// resync's); nil when it does not stand.
+func (t *Server) CheckKind(ctx context.Context) error {
+	obj, err := t.inspect(ctx, t.M.Target.Table)
+	if err != nil || !obj.found {
+		return err
+	}
+	_, err = t.checkKind(obj.name, obj.engine, obj.engineFull)
+	return err
 }
 
 // checkView checks that the live view is a view showing the mapped
