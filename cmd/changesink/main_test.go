@@ -131,7 +131,7 @@ func TestUnexpectedArgumentNotShown(t *testing.T) {
 			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state setup`, which takes no arguments\"," +
 				"\"error_class\":\"config\",\"hint\":\"Check the command's spelling; quote a flag value that holds spaces, or pass secrets as env vars"},
 		{"kafka-state materialise", "materialise",
-			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state`, whose commands are setup, materialize, verify\""},
+			"unexpected argument (not shown: it may be part of a secret) after `changesink kafka-state`, whose commands are setup, materialize, verify, check\""},
 		{"cdcc apply", "cdcc", "after `changesink`, whose commands are kafka-state, cdc, version, help\""},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
