@@ -65,7 +65,15 @@ func Check(ctx context.Context, cfg Config, env Env) (*CheckResult, error) {
 	}
 	res.Total = time.Since(r.started)
 	if len(res.Problems) > 0 {
-		return res, outcome.Config.Mark(&CheckError{Topic: r.topic, Problems: res.Problems})
+		// Configuration, or transient when every problem is (the servers
+		// away: a retry may find none).
+		kind := outcome.Transient
+		for _, p := range res.Problems {
+			if outcome.Classify(p) != outcome.Transient {
+				kind = outcome.Config
+			}
+		}
+		return res, kind.Mark(&CheckError{Topic: r.topic, Problems: res.Problems})
 	}
 	return res, nil
 }

@@ -55,8 +55,9 @@ type CheckResult struct {
 // Check reads the source, the target and the mapping as cdc setup would
 // use them and creates nothing: every problem setup would refuse on, at
 // once, and what is worth knowing before it runs (slots nobody reads that
-// hold WAL, transactions a new slot waits for). It fails (ErrPreflight,
-// configuration) when it found a problem; its result lists them all.
+// hold WAL, transactions a new slot waits for). It fails (ErrPreflight:
+// configuration, transient when every problem is) when it found a
+// problem; its result lists them all.
 func Check(ctx context.Context, cfg Config, env Env) (*CheckResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -66,13 +67,21 @@ func Check(ctx context.Context, cfg Config, env Env) (*CheckResult, error) {
 	return res, res.refusal()
 }
 
-// refusal is nil when res found no problem, else ErrPreflight naming how
-// many and the first, wrapping every problem's refusal.
+// refusal is nil when res found no problem, else ErrPreflight numbering
+// them, wrapping every problem's refusal: configuration (each asks a
+// person to change something before setup), or transient when every
+// problem is (the servers away: a retry may find none).
 func (res *CheckResult) refusal() error {
 	if len(res.Problems) == 0 {
 		return nil
 	}
-	return outcome.Config.Mark(&PreflightError{Problems: res.Problems})
+	kind := outcome.Transient
+	for _, p := range res.Problems {
+		if outcome.Classify(p.Err) != outcome.Transient {
+			kind = outcome.Config
+		}
+	}
+	return kind.Mark(&PreflightError{Problems: res.Problems})
 }
 
 // PreflightError is the problems cdc check, or setup before it creates

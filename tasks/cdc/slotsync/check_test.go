@@ -254,3 +254,27 @@ func noteTexts(res *CheckResult) []string {
 	}
 	return out
 }
+
+// TestCheckServersAway: with PostgreSQL and ClickHouse both unreachable,
+// the check (and setup's first step) fails transient, as one server away
+// does, naming both: a retry may find neither problem.
+func TestCheckServersAway(t *testing.T) {
+	pg, ch := testenv.ClosedAddr(t), testenv.ClosedAddr(t)
+	cfg := Config{Postgres: Postgres{DSN: "postgres://u:p@" + pg + "/db?sslmode=disable&connect_timeout=5"}, Tables: []string{"public.t"},
+		ClickHouse: target.ClickHouse{URL: "clickhouse://" + ch + "/default", Timeout: 5 * time.Second}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Check(ctx, cfg, Env{})
+	if res == nil || len(res.Problems) != 2 || !errors.Is(err, change.ErrPreflight) || outcome.Classify(err) != outcome.Transient {
+		t.Fatalf("check with both servers away: %v (%s), %+v; want ErrPreflight, transient, 2 problems", err, outcome.Classify(err), res)
+	}
+	for _, addr := range []string{pg, ch} {
+		if !strings.Contains(err.Error(), addr) {
+			t.Errorf("the check does not name %s: %v", addr, err)
+		}
+	}
+	_, err = SetupSync(ctx, cfg, Env{})
+	if !errors.Is(err, change.ErrPreflight) || outcome.Classify(err) != outcome.Transient {
+		t.Errorf("setup with both servers away: %v (%s), want ErrPreflight, transient", err, outcome.Classify(err))
+	}
+}
